@@ -1,0 +1,417 @@
+/*
+ * plimsoll.c: the command-line client.
+ *
+ *   plimsoll describe
+ *   plimsoll run [-l LANG] [--floor TIER] [--timeout MS] [--json] (CODE | -f FILE | -)
+ *   plimsoll keygen [--key-out FILE] PRINCIPAL
+ *
+ * The daemon is PLIMSOLL_URL (http://host:port or unix:/path; default
+ * http://127.0.0.1:7475); the key is PLIMSOLL_KEY, or the first line of the
+ * file PLIMSOLL_KEY_FILE.
+ *
+ * Exit status, for shell scripts to branch on:
+ *   0  the code ran and exited 0
+ *   1  the code ran and exited non-zero (a result, not an error)
+ *   2  usage error
+ *   3  refused before anything ran (a typed refusal; reason on stderr)
+ *   4  infrastructure: the daemon could not be reached, or failed around
+ *      the run (Connect "internal" and transport errors)
+ *   5  isolation evidence mismatch: the answer's tier is below the floor
+ *      asked for (the code may have run; never retry automatically)
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/rand.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/buf.h"
+#include "../core/canon.h"
+#include "../core/tier.h"
+
+enum {
+    EXIT_RAN_OK = 0,
+    EXIT_RAN_NONZERO = 1,
+    EXIT_USAGE = 2,
+    EXIT_REFUSED = 3,
+    EXIT_INFRA = 4,
+    EXIT_MISMATCH = 5,
+};
+
+#define MAX_RESPONSE (256u << 20)
+#define MAX_INPUT_FILE (64u << 20)
+
+static void usage(void) {
+    fputs("usage:\n"
+          "  plimsoll describe\n"
+          "  plimsoll run [-l javascript|python] [--floor TIER] [--timeout MS] [--json]\n"
+          "               (CODE | -f FILE | -)\n"
+          "  plimsoll keygen [--key-out FILE] PRINCIPAL\n"
+          "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE\n"
+          "exit: 0 ran ok, 1 ran non-zero, 2 usage, 3 refused, 4 infrastructure,\n"
+          "      5 isolation evidence mismatch\n",
+          stderr);
+}
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
+    struct pl_buf *b = ud;
+    size_t n = size * nmemb;
+    if (b->len + n > MAX_RESPONSE || pl_buf_append(b, ptr, n) < 0)
+        return 0;
+    return n;
+}
+
+static int read_all(FILE *f, struct pl_buf *out) {
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        if (out->len + n > MAX_INPUT_FILE || pl_buf_append(out, chunk, n) < 0)
+            return -1;
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+static char *load_key(void) {
+    const char *k = getenv("PLIMSOLL_KEY");
+    if (k && *k)
+        return strdup(k);
+    const char *path = getenv("PLIMSOLL_KEY_FILE");
+    if (!path || !*path)
+        return NULL;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    char line[1024];
+    char *r = fgets(line, sizeof(line), f);
+    fclose(f);
+    if (!r)
+        return NULL;
+    line[strcspn(line, "\r\n")] = '\0';
+    return strdup(line);
+}
+
+/* POST a Connect unary call.  Returns the HTTP status, or -1 on transport error. */
+static long call(const char *method, const char *body, struct pl_buf *resp) {
+    const char *url = getenv("PLIMSOLL_URL");
+    if (!url || !*url)
+        url = "http://127.0.0.1:7475";
+    char full[2048];
+    CURL *c = curl_easy_init();
+    if (!c)
+        return -1;
+    if (strncmp(url, "unix:", 5) == 0) {
+        curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, url + 5);
+        snprintf(full, sizeof(full), "http://localhost/plimsoll.v1.SandboxService/%s", method);
+    } else {
+        size_t n = strlen(url);
+        while (n && url[n - 1] == '/')
+            n--;
+        snprintf(full, sizeof(full), "%.*s/plimsoll.v1.SandboxService/%s", (int)n, url, method);
+    }
+    char *key = load_key();
+    struct curl_slist *h = NULL;
+    h = curl_slist_append(h, "Content-Type: application/json");
+    h = curl_slist_append(h, "Connect-Protocol-Version: 1");
+    struct pl_buf auth = {0};
+    if (key) {
+        pl_buf_printf(&auth, "Authorization: Bearer %s", key);
+        h = curl_slist_append(h, auth.data);
+        OPENSSL_cleanse(key, strlen(key));
+        free(key);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, full);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    CURLcode rc = curl_easy_perform(c);
+    long status = -1;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    else
+        fprintf(stderr, "plimsoll: cannot reach the daemon at %s: %s\n", url,
+                curl_easy_strerror(rc));
+    curl_slist_free_all(h);
+    if (auth.data)
+        OPENSSL_cleanse(auth.data, auth.len);
+    pl_buf_free(&auth);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+/* Report a non-200 answer; returns the exit status it maps to. */
+static int report_error(long status, const struct pl_buf *resp) {
+    json_t *j = resp->data ? json_loadb(resp->data, resp->len, 0, NULL) : NULL;
+    const char *code = json_string_value(json_object_get(j, "code"));
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    const char *reason = NULL;
+    const char *dispatched = NULL;
+    json_t *d = json_array_get(json_object_get(j, "details"), 0);
+    json_t *dbg = json_object_get(d, "debug");
+    reason = json_string_value(json_object_get(dbg, "reason"));
+    dispatched = json_string_value(json_object_get(json_object_get(dbg, "metadata"), "dispatched"));
+    int ex;
+    if (!code) {
+        fprintf(stderr, "plimsoll: HTTP %ld from the daemon: %.*s\n", status,
+                (int)(resp->len > 200 ? 200 : resp->len), resp->data ? resp->data : "");
+        ex = EXIT_INFRA;
+    } else if (dispatched && strcmp(dispatched, "false") == 0) {
+        fprintf(stderr, "plimsoll: refused: %s (%s): %s\n", reason ? reason : "?", code,
+                msg ? msg : "");
+        ex = EXIT_REFUSED;
+    } else {
+        fprintf(stderr, "plimsoll: error: %s (%s): %s\n", reason ? reason : "?", code,
+                msg ? msg : "");
+        ex = EXIT_INFRA;
+    }
+    json_decref(j);
+    return ex;
+}
+
+static int cmd_describe(int argc, char **argv) {
+    (void)argv;
+    if (argc != 1) {
+        usage();
+        return EXIT_USAGE;
+    }
+    struct pl_buf resp = {0};
+    long st = call("Describe", "{}", &resp);
+    int ex;
+    if (st < 0) {
+        ex = EXIT_INFRA;
+    } else if (st != 200) {
+        ex = report_error(st, &resp);
+    } else {
+        json_t *j = json_loadb(resp.data, resp.len, 0, NULL);
+        char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+        if (s)
+            puts(s);
+        free(s);
+        json_decref(j);
+        ex = s ? EXIT_RAN_OK : EXIT_INFRA;
+    }
+    pl_buf_free(&resp);
+    return ex;
+}
+
+static int cmd_run(int argc, char **argv) {
+    const char *lang = "javascript", *floor = NULL, *file = NULL, *code = NULL;
+    long timeout = 0;
+    bool as_json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((strcmp(a, "-l") == 0 || strcmp(a, "--language") == 0) && i + 1 < argc) {
+            lang = argv[++i];
+        } else if (strcmp(a, "--floor") == 0 && i + 1 < argc) {
+            floor = argv[++i];
+        } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            errno = 0;
+            timeout = strtol(argv[++i], &end, 10);
+            if (errno || *end || timeout <= 0) {
+                fprintf(stderr, "plimsoll: --timeout takes milliseconds\n");
+                return EXIT_USAGE;
+            }
+        } else if (strcmp(a, "--json") == 0) {
+            as_json = true;
+        } else if (strcmp(a, "-f") == 0 && i + 1 < argc) {
+            file = argv[++i];
+        } else if (strcmp(a, "-") == 0) {
+            file = "-";
+        } else if (a[0] == '-' && a[1] == '-' && a[2] == '\0' && i + 1 < argc) {
+            code = argv[++i];
+        } else if (a[0] != '-' && !code) {
+            code = a;
+        } else {
+            usage();
+            return EXIT_USAGE;
+        }
+    }
+    enum pl_tier floor_tier = PL_TIER_NONE;
+    if (floor && pl_tier_parse(floor, &floor_tier) < 0) {
+        fprintf(stderr, "plimsoll: --floor takes none, process, container, kernel or vm\n");
+        return EXIT_USAGE;
+    }
+    if (!!code + !!file != 1) {
+        usage();
+        return EXIT_USAGE;
+    }
+    struct pl_buf src = {0};
+    if (file) {
+        FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "re");
+        if (!f || read_all(f, &src) < 0) {
+            fprintf(stderr, "plimsoll: cannot read %s\n", file);
+            if (f && f != stdin)
+                fclose(f);
+            pl_buf_free(&src);
+            return EXIT_USAGE;
+        }
+        if (f != stdin)
+            fclose(f);
+    } else {
+        pl_buf_puts(&src, code);
+    }
+    json_t *req = json_pack("{s:{s:s, s:s%}}", "snippet", "language", lang, "code",
+                            src.data ? src.data : "", src.len);
+    pl_buf_free(&src);
+    if (!req) {
+        fprintf(stderr, "plimsoll: the code is not valid UTF-8\n");
+        return EXIT_USAGE;
+    }
+    if (floor)
+        json_object_set_new(req, "minimum_isolation", json_string(floor));
+    if (timeout)
+        json_object_set_new(req, "timeout_ms", json_integer(timeout));
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    struct pl_buf resp = {0};
+    long st = body ? call("Run", body, &resp) : -1;
+    free(body);
+    int ex;
+    if (st < 0) {
+        ex = EXIT_INFRA;
+        goto out;
+    }
+    if (st != 200) {
+        ex = report_error(st, &resp);
+        goto out;
+    }
+    json_t *j = json_loadb(resp.data, resp.len, 0, NULL);
+    if (!j) {
+        fprintf(stderr, "plimsoll: the daemon's answer is not JSON\n");
+        ex = EXIT_INFRA;
+        goto out;
+    }
+    const char *iso = json_string_value(json_object_get(j, "isolation"));
+    enum pl_tier got = PL_TIER_NONE;
+    int exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
+    if (as_json) {
+        char *s = json_dumps(j, JSON_INDENT(2));
+        if (s)
+            puts(s);
+        free(s);
+    } else {
+        const char *o = json_string_value(json_object_get(j, "stdout"));
+        const char *e = json_string_value(json_object_get(j, "stderr"));
+        if (o)
+            fwrite(o, 1, json_string_length(json_object_get(j, "stdout")), stdout);
+        if (e)
+            fwrite(e, 1, json_string_length(json_object_get(j, "stderr")), stderr);
+        fflush(stdout);
+        if (exit_code != 0 || json_is_true(json_object_get(j, "timed_out")))
+            fprintf(stderr, "plimsoll: exit code %d (isolation: %s%s%s)\n", exit_code,
+                    iso ? iso : "?",
+                    json_is_true(json_object_get(j, "timed_out")) ? ", timed out" : "",
+                    json_is_true(json_object_get(j, "out_of_memory")) ? ", out of memory" : "");
+    }
+    if (floor && (!iso || pl_tier_parse(iso, &got) < 0 || got < floor_tier)) {
+        fprintf(stderr,
+                "plimsoll: isolation evidence mismatch: asked for at least %s, the answer says "
+                "%s; the code may have run\n",
+                floor, iso ? iso : "(missing)");
+        ex = EXIT_MISMATCH;
+    } else {
+        ex = exit_code == 0 ? EXIT_RAN_OK : EXIT_RAN_NONZERO;
+    }
+    json_decref(j);
+out:
+    pl_buf_free(&resp);
+    return ex;
+}
+
+static int cmd_keygen(int argc, char **argv) {
+    const char *out = NULL, *principal = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--key-out") == 0 && i + 1 < argc)
+            out = argv[++i];
+        else if (argv[i][0] != '-' && !principal)
+            principal = argv[i];
+        else {
+            usage();
+            return EXIT_USAGE;
+        }
+    }
+    if (!principal) {
+        usage();
+        return EXIT_USAGE;
+    }
+    size_t plen = strlen(principal);
+    for (size_t i = 0; i < plen; i++) {
+        char ch = principal[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              strchr("._:@-", ch))) {
+            fprintf(stderr, "plimsoll: a principal is 1-128 characters of [A-Za-z0-9._:@-]\n");
+            return EXIT_USAGE;
+        }
+    }
+    if (plen == 0 || plen > 128) {
+        fprintf(stderr, "plimsoll: a principal is 1-128 characters of [A-Za-z0-9._:@-]\n");
+        return EXIT_USAGE;
+    }
+    unsigned char rnd[32];
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+        fprintf(stderr, "plimsoll: no randomness available\n");
+        return EXIT_INFRA;
+    }
+    char *b64 = pl_base64_encode(rnd, sizeof(rnd), 0);
+    OPENSSL_cleanse(rnd, sizeof(rnd));
+    if (!b64)
+        return EXIT_INFRA;
+    for (char *p = b64; *p; p++) /* URL-safe alphabet: the key travels in headers */
+        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
+    char key[64];
+    snprintf(key, sizeof(key), "plk_%s", b64);
+    OPENSSL_cleanse(b64, strlen(b64));
+    free(b64);
+    char hex[65];
+    pl_sha256_hex(key, strlen(key), hex);
+    int ex = EXIT_RAN_OK;
+    if (out) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0 || dprintf(fd, "%s\n", key) < 0) {
+            fprintf(stderr, "plimsoll: cannot write %s: %s\n", out, strerror(errno));
+            ex = EXIT_USAGE;
+        }
+        if (fd >= 0)
+            close(fd);
+        if (ex == EXIT_RAN_OK)
+            printf("%s %s\n", principal, hex);
+    } else {
+        printf("%s\n%s %s\n", key, principal, hex);
+    }
+    OPENSSL_cleanse(key, sizeof(key));
+    return ex;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage();
+        return EXIT_USAGE;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int r;
+    if (strcmp(argv[1], "describe") == 0)
+        r = cmd_describe(argc - 1, argv + 1);
+    else if (strcmp(argv[1], "run") == 0)
+        r = cmd_run(argc - 1, argv + 1);
+    else if (strcmp(argv[1], "keygen") == 0)
+        r = cmd_keygen(argc - 1, argv + 1);
+    else if (strcmp(argv[1], "--version") == 0) {
+        puts("plimsoll 0.1.0");
+        r = 0;
+    } else {
+        usage();
+        r = EXIT_USAGE;
+    }
+    curl_global_cleanup();
+    return r;
+}

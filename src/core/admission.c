@@ -1,0 +1,193 @@
+/*
+ * admission.c: in-flight counting and per-caller token buckets.
+ *
+ * One mutex guards everything; the work under it is a hash lookup and a few
+ * additions, far below the cost of any run.  Callers are bounded by the
+ * keys file, so the per-caller table never grows past the number of
+ * principals that ever authenticated.
+ */
+#include "admission.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BUCKETS 256u
+
+struct caller {
+    struct caller *next;
+    unsigned in_flight;
+    double tokens;
+    uint64_t refilled_ns;
+    char principal[];
+};
+
+struct pl_admission {
+    struct pl_admission_limits limits;
+    pl_clock_fn clock;
+    void *clock_ud;
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    unsigned in_flight;
+    bool closed;
+    struct caller *table[BUCKETS];
+};
+
+static uint64_t monotonic_ns(void *ud) {
+    (void)ud;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % BUCKETS;
+}
+
+int pl_admission_new(const struct pl_admission_limits *limits, pl_clock_fn clock, void *ud,
+                     struct pl_admission **ret_admission) {
+    if (!limits || limits->capacity == 0 || limits->per_key == 0 || limits->rate_per_min == 0 ||
+        limits->burst == 0)
+        return -EINVAL;
+    struct pl_admission *a = calloc(1, sizeof(*a));
+    if (!a)
+        return -ENOMEM;
+    a->limits = *limits;
+    a->clock = clock ? clock : monotonic_ns;
+    a->clock_ud = ud;
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->idle, &ca);
+    pthread_condattr_destroy(&ca);
+    *ret_admission = a;
+    return 0;
+}
+
+void pl_admission_free(struct pl_admission *a) {
+    if (!a)
+        return;
+    for (unsigned i = 0; i < BUCKETS; i++) {
+        struct caller *c = a->table[i];
+        while (c) {
+            struct caller *n = c->next;
+            free(c);
+            c = n;
+        }
+    }
+    pthread_cond_destroy(&a->idle);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+}
+
+/* Find or create; called with the lock held.  NULL only on OOM. */
+static struct caller *caller_get(struct pl_admission *a, const char *principal, uint64_t now) {
+    unsigned h = hash(principal);
+    for (struct caller *c = a->table[h]; c; c = c->next)
+        if (strcmp(c->principal, principal) == 0)
+            return c;
+    size_t n = strlen(principal);
+    struct caller *c = calloc(1, sizeof(*c) + n + 1);
+    if (!c)
+        return NULL;
+    memcpy(c->principal, principal, n + 1);
+    c->tokens = a->limits.burst;
+    c->refilled_ns = now;
+    c->next = a->table[h];
+    a->table[h] = c;
+    return c;
+}
+
+int pl_admission_acquire(struct pl_admission *a, const char *principal, struct pl_error *err) {
+    uint64_t now = a->clock(a->clock_ud);
+    pthread_mutex_lock(&a->lock);
+    int r = 0;
+    if (a->closed) {
+        r = pl_error_set(err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
+        goto out;
+    }
+    struct caller *c = caller_get(a, principal, now);
+    if (!c) {
+        r = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        goto out;
+    }
+    if (now > c->refilled_ns) {
+        c->tokens += (double)(now - c->refilled_ns) * a->limits.rate_per_min / 60e9;
+        if (c->tokens > a->limits.burst)
+            c->tokens = a->limits.burst;
+    }
+    c->refilled_ns = now;
+    if (c->tokens < 1.0) {
+        r = pl_error_set(err, PL_REASON_RATE_LIMITED,
+                         "rate limit of %u runs per minute (burst %u) reached for this caller",
+                         a->limits.rate_per_min, a->limits.burst);
+        goto out;
+    }
+    c->tokens -= 1.0;
+    if (a->in_flight >= a->limits.capacity) {
+        r = pl_error_set(err, PL_REASON_AT_CAPACITY, "all %u run slots are busy",
+                         a->limits.capacity);
+        goto out;
+    }
+    if (c->in_flight >= a->limits.per_key) {
+        r = pl_error_set(err, PL_REASON_AT_CAPACITY,
+                         "this caller already has %u runs in progress (its cap)",
+                         a->limits.per_key);
+        goto out;
+    }
+    a->in_flight++;
+    c->in_flight++;
+out:
+    pthread_mutex_unlock(&a->lock);
+    return r;
+}
+
+void pl_admission_release(struct pl_admission *a, const char *principal) {
+    pthread_mutex_lock(&a->lock);
+    struct caller *c = caller_get(a, principal, a->clock(a->clock_ud));
+    if (c && c->in_flight > 0)
+        c->in_flight--;
+    if (a->in_flight > 0)
+        a->in_flight--;
+    if (a->in_flight == 0)
+        pthread_cond_broadcast(&a->idle);
+    pthread_mutex_unlock(&a->lock);
+}
+
+unsigned pl_admission_in_flight(struct pl_admission *a) {
+    pthread_mutex_lock(&a->lock);
+    unsigned n = a->in_flight;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+void pl_admission_close(struct pl_admission *a) {
+    pthread_mutex_lock(&a->lock);
+    a->closed = true;
+    pthread_mutex_unlock(&a->lock);
+}
+
+unsigned pl_admission_wait_idle(struct pl_admission *a, unsigned timeout_ms) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&a->lock);
+    while (a->in_flight > 0) {
+        if (pthread_cond_timedwait(&a->idle, &a->lock, &deadline) == ETIMEDOUT)
+            break;
+    }
+    unsigned n = a->in_flight;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}

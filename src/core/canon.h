@@ -1,0 +1,36 @@
+/*
+ * canon.h: the canonical JSON form that run records hash, and the hashing
+ * and encoding helpers around it.
+ *
+ * The canonical form is RFC 8785 (JSON Canonicalization Scheme) restricted
+ * to the values plimsoll's messages use: objects (keys sorted; every key in
+ * the API is ASCII, where byte order and RFC 8785's UTF-16 order agree),
+ * arrays, strings, integers, true, false and null.  A real number is
+ * refused.  docs/records.md states the rules for client authors.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "buf.h"
+
+/* Append the canonical form of v to out; < 0 on a real number or OOM. */
+int pl_canon_dump(const json_t *v, struct pl_buf *out);
+
+/* SHA-256 of bytes as 64 lowercase hex digits (ret_hex: 65 bytes). */
+int pl_sha256_hex(const void *data, size_t len, char ret_hex[65]);
+
+/* SHA-256 of the canonical form of v. */
+int pl_canon_sha256(const json_t *v, char ret_hex[65]);
+
+/* Standard base64 with padding; returns a malloc'd NUL-terminated string. */
+char *pl_base64_encode(const void *data, size_t len, int pad);
+
+/*
+ * Decode standard base64 (padding optional; URL-safe alphabet also taken,
+ * as proto3 JSON requires for bytes).  Returns < 0 on malformed input or
+ * when the decoded size would exceed max.  *ret_data is malloc'd.
+ */
+int pl_base64_decode(const char *s, size_t len, size_t max, unsigned char **ret_data,
+                     size_t *ret_len);

@@ -1,0 +1,236 @@
+/*
+ * config.c: read, validate and freeze the daemon's settings.
+ *
+ * Every integer setting is one row of INT_SETTINGS (name, field, default,
+ * bounds), so the bounds that docs/configuration.md promises are the ones
+ * the code enforces.  Cross-setting rules (the memory pair, the per-key cap
+ * against the global cap, timeouts) follow the table.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* X(NAME, field, default, min, max); default 0 with min > 0 means "derived". */
+#define INT_SETTINGS(X)                                                        \
+    X(SANDBOX_MAX_CONCURRENT, max_concurrent, 8, 1, 4096)                      \
+    X(SANDBOX_RATE_PER_MIN, rate_per_min, 600, 1, 1000000)                     \
+    X(SANDBOX_TIMEOUT_MS, default_timeout_ms, 10000, 10, 3600000)              \
+    X(SANDBOX_MAX_TIMEOUT_MS, max_timeout_ms, 60000, 10, 3600000)              \
+    X(SANDBOX_OUTPUT_BYTES, output_bytes, 1048576, 1024, 67108864)             \
+    X(PLIMSOLL_MAX_REQUEST_BYTES, max_request_bytes, 16777216, 65536, 268435456) \
+    X(PLIMSOLL_MAX_CONNECTIONS, max_connections, 256, 4, 65536)
+
+/* Derived or paired integer settings, bounds only. */
+#define MEMORY_MB_MIN 16u
+#define MEMORY_MB_MAX 1048576u
+#define MEMORY_MB_DEFAULT 256u
+#define DRAIN_MAX_MS 3600000u
+
+const char *const pl_config_reserved_settings[] = {
+    "PLIMSOLL_GRANTS_FILE",        /* grants and the broker */
+    "SANDBOX_MAX_SESSIONS",        /* sessions */
+    "SANDBOX_SESSION_DISK_MB",     "SANDBOX_SESSION_LIFETIME",
+    "SANDBOX_SESSION_IDLE",        "SANDBOX_SESSION_POOL",
+    "E2B_GUARD_URL",               /* hosted microVM providers */
+    "SANDBOX_DOCKERCLOUD_GUARD_URL",
+    NULL,
+};
+
+static int parse_uint(const char *name, const char *s, unsigned long min, unsigned long max,
+                      unsigned *ret, struct pl_error *err) {
+    if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ')
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "%s: \"%.64s\" is not a whole number", name, s);
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0')
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "%s: \"%.64s\" is not a whole number", name, s);
+    if (v < min || v > max)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "%s: %llu is out of bounds (%lu..%lu)", name, v, min, max);
+    *ret = (unsigned)v;
+    return 0;
+}
+
+/* A lookup that treats an empty value like an unset one. */
+static const char *get(pl_env_lookup_fn lookup, void *ud, const char *name) {
+    const char *v = lookup(name, ud);
+    return (v && *v) ? v : NULL;
+}
+
+int pl_listen_parse(const char *s, struct pl_listen *ret_listen) {
+    struct pl_listen l = {0};
+    if (!s || !*s)
+        return -1;
+    if (strncmp(s, "unix:", 5) == 0) {
+        const char *path = s + 5;
+        size_t n = strlen(path);
+        if (n == 0 || n >= sizeof(l.path) || path[0] != '/')
+            return -1;
+        l.kind = PL_LISTEN_UNIX;
+        memcpy(l.path, path, n + 1);
+        *ret_listen = l;
+        return 0;
+    }
+    l.kind = PL_LISTEN_TCP;
+    const char *colon;
+    const char *host = s;
+    size_t hostlen;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return -1;
+        host = s + 1;
+        hostlen = (size_t)(close - host);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -1;
+        hostlen = (size_t)(colon - s);
+        if (memchr(s, ':', hostlen))
+            return -1; /* bare IPv6 needs brackets */
+    }
+    if (hostlen == 0 || hostlen >= sizeof(l.host))
+        return -1;
+    memcpy(l.host, host, hostlen);
+    l.host[hostlen] = '\0';
+    const char *port = colon + 1;
+    if (*port == '\0' || strlen(port) > 5)
+        return -1;
+    unsigned v = 0;
+    for (const char *p = port; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        v = v * 10 + (unsigned)(*p - '0');
+    }
+    if (v > 65535)
+        return -1;
+    l.port = v;
+    *ret_listen = l;
+    return 0;
+}
+
+int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *ud,
+                   struct pl_error *err) {
+    struct pl_config c = {0};
+    const char *v;
+
+    for (const char *const *r = pl_config_reserved_settings; *r; r++) {
+        if (get(lookup, ud, *r))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "%s: not supported by this build of plimsolld; unset it", *r);
+    }
+
+    v = get(lookup, ud, "SANDBOX_PROVIDER");
+    if (!v)
+        v = "disabled";
+    if (strlen(v) >= sizeof(c.provider))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_PROVIDER: unknown provider \"%.32s...\"", v);
+    memcpy(c.provider, v, strlen(v) + 1);
+
+    c.min_isolation = PL_TIER_NONE;
+    v = get(lookup, ud, "SANDBOX_MIN_ISOLATION");
+    if (v && pl_tier_parse(v, &c.min_isolation) < 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_MIN_ISOLATION: \"%.64s\" is not a tier "
+                            "(none, process, container, kernel, vm)",
+                            v);
+
+#define PL_X(NAME, field, def, min, max)                                       \
+    c.field = def;                                                             \
+    v = get(lookup, ud, #NAME);                                                \
+    if (v && parse_uint(#NAME, v, min, max, &c.field, err) < 0)                \
+        return -1;
+    INT_SETTINGS(PL_X)
+#undef PL_X
+
+    /* The memory pair: set together or not at all. */
+    const char *mem = get(lookup, ud, "SANDBOX_MEMORY_MB");
+    const char *total = get(lookup, ud, "SANDBOX_TOTAL_MEMORY_MB");
+    if (mem && !total)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_MEMORY_MB: set together with SANDBOX_TOTAL_MEMORY_MB, "
+                            "or neither");
+    if (total && !mem)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_TOTAL_MEMORY_MB: set together with SANDBOX_MEMORY_MB, "
+                            "or neither");
+    c.memory_mb = MEMORY_MB_DEFAULT;
+    c.total_memory_mb = 0;
+    if (mem) {
+        if (parse_uint("SANDBOX_MEMORY_MB", mem, MEMORY_MB_MIN, MEMORY_MB_MAX, &c.memory_mb,
+                       err) < 0)
+            return -1;
+        if (parse_uint("SANDBOX_TOTAL_MEMORY_MB", total, MEMORY_MB_MIN, MEMORY_MB_MAX,
+                       &c.total_memory_mb, err) < 0)
+            return -1;
+        if (c.memory_mb > c.total_memory_mb)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "SANDBOX_MEMORY_MB: a run's %u MB exceeds the whole budget "
+                                "SANDBOX_TOTAL_MEMORY_MB=%u; no run could ever be admitted",
+                                c.memory_mb, c.total_memory_mb);
+    }
+
+    c.per_key_concurrent = c.max_concurrent / 2 ? c.max_concurrent / 2 : 1;
+    v = get(lookup, ud, "SANDBOX_PER_KEY_CONCURRENT");
+    if (v && parse_uint("SANDBOX_PER_KEY_CONCURRENT", v, 1, c.max_concurrent,
+                        &c.per_key_concurrent, err) < 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_PER_KEY_CONCURRENT: \"%.64s\" must be a whole number "
+                            "from 1 to SANDBOX_MAX_CONCURRENT (%u)",
+                            v, c.max_concurrent);
+
+    c.rate_burst = c.rate_per_min / 10 ? c.rate_per_min / 10 : 1;
+    v = get(lookup, ud, "SANDBOX_RATE_BURST");
+    if (v && parse_uint("SANDBOX_RATE_BURST", v, 1, 1000000, &c.rate_burst, err) < 0)
+        return -1;
+
+    if (c.default_timeout_ms > c.max_timeout_ms)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_TIMEOUT_MS: the default %u ms exceeds "
+                            "SANDBOX_MAX_TIMEOUT_MS=%u",
+                            c.default_timeout_ms, c.max_timeout_ms);
+
+    c.drain_timeout_ms = c.max_timeout_ms + 5000;
+    v = get(lookup, ud, "PLIMSOLL_DRAIN_TIMEOUT_MS");
+    if (v && parse_uint("PLIMSOLL_DRAIN_TIMEOUT_MS", v, 0, DRAIN_MAX_MS, &c.drain_timeout_ms,
+                        err) < 0)
+        return -1;
+
+    v = get(lookup, ud, "PLIMSOLL_LISTEN");
+    if (!v)
+        v = "127.0.0.1:7475";
+    if (pl_listen_parse(v, &c.listen) < 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_LISTEN: \"%.128s\" is neither host:port nor unix:/path", v);
+
+    v = get(lookup, ud, "PLIMSOLL_KEYS_FILE");
+    if (!v)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_KEYS_FILE: required; create one with `plimsoll keygen "
+                            "PRINCIPAL`");
+    if (strlen(v) >= sizeof(c.keys_file))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: path too long");
+    memcpy(c.keys_file, v, strlen(v) + 1);
+
+    *ret_config = c;
+    return 0;
+}
+
+unsigned pl_config_effective_concurrency(const struct pl_config *c, bool memory_budget_applies) {
+    unsigned n = c->max_concurrent;
+    if (memory_budget_applies && c->total_memory_mb > 0 && c->memory_mb > 0) {
+        unsigned fit = c->total_memory_mb / c->memory_mb;
+        if (fit < n)
+            n = fit;
+    }
+    return n;
+}

@@ -1,0 +1,87 @@
+/*
+ * config.h: the daemon's settings, read once at startup from the
+ * environment, validated, and frozen.  docs/configuration.md lists every
+ * setting with its meaning, default and bounds; this file is the code of
+ * that page.
+ *
+ * Loading never calls getenv() itself: the caller passes a lookup function,
+ * so tests (and the fuzz harness) feed settings without touching the
+ * process environment.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "tier.h"
+
+/* Hard limits of the request language (not settings: part of the API). */
+#define PL_SNIPPET_MAX_BYTES (256u * 1024u)   /* snippet.code */
+#define PL_STDIN_MAX_BYTES (1024u * 1024u)    /* snippet/module stdin */
+#define PL_PROJECT_MAX_FILES 256u             /* project.files */
+#define PL_PROJECT_MAX_FILE_BYTES (4u << 20)  /* all files' decoded bytes */
+#define PL_PATH_MAX_BYTES 256u                /* one file path */
+#define PL_PROJECT_MAX_STEPS 32u              /* project.steps */
+#define PL_ARGV_MAX 64u                       /* argv / args entries */
+#define PL_ARG_MAX_BYTES 4096u                /* one argv entry */
+#define PL_NAME_MAX_BYTES 128u                /* step name, profile name */
+#define PL_MODULE_MAX_BYTES (8u << 20)        /* decoded module.wasm */
+
+enum pl_listen_kind { PL_LISTEN_TCP, PL_LISTEN_UNIX };
+
+struct pl_listen {
+    enum pl_listen_kind kind;
+    char host[128]; /* TCP: literal address or "localhost" */
+    unsigned port;  /* TCP: 0 picks a free port */
+    char path[108]; /* UNIX: socket path */
+};
+
+struct pl_config {
+    char provider[32];         /* SANDBOX_PROVIDER; "disabled" when unset */
+    enum pl_tier min_isolation; /* SANDBOX_MIN_ISOLATION */
+
+    unsigned max_concurrent;     /* SANDBOX_MAX_CONCURRENT */
+    unsigned memory_mb;          /* SANDBOX_MEMORY_MB: per-run allowance */
+    unsigned total_memory_mb;    /* SANDBOX_TOTAL_MEMORY_MB; 0 = no budget */
+    unsigned per_key_concurrent; /* SANDBOX_PER_KEY_CONCURRENT */
+    unsigned rate_per_min;       /* SANDBOX_RATE_PER_MIN */
+    unsigned rate_burst;         /* SANDBOX_RATE_BURST */
+
+    unsigned default_timeout_ms; /* SANDBOX_TIMEOUT_MS */
+    unsigned max_timeout_ms;     /* SANDBOX_MAX_TIMEOUT_MS */
+    unsigned output_bytes;       /* SANDBOX_OUTPUT_BYTES, per stream */
+
+    struct pl_listen listen;    /* PLIMSOLL_LISTEN */
+    char keys_file[4096];       /* PLIMSOLL_KEYS_FILE */
+    unsigned max_request_bytes; /* PLIMSOLL_MAX_REQUEST_BYTES */
+    unsigned max_connections;   /* PLIMSOLL_MAX_CONNECTIONS */
+    unsigned drain_timeout_ms;  /* PLIMSOLL_DRAIN_TIMEOUT_MS */
+};
+
+/* Returns the value of a setting, or NULL when it is unset. */
+typedef const char *(*pl_env_lookup_fn)(const char *name, void *userdata);
+
+/*
+ * Read and validate every setting.  On failure returns < 0 and err's
+ * message starts with the name of the setting at fault.  Provider-specific
+ * checks (the tier against SANDBOX_MIN_ISOLATION) happen in the registry.
+ */
+int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *userdata,
+                   struct pl_error *err);
+
+/*
+ * Runs that may be in progress at once: the run-count cap, or the number of
+ * per-run allowances that fit in the total budget, whichever is smaller.
+ * When memory_budget_applies is false (the provider's sandboxes live on other
+ * machines) only the count applies.
+ */
+unsigned pl_config_effective_concurrency(const struct pl_config *config,
+                                         bool memory_budget_applies);
+
+/* Parse PLIMSOLL_LISTEN's syntax; returns < 0 on malformed input. */
+int pl_listen_parse(const char *s, struct pl_listen *ret_listen);
+
+/* Settings later issues own; refused at startup while unsupported. */
+extern const char *const pl_config_reserved_settings[];

@@ -1,0 +1,122 @@
+/* metrics.c: fixed-shape counters rendered in Prometheus text format. */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double bucket_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                       0.25,   0.5,   1,      2.5,   5,    10,    30,    60};
+#define NBUCKETS (sizeof(bucket_bounds) / sizeof(bucket_bounds[0]))
+
+static const char *const method_names[] = {"Describe", "Run", "metrics", "other"};
+#define NMETHODS (sizeof(method_names) / sizeof(method_names[0]))
+
+static const char *const outcome_names[PL_RUN__COUNT] = {
+#define PL_X(sym, name) [PL_RUN_##sym] = name,
+    PL_RUN_OUTCOMES(PL_X)
+#undef PL_X
+};
+
+struct pl_metrics {
+    pthread_mutex_t lock;
+    uint64_t runs[PL_RUN__COUNT][PL_TIER__COUNT];
+    uint64_t refusals[PL_REASON__COUNT];
+    uint64_t requests[NMETHODS][PL_CODE__COUNT + 1]; /* last column: ok */
+    uint64_t buckets[NBUCKETS];
+    uint64_t count;
+    double sum;
+};
+
+struct pl_metrics *pl_metrics_new(void) {
+    struct pl_metrics *m = calloc(1, sizeof(*m));
+    if (m)
+        pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+void pl_metrics_free(struct pl_metrics *m) {
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+void pl_metrics_run(struct pl_metrics *m, enum pl_run_outcome o, enum pl_tier t, uint64_t ns) {
+    double s = (double)ns / 1e9;
+    pthread_mutex_lock(&m->lock);
+    if ((unsigned)o < PL_RUN__COUNT && (unsigned)t < PL_TIER__COUNT)
+        m->runs[o][t]++;
+    for (size_t i = 0; i < NBUCKETS; i++)
+        if (s <= bucket_bounds[i])
+            m->buckets[i]++;
+    m->count++;
+    m->sum += s;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void pl_metrics_refusal(struct pl_metrics *m, enum pl_reason r) {
+    pthread_mutex_lock(&m->lock);
+    if ((unsigned)r < PL_REASON__COUNT)
+        m->refusals[r]++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void pl_metrics_request(struct pl_metrics *m, const char *method, enum pl_code code, int ok) {
+    size_t mi = NMETHODS - 1;
+    for (size_t i = 0; i < NMETHODS; i++)
+        if (strcmp(method, method_names[i]) == 0)
+            mi = i;
+    size_t ci = ok ? PL_CODE__COUNT : (size_t)code;
+    if (ci > PL_CODE__COUNT)
+        return;
+    pthread_mutex_lock(&m->lock);
+    m->requests[mi][ci]++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+int pl_metrics_render(struct pl_metrics *m, unsigned in_flight, int ready, struct pl_buf *o) {
+    struct pl_metrics s;
+    pthread_mutex_lock(&m->lock);
+    memcpy(&s, m, sizeof(s));
+    pthread_mutex_unlock(&m->lock);
+    int r = 0;
+    r |= pl_buf_puts(o, "# HELP plimsoll_runs_total Answered runs by outcome and isolation tier.\n"
+                        "# TYPE plimsoll_runs_total counter\n");
+    for (unsigned i = 0; i < PL_RUN__COUNT; i++)
+        for (unsigned t = 0; t < PL_TIER__COUNT; t++)
+            r |= pl_buf_printf(o, "plimsoll_runs_total{outcome=\"%s\",isolation=\"%s\"} %llu\n",
+                               outcome_names[i], pl_tier_name((enum pl_tier)t),
+                               (unsigned long long)s.runs[i][t]);
+    r |= pl_buf_puts(o, "# HELP plimsoll_refusals_total Typed refusals and errors by reason.\n"
+                        "# TYPE plimsoll_refusals_total counter\n");
+    for (unsigned i = 1; i < PL_REASON__COUNT; i++)
+        r |= pl_buf_printf(o, "plimsoll_refusals_total{reason=\"%s\"} %llu\n",
+                           pl_reason_name((enum pl_reason)i), (unsigned long long)s.refusals[i]);
+    r |= pl_buf_puts(o, "# HELP plimsoll_requests_total API calls by method and result code.\n"
+                        "# TYPE plimsoll_requests_total counter\n");
+    for (unsigned i = 0; i < NMETHODS; i++)
+        for (unsigned c = 0; c <= PL_CODE__COUNT; c++)
+            if (s.requests[i][c])
+                r |= pl_buf_printf(o, "plimsoll_requests_total{method=\"%s\",code=\"%s\"} %llu\n",
+                                   method_names[i],
+                                   c == PL_CODE__COUNT ? "ok" : pl_code_name((enum pl_code)c),
+                                   (unsigned long long)s.requests[i][c]);
+    r |= pl_buf_printf(o,
+                       "# HELP plimsoll_in_flight Runs in progress.\n"
+                       "# TYPE plimsoll_in_flight gauge\nplimsoll_in_flight %u\n"
+                       "# HELP plimsoll_ready 1 when the provider's readiness holds.\n"
+                       "# TYPE plimsoll_ready gauge\nplimsoll_ready %d\n",
+                       in_flight, ready ? 1 : 0);
+    r |= pl_buf_puts(o, "# HELP plimsoll_run_duration_seconds Run latency from dispatch to "
+                        "answer.\n# TYPE plimsoll_run_duration_seconds histogram\n");
+    for (size_t i = 0; i < NBUCKETS; i++)
+        r |= pl_buf_printf(o, "plimsoll_run_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                           bucket_bounds[i], (unsigned long long)s.buckets[i]);
+    r |= pl_buf_printf(o,
+                       "plimsoll_run_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+                       "plimsoll_run_duration_seconds_sum %.9f\n"
+                       "plimsoll_run_duration_seconds_count %llu\n",
+                       (unsigned long long)s.count, s.sum, (unsigned long long)s.count);
+    return r ? -1 : 0;
+}

@@ -1,0 +1,104 @@
+/*
+ * request.h: the Run request as the daemon understands it, and its decoder.
+ *
+ * Decoding is two passes over caller bytes:
+ *   1. normalize: parse JSON, map proto3 JSON names (snake_case or
+ *      lowerCamelCase) onto the proto field names, check every value's type,
+ *      refuse unknown fields, drop nulls.  The result is the canonical
+ *      request tree that run records hash (docs/records.md).
+ *   2. validate: the rules and bounds of the API (one payload, sizes,
+ *      counts, tiers, timeouts), filling struct pl_run_request.
+ * Every failure is INVALID_REQUEST with a message naming the field.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "errors.h"
+#include "tier.h"
+
+enum pl_payload_kind {
+    PL_PAYLOAD_NONE = 0,
+    PL_PAYLOAD_SNIPPET,
+    PL_PAYLOAD_PROJECT,
+    PL_PAYLOAD_MODULE,
+    PL_PAYLOAD_CELL,
+};
+
+/* "snippet", "project", "module", "cell". */
+const char *pl_payload_name(enum pl_payload_kind kind);
+
+struct pl_file {
+    const char *path;       /* borrowed from the canonical tree */
+    unsigned char *content; /* owned, decoded */
+    size_t len;
+};
+
+struct pl_step {
+    const char *name;  /* borrowed; never NULL ("step-N" when unnamed) */
+    char *name_owned;  /* set when the name was generated */
+    const char **argv; /* owned array of borrowed strings, argc entries */
+    size_t argc;
+};
+
+/* Limits the decoder enforces that come from settings. */
+struct pl_request_limits {
+    unsigned max_timeout_ms;   /* SANDBOX_MAX_TIMEOUT_MS */
+    unsigned memory_mb;        /* SANDBOX_MEMORY_MB: a per-run value may only be smaller */
+};
+
+struct pl_run_request {
+    json_t *canonical; /* owned: the normalized request tree */
+
+    bool has_floor;
+    enum pl_tier floor;
+    const char *grant_profile; /* borrowed; NULL when absent */
+    unsigned timeout_ms;       /* 0 when absent: the daemon's default applies */
+    unsigned memory_mb;        /* 0 when absent: the allowance applies */
+
+    enum pl_payload_kind kind;
+    struct {
+        const char *language; /* "javascript" | "python" */
+        const char *code;
+        size_t code_len;
+        const char *stdin_data;
+        size_t stdin_len;
+    } snippet;
+    struct {
+        struct pl_file *files;
+        size_t nfiles;
+        struct pl_step *steps;
+        size_t nsteps;
+    } project;
+    struct {
+        unsigned char *wasm;
+        size_t wasm_len;
+        const char **args;
+        size_t nargs;
+        const char *stdin_data;
+        size_t stdin_len;
+    } module;
+    struct {
+        const char *language;
+        const char *code;
+        size_t code_len;
+        struct pl_file *files;
+        size_t nfiles;
+    } cell;
+};
+
+/*
+ * Decode a RunRequest body.  On success *ret is filled and must be released
+ * with pl_run_request_clear.  On failure nothing needs releasing.
+ */
+int pl_run_request_decode(const char *body, size_t len, const struct pl_request_limits *limits,
+                          struct pl_run_request *ret, struct pl_error *err);
+void pl_run_request_clear(struct pl_run_request *req);
+
+/*
+ * Decode a body that must be an empty message ({}), such as DescribeRequest.
+ * An empty body counts as {}.
+ */
+int pl_empty_request_decode(const char *body, size_t len, struct pl_error *err);

@@ -1,0 +1,126 @@
+/*
+ * plimsolld.c: the daemon's main, an ordered recipe of checked steps.
+ *
+ *   1. settings (environment, read once)     -> exit 2 naming the setting
+ *   2. callers (PLIMSOLL_KEYS_FILE)          -> exit 2
+ *   3. the provider and its startup proof    -> exit 2
+ *   4. admission, the API, one Describe line in the log
+ *   5. serve until SIGTERM/SIGINT, then drain in-flight runs and exit 0
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/admission.h"
+#include "core/config.h"
+#include "core/keys.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "providers/provider.h"
+#include "server/api.h"
+#include "server/http.h"
+
+static const char *env_lookup(const char *name, void *ud) {
+    (void)ud;
+    return secure_getenv(name);
+}
+
+static int startup_refused(const struct pl_error *err) {
+    pl_log("error", "startup refused", json_pack("{s:s}", "error", err->message));
+    fprintf(stderr, "plimsolld: %s\n", err->message);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && (strcmp(argv[1], "--version") == 0)) {
+        puts("plimsolld 0.1.0");
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "usage: plimsolld   (configured by environment; see "
+                        "docs/configuration.md)\n");
+        return 2;
+    }
+
+    /* Signals are taken synchronously by this thread; every thread the
+     * server starts inherits the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct pl_error err = {0};
+    struct pl_config config;
+    if (pl_config_load(&config, env_lookup, NULL, &err) < 0)
+        return startup_refused(&err);
+
+    struct pl_keys *keys = NULL;
+    if (pl_keys_load(config.keys_file, &keys, &err) < 0)
+        return startup_refused(&err);
+    if (pl_keys_count(keys) == 0) {
+        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                     "PLIMSOLL_KEYS_FILE: %s lists no key; nobody could call this daemon",
+                     config.keys_file);
+        pl_keys_free(keys);
+        return startup_refused(&err);
+    }
+
+    struct pl_provider *provider = NULL;
+    if (pl_provider_start(&config, &provider, &err) < 0) {
+        pl_keys_free(keys);
+        return startup_refused(&err);
+    }
+
+    unsigned capacity =
+        pl_config_effective_concurrency(&config, provider->ops->memory_budget_applies);
+    unsigned per_key = config.per_key_concurrent < capacity ? config.per_key_concurrent : capacity;
+    struct pl_admission_limits limits = {.capacity = capacity,
+                                         .per_key = per_key,
+                                         .rate_per_min = config.rate_per_min,
+                                         .burst = config.rate_burst};
+    struct pl_admission *admission = NULL;
+    struct pl_metrics *metrics = pl_metrics_new();
+    if (pl_admission_new(&limits, NULL, NULL, &admission) < 0 || !metrics) {
+        pl_error_set(&err, PL_REASON_INTERNAL, "out of memory");
+        return startup_refused(&err);
+    }
+
+    struct pl_api api = {.config = &config,
+                         .keys = keys,
+                         .provider = provider,
+                         .admission = admission,
+                         .metrics = metrics,
+                         .effective_concurrency = capacity};
+    atomic_init(&api.draining, false);
+
+    struct pl_http *http = NULL;
+    if (pl_http_start(&api, &http, &err) < 0)
+        return startup_refused(&err);
+
+    json_t *describe = pl_api_describe(&api);
+    pl_log("info", "describe", json_pack("{s:o, s:s}", "describe", describe, "listen",
+                                         pl_http_address(http)));
+    pl_log("info", "listening", json_pack("{s:s}", "address", pl_http_address(http)));
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    pl_log("info", "draining", json_pack("{s:s, s:i}", "signal", sig == SIGTERM ? "SIGTERM" :
+                                         "SIGINT", "in_flight",
+                                         (json_int_t)pl_admission_in_flight(admission)));
+    atomic_store(&api.draining, true);
+    pl_admission_close(admission);
+    pl_http_quiesce(http);
+    unsigned left = pl_admission_wait_idle(admission, config.drain_timeout_ms);
+    pl_http_stop(http);
+    pl_log("info", "stopped", json_pack("{s:i}", "abandoned_runs", (json_int_t)left));
+
+    pl_provider_stop(provider);
+    pl_admission_free(admission);
+    pl_metrics_free(metrics);
+    pl_keys_free(keys);
+    return left ? 1 : 0;
+}

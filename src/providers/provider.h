@@ -1,0 +1,132 @@
+/*
+ * provider.h: the one interface every sandbox back-end implements.
+ *
+ * A provider is data: a const struct pl_provider_ops with its name, the
+ * highest tier it can ever paint, and function pointers grouped by phase.
+ * The registry (registry.c) finds it by SANDBOX_PROVIDER.  Adding a
+ * back-end is a new folder plus one registry row.
+ *
+ * Phases and contracts:
+ *   create   the startup proof (preflight).  Runs before the daemon serves;
+ *            a failure stops the daemon.  Proves behaviour, not settings.
+ *   info     what the provider proved: the tier it paints, the runtime, and
+ *            what it supports.  Stable after create.
+ *   ready    the cheap readiness re-check behind /readyz and every run.
+ *            Optional: NULL means always ready.  Never starts a sandbox.
+ *   run      run one payload.  Called only after every refusal was decided
+ *            (the request is then "dispatched").  A non-zero guest exit is a
+ *            result (return 0); return < 0 only when infrastructure failed.
+ *            NULL means the provider runs nothing (Disabled).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/config.h"
+#include "../core/errors.h"
+#include "../core/request.h"
+#include "../core/tier.h"
+
+/* One operation's answer in Describe. */
+struct pl_op_caps {
+    bool supported;
+    const char *engine;         /* software identity, e.g. "QuickJS 2021-03-27" */
+    unsigned max_timeout_ms;    /* longest allowed timeout for this kind */
+    const char *languages[4];   /* NULL-terminated; snippet/project/cell languages */
+    bool grants;                /* whether runs of this kind can carry a grant */
+};
+
+struct pl_provider_info {
+    enum pl_tier tier;   /* the mark this provider painted at startup */
+    const char *runtime; /* evidence: e.g. "runc", "runsc", "wasm2c"; "" when none */
+    struct pl_op_caps snippet;
+    struct pl_op_caps project;
+    struct pl_op_caps module;
+    struct pl_op_caps session;
+};
+
+/* Per-run settings the core resolved before dispatch. */
+struct pl_run_ctx {
+    const char *principal;
+    unsigned timeout_ms;   /* resolved: request's, or the default */
+    unsigned memory_mb;    /* resolved: request's, or the allowance */
+    unsigned output_bytes; /* cap per stream */
+    char run_id[33];       /* random hex, names the sandbox */
+};
+
+struct pl_step_result {
+    char *name;
+    int exit_code;
+    char *out;
+    size_t out_len;
+    bool out_truncated;
+    char *err;
+    size_t err_len;
+    bool err_truncated;
+    uint32_t duration_ms;
+    bool timed_out;
+};
+
+/* Project outcomes: a stable classification, not a string to parse. */
+#define PL_OUTCOME_COMPLETED "completed"
+#define PL_OUTCOME_SETUP_FAILED "setup_failed"
+#define PL_OUTCOME_TIMED_OUT "timed_out"
+#define PL_OUTCOME_PROTOCOL_ERROR "protocol_error"
+
+struct pl_run_result {
+    int exit_code;
+    char *out; /* malloc'd; out_len bytes */
+    size_t out_len;
+    bool out_truncated;
+    char *err;
+    size_t err_len;
+    bool err_truncated;
+    bool timed_out;
+    bool out_of_memory;
+    char sandbox_name[64];
+    const char *outcome; /* one of PL_OUTCOME_* */
+    char detail[256];
+    struct pl_step_result *steps;
+    size_t nsteps;
+};
+
+void pl_run_result_clear(struct pl_run_result *r);
+
+struct pl_provider_ops {
+    const char *name;
+    enum pl_tier max_tier;      /* the highest mark it can ever paint */
+    bool memory_budget_applies; /* false when sandboxes run on other machines */
+
+    int (*create)(const struct pl_config *config, void **ret_state, struct pl_error *err);
+    void (*destroy)(void *state);
+    void (*info)(void *state, struct pl_provider_info *ret_info);
+    int (*ready)(void *state, struct pl_error *err);
+    int (*run)(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+               struct pl_run_result *ret_result, struct pl_error *err);
+};
+
+/* A started provider: its ops, state and what it proved. */
+struct pl_provider {
+    const struct pl_provider_ops *ops;
+    void *state;
+    struct pl_provider_info info;
+};
+
+/*
+ * Find SANDBOX_PROVIDER's row, check its ceiling against
+ * SANDBOX_MIN_ISOLATION, run its startup proof, and check the proven tier
+ * again.  err names the setting at fault.
+ */
+int pl_provider_start(const struct pl_config *config, struct pl_provider **ret_provider,
+                      struct pl_error *err);
+void pl_provider_stop(struct pl_provider *p);
+
+/* Readiness, through the optional method. */
+static inline int pl_provider_ready(struct pl_provider *p, struct pl_error *err) {
+    return p->ops->ready ? p->ops->ready(p->state, err) : 0;
+}
+
+/* Names every registry row knows, for messages and docs. */
+extern const char *const pl_provider_names[];

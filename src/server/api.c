@@ -1,0 +1,591 @@
+/*
+ * api.c: routing, the Connect protocol's unary JSON mapping, the refusal
+ * order, dispatch and run records.  See api.h.
+ */
+#include "api.h"
+
+#include <openssl/rand.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "../core/buf.h"
+#include "../core/canon.h"
+#include "../core/log.h"
+#include "../core/record.h"
+#include "../core/request.h"
+
+#define SERVICE_PREFIX "/plimsoll.v1.SandboxService/"
+#define PL_VERSION "0.1.0"
+
+/* Methods in the proto that this build does not serve yet. */
+static const char *const reserved_methods[] = {"OpenSession", "RunInSession", "RunCell",
+                                               "CloseSession", NULL};
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void pl_api_response_clear(struct pl_api_response *rs) {
+    free(rs->body);
+    memset(rs, 0, sizeof(*rs));
+}
+
+static void set_body(struct pl_api_response *rs, int status, const char *ctype, char *body) {
+    rs->status = status;
+    rs->content_type = ctype;
+    rs->body = body;
+    rs->body_len = body ? strlen(body) : 0;
+}
+
+static void set_text(struct pl_api_response *rs, int status, const char *text) {
+    set_body(rs, status, "text/plain; charset=utf-8", strdup(text));
+}
+
+static void set_json(struct pl_api_response *rs, int status, json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    if (!s) {
+        set_text(rs, 500, "out of memory\n");
+        return;
+    }
+    set_body(rs, status, "application/json", s);
+}
+
+/* ---- google.rpc.ErrorInfo in protobuf wire format ---------------------- */
+
+static int put_varint(struct pl_buf *b, uint64_t v) {
+    unsigned char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            tmp[n] |= 0x80;
+        n++;
+    } while (v);
+    return pl_buf_append(b, tmp, n);
+}
+
+static int put_bytes_field(struct pl_buf *b, unsigned field, const void *data, size_t len) {
+    if (put_varint(b, (uint64_t)field << 3 | 2) < 0 || put_varint(b, len) < 0)
+        return -1;
+    return pl_buf_append(b, data, len);
+}
+
+int pl_error_info_encode(const char *reason, const char *domain, const char *const *keys,
+                         const char *const *values, size_t n, unsigned char **ret,
+                         size_t *ret_len) {
+    struct pl_buf b = {0};
+    int r = put_bytes_field(&b, 1, reason, strlen(reason));
+    if (r == 0)
+        r = put_bytes_field(&b, 2, domain, strlen(domain));
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        struct pl_buf e = {0};
+        r = put_bytes_field(&e, 1, keys[i], strlen(keys[i]));
+        if (r == 0)
+            r = put_bytes_field(&e, 2, values[i], strlen(values[i]));
+        if (r == 0)
+            r = put_bytes_field(&b, 3, e.data ? e.data : "", e.len);
+        pl_buf_free(&e);
+    }
+    if (r < 0) {
+        pl_buf_free(&b);
+        return -1;
+    }
+    *ret = (unsigned char *)b.data;
+    *ret_len = b.len;
+    return 0;
+}
+
+/* ---- error answers -------------------------------------------------------- */
+
+struct call_log {
+    const char *principal;
+    const char *method;
+    const char *outcome;
+    enum pl_reason reason;
+};
+
+static void refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg,
+                   const struct pl_error *err) {
+    enum pl_reason reason = err->reason == PL_REASON_NONE ? PL_REASON_INTERNAL : err->reason;
+    enum pl_code code = pl_reason_code(reason);
+    const char *dispatched = pl_reason_dispatched(reason) ? "true" : "false";
+    const char *isolation = pl_tier_name(api->provider->info.tier);
+    const char *keys[] = {"dispatched", "isolation"};
+    const char *vals[] = {dispatched, isolation};
+    unsigned char *pb = NULL;
+    size_t pblen = 0;
+    char *b64 = NULL;
+    if (pl_error_info_encode(pl_reason_name(reason), "plimsoll", keys, vals, 2, &pb, &pblen) ==
+        0)
+        b64 = pl_base64_encode(pb, pblen, 0);
+    free(pb);
+    json_t *detail = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}}", "type",
+                               "google.rpc.ErrorInfo", "value", b64 ? b64 : "", "debug", "reason",
+                               pl_reason_name(reason), "domain", "plimsoll", "metadata",
+                               "dispatched", dispatched, "isolation", isolation);
+    free(b64);
+    json_t *body = json_pack("{s:s, s:s, s:[o]}", "code", pl_code_name(code), "message",
+                             err->message, "details", detail);
+    pl_metrics_refusal(api->metrics, reason);
+    lg->outcome = reason == PL_REASON_INTERNAL ? "error" : "refused";
+    lg->reason = reason;
+    if (!body) {
+        set_text(rs, 500, "out of memory\n");
+        return;
+    }
+    set_json(rs, pl_code_http_status(code), body);
+}
+
+/* ---- Describe ------------------------------------------------------------- */
+
+static json_t *op_json(const struct pl_op_caps *c, bool with_languages) {
+    json_t *o = json_pack("{s:b, s:s, s:i, s:b}", "supported", c->supported, "engine",
+                          c->engine ? c->engine : "", "max_timeout_ms",
+                          (json_int_t)c->max_timeout_ms, "grants", c->grants);
+    if (o && with_languages) {
+        json_t *langs = json_array();
+        for (int i = 0; i < 4 && c->languages[i]; i++)
+            json_array_append_new(langs, json_string(c->languages[i]));
+        json_object_set_new(o, "languages", langs);
+    }
+    return o;
+}
+
+json_t *pl_api_describe(struct pl_api *api) {
+    const struct pl_config *c = api->config;
+    const struct pl_provider_info *in = &api->provider->info;
+    struct pl_error err = {0};
+    bool ready = pl_provider_ready(api->provider, &err) == 0;
+    json_t *cell_langs = json_array();
+    for (int i = 0; i < 4 && in->session.languages[i]; i++)
+        json_array_append_new(cell_langs, json_string(in->session.languages[i]));
+    return json_pack(
+        "{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:{s:o, s:o, s:o, s:o},"
+        " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}}",
+        "version", "plimsolld " PL_VERSION, "provider", api->provider->ops->name, "isolation",
+        pl_tier_name(in->tier), "runtime", in->runtime ? in->runtime : "", "ready", ready,
+        "ready_detail", ready ? "" : err.message, "supports_sessions", in->session.supported,
+        "languages", cell_langs, "operations", "snippet", op_json(&in->snippet, true),
+        "project", op_json(&in->project, true), "module", op_json(&in->module, false),
+        "session", op_json(&in->session, true), "limits", "memory_mb",
+        (json_int_t)c->memory_mb, "total_memory_mb", (json_int_t)c->total_memory_mb,
+        "max_concurrent", (json_int_t)c->max_concurrent, "effective_concurrency",
+        (json_int_t)api->effective_concurrency, "per_key_concurrent",
+        (json_int_t)c->per_key_concurrent, "rate_per_min", (json_int_t)c->rate_per_min,
+        "rate_burst", (json_int_t)c->rate_burst, "default_timeout_ms",
+        (json_int_t)c->default_timeout_ms, "output_bytes", (json_int_t)c->output_bytes,
+        "max_snippet_bytes", (json_int_t)PL_SNIPPET_MAX_BYTES, "max_request_bytes",
+        (json_int_t)c->max_request_bytes, "memory_budget_applies",
+        api->provider->ops->memory_budget_applies);
+}
+
+/* ---- Run ------------------------------------------------------------------ */
+
+static bool utf8_valid(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            len = 2;
+            cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            len = 3;
+            cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (i + len > n)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/*
+ * Output is text when it is valid UTF-8.  Otherwise the string field holds
+ * a lossy copy (each byte outside ASCII becomes U+FFFD) and <name>_base64
+ * carries the exact bytes, so nothing the guest wrote is lost.
+ */
+static int put_output(json_t *o, const char *name, const char *data, size_t len) {
+    const unsigned char *p = (const unsigned char *)(data ? data : "");
+    if (utf8_valid(p, len))
+        return json_object_set_new(o, name, json_stringn((const char *)p, len));
+    struct pl_buf b = {0};
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < 0x80)
+            pl_buf_append(&b, &p[i], 1);
+        else
+            pl_buf_puts(&b, "\xef\xbf\xbd");
+    }
+    json_object_set_new(o, name, json_stringn(b.data ? b.data : "", b.len));
+    pl_buf_free(&b);
+    char *b64 = pl_base64_encode(p, len, 1);
+    char key[64];
+    snprintf(key, sizeof(key), "%s_base64", name);
+    int r = json_object_set_new(o, key, json_string(b64 ? b64 : ""));
+    free(b64);
+    return r;
+}
+
+static json_t *result_json(const struct pl_run_result *r, enum pl_tier tier, uint32_t dur_ms) {
+    json_t *o = json_pack("{s:i, s:b, s:b, s:i, s:s, s:s, s:b, s:b, s:s, s:s}", "exit_code",
+                          (json_int_t)r->exit_code, "stdout_truncated", r->out_truncated,
+                          "stderr_truncated", r->err_truncated, "duration_ms", (json_int_t)dur_ms,
+                          "sandbox_name", r->sandbox_name, "isolation", pl_tier_name(tier),
+                          "timed_out", r->timed_out, "out_of_memory", r->out_of_memory,
+                          "outcome", r->outcome ? r->outcome : PL_OUTCOME_COMPLETED, "detail",
+                          r->detail);
+    if (!o)
+        return NULL;
+    put_output(o, "stdout", r->out, r->out_len);
+    put_output(o, "stderr", r->err, r->err_len);
+    json_t *steps = json_array();
+    for (size_t i = 0; i < r->nsteps; i++) {
+        const struct pl_step_result *s = &r->steps[i];
+        json_t *so = json_pack("{s:s, s:i, s:b, s:b, s:i, s:b}", "name", s->name ? s->name : "",
+                               "exit_code", (json_int_t)s->exit_code, "stdout_truncated",
+                               s->out_truncated, "stderr_truncated", s->err_truncated,
+                               "duration_ms", (json_int_t)s->duration_ms, "timed_out",
+                               s->timed_out);
+        if (so) {
+            put_output(so, "stdout", s->out, s->out_len);
+            put_output(so, "stderr", s->err, s->err_len);
+            json_array_append_new(steps, so);
+        }
+    }
+    json_object_set_new(o, "steps", steps);
+    return o;
+}
+
+static enum pl_run_outcome classify(const struct pl_run_result *r) {
+    if (r->timed_out)
+        return PL_RUN_TIMED_OUT;
+    if (r->out_of_memory)
+        return PL_RUN_OUT_OF_MEMORY;
+    return r->exit_code == 0 ? PL_RUN_EXIT_ZERO : PL_RUN_EXIT_NONZERO;
+}
+
+static const struct pl_op_caps *caps_for(const struct pl_provider_info *in,
+                                         enum pl_payload_kind k) {
+    switch (k) {
+    case PL_PAYLOAD_SNIPPET: return &in->snippet;
+    case PL_PAYLOAD_PROJECT: return &in->project;
+    case PL_PAYLOAD_MODULE: return &in->module;
+    default: return NULL;
+    }
+}
+
+static bool language_listed(const struct pl_op_caps *c, const char *lang) {
+    for (int i = 0; i < 4 && c->languages[i]; i++)
+        if (strcmp(c->languages[i], lang) == 0)
+            return true;
+    return false;
+}
+
+static void handle_run(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct call_log *lg) {
+    const struct pl_config *cfg = api->config;
+    struct pl_provider *prov = api->provider;
+    const struct pl_provider_info *in = &prov->info;
+    struct pl_error err = {0};
+    struct pl_run_request req = {0};
+    struct pl_request_limits limits = {.max_timeout_ms = cfg->max_timeout_ms,
+                                       .memory_mb = cfg->memory_mb};
+
+    if (pl_run_request_decode(rq->body, rq->body_len, &limits, &req, &err) < 0) {
+        refuse(api, rs, lg, &err);
+        return;
+    }
+    if (req.grant_profile) {
+        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                     "grant_profile: unknown profile (this daemon has no grant profiles)");
+        goto refused;
+    }
+    if (!prov->ops->run) {
+        pl_error_set(&err, PL_REASON_DISABLED,
+                     "this daemon runs the Disabled provider: nothing runs until an operator "
+                     "sets SANDBOX_PROVIDER");
+        goto refused;
+    }
+    if (req.has_floor && req.floor > in->tier) {
+        pl_error_set(&err, PL_REASON_INSUFFICIENT_ISOLATION,
+                     "minimum_isolation \"%s\" is above this daemon's tier \"%s\"; nothing ran",
+                     pl_tier_name(req.floor), pl_tier_name(in->tier));
+        goto refused;
+    }
+    const struct pl_op_caps *caps = caps_for(in, req.kind);
+    if (!caps || !caps->supported) {
+        pl_error_set(&err, PL_REASON_UNSUPPORTED, "provider \"%s\" does not run %s payloads",
+                     prov->ops->name, pl_payload_name(req.kind));
+        goto refused;
+    }
+    if (req.kind == PL_PAYLOAD_SNIPPET && !language_listed(caps, req.snippet.language)) {
+        pl_error_set(&err, PL_REASON_UNSUPPORTED, "provider \"%s\" does not run %s snippets",
+                     prov->ops->name, req.snippet.language);
+        goto refused;
+    }
+    unsigned timeout = req.timeout_ms ? req.timeout_ms : cfg->default_timeout_ms;
+    if (caps->max_timeout_ms && timeout > caps->max_timeout_ms) {
+        if (req.timeout_ms) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                         "timeout_ms: %u exceeds the longest allowed for %s payloads, %u ms",
+                         req.timeout_ms, pl_payload_name(req.kind), caps->max_timeout_ms);
+            goto refused;
+        }
+        timeout = caps->max_timeout_ms;
+    }
+    if (pl_provider_ready(prov, &err) < 0) {
+        err.reason = PL_REASON_NOT_READY;
+        goto refused;
+    }
+    if (atomic_load(&api->draining)) {
+        pl_error_set(&err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
+        goto refused;
+    }
+    if (pl_admission_acquire(api->admission, principal, &err) < 0)
+        goto refused;
+
+    /* Dispatch. */
+    struct pl_run_ctx ctx = {.principal = principal,
+                             .timeout_ms = timeout,
+                             .memory_mb = req.memory_mb ? req.memory_mb : cfg->memory_mb,
+                             .output_bytes = cfg->output_bytes};
+    unsigned char rnd[16];
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+        pl_admission_release(api->admission, principal);
+        pl_error_set(&err, PL_REASON_INTERNAL, "no randomness available");
+        goto refused;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(ctx.run_id + 2 * i, 3, "%02x", rnd[i]);
+    struct timespec started;
+    clock_gettime(CLOCK_REALTIME, &started);
+    uint64_t t0 = mono_ns();
+    struct pl_run_result res = {0};
+    int r = prov->ops->run(prov->state, &ctx, &req, &res, &err);
+    uint64_t elapsed = mono_ns() - t0;
+    pl_admission_release(api->admission, principal);
+    if (r < 0) {
+        pl_run_result_clear(&res);
+        if (err.reason == PL_REASON_NONE || pl_reason_dispatched(err.reason) == false)
+            err.reason = PL_REASON_INTERNAL;
+        refuse(api, rs, lg, &err);
+        pl_run_request_clear(&req);
+        return;
+    }
+    json_t *out = result_json(&res, in->tier, (uint32_t)(elapsed / 1000000ull));
+    enum pl_run_outcome oc = classify(&res);
+    pl_run_result_clear(&res);
+    char req_sha[65], resp_sha[65];
+    json_t *record = NULL;
+    if (out && pl_canon_sha256(req.canonical, req_sha) == 0 &&
+        pl_canon_sha256(out, resp_sha) == 0) {
+        struct pl_record_input ri = {.request_sha256 = req_sha,
+                                     .response_sha256 = resp_sha,
+                                     .provider = prov->ops->name,
+                                     .isolation = pl_tier_name(in->tier),
+                                     .runtime = in->runtime,
+                                     .started = started,
+                                     .elapsed_ns = elapsed,
+                                     .previous_digest = NULL};
+        record = pl_record_build(&ri);
+    }
+    pl_run_request_clear(&req);
+    if (!out || !record || json_object_set_new(out, "record", record) < 0) {
+        json_decref(out);
+        pl_error_set(&err, PL_REASON_INTERNAL, "could not encode the result");
+        refuse(api, rs, lg, &err);
+        return;
+    }
+    pl_metrics_run(api->metrics, oc, in->tier, elapsed);
+    lg->outcome = "ran";
+    set_json(rs, 200, out);
+    return;
+
+refused:
+    pl_run_request_clear(&req);
+    refuse(api, rs, lg, &err);
+}
+
+/* ---- routing ---------------------------------------------------------------- */
+
+static bool json_content_type(const char *ct) {
+    if (!ct)
+        return false;
+    size_t n = strlen("application/json");
+    if (strncasecmp(ct, "application/json", n) != 0)
+        return false;
+    return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+}
+
+static const char *authenticate(struct pl_api *api, const struct pl_api_request *rq) {
+    const char *key;
+    size_t len;
+    if (pl_bearer_parse(rq->authorization, &key, &len) < 0)
+        return NULL;
+    return pl_keys_authenticate(api->keys, key, len);
+}
+
+static void route(struct pl_api *api, const struct pl_api_request *rq,
+                  struct pl_api_response *rs, struct call_log *lg) {
+    struct pl_error err = {0};
+    bool get = strcmp(rq->http_method, "GET") == 0 || strcmp(rq->http_method, "HEAD") == 0;
+
+    if (strcmp(rq->path, "/healthz") == 0 && get) {
+        lg->method = "healthz";
+        set_text(rs, 200, "ok\n");
+        return;
+    }
+    if (strcmp(rq->path, "/readyz") == 0 && get) {
+        lg->method = "readyz";
+        if (atomic_load(&api->draining)) {
+            set_text(rs, 503, "not ready: shutting down\n");
+        } else if (pl_provider_ready(api->provider, &err) < 0) {
+            struct pl_buf b = {0};
+            pl_buf_printf(&b, "not ready: %s\n", err.message);
+            set_body(rs, 503, "text/plain; charset=utf-8", b.data);
+        } else {
+            set_text(rs, 200, "ready\n");
+        }
+        return;
+    }
+    if (strcmp(rq->path, "/metrics") == 0 && get) {
+        lg->method = "metrics";
+        lg->principal = authenticate(api, rq);
+        if (!lg->principal) {
+            set_text(rs, 401, "unauthenticated: send Authorization: Bearer <key>\n");
+            lg->outcome = "refused";
+            lg->reason = PL_REASON_UNAUTHENTICATED;
+            pl_metrics_refusal(api->metrics, PL_REASON_UNAUTHENTICATED);
+            return;
+        }
+        struct pl_buf b = {0};
+        int ready = pl_provider_ready(api->provider, &err) == 0 && !atomic_load(&api->draining);
+        if (pl_metrics_render(api->metrics, pl_admission_in_flight(api->admission), ready, &b) <
+            0) {
+            pl_buf_free(&b);
+            set_text(rs, 500, "out of memory\n");
+            return;
+        }
+        set_body(rs, 200, "text/plain; version=0.0.4; charset=utf-8", b.data);
+        return;
+    }
+    if (strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) != 0) {
+        lg->method = "other";
+        pl_error_set(&err, PL_REASON_NOT_FOUND, "no route for %.128s", rq->path);
+        refuse(api, rs, lg, &err);
+        return;
+    }
+    const char *method = rq->path + strlen(SERVICE_PREFIX);
+    bool known = strcmp(method, "Run") == 0 || strcmp(method, "Describe") == 0;
+    bool reserved = false;
+    for (const char *const *m = reserved_methods; *m; m++)
+        if (strcmp(method, *m) == 0)
+            reserved = true;
+    lg->method = strcmp(method, "Run") == 0 ? "Run"
+                 : strcmp(method, "Describe") == 0 ? "Describe"
+                                                    : "other";
+    if (!known && !reserved) {
+        pl_error_set(&err, PL_REASON_NOT_FOUND, "no method %.64s in plimsoll.v1.SandboxService",
+                     method);
+        refuse(api, rs, lg, &err);
+        return;
+    }
+    if (strcmp(rq->http_method, "POST") != 0) {
+        set_text(rs, 405, "method not allowed: Connect unary calls use POST\n");
+        rs->allow = "POST";
+        lg->outcome = "refused";
+        return;
+    }
+    if (!json_content_type(rq->content_type)) {
+        set_text(rs, 415, "unsupported media type: send Content-Type: application/json\n");
+        lg->outcome = "refused";
+        return;
+    }
+    lg->principal = authenticate(api, rq);
+    if (!lg->principal) {
+        pl_error_set(&err, PL_REASON_UNAUTHENTICATED,
+                     "send Authorization: Bearer <key> with a key listed in the keys file");
+        refuse(api, rs, lg, &err);
+        return;
+    }
+    if (rq->body_too_large) {
+        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                     "request body exceeds PLIMSOLL_MAX_REQUEST_BYTES (%u bytes)",
+                     api->config->max_request_bytes);
+        refuse(api, rs, lg, &err);
+        return;
+    }
+    if (reserved) {
+        pl_error_set(&err, PL_REASON_UNSUPPORTED,
+                     "%s: sessions are not available in this build of plimsolld", method);
+        refuse(api, rs, lg, &err);
+        return;
+    }
+    if (strcmp(method, "Describe") == 0) {
+        if (pl_empty_request_decode(rq->body, rq->body_len, &err) < 0) {
+            refuse(api, rs, lg, &err);
+            return;
+        }
+        json_t *d = pl_api_describe(api);
+        if (!d) {
+            set_text(rs, 500, "out of memory\n");
+            return;
+        }
+        lg->outcome = "ok";
+        set_json(rs, 200, d);
+        return;
+    }
+    handle_run(api, lg->principal, rq, rs, lg);
+}
+
+void pl_api_handle(struct pl_api *api, const struct pl_api_request *rq,
+                   struct pl_api_response *rs) {
+    uint64_t t0 = mono_ns();
+    struct call_log lg = {.principal = NULL, .method = "other", .outcome = "ok"};
+    memset(rs, 0, sizeof(*rs));
+    route(api, rq, rs, &lg);
+    if (!rs->body)
+        set_text(rs, 500, "internal error\n");
+    bool quiet = strcmp(lg.method, "healthz") == 0 || strcmp(lg.method, "readyz") == 0;
+    if (strcmp(lg.method, "healthz") != 0 && strcmp(lg.method, "readyz") != 0) {
+        enum pl_code code = lg.reason ? pl_reason_code(lg.reason) : PL_CODE_UNKNOWN;
+        pl_metrics_request(api->metrics, lg.method, code, rs->status == 200);
+    }
+    if (quiet && rs->status == 200)
+        return; /* probes answer often; log them only when they fail */
+    json_t *f = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:i, s:f}", "principal", lg.principal,
+                          "method", lg.method, "path_kind",
+                          strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0
+                              ? "rpc"
+                              : "http",
+                          "outcome", lg.outcome, "reason",
+                          lg.reason ? pl_reason_name(lg.reason) : "", "status",
+                          (json_int_t)rs->status, "duration_ms",
+                          (double)(mono_ns() - t0) / 1e6);
+    pl_log("info", "request", f);
+}
