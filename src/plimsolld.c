@@ -27,10 +27,9 @@ static const char *env_lookup(const char *name, void *ud) {
     return secure_getenv(name);
 }
 
-static int startup_refused(const struct pl_error *err) {
+static void startup_refused(const struct pl_error *err) {
     pl_log("error", "startup refused", json_pack("{s:s}", "error", err->message));
     fprintf(stderr, "plimsolld: %s\n", err->message);
-    return 2;
 }
 
 int main(int argc, char **argv) {
@@ -55,25 +54,25 @@ int main(int argc, char **argv) {
 
     struct pl_error err = {0};
     struct pl_config config;
-    if (pl_config_load(&config, env_lookup, NULL, &err) < 0)
-        return startup_refused(&err);
-
     struct pl_keys *keys = NULL;
+    struct pl_provider *provider = NULL;
+    struct pl_admission *admission = NULL;
+    struct pl_metrics *metrics = NULL;
+    struct pl_http *http = NULL;
+    int status = 2;
+
+    if (pl_config_load(&config, env_lookup, NULL, &err) < 0)
+        goto refused;
     if (pl_keys_load(config.keys_file, &keys, &err) < 0)
-        return startup_refused(&err);
+        goto refused;
     if (pl_keys_count(keys) == 0) {
         pl_error_set(&err, PL_REASON_INVALID_REQUEST,
                      "PLIMSOLL_KEYS_FILE: %s lists no key; nobody could call this daemon",
                      config.keys_file);
-        pl_keys_free(keys);
-        return startup_refused(&err);
+        goto refused;
     }
-
-    struct pl_provider *provider = NULL;
-    if (pl_provider_start(&config, &provider, &err) < 0) {
-        pl_keys_free(keys);
-        return startup_refused(&err);
-    }
+    if (pl_provider_start(&config, &provider, &err) < 0)
+        goto refused;
 
     unsigned capacity =
         pl_config_effective_concurrency(&config, provider->ops->memory_budget_applies);
@@ -82,11 +81,10 @@ int main(int argc, char **argv) {
                                          .per_key = per_key,
                                          .rate_per_min = config.rate_per_min,
                                          .burst = config.rate_burst};
-    struct pl_admission *admission = NULL;
-    struct pl_metrics *metrics = pl_metrics_new();
+    metrics = pl_metrics_new();
     if (pl_admission_new(&limits, NULL, NULL, &admission) < 0 || !metrics) {
         pl_error_set(&err, PL_REASON_INTERNAL, "out of memory");
-        return startup_refused(&err);
+        goto refused;
     }
 
     struct pl_api api = {.config = &config,
@@ -97,9 +95,8 @@ int main(int argc, char **argv) {
                          .effective_concurrency = capacity};
     atomic_init(&api.draining, false);
 
-    struct pl_http *http = NULL;
     if (pl_http_start(&api, &http, &err) < 0)
-        return startup_refused(&err);
+        goto refused;
 
     json_t *describe = pl_api_describe(&api);
     pl_log("info", "describe", json_pack("{s:o, s:s}", "describe", describe, "listen",
@@ -108,19 +105,24 @@ int main(int argc, char **argv) {
 
     int sig = 0;
     sigwait(&set, &sig);
-    pl_log("info", "draining", json_pack("{s:s, s:i}", "signal", sig == SIGTERM ? "SIGTERM" :
-                                         "SIGINT", "in_flight",
-                                         (json_int_t)pl_admission_in_flight(admission)));
+    pl_log("info", "draining",
+           json_pack("{s:s, s:i}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "in_flight",
+                     (json_int_t)pl_admission_in_flight(admission)));
     atomic_store(&api.draining, true);
     pl_admission_close(admission);
     pl_http_quiesce(http);
     unsigned left = pl_admission_wait_idle(admission, config.drain_timeout_ms);
     pl_http_stop(http);
     pl_log("info", "stopped", json_pack("{s:i}", "abandoned_runs", (json_int_t)left));
+    status = left ? 1 : 0;
+    goto out;
 
+refused:
+    startup_refused(&err);
+out:
     pl_provider_stop(provider);
     pl_admission_free(admission);
     pl_metrics_free(metrics);
     pl_keys_free(keys);
-    return left ? 1 : 0;
+    return status;
 }

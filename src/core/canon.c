@@ -81,7 +81,8 @@ int pl_canon_dump(const json_t *v, struct pl_buf *out) {
         const char *k;
         json_t *e;
         json_object_foreach((json_t *)v, k, e) keys[i++] = k;
-        qsort(keys, n, sizeof(*keys), key_cmp);
+        if (n)
+            qsort(keys, n, sizeof(*keys), key_cmp);
         int r = pl_buf_puts(out, "{");
         for (i = 0; r == 0 && i < n; i++) {
             if (i)

@@ -4,7 +4,7 @@
  * setting with its meaning, default and bounds; this file is the code of
  * that page.
  *
- * Loading never calls getenv() itself: the caller passes a lookup function,
+ * Loading never reads the environment itself: the caller passes a lookup function,
  * so tests (and the fuzz harness) feed settings without touching the
  * process environment.
  */

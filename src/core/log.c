@@ -27,7 +27,7 @@ void pl_log(const char *level, const char *msg, json_t *fields) {
     if (fields)
         json_object_update(line, fields);
     json_decref(fields);
-    char *s = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
+    char *s = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
     json_decref(line);
     if (!s)
         return;

@@ -1,0 +1,82 @@
+"""Startup refusals: for each bad setting the daemon exits non-zero before
+serving, with a message that names the setting."""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Daemon, run_startup  # noqa: E402
+
+
+class StartupRefusals(unittest.TestCase):
+    def refuse(self, env, setting):
+        code, err = run_startup(env)
+        self.assertEqual(code, 2, err)
+        self.assertIn("plimsolld: " + setting, err)
+        self.assertIn('"startup refused"', err)
+
+    def test_unknown_provider(self):
+        self.refuse({"SANDBOX_PROVIDER": "local-node"}, "SANDBOX_PROVIDER")
+
+    def test_provider_not_in_build(self):
+        self.refuse({"SANDBOX_PROVIDER": "e2b"}, "SANDBOX_PROVIDER")
+
+    def test_malformed_tier(self):
+        self.refuse({"SANDBOX_MIN_ISOLATION": "medium"}, "SANDBOX_MIN_ISOLATION")
+
+    def test_provider_below_floor(self):
+        self.refuse({"SANDBOX_MIN_ISOLATION": "process"}, "SANDBOX_MIN_ISOLATION")
+        self.refuse({"SANDBOX_PROVIDER": "disabled", "SANDBOX_MIN_ISOLATION": "vm"},
+                    "SANDBOX_MIN_ISOLATION")
+
+    def test_memory_without_total(self):
+        self.refuse({"SANDBOX_MEMORY_MB": "256"}, "SANDBOX_MEMORY_MB")
+
+    def test_total_without_memory(self):
+        self.refuse({"SANDBOX_TOTAL_MEMORY_MB": "1024"}, "SANDBOX_TOTAL_MEMORY_MB")
+
+    def test_allowance_above_budget(self):
+        self.refuse({"SANDBOX_MEMORY_MB": "512", "SANDBOX_TOTAL_MEMORY_MB": "256"},
+                    "SANDBOX_MEMORY_MB")
+
+    def test_bad_numbers(self):
+        self.refuse({"SANDBOX_MAX_CONCURRENT": "0"}, "SANDBOX_MAX_CONCURRENT")
+        self.refuse({"SANDBOX_RATE_PER_MIN": "lots"}, "SANDBOX_RATE_PER_MIN")
+        self.refuse({"SANDBOX_PER_KEY_CONCURRENT": "9"}, "SANDBOX_PER_KEY_CONCURRENT")
+
+    def test_bad_listen(self):
+        self.refuse({"PLIMSOLL_LISTEN": "everywhere"}, "PLIMSOLL_LISTEN")
+
+    def test_keys_file(self):
+        self.refuse({"PLIMSOLL_KEYS_FILE": None}, "PLIMSOLL_KEYS_FILE")
+        self.refuse({"PLIMSOLL_KEYS_FILE": "/nonexistent/keys"}, "PLIMSOLL_KEYS_FILE")
+        d = tempfile.mkdtemp()
+        empty = os.path.join(d, "empty")
+        with open(empty, "w") as f:
+            f.write("# nobody\n")
+        self.refuse({"PLIMSOLL_KEYS_FILE": empty}, "PLIMSOLL_KEYS_FILE")
+        bad = os.path.join(d, "bad")
+        with open(bad, "w") as f:
+            f.write("alice not-a-digest\n")
+        self.refuse({"PLIMSOLL_KEYS_FILE": bad}, "PLIMSOLL_KEYS_FILE")
+
+    def test_reserved_settings(self):
+        self.refuse({"PLIMSOLL_GRANTS_FILE": "/etc/grants.json"}, "PLIMSOLL_GRANTS_FILE")
+        self.refuse({"SANDBOX_MAX_SESSIONS": "4"}, "SANDBOX_MAX_SESSIONS")
+
+    def test_good_settings_start(self):
+        d = Daemon(env={"SANDBOX_PROVIDER": "", "SANDBOX_MIN_ISOLATION": "none",
+                        "SANDBOX_MEMORY_MB": "256", "SANDBOX_TOTAL_MEMORY_MB": "1024",
+                        "SANDBOX_MAX_CONCURRENT": "8"}).start()
+        try:
+            status, body = d.rpc("Describe", {})
+            self.assertEqual(status, 200)
+            self.assertEqual(body["provider"], "disabled")
+            self.assertEqual(body["limits"]["total_memory_mb"], 1024)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
