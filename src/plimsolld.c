@@ -99,8 +99,8 @@ int main(int argc, char **argv) {
         goto refused;
 
     json_t *describe = pl_api_describe(&api);
-    pl_log("info", "describe", json_pack("{s:o, s:s}", "describe", describe, "listen",
-                                         pl_http_address(http)));
+    pl_log("info", "describe",
+           json_pack("{s:o, s:s}", "describe", describe, "listen", pl_http_address(http)));
     pl_log("info", "listening", json_pack("{s:s}", "address", pl_http_address(http)));
 
     int sig = 0;

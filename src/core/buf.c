@@ -32,7 +32,9 @@ int pl_buf_append(struct pl_buf *b, const void *data, size_t len) {
     return 0;
 }
 
-int pl_buf_puts(struct pl_buf *b, const char *s) { return pl_buf_append(b, s, strlen(s)); }
+int pl_buf_puts(struct pl_buf *b, const char *s) {
+    return pl_buf_append(b, s, strlen(s));
+}
 
 int pl_buf_printf(struct pl_buf *b, const char *fmt, ...) {
     va_list ap;

@@ -15,13 +15,13 @@
 #include <string.h>
 
 /* X(NAME, field, default, min, max); default 0 with min > 0 means "derived". */
-#define INT_SETTINGS(X)                                                        \
-    X(SANDBOX_MAX_CONCURRENT, max_concurrent, 8, 1, 4096)                      \
-    X(SANDBOX_RATE_PER_MIN, rate_per_min, 600, 1, 1000000)                     \
-    X(SANDBOX_TIMEOUT_MS, default_timeout_ms, 10000, 10, 3600000)              \
-    X(SANDBOX_MAX_TIMEOUT_MS, max_timeout_ms, 60000, 10, 3600000)              \
-    X(SANDBOX_OUTPUT_BYTES, output_bytes, 1048576, 1024, 67108864)             \
-    X(PLIMSOLL_MAX_REQUEST_BYTES, max_request_bytes, 16777216, 65536, 268435456) \
+#define INT_SETTINGS(X)                                                                            \
+    X(SANDBOX_MAX_CONCURRENT, max_concurrent, 8, 1, 4096)                                          \
+    X(SANDBOX_RATE_PER_MIN, rate_per_min, 600, 1, 1000000)                                         \
+    X(SANDBOX_TIMEOUT_MS, default_timeout_ms, 10000, 10, 3600000)                                  \
+    X(SANDBOX_MAX_TIMEOUT_MS, max_timeout_ms, 60000, 10, 3600000)                                  \
+    X(SANDBOX_OUTPUT_BYTES, output_bytes, 1048576, 1024, 67108864)                                 \
+    X(PLIMSOLL_MAX_REQUEST_BYTES, max_request_bytes, 16777216, 65536, 268435456)                   \
     X(PLIMSOLL_MAX_CONNECTIONS, max_connections, 256, 4, 65536)
 
 /* Derived or paired integer settings, bounds only. */
@@ -31,11 +31,13 @@
 #define DRAIN_MAX_MS 3600000u
 
 const char *const pl_config_reserved_settings[] = {
-    "PLIMSOLL_GRANTS_FILE",        /* grants and the broker */
-    "SANDBOX_MAX_SESSIONS",        /* sessions */
-    "SANDBOX_SESSION_DISK_MB",     "SANDBOX_SESSION_LIFETIME",
-    "SANDBOX_SESSION_IDLE",        "SANDBOX_SESSION_POOL",
-    "E2B_GUARD_URL",               /* hosted microVM providers */
+    "PLIMSOLL_GRANTS_FILE", /* grants and the broker */
+    "SANDBOX_MAX_SESSIONS", /* sessions */
+    "SANDBOX_SESSION_DISK_MB",
+    "SANDBOX_SESSION_LIFETIME",
+    "SANDBOX_SESSION_IDLE",
+    "SANDBOX_SESSION_POOL",
+    "E2B_GUARD_URL", /* hosted microVM providers */
     "SANDBOX_DOCKERCLOUD_GUARD_URL",
     NULL,
 };
@@ -43,17 +45,17 @@ const char *const pl_config_reserved_settings[] = {
 static int parse_uint(const char *name, const char *s, unsigned long min, unsigned long max,
                       unsigned *ret, struct pl_error *err) {
     if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ')
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "%s: \"%.64s\" is not a whole number", name, s);
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: \"%.64s\" is not a whole number",
+                            name, s);
     errno = 0;
     char *end = NULL;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0')
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "%s: \"%.64s\" is not a whole number", name, s);
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: \"%.64s\" is not a whole number",
+                            name, s);
     if (v < min || v > max)
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "%s: %llu is out of bounds (%lu..%lu)", name, v, min, max);
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: %llu is out of bounds (%lu..%lu)",
+                            name, v, min, max);
     *ret = (unsigned)v;
     return 0;
 }
@@ -144,10 +146,10 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
                             "(none, process, container, kernel, vm)",
                             v);
 
-#define PL_X(NAME, field, def, min, max)                                       \
-    c.field = def;                                                             \
-    v = get(lookup, ud, #NAME);                                                \
-    if (v && parse_uint(#NAME, v, min, max, &c.field, err) < 0)                \
+#define PL_X(NAME, field, def, min, max)                                                           \
+    c.field = def;                                                                                 \
+    v = get(lookup, ud, #NAME);                                                                    \
+    if (v && parse_uint(#NAME, v, min, max, &c.field, err) < 0)                                    \
         return -1;
     INT_SETTINGS(PL_X)
 #undef PL_X
@@ -166,8 +168,8 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
     c.memory_mb = MEMORY_MB_DEFAULT;
     c.total_memory_mb = 0;
     if (mem) {
-        if (parse_uint("SANDBOX_MEMORY_MB", mem, MEMORY_MB_MIN, MEMORY_MB_MAX, &c.memory_mb,
-                       err) < 0)
+        if (parse_uint("SANDBOX_MEMORY_MB", mem, MEMORY_MB_MIN, MEMORY_MB_MAX, &c.memory_mb, err) <
+            0)
             return -1;
         if (parse_uint("SANDBOX_TOTAL_MEMORY_MB", total, MEMORY_MB_MIN, MEMORY_MB_MAX,
                        &c.total_memory_mb, err) < 0)
@@ -181,8 +183,8 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
 
     c.per_key_concurrent = c.max_concurrent / 2 ? c.max_concurrent / 2 : 1;
     v = get(lookup, ud, "SANDBOX_PER_KEY_CONCURRENT");
-    if (v && parse_uint("SANDBOX_PER_KEY_CONCURRENT", v, 1, c.max_concurrent,
-                        &c.per_key_concurrent, err) < 0)
+    if (v && parse_uint("SANDBOX_PER_KEY_CONCURRENT", v, 1, c.max_concurrent, &c.per_key_concurrent,
+                        err) < 0)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "SANDBOX_PER_KEY_CONCURRENT: \"%.64s\" must be a whole number "
                             "from 1 to SANDBOX_MAX_CONCURRENT (%u)",
@@ -201,8 +203,8 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
 
     c.drain_timeout_ms = c.max_timeout_ms + 5000;
     v = get(lookup, ud, "PLIMSOLL_DRAIN_TIMEOUT_MS");
-    if (v && parse_uint("PLIMSOLL_DRAIN_TIMEOUT_MS", v, 0, DRAIN_MAX_MS, &c.drain_timeout_ms,
-                        err) < 0)
+    if (v &&
+        parse_uint("PLIMSOLL_DRAIN_TIMEOUT_MS", v, 0, DRAIN_MAX_MS, &c.drain_timeout_ms, err) < 0)
         return -1;
 
     v = get(lookup, ud, "PLIMSOLL_LISTEN");

@@ -18,16 +18,16 @@
 #include "tier.h"
 
 /* Hard limits of the request language (not settings: part of the API). */
-#define PL_SNIPPET_MAX_BYTES (256u * 1024u)   /* snippet.code */
-#define PL_STDIN_MAX_BYTES (1024u * 1024u)    /* snippet/module stdin */
-#define PL_PROJECT_MAX_FILES 256u             /* project.files */
-#define PL_PROJECT_MAX_FILE_BYTES (4u << 20)  /* all files' decoded bytes */
-#define PL_PATH_MAX_BYTES 256u                /* one file path */
-#define PL_PROJECT_MAX_STEPS 32u              /* project.steps */
-#define PL_ARGV_MAX 64u                       /* argv / args entries */
-#define PL_ARG_MAX_BYTES 4096u                /* one argv entry */
-#define PL_NAME_MAX_BYTES 128u                /* step name, profile name */
-#define PL_MODULE_MAX_BYTES (8u << 20)        /* decoded module.wasm */
+#define PL_SNIPPET_MAX_BYTES (256u * 1024u)  /* snippet.code */
+#define PL_STDIN_MAX_BYTES (1024u * 1024u)   /* snippet/module stdin */
+#define PL_PROJECT_MAX_FILES 256u            /* project.files */
+#define PL_PROJECT_MAX_FILE_BYTES (4u << 20) /* all files' decoded bytes */
+#define PL_PATH_MAX_BYTES 256u               /* one file path */
+#define PL_PROJECT_MAX_STEPS 32u             /* project.steps */
+#define PL_ARGV_MAX 64u                      /* argv / args entries */
+#define PL_ARG_MAX_BYTES 4096u               /* one argv entry */
+#define PL_NAME_MAX_BYTES 128u               /* step name, profile name */
+#define PL_MODULE_MAX_BYTES (8u << 20)       /* decoded module.wasm */
 
 enum pl_listen_kind { PL_LISTEN_TCP, PL_LISTEN_UNIX };
 
@@ -39,7 +39,7 @@ struct pl_listen {
 };
 
 struct pl_config {
-    char provider[32];         /* SANDBOX_PROVIDER; "disabled" when unset */
+    char provider[32];          /* SANDBOX_PROVIDER; "disabled" when unset */
     enum pl_tier min_isolation; /* SANDBOX_MIN_ISOLATION */
 
     unsigned max_concurrent;     /* SANDBOX_MAX_CONCURRENT */

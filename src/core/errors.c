@@ -21,10 +21,9 @@ static const struct {
     enum pl_code code;
     bool dispatched;
     const char *doc;
-} reason_table[PL_REASON__COUNT] = {
-    [PL_REASON_NONE] = {"NONE", PL_CODE_UNKNOWN, false, "no error"},
+} reason_table[PL_REASON__COUNT] = {[PL_REASON_NONE] = {"NONE", PL_CODE_UNKNOWN, false, "no error"},
 #define PL_X(sym, c, disp, d) [PL_REASON_##sym] = {#sym, PL_CODE_##c, disp, d},
-    PL_REASONS(PL_X)
+                                    PL_REASONS(PL_X)
 #undef PL_X
 };
 

@@ -20,22 +20,22 @@
 #include <stddef.h>
 
 /* X(enum suffix, wire name, HTTP status) */
-#define PL_CONNECT_CODES(X)                                                    \
-    X(CANCELED, "canceled", 499)                                               \
-    X(UNKNOWN, "unknown", 500)                                                 \
-    X(INVALID_ARGUMENT, "invalid_argument", 400)                               \
-    X(DEADLINE_EXCEEDED, "deadline_exceeded", 504)                             \
-    X(NOT_FOUND, "not_found", 404)                                             \
-    X(ALREADY_EXISTS, "already_exists", 409)                                   \
-    X(PERMISSION_DENIED, "permission_denied", 403)                             \
-    X(RESOURCE_EXHAUSTED, "resource_exhausted", 429)                           \
-    X(FAILED_PRECONDITION, "failed_precondition", 400)                         \
-    X(ABORTED, "aborted", 409)                                                 \
-    X(OUT_OF_RANGE, "out_of_range", 400)                                       \
-    X(UNIMPLEMENTED, "unimplemented", 501)                                     \
-    X(INTERNAL, "internal", 500)                                               \
-    X(UNAVAILABLE, "unavailable", 503)                                         \
-    X(DATA_LOSS, "data_loss", 500)                                             \
+#define PL_CONNECT_CODES(X)                                                                        \
+    X(CANCELED, "canceled", 499)                                                                   \
+    X(UNKNOWN, "unknown", 500)                                                                     \
+    X(INVALID_ARGUMENT, "invalid_argument", 400)                                                   \
+    X(DEADLINE_EXCEEDED, "deadline_exceeded", 504)                                                 \
+    X(NOT_FOUND, "not_found", 404)                                                                 \
+    X(ALREADY_EXISTS, "already_exists", 409)                                                       \
+    X(PERMISSION_DENIED, "permission_denied", 403)                                                 \
+    X(RESOURCE_EXHAUSTED, "resource_exhausted", 429)                                               \
+    X(FAILED_PRECONDITION, "failed_precondition", 400)                                             \
+    X(ABORTED, "aborted", 409)                                                                     \
+    X(OUT_OF_RANGE, "out_of_range", 400)                                                           \
+    X(UNIMPLEMENTED, "unimplemented", 501)                                                         \
+    X(INTERNAL, "internal", 500)                                                                   \
+    X(UNAVAILABLE, "unavailable", 503)                                                             \
+    X(DATA_LOSS, "data_loss", 500)                                                                 \
     X(UNAUTHENTICATED, "unauthenticated", 401)
 
 enum pl_code {
@@ -52,32 +52,22 @@ enum pl_code {
  * is decided before the provider is handed the request, so it is false; an
  * infrastructure failure may strike after dispatch, so it is true there.
  */
-#define PL_REASONS(X)                                                          \
-    X(INVALID_REQUEST, INVALID_ARGUMENT, false,                                \
-      "the request is malformed or exceeds a bound")                           \
-    X(UNAUTHENTICATED, UNAUTHENTICATED, false,                                 \
-      "no API key, or an unknown one")                                         \
-    X(DISABLED, FAILED_PRECONDITION, false,                                    \
-      "the daemon runs the Disabled provider: nothing runs")                   \
-    X(INSUFFICIENT_ISOLATION, FAILED_PRECONDITION, false,                      \
-      "the caller's floor is above the provider's tier")                       \
-    X(UNSUPPORTED, UNIMPLEMENTED, false,                                       \
-      "the provider does not run this kind of payload")                        \
-    X(CALLER_NOT_ALLOWED, PERMISSION_DENIED, false,                            \
-      "the caller is not in the grant profile's allowed_callers")              \
-    X(NOT_READY, UNAVAILABLE, false,                                           \
-      "the provider's readiness check does not hold")                          \
-    X(SHUTTING_DOWN, UNAVAILABLE, false,                                       \
-      "the daemon is draining for shutdown")                                   \
-    X(RATE_LIMITED, RESOURCE_EXHAUSTED, false,                                 \
-      "the caller's rate limit is spent")                                      \
-    X(AT_CAPACITY, RESOURCE_EXHAUSTED, false,                                  \
-      "every run slot (global or the caller's) is busy")                       \
-    X(SESSION_ENDED, FAILED_PRECONDITION, false,                               \
-      "the session has ended")                                                 \
-    X(NOT_FOUND, NOT_FOUND, false, "no such method or resource")               \
-    X(INTERNAL, INTERNAL, true,                                                \
-      "infrastructure around the run failed")
+#define PL_REASONS(X)                                                                              \
+    X(INVALID_REQUEST, INVALID_ARGUMENT, false, "the request is malformed or exceeds a bound")     \
+    X(UNAUTHENTICATED, UNAUTHENTICATED, false, "no API key, or an unknown one")                    \
+    X(DISABLED, FAILED_PRECONDITION, false, "the daemon runs the Disabled provider: nothing runs") \
+    X(INSUFFICIENT_ISOLATION, FAILED_PRECONDITION, false,                                          \
+      "the caller's floor is above the provider's tier")                                           \
+    X(UNSUPPORTED, UNIMPLEMENTED, false, "the provider does not run this kind of payload")         \
+    X(CALLER_NOT_ALLOWED, PERMISSION_DENIED, false,                                                \
+      "the caller is not in the grant profile's allowed_callers")                                  \
+    X(NOT_READY, UNAVAILABLE, false, "the provider's readiness check does not hold")               \
+    X(SHUTTING_DOWN, UNAVAILABLE, false, "the daemon is draining for shutdown")                    \
+    X(RATE_LIMITED, RESOURCE_EXHAUSTED, false, "the caller's rate limit is spent")                 \
+    X(AT_CAPACITY, RESOURCE_EXHAUSTED, false, "every run slot (global or the caller's) is busy")   \
+    X(SESSION_ENDED, FAILED_PRECONDITION, false, "the session has ended")                          \
+    X(NOT_FOUND, NOT_FOUND, false, "no such method or resource")                                   \
+    X(INTERNAL, INTERNAL, true, "infrastructure around the run failed")
 
 enum pl_reason {
     PL_REASON_NONE = 0,

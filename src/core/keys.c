@@ -54,7 +54,9 @@ void pl_keys_free(struct pl_keys *keys) {
     free(keys);
 }
 
-size_t pl_keys_count(const struct pl_keys *keys) { return keys ? keys->n : 0; }
+size_t pl_keys_count(const struct pl_keys *keys) {
+    return keys ? keys->n : 0;
+}
 
 int pl_keys_parse(const char *text, size_t len, struct pl_keys **ret_keys, struct pl_error *err) {
     if (len > PL_KEYS_MAX_FILE)
@@ -130,8 +132,8 @@ int pl_keys_parse(const char *text, size_t len, struct pl_keys **ret_keys, struc
             }
         }
         if (k->n == PL_KEYS_MAX_ENTRIES) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                         "PLIMSOLL_KEYS_FILE: more than %u keys", PL_KEYS_MAX_ENTRIES);
+            pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: more than %u keys",
+                         PL_KEYS_MAX_ENTRIES);
             goto fail;
         }
         if (k->n == cap) {

@@ -15,7 +15,7 @@
 #define PL_PRINCIPAL_MAX 128u      /* bytes in a principal */
 #define PL_KEYS_MAX_ENTRIES 10000u /* lines with a key */
 #define PL_KEYS_MAX_FILE (1u << 20)
-#define PL_KEY_MAX_BYTES 512u      /* a presented key */
+#define PL_KEY_MAX_BYTES 512u /* a presented key */
 
 struct pl_keys;
 

@@ -16,10 +16,10 @@
 #include "errors.h"
 #include "tier.h"
 
-#define PL_RUN_OUTCOMES(X)                                                     \
-    X(EXIT_ZERO, "exit_zero")                                                  \
-    X(EXIT_NONZERO, "exit_nonzero")                                            \
-    X(TIMED_OUT, "timed_out")                                                  \
+#define PL_RUN_OUTCOMES(X)                                                                         \
+    X(EXIT_ZERO, "exit_zero")                                                                      \
+    X(EXIT_NONZERO, "exit_nonzero")                                                                \
+    X(TIMED_OUT, "timed_out")                                                                      \
     X(OUT_OF_MEMORY, "out_of_memory")
 
 enum pl_run_outcome {
@@ -38,8 +38,7 @@ void pl_metrics_run(struct pl_metrics *m, enum pl_run_outcome outcome, enum pl_t
                     uint64_t duration_ns);
 void pl_metrics_refusal(struct pl_metrics *m, enum pl_reason reason);
 /* method: a short name ("Run", "Describe", "metrics", "other"). */
-void pl_metrics_request(struct pl_metrics *m, const char *method, enum pl_code code_or_ok,
-                        int ok);
+void pl_metrics_request(struct pl_metrics *m, const char *method, enum pl_code code_or_ok, int ok);
 
 /* Render every metric; in_flight and ready are sampled by the caller. */
 int pl_metrics_render(struct pl_metrics *m, unsigned in_flight, int ready, struct pl_buf *out);

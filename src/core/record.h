@@ -27,8 +27,8 @@ struct pl_record_input {
     const char *provider;
     const char *isolation;
     const char *runtime;
-    struct timespec started; /* CLOCK_REALTIME at dispatch */
-    uint64_t elapsed_ns;     /* CLOCK_MONOTONIC difference */
+    struct timespec started;     /* CLOCK_REALTIME at dispatch */
+    uint64_t elapsed_ns;         /* CLOCK_MONOTONIC difference */
     const char *previous_digest; /* NULL or "" when none */
 };
 

@@ -302,8 +302,8 @@ static int decode_files(const json_t *list, const char *where, struct pl_file **
     if (n == 0)
         return 0;
     if (n > PL_PROJECT_MAX_FILES)
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files: more than %u files",
-                            where, PL_PROJECT_MAX_FILES);
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files: more than %u files", where,
+                            PL_PROJECT_MAX_FILES);
     struct pl_file *files = calloc(n, sizeof(*files));
     if (!files)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
@@ -323,8 +323,8 @@ static int decode_files(const json_t *list, const char *where, struct pl_file **
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(files[j].path, path) == 0) {
-                pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files[%zu].path: duplicate",
-                             where, i);
+                pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files[%zu].path: duplicate", where,
+                             i);
                 goto fail;
             }
         }
@@ -361,8 +361,8 @@ static int decode_files(const json_t *list, const char *where, struct pl_file **
         }
         total += files[i].len;
         if (total > PL_PROJECT_MAX_FILE_BYTES) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                         "%s.files: more than %u bytes in all", where, PL_PROJECT_MAX_FILE_BYTES);
+            pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files: more than %u bytes in all",
+                         where, PL_PROJECT_MAX_FILE_BYTES);
             goto fail;
         }
     }
@@ -376,14 +376,14 @@ fail:
     return -1;
 }
 
-static int decode_strings(const json_t *list, const char *what, size_t min,
-                          const char ***ret, size_t *ret_n, struct pl_error *err) {
+static int decode_strings(const json_t *list, const char *what, size_t min, const char ***ret,
+                          size_t *ret_n, struct pl_error *err) {
     size_t n = json_array_size(list);
     *ret = NULL;
     *ret_n = 0;
     if (n < min)
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: needs at least %zu entries",
-                            what, min);
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: needs at least %zu entries", what,
+                            min);
     if (n > PL_ARGV_MAX)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: more than %u entries", what,
                             PL_ARGV_MAX);
@@ -441,8 +441,7 @@ static int decode_payload(struct pl_run_request *r, struct pl_error *err) {
         r->snippet.stdin_data = str(p, "stdin", &r->snippet.stdin_len);
         if (r->snippet.stdin_len > PL_STDIN_MAX_BYTES)
             return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                                "snippet.stdin: exceeds the limit of %u bytes",
-                                PL_STDIN_MAX_BYTES);
+                                "snippet.stdin: exceeds the limit of %u bytes", PL_STDIN_MAX_BYTES);
         return 0;
     }
     case PL_PAYLOAD_PROJECT: {
@@ -464,15 +463,13 @@ static int decode_payload(struct pl_run_request *r, struct pl_error *err) {
             struct pl_step *st = &r->project.steps[i];
             char what[64];
             snprintf(what, sizeof(what), "project.steps[%zu].argv", i);
-            if (decode_strings(json_object_get(s, "argv"), what, 1, &st->argv, &st->argc, err) <
-                0)
+            if (decode_strings(json_object_get(s, "argv"), what, 1, &st->argv, &st->argc, err) < 0)
                 return -1;
             size_t nlen = 0;
             st->name = str(s, "name", &nlen);
             if (st->name && (nlen == 0 || nlen > PL_NAME_MAX_BYTES))
                 return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                                    "project.steps[%zu].name: 1 to %u bytes", i,
-                                    PL_NAME_MAX_BYTES);
+                                    "project.steps[%zu].name: 1 to %u bytes", i, PL_NAME_MAX_BYTES);
             if (!st->name) {
                 st->name_owned = malloc(32);
                 if (!st->name_owned)
@@ -488,15 +485,14 @@ static int decode_payload(struct pl_run_request *r, struct pl_error *err) {
         const char *b64 = str(p, "wasm_base64", &blen);
         if (!b64 || blen == 0)
             return pl_error_set(err, PL_REASON_INVALID_REQUEST, "module.wasm_base64: required");
-        int rr = pl_base64_decode(b64, blen, PL_MODULE_MAX_BYTES, &r->module.wasm,
-                                  &r->module.wasm_len);
+        int rr =
+            pl_base64_decode(b64, blen, PL_MODULE_MAX_BYTES, &r->module.wasm, &r->module.wasm_len);
         if (rr == -2)
             return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                                 "module.wasm_base64: the module exceeds %u bytes",
                                 PL_MODULE_MAX_BYTES);
         if (rr < 0)
-            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                                "module.wasm_base64: not base64");
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "module.wasm_base64: not base64");
         if (r->module.wasm_len < 8 || memcmp(r->module.wasm, "\0asm", 4) != 0)
             return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                                 "module.wasm_base64: not a WebAssembly binary (no \\0asm "

@@ -45,8 +45,8 @@ struct pl_step {
 
 /* Limits the decoder enforces that come from settings. */
 struct pl_request_limits {
-    unsigned max_timeout_ms;   /* SANDBOX_MAX_TIMEOUT_MS */
-    unsigned memory_mb;        /* SANDBOX_MEMORY_MB: a per-run value may only be smaller */
+    unsigned max_timeout_ms; /* SANDBOX_MAX_TIMEOUT_MS */
+    unsigned memory_mb;      /* SANDBOX_MEMORY_MB: a per-run value may only be smaller */
 };
 
 struct pl_run_request {

@@ -4,11 +4,8 @@
 #include <string.h>
 
 static const char *const tier_names[PL_TIER__COUNT] = {
-    [PL_TIER_NONE] = "none",
-    [PL_TIER_PROCESS] = "process",
-    [PL_TIER_CONTAINER] = "container",
-    [PL_TIER_KERNEL] = "kernel",
-    [PL_TIER_VM] = "vm",
+    [PL_TIER_NONE] = "none",     [PL_TIER_PROCESS] = "process", [PL_TIER_CONTAINER] = "container",
+    [PL_TIER_KERNEL] = "kernel", [PL_TIER_VM] = "vm",
 };
 
 const char *pl_tier_name(enum pl_tier tier) {

@@ -32,10 +32,10 @@
 /* One operation's answer in Describe. */
 struct pl_op_caps {
     bool supported;
-    const char *engine;         /* software identity, e.g. "QuickJS 2021-03-27" */
-    unsigned max_timeout_ms;    /* longest allowed timeout for this kind */
-    const char *languages[4];   /* NULL-terminated; snippet/project/cell languages */
-    bool grants;                /* whether runs of this kind can carry a grant */
+    const char *engine;       /* software identity, e.g. "QuickJS 2021-03-27" */
+    unsigned max_timeout_ms;  /* longest allowed timeout for this kind */
+    const char *languages[4]; /* NULL-terminated; snippet/project/cell languages */
+    bool grants;              /* whether runs of this kind can carry a grant */
 };
 
 struct pl_provider_info {

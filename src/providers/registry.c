@@ -13,15 +13,11 @@ static const struct {
     const char *name;
     const struct pl_provider_ops *ops; /* NULL: known, not in this build */
 } registry[] = {
-    {"disabled", &pl_disabled_ops},
-    {"wasm", NULL},
-    {"docker", NULL},
-    {"e2b", NULL},
-    {"dockercloud", NULL},
-    {"openshell", NULL},
+    {"disabled", &pl_disabled_ops}, {"wasm", NULL},      {"docker", NULL}, {"e2b", NULL},
+    {"dockercloud", NULL},          {"openshell", NULL},
 };
 
-const char *const pl_provider_names[] = {"disabled", "wasm", "docker", "e2b",
+const char *const pl_provider_names[] = {"disabled",    "wasm",      "docker", "e2b",
                                          "dockercloud", "openshell", NULL};
 
 void pl_run_result_clear(struct pl_run_result *r) {

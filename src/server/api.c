@@ -123,14 +123,13 @@ static void refuse(struct pl_api *api, struct pl_api_response *rs, struct call_l
     unsigned char *pb = NULL;
     size_t pblen = 0;
     char *b64 = NULL;
-    if (pl_error_info_encode(pl_reason_name(reason), "plimsoll", keys, vals, 2, &pb, &pblen) ==
-        0)
+    if (pl_error_info_encode(pl_reason_name(reason), "plimsoll", keys, vals, 2, &pb, &pblen) == 0)
         b64 = pl_base64_encode(pb, pblen, 0);
     free(pb);
-    json_t *detail = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}}", "type",
-                               "google.rpc.ErrorInfo", "value", b64 ? b64 : "", "debug", "reason",
-                               pl_reason_name(reason), "domain", "plimsoll", "metadata",
-                               "dispatched", dispatched, "isolation", isolation);
+    json_t *detail =
+        json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}}", "type", "google.rpc.ErrorInfo", "value",
+                  b64 ? b64 : "", "debug", "reason", pl_reason_name(reason), "domain", "plimsoll",
+                  "metadata", "dispatched", dispatched, "isolation", isolation);
     free(b64);
     json_t *body = json_pack("{s:s, s:s, s:[o]}", "code", pl_code_name(code), "message",
                              err->message, "details", detail);
@@ -167,24 +166,24 @@ json_t *pl_api_describe(struct pl_api *api) {
     json_t *cell_langs = json_array();
     for (int i = 0; i < 4 && in->session.languages[i]; i++)
         json_array_append_new(cell_langs, json_string(in->session.languages[i]));
-    return json_pack(
-        "{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:{s:o, s:o, s:o, s:o},"
-        " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}}",
-        "version", "plimsolld " PL_VERSION, "provider", api->provider->ops->name, "isolation",
-        pl_tier_name(in->tier), "runtime", in->runtime ? in->runtime : "", "ready", ready,
-        "ready_detail", ready ? "" : err.message, "supports_sessions", in->session.supported,
-        "languages", cell_langs, "operations", "snippet", op_json(&in->snippet, true),
-        "project", op_json(&in->project, true), "module", op_json(&in->module, false),
-        "session", op_json(&in->session, true), "limits", "memory_mb",
-        (json_int_t)c->memory_mb, "total_memory_mb", (json_int_t)c->total_memory_mb,
-        "max_concurrent", (json_int_t)c->max_concurrent, "effective_concurrency",
-        (json_int_t)api->effective_concurrency, "per_key_concurrent",
-        (json_int_t)c->per_key_concurrent, "rate_per_min", (json_int_t)c->rate_per_min,
-        "rate_burst", (json_int_t)c->rate_burst, "default_timeout_ms",
-        (json_int_t)c->default_timeout_ms, "output_bytes", (json_int_t)c->output_bytes,
-        "max_snippet_bytes", (json_int_t)PL_SNIPPET_MAX_BYTES, "max_request_bytes",
-        (json_int_t)c->max_request_bytes, "memory_budget_applies",
-        api->provider->ops->memory_budget_applies);
+    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:{s:o, s:o, s:o, s:o},"
+                     " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}}",
+                     "version", "plimsolld " PL_VERSION, "provider", api->provider->ops->name,
+                     "isolation", pl_tier_name(in->tier), "runtime", in->runtime ? in->runtime : "",
+                     "ready", ready, "ready_detail", ready ? "" : err.message, "supports_sessions",
+                     in->session.supported, "languages", cell_langs, "operations", "snippet",
+                     op_json(&in->snippet, true), "project", op_json(&in->project, true), "module",
+                     op_json(&in->module, false), "session", op_json(&in->session, true), "limits",
+                     "memory_mb", (json_int_t)c->memory_mb, "total_memory_mb",
+                     (json_int_t)c->total_memory_mb, "max_concurrent",
+                     (json_int_t)c->max_concurrent, "effective_concurrency",
+                     (json_int_t)api->effective_concurrency, "per_key_concurrent",
+                     (json_int_t)c->per_key_concurrent, "rate_per_min", (json_int_t)c->rate_per_min,
+                     "rate_burst", (json_int_t)c->rate_burst, "default_timeout_ms",
+                     (json_int_t)c->default_timeout_ms, "output_bytes", (json_int_t)c->output_bytes,
+                     "max_snippet_bytes", (json_int_t)PL_SNIPPET_MAX_BYTES, "max_request_bytes",
+                     (json_int_t)c->max_request_bytes, "memory_budget_applies",
+                     api->provider->ops->memory_budget_applies);
 }
 
 /* ---- Run ------------------------------------------------------------------ */
@@ -256,9 +255,8 @@ static json_t *result_json(const struct pl_run_result *r, enum pl_tier tier, uin
                           (json_int_t)r->exit_code, "stdout_truncated", r->out_truncated,
                           "stderr_truncated", r->err_truncated, "duration_ms", (json_int_t)dur_ms,
                           "sandbox_name", r->sandbox_name, "isolation", pl_tier_name(tier),
-                          "timed_out", r->timed_out, "out_of_memory", r->out_of_memory,
-                          "outcome", r->outcome ? r->outcome : PL_OUTCOME_COMPLETED, "detail",
-                          r->detail);
+                          "timed_out", r->timed_out, "out_of_memory", r->out_of_memory, "outcome",
+                          r->outcome ? r->outcome : PL_OUTCOME_COMPLETED, "detail", r->detail);
     if (!o)
         return NULL;
     put_output(o, "stdout", r->out, r->out_len);
@@ -266,11 +264,10 @@ static json_t *result_json(const struct pl_run_result *r, enum pl_tier tier, uin
     json_t *steps = json_array();
     for (size_t i = 0; i < r->nsteps; i++) {
         const struct pl_step_result *s = &r->steps[i];
-        json_t *so = json_pack("{s:s, s:i, s:b, s:b, s:i, s:b}", "name", s->name ? s->name : "",
-                               "exit_code", (json_int_t)s->exit_code, "stdout_truncated",
-                               s->out_truncated, "stderr_truncated", s->err_truncated,
-                               "duration_ms", (json_int_t)s->duration_ms, "timed_out",
-                               s->timed_out);
+        json_t *so = json_pack(
+            "{s:s, s:i, s:b, s:b, s:i, s:b}", "name", s->name ? s->name : "", "exit_code",
+            (json_int_t)s->exit_code, "stdout_truncated", s->out_truncated, "stderr_truncated",
+            s->err_truncated, "duration_ms", (json_int_t)s->duration_ms, "timed_out", s->timed_out);
         if (so) {
             put_output(so, "stdout", s->out, s->out_len);
             put_output(so, "stderr", s->err, s->err_len);
@@ -450,8 +447,8 @@ static const char *authenticate(struct pl_api *api, const struct pl_api_request 
     return pl_keys_authenticate(api->keys, key, len);
 }
 
-static void route(struct pl_api *api, const struct pl_api_request *rq,
-                  struct pl_api_response *rs, struct call_log *lg) {
+static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl_api_response *rs,
+                  struct call_log *lg) {
     struct pl_error err = {0};
     bool get = strcmp(rq->http_method, "GET") == 0 || strcmp(rq->http_method, "HEAD") == 0;
 
@@ -506,9 +503,9 @@ static void route(struct pl_api *api, const struct pl_api_request *rq,
     for (const char *const *m = reserved_methods; *m; m++)
         if (strcmp(method, *m) == 0)
             reserved = true;
-    lg->method = strcmp(method, "Run") == 0 ? "Run"
+    lg->method = strcmp(method, "Run") == 0        ? "Run"
                  : strcmp(method, "Describe") == 0 ? "Describe"
-                                                    : "other";
+                                                   : "other";
     if (!known && !reserved) {
         pl_error_set(&err, PL_REASON_NOT_FOUND, "no method %.64s in plimsoll.v1.SandboxService",
                      method);
@@ -578,14 +575,11 @@ void pl_api_handle(struct pl_api *api, const struct pl_api_request *rq,
     }
     if (quiet && rs->status == 200)
         return; /* probes answer often; log them only when they fail */
-    json_t *f = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:i, s:f}", "principal", lg.principal,
-                          "method", lg.method, "path_kind",
-                          strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0
-                              ? "rpc"
-                              : "http",
-                          "outcome", lg.outcome, "reason",
-                          lg.reason ? pl_reason_name(lg.reason) : "", "status",
-                          (json_int_t)rs->status, "duration_ms",
-                          (double)(mono_ns() - t0) / 1e6);
+    json_t *f =
+        json_pack("{s:s?, s:s, s:s, s:s, s:s, s:i, s:f}", "principal", lg.principal, "method",
+                  lg.method, "path_kind",
+                  strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0 ? "rpc" : "http",
+                  "outcome", lg.outcome, "reason", lg.reason ? pl_reason_name(lg.reason) : "",
+                  "status", (json_int_t)rs->status, "duration_ms", (double)(mono_ns() - t0) / 1e6);
     pl_log("info", "request", f);
 }

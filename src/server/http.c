@@ -75,9 +75,8 @@ static void fill_request(struct MHD_Connection *c, const char *url, const char *
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
     (void)version;
     struct pl_http *h = cls;
     struct call_ctx *ctx = *con_cls;
@@ -130,7 +129,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static int bind_tcp(const struct pl_listen *l, int *ret_fd, char *addr, size_t addrlen,
                     struct pl_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char port[8];
@@ -199,8 +199,8 @@ static int bind_unix(const struct pl_listen *l, int *ret_fd, struct pl_error *er
         if (r == 0)
             saved = errno;
         close(fd);
-        return pl_error_set(err, PL_REASON_INTERNAL, "PLIMSOLL_LISTEN: cannot bind %s: %s",
-                            l->path, strerror(saved));
+        return pl_error_set(err, PL_REASON_INTERNAL, "PLIMSOLL_LISTEN: cannot bind %s: %s", l->path,
+                            strerror(saved));
     }
     *ret_fd = fd;
     return 0;
@@ -225,24 +225,27 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
         free(h);
         return -1;
     }
-    h->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-            MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)api->config->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+    h->daemon =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                             MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                         0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)api->config->max_connections,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
     if (!h->daemon) {
         close(h->listen_fd);
         free(h);
-        return pl_error_set(err, PL_REASON_INTERNAL, "PLIMSOLL_LISTEN: the HTTP server did not "
-                                                     "start");
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "PLIMSOLL_LISTEN: the HTTP server did not "
+                            "start");
     }
     *ret_http = h;
     return 0;
 }
 
-const char *pl_http_address(const struct pl_http *h) { return h->address; }
+const char *pl_http_address(const struct pl_http *h) {
+    return h->address;
+}
 
 void pl_http_quiesce(struct pl_http *h) {
     if (h && h->daemon) {

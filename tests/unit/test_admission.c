@@ -121,12 +121,9 @@ static void test_bad_limits(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_global_cap),
-        cmocka_unit_test(test_per_key_cap),
-        cmocka_unit_test(test_token_bucket),
-        cmocka_unit_test(test_rate_checked_before_capacity),
-        cmocka_unit_test(test_close),
-        cmocka_unit_test(test_bad_limits),
+        cmocka_unit_test(test_global_cap),   cmocka_unit_test(test_per_key_cap),
+        cmocka_unit_test(test_token_bucket), cmocka_unit_test(test_rate_checked_before_capacity),
+        cmocka_unit_test(test_close),        cmocka_unit_test(test_bad_limits),
     };
     return cmocka_run_group_tests_name("admission", tests, NULL, NULL);
 }

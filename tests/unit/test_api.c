@@ -38,7 +38,9 @@ static void probe_info(void *s, struct pl_provider_info *ret) {
     *ret = (struct pl_provider_info){
         .tier = PL_TIER_PROCESS,
         .runtime = "probe",
-        .snippet = {.supported = true, .engine = "probe 1", .max_timeout_ms = 5000,
+        .snippet = {.supported = true,
+                    .engine = "probe 1",
+                    .max_timeout_ms = 5000,
                     .languages = {"javascript", NULL}},
     };
 }
@@ -194,8 +196,9 @@ static void test_refusal_order(void **state) {
     assert_int_equal(st, 200);
     json_decref(j);
     /* Floor beats UNSUPPORTED: nothing about the payload is looked at. */
-    j = call(f, "Run", "{\"minimum_isolation\":\"kernel\",\"snippet\":{\"language\":\"python\","
-                       "\"code\":\"1\"}}",
+    j = call(f, "Run",
+             "{\"minimum_isolation\":\"kernel\",\"snippet\":{\"language\":\"python\","
+             "\"code\":\"1\"}}",
              &st);
     assert_refusal(j, st, 400, "failed_precondition", "INSUFFICIENT_ISOLATION", "false");
     json_decref(j);
@@ -302,8 +305,8 @@ static void test_result_and_record(void **state) {
     assert_non_null(rec);
     assert_int_equal(pl_record_verify(rec), 0);
     /* The request digest is over the normalized request (camelCase mapped). */
-    json_t *want_req = json_pack("{s:{s:s, s:s}, s:i}", "snippet", "language", "javascript",
-                                 "code", "process.exit(3)", "timeout_ms", 900);
+    json_t *want_req = json_pack("{s:{s:s, s:s}, s:i}", "snippet", "language", "javascript", "code",
+                                 "process.exit(3)", "timeout_ms", 900);
     char rq[65], rs[65];
     pl_canon_sha256(want_req, rq);
     assert_string_equal(json_string_value(json_object_get(rec, "request_sha256")), rq);
@@ -368,14 +371,10 @@ static void test_describe_reports_limits(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusal_order),
-        cmocka_unit_test(test_at_capacity),
-        cmocka_unit_test(test_rate_limited),
-        cmocka_unit_test(test_internal_is_not_a_result),
-        cmocka_unit_test(test_result_and_record),
-        cmocka_unit_test(test_binary_output_kept_exactly),
-        cmocka_unit_test(test_draining),
-        cmocka_unit_test(test_describe_reports_limits),
+        cmocka_unit_test(test_refusal_order),     cmocka_unit_test(test_at_capacity),
+        cmocka_unit_test(test_rate_limited),      cmocka_unit_test(test_internal_is_not_a_result),
+        cmocka_unit_test(test_result_and_record), cmocka_unit_test(test_binary_output_kept_exactly),
+        cmocka_unit_test(test_draining),          cmocka_unit_test(test_describe_reports_limits),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

@@ -13,8 +13,8 @@
 static void test_vectors(void **state) {
     (void)state;
     json_error_t jerr;
-    json_t *v = json_load_file(PL_SOURCE_ROOT "/tests/vectors/canonical.json", JSON_ALLOW_NUL,
-                               &jerr);
+    json_t *v =
+        json_load_file(PL_SOURCE_ROOT "/tests/vectors/canonical.json", JSON_ALLOW_NUL, &jerr);
     if (!v)
         fail_msg("cannot load vectors: %s", jerr.text);
     assert_true(json_array_size(v) >= 8);

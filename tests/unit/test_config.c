@@ -81,9 +81,8 @@ static void test_per_key_default_is_half(void **state) {
     assert_int_equal(c.per_key_concurrent, 1);
     assert_int_equal(LOAD("SANDBOX_MAX_CONCURRENT", "10", "SANDBOX_PER_KEY_CONCURRENT", "10"), 0);
     assert_int_equal(c.per_key_concurrent, 10);
-    assert_refused_naming(
-        LOAD("SANDBOX_MAX_CONCURRENT", "10", "SANDBOX_PER_KEY_CONCURRENT", "11"), &err,
-        "SANDBOX_PER_KEY_CONCURRENT");
+    assert_refused_naming(LOAD("SANDBOX_MAX_CONCURRENT", "10", "SANDBOX_PER_KEY_CONCURRENT", "11"),
+                          &err, "SANDBOX_PER_KEY_CONCURRENT");
 }
 
 static void test_malformed_tier(void **state) {
@@ -101,8 +100,7 @@ static void test_memory_pair(void **state) {
     struct pl_config c;
     struct pl_error err;
     assert_refused_naming(LOAD("SANDBOX_MEMORY_MB", "256"), &err, "SANDBOX_MEMORY_MB");
-    assert_refused_naming(LOAD("SANDBOX_TOTAL_MEMORY_MB", "1024"), &err,
-                          "SANDBOX_TOTAL_MEMORY_MB");
+    assert_refused_naming(LOAD("SANDBOX_TOTAL_MEMORY_MB", "1024"), &err, "SANDBOX_TOTAL_MEMORY_MB");
     assert_refused_naming(LOAD("SANDBOX_MEMORY_MB", "2048", "SANDBOX_TOTAL_MEMORY_MB", "1024"),
                           &err, "SANDBOX_MEMORY_MB");
     /* Equal is the edge that still admits one run. */
@@ -145,8 +143,8 @@ static void test_integer_bounds(void **state) {
                           "SANDBOX_MAX_CONCURRENT");
     assert_refused_naming(LOAD("SANDBOX_RATE_PER_MIN", "0"), &err, "SANDBOX_RATE_PER_MIN");
     assert_refused_naming(LOAD("SANDBOX_OUTPUT_BYTES", "1023"), &err, "SANDBOX_OUTPUT_BYTES");
-    assert_refused_naming(LOAD("SANDBOX_MEMORY_MB", "15", "SANDBOX_TOTAL_MEMORY_MB", "1024"),
-                          &err, "SANDBOX_MEMORY_MB");
+    assert_refused_naming(LOAD("SANDBOX_MEMORY_MB", "15", "SANDBOX_TOTAL_MEMORY_MB", "1024"), &err,
+                          "SANDBOX_MEMORY_MB");
     assert_refused_naming(LOAD("SANDBOX_TIMEOUT_MS", "70000"), &err, "SANDBOX_TIMEOUT_MS");
     assert_refused_naming(LOAD("SANDBOX_RATE_BURST", "0"), &err, "SANDBOX_RATE_BURST");
 }
@@ -187,8 +185,7 @@ static void test_reserved_settings_refused(void **state) {
     struct pl_config c;
     struct pl_error err;
     for (const char *const *r = pl_config_reserved_settings; *r; r++)
-        assert_refused_naming(load(&c, &err, (const char *const[]){*r, "1", NULL, NULL}), &err,
-                              *r);
+        assert_refused_naming(load(&c, &err, (const char *const[]){*r, "1", NULL, NULL}), &err, *r);
 }
 
 /* Provider selection: unknown, not built, and below the floor. */

@@ -21,8 +21,7 @@ static const struct {
     {PL_REASON_INVALID_REQUEST, "INVALID_REQUEST", "invalid_argument", 400, false},
     {PL_REASON_UNAUTHENTICATED, "UNAUTHENTICATED", "unauthenticated", 401, false},
     {PL_REASON_DISABLED, "DISABLED", "failed_precondition", 400, false},
-    {PL_REASON_INSUFFICIENT_ISOLATION, "INSUFFICIENT_ISOLATION", "failed_precondition", 400,
-     false},
+    {PL_REASON_INSUFFICIENT_ISOLATION, "INSUFFICIENT_ISOLATION", "failed_precondition", 400, false},
     {PL_REASON_UNSUPPORTED, "UNSUPPORTED", "unimplemented", 501, false},
     {PL_REASON_CALLER_NOT_ALLOWED, "CALLER_NOT_ALLOWED", "permission_denied", 403, false},
     {PL_REASON_NOT_READY, "NOT_READY", "unavailable", 503, false},
@@ -83,10 +82,9 @@ static void test_error_info_bytes(void **state) {
     size_t n = 0;
     assert_int_equal(pl_error_info_encode("AT_CAPACITY", "plimsoll", k, v, 1, &pb, &n), 0);
     static const unsigned char want[] = {
-        0x0a, 11, 'A', 'T', '_', 'C', 'A', 'P', 'A', 'C', 'I', 'T', 'Y',
-        0x12, 8, 'p', 'l', 'i', 'm', 's', 'o', 'l', 'l',
-        0x1a, 19, 0x0a, 10, 'd', 'i', 's', 'p', 'a', 't', 'c', 'h', 'e', 'd',
-        0x12, 5, 'f', 'a', 'l', 's', 'e'};
+        0x0a, 11,  'A', 'T', '_', 'C', 'A', 'P',  'A',  'C', 'I',  'T', 'Y', 0x12, 8,
+        'p',  'l', 'i', 'm', 's', 'o', 'l', 'l',  0x1a, 19,  0x0a, 10,  'd', 'i',  's',
+        'p',  'a', 't', 'c', 'h', 'e', 'd', 0x12, 5,    'f', 'a',  'l', 's', 'e'};
     assert_int_equal(n, sizeof(want));
     assert_memory_equal(pb, want, sizeof(want));
     free(pb);

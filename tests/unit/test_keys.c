@@ -18,8 +18,7 @@ static void test_parse_and_authenticate(void **state) {
     char h1[65], h2[65], line[512];
     pl_sha256_hex("key-one", 7, h1);
     pl_sha256_hex("key-two", 7, h2);
-    snprintf(line, sizeof(line),
-             "# callers\n\nalice %s\r\n  bob\t%s  \n# end\n", h1, h2);
+    snprintf(line, sizeof(line), "# callers\n\nalice %s\r\n  bob\t%s  \n# end\n", h1, h2);
     struct pl_keys *k = NULL;
     struct pl_error err = {0};
     assert_int_equal(parse(line, &k, &err), 0);

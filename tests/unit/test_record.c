@@ -59,8 +59,8 @@ static void test_vectors(void **state) {
         assert_int_equal(parse_rfc3339(json_string_value(json_object_get(rec, "ended_at")), &en),
                          0);
         in.started = s;
-        in.elapsed_ns = (uint64_t)(en.tv_sec - s.tv_sec) * 1000000000ull +
-                        (uint64_t)(en.tv_nsec - s.tv_nsec);
+        in.elapsed_ns =
+            (uint64_t)(en.tv_sec - s.tv_sec) * 1000000000ull + (uint64_t)(en.tv_nsec - s.tv_nsec);
         json_t *built = pl_record_build(&in);
         assert_non_null(built);
         assert_string_equal(json_string_value(json_object_get(built, "digest")),
@@ -76,8 +76,11 @@ static void test_vectors(void **state) {
 
 static void test_end_carries_nanoseconds(void **state) {
     (void)state;
-    struct pl_record_input in = {.request_sha256 = "a", .response_sha256 = "b",
-                                 .provider = "p", .isolation = "none", .runtime = ""};
+    struct pl_record_input in = {.request_sha256 = "a",
+                                 .response_sha256 = "b",
+                                 .provider = "p",
+                                 .isolation = "none",
+                                 .runtime = ""};
     in.started.tv_sec = 1700000000;
     in.started.tv_nsec = 999999999;
     in.elapsed_ns = 1;

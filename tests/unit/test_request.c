@@ -231,14 +231,10 @@ static void test_module(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_snippet),
-        cmocka_unit_test(test_camel_case_and_canonical),
-        cmocka_unit_test(test_payload_count),
-        cmocka_unit_test(test_snippet_size_edge),
-        cmocka_unit_test(test_field_errors),
-        cmocka_unit_test(test_timeout_edge),
-        cmocka_unit_test(test_project),
-        cmocka_unit_test(test_project_count_edges),
+        cmocka_unit_test(test_snippet),       cmocka_unit_test(test_camel_case_and_canonical),
+        cmocka_unit_test(test_payload_count), cmocka_unit_test(test_snippet_size_edge),
+        cmocka_unit_test(test_field_errors),  cmocka_unit_test(test_timeout_edge),
+        cmocka_unit_test(test_project),       cmocka_unit_test(test_project_count_edges),
         cmocka_unit_test(test_module),
     };
     return cmocka_run_group_tests_name("request", tests, NULL, NULL);
