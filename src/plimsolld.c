@@ -111,7 +111,9 @@ int main(int argc, char **argv) {
     atomic_store(&api.draining, true);
     pl_admission_close(admission);
     pl_http_quiesce(http);
+    /* Runs first (their deadlines bound this), then the answers' bytes. */
     unsigned left = pl_admission_wait_idle(admission, config.drain_timeout_ms);
+    left += pl_http_wait_idle(http, left ? 0 : 5000);
     pl_http_stop(http);
     pl_log("info", "stopped", json_pack("{s:i}", "abandoned_runs", (json_int_t)left));
     status = left ? 1 : 0;

@@ -223,6 +223,8 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
         return pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: path too long");
     memcpy(c.keys_file, v, strlen(v) + 1);
 
+    c.lookup = lookup;
+    c.lookup_userdata = ud;
     *ret_config = c;
     return 0;
 }

@@ -58,6 +58,10 @@ struct pl_config {
     unsigned max_request_bytes; /* PLIMSOLL_MAX_REQUEST_BYTES */
     unsigned max_connections;   /* PLIMSOLL_MAX_CONNECTIONS */
     unsigned drain_timeout_ms;  /* PLIMSOLL_DRAIN_TIMEOUT_MS */
+
+    /* The lookup the settings came from, for a provider's own settings. */
+    const char *(*lookup)(const char *name, void *userdata);
+    void *lookup_userdata;
 };
 
 /* Returns the value of a setting, or NULL when it is unset. */

@@ -8,12 +8,13 @@
 #include "provider.h"
 
 extern const struct pl_provider_ops pl_disabled_ops;
+extern const struct pl_provider_ops pl_wasm_ops;
 
 static const struct {
     const char *name;
     const struct pl_provider_ops *ops; /* NULL: known, not in this build */
 } registry[] = {
-    {"disabled", &pl_disabled_ops}, {"wasm", NULL},      {"docker", NULL}, {"e2b", NULL},
+    {"disabled", &pl_disabled_ops}, {"wasm", &pl_wasm_ops},      {"docker", NULL}, {"e2b", NULL},
     {"dockercloud", NULL},          {"openshell", NULL},
 };
 

@@ -5,6 +5,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 
 struct pl_http {
     struct pl_api *api;
+    atomic_uint in_progress; /* requests read but whose answer is not yet sent */
     struct MHD_Daemon *daemon;
     int listen_fd;
     char address[160];
@@ -34,11 +37,12 @@ struct call_ctx {
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode toe) {
-    (void)cls;
     (void)c;
     (void)toe;
+    struct pl_http *h = cls;
     struct call_ctx *ctx = *con_cls;
     if (ctx) {
+        atomic_fetch_sub(&h->in_progress, 1);
         pl_buf_free(&ctx->body);
         free(ctx);
         *con_cls = NULL;
@@ -87,6 +91,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!ctx)
             return MHD_NO;
         *con_cls = ctx;
+        atomic_fetch_add(&h->in_progress, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             errno = 0;
@@ -231,7 +236,7 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
                          0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)api->config->max_connections,
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_END);
     if (!h->daemon) {
         close(h->listen_fd);
         free(h);
@@ -254,6 +259,16 @@ void pl_http_quiesce(struct pl_http *h) {
             close(fd);
             h->listen_fd = -1;
         }
+    }
+}
+
+unsigned pl_http_wait_idle(struct pl_http *h, unsigned timeout_ms) {
+    struct timespec tick = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+    for (unsigned waited = 0;; waited += 10) {
+        unsigned n = atomic_load(&h->in_progress);
+        if (n == 0 || waited >= timeout_ms)
+            return n;
+        nanosleep(&tick, NULL);
     }
 }
 

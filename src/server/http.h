@@ -21,5 +21,11 @@ const char *pl_http_address(const struct pl_http *http);
 /* Stop accepting new connections; open ones keep being served. */
 void pl_http_quiesce(struct pl_http *http);
 
+/*
+ * Wait until every request already read has had its answer sent, or
+ * timeout_ms passes.  Returns the number still in progress.
+ */
+unsigned pl_http_wait_idle(struct pl_http *http, unsigned timeout_ms);
+
 /* Close everything and free. */
 void pl_http_stop(struct pl_http *http);

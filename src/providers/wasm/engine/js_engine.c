@@ -1,0 +1,457 @@
+/*
+ * The JS worker pool (daemon side of js_engine.h).
+ *
+ * Keeps N worker processes (plimsoll-js-worker), each connected by a
+ * private socketpair, and hands each pl_js_pool_run() call to a free one.
+ * The worker enforces the deadline itself (timer + siglongjmp); the pool
+ * only adds a backstop: if no result arrives by deadline + 250 ms it
+ * SIGKILLs the worker, reports a timeout and starts a replacement.  A
+ * worker that dies or misbehaves is replaced and the run reported as an
+ * infrastructure error (never as guest output).  A worker found dead
+ * while idle is replaced transparently before the run is sent.
+ *
+ * Workers are started with posix_spawn() (vfork-style, safe in the
+ * multi-threaded daemon, and the untrusted code then runs in a fresh
+ * small image that holds none of the daemon's memory), with an empty
+ * environment, stdin/stdout on /dev/null, stderr inherited for
+ * diagnostics, the socket on fd 3 and every other fd closed.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* posix_spawn_file_actions_addclosefrom_np */
+#endif
+#include "js_engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "js_proto.h"
+
+#ifndef PL_JS_WORKER_DEFAULT_PATH
+#define PL_JS_WORKER_DEFAULT_PATH "/usr/libexec/plimsoll/plimsoll-js-worker"
+#endif
+
+#define PL_JS_MAX_WORKERS 256
+#define PL_JS_MAX_TIMEOUT_MS 3600000u
+/* Extra time the pool grants beyond the deadline before it kills. */
+#define PL_JS_BACKSTOP_NS (250ull * 1000000)
+/* How long a new worker may take to say HELLO, and a request to be sent. */
+#define PL_JS_SPAWN_TIMEOUT_NS (10ull * 1000000000)
+/* Smallest accepted memory cap (one wasm page; below what QuickJS needs,
+ * which then yields an out-of-memory result rather than an error). */
+#define PL_WASM_MIN_MEMORY 65536u
+/* Largest "plimsoll: ..." line a worker appends to stderr. */
+#define PL_JS_MAX_NOTE 512
+
+struct pl_js_worker {
+    pid_t pid; /* 0: none */
+    int fd;    /* -1: none */
+    bool busy;
+};
+
+struct pl_js_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    unsigned n;
+    struct pl_js_worker *w;
+    char *worker_path;
+    uint64_t respawns;
+};
+
+const char *pl_js_engine_version(void) {
+    return "QuickJS 2021-03-27 (wasm32-wasi, wasm2c)";
+}
+
+static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+
+    if (!errbuf || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- worker processes ------------------------------------------------------ */
+
+/* Kill and reap a worker, close its socket.  Safe on an empty slot. */
+static void worker_stop(struct pl_js_worker *w) {
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    if (w->pid > 0) {
+        kill(w->pid, SIGKILL);
+        while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        w->pid = 0;
+    }
+}
+
+/* Start a worker in slot w (which must be empty) and wait for HELLO. */
+static int worker_start(const char *path, struct pl_js_worker *w, char *errbuf, size_t errlen) {
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    struct pl_js_frame_hdr hdr;
+    struct pl_js_hello hello;
+    char *const argv[] = {(char *)path, NULL};
+    char *const envp[] = {NULL};
+    sigset_t none, all;
+    int sv[2], r;
+    pid_t pid;
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        r = -errno;
+        set_err(errbuf, errlen, "socketpair: %s", strerror(-r));
+        return r;
+    }
+    if (sv[1] == 3) {
+        /* dup2(3, 3) would keep FD_CLOEXEC set; move it first. */
+        int moved = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+        if (moved < 0) {
+            r = -errno;
+            close(sv[0]);
+            close(sv[1]);
+            return r;
+        }
+        close(sv[1]);
+        sv[1] = moved;
+    }
+
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    r = posix_spawn(&pid, path, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(sv[1]);
+    if (r != 0) {
+        close(sv[0]);
+        set_err(errbuf, errlen, "cannot start %s: %s", path, strerror(r));
+        return -r;
+    }
+    w->pid = pid;
+    w->fd = sv[0];
+
+    r = pl_js_read_full(w->fd, &hdr, sizeof(hdr), pl_js_now_ns() + PL_JS_SPAWN_TIMEOUT_NS);
+    if (r == 0)
+        r = pl_js_check_hdr(&hdr, PL_JS_MSG_HELLO, sizeof(hello));
+    if (r == 0 && hdr.len != sizeof(hello))
+        r = -EPROTO;
+    if (r == 0)
+        r = pl_js_read_full(w->fd, &hello, sizeof(hello), pl_js_now_ns() + PL_JS_SPAWN_TIMEOUT_NS);
+    if (r < 0) {
+        set_err(errbuf, errlen, "worker %s did not start (%s)", path, strerror(-r));
+        worker_stop(w);
+        return r;
+    }
+    return 0;
+}
+
+/* True if an idle worker has died or sent something unexpected. */
+static bool worker_stale(const struct pl_js_worker *w) {
+    struct pollfd pfd = {.fd = w->fd, .events = POLLIN};
+
+    if (w->fd < 0)
+        return true;
+    return poll(&pfd, 1, 0) != 0;
+}
+
+static int worker_restart(struct pl_js_pool *pool, struct pl_js_worker *w) {
+    int r;
+
+    worker_stop(w);
+    r = worker_start(pool->worker_path, w, NULL, 0);
+    pthread_mutex_lock(&pool->lock);
+    pool->respawns++;
+    pthread_mutex_unlock(&pool->lock);
+    return r;
+}
+
+/* ---- pool ------------------------------------------------------------------ */
+
+int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_pool **ret_pool,
+                      char *errbuf, size_t errlen) {
+    struct pl_js_pool *pool;
+    const char *path = worker_path;
+    int r;
+
+    if (!ret_pool || workers == 0 || workers > PL_JS_MAX_WORKERS) {
+        set_err(errbuf, errlen, "invalid arguments (workers must be 1..%d)", PL_JS_MAX_WORKERS);
+        return -EINVAL;
+    }
+    *ret_pool = NULL;
+    if (!path || !*path)
+        path = PL_JS_WORKER_DEFAULT_PATH;
+    if (access(path, X_OK) != 0) {
+        r = -errno;
+        set_err(errbuf, errlen, "worker executable %s: %s", path, strerror(-r));
+        return r;
+    }
+
+    pool = calloc(1, sizeof(*pool));
+    if (!pool)
+        return -ENOMEM;
+    pool->w = calloc(workers, sizeof(*pool->w));
+    pool->worker_path = strdup(path);
+    if (!pool->w || !pool->worker_path) {
+        free(pool->w);
+        free(pool->worker_path);
+        free(pool);
+        set_err(errbuf, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->cond, NULL);
+    pool->n = workers;
+    for (unsigned i = 0; i < workers; i++)
+        pool->w[i].fd = -1;
+    for (unsigned i = 0; i < workers; i++) {
+        r = worker_start(pool->worker_path, &pool->w[i], errbuf, errlen);
+        if (r < 0) {
+            pl_js_pool_free(pool);
+            return r;
+        }
+    }
+    *ret_pool = pool;
+    return 0;
+}
+
+int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen) {
+    return pl_js_pool_new_ex(workers, NULL, ret_pool, errbuf, errlen);
+}
+
+void pl_js_pool_free(struct pl_js_pool *pool) {
+    if (!pool)
+        return;
+    for (unsigned i = 0; i < pool->n; i++)
+        worker_stop(&pool->w[i]);
+    pthread_cond_destroy(&pool->cond);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool->w);
+    free(pool->worker_path);
+    free(pool);
+}
+
+unsigned pl_js_pool_worker_pids(struct pl_js_pool *pool, int *pids, unsigned max) {
+    if (!pool)
+        return 0;
+    pthread_mutex_lock(&pool->lock);
+    for (unsigned i = 0; i < pool->n && i < max; i++)
+        pids[i] = (int)pool->w[i].pid;
+    pthread_mutex_unlock(&pool->lock);
+    return pool->n;
+}
+
+uint64_t pl_js_pool_respawns(struct pl_js_pool *pool) {
+    uint64_t n;
+
+    if (!pool)
+        return 0;
+    pthread_mutex_lock(&pool->lock);
+    n = pool->respawns;
+    pthread_mutex_unlock(&pool->lock);
+    return n;
+}
+
+static struct pl_js_worker *acquire(struct pl_js_pool *pool) {
+    struct pl_js_worker *w = NULL;
+
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        for (unsigned i = 0; i < pool->n; i++) {
+            if (!pool->w[i].busy) {
+                w = &pool->w[i];
+                break;
+            }
+        }
+        if (w)
+            break;
+        pthread_cond_wait(&pool->cond, &pool->lock);
+    }
+    w->busy = true;
+    pthread_mutex_unlock(&pool->lock);
+    return w;
+}
+
+static void release(struct pl_js_pool *pool, struct pl_js_worker *w) {
+    pthread_mutex_lock(&pool->lock);
+    w->busy = false;
+    pthread_cond_signal(&pool->cond);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+void pl_js_result_free(struct pl_js_result *r) {
+    if (!r)
+        return;
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof(*r));
+}
+
+static int validate(const char *code, size_t code_len, const char *stdin_data, size_t stdin_len,
+                    const struct pl_js_limits *l) {
+    if ((!code && code_len) || (!stdin_data && stdin_len) || !l)
+        return -EINVAL;
+    if (code_len > PL_JS_MAX_CODE || stdin_len > PL_JS_MAX_STDIN)
+        return -E2BIG;
+    if (l->memory_bytes < PL_WASM_MIN_MEMORY || l->memory_bytes > PL_JS_MAX_MEMORY ||
+        l->timeout_ms == 0 || l->timeout_ms > PL_JS_MAX_TIMEOUT_MS ||
+        l->stdout_cap > PL_JS_MAX_STREAM || l->stderr_cap > PL_JS_MAX_STREAM)
+        return -EINVAL;
+    return 0;
+}
+
+/* Fill r as a deadline stop detected by the pool (worker killed). */
+static int backstop_result(const struct pl_js_limits *l, struct pl_js_result *r) {
+    char line[128];
+    int n =
+        snprintf(line, sizeof(line),
+                 "plimsoll: deadline of %u ms exceeded; the guest was stopped\n", l->timeout_ms);
+
+    r->exit_code = 124;
+    r->timed_out = true;
+    r->out = calloc(1, 1);
+    r->err = strdup(line);
+    if (!r->out || !r->err) {
+        pl_js_result_free(r);
+        return -ENOMEM;
+    }
+    r->err_len = (size_t)n;
+    return 0;
+}
+
+/* Send the request, transparently replacing a worker that was found dead
+ * before it received the run (the guest cannot have started). */
+static int send_run(struct pl_js_pool *pool, struct pl_js_worker *w, const char *code,
+                    size_t code_len, const char *stdin_data, size_t stdin_len,
+                    const struct pl_js_limits *l) {
+    struct pl_js_run_req req = {
+        .memory_bytes = l->memory_bytes,
+        .stdout_cap = l->stdout_cap,
+        .stderr_cap = l->stderr_cap,
+        .timeout_ms = l->timeout_ms,
+        .code_len = (uint32_t)code_len,
+        .stdin_len = (uint32_t)stdin_len,
+    };
+    struct iovec parts[3] = {
+        {&req, sizeof(req)},
+        {(void *)code, code_len},
+        {(void *)stdin_data, stdin_len},
+    };
+    int r;
+
+    for (int attempt = 0;; attempt++) {
+        if (worker_stale(w)) {
+            r = worker_restart(pool, w);
+            if (r < 0)
+                return r;
+        }
+        r = pl_js_write_frame(w->fd, PL_JS_MSG_RUN, parts, 3);
+        if (r == 0)
+            return 0;
+        worker_stop(w);
+        if (attempt >= 1)
+            return -EIO;
+    }
+}
+
+/* Read the RESULT frame into *res.  < 0: protocol/IO error or -ETIMEDOUT. */
+static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l, uint64_t deadline,
+                       struct pl_js_result *res) {
+    struct pl_js_frame_hdr hdr;
+    struct pl_js_run_resp resp;
+    uint64_t max_len = sizeof(resp) + (uint64_t)l->stdout_cap + l->stderr_cap + PL_JS_MAX_NOTE;
+    int r;
+
+    r = pl_js_read_full(w->fd, &hdr, sizeof(hdr), deadline);
+    if (r < 0)
+        return r;
+    if (pl_js_check_hdr(&hdr, PL_JS_MSG_RESULT, max_len) < 0 || hdr.len < sizeof(resp))
+        return -EPROTO;
+    /* The rest was written in one go right after the header. */
+    deadline += PL_JS_BACKSTOP_NS + 1000000000ull;
+    r = pl_js_read_full(w->fd, &resp, sizeof(resp), deadline);
+    if (r < 0)
+        return r;
+    if (resp.out_len > l->stdout_cap || resp.err_len > l->stderr_cap + PL_JS_MAX_NOTE ||
+        (uint64_t)resp.out_len + resp.err_len != hdr.len - sizeof(resp))
+        return -EPROTO;
+    res->out = malloc((size_t)resp.out_len + 1);
+    res->err = malloc((size_t)resp.err_len + 1);
+    if (!res->out || !res->err)
+        return -ENOMEM;
+    r = pl_js_read_full(w->fd, res->out, resp.out_len, deadline);
+    if (r == 0)
+        r = pl_js_read_full(w->fd, res->err, resp.err_len, deadline);
+    if (r < 0)
+        return r;
+    res->out[resp.out_len] = '\0';
+    res->err[resp.err_len] = '\0';
+    res->out_len = resp.out_len;
+    res->err_len = resp.err_len;
+    res->exit_code = resp.exit_code;
+    res->timed_out = resp.flags & PL_JS_RESP_TIMED_OUT;
+    res->out_of_memory = resp.flags & PL_JS_RESP_OOM;
+    res->out_truncated = resp.flags & PL_JS_RESP_OUT_TRUNC;
+    res->err_truncated = resp.flags & PL_JS_RESP_ERR_TRUNC;
+    res->trapped = resp.flags & PL_JS_RESP_TRAPPED;
+    res->guest_ns = resp.guest_ns;
+    return 0;
+}
+
+int pl_js_pool_run(struct pl_js_pool *pool, const char *code, size_t code_len,
+                   const char *stdin_data, size_t stdin_len, const struct pl_js_limits *limits,
+                   struct pl_js_result *ret_result) {
+    struct pl_js_worker *w;
+    uint64_t t0, deadline;
+    int r;
+
+    if (!pool || !ret_result)
+        return -EINVAL;
+    memset(ret_result, 0, sizeof(*ret_result));
+    r = validate(code, code_len, stdin_data, stdin_len, limits);
+    if (r < 0)
+        return r;
+
+    w = acquire(pool);
+    t0 = pl_js_now_ns();
+    r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits);
+    if (r == 0) {
+        deadline = pl_js_now_ns() + (uint64_t)limits->timeout_ms * 1000000 + PL_JS_BACKSTOP_NS;
+        r = read_result(w, limits, deadline, ret_result);
+        if (r == -ETIMEDOUT) {
+            /* Backstop: the worker missed its own deadline. */
+            pl_js_result_free(ret_result);
+            r = backstop_result(limits, ret_result);
+            worker_restart(pool, w); /* a failure is retried on next use */
+        } else if (r < 0) {
+            pl_js_result_free(ret_result);
+            worker_restart(pool, w);
+            if (r != -ENOMEM)
+                r = -EIO;
+        }
+    }
+    if (r == 0)
+        ret_result->duration_ns = pl_js_now_ns() - t0;
+    release(pool, w);
+    return r;
+}

@@ -1,0 +1,118 @@
+/*
+ * plimsoll JavaScript engine: run untrusted JavaScript snippets in QuickJS
+ * compiled to WebAssembly (wasm32-wasi, translated to C by wasm2c), inside
+ * a pool of prefork'd, sandboxed worker processes.
+ *
+ * Each run gets a brand-new wasm instance (nothing survives between runs),
+ * a linear-memory cap, a wall-clock deadline enforced inside the worker by
+ * a timer (and by the pool with SIGKILL as a backstop), and capped stdout
+ * and stderr.  The guest can only compute, print (console.*), read the
+ * stdin text it was given (readStdin()) and read the clock.
+ *
+ * See DESIGN.md for the design and measured figures.
+ */
+#ifndef PLIMSOLL_JS_ENGINE_H
+#define PLIMSOLL_JS_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-run limits.  All fields are required. */
+struct pl_js_limits {
+    uint64_t memory_bytes; /* wasm linear memory cap (rounded down to 64 KiB);
+                              ~2 MiB is the practical minimum, max 4 GiB - 64 KiB */
+    uint32_t timeout_ms;   /* wall-clock deadline for the guest, 1..3600000 */
+    size_t stdout_cap;     /* bytes of stdout kept, <= 64 MiB */
+    size_t stderr_cap;     /* bytes of guest stderr kept, <= 64 MiB */
+};
+
+struct pl_js_result {
+    int exit_code; /* 0 ok, 1 uncaught exception (or OOM, or engine
+                      trap), 124 deadline */
+    bool timed_out;
+    bool out_of_memory;
+    char *out; /* NUL-terminated for convenience; out_len excludes it */
+    size_t out_len;
+    bool out_truncated; /* guest wrote more than stdout_cap; out is a prefix */
+    char *err;          /* guest stderr prefix, then possibly one
+                           "plimsoll: ..." line (deadline, trap, OOM at start) */
+    size_t err_len;
+    bool err_truncated;   /* guest wrote more than stderr_cap */
+    uint64_t duration_ns; /* pool-side wall time of the run, from dispatch to
+                             a worker until the result (excludes queueing) */
+    /* Additions to the original interface: */
+    bool trapped;      /* the engine hit a WebAssembly trap (e.g. call
+                          stack exhausted); exit_code is 1 */
+    uint64_t guest_ns; /* worker-side time: instantiate .. end of guest */
+};
+
+struct pl_js_pool;
+
+/**
+ * pl_js_pool_new - start a pool of `workers` worker processes (1..256).
+ *
+ * The worker executable is the path compiled in as
+ * PL_JS_WORKER_DEFAULT_PATH (see pl_js_pool_new_ex() to pass one
+ * explicitly; the daemon always does).  Waits until every worker has reported ready.
+ * On failure returns -errno and, if errbuf is not NULL, writes a message.
+ */
+int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen);
+
+/**
+ * pl_js_pool_new_ex - as pl_js_pool_new(), with an explicit worker path
+ * (NULL means the same default as pl_js_pool_new()).
+ */
+int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_pool **ret_pool,
+                      char *errbuf, size_t errlen);
+
+/**
+ * pl_js_pool_run - run `code` as a global script named "<snippet>" with
+ * `stdin_data` available through readStdin().
+ *
+ * Thread-safe: blocks until a worker is free, then until the run ends (at
+ * most limits->timeout_ms plus a 250 ms backstop, plus worker respawn
+ * time if the worker had to be replaced).  On success (return 0) fills
+ * *ret_result, which the caller releases with pl_js_result_free().
+ * Guest failures (exceptions, OOM, deadline, traps) are results, not
+ * errors.  Returns < 0 only for infrastructure failures: -EINVAL (bad
+ * arguments or limits), -E2BIG (code or stdin over the protocol maximum),
+ * -ENOMEM, -EIO (the worker died during the run, e.g. it was killed; it has
+ * been replaced), or the error from respawning a worker.
+ */
+int pl_js_pool_run(struct pl_js_pool *pool, const char *code, size_t code_len,
+                   const char *stdin_data, size_t stdin_len, const struct pl_js_limits *limits,
+                   struct pl_js_result *ret_result);
+
+/**
+ * pl_js_result_free - free the buffers of a result filled by
+ * pl_js_pool_run() and zero it.  NULL-safe.
+ */
+void pl_js_result_free(struct pl_js_result *r);
+
+/**
+ * pl_js_pool_free - stop and reap all workers and free the pool.
+ * NULL-safe.  No pl_js_pool_run() may be in progress or start afterwards.
+ */
+void pl_js_pool_free(struct pl_js_pool *pool);
+
+/**
+ * pl_js_pool_worker_pids - copy up to max worker pids into pids (0 for a
+ * slot with no live worker).  Returns the number of slots.  For tests and
+ * diagnostics.
+ */
+unsigned pl_js_pool_worker_pids(struct pl_js_pool *pool, int *pids, unsigned max);
+
+/**
+ * pl_js_pool_respawns - number of workers replaced since the pool was
+ * created (crashes, deadline backstop kills, stale workers).
+ */
+uint64_t pl_js_pool_respawns(struct pl_js_pool *pool);
+
+/**
+ * pl_js_engine_version - static description of the engine, e.g.
+ * "QuickJS 2021-03-27 (wasm32-wasi, wasm2c)".
+ */
+const char *pl_js_engine_version(void);
+
+#endif

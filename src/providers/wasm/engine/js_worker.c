@@ -1,0 +1,454 @@
+/*
+ * The worker process: runs one QuickJS-in-wasm guest at a time for the
+ * pool in the daemon (js_engine.c), talking over the socket on fd 3.
+ *
+ * Why a process: wasm2c's runtime keeps the trap target and the call-depth
+ * counter in process-global variables, and the only reliable way to stop
+ * a guest at its deadline (regex backtracking, huge joins and other long
+ * native loops never reach QuickJS's interrupt handler) is a timer signal
+ * that siglongjmps out of guest code and throws the instance away.  Both
+ * are only safe with exactly one guest per process.  A worker that dies
+ * for any reason is simply replaced by the pool.
+ *
+ * Life cycle: main() (plimsoll-js-worker) calls pl_js_worker_main(), which
+ * hardens the process (no_new_privs, no core dumps), blocks signals, and
+ * starts the serving thread with a 16 MiB stack (the generated code's
+ * largest frame is 448 bytes, times WASM_RT_MAX_CALL_STACK_DEPTH=20000 is
+ * ~9 MB).  That thread initialises the module, installs a seccomp filter,
+ * sends HELLO, and then serves RUN requests until the socket closes.
+ *
+ * Per run: a fresh instance (all-zero linear memory capped at the
+ * request's memory_bytes, data segments re-applied, new QuickJS runtime),
+ * ITIMER_REAL armed to the deadline around all guest code, SIGALRM ->
+ * siglongjmp back here (deferred while inside a host import), instance
+ * freed (memory scrubbed) on every path, call-depth counter reset.
+ */
+#include "js_worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "guest_abi.h"
+#include "js_proto.h"
+#include "qjs_wasm.h"
+#include "wasi_host.h"
+#include "wasm_rt_host.h"
+
+#define WORKER_SOCKET_FD 3
+#define WORKER_STACK_SIZE (16u << 20)
+#define WORKER_GUARD_SIZE (64u << 10)
+
+static volatile sig_atomic_t g_deadline_armed; /* a guest call is running */
+static volatile sig_atomic_t g_deadline_hit;   /* the timer fired */
+static volatile sig_atomic_t g_in_host;        /* inside a WASI import */
+static bool g_use_seccomp = true;
+
+/* ---- deadline -------------------------------------------------------------- */
+
+static void deadline_jump(void) {
+    g_deadline_armed = 0;
+    if (pl_wasm_jump_armed) {
+        pl_wasm_jump_armed = false;
+        siglongjmp(pl_wasm_jump, PL_WASM_JUMP_DEADLINE);
+    }
+}
+
+static void on_sigalrm(int sig) {
+    int saved_errno = errno;
+
+    (void)sig;
+    if (g_deadline_armed) {
+        g_deadline_hit = 1;
+        /* Never jump out of host code: it finishes its (bounded) work
+         * and jumps in pl_wasi_host_leave(). Guest code only touches
+         * linear memory, so abandoning it mid-instruction is safe. */
+        if (!g_in_host)
+            deadline_jump();
+    }
+    errno = saved_errno;
+}
+
+void pl_wasi_host_enter(void) {
+    g_in_host = 1;
+}
+
+void pl_wasi_host_leave(void) {
+    g_in_host = 0;
+    if (g_deadline_hit && g_deadline_armed)
+        deadline_jump();
+}
+
+static void set_timer_ms(uint32_t ms) {
+    struct itimerval it = {0};
+
+    it.it_value.tv_sec = ms / 1000;
+    it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void arm_deadline(uint32_t ms) {
+    g_deadline_hit = 0;
+    g_in_host = 0;
+    g_deadline_armed = 1;
+    set_timer_ms(ms ? ms : 1);
+}
+
+static void disarm_deadline(void) {
+    g_deadline_armed = 0;
+    set_timer_ms(0);
+}
+
+/* ---- one run ------------------------------------------------------------- */
+
+struct run_result {
+    int32_t exit_code;
+    uint32_t flags;
+    uint64_t guest_ns;
+    char note[160]; /* plimsoll's own line appended after the guest's stderr */
+};
+
+/* Copy len bytes into guest memory at addr (allocated by plg_alloc). */
+static int copy_in(Z_qjs_instance_t *inst, uint32_t addr, const char *src, uint32_t len) {
+    wasm_rt_memory_t *m = &inst->w2c_memory;
+
+    if (!m->data || (uint64_t)addr + len + 1 > m->size)
+        return -1;
+    if (len)
+        memcpy(m->data + addr, src, len);
+    return 0;
+}
+
+/* The instance lives in static storage so sigsetjmp/siglongjmp cannot
+ * clobber it, and so its address is stable for the WASI context. */
+static Z_qjs_instance_t g_inst;
+
+static void run_one(const struct pl_js_run_req *req, const char *code, const char *in,
+                    pl_wasi_t *wasi, struct run_result *res) {
+    volatile int32_t status = -1;
+    volatile int jump;
+    uint64_t t0 = pl_js_now_ns();
+    uint64_t pages = req->memory_bytes / PL_WASM_PAGE_SIZE;
+
+    memset(res, 0, sizeof(*res));
+    memset(&g_inst, 0, sizeof(g_inst));
+    wasm_rt_call_stack_depth = 0;
+    pl_wasm_rt_set_memory_cap(pages > 65535 ? 65535 : (uint32_t)(pages ? pages : 1));
+
+    jump = sigsetjmp(pl_wasm_jump, 1);
+    if (jump == 0) {
+        uint32_t code_ptr, stdin_ptr;
+
+        pl_wasm_jump_armed = true;
+        Z_qjs_instantiate(&g_inst, wasi);
+        arm_deadline(req->timeout_ms);
+        Z_qjsZ__initialize(&g_inst);
+        code_ptr = Z_qjsZ_plg_alloc(&g_inst, req->code_len);
+        stdin_ptr = code_ptr ? Z_qjsZ_plg_alloc(&g_inst, req->stdin_len) : 0;
+        if (!code_ptr || !stdin_ptr || copy_in(&g_inst, code_ptr, code, req->code_len) < 0 ||
+            copy_in(&g_inst, stdin_ptr, in, req->stdin_len) < 0)
+            status = -2; /* inputs do not fit */
+        else
+            status = (int32_t)Z_qjsZ_plg_run(&g_inst, code_ptr, req->code_len, stdin_ptr,
+                                             req->stdin_len);
+        disarm_deadline();
+        pl_wasm_jump_armed = false;
+    } else {
+        disarm_deadline();
+        pl_wasm_jump_armed = false;
+        pl_wasm_rt_reset_after_jump();
+    }
+    Z_qjs_free(&g_inst);
+    res->guest_ns = pl_js_now_ns() - t0;
+
+    if (jump == PL_WASM_JUMP_DEADLINE) {
+        res->exit_code = 124;
+        res->flags |= PL_JS_RESP_TIMED_OUT;
+        snprintf(res->note, sizeof(res->note),
+                 "plimsoll: deadline of %u ms exceeded; the guest was stopped\n", req->timeout_ms);
+    } else if (jump != 0 && pl_wasm_rt_memory_failed()) {
+        res->exit_code = 1;
+        res->flags |= PL_JS_RESP_OOM;
+        snprintf(res->note, sizeof(res->note),
+                 "plimsoll: out of memory: the memory limit of %llu bytes is below "
+                 "what the engine needs to start\n",
+                 (unsigned long long)req->memory_bytes);
+    } else if (jump != 0) {
+        res->exit_code = 1;
+        res->flags |= PL_JS_RESP_TRAPPED;
+        snprintf(res->note, sizeof(res->note),
+                 "plimsoll: the engine trapped (%s); the guest was stopped\n",
+                 wasm_rt_strerror((wasm_rt_trap_t)jump));
+    } else if (status == -2) {
+        res->exit_code = 1;
+        res->flags |= PL_JS_RESP_OOM;
+        snprintf(res->note, sizeof(res->note),
+                 "plimsoll: out of memory: the script and stdin do not fit in the "
+                 "memory limit\n");
+    } else if (status == PLG_RUN_OK) {
+        res->exit_code = 0;
+    } else if (status == PLG_RUN_OOM) {
+        res->exit_code = 1;
+        res->flags |= PL_JS_RESP_OOM;
+    } else {
+        res->exit_code = 1;
+    }
+    /* Start plimsoll's line on a line of its own. */
+    if (res->note[0] && wasi->out[1].len > 0 && wasi->out[1].buf[wasi->out[1].len - 1] != '\n') {
+        memmove(res->note + 1, res->note, sizeof(res->note) - 1);
+        res->note[0] = '\n';
+        res->note[sizeof(res->note) - 1] = '\0';
+    }
+    if (wasi->out[0].truncated)
+        res->flags |= PL_JS_RESP_OUT_TRUNC;
+    if (wasi->out[1].truncated)
+        res->flags |= PL_JS_RESP_ERR_TRUNC;
+}
+
+/* ---- seccomp -------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#define PL_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define PL_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#define ALLOW(nr)                                                                                  \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+
+/*
+ * Allow only what a serving worker needs: socket I/O on its existing fd,
+ * memory management (guest memory is mmap/mprotect, the C heap uses
+ * brk/mmap/mremap/madvise), the deadline timer and signal return, clocks,
+ * futex (libc locks) and exit.  openat fails with EACCES; anything else
+ * (socket, exec, kill, ptrace, ...) kills the whole worker, and the pool
+ * reports an infrastructure error and respawns it.
+ */
+static int install_seccomp(void) {
+#ifdef PL_AUDIT_ARCH
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PL_AUDIT_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        ALLOW(__NR_read),
+        ALLOW(__NR_write),
+        ALLOW(__NR_writev),
+        ALLOW(__NR_sendmsg),
+        ALLOW(__NR_mmap),
+        ALLOW(__NR_munmap),
+        ALLOW(__NR_mprotect),
+        ALLOW(__NR_mremap),
+        ALLOW(__NR_madvise),
+        ALLOW(__NR_brk),
+        ALLOW(__NR_rt_sigreturn),
+        ALLOW(__NR_rt_sigprocmask),
+        ALLOW(__NR_setitimer),
+        ALLOW(__NR_clock_gettime),
+#ifdef __NR_gettimeofday
+        ALLOW(__NR_gettimeofday),
+#endif
+        ALLOW(__NR_futex),
+        ALLOW(__NR_getpid),
+        ALLOW(__NR_exit),
+        ALLOW(__NR_exit_group),
+        /* libc may probe files (e.g. /proc/sys/vm/overcommit_memory when
+         * trimming a heap): refuse quietly instead of killing. */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    };
+    struct sock_fprog prog = {
+        .len = (unsigned short)(sizeof(filter) / sizeof(filter[0])),
+        .filter = filter,
+    };
+
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
+        return -errno;
+    return 0;
+#else
+    return -ENOSYS;
+#endif
+}
+
+/* ---- serving loop -------------------------------------------------------- */
+
+static int send_hello(int fd) {
+    struct pl_js_hello hello = {.pid = (uint32_t)getpid()};
+    struct iovec iov = {&hello, sizeof(hello)};
+
+    return pl_js_write_frame(fd, PL_JS_MSG_HELLO, &iov, 1);
+}
+
+/* Buffers reused across runs (grown on demand, outside any guest call). */
+struct reusable_buf {
+    char *p;
+    size_t cap;
+};
+
+static struct reusable_buf g_payload, g_stdout, g_stderr;
+
+static int buf_reserve(struct reusable_buf *b, size_t need) {
+    char *n;
+
+    if (need <= b->cap)
+        return 0;
+    n = realloc(b->p, need);
+    if (!n)
+        return -ENOMEM;
+    b->p = n;
+    b->cap = need;
+    return 0;
+}
+
+/* Serve one request.  Returns 0 to continue, 1 on clean EOF, < 0 on error. */
+static int serve_one(int fd) {
+    struct pl_js_frame_hdr hdr;
+    struct pl_js_run_req req;
+    struct pl_js_run_resp resp;
+    struct run_result res;
+    pl_wasi_t wasi;
+    size_t rest;
+    int r;
+
+    r = pl_js_read_full(fd, &hdr, sizeof(hdr), 0);
+    if (r == -EPIPE)
+        return 1;
+    if (r < 0)
+        return r;
+    r = pl_js_check_hdr(&hdr, PL_JS_MSG_RUN,
+                        sizeof(req) + (uint64_t)PL_JS_MAX_CODE + PL_JS_MAX_STDIN);
+    if (r < 0 || hdr.len < sizeof(req))
+        return -EPROTO;
+    r = pl_js_read_full(fd, &req, sizeof(req), 0);
+    if (r < 0)
+        return r;
+    rest = hdr.len - sizeof(req);
+    if (req.code_len > PL_JS_MAX_CODE || req.stdin_len > PL_JS_MAX_STDIN ||
+        (uint64_t)req.code_len + req.stdin_len != rest || req.stdout_cap > PL_JS_MAX_STREAM ||
+        req.stderr_cap > PL_JS_MAX_STREAM)
+        return -EPROTO;
+    if (buf_reserve(&g_payload, rest + 1) < 0 || buf_reserve(&g_stdout, req.stdout_cap + 1) < 0 ||
+        buf_reserve(&g_stderr, req.stderr_cap + 1) < 0)
+        return -ENOMEM;
+    r = pl_js_read_full(fd, g_payload.p, rest, 0);
+    if (r < 0)
+        return r;
+
+    pl_wasi_init(&wasi, &g_inst.w2c_memory, g_stdout.p, req.stdout_cap, g_stderr.p, req.stderr_cap);
+    run_one(&req, g_payload.p, g_payload.p + req.code_len, &wasi, &res);
+
+    resp = (struct pl_js_run_resp){
+        .exit_code = res.exit_code,
+        .flags = res.flags,
+        .guest_ns = res.guest_ns,
+        .out_len = (uint32_t)wasi.out[0].len,
+        .err_len = (uint32_t)(wasi.out[1].len + strlen(res.note)),
+    };
+    struct iovec parts[4] = {
+        {&resp, sizeof(resp)},
+        {wasi.out[0].buf, wasi.out[0].len},
+        {wasi.out[1].buf, wasi.out[1].len},
+        {res.note, strlen(res.note)},
+    };
+    return pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 4);
+}
+
+static void *serve_thread(void *arg) {
+    int fd = WORKER_SOCKET_FD;
+    struct sigaction sa;
+    sigset_t set;
+    int r;
+
+    (void)arg;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigalrm;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGALRM, &sa, NULL) != 0)
+        _exit(2);
+    sigemptyset(&set);
+    sigaddset(&set, SIGALRM);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+
+    wasm_rt_init();
+    Z_qjs_init_module();
+
+    if (g_use_seccomp && (r = install_seccomp()) < 0) {
+        fprintf(stderr, "plimsoll-js-worker: seccomp: %s\n", strerror(-r));
+        _exit(2);
+    }
+    if (send_hello(fd) < 0)
+        _exit(1);
+    for (;;) {
+        r = serve_one(fd);
+        if (r == 1)
+            _exit(0);
+        if (r < 0) {
+            fprintf(stderr, "plimsoll-js-worker[%d]: %s\n", (int)getpid(), strerror(-r));
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+int pl_js_worker_main(int argc, char **argv) {
+    struct rlimit no_core = {0, 0};
+    pthread_attr_t attr;
+    pthread_t th;
+    sigset_t all;
+    struct stat st;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--no-seccomp") == 0) {
+            g_use_seccomp = false;
+        } else {
+            fprintf(stderr, "usage: plimsoll-js-worker [--no-seccomp]\n"
+                            "(started by the plimsoll JS pool with its socket on fd 3)\n");
+            return 2;
+        }
+    }
+    if (fstat(WORKER_SOCKET_FD, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        fprintf(stderr, "plimsoll-js-worker: fd 3 is not a socket; "
+                        "this program is started by the plimsoll JS pool\n");
+        return 2;
+    }
+    /* Belt and braces: the pool already asks for these at spawn. */
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return 2;
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* no ptrace by peers, no core */
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(SIGPIPE, SIG_IGN);
+
+    /* One malloc arena: the serving thread then uses the brk heap like a
+     * single-threaded program (non-main arenas probe /proc when trimmed). */
+    mallopt(M_ARENA_MAX, 1);
+
+    /* Only the serving thread takes signals (SIGALRM). */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    if (pthread_attr_init(&attr) != 0 || pthread_attr_setstacksize(&attr, WORKER_STACK_SIZE) != 0 ||
+        pthread_attr_setguardsize(&attr, WORKER_GUARD_SIZE) != 0 ||
+        pthread_create(&th, &attr, serve_thread, NULL) != 0) {
+        fprintf(stderr, "plimsoll-js-worker: cannot start the serving thread\n");
+        return 2;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_join(th, NULL); /* serve_thread always _exit()s */
+    return 1;
+}

@@ -1,0 +1,566 @@
+/*
+ * Guest shim: the only C code compiled together with QuickJS to wasm32-wasi.
+ *
+ * It exports a two-call API to the host (see guest_abi.h): plg_alloc() to
+ * get a buffer in linear memory for the script and stdin, and plg_run() to
+ * execute a script once in a brand-new QuickJS runtime.  The host creates
+ * a fresh wasm instance for every run, so nothing here needs to be freed or
+ * reset: the whole linear memory is thrown away afterwards.
+ *
+ * What the script sees: the standard ECMAScript globals of QuickJS
+ * 2021-03-27 (with BigInt), plus `console` (log/info/debug to stdout,
+ * error/warn/trace to stderr) and `readStdin()` (the whole stdin as a
+ * string).  QuickJS's std/os modules are not compiled in, so there is no
+ * file, network, process or environment access; the only WASI calls the
+ * module imports are fd_write, clock_time_get, fd_close, fd_seek and
+ * fd_fdstat_get, all implemented by the host (src/wasi_host.c).
+ *
+ * Out of memory: QuickJS allocates through guest_malloc() and friends,
+ * which set g_alloc_failed when malloc() returns NULL (linear memory could
+ * not grow past the host's cap).  A run that ends in an uncaught exception
+ * after an allocation failure is reported as PLG_RUN_OOM.  A 64 KiB reserve
+ * block is freed before printing the error so the message can be built
+ * even at the cap.
+ */
+#include <malloc.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "quickjs.h"
+#include "cutils.h"
+
+#include "guest_abi.h"
+
+#define EXPORT(name) __attribute__((export_name(name), visibility("default")))
+
+/* QuickJS adds this per block in its own accounting (see quickjs.c). */
+#define GUEST_MALLOC_OVERHEAD 8
+/* Freed on out-of-memory so the error can still be formatted and printed. */
+#define GUEST_OOM_RESERVE (64 * 1024)
+/* Guest shadow stack given to wasm-ld (-z stack-size) minus headroom for
+ * C frames below QuickJS's last stack check. */
+#define GUEST_JS_MAX_STACK (PLG_SHADOW_STACK_SIZE - 128 * 1024)
+
+static bool g_alloc_failed;
+static void *g_oom_reserve;
+static const char *g_stdin_data;
+static size_t g_stdin_len;
+static JSValue g_formatter = JS_UNDEFINED; /* lazily compiled console formatter */
+
+/* Unhandled promise rejections still pending at the end of the run. */
+struct rejection {
+    JSValue promise;
+    JSValue reason;
+};
+static struct rejection *g_rejections;
+static size_t g_n_rejections, g_cap_rejections;
+
+/* ---- allocator with an out-of-memory flag -------------------------------- */
+
+static void *guest_malloc(JSMallocState *s, size_t size) {
+    void *p;
+
+    if (s->malloc_size + size > s->malloc_limit) {
+        g_alloc_failed = true;
+        return NULL;
+    }
+    p = malloc(size);
+    if (!p) {
+        g_alloc_failed = true;
+        return NULL;
+    }
+    s->malloc_count++;
+    s->malloc_size += malloc_usable_size(p) + GUEST_MALLOC_OVERHEAD;
+    return p;
+}
+
+static void guest_free(JSMallocState *s, void *ptr) {
+    if (!ptr)
+        return;
+    s->malloc_count--;
+    s->malloc_size -= malloc_usable_size(ptr) + GUEST_MALLOC_OVERHEAD;
+    free(ptr);
+}
+
+static void *guest_realloc(JSMallocState *s, void *ptr, size_t size) {
+    size_t old_size;
+    void *p;
+
+    if (!ptr) {
+        if (size == 0)
+            return NULL;
+        return guest_malloc(s, size);
+    }
+    old_size = malloc_usable_size(ptr);
+    if (size == 0) {
+        guest_free(s, ptr);
+        return NULL;
+    }
+    if (s->malloc_size + size - old_size > s->malloc_limit) {
+        g_alloc_failed = true;
+        return NULL;
+    }
+    p = realloc(ptr, size);
+    if (!p) {
+        g_alloc_failed = true;
+        return NULL;
+    }
+    s->malloc_size += malloc_usable_size(p) - old_size;
+    return p;
+}
+
+static size_t guest_usable_size(const void *ptr) {
+    return malloc_usable_size((void *)ptr);
+}
+
+static const JSMallocFunctions guest_mf = {
+    guest_malloc,
+    guest_free,
+    guest_realloc,
+    guest_usable_size,
+};
+
+/* ---- output ------------------------------------------------------------ */
+
+/* Write all of buf to fd (1 or 2).  The host never blocks and never
+ * returns a short count except on truncation, which it hides from us. */
+static void write_all(int fd, const char *buf, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+
+        if (n <= 0)
+            return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+static void write_str(int fd, const char *s) {
+    write_all(fd, s, strlen(s));
+}
+
+/*
+ * Node-like value formatting for console.* and uncaught errors, written in
+ * JS and compiled on first use only (hello-world never pays for it).
+ * format(args) returns one line without the trailing newline.
+ */
+static const char formatter_src[] =
+    "(function () {\n"
+    "'use strict';\n"
+    "const isId = /^[A-Za-z_$][\\w$]*$/;\n"
+    "function quote(s) {\n"
+    "  return \"'\" + s.replace(/\\\\/g, '\\\\\\\\').replace(/'/g, \"\\\\'\")\n"
+    "    .replace(/\\n/g, '\\\\n') + \"'\";\n"
+    "}\n"
+    "function key(k) {\n"
+    "  return typeof k === 'symbol' ? '[' + k.toString() + ']' : isId.test(k) ? k : quote(k);\n"
+    "}\n"
+    "function errStr(e) {\n"
+    "  let head;\n"
+    "  try { head = String(e); } catch (_) { head = '[object Error]'; }\n"
+    "  const st = e.stack;\n"
+    "  if (typeof st !== 'string' || !st.length) return head;\n"
+    "  const lines = st.replace(/\\n$/, '').split('\\n');\n"
+    "  if (lines.length > 10)\n"
+    "    lines.splice(10, lines.length - 10, '    ... ' + (lines.length - 10) + ' more frames');\n"
+    "  return head + '\\n' + lines.join('\\n');\n"
+    "}\n"
+    "function join(open, parts, close, depth) {\n"
+    "  if (parts.length === 0) return open + close;\n"
+    "  const one = open + ' ' + parts.join(', ') + ' ' + close;\n"
+    "  if (one.length <= 72 && !one.includes('\\n')) return one;\n"
+    "  const pad = '  '.repeat(depth + 1);\n"
+    "  return open + '\\n' + pad + parts.join(',\\n' + pad) + '\\n' + '  '.repeat(depth) + close;\n"
+    "}\n"
+    "function fmt(v, depth, seen, top) {\n"
+    "  switch (typeof v) {\n"
+    "  case 'string': return top ? v : quote(v);\n"
+    "  case 'number': return Object.is(v, -0) ? '-0' : String(v);\n"
+    "  case 'bigint': return String(v) + 'n';\n"
+    "  case 'symbol': return v.toString();\n"
+    "  case 'undefined': return 'undefined';\n"
+    "  case 'boolean': return String(v);\n"
+    "  case 'function':\n"
+    "    return v.name ? '[Function: ' + v.name + ']' : '[Function (anonymous)]';\n"
+    "  }\n"
+    "  if (v === null) return 'null';\n"
+    "  if (seen.includes(v)) return '[Circular]';\n"
+    "  if (v instanceof Error) return errStr(v);\n"
+    "  if (v instanceof Date) return isNaN(v) ? 'Invalid Date' : v.toISOString();\n"
+    "  if (v instanceof RegExp) return String(v);\n"
+    "  if (v instanceof Promise) return 'Promise {}';\n"
+    "  const isArr = Array.isArray(v);\n"
+    "  if (depth > 2) return isArr ? '[Array]' : '[Object]';\n"
+    "  seen.push(v);\n"
+    "  try {\n"
+    "    const parts = [];\n"
+    "    if (isArr || ArrayBuffer.isView(v)) {\n"
+    "      const n = Math.min(v.length, 100);\n"
+    "      for (let i = 0; i < n; i++)\n"
+    "        parts.push(i in v ? fmt(v[i], depth + 1, seen) : '<empty>');\n"
+    "      if (v.length > 100) parts.push('... ' + (v.length - 100) + ' more items');\n"
+    "      const pre = isArr ? '' : v.constructor.name + '(' + v.length + ') ';\n"
+    "      return pre + join('[', parts, ']', depth);\n"
+    "    }\n"
+    "    if (v instanceof Map) {\n"
+    "      for (const [k, x] of v) parts.push(fmt(k, depth + 1, seen) + ' => ' + fmt(x, depth + 1, "
+    "seen));\n"
+    "      return 'Map(' + v.size + ') ' + join('{', parts, '}', depth);\n"
+    "    }\n"
+    "    if (v instanceof Set) {\n"
+    "      for (const x of v) parts.push(fmt(x, depth + 1, seen));\n"
+    "      return 'Set(' + v.size + ') ' + join('{', parts, '}', depth);\n"
+    "    }\n"
+    "    for (const k of Reflect.ownKeys(v)) {\n"
+    "      const d = Object.getOwnPropertyDescriptor(v, k);\n"
+    "      if (!d || !d.enumerable) continue;\n"
+    "      const x = 'value' in d ? fmt(d.value, depth + 1, seen) : '[Getter/Setter]';\n"
+    "      parts.push(key(k) + ': ' + x);\n"
+    "    }\n"
+    "    const proto = Object.getPrototypeOf(v);\n"
+    "    let pre = '';\n"
+    "    if (proto === null) pre = '[Object: null prototype] ';\n"
+    "    else if (proto !== Object.prototype && proto.constructor && proto.constructor.name)\n"
+    "      pre = proto.constructor.name + ' ';\n"
+    "    return pre + join('{', parts, '}', depth);\n"
+    "  } finally { seen.pop(); }\n"
+    "}\n"
+    "return function format(args) {\n"
+    "  let out = '';\n"
+    "  let i = 0;\n"
+    "  if (typeof args[0] === 'string' && args.length > 1 && args[0].includes('%')) {\n"
+    "    const f = args[0];\n"
+    "    i = 1;\n"
+    "    for (let j = 0; j < f.length; j++) {\n"
+    "      const c = f[j];\n"
+    "      if (c !== '%' || j + 1 >= f.length) { out += c; continue; }\n"
+    "      const t = f[++j];\n"
+    "      if (t === '%') { out += '%'; continue; }\n"
+    "      if (i >= args.length || !'sdifjoOc'.includes(t)) { out += '%' + t; continue; }\n"
+    "      const a = args[i++];\n"
+    "      switch (t) {\n"
+    "      case 's': out += typeof a === 'string' ? a : fmt(a, 1, [], false); break;\n"
+    "      case 'd': case 'i': out += typeof a === 'bigint' ? a + 'n' :\n"
+    "        String(t === 'i' ? Math.trunc(Number(a)) : Number(a)); break;\n"
+    "      case 'f': out += String(parseFloat(a)); break;\n"
+    "      case 'j': out += JSON.stringify(a); break;\n"
+    "      case 'c': break;\n"
+    "      default: out += fmt(a, 0, [], false);\n"
+    "      }\n"
+    "    }\n"
+    "    if (i < args.length) out += ' ';\n"
+    "  }\n"
+    "  for (let k = i; k < args.length; k++)\n"
+    "    out += (k > i ? ' ' : '') + fmt(args[k], 0, [], true);\n"
+    "  return out;\n"
+    "};\n"
+    "})()";
+
+/* Return the formatter function (borrowed reference), compiling it once. */
+static JSValueConst get_formatter(JSContext *ctx) {
+    if (JS_IsUndefined(g_formatter)) {
+        JSValue f = JS_Eval(ctx, formatter_src, sizeof(formatter_src) - 1, "<plimsoll-console>",
+                            JS_EVAL_TYPE_GLOBAL);
+        if (JS_IsException(f))
+            return JS_EXCEPTION;
+        g_formatter = f;
+    }
+    return g_formatter;
+}
+
+/* True if v can be printed without the JS formatter. */
+static bool is_simple(JSValueConst v) {
+    int tag = JS_VALUE_GET_TAG(v);
+
+    if (tag == JS_TAG_FLOAT64) {
+        double d = JS_VALUE_GET_FLOAT64(v);
+        return !(d == 0 && signbit(d)); /* -0 prints as "-0" in node */
+    }
+    return tag == JS_TAG_STRING || tag == JS_TAG_INT || tag == JS_TAG_BOOL || tag == JS_TAG_NULL ||
+           tag == JS_TAG_UNDEFINED;
+}
+
+/* Format console arguments into one line (without newline) in *buf.
+ * Returns -1 with a JS exception pending on failure. */
+static int format_args(JSContext *ctx, int argc, JSValueConst *argv, DynBuf *buf) {
+    bool simple = true;
+    int i;
+
+    for (i = 0; i < argc && simple; i++)
+        simple = is_simple(argv[i]);
+    if (simple && argc > 1 && JS_IsString(argv[0])) {
+        /* A format string needs the slow path if it contains '%'. */
+        const char *s = JS_ToCString(ctx, argv[0]);
+        if (!s)
+            return -1;
+        simple = strchr(s, '%') == NULL;
+        JS_FreeCString(ctx, s);
+    }
+
+    if (simple) {
+        for (i = 0; i < argc; i++) {
+            size_t len;
+            const char *s = JS_ToCStringLen(ctx, &len, argv[i]);
+            if (!s)
+                return -1;
+            if (i > 0)
+                dbuf_putc(buf, ' ');
+            dbuf_put(buf, (const uint8_t *)s, len);
+            JS_FreeCString(ctx, s);
+        }
+    } else {
+        JSValueConst fmt = get_formatter(ctx);
+        JSValue arr, res;
+        const char *s;
+        size_t len;
+
+        if (JS_IsException(fmt))
+            return -1;
+        arr = JS_NewArray(ctx);
+        if (JS_IsException(arr))
+            return -1;
+        for (i = 0; i < argc; i++) {
+            if (JS_SetPropertyUint32(ctx, arr, (uint32_t)i, JS_DupValue(ctx, argv[i])) < 0) {
+                JS_FreeValue(ctx, arr);
+                return -1;
+            }
+        }
+        res = JS_Call(ctx, fmt, JS_UNDEFINED, 1, (JSValueConst *)&arr);
+        JS_FreeValue(ctx, arr);
+        if (JS_IsException(res))
+            return -1;
+        s = JS_ToCStringLen(ctx, &len, res);
+        JS_FreeValue(ctx, res);
+        if (!s)
+            return -1;
+        dbuf_put(buf, (const uint8_t *)s, len);
+        JS_FreeCString(ctx, s);
+    }
+    if (dbuf_error(buf)) {
+        JS_ThrowOutOfMemory(ctx);
+        return -1;
+    }
+    return 0;
+}
+
+/* console.log & co.; magic is the file descriptor (1 or 2). */
+static JSValue js_console_write(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv,
+                                int magic) {
+    DynBuf buf;
+
+    (void)this_val;
+    dbuf_init2(&buf, JS_GetRuntime(ctx), (DynBufReallocFunc *)js_realloc_rt);
+    if (format_args(ctx, argc, argv, &buf) < 0) {
+        dbuf_free(&buf);
+        return JS_EXCEPTION;
+    }
+    dbuf_putc(&buf, '\n');
+    if (dbuf_error(&buf)) {
+        dbuf_free(&buf);
+        return JS_ThrowOutOfMemory(ctx);
+    }
+    write_all(magic, (const char *)buf.buf, buf.size);
+    dbuf_free(&buf);
+    return JS_UNDEFINED;
+}
+
+/* readStdin(): the whole of stdin, decoded as UTF-8, as one string. */
+static JSValue js_read_stdin(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    (void)this_val;
+    (void)argc;
+    (void)argv;
+    return JS_NewStringLen(ctx, g_stdin_data ? g_stdin_data : "", g_stdin_len);
+}
+
+static const JSCFunctionListEntry console_funcs[] = {
+    JS_CFUNC_MAGIC_DEF("log", 0, js_console_write, 1),
+    JS_CFUNC_MAGIC_DEF("info", 0, js_console_write, 1),
+    JS_CFUNC_MAGIC_DEF("debug", 0, js_console_write, 1),
+    JS_CFUNC_MAGIC_DEF("error", 0, js_console_write, 2),
+    JS_CFUNC_MAGIC_DEF("warn", 0, js_console_write, 2),
+    JS_CFUNC_MAGIC_DEF("trace", 0, js_console_write, 2),
+};
+
+/* Install console and readStdin on the global object. */
+static int add_globals(JSContext *ctx) {
+    JSValue global = JS_GetGlobalObject(ctx);
+    JSValue console = JS_NewObject(ctx);
+    int ret = -1;
+
+    if (JS_IsException(console))
+        goto out;
+    JS_SetPropertyFunctionList(ctx, console, console_funcs, countof(console_funcs));
+    if (JS_DefinePropertyValueStr(ctx, global, "console", console,
+                                  JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE) < 0)
+        goto out;
+    if (JS_DefinePropertyValueStr(ctx, global, "readStdin",
+                                  JS_NewCFunction(ctx, js_read_stdin, "readStdin", 0),
+                                  JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE) < 0)
+        goto out;
+    ret = 0;
+out:
+    JS_FreeValue(ctx, global);
+    return ret;
+}
+
+/* ---- uncaught errors --------------------------------------------------- */
+
+/* Print "Uncaught <value>" (+ stack for errors) to stderr.  Never fails:
+ * falls back to fixed text when the value cannot be formatted. */
+static void print_uncaught(JSContext *ctx, JSValueConst exc, const char *prefix) {
+    DynBuf buf;
+
+    dbuf_init2(&buf, JS_GetRuntime(ctx), (DynBufReallocFunc *)js_realloc_rt);
+    dbuf_putstr(&buf, prefix);
+    if (JS_IsNull(exc) && g_alloc_failed) {
+        dbuf_putstr(&buf, "InternalError: out of memory");
+    } else if (JS_IsString(exc) || JS_IsNumber(exc) || JS_IsBool(exc)) {
+        const char *s = JS_ToCString(ctx, exc);
+        dbuf_putstr(&buf, s ? s : "(unprintable value)");
+        JS_FreeCString(ctx, s);
+    } else if (format_args(ctx, 1, &exc, &buf) < 0) {
+        /* Formatting threw (getter, proxy, memory): use toString. */
+        JSValue pending = JS_GetException(ctx);
+        const char *s = JS_ToCString(ctx, exc);
+        JS_FreeValue(ctx, pending);
+        if (!s) {
+            pending = JS_GetException(ctx);
+            JS_FreeValue(ctx, pending);
+        }
+        dbuf_putstr(&buf,
+                    s ? s
+                      : (g_alloc_failed ? "InternalError: out of memory" : "(unprintable value)"));
+        JS_FreeCString(ctx, s);
+    }
+    dbuf_putc(&buf, '\n');
+    if (dbuf_error(&buf)) {
+        write_str(2, prefix);
+        write_str(2, g_alloc_failed ? "InternalError: out of memory\n" : "(unprintable value)\n");
+    } else {
+        write_all(2, (const char *)buf.buf, buf.size);
+    }
+    dbuf_free(&buf);
+}
+
+/* Take the pending exception and report it.  Returns the run status. */
+static int report_exception(JSContext *ctx) {
+    JSValue exc;
+
+    if (g_alloc_failed) {
+        /* Give the printer room to work at the memory cap. */
+        free(g_oom_reserve);
+        g_oom_reserve = NULL;
+    }
+    exc = JS_GetException(ctx);
+    if (g_alloc_failed)
+        JS_RunGC(JS_GetRuntime(ctx));
+    print_uncaught(ctx, exc, "Uncaught ");
+    JS_FreeValue(ctx, exc);
+    return g_alloc_failed ? PLG_RUN_OOM : PLG_RUN_EXCEPTION;
+}
+
+/* QuickJS host promise rejection tracker: remember unhandled rejections,
+ * forget them when a handler is attached later. */
+static void rejection_tracker(JSContext *ctx, JSValueConst promise, JSValueConst reason,
+                              JS_BOOL is_handled, void *opaque) {
+    size_t i;
+
+    (void)opaque;
+    if (is_handled) {
+        for (i = 0; i < g_n_rejections; i++) {
+            if (JS_VALUE_GET_PTR(g_rejections[i].promise) == JS_VALUE_GET_PTR(promise)) {
+                JS_FreeValue(ctx, g_rejections[i].promise);
+                JS_FreeValue(ctx, g_rejections[i].reason);
+                g_rejections[i] = g_rejections[--g_n_rejections];
+                return;
+            }
+        }
+        return;
+    }
+    if (g_n_rejections == g_cap_rejections) {
+        size_t ncap = g_cap_rejections ? g_cap_rejections * 2 : 8;
+        struct rejection *n = realloc(g_rejections, ncap * sizeof(*n));
+        if (!n)
+            return; /* best effort; cannot track */
+        g_rejections = n;
+        g_cap_rejections = ncap;
+    }
+    g_rejections[g_n_rejections].promise = JS_DupValue(ctx, promise);
+    g_rejections[g_n_rejections].reason = JS_DupValue(ctx, reason);
+    g_n_rejections++;
+}
+
+/* ---- exports ------------------------------------------------------------- */
+
+/**
+ * plg_alloc - allocate size bytes (+1 for a NUL) in linear memory.
+ * Returns the guest address, or 0 when memory is exhausted.
+ */
+EXPORT("plg_alloc") uint32_t plg_alloc(uint32_t size) {
+    char *p = malloc((size_t)size + 1);
+
+    if (!p)
+        return 0;
+    p[size] = '\0';
+    return (uint32_t)(uintptr_t)p;
+}
+
+/**
+ * plg_run - run code (NUL-terminated at code[code_len], as plg_alloc
+ * guarantees) as a global script named "<snippet>", then drain the job
+ * queue.  stdin is what readStdin() returns.  Returns a PLG_RUN_* status.
+ */
+EXPORT("plg_run")
+int32_t plg_run(uint32_t code_ptr, uint32_t code_len, uint32_t stdin_ptr, uint32_t stdin_len) {
+    const char *code = (const char *)(uintptr_t)code_ptr;
+    JSRuntime *rt;
+    JSContext *ctx;
+    JSValue val;
+    int status = PLG_RUN_OK;
+
+    g_stdin_data = (const char *)(uintptr_t)stdin_ptr;
+    g_stdin_len = stdin_len;
+    g_oom_reserve = malloc(GUEST_OOM_RESERVE);
+
+    rt = JS_NewRuntime2(&guest_mf, NULL);
+    if (!rt)
+        goto setup_failed;
+    JS_SetMaxStackSize(rt, GUEST_JS_MAX_STACK);
+    JS_SetHostPromiseRejectionTracker(rt, rejection_tracker, NULL);
+    ctx = JS_NewContext(rt);
+    if (!ctx)
+        goto setup_failed;
+    if (add_globals(ctx) < 0)
+        goto setup_failed;
+
+    val = JS_Eval(ctx, code, code_len, "<snippet>", JS_EVAL_TYPE_GLOBAL);
+    if (JS_IsException(val))
+        return report_exception(ctx);
+    JS_FreeValue(ctx, val); /* the completion value is never printed */
+
+    for (;;) {
+        JSContext *job_ctx;
+        int r = JS_ExecutePendingJob(rt, &job_ctx);
+
+        if (r == 0)
+            break;
+        if (r < 0)
+            return report_exception(job_ctx);
+    }
+
+    if (g_n_rejections > 0) {
+        print_uncaught(ctx, g_rejections[0].reason, "Uncaught (in promise) ");
+        status = g_alloc_failed ? PLG_RUN_OOM : PLG_RUN_EXCEPTION;
+    }
+    /* No teardown: the host discards the whole instance. */
+    return status;
+
+setup_failed:
+    write_str(2, "plimsoll: could not create the JavaScript runtime "
+                 "(out of memory)\n");
+    return PLG_RUN_OOM;
+}

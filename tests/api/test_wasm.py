@@ -1,0 +1,366 @@
+"""The wasm provider (process tier) through the real daemon over HTTP:
+results, real limits, refusals that need a provider that runs, records,
+concurrency, readiness, a soak, and the CLI."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import BUILD, CLI, Daemon, error_info, run_startup  # noqa: E402
+
+WASM = {"SANDBOX_PROVIDER": "wasm"}
+
+
+def js(code, **extra):
+    m = {"snippet": {"language": "javascript", "code": code}}
+    m.update(extra)
+    return m
+
+
+def canon(v):
+    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha(v):
+    return hashlib.sha256(canon(v).encode()).hexdigest()
+
+
+def proc_stats(pid):
+    with open("/proc/%d/status" % pid) as f:
+        rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+    fds = len(os.listdir("/proc/%d/fd" % pid))
+    threads = len(os.listdir("/proc/%d/task" % pid))
+    return rss, fds, threads
+
+
+class WasmRuns(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(env=dict(WASM, SANDBOX_MAX_CONCURRENT="4",
+                                SANDBOX_PER_KEY_CONCURRENT="4",
+                                SANDBOX_OUTPUT_BYTES="4096",
+                                SANDBOX_MEMORY_MB="128", SANDBOX_TOTAL_MEMORY_MB="512",
+                                SANDBOX_RATE_PER_MIN="100000", SANDBOX_RATE_BURST="10000")).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def run_js(self, code, **extra):
+        status, body = self.d.rpc("Run", js(code, **extra))
+        self.assertEqual(status, 200, body)
+        return body
+
+    def assertRefusal(self, status, body, http, reason):
+        self.assertEqual(status, http, body)
+        info, _ = error_info(body)
+        self.assertEqual(info["reason"], reason)
+        self.assertEqual(info["metadata"]["dispatched"], "false")
+        self.assertEqual(info["metadata"]["isolation"], "process")
+
+    def test_describe(self):
+        status, body = self.d.rpc("Describe", {})
+        self.assertEqual(status, 200)
+        self.assertEqual((body["provider"], body["isolation"], body["runtime"]),
+                         ("wasm", "process", "wasm2c"))
+        sn = body["operations"]["snippet"]
+        self.assertTrue(sn["supported"])
+        self.assertEqual(sn["languages"], ["javascript"])
+        self.assertIn("QuickJS 2021-03-27", sn["engine"])
+        self.assertEqual(sn["max_timeout_ms"], 60000)
+        self.assertFalse(body["operations"]["project"]["supported"])
+        self.assertEqual(body["limits"]["effective_concurrency"], 4)
+        self.assertTrue(body["limits"]["memory_budget_applies"])
+
+    def test_hello_world_and_record(self):
+        req = js("console.log('hello world')")
+        status, body = self.d.rpc("Run", req)
+        self.assertEqual(status, 200, body)
+        self.assertEqual((body["exit_code"], body["stdout"], body["stderr"]),
+                         (0, "hello world\n", ""))
+        self.assertEqual(body["isolation"], "process")
+        self.assertEqual(body["outcome"], "completed")
+        self.assertTrue(body["sandbox_name"].startswith("wasm-"))
+        rec = body.pop("record")
+        self.assertEqual(rec["request_sha256"], sha(req))
+        self.assertEqual(rec["response_sha256"], sha(body))
+        self.assertEqual(rec["digest"], sha({k: v for k, v in rec.items() if k != "digest"}))
+        self.assertEqual((rec["provider"], rec["isolation"], rec["runtime"]),
+                         ("wasm", "process", "wasm2c"))
+        self.assertGreaterEqual(rec["ended_at"], rec["started_at"])
+
+    def test_last_expression_not_printed(self):
+        body = self.run_js("1 + 1; 'value'")
+        self.assertEqual(body["stdout"], "")
+
+    def test_syntax_error_is_a_result(self):
+        body = self.run_js("let x = ;")
+        self.assertEqual(body["exit_code"], 1)
+        self.assertIn("SyntaxError", body["stderr"])
+
+    def test_uncaught_exception(self):
+        body = self.run_js("throw new TypeError('bad')")
+        self.assertEqual(body["exit_code"], 1)
+        self.assertIn("TypeError: bad", body["stderr"])
+
+    def test_stdin(self):
+        req = js("console.log(readStdin().toUpperCase())")
+        req["snippet"]["stdin"] = "abc"
+        status, body = self.d.rpc("Run", req)
+        self.assertEqual(body["stdout"], "ABC\n")
+
+    def test_nothing_survives_between_runs(self):
+        self.run_js("globalThis.leak = 1; Object.prototype.p = 2;")
+        body = self.run_js("console.log(typeof leak, ({}).p)")
+        self.assertEqual(body["stdout"], "undefined undefined\n")
+
+    def test_loops_stopped_at_deadline_while_others_answer(self):
+        loops = {
+            "for": "for(;;){}",
+            "regex bomb": "/(a+)+$/.test('a'.repeat(40) + 'b')",
+            "giant join": "Array(2**27).join('')",
+        }
+        results = {}
+
+        def loop(name, code):
+            t0 = time.monotonic()
+            status, body = self.d.rpc("Run", js(code, timeout_ms=1000))
+            results[name] = (status, body, time.monotonic() - t0)
+
+        ts = [threading.Thread(target=loop, args=kv) for kv in loops.items()]
+        for t in ts:
+            t.start()
+        time.sleep(0.2)
+        # The fourth slot keeps answering while three guests loop.
+        answered = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.6:
+            if self.run_js("console.log(2)")["stdout"] == "2\n":
+                answered += 1
+        for t in ts:
+            t.join()
+        self.assertGreater(answered, 5)
+        for name, (status, body, secs) in results.items():
+            with self.subTest(name):
+                self.assertEqual(status, 200, body)
+                self.assertTrue(body["timed_out"], body)
+                self.assertEqual(body["exit_code"], 124)
+                self.assertEqual(body["outcome"], "timed_out")
+                # A correctness bound on the deadline, not a speed claim.
+                self.assertLess(secs, 1.0 + 1.5, name)
+
+    def test_memory_cap(self):
+        body = self.run_js("const b = new ArrayBuffer(1024 * 1024 * 1024); console.log('got it')",
+                           memory_mb=64)
+        self.assertTrue(body["out_of_memory"], body)
+        self.assertEqual(body["exit_code"], 1)
+        self.assertEqual(body["stdout"], "")
+        self.assertIn("64 MiB", body["detail"])
+
+    def test_memory_mb_above_allowance_refused(self):
+        status, body = self.d.rpc("Run", js("1", memory_mb=129))
+        self.assertRefusal(status, body, 400, "INVALID_REQUEST")
+
+    def test_output_flood_truncated(self):
+        body = self.run_js("for (let i = 0; i < 100000; i++) console.log('line ' + i)")
+        self.assertTrue(body["stdout_truncated"])
+        self.assertFalse(body["stderr_truncated"])
+        self.assertEqual(len(body["stdout"].encode()), 4096)
+        expected = "".join("line %d\n" % i for i in range(1000))
+        self.assertEqual(body["stdout"], expected[:4096])
+
+    def test_floor(self):
+        status, body = self.d.rpc("Run", js("console.log(1)", minimum_isolation="container"))
+        self.assertRefusal(status, body, 400, "INSUFFICIENT_ISOLATION")
+        body = self.run_js("console.log(1)", minimum_isolation="process")
+        self.assertEqual(body["stdout"], "1\n")
+
+    def test_floor_refusal_runs_nothing(self):
+        before = self.runs_total()
+        for tier in ("container", "kernel", "vm"):
+            self.d.rpc("Run", js("console.log(1)", minimum_isolation=tier))
+        self.assertEqual(self.runs_total(), before)
+
+    def runs_total(self):
+        _, _, data = self.d.request(
+            "GET", "/metrics", headers={"Authorization": "Bearer " + self.d.keys["alice"]})
+        return sum(int(l.split()[-1]) for l in data.decode().splitlines()
+                   if l.startswith("plimsoll_runs_total{"))
+
+    def test_unsupported_kinds(self):
+        status, body = self.d.rpc("Run", {"snippet": {"language": "python", "code": "print(1)"}})
+        self.assertRefusal(status, body, 501, "UNSUPPORTED")
+        status, body = self.d.rpc("Run", {"project": {"steps": [{"argv": ["true"]}]}})
+        self.assertRefusal(status, body, 501, "UNSUPPORTED")
+
+    def test_timeout_limit(self):
+        status, body = self.d.rpc("Run", js("1", timeout_ms=60001))
+        self.assertRefusal(status, body, 400, "INVALID_REQUEST")
+
+
+class WasmAdmission(unittest.TestCase):
+    def test_at_capacity_while_runs_in_flight(self):
+        d = Daemon(env=dict(WASM, SANDBOX_MAX_CONCURRENT="2",
+                            SANDBOX_PER_KEY_CONCURRENT="2")).start()
+        try:
+            done = []
+            ts = [threading.Thread(target=lambda: done.append(
+                d.rpc("Run", js("for(;;){}", timeout_ms=1500)))) for _ in range(2)]
+            for t in ts:
+                t.start()
+            time.sleep(0.4)
+            status, body = d.rpc("Run", js("console.log(1)"), principal="bob")
+            self.assertEqual(status, 429, body)
+            info, _ = error_info(body)
+            self.assertEqual(info["reason"], "AT_CAPACITY")
+            self.assertEqual(info["metadata"]["dispatched"], "false")
+            for t in ts:
+                t.join()
+            self.assertEqual([s for s, _ in done], [200, 200])
+            # Slots come back.
+            self.assertEqual(d.rpc("Run", js("console.log(1)"), principal="bob")[0], 200)
+        finally:
+            d.stop()
+
+    def test_per_caller_cap(self):
+        d = Daemon(env=dict(WASM, SANDBOX_MAX_CONCURRENT="4",
+                            SANDBOX_PER_KEY_CONCURRENT="1")).start()
+        try:
+            t = threading.Thread(target=lambda: d.rpc("Run", js("for(;;){}", timeout_ms=1500)))
+            t.start()
+            time.sleep(0.4)
+            status, body = d.rpc("Run", js("console.log(1)"))
+            self.assertEqual(status, 429)
+            self.assertEqual(error_info(body)[0]["reason"], "AT_CAPACITY")
+            status, body = d.rpc("Run", js("console.log(1)"), principal="bob")
+            self.assertEqual(status, 200, body)
+            t.join()
+        finally:
+            d.stop()
+
+    def test_rate_limited(self):
+        d = Daemon(env=dict(WASM, SANDBOX_RATE_PER_MIN="60", SANDBOX_RATE_BURST="3")).start()
+        try:
+            for _ in range(3):
+                self.assertEqual(d.rpc("Run", js("console.log(1)"))[0], 200)
+            status, body = d.rpc("Run", js("console.log(1)"))
+            self.assertEqual(status, 429)
+            info, _ = error_info(body)
+            self.assertEqual(info["reason"], "RATE_LIMITED")
+            self.assertEqual(info["metadata"]["dispatched"], "false")
+            # Another caller has its own bucket.
+            self.assertEqual(d.rpc("Run", js("console.log(1)"), principal="bob")[0], 200)
+        finally:
+            d.stop()
+
+
+class WasmLifecycle(unittest.TestCase):
+    def test_startup_refusals(self):
+        code, err = run_startup(dict(WASM, SANDBOX_MIN_ISOLATION="container"))
+        self.assertEqual(code, 2)
+        self.assertIn("plimsolld: SANDBOX_MIN_ISOLATION", err)
+        code, err = run_startup(dict(WASM, SANDBOX_WASM_WORKER="/nonexistent/worker"))
+        self.assertEqual(code, 2)
+        self.assertIn("plimsolld: SANDBOX_WASM_WORKER", err)
+
+    def test_readiness_follows_the_worker(self):
+        tmp = tempfile.mkdtemp()
+        worker = os.path.join(tmp, "plimsoll-js-worker")
+        shutil.copy2(os.path.join(BUILD, "plimsoll-js-worker"), worker)
+        d = Daemon(env=dict(WASM, SANDBOX_WASM_WORKER=worker)).start()
+        try:
+            self.assertEqual(d.request("GET", "/readyz")[0], 200)
+            os.rename(worker, worker + ".away")
+            status, _, text = d.request("GET", "/readyz")
+            self.assertEqual(status, 503)
+            self.assertIn(b"not ready", text)
+            status, body = d.rpc("Run", js("console.log(1)"))
+            self.assertEqual(status, 503)
+            self.assertEqual(error_info(body)[0]["reason"], "NOT_READY")
+            status, body = d.rpc("Describe", {})
+            self.assertFalse(body["ready"])
+            os.rename(worker + ".away", worker)
+            self.assertEqual(d.request("GET", "/readyz")[0], 200)
+            self.assertEqual(d.rpc("Run", js("console.log(1)"))[0], 200)
+        finally:
+            d.stop()
+
+    def test_sigterm_drains_in_flight_run(self):
+        d = Daemon(env=WASM).start()
+        out = []
+        t = threading.Thread(target=lambda: out.append(
+            d.rpc("Run", js("for(;;){}", timeout_ms=1500))))
+        t.start()
+        time.sleep(0.4)
+        d.proc.send_signal(signal.SIGTERM)
+        t.join()
+        self.assertEqual(d.proc.wait(10), 0)
+        d.stop()
+        status, body = out[0]
+        self.assertEqual(status, 200, body)
+        self.assertTrue(body["timed_out"])
+        lines = d.log_lines()
+        drain = [l for l in lines if l.get("msg") == "draining"][0]
+        self.assertEqual(drain["in_flight"], 1)
+
+    def test_soak_flat_memory_fds_threads(self):
+        d = Daemon(env=dict(WASM, SANDBOX_RATE_PER_MIN="1000000",
+                            SANDBOX_RATE_BURST="1000000")).start()
+        try:
+            c = d.connection()
+            body = json.dumps(js("console.log(1+1)")).encode()
+
+            def batch(n):
+                for _ in range(n):
+                    status, resp = d.rpc("Run", None, raw=body, conn=c)
+                    assert status == 200 and resp["stdout"] == "2\n", resp
+
+            batch(300)  # warm up: allocator arenas, connection thread
+            rss0, fds0, thr0 = proc_stats(d.proc.pid)
+            batch(3000)
+            rss1, fds1, thr1 = proc_stats(d.proc.pid)
+            c.close()
+            print("\nsoak: daemon RSS %d -> %d KiB, fds %d -> %d, threads %d -> %d"
+                  % (rss0, rss1, fds0, fds1, thr0, thr1), file=sys.stderr)
+            self.assertEqual(fds1, fds0)
+            self.assertEqual(thr1, thr0)
+            self.assertLess(rss1, rss0 * 1.05 + 512)
+        finally:
+            d.stop()
+
+
+class WasmCli(unittest.TestCase):
+    def test_cli(self):
+        d = Daemon(env=WASM).start()
+        try:
+            env = {"PLIMSOLL_URL": "http://127.0.0.1:%d" % d.port,
+                   "PLIMSOLL_KEY": d.keys["alice"]}
+
+            def cli(*args):
+                p = subprocess.run([CLI] + list(args), env=env, capture_output=True, timeout=60)
+                return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+            self.assertEqual(cli("run", "console.log('hi')"), (0, "hi\n", ""))
+            code, _, err = cli("run", "throw new Error('x')")
+            self.assertEqual(code, 1)
+            self.assertIn("exit code 1 (isolation: process)", err)
+            code, _, err = cli("run", "--floor", "kernel", "1")
+            self.assertEqual(code, 3)
+            self.assertIn("INSUFFICIENT_ISOLATION", err)
+            code, out, _ = cli("run", "--json", "--floor", "process", "console.log(5)")
+            self.assertEqual(code, 0)
+            self.assertEqual(json.loads(out)["stdout"], "5\n")
+        finally:
+            d.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
