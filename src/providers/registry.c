@@ -14,7 +14,7 @@ static const struct {
     const char *name;
     const struct pl_provider_ops *ops; /* NULL: known, not in this build */
 } registry[] = {
-    {"disabled", &pl_disabled_ops}, {"wasm", &pl_wasm_ops},      {"docker", NULL}, {"e2b", NULL},
+    {"disabled", &pl_disabled_ops}, {"wasm", &pl_wasm_ops}, {"docker", NULL}, {"e2b", NULL},
     {"dockercloud", NULL},          {"openshell", NULL},
 };
 

@@ -24,6 +24,17 @@ CLI = os.path.join(BUILD, "plimsoll")
 SERVICE = "/plimsoll.v1.SandboxService/"
 
 
+def build_is_sanitized():
+    """Whether PLIMSOLL_BUILD_DIR was configured with -Db_sanitize=address..."""
+    path = os.path.join(BUILD, "meson-info", "intro-buildoptions.json")
+    try:
+        with open(path) as f:
+            opts = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return any(o["name"] == "b_sanitize" and "address" in str(o["value"]) for o in opts)
+
+
 def make_key():
     return "plk_" + secrets.token_urlsafe(32)
 

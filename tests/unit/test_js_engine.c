@@ -477,8 +477,14 @@ static void test_soak(struct pl_js_pool *pool) {
            fd0, fd1, pid, wrss0, wrss1);
     CHECK(bad == 0);
     CHECK(fd0 == fd1);
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan's quarantine keeps freed memory on purpose: RSS says nothing here;
+     * LeakSanitizer checks the parent at exit instead. */
+    (void)rss0, (void)rss1, (void)wrss0, (void)wrss1;
+#else
     CHECK(rss1 - rss0 < 1024);
     CHECK(wrss1 > 0 && wrss1 - wrss0 < 2048);
+#endif
 }
 
 static struct pl_js_pool *g_pool, *g_pool1;

@@ -72,7 +72,8 @@ const char *pl_js_engine_version(void) {
     return "QuickJS 2021-03-27 (wasm32-wasi, wasm2c)";
 }
 
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static void set_err(char *errbuf, size_t errlen,
+                                                          const char *fmt, ...) {
     va_list ap;
 
     if (!errbuf || errlen == 0)
