@@ -99,7 +99,21 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    r = pl_js_pool_new(1, &pool, errbuf, sizeof(errbuf));
+    {
+        /* $PLIMSOLL_JS_WORKER, else the worker beside this program. */
+        static char path[4096];
+        const char *env = getenv("PLIMSOLL_JS_WORKER");
+        ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 32);
+        if (env && *env) {
+            snprintf(path, sizeof(path), "%s", env);
+        } else if (n > 0) {
+            path[n] = '\0';
+            char *slash = strrchr(path, '/');
+            if (slash)
+                memcpy(slash + 1, "plimsoll-js-worker", sizeof("plimsoll-js-worker"));
+        }
+        r = pl_js_pool_new_ex(1, path, &pool, errbuf, sizeof(errbuf));
+    }
     if (r < 0) {
         fprintf(stderr, "js-run: %s\n", errbuf);
         return 70;
