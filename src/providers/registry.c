@@ -9,13 +9,20 @@
 
 extern const struct pl_provider_ops pl_disabled_ops;
 extern const struct pl_provider_ops pl_wasm_ops;
+extern const struct pl_provider_ops pl_docker_ops;
 
 static const struct {
     const char *name;
     const struct pl_provider_ops *ops; /* NULL: known, not in this build */
 } registry[] = {
-    {"disabled", &pl_disabled_ops}, {"wasm", &pl_wasm_ops}, {"docker", NULL}, {"e2b", NULL},
-    {"dockercloud", NULL},          {"openshell", NULL},
+    /* clang-format off */
+    {"disabled",    &pl_disabled_ops},
+    {"wasm",        &pl_wasm_ops},
+    {"docker",      &pl_docker_ops},
+    {"e2b",         NULL},
+    {"dockercloud", NULL},
+    {"openshell",   NULL},
+    /* clang-format on */
 };
 
 const char *const pl_provider_names[] = {"disabled",    "wasm",      "docker", "e2b",

@@ -1,0 +1,1282 @@
+/*
+ * docker.c: the docker provider.  Hardened containers through the local
+ * Docker Engine, on runc (paints "container") or on verified gVisor runsc
+ * (paints "kernel").  docs/providers/docker.md is the reference.
+ *
+ * A run is one container created from the inspected image ID with the run
+ * configuration (read-only root, /tmp and /work as small noexec tmpfs, no
+ * network, no capabilities, no-new-privileges, unprivileged user, memory /
+ * CPU / process limits, optional seccomp profile), its stdin attached.  The
+ * daemon writes a header, the payload and the guest's stdin to the
+ * bootstrap (bootstrap.py), reads the demultiplexed output up to the caps,
+ * kills the container at the deadline, reads its exit code and OOM flag,
+ * and hands the container to a reaper that deletes it after the answer.
+ *
+ * Startup proof (create), before serving: the engine is local and answers;
+ * the runtime is registered (runsc with its path); both images are present,
+ * declare no VOLUME, and their IDs are recorded; one throwaway container per
+ * image, with exactly the run configuration plus a throwaway Unix socket
+ * mounted the way a broker socket will be, must show a read-only root, every
+ * writable mount a tmpfs of the promised size marked noexec (and nosuid
+ * under runc), writes landing only in those mounts, no program runnable from
+ * them, the socket reachable, and under runsc a kernel that is not the
+ * host's.  Containers this instance left behind are deleted first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../core/canon.h"
+#include "../provider.h"
+#include "bootstrap.h" /* generated: pl_docker_bootstrap[] */
+#include "engine.h"
+
+#define LABEL_INSTANCE "org.plimsoll.instance"
+#define LABEL_RUN "org.plimsoll.run"
+#define API_TIMEOUT_MS 30000L
+#define KILL_GRACE_MS 3000
+#define READY_CACHE_NS 1000000000ull
+#define PROJECT_REPORT_MAX (256u << 20)
+
+struct docker_settings {
+    char runtime[16];           /* SANDBOX_DOCKER_RUNTIME */
+    char snippet_image[256];    /* SANDBOX_DOCKER_SNIPPET_IMAGE */
+    char project_image[256];    /* SANDBOX_DOCKER_PROJECT_IMAGE */
+    char instance[64];          /* SANDBOX_DOCKER_INSTANCE */
+    char run_dir[PATH_MAX / 4]; /* SANDBOX_DOCKER_RUN_DIR */
+    char *seccomp;              /* SANDBOX_DOCKER_SECCOMP's JSON text, or NULL */
+    char seccomp_path[PATH_MAX / 4];
+    unsigned millicpus; /* SANDBOX_DOCKER_CPUS x 1000 */
+    unsigned pids;      /* SANDBOX_DOCKER_PIDS */
+    unsigned work_mb;   /* SANDBOX_DOCKER_WORK_MB */
+    unsigned tmp_mb;    /* SANDBOX_DOCKER_TMP_MB */
+};
+
+struct reap_item {
+    struct reap_item *next;
+    char id[72];
+};
+
+struct docker_state {
+    struct docker_settings set;
+    struct pl_docker_engine *engine;
+    enum pl_tier tier;
+    char runtime_path[256];
+    char snippet_id[80], project_id[80];
+    char engine_desc[256], project_desc[256];
+    unsigned max_timeout_ms;
+    char host_version[512];
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct reap_item *reap_head;
+    bool reaper_stop;
+    unsigned reap_pending;
+    pthread_t reaper;
+    bool reaper_started;
+
+    uint64_t ready_at_ns; /* last time readiness held */
+};
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- settings ----------------------------------------------------------- */
+
+static const char *setting(const struct pl_config *c, const char *name) {
+    const char *v = c->lookup ? c->lookup(name, c->lookup_userdata) : NULL;
+    return v && *v ? v : NULL;
+}
+
+static int copy_setting(const struct pl_config *c, const char *name, const char *def, char *dst,
+                        size_t len, struct pl_error *err) {
+    const char *v = setting(c, name);
+    if (!v)
+        v = def;
+    if (strlen(v) >= len)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: too long", name);
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+static int uint_setting(const struct pl_config *c, const char *name, unsigned def, unsigned min,
+                        unsigned max, unsigned *ret, struct pl_error *err) {
+    const char *v = setting(c, name);
+    if (!v) {
+        *ret = def;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || n < min || n > max)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "%s: \"%.32s\" must be a whole number from %u to %u", name, v, min,
+                            max);
+    *ret = (unsigned)n;
+    return 0;
+}
+
+/* "1", "0.5", "2.25": CPUs with up to three decimals, 0.01 to 64. */
+static int cpus_setting(const struct pl_config *c, unsigned *ret, struct pl_error *err) {
+    const char *v = setting(c, "SANDBOX_DOCKER_CPUS");
+    if (!v) {
+        *ret = 1000;
+        return 0;
+    }
+    unsigned whole = 0, frac = 0, digits = 0;
+    const char *p = v;
+    bool ok = *p >= '0' && *p <= '9';
+    while (ok && *p >= '0' && *p <= '9' && whole < 1000)
+        whole = whole * 10 + (unsigned)(*p++ - '0');
+    if (ok && *p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9' && digits < 3) {
+            frac = frac * 10 + (unsigned)(*p++ - '0');
+            digits++;
+        }
+        if (digits == 0)
+            ok = false;
+    }
+    while (digits < 3) {
+        frac *= 10;
+        digits++;
+    }
+    unsigned m = whole * 1000 + frac;
+    if (!ok || *p || m < 10 || m > 64000)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_DOCKER_CPUS: \"%.32s\" must be a number of CPUs from 0.01 "
+                            "to 64 (at most three decimals)",
+                            v);
+    *ret = m;
+    return 0;
+}
+
+static int read_small_file(const char *path, size_t max, char **ret) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct pl_buf b = {0};
+    char chunk[8192];
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
+        if (b.len + (size_t)n > max || pl_buf_append(&b, chunk, (size_t)n) < 0) {
+            close(fd);
+            pl_buf_free(&b);
+            return -1;
+        }
+    }
+    close(fd);
+    if (n < 0) {
+        pl_buf_free(&b);
+        return -1;
+    }
+    *ret = b.data ? b.data : strdup("");
+    return 0;
+}
+
+static int load_settings(const struct pl_config *c, struct docker_settings *s,
+                         struct pl_error *err) {
+    if (copy_setting(c, "SANDBOX_DOCKER_RUNTIME", "runc", s->runtime, sizeof(s->runtime), err) < 0)
+        return -1;
+    if (strcmp(s->runtime, "runc") != 0 && strcmp(s->runtime, "runsc") != 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_DOCKER_RUNTIME: \"%s\" is neither runc nor runsc", s->runtime);
+    if (copy_setting(c, "SANDBOX_DOCKER_SNIPPET_IMAGE", "plimsoll/snippet:latest", s->snippet_image,
+                     sizeof(s->snippet_image), err) < 0 ||
+        copy_setting(c, "SANDBOX_DOCKER_PROJECT_IMAGE", "plimsoll/project:latest", s->project_image,
+                     sizeof(s->project_image), err) < 0 ||
+        copy_setting(c, "SANDBOX_DOCKER_INSTANCE", "default", s->instance, sizeof(s->instance),
+                     err) < 0 ||
+        copy_setting(c, "SANDBOX_DOCKER_RUN_DIR", "/run/plimsoll", s->run_dir, sizeof(s->run_dir),
+                     err) < 0)
+        return -1;
+    for (const char *p = s->instance; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "SANDBOX_DOCKER_INSTANCE: use [A-Za-z0-9._-]");
+    if (s->run_dir[0] != '/')
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_DOCKER_RUN_DIR: must be an absolute path");
+    if (cpus_setting(c, &s->millicpus, err) < 0 ||
+        uint_setting(c, "SANDBOX_DOCKER_PIDS", 128, 8, 4096, &s->pids, err) < 0 ||
+        uint_setting(c, "SANDBOX_DOCKER_WORK_MB", 64, 1, 65536, &s->work_mb, err) < 0 ||
+        uint_setting(c, "SANDBOX_DOCKER_TMP_MB", 16, 1, 65536, &s->tmp_mb, err) < 0)
+        return -1;
+    const char *sc = setting(c, "SANDBOX_DOCKER_SECCOMP");
+    if (sc) {
+        if (strlen(sc) >= sizeof(s->seccomp_path))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "SANDBOX_DOCKER_SECCOMP: too long");
+        memcpy(s->seccomp_path, sc, strlen(sc) + 1);
+        if (read_small_file(sc, 1u << 20, &s->seccomp) < 0)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "SANDBOX_DOCKER_SECCOMP: cannot read %s", sc);
+        json_t *j = json_loads(s->seccomp, 0, NULL);
+        bool ok = json_is_object(j) && json_object_get(j, "defaultAction");
+        json_decref(j);
+        if (!ok)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "SANDBOX_DOCKER_SECCOMP: %s is not a seccomp profile (JSON with "
+                                "defaultAction)",
+                                sc);
+    }
+    return 0;
+}
+
+/* ---- container configuration -------------------------------------------- */
+
+static json_t *tmpfs_opts(unsigned mb) {
+    char o[128];
+    snprintf(o, sizeof(o), "rw,noexec,nosuid,nodev,size=%um,uid=65534,gid=65534,mode=1777", mb);
+    return json_string(o);
+}
+
+/*
+ * The run configuration, shared by runs and by the startup proof so the
+ * proof tests exactly what runs get.  socket_dir, when set, is bind-mounted
+ * read-only at /run/plimsoll (where a run's broker socket will live).
+ */
+static json_t *container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
+                                const char *run_id, const char *socket_dir) {
+    const struct docker_settings *st = &s->set;
+    json_t *sec = json_array();
+    json_array_append_new(sec, json_string("no-new-privileges:true"));
+    if (st->seccomp) {
+        struct pl_buf b = {0};
+        pl_buf_printf(&b, "seccomp=%s", st->seccomp);
+        json_array_append_new(sec, json_stringn(b.data, b.len));
+        pl_buf_free(&b);
+    }
+    json_t *tmpfs =
+        json_pack("{s:o, s:o}", "/tmp", tmpfs_opts(st->tmp_mb), "/work", tmpfs_opts(st->work_mb));
+    long long mem = (long long)memory_mb << 20;
+    /* Under runsc PidsLimit also counts gVisor's own threads: the guest is
+     * limited by RLIMIT_NPROC inside the sandbox instead, with a large
+     * PidsLimit as a backstop (field notes).  Under runc, nproc would count
+     * every container's uid 65534 processes, so PidsLimit alone. */
+    bool runsc = strcmp(st->runtime, "runsc") == 0;
+    json_t *ulimits = json_pack("[{s:s, s:i, s:i}]", "Name", "nofile", "Soft", 1024, "Hard", 1024);
+    if (runsc)
+        json_array_append_new(ulimits,
+                              json_pack("{s:s, s:i, s:i}", "Name", "nproc", "Soft",
+                                        (json_int_t)st->pids, "Hard", (json_int_t)st->pids));
+    json_t *host = json_pack(
+        "{s:s, s:b, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:{s:s, s:{}}, s:o, s:b}",
+        "NetworkMode", "none", "ReadonlyRootfs", 1, "CapDrop", json_pack("[s]", "ALL"),
+        "SecurityOpt", sec, "Tmpfs", tmpfs, "Memory", (json_int_t)mem, "MemorySwap",
+        (json_int_t)mem, "NanoCpus", (json_int_t)st->millicpus * 1000000, "PidsLimit",
+        (json_int_t)(runsc ? 4096 : st->pids), "Runtime", st->runtime, "IpcMode", "none",
+        "LogConfig", "Type", "none", "Config", "Ulimits", ulimits, "AutoRemove", 0);
+    if (socket_dir) {
+        char bind[PATH_MAX];
+        snprintf(bind, sizeof(bind), "%s:/run/plimsoll:ro", socket_dir);
+        json_object_set_new(host, "Binds", json_pack("[s]", bind));
+    }
+    json_t *labels = json_pack("{s:s, s:s}", LABEL_INSTANCE, st->instance, LABEL_RUN, run_id);
+    json_t *cmd = json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap);
+    json_t *env = json_pack("[s, s, s, s]", "HOME=/tmp", "PYTHONUNBUFFERED=1",
+                            "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8");
+    return json_pack("{s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:o, s:o}",
+                     "Image", image_id, "Cmd", cmd, "Env", env, "User", "65534:65534", "WorkingDir",
+                     "/work", "AttachStdin", 1, "AttachStdout", 1, "AttachStderr", 1, "OpenStdin",
+                     1, "StdinOnce", 1, "Tty", 0, "NetworkDisabled", 1, "Labels", labels,
+                     "HostConfig", host);
+}
+
+/* ---- the reaper: containers are deleted after the answer ---------------- */
+
+static int remove_container(struct docker_state *s, const char *id) {
+    char path[160];
+    snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
+    long st = 0;
+    struct pl_error e = {0};
+    if (pl_docker_call(s->engine, "DELETE", path, NULL, API_TIMEOUT_MS, &st, NULL, &e) < 0)
+        return -1;
+    return st == 204 || st == 404 ? 0 : -1;
+}
+
+static void *reaper_main(void *arg) {
+    struct docker_state *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->reap_head && !s->reaper_stop)
+            pthread_cond_wait(&s->cond, &s->lock);
+        struct reap_item *it = s->reap_head;
+        if (!it)
+            break; /* stopping, and nothing left */
+        s->reap_head = it->next;
+        pthread_mutex_unlock(&s->lock);
+        for (int attempt = 0; attempt < 3 && remove_container(s, it->id) < 0; attempt++) {
+            struct timespec ts = {0, 200 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        free(it);
+        pthread_mutex_lock(&s->lock);
+        s->reap_pending--;
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static void reap_later(struct docker_state *s, const char *id) {
+    struct reap_item *it = calloc(1, sizeof(*it));
+    if (!it || !s->reaper_started) {
+        free(it);
+        remove_container(s, id);
+        return;
+    }
+    snprintf(it->id, sizeof(it->id), "%s", id);
+    pthread_mutex_lock(&s->lock);
+    it->next = s->reap_head;
+    s->reap_head = it;
+    s->reap_pending++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Delete every container labelled with this instance (startup). */
+static int delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error *err) {
+    char filter[256], path[512];
+    snprintf(filter, sizeof(filter), "{\"label\":[\"%s=%s\"]}", LABEL_INSTANCE, s->set.instance);
+    char *enc = pl_docker_urlencode(filter);
+    snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", enc ? enc : "");
+    free(enc);
+    long st = 0;
+    json_t *list = NULL;
+    if (pl_docker_call(s->engine, "GET", path, NULL, API_TIMEOUT_MS, &st, &list, err) < 0)
+        return -1;
+    unsigned n = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c) {
+        const char *id = json_string_value(json_object_get(c, "Id"));
+        if (id && remove_container(s, id) == 0)
+            n++;
+    }
+    json_decref(list);
+    *ret_n = n;
+    return 0;
+}
+
+/* ---- one container, start to finish --------------------------------------- */
+
+struct cont_run {
+    /* in */
+    const char *image_id;
+    unsigned memory_mb;
+    const char *run_id;
+    const char *socket_dir; /* NULL: no socket mount */
+    const char *parts[4];   /* written to the bootstrap's stdin, in order */
+    size_t part_len[4];
+    int nparts;
+    unsigned timeout_ms;
+    /* out */
+    struct pl_demux dx; /* caps set by the caller */
+    int exit_code;
+    bool timed_out;
+    bool oom;
+    char id[72];
+};
+
+static int api_expect(struct docker_state *s, const char *method, const char *path,
+                      const json_t *body, long want, json_t **ret, struct pl_error *err) {
+    long st = 0;
+    json_t *j = NULL;
+    if (pl_docker_call(s->engine, method, path, body, API_TIMEOUT_MS, &st, &j, err) < 0)
+        return -1;
+    if (st != want) {
+        pl_error_set(err, PL_REASON_INTERNAL, "docker: %s %s answered %ld: %.200s", method, path,
+                     st, pl_docker_message(j));
+        json_decref(j);
+        return -1;
+    }
+    if (ret)
+        *ret = j;
+    else
+        json_decref(j);
+    return 0;
+}
+
+static int set_nonblock(int fd) {
+    int fl = fcntl(fd, F_GETFL);
+    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static int kill_container(struct docker_state *s, const char *id) {
+    char path[128];
+    snprintf(path, sizeof(path), "/containers/%s/kill", id);
+    long st = 0;
+    struct pl_error e = {0};
+    if (pl_docker_call(s->engine, "POST", path, NULL, API_TIMEOUT_MS, &st, NULL, &e) < 0)
+        return -1;
+    return st == 204 || st == 409 ? 0 : -1; /* 409: not running any more */
+}
+
+/* Pump stdin out and output in until the stream ends; kill at the deadline. */
+static int pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
+                struct pl_error *err) {
+    int part = 0;
+    size_t off = 0;
+    bool wr_open = true;
+    uint64_t hard_end = 0; /* after a kill: how long we still read */
+    unsigned char buf[65536];
+    if (r->nparts == 0) {
+        shutdown(fd, SHUT_WR);
+        wr_open = false;
+    }
+    for (;;) {
+        uint64_t now = mono_ns();
+        if (!r->timed_out && now >= deadline_ns) {
+            r->timed_out = true;
+            if (kill_container(s, r->id) < 0)
+                return pl_error_set(err, PL_REASON_INTERNAL,
+                                    "docker: cannot kill container at its deadline");
+            hard_end = mono_ns() + (uint64_t)KILL_GRACE_MS * 1000000ull;
+        }
+        if (hard_end && now >= hard_end)
+            return 0; /* killed; the stream did not end: stop reading */
+        uint64_t until = hard_end ? hard_end : deadline_ns;
+        int wait_ms = until > now ? (int)((until - now) / 1000000ull) + 1 : 0;
+        struct pollfd p = {.fd = fd, .events = POLLIN | (wr_open ? POLLOUT : 0)};
+        int pr = poll(&p, 1, wait_ms);
+        if (pr < 0 && errno != EINTR)
+            return pl_error_set(err, PL_REASON_INTERNAL, "poll: %s", strerror(errno));
+        if (pr <= 0)
+            continue;
+        if (wr_open && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+            while (part < r->nparts) {
+                size_t left = r->part_len[part] - off;
+                if (left == 0) {
+                    part++;
+                    off = 0;
+                    continue;
+                }
+                ssize_t w = send(fd, r->parts[part] + off, left, MSG_NOSIGNAL);
+                if (w < 0) {
+                    if (errno == EAGAIN || errno == EINTR)
+                        break;
+                    part = r->nparts; /* the guest stopped reading: drop the rest */
+                    break;
+                }
+                off += (size_t)w;
+            }
+            if (part >= r->nparts) {
+                shutdown(fd, SHUT_WR); /* StdinOnce: the container's stdin closes */
+                wr_open = false;
+            }
+        }
+        if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t n = recv(fd, buf, sizeof(buf), 0);
+            if (n == 0)
+                return 0; /* the stream ended: the container exited */
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EINTR)
+                    continue;
+                if (r->timed_out)
+                    return 0;
+                return pl_error_set(err, PL_REASON_INTERNAL, "docker attach stream: %s",
+                                    strerror(errno));
+            }
+            if (pl_demux_feed(&r->dx, buf, (size_t)n) < 0)
+                return pl_error_set(err, PL_REASON_INTERNAL,
+                                    "docker attach stream: malformed frame");
+        }
+    }
+}
+
+static int run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err) {
+    char name[96], path[256];
+    snprintf(name, sizeof(name), "plimsoll-%.24s", r->run_id);
+    json_t *cfg = container_config(s, r->image_id, r->memory_mb, r->run_id, r->socket_dir);
+    if (!cfg)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+    snprintf(path, sizeof(path), "/containers/create?name=%s", name);
+    json_t *created = NULL;
+    int rc = api_expect(s, "POST", path, cfg, 201, &created, err);
+    json_decref(cfg);
+    if (rc < 0)
+        return -1;
+    const char *id = json_string_value(json_object_get(created, "Id"));
+    if (!id || strlen(id) >= sizeof(r->id)) {
+        json_decref(created);
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: create answered without an Id");
+    }
+    memcpy(r->id, id, strlen(id) + 1);
+    json_decref(created);
+
+    int fd = -1;
+    if (pl_docker_attach(s->engine, r->id, &fd, err) < 0)
+        goto fail;
+    snprintf(path, sizeof(path), "/containers/%s/start", r->id);
+    uint64_t t0 = mono_ns();
+    if (api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
+        goto fail;
+    if (set_nonblock(fd) < 0) {
+        pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
+        goto fail;
+    }
+    if (pump(s, r, fd, t0 + (uint64_t)r->timeout_ms * 1000000ull, err) < 0)
+        goto fail;
+    close(fd);
+    fd = -1;
+
+    json_t *w = NULL;
+    snprintf(path, sizeof(path), "/containers/%s/wait?condition=not-running", r->id);
+    if (api_expect(s, "POST", path, NULL, 200, &w, err) < 0)
+        goto fail;
+    r->exit_code = (int)json_integer_value(json_object_get(w, "StatusCode"));
+    json_decref(w);
+    json_t *ins = NULL;
+    snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+    if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        goto fail;
+    r->oom = json_is_true(json_object_get(json_object_get(ins, "State"), "OOMKilled"));
+    json_decref(ins);
+    reap_later(s, r->id);
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    reap_later(s, r->id);
+    return -1;
+}
+
+/* ---- the startup proof ------------------------------------------------------ */
+
+struct canary {
+    char dir[PATH_MAX];
+    char sock[PATH_MAX];
+    int fd;
+    pthread_t thread;
+    bool running;
+};
+
+static void *canary_main(void *arg) {
+    struct canary *c = arg;
+    for (;;) {
+        int cfd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (cfd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return NULL; /* the listening socket was shut down */
+        }
+        char b[16];
+        struct pollfd p = {.fd = cfd, .events = POLLIN};
+        if (poll(&p, 1, 5000) > 0 && recv(cfd, b, sizeof(b), 0) > 0)
+            send(cfd, "pong\n", 5, MSG_NOSIGNAL);
+        close(cfd);
+    }
+}
+
+static int mkdir_p(const char *path, mode_t mode) {
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    return mkdir(tmp, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int canary_start(struct docker_state *s, struct canary *c, struct pl_error *err) {
+    memset(c, 0, sizeof(*c));
+    c->fd = -1;
+    char rnd[9];
+    unsigned char rb[4];
+    int ufd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (ufd < 0 || read(ufd, rb, 4) != 4) {
+        if (ufd >= 0)
+            close(ufd);
+        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
+    }
+    close(ufd);
+    snprintf(rnd, sizeof(rnd), "%02x%02x%02x%02x", rb[0], rb[1], rb[2], rb[3]);
+    snprintf(c->dir, sizeof(c->dir), "%.2000s/%s/canary-%s", s->set.run_dir, s->set.instance, rnd);
+    if (mkdir_p(c->dir, 0755) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "SANDBOX_DOCKER_RUN_DIR: cannot create %s: %s",
+                            c->dir, strerror(errno));
+    chmod(c->dir, 0755);
+    snprintf(c->sock, sizeof(c->sock), "%.3000s/broker.sock", c->dir);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    if (strlen(c->sock) >= sizeof(sun.sun_path))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_DOCKER_RUN_DIR: %s is too long for a socket path", c->dir);
+    memcpy(sun.sun_path, c->sock, strlen(c->sock) + 1);
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0 || bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+        chmod(c->sock, 0666) < 0 || listen(c->fd, 8) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "canary socket %s: %s", c->sock,
+                            strerror(errno));
+    if (pthread_create(&c->thread, NULL, canary_main, c) != 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "canary thread");
+    c->running = true;
+    return 0;
+}
+
+static void canary_stop(struct canary *c) {
+    if (c->fd >= 0)
+        shutdown(c->fd, SHUT_RDWR);
+    if (c->running)
+        pthread_join(c->thread, NULL);
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->sock[0])
+        unlink(c->sock);
+    if (c->dir[0])
+        rmdir(c->dir);
+}
+
+/* The first "PLIMSOLL {...}" line of the bootstrap's stdout. */
+static json_t *report_line(const struct pl_buf *out) {
+    const char *p = out->data;
+    size_t n = out->len;
+    while (p && n >= 9) {
+        const char *eol = memchr(p, '\n', n);
+        size_t len = eol ? (size_t)(eol - p) : n;
+        if (len > 9 && memcmp(p, "PLIMSOLL ", 9) == 0)
+            return json_loadb(p + 9, len - 9, 0, NULL);
+        if (!eol)
+            break;
+        n -= len + 1;
+        p = eol + 1;
+    }
+    return NULL;
+}
+
+static bool has_opt(const char *opts, const char *want) {
+    size_t n = strlen(want);
+    for (const char *p = opts; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && memcmp(p, want, n) == 0)
+            return true;
+        p = comma ? comma + 1 : NULL;
+    }
+    return false;
+}
+
+/* Judge one probe report against the run configuration. */
+static int judge_probe(struct docker_state *s, const char *image, const json_t *rep,
+                       json_t *ret_langs, struct pl_error *err) {
+    bool runsc = strcmp(s->set.runtime, "runsc") == 0;
+#define REFUSE(...)                                                                                \
+    do {                                                                                           \
+        char m_[400];                                                                              \
+        snprintf(m_, sizeof(m_), __VA_ARGS__);                                                     \
+        return pl_error_set(err, PL_REASON_INTERNAL,                                               \
+                            "SANDBOX_PROVIDER=docker: startup proof with %s failed: %s", image,    \
+                            m_);                                                                   \
+    } while (0)
+    if (!rep)
+        REFUSE("the canary container gave no report");
+    if (json_integer_value(json_object_get(rep, "uid")) != 65534)
+        REFUSE("the guest does not run as uid 65534");
+    /* Mounts. */
+    const char *mi = json_string_value(json_object_get(rep, "mountinfo"));
+    bool root_ro = false, saw_tmp = false, saw_work = false;
+    char *copy = strdup(mi ? mi : "");
+    char *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[12] = {0};
+        int nf = 0;
+        char *fs = NULL;
+        for (char *tok = strtok_r(line, " ", &fs); tok && nf < 12; tok = strtok_r(NULL, " ", &fs))
+            f[nf++] = tok;
+        if (nf < 6)
+            continue;
+        const char *mp = f[4], *opts = f[5];
+        int dash = -1;
+        for (int i = 6; i < nf; i++)
+            if (strcmp(f[i], "-") == 0) {
+                dash = i;
+                break;
+            }
+        const char *fstype = dash > 0 && dash + 1 < nf ? f[dash + 1] : "";
+        if (strcmp(mp, "/") == 0)
+            root_ro = has_opt(opts, "ro");
+        bool is_tmp = strcmp(mp, "/tmp") == 0, is_work = strcmp(mp, "/work") == 0;
+        if (is_tmp || is_work) {
+            unsigned want_mb = is_tmp ? s->set.tmp_mb : s->set.work_mb;
+            json_int_t size =
+                json_integer_value(json_object_get(json_object_get(rep, "sizes"), mp));
+            if (strcmp(fstype, "tmpfs") != 0 || !has_opt(opts, "rw") || !has_opt(opts, "noexec") ||
+                (!runsc && !has_opt(opts, "nosuid")) || (!runsc && !has_opt(opts, "nodev")) ||
+                size != (json_int_t)want_mb << 20) {
+                free(copy);
+                REFUSE("%s is not a %u MiB tmpfs marked rw,noexec%s (type %s, options %s, size "
+                       "%lld)",
+                       mp, want_mb, runsc ? "" : ",nosuid,nodev", fstype, opts, (long long)size);
+            }
+            if (is_tmp)
+                saw_tmp = true;
+            else
+                saw_work = true;
+        }
+    }
+    free(copy);
+    if (!root_ro)
+        REFUSE("the root filesystem is not read-only");
+    if (!saw_tmp || !saw_work)
+        REFUSE("/tmp or /work is not mounted");
+    /* Writes land only in the two tmpfs. */
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(rep, "writes"), k, v) {
+        bool ours = strcmp(k, "/tmp") == 0 || strcmp(k, "/work") == 0;
+        bool written = strcmp(json_string_value(v) ? json_string_value(v) : "", "written") == 0;
+        if (written != ours)
+            REFUSE("a write at %s %s", k, written ? "succeeded" : "failed");
+    }
+    json_object_foreach(json_object_get(rep, "exec"), k, v) {
+        const char *r = json_string_value(v);
+        if (!r || strncmp(r, "ran", 3) == 0)
+            REFUSE("a program copied into %s could be run", k);
+    }
+    if (json_object_size(json_object_get(rep, "exec")) != 2)
+        REFUSE("the exec test did not run in both writable areas");
+    /* Privileges. */
+    const char *status = json_string_value(json_object_get(rep, "status"));
+    if (!status || !strstr(status, "CapEff:\t0000000000000000"))
+        REFUSE("the guest holds capabilities");
+    if (!strstr(status, "Seccomp:\t2"))
+        REFUSE("no seccomp filter is in force (under runsc, configure --oci-seccomp)");
+    if (!runsc && !strstr(status, "NoNewPrivs:\t1"))
+        REFUSE("no_new_privs is not set");
+    /* The broker socket path works. */
+    const char *sock = json_string_value(json_object_get(rep, "socket"));
+    if (!sock || strncmp(sock, "pong", 4) != 0)
+        REFUSE("the mounted Unix socket could not be reached (%s)%s", sock ? sock : "?",
+               runsc ? "; runsc needs --host-uds=open" : "");
+    /* The kernel. */
+    const char *ver = json_string_value(json_object_get(rep, "version"));
+    bool foreign = ver && strncmp(ver, s->host_version, strlen(ver) > 0 ? strlen(ver) - 1 : 0);
+    if (runsc && !foreign)
+        REFUSE("runsc is registered but the canary answered with the host's kernel");
+    if (!runsc && foreign)
+        REFUSE("runc reported a kernel other than the host's");
+    /* Interpreters the image proved (each started and ran a thread). */
+    json_object_foreach(json_object_get(rep, "interpreter_errors"), k, v) {
+        REFUSE("%s does not run in this sandbox: %.200s%s", k,
+               json_string_value(v) ? json_string_value(v) : "?",
+               runsc && !s->set.seccomp
+                   ? " (under runsc the engine's default seccomp profile breaks thread creation; "
+                     "set SANDBOX_DOCKER_SECCOMP to seccomp/plimsoll.json)"
+                   : "");
+    }
+    json_object_foreach(json_object_get(rep, "interpreters"), k, v) {
+        if (!json_object_get(ret_langs, k))
+            json_object_set(ret_langs, k, v);
+    }
+    return 0;
+#undef REFUSE
+}
+
+static int probe_image(struct docker_state *s, const char *image, const char *image_id,
+                       struct canary *can, json_t *ret_langs, struct pl_error *err) {
+    json_t *h = json_pack("{s:s, s:[s, s], s:[s,s,s,s,s,s,s,s,s,s,s,s], s:s}", "kind", "probe",
+                          "tmpfs", "/tmp", "/work", "write_targets", "/", "/etc", "/usr", "/var",
+                          "/var/tmp", "/root", "/home", "/opt", "/srv", "/run", "/tmp", "/work",
+                          "socket", "/run/plimsoll/broker.sock");
+    char *line = json_dumps(h, JSON_COMPACT);
+    json_decref(h);
+    struct pl_buf hdr = {0};
+    pl_buf_printf(&hdr, "%s\n", line);
+    free(line);
+    struct cont_run r = {.image_id = image_id,
+                         .memory_mb = 256,
+                         .run_id = "startup-proof",
+                         .socket_dir = can->dir,
+                         .parts = {hdr.data},
+                         .part_len = {hdr.len},
+                         .nparts = 1,
+                         .timeout_ms = 60000};
+    char run_id[40];
+    snprintf(run_id, sizeof(run_id), "proof-%s-%.8s", strrchr(can->dir, '-') + 1, image_id + 7);
+    r.run_id = run_id;
+    r.dx.out_cap = 1u << 20;
+    r.dx.err_cap = 64u << 10;
+    int rc = run_container(s, &r, err);
+    pl_buf_free(&hdr);
+    if (rc < 0) {
+        pl_demux_free(&r.dx);
+        return -1;
+    }
+    json_t *rep = report_line(&r.dx.out);
+    if (!rep && r.dx.err.len)
+        fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)r.dx.err.len, r.dx.err.data);
+    pl_demux_free(&r.dx);
+    rc = judge_probe(s, image, rep, ret_langs, err);
+    json_decref(rep);
+    return rc;
+}
+
+/* ---- create / destroy --------------------------------------------------------- */
+
+static int inspect_image(struct docker_state *s, const char *setting_name, const char *ref,
+                         char *ret_id, size_t idlen, struct pl_error *err) {
+    char *enc = pl_docker_urlencode(ref);
+    char path[600];
+    snprintf(path, sizeof(path), "/images/%s/json", enc ? enc : "");
+    free(enc);
+    long st = 0;
+    json_t *j = NULL;
+    if (pl_docker_call(s->engine, "GET", path, NULL, API_TIMEOUT_MS, &st, &j, err) < 0)
+        return -1;
+    if (st != 200) {
+        json_decref(j);
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "%s: image %s is not present in the engine (build it with "
+                            "scripts/build-images)",
+                            setting_name, ref);
+    }
+    const char *id = json_string_value(json_object_get(j, "Id"));
+    json_t *vols = json_object_get(json_object_get(j, "Config"), "Volumes");
+    if (json_object_size(vols) > 0) {
+        const char *first = "";
+        const char *k;
+        json_t *v;
+        json_object_foreach(vols, k, v) {
+            first = k;
+            break;
+        }
+        pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                     "%s: image %s declares a VOLUME (%s): the engine would give every run an "
+                     "unlimited writable host folder; refused",
+                     setting_name, ref, first);
+        json_decref(j);
+        return -1;
+    }
+    if (!id || strncmp(id, "sha256:", 7) != 0 || strlen(id) >= idlen) {
+        json_decref(j);
+        return pl_error_set(err, PL_REASON_INTERNAL, "%s: image %s has no sha256 ID", setting_name,
+                            ref);
+    }
+    memcpy(ret_id, id, strlen(id) + 1);
+    json_decref(j);
+    return 0;
+}
+
+/* The runtime's registration, from GET /info. */
+static int check_runtime(struct docker_state *s, char *ret_path, size_t len, json_t **ret_info,
+                         struct pl_error *err) {
+    json_t *info = NULL;
+    if (api_expect(s, "GET", "/info", NULL, 200, &info, err) < 0)
+        return -1;
+    json_t *rt = json_object_get(json_object_get(info, "Runtimes"), s->set.runtime);
+    const char *path = json_string_value(json_object_get(rt, "path"));
+    if (!rt || !path) {
+        json_decref(info);
+        return pl_error_set(
+            err, PL_REASON_INVALID_REQUEST,
+            "SANDBOX_DOCKER_RUNTIME: the engine has no runtime \"%s\" registered%s", s->set.runtime,
+            strcmp(s->set.runtime, "runsc") == 0
+                ? " (add it to /etc/docker/daemon.json; see docs/providers/docker.md)"
+                : "");
+    }
+    snprintf(ret_path, len, "%s", path);
+    if (ret_info)
+        *ret_info = info;
+    else
+        json_decref(info);
+    return 0;
+}
+
+static void docker_destroy(void *state) {
+    struct docker_state *s = state;
+    if (!s)
+        return;
+    if (s->reaper_started) {
+        pthread_mutex_lock(&s->lock);
+        s->reaper_stop = true;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->reaper, NULL); /* it drains the queue before it stops */
+    }
+    pl_docker_engine_free(s->engine);
+    free(s->set.seccomp);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static int docker_create(const struct pl_config *config, void **ret_state, struct pl_error *err) {
+    struct docker_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    s->max_timeout_ms = config->max_timeout_ms;
+    json_t *langs = json_object();
+    json_t *info = NULL;
+    struct canary can = {.fd = -1};
+
+    if (load_settings(config, &s->set, err) < 0)
+        goto fail;
+    if (pl_docker_engine_new(setting(config, "DOCKER_HOST"), &s->engine, err) < 0)
+        goto fail;
+    long st = 0;
+    if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 5000, &st, NULL, err) < 0 || st != 200) {
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "SANDBOX_PROVIDER=docker: the engine at %s does not answer /_ping",
+                     pl_docker_engine_socket(s->engine));
+        goto fail;
+    }
+    if (check_runtime(s, s->runtime_path, sizeof(s->runtime_path), &info, err) < 0)
+        goto fail;
+    if (inspect_image(s, "SANDBOX_DOCKER_SNIPPET_IMAGE", s->set.snippet_image, s->snippet_id,
+                      sizeof(s->snippet_id), err) < 0 ||
+        inspect_image(s, "SANDBOX_DOCKER_PROJECT_IMAGE", s->set.project_image, s->project_id,
+                      sizeof(s->project_id), err) < 0)
+        goto fail;
+    char *hv = NULL;
+    if (read_small_file("/proc/version", sizeof(s->host_version) - 1, &hv) == 0) {
+        snprintf(s->host_version, sizeof(s->host_version), "%s", hv);
+        free(hv);
+    }
+    if (pthread_create(&s->reaper, NULL, reaper_main, s) == 0)
+        s->reaper_started = true;
+    unsigned removed = 0;
+    if (delete_untracked(s, &removed, err) < 0)
+        goto fail;
+    if (removed)
+        fprintf(stderr, "plimsolld: docker: deleted %u containers left by instance %s\n", removed,
+                s->set.instance);
+
+    if (canary_start(s, &can, err) < 0)
+        goto fail;
+    if (probe_image(s, s->set.snippet_image, s->snippet_id, &can, langs, err) < 0 ||
+        probe_image(s, s->set.project_image, s->project_id, &can, langs, err) < 0)
+        goto fail;
+    canary_stop(&can);
+    can.fd = -1;
+    can.running = false;
+    can.dir[0] = can.sock[0] = '\0';
+    if (!json_object_get(langs, "python") || !json_object_get(langs, "javascript")) {
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "SANDBOX_PROVIDER=docker: the images must run python3 and node; the probe "
+                     "found %zu of them",
+                     json_object_size(langs));
+        goto fail;
+    }
+    s->tier = strcmp(s->set.runtime, "runsc") == 0 ? PL_TIER_KERNEL : PL_TIER_CONTAINER;
+    snprintf(s->engine_desc, sizeof(s->engine_desc), "docker %.16s, %.8s; %.64s (%.19s); %.32s",
+             json_string_value(json_object_get(info, "ServerVersion"))
+                 ? json_string_value(json_object_get(info, "ServerVersion"))
+                 : "?",
+             s->set.runtime, s->set.snippet_image, s->snippet_id,
+             json_string_value(json_object_get(langs, "python")));
+    /* langs' values read "Python 3.11.2" and "node v18.20.4". */
+    snprintf(s->project_desc, sizeof(s->project_desc), "docker %.8s; %.64s (%.19s); %.32s",
+             s->set.runtime, s->set.project_image, s->project_id,
+             json_string_value(json_object_get(langs, "javascript")));
+    json_decref(info);
+    json_decref(langs);
+    s->ready_at_ns = mono_ns();
+    *ret_state = s;
+    return 0;
+fail:
+    canary_stop(&can);
+    json_decref(info);
+    json_decref(langs);
+    docker_destroy(s);
+    return -1;
+}
+
+static void docker_info(void *state, struct pl_provider_info *ret) {
+    struct docker_state *s = state;
+    *ret = (struct pl_provider_info){
+        .tier = s->tier,
+        .runtime = s->set.runtime,
+        .snippet = {.supported = true,
+                    .engine = s->engine_desc,
+                    .max_timeout_ms = s->max_timeout_ms,
+                    .languages = {"python", "javascript", NULL}},
+        .project = {.supported = true,
+                    .engine = s->project_desc,
+                    .max_timeout_ms = s->max_timeout_ms,
+                    .languages = {"python", "javascript", NULL}},
+        .module = {.supported = true,
+                   .engine = "node WASI preview1 (node:wasi) in the snippet image",
+                   .max_timeout_ms = s->max_timeout_ms},
+    };
+}
+
+/* Cheap: the engine answers, the runtime is still registered at the same
+ * path, both tags still name the inspected images.  Cached for a second. */
+static int docker_ready(void *state, struct pl_error *err) {
+    struct docker_state *s = state;
+    uint64_t now = mono_ns();
+    pthread_mutex_lock(&s->lock);
+    bool fresh = s->ready_at_ns && now - s->ready_at_ns < READY_CACHE_NS;
+    pthread_mutex_unlock(&s->lock);
+    if (fresh)
+        return 0;
+    long st = 0;
+    if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 2000, &st, NULL, err) < 0 || st != 200)
+        return pl_error_set(err, PL_REASON_NOT_READY, "the docker engine does not answer");
+    char path[256], id[80];
+    if (check_runtime(s, path, sizeof(path), NULL, err) < 0 || strcmp(path, s->runtime_path) != 0)
+        return pl_error_set(err, PL_REASON_NOT_READY,
+                            "the runtime %s is no longer registered as at startup", s->set.runtime);
+    if (inspect_image(s, "SANDBOX_DOCKER_SNIPPET_IMAGE", s->set.snippet_image, id, sizeof(id),
+                      err) < 0 ||
+        strcmp(id, s->snippet_id) != 0 ||
+        inspect_image(s, "SANDBOX_DOCKER_PROJECT_IMAGE", s->set.project_image, id, sizeof(id),
+                      err) < 0 ||
+        strcmp(id, s->project_id) != 0)
+        return pl_error_set(err, PL_REASON_NOT_READY,
+                            "an image tag no longer names the image inspected at startup");
+    pthread_mutex_lock(&s->lock);
+    s->ready_at_ns = now;
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+static void invalidate_ready(struct docker_state *s) {
+    pthread_mutex_lock(&s->lock);
+    s->ready_at_ns = 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- runs ----------------------------------------------------------------------- */
+
+static char *take(struct pl_buf *b, size_t *ret_len) {
+    *ret_len = b->len;
+    char *d = b->data ? b->data : calloc(1, 1);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return d;
+}
+
+static int decode_b64_field(const json_t *o, const char *key, char **ret, size_t *ret_len) {
+    const char *v = json_string_value(json_object_get(o, key));
+    unsigned char *d = NULL;
+    size_t n = 0;
+    if (!v || pl_base64_decode(v, strlen(v), PROJECT_REPORT_MAX, &d, &n) < 0)
+        return -1;
+    *ret = (char *)d;
+    *ret_len = n;
+    return 0;
+}
+
+/* Turn the bootstrap's "PLIMSOLL {...}" lines into steps and an outcome. */
+static void project_outcome(const struct pl_run_request *req, struct cont_run *r,
+                            struct pl_run_result *ret) {
+    bool setup = false, done = false, bad = false;
+    ret->steps = calloc(req->project.nsteps, sizeof(*ret->steps));
+    const char *p = r->dx.out.data;
+    size_t n = r->dx.out.len;
+    while (p && n > 0 && ret->steps) {
+        const char *eol = memchr(p, '\n', n);
+        if (!eol)
+            break; /* a torn last line: the reporter was cut off */
+        size_t len = (size_t)(eol - p);
+        json_t *j =
+            len > 9 && memcmp(p, "PLIMSOLL ", 9) == 0 ? json_loadb(p + 9, len - 9, 0, NULL) : NULL;
+        n -= len + 1;
+        p = eol + 1;
+        if (!j) {
+            bad = true;
+            continue;
+        }
+        json_t *step = json_object_get(j, "step");
+        if (json_object_get(j, "setup_failed")) {
+            ret->outcome = PL_OUTCOME_SETUP_FAILED;
+            snprintf(ret->detail, sizeof(ret->detail), "writing the project's files failed: %s",
+                     json_string_value(json_object_get(j, "setup_failed")));
+            json_decref(j);
+            return;
+        } else if (json_object_get(j, "setup")) {
+            setup = true;
+        } else if (json_object_get(j, "done")) {
+            done = true;
+        } else if (json_is_integer(step) && (size_t)json_integer_value(step) == ret->nsteps &&
+                   ret->nsteps < req->project.nsteps) {
+            struct pl_step_result *s = &ret->steps[ret->nsteps];
+            s->name = strdup(req->project.steps[ret->nsteps].name);
+            s->exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
+            s->duration_ms = (uint32_t)json_integer_value(json_object_get(j, "duration_ms"));
+            s->out_truncated = json_is_true(json_object_get(j, "stdout_truncated"));
+            s->err_truncated = json_is_true(json_object_get(j, "stderr_truncated"));
+            if (decode_b64_field(j, "stdout", &s->out, &s->out_len) < 0 ||
+                decode_b64_field(j, "stderr", &s->err, &s->err_len) < 0)
+                bad = true;
+            ret->nsteps++;
+        } else {
+            bad = true;
+        }
+        json_decref(j);
+    }
+    int last = ret->nsteps ? ret->steps[ret->nsteps - 1].exit_code : 0;
+    ret->exit_code = last;
+    if (r->timed_out) {
+        ret->outcome = PL_OUTCOME_TIMED_OUT;
+        ret->exit_code = 124;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the deadline of %u ms ended the run during step %zu of %zu", r->timeout_ms,
+                 ret->nsteps + 1, req->project.nsteps);
+    } else if (!setup && !bad && ret->nsteps == 0 && !done) {
+        ret->outcome = PL_OUTCOME_SETUP_FAILED;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the sandbox ended before the project's files were written (exit %d%s)",
+                 r->exit_code, r->oom ? ", out of memory" : "");
+    } else if (bad || !done) {
+        ret->outcome = PL_OUTCOME_PROTOCOL_ERROR;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the sandbox's step reporter %s (container exit %d%s)",
+                 bad ? "wrote something unreadable" : "ended before the last report", r->exit_code,
+                 r->oom ? ", out of memory" : "");
+        if (r->oom)
+            ret->exit_code = r->exit_code;
+    } else {
+        ret->outcome = PL_OUTCOME_COMPLETED;
+        if (last != 0)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "step %zu (%s) exited %d; later steps "
+                     "did not run",
+                     ret->nsteps, ret->steps[ret->nsteps - 1].name, last);
+    }
+}
+
+static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                      struct pl_run_result *ret, struct pl_error *err) {
+    struct docker_state *s = state;
+    struct cont_run r = {
+        .memory_mb = ctx->memory_mb, .run_id = ctx->run_id, .timeout_ms = ctx->timeout_ms};
+    json_t *h = NULL;
+    struct pl_buf files = {0};
+    switch (req->kind) {
+    case PL_PAYLOAD_SNIPPET:
+        r.image_id = s->snippet_id;
+        h = json_pack("{s:s, s:s, s:I}", "kind", "snippet", "language", req->snippet.language,
+                      "code_len", (json_int_t)req->snippet.code_len);
+        r.parts[1] = req->snippet.code;
+        r.part_len[1] = req->snippet.code_len;
+        r.parts[2] = req->snippet.stdin_data;
+        r.part_len[2] = req->snippet.stdin_len;
+        r.nparts = 3;
+        r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
+        break;
+    case PL_PAYLOAD_MODULE: {
+        r.image_id = s->snippet_id;
+        json_t *args = json_array();
+        for (size_t i = 0; i < req->module.nargs; i++)
+            json_array_append_new(args, json_string(req->module.args[i]));
+        h = json_pack("{s:s, s:I, s:o}", "kind", "module", "wasm_len",
+                      (json_int_t)req->module.wasm_len, "args", args);
+        r.parts[1] = (const char *)req->module.wasm;
+        r.part_len[1] = req->module.wasm_len;
+        r.parts[2] = req->module.stdin_data;
+        r.part_len[2] = req->module.stdin_len;
+        r.nparts = 3;
+        r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
+        break;
+    }
+    case PL_PAYLOAD_PROJECT: {
+        r.image_id = s->project_id;
+        json_t *fl = json_array(), *steps = json_array();
+        for (size_t i = 0; i < req->project.nfiles; i++) {
+            json_array_append_new(fl, json_pack("{s:s, s:I}", "path", req->project.files[i].path,
+                                                "len", (json_int_t)req->project.files[i].len));
+            pl_buf_append(&files, req->project.files[i].content, req->project.files[i].len);
+        }
+        for (size_t i = 0; i < req->project.nsteps; i++) {
+            json_t *argv = json_array();
+            for (size_t k = 0; k < req->project.steps[i].argc; k++)
+                json_array_append_new(argv, json_string(req->project.steps[i].argv[k]));
+            json_array_append_new(steps, argv);
+        }
+        h = json_pack("{s:s, s:o, s:o, s:I}", "kind", "project", "files", fl, "steps", steps,
+                      "output_bytes", (json_int_t)ctx->output_bytes);
+        r.parts[1] = files.data;
+        r.part_len[1] = files.len;
+        r.nparts = 2;
+        /* Reports carry each step's kept output in base64. */
+        uint64_t cap = (uint64_t)ctx->output_bytes * 2 * req->project.nsteps * 4 / 3 + (1u << 20);
+        r.dx.out_cap = cap > PROJECT_REPORT_MAX ? PROJECT_REPORT_MAX : (size_t)cap;
+        r.dx.err_cap = 64u << 10;
+        break;
+    }
+    default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
+    }
+    char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    json_decref(h);
+    struct pl_buf hdr = {0};
+    if (line)
+        pl_buf_printf(&hdr, "%s\n", line);
+    free(line);
+    r.parts[0] = hdr.data;
+    r.part_len[0] = hdr.len;
+    int rc = run_container(s, &r, err);
+    pl_buf_free(&hdr);
+    pl_buf_free(&files);
+    if (rc < 0) {
+        pl_demux_free(&r.dx);
+        invalidate_ready(s);
+        return -1;
+    }
+    snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-%.24s", ctx->run_id);
+    ret->timed_out = r.timed_out;
+    ret->out_of_memory = r.oom;
+    if (req->kind == PL_PAYLOAD_PROJECT) {
+        project_outcome(req, &r, ret);
+        ret->out = calloc(1, 1);
+        ret->err = take(&r.dx.err, &ret->err_len);
+        if (ret->err_len > ctx->output_bytes) {
+            ret->err_len = ctx->output_bytes;
+            ret->err_truncated = true;
+        }
+        if (!ret->out || !ret->err || (req->project.nsteps && !ret->steps)) {
+            pl_demux_free(&r.dx);
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        }
+    } else {
+        ret->exit_code = r.timed_out ? 124 : r.exit_code;
+        ret->out = take(&r.dx.out, &ret->out_len);
+        ret->err = take(&r.dx.err, &ret->err_len);
+        ret->out_truncated = r.dx.out_total > ctx->output_bytes;
+        ret->err_truncated = r.dx.err_total > ctx->output_bytes;
+        ret->outcome = r.timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        if (r.timed_out)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "the deadline of %u ms ended the run; the container was killed",
+                     ctx->timeout_ms);
+        else if (r.oom)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "out of memory: the container's limit is %u MiB; the kernel killed the "
+                     "guest (exit %d)",
+                     ctx->memory_mb, r.exit_code);
+    }
+    pl_demux_free(&r.dx);
+    return 0;
+}
+
+const struct pl_provider_ops pl_docker_ops = {
+    .name = "docker",
+    .max_tier = PL_TIER_KERNEL,
+    .memory_budget_applies = true,
+    .create = docker_create,
+    .destroy = docker_destroy,
+    .info = docker_info,
+    .ready = docker_ready,
+    .run = docker_run,
+};

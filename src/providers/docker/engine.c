@@ -1,0 +1,245 @@
+/*
+ * engine.c: Docker Engine API calls (libcurl over a Unix socket), the
+ * attach stream, and the stdout/stderr demultiplexer.  See engine.h.
+ */
+#include "engine.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define ATTACH_HEADER_MAX 8192u
+#define ATTACH_TIMEOUT_MS 10000
+
+struct pl_docker_engine {
+    char socket[108];
+};
+
+int pl_docker_engine_new(const char *docker_host, struct pl_docker_engine **ret,
+                         struct pl_error *err) {
+    const char *path = "/var/run/docker.sock";
+    if (docker_host && *docker_host) {
+        if (strncmp(docker_host, "unix://", 7) != 0)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "DOCKER_HOST: \"%.100s\" is not a local engine; plimsoll uses "
+                                "only unix:///path (the broker socket and the cleanup after "
+                                "each run need the engine on this machine)",
+                                docker_host);
+        path = docker_host + 7;
+    }
+    if (path[0] != '/' || strlen(path) >= sizeof(((struct pl_docker_engine *)0)->socket))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "DOCKER_HOST: the socket path must be absolute and short");
+    struct pl_docker_engine *e = calloc(1, sizeof(*e));
+    if (!e)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    memcpy(e->socket, path, strlen(path) + 1);
+    *ret = e;
+    return 0;
+}
+
+void pl_docker_engine_free(struct pl_docker_engine *e) {
+    free(e);
+}
+
+const char *pl_docker_engine_socket(const struct pl_docker_engine *e) {
+    return e->socket;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+    struct pl_buf *b = ud;
+    size_t len = size * n;
+    if (b->len + len > PL_DOCKER_MAX_RESPONSE || pl_buf_append(b, p, len) < 0)
+        return 0; /* aborts the transfer */
+    return len;
+}
+
+int pl_docker_call(struct pl_docker_engine *e, const char *method, const char *path,
+                   const json_t *body, long timeout_ms, long *ret_status, json_t **ret_json,
+                   struct pl_error *err) {
+    char url[1024];
+    int n = snprintf(url, sizeof(url), "http://docker%s%s", PL_DOCKER_API, path);
+    if (n < 0 || (size_t)n >= sizeof(url))
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: request path too long");
+    CURL *c = curl_easy_init();
+    if (!c)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+    char *payload = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    struct curl_slist *h = NULL;
+    struct pl_buf resp = {0};
+    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e->socket);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp);
+    if (payload) {
+        h = curl_slist_append(h, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
+    } else if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    free(payload);
+    if (rc != CURLE_OK) {
+        pl_buf_free(&resp);
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker engine at %s: %s %s: %s", e->socket,
+                            method, path, curl_easy_strerror(rc));
+    }
+    *ret_status = status;
+    if (ret_json) {
+        *ret_json = resp.len ? json_loadb(resp.data, resp.len, 0, NULL) : NULL;
+    }
+    pl_buf_free(&resp);
+    return 0;
+}
+
+char *pl_docker_urlencode(const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *out = malloc(n * 3 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+const char *pl_docker_message(const json_t *answer) {
+    const char *m = json_string_value(json_object_get(answer, "message"));
+    return m ? m : "";
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int pl_docker_attach(struct pl_docker_engine *e, const char *id, int *ret_fd,
+                     struct pl_error *err) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "socket: %s", strerror(errno));
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    memcpy(sun.sun_path, e->socket, strlen(e->socket) + 1);
+    if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        int saved = errno;
+        close(fd);
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker engine at %s: %s", e->socket,
+                            strerror(saved));
+    }
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "POST %s/containers/%s/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
+                     "Host: docker\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n"
+                     "Content-Length: 0\r\n\r\n",
+                     PL_DOCKER_API, id);
+    if (n < 0 || (size_t)n >= sizeof(req) || write_all(fd, req, (size_t)n) < 0) {
+        close(fd);
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker attach: cannot send the request");
+    }
+    /* Read the answer's head one byte at a time, so no stream byte is eaten. */
+    char head[ATTACH_HEADER_MAX];
+    size_t len = 0;
+    while (len < sizeof(head) - 1) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, ATTACH_TIMEOUT_MS) <= 0)
+            break;
+        ssize_t r = recv(fd, head + len, 1, 0);
+        if (r <= 0)
+            break;
+        len++;
+        if (len >= 4 && memcmp(head + len - 4, "\r\n\r\n", 4) == 0)
+            break;
+    }
+    head[len] = '\0';
+    if (len < 4 || memcmp(head + len - 4, "\r\n\r\n", 4) != 0 ||
+        (strncmp(head, "HTTP/1.1 101", 12) != 0 && strncmp(head, "HTTP/1.1 200", 12) != 0)) {
+        close(fd);
+        char *eol = strstr(head, "\r\n");
+        if (eol)
+            *eol = '\0';
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker attach refused: %.120s", head);
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+int pl_demux_feed(struct pl_demux *d, const unsigned char *p, size_t n) {
+    while (n > 0 && !d->broken) {
+        if (d->remaining == 0) {
+            size_t take = 8 - d->hdr_len;
+            if (take > n)
+                take = n;
+            memcpy(d->hdr + d->hdr_len, p, take);
+            d->hdr_len += take;
+            p += take;
+            n -= take;
+            if (d->hdr_len < 8)
+                return 0;
+            d->hdr_len = 0;
+            if ((d->hdr[0] != 1 && d->hdr[0] != 2) || d->hdr[1] || d->hdr[2] || d->hdr[3]) {
+                d->broken = true;
+                return -1;
+            }
+            d->stream = d->hdr[0];
+            d->remaining = (uint32_t)d->hdr[4] << 24 | (uint32_t)d->hdr[5] << 16 |
+                           (uint32_t)d->hdr[6] << 8 | d->hdr[7];
+            continue;
+        }
+        size_t take = d->remaining < n ? d->remaining : n;
+        struct pl_buf *b = d->stream == 1 ? &d->out : &d->err;
+        size_t cap = d->stream == 1 ? d->out_cap : d->err_cap;
+        uint64_t *total = d->stream == 1 ? &d->out_total : &d->err_total;
+        size_t keep = b->len < cap ? cap - b->len : 0;
+        if (keep > take)
+            keep = take;
+        if (keep && pl_buf_append(b, p, keep) < 0)
+            return -1;
+        *total += take;
+        d->remaining -= (uint32_t)take;
+        p += take;
+        n -= take;
+    }
+    return d->broken ? -1 : 0;
+}
+
+void pl_demux_free(struct pl_demux *d) {
+    pl_buf_free(&d->out);
+    pl_buf_free(&d->err);
+}

@@ -1,0 +1,83 @@
+/*
+ * engine.h: the Docker Engine API over its local Unix socket.
+ *
+ * One socket path, found once at startup (DOCKER_HOST unix://PATH, or
+ * /var/run/docker.sock), reused for every call.  A remote engine
+ * (tcp://, ssh://, anything but unix://) is refused: the broker's per-run
+ * socket and the cleanup after each run only work on the same machine.
+ *
+ * Ordinary calls go through libcurl (CURLOPT_UNIX_SOCKET_PATH); the attach
+ * stream, which the engine hijacks into a raw bidirectional byte stream
+ * after an HTTP Upgrade, is a plain socket (libcurl has no hijack mode).
+ * API version 1.41 (docker 20.10, Debian 12's docker.io).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../core/buf.h"
+#include "../../core/errors.h"
+
+#define PL_DOCKER_API "/v1.41"
+#define PL_DOCKER_MAX_RESPONSE (8u << 20) /* bytes of one API answer */
+
+struct pl_docker_engine;
+
+/*
+ * Resolve the engine's socket from docker_host (the DOCKER_HOST setting;
+ * NULL or "" means /var/run/docker.sock).  Refuses remote engines.  Does
+ * not connect.
+ */
+int pl_docker_engine_new(const char *docker_host, struct pl_docker_engine **ret_engine,
+                         struct pl_error *err);
+void pl_docker_engine_free(struct pl_docker_engine *e);
+const char *pl_docker_engine_socket(const struct pl_docker_engine *e);
+
+/*
+ * One API call.  path starts with "/" and excludes the version prefix.
+ * body may be NULL.  On success (the engine answered at all) returns 0 with
+ * *ret_status set and, when the answer is JSON, *ret_json (may be NULL).
+ * Returns < 0 with err (INTERNAL) when the engine could not be reached or
+ * the answer was unreadable or too large.
+ */
+int pl_docker_call(struct pl_docker_engine *e, const char *method, const char *path,
+                   const json_t *body, long timeout_ms, long *ret_status, json_t **ret_json,
+                   struct pl_error *err);
+
+/* Percent-encode s for a query string; malloc'd, NULL on OOM. */
+char *pl_docker_urlencode(const char *s);
+
+/* The engine's message from an error answer ({"message": ...}), or "". */
+const char *pl_docker_message(const json_t *answer);
+
+/*
+ * Open the attach stream of a created container (stdin, stdout, stderr,
+ * stream=1).  Returns a connected socket whose bytes, after the HTTP
+ * answer this function consumed, are the raw stream.
+ */
+int pl_docker_attach(struct pl_docker_engine *e, const char *container_id, int *ret_fd,
+                     struct pl_error *err);
+
+/*
+ * The demultiplexer of the engine's stdout/stderr stream (Tty=false): each
+ * frame is an 8-byte header (stream 1 or 2, three zero bytes, a big-endian
+ * 32-bit length) and the payload.  Feed bytes as they arrive; payload bytes
+ * are appended to out/err up to each cap, the rest counted and dropped.
+ */
+struct pl_demux {
+    unsigned char hdr[8];
+    size_t hdr_len;
+    uint32_t remaining; /* payload bytes left in the current frame */
+    int stream;         /* of the current frame */
+    bool broken;        /* a frame header was invalid */
+    struct pl_buf out, err;
+    size_t out_cap, err_cap;
+    uint64_t out_total, err_total; /* bytes the guest wrote */
+};
+
+/* Returns < 0 once the stream is broken (an invalid header). */
+int pl_demux_feed(struct pl_demux *d, const unsigned char *data, size_t len);
+void pl_demux_free(struct pl_demux *d);
