@@ -388,7 +388,10 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
     pl_admission_release(api->admission, principal);
     if (r < 0) {
         pl_run_result_clear(&res);
-        if (err.reason == PL_REASON_NONE || pl_reason_dispatched(err.reason) == false)
+        /* A provider may refuse the payload itself before the guest started
+         * (e.g. a WebAssembly module that does not validate); anything else
+         * it reports is infrastructure. */
+        if (err.reason != PL_REASON_INVALID_REQUEST)
             err.reason = PL_REASON_INTERNAL;
         refuse(api, rs, lg, &err);
         pl_run_request_clear(&req);

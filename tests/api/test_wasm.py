@@ -78,6 +78,8 @@ class WasmRuns(unittest.TestCase):
         self.assertIn("QuickJS 2021-03-27", sn["engine"])
         self.assertEqual(sn["max_timeout_ms"], 60000)
         self.assertFalse(body["operations"]["project"]["supported"])
+        self.assertTrue(body["operations"]["module"]["supported"])
+        self.assertIn("wabt", body["operations"]["module"]["engine"])
         self.assertEqual(body["limits"]["effective_concurrency"], 4)
         self.assertTrue(body["limits"]["memory_budget_applies"])
 
@@ -207,6 +209,88 @@ class WasmRuns(unittest.TestCase):
         self.assertRefusal(status, body, 400, "INVALID_REQUEST")
 
 
+def module(name):
+    import base64
+    with open(os.path.join(BUILD, "tests", name + ".wasm"), "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+class WasmModules(unittest.TestCase):
+    """WASI modules, built by the test build from tests/wasi/modules."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(env=dict(WASM, SANDBOX_OUTPUT_BYTES="4096")).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def run_module(self, name, **extra):
+        m = {"module": {"wasm_base64": module(name)}}
+        m["module"].update(extra.pop("module", {}))
+        m.update(extra)
+        return self.d.rpc("Run", m)
+
+    def test_prints_its_args(self):
+        status, body = self.run_module("args", module={"args": ["one", "two words"]})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["exit_code"], 0)
+        self.assertIn("argv[0]=module\nargv[1]=one\nargv[2]=two words\n", body["stdout"])
+        self.assertEqual(body["isolation"], "process")
+
+    def test_stdin(self):
+        status, body = self.run_module("echo", module={"stdin": "round trip\n"})
+        self.assertEqual(body["stdout"], "round trip\n")
+
+    def test_exit_code_is_a_result(self):
+        status, body = self.run_module("exit3")
+        self.assertEqual((status, body["exit_code"]), (200, 3))
+
+    def test_trap_is_a_result(self):
+        status, body = self.run_module("trap")
+        self.assertEqual(status, 200)
+        self.assertEqual(body["exit_code"], 1)
+        self.assertIn("plimsoll: module trapped", body["stderr"])
+        self.assertIn("trapped", body["detail"])
+
+    def test_loop_stopped_at_deadline(self):
+        t0 = time.monotonic()
+        status, body = self.run_module("loop", timeout_ms=500)
+        secs = time.monotonic() - t0
+        self.assertEqual(status, 200, body)
+        self.assertTrue(body["timed_out"])
+        self.assertEqual(body["exit_code"], 124)
+        self.assertLess(secs, 0.5 + 1.5)  # a bound on the deadline, not a speed claim
+        # The pool replaced the worker: the next module runs.
+        self.assertEqual(self.run_module("exit3")[1]["exit_code"], 3)
+
+    def test_memory_cap(self):
+        status, body = self.run_module("grow", memory_mb=64)
+        self.assertEqual(status, 200, body)
+        import re
+        m = re.search(r"memory.grow returned -1 at (\d+) pages", body["stdout"])
+        self.assertIsNotNone(m, body["stdout"])
+        pages = int(m.group(1))
+        # 64 MiB is 1024 pages; growth is in 16-page steps from the initial size.
+        self.assertLessEqual(pages, 1024)
+        self.assertGreater(pages, 1024 - 16)
+
+    def test_output_truncated(self):
+        status, body = self.run_module("flood")
+        self.assertTrue(body["stdout_truncated"])
+        self.assertEqual(len(body["stdout"].encode()), 4096)
+
+    def test_invalid_modules_refused(self):
+        for name in ("garbage", "envfoo", "nostart"):
+            with self.subTest(name):
+                status, body = self.run_module(name)
+                self.assertEqual(status, 400, body)
+                info, _ = error_info(body)
+                self.assertEqual(info["reason"], "INVALID_REQUEST")
+                self.assertEqual(info["metadata"]["dispatched"], "false")
+
+
 class WasmAdmission(unittest.TestCase):
     def test_at_capacity_while_runs_in_flight(self):
         d = Daemon(env=dict(WASM, SANDBOX_MAX_CONCURRENT="2",
@@ -268,15 +352,16 @@ class WasmLifecycle(unittest.TestCase):
         code, err = run_startup(dict(WASM, SANDBOX_MIN_ISOLATION="container"))
         self.assertEqual(code, 2)
         self.assertIn("plimsolld: SANDBOX_MIN_ISOLATION", err)
-        code, err = run_startup(dict(WASM, SANDBOX_WASM_WORKER="/nonexistent/worker"))
+        code, err = run_startup(dict(WASM, SANDBOX_WASM_WORKER_DIR="/nonexistent"))
         self.assertEqual(code, 2)
-        self.assertIn("plimsolld: SANDBOX_WASM_WORKER", err)
+        self.assertIn("plimsolld: SANDBOX_WASM_WORKER_DIR", err)
 
     def test_readiness_follows_the_worker(self):
         tmp = tempfile.mkdtemp()
         worker = os.path.join(tmp, "plimsoll-js-worker")
         shutil.copy2(os.path.join(BUILD, "plimsoll-js-worker"), worker)
-        d = Daemon(env=dict(WASM, SANDBOX_WASM_WORKER=worker)).start()
+        shutil.copy2(os.path.join(BUILD, "plimsoll-wasi-worker"), tmp)
+        d = Daemon(env=dict(WASM, SANDBOX_WASM_WORKER_DIR=tmp)).start()
         try:
             self.assertEqual(d.request("GET", "/readyz")[0], 200)
             os.rename(worker, worker + ".away")

@@ -65,6 +65,7 @@ struct pl_js_pool {
     unsigned n;
     struct pl_js_worker *w;
     char *worker_path;
+    char *argv[8]; /* worker_path, extra arguments, NULL */
     uint64_t respawns;
 };
 
@@ -100,12 +101,12 @@ static void worker_stop(struct pl_js_worker *w) {
 }
 
 /* Start a worker in slot w (which must be empty) and wait for HELLO. */
-static int worker_start(const char *path, struct pl_js_worker *w, char *errbuf, size_t errlen) {
+static int worker_start(char *const *argv, struct pl_js_worker *w, char *errbuf, size_t errlen) {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     struct pl_js_frame_hdr hdr;
     struct pl_js_hello hello;
-    char *const argv[] = {(char *)path, NULL};
+    const char *path = argv[0];
     char *const envp[] = {NULL};
     sigset_t none, all;
     int sv[2], r;
@@ -180,7 +181,7 @@ static int worker_restart(struct pl_js_pool *pool, struct pl_js_worker *w) {
     int r;
 
     worker_stop(w);
-    r = worker_start(pool->worker_path, w, NULL, 0);
+    r = worker_start(pool->argv, w, NULL, 0);
     pthread_mutex_lock(&pool->lock);
     pool->respawns++;
     pthread_mutex_unlock(&pool->lock);
@@ -191,6 +192,11 @@ static int worker_restart(struct pl_js_pool *pool, struct pl_js_worker *w) {
 
 int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_pool **ret_pool,
                       char *errbuf, size_t errlen) {
+    return pl_js_pool_new_args(workers, worker_path, NULL, ret_pool, errbuf, errlen);
+}
+
+int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *const *args,
+                        struct pl_js_pool **ret_pool, char *errbuf, size_t errlen) {
     struct pl_js_pool *pool;
     const char *path = worker_path;
     int r;
@@ -220,13 +226,26 @@ int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_po
         set_err(errbuf, errlen, "out of memory");
         return -ENOMEM;
     }
+    pool->argv[0] = pool->worker_path;
+    for (int i = 0; args && args[i] && i < 6; i++) {
+        pool->argv[i + 1] = strdup(args[i]);
+        if (!pool->argv[i + 1]) {
+            for (int k = 1; k <= i; k++)
+                free(pool->argv[k]);
+            free(pool->w);
+            free(pool->worker_path);
+            free(pool);
+            set_err(errbuf, errlen, "out of memory");
+            return -ENOMEM;
+        }
+    }
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->cond, NULL);
     pool->n = workers;
     for (unsigned i = 0; i < workers; i++)
         pool->w[i].fd = -1;
     for (unsigned i = 0; i < workers; i++) {
-        r = worker_start(pool->worker_path, &pool->w[i], errbuf, errlen);
+        r = worker_start(pool->argv, &pool->w[i], errbuf, errlen);
         if (r < 0) {
             pl_js_pool_free(pool);
             return r;
@@ -248,6 +267,8 @@ void pl_js_pool_free(struct pl_js_pool *pool) {
     pthread_cond_destroy(&pool->cond);
     pthread_mutex_destroy(&pool->lock);
     free(pool->w);
+    for (int k = 1; k < 8; k++)
+        free(pool->argv[k]);
     free(pool->worker_path);
     free(pool);
 }
@@ -444,6 +465,12 @@ int pl_js_pool_run(struct pl_js_pool *pool, const char *code, size_t code_len,
             pl_js_result_free(ret_result);
             r = backstop_result(limits, ret_result);
             worker_restart(pool, w); /* a failure is retried on next use */
+        } else if (r < 0 && r != -ENOMEM &&
+                   pl_js_now_ns() - t0 >= (uint64_t)limits->timeout_ms * 1000000) {
+            /* The worker ended itself at the deadline (module workers do). */
+            pl_js_result_free(ret_result);
+            r = backstop_result(limits, ret_result);
+            worker_restart(pool, w);
         } else if (r < 0) {
             pl_js_result_free(ret_result);
             worker_restart(pool, w);

@@ -67,6 +67,15 @@ int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_po
                       char *errbuf, size_t errlen);
 
 /**
+ * pl_js_pool_new_args - as pl_js_pool_new_ex(), passing up to six extra
+ * arguments (NULL-terminated array, may be NULL) to every worker it starts.
+ * The wasm provider's module pool uses it to start plimsoll-wasi-worker with
+ * its address-space cap.
+ */
+int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *const *args,
+                        struct pl_js_pool **ret_pool, char *errbuf, size_t errlen);
+
+/**
  * pl_js_pool_run - run `code` as a global script named "<snippet>" with
  * `stdin_data` available through readStdin().
  *

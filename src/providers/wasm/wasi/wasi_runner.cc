@@ -1,0 +1,951 @@
+/*
+ * wasi_runner.cc - the C API of wasi_runner.h on top of the wabt
+ * interpreter (libwabt 1.0.32, built without WITH_WASI).
+ *
+ * A run is: parse + validate the bytes with wabt::interp::ReadBinaryInterp,
+ * check the module against plimsoll's rules (only wasi_snapshot_preview1
+ * function imports, "_start" and "memory" exported, resource bounds), lower
+ * the declared memory and table maxima to the caps, bind every import to a
+ * HostFunc implemented here, instantiate in a fresh Store, then call the
+ * start function (if any) and "_start" on a fresh interp Thread.  Everything
+ * of a run lives in objects local to pl_wasi_run(), so nothing leaks from
+ * one run into the next and the Store's destructor frees every interpreter
+ * object when the run ends.
+ *
+ * Every guest pointer and length is checked against the current size of
+ * linear memory before the host touches it (Ctx::span); a bad one makes the
+ * WASI call return EFAULT.  Host-side allocations are bounded: iovec counts,
+ * argv size, table sizes and locals per function are capped (wasi_runner.h),
+ * output is capped per stream and linear memory by the caller's limit.
+ *
+ * wabt itself is compiled without exception handling landing pads, so a
+ * std::bad_alloc escaping from it would skip its destructors; the public
+ * functions still catch it and report PL_WASI_ERR_HOST so the daemon can
+ * recycle the worker instead of crashing, but the bounds above are what is
+ * meant to keep that from happening.
+ */
+#include "wasi_runner.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <new>
+#include <string>
+#include <vector>
+
+#include <wabt/binary-reader.h>
+#include <wabt/config.h>
+#include <wabt/error.h>
+#include <wabt/feature.h>
+#include <wabt/interp/binary-reader-interp.h>
+#include <wabt/interp/interp.h>
+
+namespace {
+
+namespace wi = wabt::interp;
+
+/* The only import module a module may use. */
+constexpr const char kWasiModule[] = "wasi_snapshot_preview1";
+
+/* WASI preview 1 errno values (wasi/api.h). */
+constexpr uint16_t kSuccess = 0;
+constexpr uint16_t kEbadf = 8;
+constexpr uint16_t kEfault = 21;
+constexpr uint16_t kEinval = 28;
+constexpr uint16_t kEio = 29;
+constexpr uint16_t kEnosys = 52;
+constexpr uint16_t kEnotsup = 58;
+constexpr uint16_t kEspipe = 70;
+constexpr uint16_t kEnotcapable = 76;
+
+/* WASI constants used by the fd functions. */
+constexpr uint8_t kFiletypeUnknown = 0;
+constexpr uint16_t kFdflagAppend = 1;
+constexpr uint64_t kRightFdRead = 1ull << 1;
+constexpr uint64_t kRightFdFdstatSetFlags = 1ull << 3;
+constexpr uint64_t kRightFdWrite = 1ull << 6;
+constexpr uint64_t kRightFdFilestatGet = 1ull << 21;
+constexpr uint64_t kRightPollFdReadwrite = 1ull << 27;
+
+constexpr uint64_t kPageSize = 65536;
+constexpr uint64_t kMaxPages = 65536; /* 4 GiB, the wasm32 limit */
+
+/* argv[0] as the module sees it. */
+constexpr const char kArgv0[] = "module";
+
+/* ---------------------------------------------------------------- */
+/* Small helpers                                                     */
+/* ---------------------------------------------------------------- */
+
+/* Copy msg into errbuf as one line (newlines and control bytes replaced). */
+void set_err(char *errbuf, size_t errlen, const std::string &msg) {
+  if (errbuf == nullptr || errlen == 0) return;
+  size_t n = msg.size() < errlen - 1 ? msg.size() : errlen - 1;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = static_cast<unsigned char>(msg[i]);
+    errbuf[i] = (ch < 0x20 || ch == 0x7f) ? ' ' : static_cast<char>(ch);
+  }
+  errbuf[n] = '\0';
+}
+
+/* printf into a std::string (messages only; short). */
+std::string fmt(const char *format, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char *format, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(buf, sizeof buf, format, ap);
+  va_end(ap);
+  return std::string(buf);
+}
+
+/* Little-endian loads and stores on guest memory (wasm is little-endian
+ * whatever the host is). */
+uint32_t ld32(const uint8_t *p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+void st16(uint8_t *p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void st32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void st64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+/* ---------------------------------------------------------------- */
+/* Output capture                                                    */
+/* ---------------------------------------------------------------- */
+
+/* A malloc'd byte buffer that keeps at most `cap` bytes of what the guest
+ * writes and remembers whether anything was dropped. */
+struct Sink {
+  char *buf = nullptr;
+  size_t len = 0;
+  size_t alloc = 0;
+  size_t cap = 0;
+  bool truncated = false;
+
+  Sink() = default;
+  Sink(const Sink &) = delete;
+  Sink &operator=(const Sink &) = delete;
+  ~Sink() { free(buf); }
+
+  /* Make room for `need` bytes in total.  Returns < 0 when out of memory. */
+  int reserve(size_t need, size_t limit) {
+    if (need <= alloc) return 0;
+    size_t want = alloc ? alloc : 4096;
+    while (want < need && want < SIZE_MAX / 2) want *= 2;
+    if (want < need) want = need;
+    if (want > limit && limit >= need) want = limit;
+    char *p = static_cast<char *>(realloc(buf, want));
+    if (p == nullptr) return -1;
+    buf = p;
+    alloc = want;
+    return 0;
+  }
+
+  /* Keep what fits under the cap, drop the rest and set `truncated`. */
+  void append(const uint8_t *data, size_t n) {
+    size_t room = cap - len;
+    size_t take = n < room ? n : room;
+    if (take < n) truncated = true;
+    if (take == 0) return;
+    if (reserve(len + take, cap) < 0) {
+      truncated = true; /* host memory pressure: drop, never crash */
+      return;
+    }
+    memcpy(buf + len, data, take);
+    len += take;
+  }
+
+  /* Append ignoring the cap (for the runner's own trap line).
+   * Returns < 0 when out of memory. */
+  int append_uncapped(const char *data, size_t n) {
+    if (n > SIZE_MAX - len - 1) return -1;
+    if (reserve(len + n, SIZE_MAX) < 0) return -1;
+    memcpy(buf + len, data, n);
+    len += n;
+    return 0;
+  }
+
+  /* Hand the buffer over, NUL-terminated.  Returns NULL when out of
+   * memory (the Sink still owns its buffer then). */
+  char *release(size_t *ret_len) {
+    char *p = static_cast<char *>(realloc(buf, len + 1));
+    if (p == nullptr) return nullptr;
+    p[len] = '\0';
+    *ret_len = len;
+    buf = nullptr;
+    len = alloc = 0;
+    return p;
+  }
+};
+
+/* ---------------------------------------------------------------- */
+/* Per-run state seen by the host functions                          */
+/* ---------------------------------------------------------------- */
+
+struct Ctx {
+  /* argv: pointers into the caller's strings (live for the whole run). */
+  std::vector<const char *> argv;
+  std::vector<size_t> argv_len;
+  uint64_t argv_bytes = 0; /* sum of (len + 1) */
+
+  const uint8_t *in = nullptr;
+  size_t in_len = 0;
+  size_t in_pos = 0;
+
+  Sink out;
+  Sink err;
+  bool closed[3] = {false, false, false};
+
+  bool exited = false;
+  uint32_t exit_code = 0;
+
+  /* The instance's linear memory; set right after instantiation and before
+   * any guest code runs.  Raw pointer: the Store owns it for the run. */
+  wi::Memory *mem = nullptr;
+
+  /* Bounds check: point *ret at guest bytes [ptr, ptr+len) or return
+   * false when that range is not entirely inside linear memory. */
+  bool span(uint32_t ptr, uint64_t len, uint8_t **ret) const {
+    if (mem == nullptr) return false;
+    uint64_t size = mem->ByteSize();
+    if (ptr > size || len > size - ptr) return false;
+    *ret = mem->UnsafeData() + ptr;
+    return true;
+  }
+
+  /* True when fd is one of 0, 1, 2 and has not been closed. */
+  bool open_std(uint32_t fd) const { return fd < 3 && !closed[fd]; }
+};
+
+/* A guest iovec, copied out of linear memory before use so that a read
+ * into a buffer overlapping the iovec array cannot change later entries. */
+struct Iov {
+  uint32_t base;
+  uint32_t len;
+};
+
+/* Read and bounds-check `n` iovecs at guest address `ptr`.  Every buffer
+ * is checked too.  Returns a WASI errno. */
+uint16_t load_iovs(const Ctx &c, uint32_t ptr, uint32_t n, Iov *iovs,
+                   uint64_t *ret_total) {
+  if (n > PL_WASI_MAX_IOVS) return kEinval;
+  uint8_t *raw;
+  if (!c.span(ptr, static_cast<uint64_t>(n) * 8, &raw)) return kEfault;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    iovs[i].base = ld32(raw + 8 * i);
+    iovs[i].len = ld32(raw + 8 * i + 4);
+    uint8_t *unused;
+    if (!c.span(iovs[i].base, iovs[i].len, &unused)) return kEfault;
+    total += iovs[i].len;
+  }
+  /* The byte count is returned to the guest as a u32. */
+  if (total > UINT32_MAX) return kEinval;
+  *ret_total = total;
+  return kSuccess;
+}
+
+/* ---------------------------------------------------------------- */
+/* WASI host functions                                               */
+/*                                                                   */
+/* Each takes the run's Ctx and the call's parameters (already type  */
+/* checked by wabt against the import's FuncType) and returns a WASI */
+/* errno.  proc_exit is special-cased in the binding.                */
+/* ---------------------------------------------------------------- */
+
+using Values = wi::Values;
+using Handler = uint16_t (*)(Ctx &, const Values &);
+
+uint32_t p32(const Values &p, size_t i) { return p[i].Get<uint32_t>(); }
+
+uint16_t wasi_args_sizes_get(Ctx &c, const Values &p) {
+  uint8_t *argc_p, *size_p;
+  if (!c.span(p32(p, 0), 4, &argc_p) || !c.span(p32(p, 1), 4, &size_p))
+    return kEfault;
+  st32(argc_p, static_cast<uint32_t>(c.argv.size()));
+  st32(size_p, static_cast<uint32_t>(c.argv_bytes));
+  return kSuccess;
+}
+
+uint16_t wasi_args_get(Ctx &c, const Values &p) {
+  uint32_t argv_ptr = p32(p, 0), buf_ptr = p32(p, 1);
+  uint8_t *argv_p, *buf_p;
+  if (!c.span(argv_ptr, 4ull * c.argv.size(), &argv_p) ||
+      !c.span(buf_ptr, c.argv_bytes, &buf_p))
+    return kEfault;
+  uint32_t off = 0;
+  for (size_t i = 0; i < c.argv.size(); i++) {
+    st32(argv_p + 4 * i, buf_ptr + off);
+    memcpy(buf_p + off, c.argv[i], c.argv_len[i]);
+    buf_p[off + c.argv_len[i]] = 0;
+    off += static_cast<uint32_t>(c.argv_len[i] + 1);
+  }
+  return kSuccess;
+}
+
+uint16_t wasi_environ_sizes_get(Ctx &c, const Values &p) {
+  uint8_t *count_p, *size_p;
+  if (!c.span(p32(p, 0), 4, &count_p) || !c.span(p32(p, 1), 4, &size_p))
+    return kEfault;
+  st32(count_p, 0);
+  st32(size_p, 0);
+  return kSuccess;
+}
+
+uint16_t wasi_environ_get(Ctx &, const Values &) {
+  return kSuccess; /* empty environment: nothing to write */
+}
+
+/* Map a WASI clock id to a host clock; false for unknown ids. */
+bool host_clock(uint32_t id, clockid_t *ret) {
+  switch (id) {
+    case 0: *ret = CLOCK_REALTIME; return true;
+    case 1: *ret = CLOCK_MONOTONIC; return true;
+    case 2: *ret = CLOCK_PROCESS_CPUTIME_ID; return true;
+    case 3: *ret = CLOCK_THREAD_CPUTIME_ID; return true;
+    default: return false;
+  }
+}
+
+uint64_t ts_ns(const struct timespec &ts) {
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint16_t wasi_clock_res_get(Ctx &c, const Values &p) {
+  clockid_t id;
+  if (!host_clock(p32(p, 0), &id)) return kEinval;
+  uint8_t *out;
+  if (!c.span(p32(p, 1), 8, &out)) return kEfault;
+  struct timespec ts;
+  if (clock_getres(id, &ts) != 0) return kEinval;
+  st64(out, ts_ns(ts));
+  return kSuccess;
+}
+
+uint16_t wasi_clock_time_get(Ctx &c, const Values &p) {
+  clockid_t id;
+  if (!host_clock(p32(p, 0), &id)) return kEinval;
+  uint8_t *out;
+  if (!c.span(p32(p, 2), 8, &out)) return kEfault; /* p[1] is precision */
+  struct timespec ts;
+  if (clock_gettime(id, &ts) != 0) return kEinval;
+  st64(out, ts_ns(ts));
+  return kSuccess;
+}
+
+uint16_t wasi_fd_write(Ctx &c, const Values &p) {
+  uint32_t fd = p32(p, 0);
+  Sink *sink = fd == 1 ? &c.out : fd == 2 ? &c.err : nullptr;
+  if (sink == nullptr || !c.open_std(fd)) return kEbadf;
+  Iov iovs[PL_WASI_MAX_IOVS];
+  uint64_t total = 0;
+  uint16_t e = load_iovs(c, p32(p, 1), p32(p, 2), iovs, &total);
+  if (e != kSuccess) return e;
+  uint8_t *nwritten;
+  if (!c.span(p32(p, 3), 4, &nwritten)) return kEfault;
+  uint32_t n = p32(p, 2);
+  for (uint32_t i = 0; i < n; i++) {
+    uint8_t *data;
+    if (!c.span(iovs[i].base, iovs[i].len, &data)) return kEfault;
+    sink->append(data, iovs[i].len);
+  }
+  /* Report everything as written even past the cap: a guest told "0
+   * bytes" would retry forever. */
+  st32(nwritten, static_cast<uint32_t>(total));
+  return kSuccess;
+}
+
+uint16_t wasi_fd_read(Ctx &c, const Values &p) {
+  uint32_t fd = p32(p, 0);
+  if (fd != 0 || !c.open_std(fd)) return kEbadf;
+  Iov iovs[PL_WASI_MAX_IOVS];
+  uint64_t total = 0;
+  uint16_t e = load_iovs(c, p32(p, 1), p32(p, 2), iovs, &total);
+  if (e != kSuccess) return e;
+  uint8_t *nread_p;
+  if (!c.span(p32(p, 3), 4, &nread_p)) return kEfault;
+  uint32_t n = p32(p, 2);
+  uint32_t nread = 0;
+  for (uint32_t i = 0; i < n && c.in_pos < c.in_len; i++) {
+    uint8_t *data;
+    if (!c.span(iovs[i].base, iovs[i].len, &data)) return kEfault;
+    size_t left = c.in_len - c.in_pos;
+    size_t take = iovs[i].len < left ? iovs[i].len : left;
+    memcpy(data, c.in + c.in_pos, take);
+    c.in_pos += take;
+    nread += static_cast<uint32_t>(take);
+  }
+  st32(nread_p, nread);
+  return kSuccess;
+}
+
+uint16_t wasi_fd_close(Ctx &c, const Values &p) {
+  uint32_t fd = p32(p, 0);
+  if (!c.open_std(fd)) return kEbadf;
+  c.closed[fd] = true;
+  return kSuccess;
+}
+
+uint16_t wasi_fd_fdstat_get(Ctx &c, const Values &p) {
+  uint32_t fd = p32(p, 0);
+  if (!c.open_std(fd)) return kEbadf;
+  uint8_t *st;
+  if (!c.span(p32(p, 1), 24, &st)) return kEfault;
+  uint64_t rights = kRightPollFdReadwrite | kRightFdFdstatSetFlags |
+                    kRightFdFilestatGet |
+                    (fd == 0 ? kRightFdRead : kRightFdWrite);
+  memset(st, 0, 24);
+  st[0] = kFiletypeUnknown; /* a pipe: not a tty, not seekable */
+  st16(st + 2, fd == 0 ? 0 : kFdflagAppend);
+  st64(st + 8, rights);
+  st64(st + 16, 0);
+  return kSuccess;
+}
+
+uint16_t wasi_fd_fdstat_set_flags(Ctx &c, const Values &p) {
+  if (!c.open_std(p32(p, 0))) return kEbadf;
+  if ((p32(p, 1) & ~static_cast<uint32_t>(kFdflagAppend)) != 0)
+    return kEnotsup;
+  return kSuccess;
+}
+
+uint16_t wasi_fd_filestat_get(Ctx &c, const Values &p) {
+  if (!c.open_std(p32(p, 0))) return kEbadf;
+  uint8_t *st;
+  if (!c.span(p32(p, 1), 64, &st)) return kEfault;
+  memset(st, 0, 64);
+  st[16] = kFiletypeUnknown;
+  st64(st + 24, 1); /* nlink */
+  return kSuccess;
+}
+
+uint16_t wasi_fd_seek(Ctx &c, const Values &p) {
+  return c.open_std(p32(p, 0)) ? kEspipe : kEbadf;
+}
+
+uint16_t wasi_fd_prestat_get(Ctx &, const Values &) {
+  return kEbadf; /* no preopened directories at all */
+}
+
+uint16_t wasi_fd_prestat_dir_name(Ctx &, const Values &) { return kEbadf; }
+
+uint16_t wasi_path_open(Ctx &c, const Values &p) {
+  /* 0, 1 and 2 are not directories; nothing else is open. */
+  return c.open_std(p32(p, 0)) ? kEnotcapable : kEbadf;
+}
+
+uint16_t wasi_random_get(Ctx &c, const Values &p) {
+  uint32_t len = p32(p, 1);
+  uint8_t *buf;
+  if (!c.span(p32(p, 0), len, &buf)) return kEfault;
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = getrandom(buf + done, len - done, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return kEio;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return kSuccess;
+}
+
+uint16_t wasi_sched_yield(Ctx &, const Values &) { return kSuccess; }
+
+uint16_t wasi_enosys(Ctx &, const Values &) { return kEnosys; }
+
+/* The implemented functions and their exact preview 1 signatures.  Params:
+ * 'i' = i32, 'I' = i64.  `handler` NULL marks proc_exit. */
+struct WasiFunc {
+  const char *name;
+  const char *params;
+  bool returns_errno;
+  Handler handler;
+};
+
+const WasiFunc kWasiFuncs[] = {
+    {"args_get", "ii", true, wasi_args_get},
+    {"args_sizes_get", "ii", true, wasi_args_sizes_get},
+    {"environ_get", "ii", true, wasi_environ_get},
+    {"environ_sizes_get", "ii", true, wasi_environ_sizes_get},
+    {"clock_res_get", "ii", true, wasi_clock_res_get},
+    {"clock_time_get", "iIi", true, wasi_clock_time_get},
+    {"fd_close", "i", true, wasi_fd_close},
+    {"fd_fdstat_get", "ii", true, wasi_fd_fdstat_get},
+    {"fd_fdstat_set_flags", "ii", true, wasi_fd_fdstat_set_flags},
+    {"fd_filestat_get", "ii", true, wasi_fd_filestat_get},
+    {"fd_prestat_get", "ii", true, wasi_fd_prestat_get},
+    {"fd_prestat_dir_name", "iii", true, wasi_fd_prestat_dir_name},
+    {"fd_read", "iiii", true, wasi_fd_read},
+    {"fd_seek", "iIii", true, wasi_fd_seek},
+    {"fd_write", "iiii", true, wasi_fd_write},
+    {"path_open", "iiiiiIIii", true, wasi_path_open},
+    {"poll_oneoff", "iiii", true, wasi_enosys},
+    {"proc_exit", "i", false, nullptr},
+    {"random_get", "ii", true, wasi_random_get},
+    {"sched_yield", "", true, wasi_sched_yield},
+};
+
+const WasiFunc *find_wasi(const std::string &name) {
+  for (const WasiFunc &f : kWasiFuncs)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+/* The FuncType a table entry stands for. */
+wi::FuncType wasi_type(const WasiFunc &f) {
+  wi::ValueTypes params;
+  for (const char *c = f.params; *c; c++)
+    params.push_back(*c == 'I' ? wabt::Type::I64 : wabt::Type::I32);
+  wi::ValueTypes results;
+  if (f.returns_errno) results.push_back(wabt::Type::I32);
+  return wi::FuncType(params, results);
+}
+
+/* ---------------------------------------------------------------- */
+/* Module checks                                                     */
+/* ---------------------------------------------------------------- */
+
+/* The wasm features accepted.  wabt's defaults (MVP plus mutable globals,
+ * saturating conversions, sign extension, SIMD, multi-value, bulk memory,
+ * reference types), with everything that would change the host's
+ * resource picture (threads/shared memory, memory64, multi-memory,
+ * exceptions, tail calls, GC) explicitly off. */
+wabt::Features accepted_features() {
+  wabt::Features f;
+  f.disable_threads();
+  f.disable_memory64();
+  f.disable_multi_memory();
+  f.disable_exceptions();
+  f.disable_tail_call();
+  f.disable_gc();
+  f.disable_function_references();
+  return f;
+}
+
+/* Parse and validate the bytes into *desc.  Returns < 0 with *why set. */
+int parse_module(const uint8_t *wasm, size_t len, wi::ModuleDesc *desc,
+                 std::string *why) {
+  if (len < 8) {
+    *why = "invalid module: too short to be a WebAssembly binary";
+    return PL_WASI_ERR_MODULE;
+  }
+  wabt::ReadBinaryOptions options(accepted_features(), nullptr,
+                                  /*read_debug_names=*/false,
+                                  /*stop_on_first_error=*/true,
+                                  /*fail_on_custom_section_error=*/false);
+  wabt::Errors errors;
+  wabt::Result r = wi::ReadBinaryInterp("module", wasm, len, options, &errors,
+                                        desc);
+  if (wabt::Failed(r)) {
+    if (errors.empty()) {
+      *why = "invalid module";
+    } else {
+      const wabt::Error &e = errors.front();
+      *why = "invalid module: " + e.message +
+             fmt(" (at byte offset %zu)", e.loc.offset);
+    }
+    return PL_WASI_ERR_MODULE;
+  }
+  return PL_WASI_OK;
+}
+
+/* Type of function `index` in the module's function index space (imported
+ * functions come first).  NULL when out of range. */
+const wi::FuncType *func_type_at(const wi::ModuleDesc &desc, wabt::Index index) {
+  size_t nimports = desc.imports.size(); /* all imports are functions here */
+  if (index < nimports) {
+    const wi::ExternType *t = desc.imports[index].type.type.get();
+    return t->kind == wabt::ExternalKind::Func
+               ? static_cast<const wi::FuncType *>(t)
+               : nullptr;
+  }
+  if (index - nimports < desc.funcs.size())
+    return &desc.funcs[index - nimports].type;
+  return nullptr;
+}
+
+/* Number of whole pages allowed by the caller's memory cap. */
+uint64_t cap_pages(const pl_wasi_limits &limits) {
+  uint64_t pages = limits.memory_bytes / kPageSize;
+  return pages > kMaxPages ? kMaxPages : pages;
+}
+
+/* Apply plimsoll's rules to a parsed module and lower the memory and table
+ * maxima to the caps (the lowering only matters for a run).  Returns < 0
+ * with *why set when the module is refused. */
+int check_module(wi::ModuleDesc *desc, const pl_wasi_limits &limits,
+                 std::string *why) {
+  /* Imports: functions from wasi_snapshot_preview1 only. */
+  for (const wi::ImportDesc &imp : desc->imports) {
+    const wi::ImportType &it = imp.type;
+    if (it.module != kWasiModule) {
+      *why = "import " + it.module + "." + it.name +
+             " is not allowed: only wasi_snapshot_preview1 functions can be "
+             "imported";
+      return PL_WASI_ERR_MODULE;
+    }
+    if (it.type->kind != wabt::ExternalKind::Func) {
+      *why = fmt("import %s.%s is a %s: only functions can be imported",
+                 kWasiModule, it.name.c_str(), wabt::GetKindName(it.type->kind));
+      return PL_WASI_ERR_MODULE;
+    }
+    const auto &ft = *static_cast<const wi::FuncType *>(it.type.get());
+    const WasiFunc *wf = find_wasi(it.name);
+    if (wf != nullptr) {
+      wi::FuncType want = wasi_type(*wf);
+      if (ft.params != want.params || ft.results != want.results) {
+        *why = fmt("import %s.%s has the wrong signature", kWasiModule,
+                   it.name.c_str());
+        return PL_WASI_ERR_MODULE;
+      }
+    } else if (ft.results.size() != 1 || ft.results[0] != wabt::Type::I32) {
+      *why = fmt("import %s.%s must return a single i32 errno", kWasiModule,
+                 it.name.c_str());
+      return PL_WASI_ERR_MODULE;
+    }
+  }
+
+  /* Exports: "_start" () -> () and "memory". */
+  bool have_start = false, have_memory = false;
+  for (const wi::ExportDesc &ex : desc->exports) {
+    const std::string &name = ex.type.name;
+    wabt::ExternalKind kind = ex.type.type->kind;
+    if (name == "_start") {
+      if (kind != wabt::ExternalKind::Func) {
+        *why = "export \"_start\" is not a function";
+        return PL_WASI_ERR_MODULE;
+      }
+      const wi::FuncType *ft = func_type_at(*desc, ex.index);
+      if (ft == nullptr || !ft->params.empty() || !ft->results.empty()) {
+        *why = "export \"_start\" must have type () -> ()";
+        return PL_WASI_ERR_MODULE;
+      }
+      have_start = true;
+    } else if (name == "memory") {
+      if (kind != wabt::ExternalKind::Memory) {
+        *why = "export \"memory\" is not a memory";
+        return PL_WASI_ERR_MODULE;
+      }
+      have_memory = true;
+    }
+  }
+  if (!have_start) {
+    *why = "module does not export a \"_start\" function";
+    return PL_WASI_ERR_MODULE;
+  }
+  if (!have_memory) {
+    *why = "module does not export a memory named \"memory\"";
+    return PL_WASI_ERR_MODULE;
+  }
+
+  /* Memory: initial within the cap, max lowered to the cap. */
+  uint64_t max_pages = cap_pages(limits);
+  for (wi::MemoryDesc &m : desc->memories) {
+    wabt::Limits &l = m.type.limits;
+    if (l.initial > max_pages) {
+      *why = fmt("initial memory of %llu pages (%llu bytes) exceeds the cap "
+                 "of %llu bytes",
+                 static_cast<unsigned long long>(l.initial),
+                 static_cast<unsigned long long>(l.initial * kPageSize),
+                 static_cast<unsigned long long>(limits.memory_bytes));
+      return PL_WASI_ERR_MODULE;
+    }
+    if (!l.has_max || l.max > max_pages) {
+      l.max = max_pages;
+      l.has_max = true;
+    }
+  }
+
+  /* Tables: bounded count and size, max lowered to the cap. */
+  if (desc->tables.size() > PL_WASI_MAX_TABLES) {
+    *why = fmt("module declares %zu tables (at most %d allowed)",
+               desc->tables.size(), PL_WASI_MAX_TABLES);
+    return PL_WASI_ERR_MODULE;
+  }
+  for (wi::TableDesc &t : desc->tables) {
+    wabt::Limits &l = t.type.limits;
+    if (l.initial > PL_WASI_MAX_TABLE_ELEMS) {
+      *why = fmt("table of %llu initial elements exceeds the cap of %u",
+                 static_cast<unsigned long long>(l.initial),
+                 PL_WASI_MAX_TABLE_ELEMS);
+      return PL_WASI_ERR_MODULE;
+    }
+    if (!l.has_max || l.max > PL_WASI_MAX_TABLE_ELEMS) {
+      l.max = PL_WASI_MAX_TABLE_ELEMS;
+      l.has_max = true;
+    }
+  }
+
+  /* Locals: the interpreter allocates every local of a frame on its value
+   * stack at call time, so bound them per function. */
+  for (size_t i = 0; i < desc->funcs.size(); i++) {
+    const wi::FuncDesc &f = desc->funcs[i];
+    uint64_t n = f.type.params.size();
+    for (const wi::LocalDesc &l : f.locals) n += l.count;
+    if (n > PL_WASI_MAX_FUNC_LOCALS) {
+      *why = fmt("function %zu has %llu params and locals (at most %u "
+                 "allowed)",
+                 i + desc->imports.size(), static_cast<unsigned long long>(n),
+                 PL_WASI_MAX_FUNC_LOCALS);
+      return PL_WASI_ERR_MODULE;
+    }
+  }
+  return PL_WASI_OK;
+}
+
+/* Index of the export called `name` in the module's export list, or -1. */
+long find_export(const wi::Module &module, const char *name) {
+  const auto &types = module.export_types();
+  for (size_t i = 0; i < types.size(); i++)
+    if (types[i].name == name) return static_cast<long>(i);
+  return -1;
+}
+
+/* Build the import vector: one HostFunc per import, bound to `ctx`. */
+void bind_imports(wi::Store &store, const wi::ModuleDesc &desc, Ctx *ctx,
+                  wi::RefVec *imports) {
+  for (const wi::ImportDesc &imp : desc.imports) {
+    const auto &ft = *static_cast<const wi::FuncType *>(imp.type.type.get());
+    const WasiFunc *wf = find_wasi(imp.type.name);
+    wi::HostFunc::Ptr fn;
+    if (wf != nullptr && wf->handler == nullptr) {
+      /* proc_exit: record the code and unwind the whole run with a trap
+       * that pl_wasi_run recognises through ctx->exited. */
+      fn = wi::HostFunc::New(
+          store, ft,
+          [ctx](wi::Thread &thread, const Values &params, Values &,
+                wi::Trap::Ptr *out_trap) -> wabt::Result {
+            ctx->exited = true;
+            ctx->exit_code = params[0].Get<uint32_t>();
+            *out_trap = wi::Trap::New(thread.store(), "proc_exit");
+            return wabt::Result::Error;
+          });
+    } else {
+      Handler h = wf != nullptr ? wf->handler : wasi_enosys;
+      fn = wi::HostFunc::New(
+          store, ft,
+          [ctx, h](wi::Thread &, const Values &params, Values &results,
+                   wi::Trap::Ptr *) -> wabt::Result {
+            uint16_t e = h(*ctx, params);
+            results.resize(1);
+            results[0] = wi::Value::Make(static_cast<uint32_t>(e));
+            return wabt::Result::Ok;
+          });
+    }
+    imports->push_back(fn.ref());
+  }
+}
+
+/* Call a function of no params and no results on a fresh Thread.  Returns
+ * true when it returned normally; false with *ret_trap set otherwise. */
+bool call_void(wi::Store &store, wi::Ref func_ref, wi::Trap::Ptr *ret_trap) {
+  wi::Func::Ptr func = store.UnsafeGet<wi::Func>(func_ref);
+  wi::Thread thread(store);
+  Values params, results;
+  return wabt::Succeeded(func->Call(thread, params, results, ret_trap));
+}
+
+/* Move a finished run's outcome into *r.  Returns < 0 on allocation
+ * failure. */
+int fill_result(Ctx &ctx, bool trapped, const std::string &trap_msg,
+                pl_wasi_result *r) {
+  if (ctx.exited) {
+    r->exited = true;
+    r->exit_code = static_cast<int>(ctx.exit_code);
+  } else if (trapped) {
+    r->trapped = true;
+    r->exit_code = 1;
+    std::string line = "plimsoll: module trapped: " + trap_msg + "\n";
+    if (ctx.err.append_uncapped(line.data(), line.size()) < 0) return -1;
+    r->trap_message = strdup(trap_msg.c_str());
+    if (r->trap_message == nullptr) return -1;
+  } else {
+    r->exit_code = 0;
+  }
+  r->out_of_memory = false; /* not observable with wabt; see header */
+  r->memory_bytes = ctx.mem != nullptr ? ctx.mem->ByteSize() : 0;
+  r->out_truncated = ctx.out.truncated;
+  r->err_truncated = ctx.err.truncated;
+  r->out = ctx.out.release(&r->out_len);
+  if (r->out == nullptr) return -1;
+  r->err = ctx.err.release(&r->err_len);
+  if (r->err == nullptr) return -1;
+  return 0;
+}
+
+/* Body of pl_wasi_run, exceptions still possible. */
+int run_module(const uint8_t *wasm, size_t len, const char *const *args,
+               size_t nargs, const char *stdin_data, size_t stdin_len,
+               const pl_wasi_limits &limits, pl_wasi_result *r,
+               std::string *why) {
+  /* Per-run context: argv, stdin, output sinks. */
+  Ctx ctx;
+  if (nargs > PL_WASI_MAX_ARGS) {
+    *why = fmt("too many arguments (%zu, at most %u)", nargs, PL_WASI_MAX_ARGS);
+    return PL_WASI_ERR_ARGS;
+  }
+  ctx.argv.push_back(kArgv0);
+  ctx.argv_len.push_back(sizeof kArgv0 - 1);
+  ctx.argv_bytes = sizeof kArgv0;
+  for (size_t i = 0; i < nargs; i++) {
+    if (args[i] == nullptr) {
+      *why = fmt("argument %zu is NULL", i);
+      return PL_WASI_ERR_ARGS;
+    }
+    size_t n = strnlen(args[i], PL_WASI_MAX_ARGS_BYTES + 1);
+    ctx.argv_bytes += n + 1;
+    if (ctx.argv_bytes > PL_WASI_MAX_ARGS_BYTES) {
+      *why = fmt("arguments exceed %u bytes", PL_WASI_MAX_ARGS_BYTES);
+      return PL_WASI_ERR_ARGS;
+    }
+    ctx.argv.push_back(args[i]);
+    ctx.argv_len.push_back(n);
+  }
+  ctx.in = reinterpret_cast<const uint8_t *>(stdin_data);
+  ctx.in_len = stdin_data != nullptr ? stdin_len : 0;
+  ctx.out.cap = limits.stdout_cap;
+  ctx.err.cap = limits.stderr_cap;
+
+  /* Declared before every RefPtr below so it is destroyed last. */
+  wi::Store store(accepted_features());
+
+  wi::ModuleDesc desc;
+  int rc = parse_module(wasm, len, &desc, why);
+  if (rc < 0) return rc;
+  rc = check_module(&desc, limits, why);
+  if (rc < 0) return rc;
+
+  /* Take the start section out so that instantiation runs no guest code;
+   * it is called below like _start, with the same trap handling. */
+  std::vector<wi::StartDesc> starts = std::move(desc.starts);
+  desc.starts.clear();
+
+  wi::RefVec imports;
+  bind_imports(store, desc, &ctx, &imports);
+
+  wi::Module::Ptr module = wi::Module::New(store, std::move(desc));
+  wi::Trap::Ptr trap;
+  wi::Instance::Ptr instance =
+      wi::Instance::Instantiate(store, module.ref(), imports, &trap);
+  if (!instance) {
+    *why = "instantiation failed: " +
+           (trap ? trap->message() : std::string("unknown reason"));
+    return PL_WASI_ERR_INSTANTIATE;
+  }
+
+  long mem_idx = find_export(*module, "memory");
+  long start_idx = find_export(*module, "_start");
+  if (mem_idx < 0 || start_idx < 0) { /* checked already; be defensive */
+    *why = "instantiation failed: missing export";
+    return PL_WASI_ERR_INSTANTIATE;
+  }
+  wi::Memory::Ptr memory =
+      store.UnsafeGet<wi::Memory>(instance->exports()[mem_idx]);
+  ctx.mem = memory.get();
+
+  bool ok = true;
+  for (const wi::StartDesc &s : starts) {
+    ok = call_void(store, instance->funcs()[s.func_index], &trap);
+    if (!ok) break;
+  }
+  if (ok) ok = call_void(store, instance->exports()[start_idx], &trap);
+
+  std::string trap_msg;
+  if (!ok) trap_msg = trap ? trap->message() : std::string("unknown trap");
+  if (fill_result(ctx, !ok, trap_msg, r) < 0) {
+    *why = "out of host memory while collecting the result";
+    return PL_WASI_ERR_HOST;
+  }
+  return PL_WASI_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+int pl_wasi_validate(const uint8_t *wasm, size_t len,
+                     const struct pl_wasi_limits *limits, char *errbuf,
+                     size_t errlen) {
+  set_err(errbuf, errlen, "");
+  if ((wasm == nullptr && len != 0) || limits == nullptr) {
+    set_err(errbuf, errlen, "invalid arguments");
+    return PL_WASI_ERR_ARGS;
+  }
+  try {
+    std::string why;
+    wi::ModuleDesc desc;
+    int rc = parse_module(wasm, len, &desc, &why);
+    if (rc == PL_WASI_OK) rc = check_module(&desc, *limits, &why);
+    if (rc < 0) set_err(errbuf, errlen, why);
+    return rc;
+  } catch (const std::bad_alloc &) {
+    set_err(errbuf, errlen, "out of host memory while validating");
+    return PL_WASI_ERR_HOST;
+  } catch (...) {
+    set_err(errbuf, errlen, "internal error while validating");
+    return PL_WASI_ERR_HOST;
+  }
+}
+
+int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args,
+                size_t nargs, const char *stdin_data, size_t stdin_len,
+                const struct pl_wasi_limits *limits,
+                struct pl_wasi_result *ret_result, char *errbuf,
+                size_t errlen) {
+  set_err(errbuf, errlen, "");
+  if (ret_result == nullptr) {
+    set_err(errbuf, errlen, "invalid arguments");
+    return PL_WASI_ERR_ARGS;
+  }
+  memset(ret_result, 0, sizeof *ret_result);
+  if ((wasm == nullptr && len != 0) || limits == nullptr ||
+      (args == nullptr && nargs != 0)) {
+    set_err(errbuf, errlen, "invalid arguments");
+    return PL_WASI_ERR_ARGS;
+  }
+  int rc;
+  std::string why;
+  try {
+    rc = run_module(wasm, len, args, nargs, stdin_data, stdin_len, *limits,
+                    ret_result, &why);
+  } catch (const std::bad_alloc &) {
+    why = "out of host memory while running the module";
+    rc = PL_WASI_ERR_HOST;
+  } catch (...) {
+    why = "internal error while running the module";
+    rc = PL_WASI_ERR_HOST;
+  }
+  if (rc < 0) {
+    pl_wasi_result_free(ret_result);
+    set_err(errbuf, errlen, why);
+  }
+  return rc;
+}
+
+void pl_wasi_result_free(struct pl_wasi_result *r) {
+  if (r == nullptr) return;
+  free(r->out);
+  free(r->err);
+  free(r->trap_message);
+  memset(r, 0, sizeof *r);
+}
+
+const char *pl_wasi_engine_version(void) {
+  return "wabt interpreter " WABT_VERSION_STRING " (WASI preview 1 subset)";
+}
+
+}  // extern "C"

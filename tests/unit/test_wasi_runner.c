@@ -1,0 +1,532 @@
+/*
+ * test_wasi_runner.c - cmocka tests for the wasi_runner library.
+ *
+ * Runs the modules built by tests/build_modules.sh (directory given as
+ * argv[1]) through pl_wasi_validate()/pl_wasi_run() and checks every
+ * behaviour the daemon relies on: argv/stdin/stdout/stderr plumbing,
+ * proc_exit, traps (unreachable, out-of-bounds, call stack exhaustion),
+ * the memory cap, output caps, refused modules, EFAULT on bad guest
+ * pointers, repeated runs without growth, the deadline-by-SIGKILL pattern
+ * and host allocation failure under RLIMIT_AS.
+ *
+ * PL_TEST_REPEAT (environment) sets the number of runs in the repeated-run
+ * test (default 1000); use a small value under valgrind.
+ */
+#include <setjmp.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../src/providers/wasm/wasi/wasi_runner.h"
+
+static const char *g_modules_dir = PL_WASI_MODULES_DIR;
+
+/* True when running under valgrind (its preload library is in LD_PRELOAD):
+ * RSS figures are then meaningless, and valgrind aborts instead of
+ * throwing std::bad_alloc. */
+static bool under_valgrind(void) {
+    const char *p = getenv("LD_PRELOAD");
+    return p != NULL && strstr(p, "vgpreload") != NULL;
+}
+
+static const struct pl_wasi_limits k_limits = {
+    .memory_bytes = 64u << 20,
+    .stdout_cap = 1u << 20,
+    .stderr_cap = 64u << 10,
+};
+
+/* A module's bytes, loaded from g_modules_dir. */
+struct blob {
+    uint8_t *data;
+    size_t len;
+};
+
+static struct blob load(const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.wasm", g_modules_dir, name);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail_msg("cannot open %s", path);
+    struct blob b = {NULL, 0};
+    size_t alloc = 0;
+    for (;;) {
+        if (b.len == alloc) {
+            alloc = alloc ? alloc * 2 : 65536;
+            b.data = realloc(b.data, alloc);
+            assert_non_null(b.data);
+        }
+        size_t n = fread(b.data + b.len, 1, alloc - b.len, f);
+        if (n == 0)
+            break;
+        b.len += n;
+    }
+    fclose(f);
+    return b;
+}
+
+/* Validate + run `name` with args and stdin; asserts the run succeeded. */
+static void run(const char *name, const char *const *args, size_t nargs, const char *in,
+                size_t in_len, const struct pl_wasi_limits *lim, struct pl_wasi_result *r) {
+    struct blob b = load(name);
+    char err[256];
+    int rc = pl_wasi_validate(b.data, b.len, lim, err, sizeof err);
+    if (rc != 0)
+        fail_msg("validate %s: %d %s", name, rc, err);
+    rc = pl_wasi_run(b.data, b.len, args, nargs, in, in_len, lim, r, err, sizeof err);
+    if (rc != 0)
+        fail_msg("run %s: %d %s", name, rc, err);
+    free(b.data);
+}
+
+/* Validate `name`; expects refusal with `reason` in the message. */
+static void expect_refused(const char *name, const char *reason) {
+    struct blob b = load(name);
+    char err[256];
+    int rc = pl_wasi_validate(b.data, b.len, &k_limits, err, sizeof err);
+    assert_int_equal(rc, PL_WASI_ERR_MODULE);
+    if (strstr(err, reason) == NULL)
+        fail_msg("%s: reason \"%s\" does not contain \"%s\"", name, err, reason);
+    assert_null(strchr(err, '\n'));
+    /* pl_wasi_run refuses the same module the same way. */
+    struct pl_wasi_result r;
+    char err2[256];
+    rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err2, sizeof err2);
+    assert_int_equal(rc, PL_WASI_ERR_MODULE);
+    assert_string_equal(err, err2);
+    assert_null(r.out);
+    free(b.data);
+}
+
+static void test_engine_version(void **state) {
+    (void)state;
+    assert_string_equal(pl_wasi_engine_version(),
+                        "wabt interpreter 1.0.32 (WASI preview 1 subset)");
+}
+
+static void test_hello(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("hello", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_string_equal(r.out, "hello, world\n");
+    assert_int_equal(r.out_len, 13);
+    assert_int_equal(r.err_len, 0);
+    assert_non_null(r.err);
+    assert_int_equal(r.exit_code, 0);
+    assert_false(r.trapped);
+    assert_false(r.exited);
+    assert_false(r.out_truncated);
+    pl_wasi_result_free(&r);
+    pl_wasi_result_free(&r); /* second free is harmless */
+    pl_wasi_result_free(NULL);
+}
+
+static void test_args(void **state) {
+    (void)state;
+    const char *args[] = {"one", "two words", ""};
+    struct pl_wasi_result r;
+    run("args", args, 3, NULL, 0, &k_limits, &r);
+    assert_string_equal(r.out, "argc=4\nargv[0]=module\nargv[1]=one\n"
+                               "argv[2]=two words\nargv[3]=\n");
+    pl_wasi_result_free(&r);
+}
+
+static void test_echo_stdin(void **state) {
+    (void)state;
+    /* 300 KB of binary, including NUL bytes. */
+    size_t n = 300000;
+    char *in = malloc(n);
+    assert_non_null(in);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (char)(i * 7 + (i >> 8));
+    struct pl_wasi_result r;
+    run("echo", NULL, 0, in, n, &k_limits, &r);
+    assert_int_equal(r.exit_code, 0);
+    assert_int_equal(r.out_len, n);
+    assert_memory_equal(r.out, in, n);
+    assert_string_equal(r.err, "echoed 300000 bytes\n");
+    pl_wasi_result_free(&r);
+    /* No stdin at all: immediate end of file. */
+    run("echo", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_int_equal(r.out_len, 0);
+    assert_string_equal(r.err, "echoed 0 bytes\n");
+    pl_wasi_result_free(&r);
+    free(in);
+}
+
+static void test_proc_exit(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("exit3", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_int_equal(r.exit_code, 3);
+    assert_true(r.exited);
+    assert_false(r.trapped);
+    assert_string_equal(r.out, "about to exit 3\n");
+    assert_int_equal(r.err_len, 0);
+    pl_wasi_result_free(&r);
+}
+
+static void test_trap_unreachable(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("trap", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_true(r.trapped);
+    assert_int_equal(r.exit_code, 1);
+    assert_string_equal(r.out, "before trap\n");
+    assert_string_equal(r.err, "plimsoll: module trapped: unreachable executed\n");
+    assert_string_equal(r.trap_message, "unreachable executed");
+    pl_wasi_result_free(&r);
+}
+
+static void test_trap_oob_store(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("oob", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_true(r.trapped);
+    assert_int_equal(r.exit_code, 1);
+    assert_non_null(strstr(r.err, "plimsoll: module trapped: out of bounds memory access"));
+    pl_wasi_result_free(&r);
+}
+
+static void test_trap_in_start_section(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("startsec", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_true(r.trapped);
+    assert_string_equal(r.out, "in start\n");
+    pl_wasi_result_free(&r);
+}
+
+static void test_memory_cap(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("grow", NULL, 0, NULL, 0, &k_limits, &r);
+    print_message("      grow: %s", r.out);
+    /* Starts at 2 pages, +16 per step: 1010 pages fit, 1026 do not. */
+    assert_string_equal(r.out, "memory.grow returned -1 at 1010 pages (66191360 bytes)\n");
+    assert_true(r.memory_bytes <= k_limits.memory_bytes);
+    assert_false(r.out_of_memory); /* not observable with wabt (documented) */
+    assert_int_equal(r.exit_code, 0);
+    pl_wasi_result_free(&r);
+    /* A smaller cap moves the failure point accordingly. */
+    struct pl_wasi_limits small = k_limits;
+    small.memory_bytes = 1u << 20;
+    run("grow", NULL, 0, NULL, 0, &small, &r);
+    assert_string_equal(r.out, "memory.grow returned -1 at 2 pages (131072 bytes)\n");
+    pl_wasi_result_free(&r);
+}
+
+static void test_table_cap(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("tablegrow", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_true(r.exited);
+    assert_int_equal(r.exit_code, 0); /* table.grow returned -1 */
+    pl_wasi_result_free(&r);
+}
+
+static void test_refused_modules(void **state) {
+    (void)state;
+    expect_refused("envfoo", "import env.foo is not allowed");
+    expect_refused("garbage", "invalid module: bad magic value");
+    expect_refused("badsig", "wasi_snapshot_preview1.fd_write has the wrong signature");
+    expect_refused("bigmem", "initial memory of 2000 pages");
+    expect_refused("nomem", "does not export a memory named \"memory\"");
+    expect_refused("nostart", "does not export a \"_start\" function");
+    expect_refused("manylocals", "10001 params and locals");
+}
+
+static void test_validate_edge_inputs(void **state) {
+    (void)state;
+    char err[256];
+    static const uint8_t header_only[] = {0, 'a', 's', 'm', 1, 0, 0, 0};
+    assert_int_equal(pl_wasi_validate(NULL, 0, &k_limits, err, sizeof err), PL_WASI_ERR_MODULE);
+    assert_int_equal(pl_wasi_validate(NULL, 5, &k_limits, err, sizeof err), PL_WASI_ERR_ARGS);
+    assert_int_equal(pl_wasi_validate(header_only, 8, NULL, err, sizeof err), PL_WASI_ERR_ARGS);
+    /* An empty module is valid wasm but has no _start. */
+    assert_int_equal(pl_wasi_validate(header_only, 8, &k_limits, err, sizeof err),
+                     PL_WASI_ERR_MODULE);
+    assert_non_null(strstr(err, "_start"));
+    /* errbuf may be NULL / tiny. */
+    assert_int_equal(pl_wasi_validate(header_only, 8, &k_limits, NULL, 0), PL_WASI_ERR_MODULE);
+    char tiny[4];
+    assert_int_equal(pl_wasi_validate(header_only, 8, &k_limits, tiny, sizeof tiny),
+                     PL_WASI_ERR_MODULE);
+    assert_int_equal(strlen(tiny), 3);
+    /* Every truncation of a real module is refused, never accepted. */
+    struct blob b = load("hello");
+    for (size_t n = 0; n < b.len; n += 97)
+        assert_int_not_equal(pl_wasi_validate(b.data, n, &k_limits, err, sizeof err), 0);
+    free(b.data);
+}
+
+static void test_instantiation_failure(void **state) {
+    (void)state;
+    struct blob b = load("dataoob");
+    char err[256];
+    struct pl_wasi_result r;
+    assert_int_equal(pl_wasi_validate(b.data, b.len, &k_limits, err, sizeof err), 0);
+    int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
+    assert_int_equal(rc, PL_WASI_ERR_INSTANTIATE);
+    assert_non_null(strstr(err, "instantiation failed"));
+    assert_null(r.out);
+    free(b.data);
+}
+
+/* Byte i of flood.wasm's output. */
+static char flood_byte(size_t i) {
+    return (char)('a' + (i % 23));
+}
+
+static void test_output_flood(void **state) {
+    (void)state;
+    struct pl_wasi_limits lim = k_limits;
+    lim.stdout_cap = 1000003; /* deliberately not a multiple of the writes */
+    struct pl_wasi_result r;
+    run("flood", NULL, 0, NULL, 0, &lim, &r);
+    assert_int_equal(r.exit_code, 0);
+    assert_int_equal(r.out_len, lim.stdout_cap);
+    assert_true(r.out_truncated);
+    for (size_t i = 0; i < r.out_len; i++)
+        if (r.out[i] != flood_byte(i))
+            fail_msg("byte %zu differs", i);
+    assert_int_equal(r.out[r.out_len], '\0');
+    assert_string_equal(r.err, "wrote 10000000 bytes\n");
+    assert_false(r.err_truncated);
+    pl_wasi_result_free(&r);
+
+    /* Zero caps: nothing kept, both flags set, the run still completes. */
+    lim.stdout_cap = 0;
+    lim.stderr_cap = 0;
+    run("flood", NULL, 0, NULL, 0, &lim, &r);
+    assert_int_equal(r.out_len, 0);
+    assert_int_equal(r.err_len, 0);
+    assert_true(r.out_truncated);
+    assert_true(r.err_truncated);
+    assert_int_equal(r.exit_code, 0);
+    pl_wasi_result_free(&r);
+}
+
+static void test_trap_line_beyond_err_cap(void **state) {
+    (void)state;
+    struct pl_wasi_limits lim = k_limits;
+    lim.stderr_cap = 0;
+    struct pl_wasi_result r;
+    run("trap", NULL, 0, NULL, 0, &lim, &r);
+    assert_string_equal(r.err, "plimsoll: module trapped: unreachable executed\n");
+    assert_false(r.err_truncated);
+    pl_wasi_result_free(&r);
+}
+
+static void test_deep_recursion(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("stack", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_true(r.trapped);
+    assert_string_equal(r.trap_message, "call stack exhausted");
+    pl_wasi_result_free(&r);
+
+    const char *shallow[] = {"1000"};
+    run("recurse", shallow, 1, NULL, 0, &k_limits, &r);
+    assert_false(r.trapped);
+    assert_string_equal(r.out, "depth 1000 ok (1)\n");
+    pl_wasi_result_free(&r);
+
+    const char *deep[] = {"10000000"};
+    run("recurse", deep, 1, NULL, 0, &k_limits, &r);
+    assert_true(r.trapped);
+    assert_string_equal(r.trap_message, "call stack exhausted");
+    pl_wasi_result_free(&r);
+
+    /* 4000 locals per frame: still traps, host memory stays bounded. */
+    run("fatlocals", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_true(r.trapped);
+    assert_string_equal(r.trap_message, "call stack exhausted");
+    pl_wasi_result_free(&r);
+}
+
+static void test_bad_guest_pointers(void **state) {
+    (void)state;
+    static const int expected[] = {21, 21, 21, 28, 21, 21, 21, 21, 8, 0};
+    const char *args[10];
+    for (int i = 0; i < 10; i++)
+        args[i] = "x";
+    for (size_t c = 0; c < 10; c++) {
+        struct pl_wasi_result r;
+        run("badptr", args, c, "stdin", 5, &k_limits, &r);
+        if (r.exit_code != expected[c])
+            fail_msg("badptr case %zu: errno %d, expected %d", c, r.exit_code, expected[c]);
+        assert_true(r.exited);
+        assert_false(r.trapped);
+        /* Only the all-valid case may have written anything. */
+        assert_string_equal(r.out, c == 9 ? "x\n" : "");
+        pl_wasi_result_free(&r);
+    }
+}
+
+static void test_unknown_wasi_function(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("unknown", NULL, 0, NULL, 0, &k_limits, &r);
+    assert_int_equal(r.exit_code, 52); /* ENOSYS */
+    pl_wasi_result_free(&r);
+}
+
+/* Resident set size of this process in KiB (from /proc/self/statm). */
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+        resident = -1;
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void test_repeated_runs_do_not_grow(void **state) {
+    (void)state;
+    const char *env = getenv("PL_TEST_REPEAT");
+    int runs = env ? atoi(env) : 1000;
+    struct blob b = load("hello");
+    char err[256];
+    /* Warm up allocator caches before the first measurement. */
+    for (int i = 0; i < 20; i++) {
+        struct pl_wasi_result r;
+        assert_int_equal(
+            pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err), 0);
+        pl_wasi_result_free(&r);
+    }
+    long before = rss_kib();
+    for (int i = 0; i < runs; i++) {
+        struct pl_wasi_result r;
+        assert_int_equal(pl_wasi_validate(b.data, b.len, &k_limits, err, sizeof err), 0);
+        assert_int_equal(
+            pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err), 0);
+        assert_int_equal(r.out_len, 13);
+        pl_wasi_result_free(&r);
+    }
+    long after = rss_kib();
+    print_message("      %d runs of hello: RSS %ld KiB -> %ld KiB (%+ld KiB)\n", runs, before,
+                  after, after - before);
+    free(b.data);
+    if (!under_valgrind())
+        assert_true(after - before < 1024);
+}
+
+/* The deployment pattern: run in a child, SIGKILL it at the deadline. */
+static void test_deadline_by_kill(void **state) {
+    (void)state;
+    struct blob b = load("loop");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct pl_wasi_result r;
+        char err[256];
+        pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
+        _exit(0); /* never reached: the module loops forever */
+    }
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, WNOHANG), 0); /* still spinning */
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGKILL);
+    free(b.data);
+}
+
+/* A module that makes wabt's unbounded value stack grow, in a child whose
+ * address space is capped: must come back as PL_WASI_ERR_HOST, not crash. */
+static void test_host_oom_is_reported(void **state) {
+    (void)state;
+    if (under_valgrind())
+        skip(); /* valgrind cannot throw std::bad_alloc */
+    struct blob b = load("opstack");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl;
+        long vm_kib = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (f == NULL || fscanf(f, "%ld", &vm_kib) != 1)
+            _exit(10);
+        fclose(f);
+        vm_kib *= sysconf(_SC_PAGESIZE) / 1024;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)(vm_kib + 200 * 1024) * 1024;
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(11);
+        struct pl_wasi_result r;
+        char err[256];
+        int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
+        if (rc == PL_WASI_ERR_HOST)
+            _exit(0);
+        fprintf(stderr, "opstack: rc=%d trapped=%d %s\n", rc, r.trapped, err);
+        _exit(12);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status))
+        fail_msg("child died with signal %d", WTERMSIG(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    free(b.data);
+}
+
+static void test_bad_arguments(void **state) {
+    (void)state;
+    struct blob b = load("hello");
+    struct pl_wasi_result r;
+    char err[256];
+    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, NULL, &r, err, sizeof err),
+                     PL_WASI_ERR_ARGS);
+    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, NULL, err, sizeof err),
+                     PL_WASI_ERR_ARGS);
+    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 2, NULL, 0, &k_limits, &r, err, sizeof err),
+                     PL_WASI_ERR_ARGS);
+    const char *with_null[] = {"a", NULL};
+    assert_int_equal(
+        pl_wasi_run(b.data, b.len, with_null, 2, NULL, 0, &k_limits, &r, err, sizeof err),
+        PL_WASI_ERR_ARGS);
+    free(b.data);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1)
+        g_modules_dir = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_version),
+        cmocka_unit_test(test_hello),
+        cmocka_unit_test(test_args),
+        cmocka_unit_test(test_echo_stdin),
+        cmocka_unit_test(test_proc_exit),
+        cmocka_unit_test(test_trap_unreachable),
+        cmocka_unit_test(test_trap_oob_store),
+        cmocka_unit_test(test_trap_in_start_section),
+        cmocka_unit_test(test_memory_cap),
+        cmocka_unit_test(test_table_cap),
+        cmocka_unit_test(test_refused_modules),
+        cmocka_unit_test(test_validate_edge_inputs),
+        cmocka_unit_test(test_instantiation_failure),
+        cmocka_unit_test(test_output_flood),
+        cmocka_unit_test(test_trap_line_beyond_err_cap),
+        cmocka_unit_test(test_deep_recursion),
+        cmocka_unit_test(test_bad_guest_pointers),
+        cmocka_unit_test(test_unknown_wasi_function),
+        cmocka_unit_test(test_repeated_runs_do_not_grow),
+        cmocka_unit_test(test_deadline_by_kill),
+        cmocka_unit_test(test_host_oom_is_reported),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

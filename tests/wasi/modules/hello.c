@@ -1,0 +1,7 @@
+/* hello.c - the smallest useful WASI command: one line on stdout. */
+#include <stdio.h>
+
+int main(void) {
+    puts("hello, world");
+    return 0;
+}

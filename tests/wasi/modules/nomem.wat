@@ -1,0 +1,3 @@
+;; nomem.wat - exports no memory; refused.
+(module
+  (func (export "_start")))
