@@ -17,6 +17,8 @@
 
 #include "../src/providers/wasm/wasi/wasi_runner.h"
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const struct pl_wasi_limits limits = {
         .memory_bytes = 64u << 20, .stdout_cap = 4096, .stderr_cap = 4096};

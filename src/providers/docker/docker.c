@@ -818,7 +818,12 @@ static int probe_image(struct docker_state *s, const char *image, const char *im
     pl_buf_free(&hdr);
     if (rc < 0) {
         pl_demux_free(&r.dx);
-        return -1;
+        char why[sizeof(err->message)];
+        memcpy(why, err->message, sizeof(why));
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "SANDBOX_PROVIDER=docker: startup proof with %s failed: the canary "
+                            "container did not run under %s: %.300s",
+                            image, s->set.runtime, why);
     }
     json_t *rep = report_line(&r.dx.out);
     if (!rep && r.dx.err.len)

@@ -141,11 +141,17 @@ int main(int argc, char **argv) {
     }
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer reserves terabytes of shadow address space: the
+     * address-space cap is a release-build guard only. */
+    (void)as_mb;
+#else
     if (as_mb) {
         struct rlimit as = {as_mb << 20, as_mb << 20};
         if (setrlimit(RLIMIT_AS, &as) != 0)
             return 2;
     }
+#endif
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return 2;
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

@@ -40,12 +40,12 @@ extern "C" {
 
 /* Fixed bounds on host-side resources a module can make the host allocate.
  * They are not caller-tunable because they exist to protect the worker. */
-#define PL_WASI_MAX_TABLES 16            /* tables per module */
-#define PL_WASI_MAX_TABLE_ELEMS 262144u  /* elements per table (initial and max) */
-#define PL_WASI_MAX_FUNC_LOCALS 4096u    /* params + locals per function */
-#define PL_WASI_MAX_IOVS 1024u           /* iovecs per fd_read/fd_write call */
+#define PL_WASI_MAX_TABLES 16             /* tables per module */
+#define PL_WASI_MAX_TABLE_ELEMS 262144u   /* elements per table (initial and max) */
+#define PL_WASI_MAX_FUNC_LOCALS 4096u     /* params + locals per function */
+#define PL_WASI_MAX_IOVS 1024u            /* iovecs per fd_read/fd_write call */
 #define PL_WASI_MAX_ARGS_BYTES (1u << 20) /* total bytes of argv strings */
-#define PL_WASI_MAX_ARGS 4096u           /* number of caller args */
+#define PL_WASI_MAX_ARGS 4096u            /* number of caller args */
 
 /* Limits applied to one run. */
 struct pl_wasi_limits {
@@ -106,9 +106,8 @@ struct pl_wasi_result {
  * Returns PL_WASI_OK, PL_WASI_ERR_ARGS, PL_WASI_ERR_MODULE or
  * PL_WASI_ERR_HOST.
  */
-int pl_wasi_validate(const uint8_t *wasm, size_t len,
-                     const struct pl_wasi_limits *limits, char *errbuf,
-                     size_t errlen);
+int pl_wasi_validate(const uint8_t *wasm, size_t len, const struct pl_wasi_limits *limits,
+                     char *errbuf, size_t errlen);
 
 /*
  * Run the module's start function (if any) and then "_start" to completion
@@ -126,11 +125,9 @@ int pl_wasi_validate(const uint8_t *wasm, size_t len,
  * There is no deadline: a module that loops forever never returns.  Run
  * this in a worker process and SIGKILL it at the deadline.
  */
-int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args,
-                size_t nargs, const char *stdin_data, size_t stdin_len,
-                const struct pl_wasi_limits *limits,
-                struct pl_wasi_result *ret_result, char *errbuf,
-                size_t errlen);
+int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args, size_t nargs,
+                const char *stdin_data, size_t stdin_len, const struct pl_wasi_limits *limits,
+                struct pl_wasi_result *ret_result, char *errbuf, size_t errlen);
 
 /* Release the buffers of a result and zero it.  NULL-safe; safe to call
  * twice. */

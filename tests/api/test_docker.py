@@ -1,0 +1,437 @@
+"""The docker provider through the real daemon and the real docker engine,
+under runc (container tier) and under runsc (kernel tier)."""
+import base64
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import io
+import threading
+import time
+import unittest
+import http.client
+import socket
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import BUILD, ROOT, Daemon, error_info, run_startup  # noqa: E402
+
+SOCK = "/var/run/docker.sock"
+SECCOMP = os.path.join(ROOT, "seccomp", "plimsoll.json")
+
+
+class Engine(http.client.HTTPConnection):
+    """A tiny Docker Engine API client for the tests' own checks."""
+
+    def __init__(self):
+        super().__init__("docker", timeout=60)
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(60)
+        s.connect(SOCK)
+        self.sock = s
+
+
+def engine(method, path, body=None, headers=None):
+    c = Engine()
+    try:
+        c.request(method, "/v1.41" + path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        return r.status, (json.loads(data) if data and data[:1] in b"[{" else data)
+    finally:
+        c.close()
+
+
+def ours(instance):
+    f = json.dumps({"label": ["org.plimsoll.instance=%s" % instance]})
+    import urllib.parse
+    return engine("GET", "/containers/json?all=1&filters=" + urllib.parse.quote(f))[1]
+
+
+def engine_up():
+    try:
+        return engine("GET", "/_ping")[0] == 200
+    except OSError:
+        return False
+
+
+def docker_env(runtime, instance, **extra):
+    env = {"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": runtime,
+           "SANDBOX_DOCKER_INSTANCE": instance, "SANDBOX_OUTPUT_BYTES": "4096",
+           "SANDBOX_MAX_CONCURRENT": "4", "SANDBOX_PER_KEY_CONCURRENT": "4",
+           "SANDBOX_RATE_PER_MIN": "100000", "SANDBOX_RATE_BURST": "10000",
+           "SANDBOX_DOCKER_PIDS": "64"}
+    if runtime == "runsc":
+        env["SANDBOX_DOCKER_SECCOMP"] = SECCOMP
+    env.update(extra)
+    return env
+
+
+def py(code, **extra):
+    m = {"snippet": {"language": "python", "code": code}}
+    m.update(extra)
+    return m
+
+
+class DockerRuns:
+    """Shared by both runtimes; subclasses set RUNTIME and TIER."""
+    RUNTIME = None
+    TIER = None
+
+    @classmethod
+    def setUpClass(cls):
+        if not engine_up():
+            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
+        cls.instance = "test-" + cls.RUNTIME
+        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance)).start(timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+        # The reaper drained before the daemon exited: nothing is left.
+        left = ours(cls.instance)
+        assert left == [], "containers left behind: %r" % left
+
+    def ok(self, msg):
+        status, body = self.d.rpc("Run", msg)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["isolation"], self.TIER)
+        return body
+
+    def test_describe(self):
+        status, body = self.d.rpc("Describe", {})
+        self.assertEqual(status, 200)
+        self.assertEqual((body["provider"], body["isolation"], body["runtime"]),
+                         ("docker", self.TIER, self.RUNTIME))
+        for op in ("snippet", "project", "module"):
+            self.assertTrue(body["operations"][op]["supported"], op)
+        self.assertEqual(sorted(body["operations"]["snippet"]["languages"]),
+                         ["javascript", "python"])
+        self.assertIn("Python 3", body["operations"]["snippet"]["engine"])
+
+    def test_hello_python_with_stdin(self):
+        req = py("import sys; print('hello', sys.stdin.read().strip())")
+        req["snippet"]["stdin"] = "world\n"
+        body = self.ok(req)
+        self.assertEqual((body["exit_code"], body["stdout"]), (0, "hello world\n"))
+        self.assertTrue(body["sandbox_name"].startswith("plimsoll-"))
+        self.assertEqual(body["record"]["runtime"], self.RUNTIME)
+
+    def test_hello_javascript(self):
+        body = self.ok({"snippet": {"language": "javascript",
+                                    "code": "console.log('hello from', typeof require)"}})
+        self.assertEqual((body["exit_code"], body["stdout"]), (0, "hello from function\n"))
+
+    def test_nonzero_exit_is_a_result(self):
+        body = self.ok(py("import sys; print('bye'); sys.exit(3)"))
+        self.assertEqual((body["exit_code"], body["stdout"]), (3, "bye\n"))
+
+    def test_project_failing_lint_stops(self):
+        body = self.ok({"project": {
+            "files": [{"path": "app/lint_me.py", "content": "import os\n"},
+                      {"path": "test_app.py", "content": "def test_ok():\n    assert True\n"}],
+            "steps": [{"name": "lint", "argv": ["pyflakes3", "app/lint_me.py"]},
+                      {"name": "test", "argv": ["python3", "-m", "pytest", "-q"]}]}})
+        self.assertEqual(body["outcome"], "completed")
+        self.assertEqual(len(body["steps"]), 1)  # the test step never ran
+        self.assertEqual(body["steps"][0]["name"], "lint")
+        self.assertEqual(body["steps"][0]["exit_code"], 1)
+        self.assertIn("'os' imported but unused", body["steps"][0]["stdout"])
+        self.assertEqual(body["exit_code"], 1)
+
+    def test_project_all_steps(self):
+        body = self.ok({"project": {
+            "files": [{"path": "test_app.py", "content": "def test_ok():\n    assert 1 + 1 == 2\n"},
+                      {"path": "data.bin", "content_base64": base64.b64encode(b"\x00\x01").decode()}],
+            "steps": [{"name": "size", "argv": ["python3", "-c",
+                                                "import os; print(os.path.getsize('data.bin'))"]},
+                      {"name": "test", "argv": ["python3", "-m", "pytest", "-q"]},
+                      {"name": "node", "argv": ["node", "--test"]}]}})
+        self.assertEqual(body["outcome"], "completed", body)
+        self.assertEqual([s["exit_code"] for s in body["steps"]], [0, 0, 0])
+        self.assertEqual(body["steps"][0]["stdout"], "2\n")
+        self.assertIn("1 passed", body["steps"][1]["stdout"])
+
+    def test_project_setup_fails(self):
+        body = self.ok({"project": {
+            "files": [{"path": "a", "content": "file"}, {"path": "a/b", "content": "x"}],
+            "steps": [{"argv": ["true"]}]}})
+        self.assertEqual(body["outcome"], "setup_failed", body)
+        self.assertEqual(body["steps"], [])
+        self.assertTrue(body["detail"])
+
+    def test_project_missing_command(self):
+        body = self.ok({"project": {"steps": [{"name": "x", "argv": ["no-such-tool"]}]}})
+        self.assertEqual(body["outcome"], "completed")
+        self.assertEqual(body["steps"][0]["exit_code"], 127)
+
+    def test_timeout(self):
+        t0 = time.monotonic()
+        body = self.ok(py("import time\nprint('started', flush=True)\ntime.sleep(60)",
+                          timeout_ms=1500))
+        self.assertTrue(body["timed_out"])
+        self.assertEqual((body["exit_code"], body["outcome"]), (124, "timed_out"))
+        self.assertEqual(body["stdout"], "started\n")
+        self.assertLess(time.monotonic() - t0, 1.5 + 8)  # a bound, not a speed claim
+
+    def test_project_timeout(self):
+        body = self.ok({"timeout_ms": 2000, "project": {"steps": [
+            {"name": "quick", "argv": ["true"]},
+            {"name": "slow", "argv": ["sleep", "60"]}]}})
+        self.assertEqual(body["outcome"], "timed_out")
+        self.assertEqual([s["name"] for s in body["steps"]], ["quick"])
+
+    def test_oom(self):
+        body = self.ok(py("x = bytearray(400 * 1024 * 1024)\nprint(len(x))", memory_mb=64))
+        self.assertTrue(body["out_of_memory"], body)
+        self.assertEqual(body["exit_code"], 137)
+        self.assertEqual(body["stdout"], "")
+
+    def test_fork_bomb_contained(self):
+        body = self.ok(py(
+            "import os, time\n"
+            "n = 0\n"
+            "try:\n"
+            "    while True:\n"
+            "        if os.fork() == 0:\n"
+            "            time.sleep(30); os._exit(0)\n"
+            "        n += 1\n"
+            "except OSError as e:\n"
+            "    print('stopped after', n, e.errno)\n", timeout_ms=8000))
+        self.assertIn("stopped after", body["stdout"], body)
+        n = int(body["stdout"].split()[2])
+        self.assertLess(n, 64)
+        # The daemon and the engine are fine afterwards.
+        self.assertEqual(self.ok(py("print(1)"))["stdout"], "1\n")
+
+    def test_writes_outside_tmpfs_refused(self):
+        body = self.ok(py(
+            "import os\n"
+            "for d in ['/', '/etc', '/usr', '/var', '/root', '/home', '/opt', '/run']:\n"
+            "    try:\n"
+            "        open(os.path.join(d, 'x'), 'w').write('x'); print('WROTE', d)\n"
+            "    except OSError as e:\n"
+            "        print('refused', d)\n"
+            "for d in ['/tmp', '/work']:\n"
+            "    open(os.path.join(d, 'x'), 'w').write('x'); print('wrote', d)\n"))
+        self.assertNotIn("WROTE", body["stdout"])
+        self.assertEqual(body["stdout"].count("refused"), 8)
+        self.assertIn("wrote /tmp", body["stdout"])
+
+    def test_tmpfs_program_cannot_run(self):
+        body = self.ok(py(
+            "import shutil, os, subprocess\n"
+            "for d in ['/tmp', '/work']:\n"
+            "    p = os.path.join(d, 'mytrue'); shutil.copy('/bin/true', p); os.chmod(p, 0o755)\n"
+            "    try:\n"
+            "        subprocess.run([p]); print('RAN', d)\n"
+            "    except PermissionError:\n"
+            "        print('refused', d)\n"))
+        self.assertEqual(body["stdout"], "refused /tmp\nrefused /work\n")
+
+    def test_no_network(self):
+        body = self.ok(py(
+            "import socket, os\n"
+            "print(sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else ['?'])\n"
+            "for host, port in [('10.0.0.1', 80), ('127.0.0.1', 9)]:\n"
+            "    try:\n"
+            "        socket.create_connection((host, port), timeout=2); print('CONNECTED', host)\n"
+            "    except OSError as e:\n"
+            "        print('no', host)\n"
+            "try:\n"
+            "    socket.getaddrinfo('example.org', 80); print('RESOLVED')\n"
+            "except OSError:\n"
+            "    print('no dns')\n", timeout_ms=20000))
+        self.assertNotIn("CONNECTED", body["stdout"])
+        self.assertNotIn("RESOLVED", body["stdout"])
+        self.assertIn("no dns", body["stdout"])
+
+    def test_output_flood_truncated(self):
+        body = self.ok(py("import sys\n"
+                          "sys.stdout.write(''.join('line %d\\n' % i for i in range(200000)))\n"
+                          "sys.stdout.flush()\n"
+                          "sys.stderr.write('e' * 100000)"))
+        self.assertTrue(body["stdout_truncated"])
+        self.assertTrue(body["stderr_truncated"])
+        self.assertEqual(len(body["stdout"]), 4096)
+        self.assertTrue(body["stdout"].startswith("line 0\nline 1\n"))
+        self.assertEqual(body["stderr"], "e" * 4096)
+
+    def test_module(self):
+        with open(os.path.join(BUILD, "tests", "args.wasm"), "rb") as f:
+            wasm = base64.b64encode(f.read()).decode()
+        body = self.ok({"module": {"wasm_base64": wasm, "args": ["x"]}})
+        self.assertEqual(body["exit_code"], 0, body)
+        self.assertIn("argv[1]=x", body["stdout"])
+
+    def test_floor_vm_refused_nothing_started(self):
+        before = len(ours(self.instance))
+        status, body = self.d.rpc("Run", py("print(1)", minimum_isolation="vm"))
+        self.assertEqual(status, 400)
+        info, _ = error_info(body)
+        self.assertEqual(info["reason"], "INSUFFICIENT_ISOLATION")
+        self.assertEqual(info["metadata"]["isolation"], self.TIER)
+        self.assertEqual(len(ours(self.instance)), before)
+
+    def test_floor_at_tier_runs(self):
+        self.ok(py("print(1)", minimum_isolation=self.TIER))
+
+
+class DockerRunc(DockerRuns, unittest.TestCase):
+    RUNTIME = "runc"
+    TIER = "container"
+
+
+class DockerRunsc(DockerRuns, unittest.TestCase):
+    RUNTIME = "runsc"
+    TIER = "kernel"
+
+    def test_gvisor_kernel_answers(self):
+        body = self.ok(py("print(open('/proc/version').read())"))
+        with open("/proc/version") as f:
+            self.assertNotEqual(body["stdout"].strip(), f.read().strip())
+
+
+def import_image(tag, changes):
+    """A one-file image imported from a tar, with Dockerfile changes."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        info = tarfile.TarInfo("README")
+        data = b"plimsoll test image\n"
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    import urllib.parse
+    q = "&".join("changes=" + urllib.parse.quote(c) for c in changes)
+    repo, _, version = tag.partition(":")
+    status, _ = engine("POST", "/images/create?fromSrc=-&repo=%s&tag=%s&%s" % (repo, version, q),
+                       body=buf.getvalue(), headers={"Content-Type": "application/x-tar"})
+    assert status == 200, status
+
+
+class DockerStartup(unittest.TestCase):
+    def test_image_with_volume_refused(self):
+        import_image("plimsoll-test/volume:latest", ["VOLUME /data"])
+        try:
+            code, err = run_startup(docker_env("runc", "test-volume",
+                                               SANDBOX_DOCKER_PROJECT_IMAGE="plimsoll-test/volume:latest"),
+                                    timeout=120)
+            self.assertEqual(code, 2, err)
+            self.assertIn("plimsolld: SANDBOX_DOCKER_PROJECT_IMAGE", err)
+            self.assertIn("VOLUME", err)
+        finally:
+            engine("DELETE", "/images/plimsoll-test/volume:latest?force=1")
+
+    def test_missing_image_refused(self):
+        code, err = run_startup(docker_env("runc", "test-missing",
+                                           SANDBOX_DOCKER_SNIPPET_IMAGE="plimsoll-test/absent:1"),
+                                timeout=120)
+        self.assertEqual(code, 2)
+        self.assertIn("SANDBOX_DOCKER_SNIPPET_IMAGE", err)
+
+    def test_remote_engine_refused(self):
+        for host in ("tcp://10.0.0.1:2375", "ssh://user@host"):
+            code, err = run_startup(docker_env("runc", "test-remote", DOCKER_HOST=host))
+            self.assertEqual(code, 2)
+            self.assertIn("plimsolld: DOCKER_HOST", err)
+
+    def test_bad_settings(self):
+        for k, v in (("SANDBOX_DOCKER_RUNTIME", "kata"), ("SANDBOX_DOCKER_CPUS", "lots"),
+                     ("SANDBOX_DOCKER_PIDS", "2"), ("SANDBOX_DOCKER_SECCOMP", "/nonexistent")):
+            code, err = run_startup(docker_env("runc", "test-bad", **{k: v}))
+            self.assertEqual(code, 2, (k, err))
+            self.assertIn("plimsolld: " + k, err)
+
+    def test_runsc_default_seccomp_refused_with_advice(self):
+        env = docker_env("runsc", "test-seccomp")
+        del env["SANDBOX_DOCKER_SECCOMP"]
+        code, err = run_startup(env, timeout=120)
+        self.assertEqual(code, 2, err)
+        self.assertIn("SANDBOX_DOCKER_SECCOMP", err)
+        self.assertEqual(ours("test-seccomp"), [])
+
+    def test_untracked_containers_deleted_at_startup(self):
+        cfg = {"Image": "plimsoll/snippet:latest", "Cmd": ["true"],
+               "Labels": {"org.plimsoll.instance": "test-orphans"}}
+        status, c = engine("POST", "/containers/create", json.dumps(cfg).encode(),
+                           {"Content-Type": "application/json"})
+        self.assertEqual(status, 201)
+        self.assertEqual(len(ours("test-orphans")), 1)
+        d = Daemon(env=docker_env("runc", "test-orphans")).start(timeout=120)
+        try:
+            self.assertEqual(ours("test-orphans"), [])
+        finally:
+            d.stop()
+
+
+def daemon_json():
+    with open("/etc/docker/daemon.json") as f:
+        return f.read()
+
+
+def hup_engine():
+    pid = subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split()[0]
+    os.kill(int(pid), 1)
+    time.sleep(1.0)
+
+
+class DockerEngineFaults(unittest.TestCase):
+    """These change the machine's engine for a moment and put it back."""
+
+    def test_bogus_runsc_registration_refused(self):
+        original = daemon_json()
+        cfg = json.loads(original)
+        cfg["runtimes"]["runsc"]["path"] = "/bin/false"
+        try:
+            with open("/etc/docker/daemon.json", "w") as f:
+                json.dump(cfg, f)
+            hup_engine()
+            code, err = run_startup(docker_env("runsc", "test-bogus"), timeout=120)
+            self.assertEqual(code, 2, err)
+            self.assertIn("startup proof", err)
+            self.assertNotIn('"isolation":"kernel"', err)
+        finally:
+            with open("/etc/docker/daemon.json", "w") as f:
+                f.write(original)
+            hup_engine()
+        self.assertEqual(ours("test-bogus"), [])
+
+    def test_engine_killed_mid_run(self):
+        d = Daemon(env=docker_env("runc", "test-kill")).start(timeout=120)
+        try:
+            out = []
+            t = threading.Thread(target=lambda: out.append(
+                d.rpc("Run", py("import time; time.sleep(30)", timeout_ms=40000))))
+            t.start()
+            time.sleep(2.0)
+            subprocess.run(["pkill", "-9", "-x", "dockerd"], check=True)
+            t.join(60)
+            status, body = out[0]
+            self.assertEqual(status, 500, body)
+            info, _ = error_info(body)
+            self.assertEqual(info["reason"], "INTERNAL")
+            self.assertNotIn("stderr", body)
+            time.sleep(1.2)  # past the readiness cache
+            self.assertEqual(d.request("GET", "/readyz")[0], 503)
+            status, body = d.rpc("Run", py("print(1)"))
+            self.assertEqual(error_info(body)[0]["reason"], "NOT_READY")
+            subprocess.run([os.path.join(ROOT, "scripts", "docker-setup")], check=True,
+                           stdout=subprocess.DEVNULL)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and d.request("GET", "/readyz")[0] != 200:
+                time.sleep(0.5)
+            self.assertEqual(d.request("GET", "/readyz")[0], 200)
+            status, body = d.rpc("Run", py("print('back')"))
+            self.assertEqual((status, body.get("stdout")), (200, "back\n"), body)
+        finally:
+            d.stop()
+        # The container of the interrupted run is gone too (deleted at the
+        # daemon's next start at the latest: start one to show it).
+        d2 = Daemon(env=docker_env("runc", "test-kill")).start(timeout=120)
+        d2.stop()
+        self.assertEqual(ours("test-kill"), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
