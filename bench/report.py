@@ -43,6 +43,13 @@ def main(d, out):
         ("refusal_keepalive", "typed refusal (floor `vm` on a `process` daemon), keep-alive"),
         ("node_spawn", "`node -e 'console.log(2)'`, spawned per run"),
     ]
+    docker_rows = [
+        ("docker_runc_plimsoll", "plimsoll docker/runc python snippet `print(1)`, keep-alive"),
+        ("docker_runc_cli", "`docker run --rm` same image, runtime and walls (runc)"),
+        ("docker_runsc_plimsoll", "plimsoll docker/runsc python snippet `print(1)`, keep-alive"),
+        ("docker_runsc_cli", "`docker run --rm` same image, runtime and walls (runsc)"),
+    ]
+    rows = rows + docker_rows
     data = {k: load(d, k) for k, _ in rows}
     lines = ["| series | n | p50 | p95 | p99 |", "|---|---|---|---|---|"]
     for k, label in rows:
@@ -63,6 +70,11 @@ def main(d, out):
     if w and data["refusal_keepalive"]:
         ratios.append("| run p50 / refusal p50 | %.2f× |"
                       % (w["p50_us"] / data["refusal_keepalive"]["p50_us"]))
+    for rt in ("runc", "runsc"):
+        p, c = data.get("docker_%s_plimsoll" % rt), data.get("docker_%s_cli" % rt)
+        if p and c:
+            ratios.append("| docker/%s: `docker run --rm` p50 / plimsoll p50 | **%.2f×** |"
+                          % (rt, c["p50_us"] / p["p50_us"]))
     table = "\n".join(lines)
     ratio_table = "\n".join(["| ratio | value |", "|---|---|"] + ratios)
     print(table)
@@ -93,7 +105,14 @@ the round trip to a worker process, a fresh wasm instance and QuickJS
 runtime, the run record (three SHA-256 digests over canonical JSON) and the
 log line.
 
-Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series).
+The docker rows compare one plimsoll run (create from the inspected image
+ID, attach, start, stream, wait, inspect; the container is deleted after
+the answer) with `docker run --rm` of the same image, runtime and walls
+through the Debian docker CLI, in the same run. The aim set for the docker
+provider: half the CLI's time or better.
+
+Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
+`PL_BENCH_DOCKER_N` for the docker series).
 """.format(when=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), machine=machine(),
            table=table, ratios=ratio_table)
     with open(out, "w") as f:

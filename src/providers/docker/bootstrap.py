@@ -14,13 +14,8 @@
 #
 # Everything here runs inside the sandbox as the unprivileged user; the
 # daemon judges what it reports and never trusts it for the wall itself.
-import base64
 import json
 import os
-import subprocess
-import sys
-import threading
-import time
 
 
 def read_exact(n):
@@ -49,6 +44,7 @@ def emit(obj):
 
 
 def b64(data):
+    import base64
     return base64.b64encode(data).decode()
 
 
@@ -98,6 +94,9 @@ def capture(stream, cap, box):
 
 
 def project(h):
+    import subprocess
+    import threading
+    import time
     cap = h["output_bytes"]
     try:
         for f in h["files"]:
@@ -142,6 +141,7 @@ def project(h):
 
 
 def probe(h):
+    import subprocess
     report = {"mountinfo": open("/proc/self/mountinfo").read(),
               "status": open("/proc/self/status").read(),
               "version": open("/proc/version").read(), "uid": os.getuid(), "sizes": {},
