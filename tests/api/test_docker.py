@@ -45,7 +45,7 @@ def engine(method, path, body=None, headers=None):
 
 
 def ours(instance):
-    f = json.dumps({"label": ["org.plimsoll.instance=%s" % instance]})
+    f = json.dumps({"label": ["org.plimsoll.instance=%s" % (instance + RUN_TAG)]})
     import urllib.parse
     return engine("GET", "/containers/json?all=1&filters=" + urllib.parse.quote(f))[1]
 
@@ -57,9 +57,14 @@ def engine_up():
         return False
 
 
+# Instance labels carry this process's pid, so two test runs sharing the
+# engine never delete each other's containers.
+RUN_TAG = "-%d" % os.getpid()
+
+
 def docker_env(runtime, instance, **extra):
     env = {"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": runtime,
-           "SANDBOX_DOCKER_INSTANCE": instance, "SANDBOX_OUTPUT_BYTES": "4096",
+           "SANDBOX_DOCKER_INSTANCE": instance + RUN_TAG, "SANDBOX_OUTPUT_BYTES": "4096",
            "SANDBOX_MAX_CONCURRENT": "4", "SANDBOX_PER_KEY_CONCURRENT": "4",
            "SANDBOX_RATE_PER_MIN": "100000", "SANDBOX_RATE_BURST": "10000",
            "SANDBOX_DOCKER_PIDS": "64"}
@@ -353,7 +358,7 @@ class DockerStartup(unittest.TestCase):
 
     def test_untracked_containers_deleted_at_startup(self):
         cfg = {"Image": "plimsoll/snippet:latest", "Cmd": ["true"],
-               "Labels": {"org.plimsoll.instance": "test-orphans"}}
+               "Labels": {"org.plimsoll.instance": "test-orphans" + RUN_TAG}}
         status, c = engine("POST", "/containers/create", json.dumps(cfg).encode(),
                            {"Content-Type": "application/json"})
         self.assertEqual(status, 201)
@@ -361,6 +366,43 @@ class DockerStartup(unittest.TestCase):
         d = Daemon(env=docker_env("runc", "test-orphans")).start(timeout=120)
         try:
             self.assertEqual(ours("test-orphans"), [])
+        finally:
+            d.stop()
+
+
+class DockerWarmPool(unittest.TestCase):
+    def wait_count(self, instance, n, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            running = [c for c in ours(instance) if c["State"] == "running"]
+            if len(running) == n:
+                return running
+            time.sleep(0.2)
+        self.fail("expected %d warm containers, have %r" % (n, ours(instance)))
+
+    def test_pool_refills_and_is_single_use(self):
+        d = Daemon(env=docker_env("runc", "test-warm", SANDBOX_DOCKER_WARM="2")).start(timeout=120)
+        try:
+            before = {c["Id"] for c in self.wait_count("test-warm", 4)}
+            status, body = d.rpc("Run", py("print('warm')"))
+            self.assertEqual((status, body["stdout"]), (200, "warm\n"), body)
+            after = {c["Id"] for c in self.wait_count("test-warm", 4)}
+            # One waiting container was used, deleted, and replaced.
+            self.assertEqual(len(before - after), 1)
+            # A run at another memory size takes a fresh container.
+            status, body = d.rpc("Run", py("print('cold')", memory_mb=128))
+            self.assertEqual((status, body["stdout"]), (200, "cold\n"), body)
+        finally:
+            d.stop()
+        self.assertEqual(ours("test-warm"), [])
+
+    def test_pool_off(self):
+        d = Daemon(env=docker_env("runc", "test-nowarm", SANDBOX_DOCKER_WARM="0")).start(timeout=120)
+        try:
+            time.sleep(1)
+            self.assertEqual(ours("test-nowarm"), [])
+            status, body = d.rpc("Run", py("print(1)"))
+            self.assertEqual(status, 200)
         finally:
             d.stop()
 

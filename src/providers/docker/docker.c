@@ -60,7 +60,10 @@ struct docker_settings {
     unsigned pids;      /* SANDBOX_DOCKER_PIDS */
     unsigned work_mb;   /* SANDBOX_DOCKER_WORK_MB */
     unsigned tmp_mb;    /* SANDBOX_DOCKER_TMP_MB */
+    unsigned warm;      /* SANDBOX_DOCKER_WARM: started containers kept per image */
 };
+
+#define WARM_MAX 16u
 
 struct reap_item {
     struct reap_item *next;
@@ -86,6 +89,16 @@ struct docker_state {
     bool reaper_started;
 
     uint64_t ready_at_ns; /* last time readiness held */
+
+    /* The warm pool: containers created and started with the run
+     * configuration at the default memory allowance, each waiting for its
+     * one run.  [0] snippet image, [1] project image. */
+    unsigned default_memory_mb;
+    char warm[2][WARM_MAX][72];
+    unsigned nwarm[2];
+    bool warm_stop;
+    pthread_t warmer;
+    bool warmer_started;
 };
 
 static uint64_t mono_ns(void) {
@@ -215,7 +228,8 @@ static int load_settings(const struct pl_config *c, struct docker_settings *s,
     if (cpus_setting(c, &s->millicpus, err) < 0 ||
         uint_setting(c, "SANDBOX_DOCKER_PIDS", 128, 8, 4096, &s->pids, err) < 0 ||
         uint_setting(c, "SANDBOX_DOCKER_WORK_MB", 64, 1, 65536, &s->work_mb, err) < 0 ||
-        uint_setting(c, "SANDBOX_DOCKER_TMP_MB", 16, 1, 65536, &s->tmp_mb, err) < 0)
+        uint_setting(c, "SANDBOX_DOCKER_TMP_MB", 16, 1, 65536, &s->tmp_mb, err) < 0 ||
+        uint_setting(c, "SANDBOX_DOCKER_WARM", 2, 0, WARM_MAX, &s->warm, err) < 0)
         return -1;
     const char *sc = setting(c, "SANDBOX_DOCKER_SECCOMP");
     if (sc) {
@@ -391,6 +405,7 @@ struct cont_run {
     bool timed_out;
     bool oom;
     char id[72];
+    char warm_id[72]; /* in: a started warm container to use, or "" */
 };
 
 static int api_expect(struct docker_state *s, const char *method, const char *path,
@@ -499,33 +514,50 @@ static int pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t dea
     }
 }
 
-static int run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err) {
-    char name[96], path[256];
-    snprintf(name, sizeof(name), "plimsoll-%.24s", r->run_id);
-    json_t *cfg = container_config(s, r->image_id, r->memory_mb, r->run_id, r->socket_dir);
+/* Create a container with the run configuration; its ID into ret_id. */
+static int create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
+                            const char *run_id, const char *socket_dir, char ret_id[72],
+                            struct pl_error *err) {
+    char path[256];
+    json_t *cfg = container_config(s, image_id, memory_mb, run_id, socket_dir);
     if (!cfg)
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
-    snprintf(path, sizeof(path), "/containers/create?name=%s", name);
+    snprintf(path, sizeof(path), "/containers/create?name=plimsoll-%.24s", run_id);
     json_t *created = NULL;
     int rc = api_expect(s, "POST", path, cfg, 201, &created, err);
     json_decref(cfg);
     if (rc < 0)
         return -1;
     const char *id = json_string_value(json_object_get(created, "Id"));
-    if (!id || strlen(id) >= sizeof(r->id)) {
+    if (!id || strlen(id) >= 72) {
         json_decref(created);
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: create answered without an Id");
     }
-    memcpy(r->id, id, strlen(id) + 1);
+    memcpy(ret_id, id, strlen(id) + 1);
     json_decref(created);
+    return 0;
+}
+
+static int run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err) {
+    char path[256];
+    if (r->warm_id[0]) {
+        /* A warm container: created and started already, its bootstrap
+         * blocked on stdin.  The run begins when we attach. */
+        memcpy(r->id, r->warm_id, sizeof(r->id));
+    } else if (create_container(s, r->image_id, r->memory_mb, r->run_id, r->socket_dir, r->id,
+                                err) < 0) {
+        return -1;
+    }
 
     int fd = -1;
     if (pl_docker_attach(s->engine, r->id, &fd, err) < 0)
         goto fail;
-    snprintf(path, sizeof(path), "/containers/%s/start", r->id);
     uint64_t t0 = mono_ns();
-    if (api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
-        goto fail;
+    if (!r->warm_id[0]) {
+        snprintf(path, sizeof(path), "/containers/%s/start", r->id);
+        if (api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
+            goto fail;
+    }
     if (set_nonblock(fd) < 0) {
         pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
         goto fail;
@@ -554,6 +586,115 @@ fail:
         close(fd);
     reap_later(s, r->id);
     return -1;
+}
+
+/* ---- the warm pool ---------------------------------------------------------- */
+
+static void random_hex(char *out, size_t nbytes) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char b[16] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, b, nbytes > 16 ? 16 : nbytes) < 0)
+            memset(b, 0, sizeof(b));
+        close(fd);
+    }
+    for (size_t i = 0; i < nbytes && i < 16; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[2 * (nbytes > 16 ? 16 : nbytes)] = '\0';
+}
+
+static int start_warm(struct docker_state *s, int which, char ret_id[72]) {
+    char run_id[40] = "warm-";
+    random_hex(run_id + 5, 12);
+    struct pl_error e = {0};
+    if (create_container(s, which ? s->project_id : s->snippet_id, s->default_memory_mb, run_id,
+                         NULL, ret_id, &e) < 0)
+        return -1;
+    char path[128];
+    snprintf(path, sizeof(path), "/containers/%s/start", ret_id);
+    if (api_expect(s, "POST", path, NULL, 204, NULL, &e) < 0) {
+        reap_later(s, ret_id);
+        return -1;
+    }
+    return 0;
+}
+
+static void *warmer_main(void *arg) {
+    struct docker_state *s = arg;
+    pthread_mutex_lock(&s->lock);
+    while (!s->warm_stop) {
+        int which = s->nwarm[0] < s->set.warm ? 0 : s->nwarm[1] < s->set.warm ? 1 : -1;
+        if (which < 0) {
+            pthread_cond_wait(&s->cond, &s->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&s->lock);
+        char id[72];
+        int r = start_warm(s, which, id);
+        pthread_mutex_lock(&s->lock);
+        if (r < 0) {
+            /* The engine may be away: try again in a second. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+            continue;
+        }
+        if (s->warm_stop || s->nwarm[which] >= s->set.warm) {
+            pthread_mutex_unlock(&s->lock);
+            reap_later(s, id);
+            pthread_mutex_lock(&s->lock);
+            continue;
+        }
+        memcpy(s->warm[which][s->nwarm[which]++], id, sizeof(id));
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Take a warm container for a run at the default allowance, if one is up. */
+static bool take_warm(struct docker_state *s, int which, unsigned memory_mb, char ret_id[72]) {
+    if (!s->set.warm || memory_mb != s->default_memory_mb)
+        return false;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        bool have = s->nwarm[which] > 0;
+        if (have)
+            memcpy(ret_id, s->warm[which][--s->nwarm[which]], 72);
+        pthread_cond_broadcast(&s->cond); /* the warmer refills */
+        pthread_mutex_unlock(&s->lock);
+        if (!have)
+            return false;
+        /* One that died (e.g. the engine restarted) is dropped, not used. */
+        char path[128];
+        snprintf(path, sizeof(path), "/containers/%s/json", ret_id);
+        json_t *ins = NULL;
+        struct pl_error e = {0};
+        bool running = api_expect(s, "GET", path, NULL, 200, &ins, &e) == 0 &&
+                       json_is_true(json_object_get(json_object_get(ins, "State"), "Running"));
+        json_decref(ins);
+        if (running)
+            return true;
+        reap_later(s, ret_id);
+    }
+}
+
+static void warm_stop_and_drain(struct docker_state *s) {
+    if (!s->warmer_started)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->warm_stop = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->warmer, NULL);
+    s->warmer_started = false;
+    for (int w = 0; w < 2; w++)
+        for (unsigned i = 0; i < s->nwarm[w]; i++)
+            reap_later(s, s->warm[w][i]);
+    s->nwarm[0] = s->nwarm[1] = 0;
 }
 
 /* ---- the startup proof ------------------------------------------------------ */
@@ -909,6 +1050,7 @@ static void docker_destroy(void *state) {
     struct docker_state *s = state;
     if (!s)
         return;
+    warm_stop_and_drain(s);
     if (s->reaper_started) {
         pthread_mutex_lock(&s->lock);
         s->reaper_stop = true;
@@ -930,6 +1072,7 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     s->max_timeout_ms = config->max_timeout_ms;
+    s->default_memory_mb = config->memory_mb;
     json_t *langs = json_object();
     json_t *info = NULL;
     struct canary can = {.fd = -1};
@@ -996,6 +1139,8 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     json_decref(info);
     json_decref(langs);
     s->ready_at_ns = mono_ns();
+    if (s->set.warm && pthread_create(&s->warmer, NULL, warmer_main, s) == 0)
+        s->warmer_started = true;
     *ret_state = s;
     return 0;
 fail:
@@ -1223,6 +1368,7 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
     }
     default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
     }
+    take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
     char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
     json_decref(h);
     struct pl_buf hdr = {0};
