@@ -334,9 +334,13 @@ static void *reaper_main(void *arg) {
             break; /* stopping, and nothing left */
         s->reap_head = it->next;
         pthread_mutex_unlock(&s->lock);
-        for (int attempt = 0; attempt < 3 && remove_container(s, it->id) < 0; attempt++) {
-            struct timespec ts = {0, 200 * 1000 * 1000};
+        /* Retry for about half a minute: the engine may be restarting.  A
+         * container still left is deleted at this instance's next start. */
+        long backoff_ms = 200;
+        for (int attempt = 0; attempt < 10 && remove_container(s, it->id) < 0; attempt++) {
+            struct timespec ts = {backoff_ms / 1000, (backoff_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
+            backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
         }
         free(it);
         pthread_mutex_lock(&s->lock);
@@ -622,13 +626,46 @@ static int start_warm(struct docker_state *s, int which, char ret_id[72]) {
     return 0;
 }
 
+/*
+ * Drop every waiting container.  Called whenever the engine failed us: a
+ * container started before an engine restart can still be listed as
+ * running (containerd kept it) while its stdin is wired to nothing.
+ */
+static void flush_warm(struct docker_state *s) {
+    char ids[2 * WARM_MAX][72];
+    unsigned n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int w = 0; w < 2; w++) {
+        for (unsigned i = 0; i < s->nwarm[w]; i++)
+            memcpy(ids[n++], s->warm[w][i], 72);
+        s->nwarm[w] = 0;
+    }
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    for (unsigned i = 0; i < n; i++)
+        reap_later(s, ids[i]);
+}
+
 static void *warmer_main(void *arg) {
     struct docker_state *s = arg;
     pthread_mutex_lock(&s->lock);
     while (!s->warm_stop) {
         int which = s->nwarm[0] < s->set.warm ? 0 : s->nwarm[1] < s->set.warm ? 1 : -1;
         if (which < 0) {
-            pthread_cond_wait(&s->cond, &s->lock);
+            /* Full: look at the engine once a second; if it went away, what
+             * waits may be unusable when it comes back. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT && !s->warm_stop) {
+                pthread_mutex_unlock(&s->lock);
+                long st = 0;
+                struct pl_error e = {0};
+                if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 2000, &st, NULL, &e) < 0 ||
+                    st != 200)
+                    flush_warm(s);
+                pthread_mutex_lock(&s->lock);
+            }
             continue;
         }
         pthread_mutex_unlock(&s->lock);
@@ -1181,8 +1218,10 @@ static int docker_ready(void *state, struct pl_error *err) {
     if (fresh)
         return 0;
     long st = 0;
-    if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 2000, &st, NULL, err) < 0 || st != 200)
+    if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 2000, &st, NULL, err) < 0 || st != 200) {
+        flush_warm(s);
         return pl_error_set(err, PL_REASON_NOT_READY, "the docker engine does not answer");
+    }
     char path[256], id[80];
     if (check_runtime(s, path, sizeof(path), NULL, err) < 0 || strcmp(path, s->runtime_path) != 0)
         return pl_error_set(err, PL_REASON_NOT_READY,
@@ -1205,6 +1244,7 @@ static void invalidate_ready(struct docker_state *s) {
     pthread_mutex_lock(&s->lock);
     s->ready_at_ns = 0;
     pthread_mutex_unlock(&s->lock);
+    flush_warm(s);
 }
 
 /* ---- runs ----------------------------------------------------------------------- */
