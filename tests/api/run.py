@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Run every tests/api/test_*.py against the build in PLIMSOLL_BUILD_DIR and
-print one summary line: "api: N passed, N failed". Exit 1 on any failure."""
+"""Run every test_*.py of a folder (default: this one, tests/api) against the
+build in PLIMSOLL_BUILD_DIR and print one summary line: "<label>: N passed,
+N failed". Exit 1 on any failure.
+
+    tests/api/run.py [FOLDER [LABEL]]"""
 import os
 import sys
 import unittest
@@ -10,13 +13,16 @@ sys.path.insert(0, HERE)
 
 
 def main():
-    suite = unittest.defaultTestLoader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
+    folder = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    label = sys.argv[2] if len(sys.argv) > 2 else "api"
+    sys.path.insert(0, folder)
+    suite = unittest.defaultTestLoader.discover(folder, pattern="test_*.py", top_level_dir=folder)
     result = unittest.TextTestRunner(verbosity=int(os.environ.get("PL_VERBOSE", "1"))).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
     # A skipped test is not hidden in a green run: it counts as failed here.
-    print("api: %d passed, %d failed" % (passed, failed + skipped))
+    print("%s: %d passed, %d failed" % (label, passed, failed + skipped))
     return 1 if failed or skipped else 0
 
 

@@ -1,8 +1,8 @@
 # plimsoll's in-container bootstrap (docs/providers/docker.md).
 #
 # plimsolld starts every container with `python3 -c <this file>` and writes
-# to the container's stdin: one JSON header line, then the payload's bytes,
-# then (snippets) the guest's stdin.  This file is compiled into plimsolld.
+# to the container's stdin: the length of a JSON header on one line, the
+# header, then the payload's bytes, then (snippets) the guest's stdin.  This file is compiled into plimsolld.
 #
 #   snippet  write the code to /tmp, exec the interpreter; fd 0 is left at
 #            the first byte of the guest's stdin, fds 1 and 2 are the
@@ -204,7 +204,11 @@ def probe(h):
 
 
 def main():
-    h = json.loads(read_line())
+    # The header's length on a line of its own, then the header: only those
+    # few digits are read a byte at a time (each read is a system call, and
+    # under gVisor a costly one).
+    n = int(read_line(limit=16))
+    h = json.loads(read_exact(n))
     kind = h["kind"]
     if kind == "snippet":
         snippet(h)

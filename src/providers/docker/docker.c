@@ -571,10 +571,27 @@ static int run_container(struct docker_state *s, struct cont_run *r, struct pl_e
     close(fd);
     fd = -1;
 
+    /* The guest may close its output and keep running: the wait is bounded
+     * by the deadline too, and a guest still running then is killed. */
     json_t *w = NULL;
     snprintf(path, sizeof(path), "/containers/%s/wait?condition=not-running", r->id);
+    uint64_t deadline = t0 + (uint64_t)r->timeout_ms * 1000000ull, now = mono_ns();
+    if (!r->timed_out && now < deadline) {
+        long st = 0;
+        long wait_ms = (long)((deadline - now) / 1000000ull) + 1;
+        struct pl_error werr = {0};
+        if (pl_docker_call(s->engine, "POST", path, NULL, wait_ms, &st, &w, &werr) == 0 &&
+            st == 200)
+            goto waited;
+        json_decref(w);
+        w = NULL;
+        /* Not exited by the deadline (or the call failed): kill, then wait. */
+        if (kill_container(s, r->id) == 0)
+            r->timed_out = mono_ns() >= deadline;
+    }
     if (api_expect(s, "POST", path, NULL, 200, &w, err) < 0)
         goto fail;
+waited:
     r->exit_code = (int)json_integer_value(json_object_get(w, "StatusCode"));
     json_decref(w);
     json_t *ins = NULL;
@@ -977,7 +994,7 @@ static int probe_image(struct docker_state *s, const char *image, const char *im
     char *line = json_dumps(h, JSON_COMPACT);
     json_decref(h);
     struct pl_buf hdr = {0};
-    pl_buf_printf(&hdr, "%s\n", line);
+    pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
     free(line);
     struct cont_run r = {.image_id = image_id,
                          .memory_mb = 256,
@@ -1413,7 +1430,7 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
     json_decref(h);
     struct pl_buf hdr = {0};
     if (line)
-        pl_buf_printf(&hdr, "%s\n", line);
+        pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
     free(line);
     r.parts[0] = hdr.data;
     r.part_len[0] = hdr.len;

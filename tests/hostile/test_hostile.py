@@ -1,0 +1,271 @@
+"""Hostile code against every provider on this machine (issue #8's suite,
+first slice): each case states what must happen, and after each class the
+daemon must still be ready with nothing left behind.
+
+The wasm cases run JavaScript in the process tier; the docker cases run
+Python under runc and under runsc.  Shared expectations: a typed result
+or refusal, never an infrastructure error, and no effect outside the
+sandbox."""
+import base64
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
+from harness import Daemon, error_info  # noqa: E402
+from test_docker import SECCOMP, docker_env, engine_up, ours  # noqa: E402
+
+
+def proc_counts(pid):
+    return (len(os.listdir("/proc/%d/fd" % pid)), len(os.listdir("/proc/%d/task" % pid)))
+
+
+class Hostile:
+    """Mixin: self.d is the daemon; run() sends one payload."""
+
+    def result(self, msg):
+        status, body = self.d.rpc("Run", msg)
+        self.assertEqual(status, 200, body)  # a result, never an infrastructure error
+        return body
+
+    def refusal(self, msg, reason):
+        status, body = self.d.rpc("Run", msg)
+        self.assertNotEqual(status, 200, body)
+        self.assertEqual(error_info(body)[0]["reason"], reason)
+        self.assertEqual(error_info(body)[0]["metadata"]["dispatched"], "false")
+
+    @classmethod
+    def tearDownClass(cls):
+        d = cls.d
+        try:
+            assert d.request("GET", "/readyz")[0] == 200, "not ready after the hostile suite"
+            fds, threads = proc_counts(d.proc.pid)
+            assert fds <= cls.fds0 + 2 and threads <= cls.threads0 + 2, \
+                "fds %d->%d threads %d->%d" % (cls.fds0, fds, cls.threads0, threads)
+        finally:
+            d.stop()
+
+
+class HostileWasm(Hostile, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm", "SANDBOX_OUTPUT_BYTES": "4096",
+                            "SANDBOX_RATE_PER_MIN": "100000", "SANDBOX_RATE_BURST": "10000",
+                            "SANDBOX_MEMORY_MB": "64", "SANDBOX_TOTAL_MEMORY_MB": "512"}).start()
+        cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
+
+    def js(self, code, **extra):
+        m = {"snippet": {"language": "javascript", "code": code}}
+        m.update(extra)
+        return self.result(m)
+
+    def test_infinite_loop_stops_at_deadline(self):
+        self.assertTrue(self.js("for(;;){}", timeout_ms=300)["timed_out"])
+
+    def test_regex_bomb_stops_at_deadline(self):
+        self.assertTrue(self.js("/(a+)+$/.test('a'.repeat(40)+'b')", timeout_ms=300)["timed_out"])
+
+    def test_memory_hog_is_out_of_memory(self):
+        b = self.js("const a=[]; for(;;) a.push(new Array(1e6).fill(1))")
+        self.assertTrue(b["out_of_memory"] or b["timed_out"], b)
+        self.assertNotEqual(b["exit_code"], 0)
+
+    def test_flood_both_streams(self):
+        b = self.js("for(let i=0;i<1e5;i++){console.log('o'.repeat(50));console.error('e'.repeat(50))}")
+        self.assertTrue(b["stdout_truncated"] and b["stderr_truncated"])
+        self.assertEqual((len(b["stdout"]), len(b["stderr"])), (4096, 4096))
+
+    def test_deep_recursion_is_an_exception(self):
+        b = self.js("function f(){return f()+1} f()")
+        self.assertEqual(b["exit_code"], 1)
+        self.assertIn("stack overflow", b["stderr"])
+
+    def test_no_host_objects(self):
+        b = self.js("console.log([typeof require, typeof process, typeof std, typeof os, "
+                    "typeof fetch, typeof XMLHttpRequest, typeof WebAssembly].join(','))")
+        self.assertEqual(b["stdout"], "undefined,undefined,undefined,undefined,undefined,"
+                                      "undefined,undefined\n")
+
+    def test_no_module_loading(self):
+        b = self.js("import('os').then(()=>console.log('LOADED'), e=>console.log('refused'))")
+        self.assertEqual(b["stdout"], "refused\n")
+
+    def test_function_constructor_escape_finds_nothing(self):
+        b = self.js("const g = Function('return this')(); "
+                    "console.log(Object.getOwnPropertyNames(g).filter(k => "
+                    "/^(std|os|process|require|scriptArgs|print)$/.test(k)).length)")
+        self.assertEqual(b["stdout"], "0\n")
+
+    def test_no_threads_to_spin(self):
+        b = self.js("console.log(typeof SharedArrayBuffer === 'undefined' || "
+                    "typeof Atomics.wait !== 'function' || 'ok')")
+        self.assertEqual(b["exit_code"], 0)
+
+    def test_stdin_over_the_limit_refused(self):
+        self.refusal({"snippet": {"language": "javascript", "code": "1",
+                                  "stdin": "x" * (1024 * 1024 + 1)}}, "INVALID_REQUEST")
+
+    def test_json_nesting_bomb_refused(self):
+        status, body = self.d.rpc("Run", None, raw=b"[" * 100000 + b"]" * 100000)
+        self.assertEqual(status, 400)
+        self.assertEqual(error_info(body)[0]["reason"], "INVALID_REQUEST")
+
+    def test_state_does_not_leak_between_runs(self):
+        self.js("globalThis.secret = 'A'; Object.prototype.leak = 1")
+        self.assertEqual(self.js("console.log(typeof secret, ({}).leak)")["stdout"],
+                         "undefined undefined\n")
+
+    def test_module_loop_and_grow(self):
+        with open(os.path.join(os.environ.get("PLIMSOLL_BUILD_DIR", os.path.join(
+                os.path.dirname(os.path.dirname(HERE)), "build")), "tests", "loop.wasm"),
+                "rb") as f:
+            wasm = base64.b64encode(f.read()).decode()
+        b = self.result({"module": {"wasm_base64": wasm}, "timeout_ms": 300})
+        self.assertTrue(b["timed_out"])
+
+
+class HostileDocker(Hostile):
+    RUNTIME = None
+
+    @classmethod
+    def setUpClass(cls):
+        if not engine_up():
+            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
+        cls.instance = "hostile-" + cls.RUNTIME
+        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance)).start(timeout=120)
+        cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        assert ours(cls.instance) == [], "containers left behind"
+
+    def py(self, code, **extra):
+        m = {"snippet": {"language": "python", "code": code}}
+        m.update(extra)
+        return self.result(m)
+
+    def test_closed_output_then_sleep_past_deadline(self):
+        t0 = time.monotonic()
+        b = self.py("import os, time\nos.close(1); os.close(2)\ntime.sleep(60)", timeout_ms=1500)
+        self.assertTrue(b["timed_out"], b)
+        self.assertEqual(b["exit_code"], 124)
+        self.assertLess(time.monotonic() - t0, 1.5 + 10)  # a bound, not a speed claim
+
+    def test_deep_recursion(self):
+        b = self.py("import sys\nsys.setrecursionlimit(10**7)\n"
+                    "def f(n): return f(n+1)+1\nf(0)")
+        self.assertNotEqual(b["exit_code"], 0)
+
+    def test_udp_and_dns_out(self):
+        b = self.py("import socket\n"
+                    "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                    "try:\n"
+                    "    s.sendto(b'x', ('10.0.0.1', 53)); print('SENT')\n"
+                    "except OSError:\n"
+                    "    print('no udp')\n"
+                    "try:\n"
+                    "    socket.gethostbyname('example.org'); print('RESOLVED')\n"
+                    "except OSError:\n"
+                    "    print('no dns')\n", timeout_ms=20000)
+        self.assertEqual(b["stdout"], "no udp\nno dns\n")
+
+    def test_only_loopback_interface(self):
+        b = self.py("import socket\nprint(sorted(n for _, n in socket.if_nameindex()))")
+        self.assertIn(b["stdout"].strip(), ("['lo']", "[]"))
+
+    def test_no_broker_socket_without_grant(self):
+        b = self.py("import os\nprint(os.path.exists('/run/plimsoll'))")
+        self.assertEqual(b["stdout"], "False\n")
+
+    def test_another_runs_files_are_invisible(self):
+        self.py("open('/work/secret', 'w').write('A'); open('/tmp/secret', 'w').write('A')")
+        b = self.py("import os\nprint(os.listdir('/work'), "
+                    "[f for f in os.listdir('/tmp') if not f.startswith('.plimsoll')])")
+        self.assertEqual(b["stdout"], "[] []\n")
+
+    def test_signals_stay_inside(self):
+        marker = time.time()
+        b = self.py("import os, signal\n"
+                    "for sig in (signal.SIGKILL, signal.SIGTERM):\n"
+                    "    try:\n"
+                    "        os.kill(-1, sig)\n"
+                    "    except OSError as e:\n"
+                    "        print('refused', e.errno)\n"
+                    "print('alive')")
+        # The guest is alone in its pid namespace: nothing outside was hit.
+        self.assertIsNone(self.d.proc.poll())
+        self.assertEqual(self.d.request("GET", "/healthz")[0], 200)
+        self.assertLess(time.time() - marker, 60)
+        self.assertIn(b["exit_code"], (0, 137, 143))
+
+    def test_proc_and_sys_show_no_host(self):
+        b = self.py("import os\n"
+                    "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+                    "print(len(pids))\n"
+                    "for p in ['/proc/kcore', '/proc/1/environ', '/sys/firmware', "
+                    "'/proc/sys/kernel/core_pattern']:\n"
+                    "    try:\n"
+                    "        with open(p, 'rb') as f: f.read(16)\n"
+                    "        print('read', p)\n"
+                    "    except OSError:\n"
+                    "        print('no', p)\n")
+        lines = b["stdout"].splitlines()
+        self.assertLess(int(lines[0]), 10)  # only the sandbox's own processes
+        self.assertNotIn("read /proc/kcore", lines)
+        self.assertNotIn("read /sys/firmware", lines)
+
+    def test_setuid_and_chroot_unavailable(self):
+        b = self.py("import os\n"
+                    "for f in (lambda: os.setuid(0), lambda: os.chroot('/tmp')):\n"
+                    "    try:\n"
+                    "        f(); print('ALLOWED')\n"
+                    "    except OSError:\n"
+                    "        print('refused')\n")
+        self.assertEqual(b["stdout"], "refused\nrefused\n")
+
+    def test_device_nodes(self):
+        # A device node made in a writable area must not reach a host device.
+        # runc refuses mknod (no CAP_MKNOD); gVisor allows nodes of the
+        # devices it emulates itself (field notes), never a host device.
+        b = self.py("import os\n"
+                    "try:\n"
+                    "    os.mknod('/tmp/mem', 0o20666, os.makedev(1, 1))\n"
+                    "    with open('/tmp/mem', 'rb') as f: f.read(16); print('READ /dev/mem')\n"
+                    "except OSError:\n"
+                    "    print('refused')\n")
+        self.assertEqual(b["stdout"], "refused\n")
+
+    def test_disk_fill_is_bounded(self):
+        b = self.py("import os\n"
+                    "try:\n"
+                    "    with open('/work/fill', 'wb') as f:\n"
+                    "        while True: f.write(b'x' * (1 << 20))\n"
+                    "except OSError as e:\n"
+                    "    print('full', e.errno, os.path.getsize('/work/fill') >> 20)\n")
+        self.assertTrue(b["stdout"].startswith("full 28 "), b)  # ENOSPC
+        self.assertLessEqual(int(b["stdout"].split()[2]), 64)
+
+    def test_huge_argv_and_file_counts_at_the_edge(self):
+        files = [{"path": "f%d" % i, "content": ""} for i in range(256)]
+        argv = ["python3", "-c", "import sys, os; print(len(sys.argv), len(os.listdir('.')))"] + \
+               ["a" * 4096] * 61
+        b = self.result({"project": {"files": files, "steps": [{"argv": argv}]}})
+        self.assertEqual(b["steps"][0]["stdout"], "62 256\n")
+        self.refusal({"project": {"files": files + [{"path": "extra", "content": ""}],
+                                  "steps": [{"argv": ["true"]}]}}, "INVALID_REQUEST")
+        self.refusal({"project": {"steps": [{"argv": argv + ["x"] * 2}]}}, "INVALID_REQUEST")
+
+
+class HostileDockerRunc(HostileDocker, unittest.TestCase):
+    RUNTIME = "runc"
+
+
+class HostileDockerRunsc(HostileDocker, unittest.TestCase):
+    RUNTIME = "runsc"
+
+
+if __name__ == "__main__":
+    unittest.main()
