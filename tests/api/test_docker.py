@@ -74,6 +74,13 @@ def docker_env(runtime, instance, **extra):
     return env
 
 
+def start_docker_daemon(runtime, instance):
+    """A docker-provider daemon for a test class; fails when no engine runs."""
+    if not engine_up():
+        raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
+    return Daemon(env=docker_env(runtime, instance)).start(timeout=120)
+
+
 def py(code, **extra):
     m = {"snippet": {"language": "python", "code": code}}
     m.update(extra)
@@ -87,10 +94,8 @@ class DockerRuns:
 
     @classmethod
     def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
         cls.instance = "test-" + cls.RUNTIME
-        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance)).start(timeout=120)
+        cls.d = start_docker_daemon(cls.RUNTIME, cls.instance)
 
     @classmethod
     def tearDownClass(cls):

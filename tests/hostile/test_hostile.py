@@ -15,7 +15,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
 from harness import Daemon, error_info  # noqa: E402
-from test_docker import SECCOMP, docker_env, engine_up, ours  # noqa: E402
+from test_docker import ours, start_docker_daemon  # noqa: E402
 
 
 def proc_counts(pid):
@@ -139,10 +139,8 @@ class HostileDocker(Hostile):
 
     @classmethod
     def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
         cls.instance = "hostile-" + cls.RUNTIME
-        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance)).start(timeout=120)
+        cls.d = start_docker_daemon(cls.RUNTIME, cls.instance)
         cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
 
     @classmethod

@@ -1380,8 +1380,6 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
         r.part_len[1] = req->snippet.code_len;
         r.parts[2] = req->snippet.stdin_data;
         r.part_len[2] = req->snippet.stdin_len;
-        r.nparts = 3;
-        r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
         break;
     case PL_PAYLOAD_MODULE: {
         r.image_id = s->snippet_id;
@@ -1394,8 +1392,6 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
         r.part_len[1] = req->module.wasm_len;
         r.parts[2] = req->module.stdin_data;
         r.part_len[2] = req->module.stdin_len;
-        r.nparts = 3;
-        r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
         break;
     }
     case PL_PAYLOAD_PROJECT: {
@@ -1424,6 +1420,12 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
         break;
     }
     default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
+    }
+    if (req->kind != PL_PAYLOAD_PROJECT) {
+        /* Snippets and modules: header, the code, then the guest's stdin;
+         * the guest's own output is the container's. */
+        r.nparts = 3;
+        r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
     }
     take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
     char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
