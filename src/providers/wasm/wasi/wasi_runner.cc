@@ -536,6 +536,58 @@ wabt::Features accepted_features() {
   return f;
 }
 
+/* Read an unsigned LEB128 of at most 32 bits at *pos; false when it runs
+ * past end or is over-long. */
+bool read_u32_leb(const uint8_t *p, size_t end, size_t *pos, uint32_t *out) {
+  uint64_t v = 0;
+  for (unsigned shift = 0; shift < 35; shift += 7) {
+    if (*pos >= end) return false;
+    uint8_t b = p[(*pos)++];
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      if (v > UINT32_MAX) return false;
+      *out = static_cast<uint32_t>(v);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* wabt checks every vector count against the bytes left in its section
+ * before it reserves memory, except the DataCount section's count, which
+ * no bytes follow: a 10-byte section could make it reserve gigabytes (found
+ * by fuzz_wasi_validate).  Refuse a data count larger than the data
+ * section's payload (each segment takes at least one byte) before wabt
+ * sees the module.  The scan stops at the first malformed section header
+ * (wabt reports it, but only after it has read the sections before it). */
+bool data_count_is_plausible(const uint8_t *wasm, size_t len, std::string *why) {
+  constexpr uint8_t kDataSection = 11, kDataCountSection = 12;
+  bool have_count = false;
+  uint32_t data_count = 0;
+  uint64_t data_bytes = 0;
+  size_t pos = 8;
+  while (pos < len) {
+    uint8_t id = wasm[pos++];
+    uint32_t size;
+    if (!read_u32_leb(wasm, len, &pos, &size) || size > len - pos) break;
+    size_t body = pos;
+    if (id == kDataCountSection) {
+      if (!read_u32_leb(wasm, body + size, &body, &data_count)) break;
+      have_count = true;
+    } else if (id == kDataSection) {
+      data_bytes = size;
+    }
+    pos += size;
+  }
+  if (have_count && data_count > data_bytes) {
+    *why = fmt("invalid module: data count %u is larger than the data section "
+               "(%llu bytes)",
+               data_count, static_cast<unsigned long long>(data_bytes));
+    return false;
+  }
+  return true;
+}
+
 /* Parse and validate the bytes into *desc.  Returns < 0 with *why set. */
 int parse_module(const uint8_t *wasm, size_t len, wi::ModuleDesc *desc,
                  std::string *why) {
@@ -543,6 +595,7 @@ int parse_module(const uint8_t *wasm, size_t len, wi::ModuleDesc *desc,
     *why = "invalid module: too short to be a WebAssembly binary";
     return PL_WASI_ERR_MODULE;
   }
+  if (!data_count_is_plausible(wasm, len, why)) return PL_WASI_ERR_MODULE;
   wabt::ReadBinaryOptions options(accepted_features(), nullptr,
                                   /*read_debug_names=*/false,
                                   /*stop_on_first_error=*/true,
