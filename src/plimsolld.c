@@ -3,6 +3,7 @@
  *
  *   1. settings (environment, read once)     -> exit 2 naming the setting
  *   2. callers (PLIMSOLL_KEYS_FILE)          -> exit 2
+ *      grant profiles (PLIMSOLL_GRANTS_FILE) -> exit 2 naming the profile
  *   3. the provider and its startup proof    -> exit 2
  *   4. admission, the API, one Describe line in the log
  *   5. serve until SIGTERM/SIGINT, then drain in-flight runs and exit 0
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "broker/grants.h"
 #include "core/admission.h"
 #include "core/config.h"
 #include "core/keys.h"
@@ -55,6 +57,7 @@ int main(int argc, char **argv) {
     struct pl_error err = {0};
     struct pl_config config;
     struct pl_keys *keys = NULL;
+    struct pl_grants *grants = NULL;
     struct pl_provider *provider = NULL;
     struct pl_admission *admission = NULL;
     struct pl_metrics *metrics = NULL;
@@ -70,6 +73,14 @@ int main(int argc, char **argv) {
                      "PLIMSOLL_KEYS_FILE: %s lists no key; nobody could call this daemon",
                      config.keys_file);
         goto refused;
+    }
+    if (config.grants_file[0]) {
+        char msg[sizeof(err.message)];
+        if (pl_grants_load_file(config.grants_file, env_lookup, NULL, &grants, msg, sizeof(msg)) <
+            0) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST, "%s", msg);
+            goto refused;
+        }
     }
     if (pl_provider_start(&config, &provider, &err) < 0)
         goto refused;
@@ -89,6 +100,8 @@ int main(int argc, char **argv) {
 
     struct pl_api api = {.config = &config,
                          .keys = keys,
+                         .grants = grants,
+                         .env = env_lookup,
                          .provider = provider,
                          .admission = admission,
                          .metrics = metrics,
@@ -126,5 +139,6 @@ out:
     pl_admission_free(admission);
     pl_metrics_free(metrics);
     pl_keys_free(keys);
+    pl_grants_free(grants);
     return status;
 }

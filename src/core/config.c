@@ -31,7 +31,6 @@
 #define DRAIN_MAX_MS 3600000u
 
 const char *const pl_config_reserved_settings[] = {
-    "PLIMSOLL_GRANTS_FILE", /* grants and the broker */
     "SANDBOX_MAX_SESSIONS", /* sessions */
     "SANDBOX_SESSION_DISK_MB",
     "SANDBOX_SESSION_LIFETIME",
@@ -222,6 +221,12 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
     if (strlen(v) >= sizeof(c.keys_file))
         return pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: path too long");
     memcpy(c.keys_file, v, strlen(v) + 1);
+
+    v = get(lookup, ud, "PLIMSOLL_GRANTS_FILE");
+    if (v && strlen(v) >= sizeof(c.grants_file))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_GRANTS_FILE: path too long");
+    if (v)
+        memcpy(c.grants_file, v, strlen(v) + 1);
 
     c.lookup = lookup;
     c.lookup_userdata = ud;

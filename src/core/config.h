@@ -55,6 +55,7 @@ struct pl_config {
 
     struct pl_listen listen;    /* PLIMSOLL_LISTEN */
     char keys_file[4096];       /* PLIMSOLL_KEYS_FILE */
+    char grants_file[4096];     /* PLIMSOLL_GRANTS_FILE; "" when none */
     unsigned max_request_bytes; /* PLIMSOLL_MAX_REQUEST_BYTES */
     unsigned max_connections;   /* PLIMSOLL_MAX_CONNECTIONS */
     unsigned drain_timeout_ms;  /* PLIMSOLL_DRAIN_TIMEOUT_MS */

@@ -81,6 +81,7 @@ enum pl_reason {
 struct pl_error {
     enum pl_reason reason;
     char message[512];
+    bool before_dispatch; /* an INTERNAL failure that struck before dispatch */
 };
 
 /* Wire name of a Connect code ("invalid_argument"); never NULL. */

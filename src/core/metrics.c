@@ -22,6 +22,7 @@ struct pl_metrics {
     pthread_mutex_t lock;
     uint64_t runs[PL_RUN__COUNT][PL_TIER__COUNT];
     uint64_t refusals[PL_REASON__COUNT];
+    uint64_t broker_forwarded, broker_refused;
     uint64_t requests[NMETHODS][PL_CODE__COUNT + 1]; /* last column: ok */
     uint64_t buckets[NBUCKETS];
     uint64_t count;
@@ -52,6 +53,13 @@ void pl_metrics_run(struct pl_metrics *m, enum pl_run_outcome o, enum pl_tier t,
             m->buckets[i]++;
     m->count++;
     m->sum += s;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void pl_metrics_broker(struct pl_metrics *m, unsigned forwarded, unsigned refused) {
+    pthread_mutex_lock(&m->lock);
+    m->broker_forwarded += forwarded;
+    m->broker_refused += refused;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -93,6 +101,12 @@ int pl_metrics_render(struct pl_metrics *m, unsigned in_flight, int ready, struc
     for (unsigned i = 1; i < PL_REASON__COUNT; i++)
         r |= pl_buf_printf(o, "plimsoll_refusals_total{reason=\"%s\"} %llu\n",
                            pl_reason_name((enum pl_reason)i), (unsigned long long)s.refusals[i]);
+    r |= pl_buf_printf(o,
+                       "# HELP plimsoll_broker_requests_total Guest requests to grant brokers.\n"
+                       "# TYPE plimsoll_broker_requests_total counter\n"
+                       "plimsoll_broker_requests_total{outcome=\"forwarded\"} %llu\n"
+                       "plimsoll_broker_requests_total{outcome=\"refused\"} %llu\n",
+                       (unsigned long long)s.broker_forwarded, (unsigned long long)s.broker_refused);
     r |= pl_buf_puts(o, "# HELP plimsoll_requests_total API calls by method and result code.\n"
                         "# TYPE plimsoll_requests_total counter\n");
     for (unsigned i = 0; i < NMETHODS; i++)

@@ -4,6 +4,8 @@
  *   plimsoll_runs_total{outcome,isolation}    answered runs
  *   plimsoll_refusals_total{reason}           typed refusals and errors
  *   plimsoll_requests_total{method,code}      every API call
+ *   plimsoll_broker_requests_total{outcome}   guest requests to brokers:
+ *                                             forwarded | refused
  *   plimsoll_in_flight                        runs in progress
  *   plimsoll_ready                            1 when readiness holds
  *   plimsoll_run_duration_seconds             histogram of run latency
@@ -37,6 +39,8 @@ void pl_metrics_free(struct pl_metrics *m);
 void pl_metrics_run(struct pl_metrics *m, enum pl_run_outcome outcome, enum pl_tier tier,
                     uint64_t duration_ns);
 void pl_metrics_refusal(struct pl_metrics *m, enum pl_reason reason);
+/* One run's broker counters, added when the run ends. */
+void pl_metrics_broker(struct pl_metrics *m, unsigned forwarded, unsigned refused);
 /* method: a short name ("Run", "Describe", "metrics", "other"). */
 void pl_metrics_request(struct pl_metrics *m, const char *method, enum pl_code code_or_ok, int ok);
 

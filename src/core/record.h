@@ -8,6 +8,8 @@
  *   started_at       wall clock at dispatch (RFC 3339, UTC, nanoseconds)
  *   ended_at         started_at + elapsed time on CLOCK_MONOTONIC, so it
  *                    can never fall before started_at
+ *   broker_calls     requests the run's broker forwarded to the grant's API
+ *   broker_refused   requests the broker refused itself (0 and 0 without a grant)
  *   previous_digest  the digest of the previous record in a session; ""
  *   digest           SHA-256 of the canonical record without "digest"
  * docs/records.md is the reference for client authors; tests/vectors/
@@ -29,6 +31,8 @@ struct pl_record_input {
     const char *runtime;
     struct timespec started;     /* CLOCK_REALTIME at dispatch */
     uint64_t elapsed_ns;         /* CLOCK_MONOTONIC difference */
+    unsigned broker_calls;
+    unsigned broker_refused;
     const char *previous_digest; /* NULL or "" when none */
 };
 

@@ -47,6 +47,8 @@ struct pl_provider_info {
     struct pl_op_caps session;
 };
 
+struct pl_broker; /* broker/broker.h */
+
 /* Per-run settings the core resolved before dispatch. */
 struct pl_run_ctx {
     const char *principal;
@@ -54,6 +56,8 @@ struct pl_run_ctx {
     unsigned memory_mb;    /* resolved: request's, or the allowance */
     unsigned output_bytes; /* cap per stream */
     char run_id[33];       /* random hex, names the sandbox */
+    struct pl_broker *broker; /* the run's grant, credential obtained; NULL when none.
+                                 Owned by the core; the provider attaches its transport. */
 };
 
 struct pl_step_result {

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "../broker/broker.h"
 #include "../core/buf.h"
 #include "../core/canon.h"
 #include "../core/log.h"
@@ -108,6 +109,8 @@ int pl_error_info_encode(const char *reason, const char *domain, const char *con
 struct call_log {
     const char *principal;
     const char *method;
+    const char *grant_profile; /* the name only; never a credential */
+    unsigned broker_calls, broker_refused;
     const char *outcome;
     enum pl_reason reason;
 };
@@ -116,7 +119,8 @@ static void refuse(struct pl_api *api, struct pl_api_response *rs, struct call_l
                    const struct pl_error *err) {
     enum pl_reason reason = err->reason == PL_REASON_NONE ? PL_REASON_INTERNAL : err->reason;
     enum pl_code code = pl_reason_code(reason);
-    const char *dispatched = pl_reason_dispatched(reason) ? "true" : "false";
+    const char *dispatched =
+        pl_reason_dispatched(reason) && !err->before_dispatch ? "true" : "false";
     const char *isolation = pl_tier_name(api->provider->info.tier);
     const char *keys[] = {"dispatched", "isolation"};
     const char *vals[] = {dispatched, isolation};
@@ -317,10 +321,18 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
         refuse(api, rs, lg, &err);
         return;
     }
+    const struct pl_grant_profile *grant = NULL;
     if (req.grant_profile) {
-        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                     "grant_profile: unknown profile (this daemon has no grant profiles)");
-        goto refused;
+        grant = pl_grants_find(api->grants, req.grant_profile);
+        if (!grant) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                         api->grants ? "grant_profile: unknown profile \"%.128s\""
+                                     : "grant_profile: unknown profile \"%.128s\" (this daemon "
+                                       "has no PLIMSOLL_GRANTS_FILE)",
+                         req.grant_profile);
+            goto refused;
+        }
+        lg->grant_profile = grant->name;
     }
     if (!prov->ops->run) {
         pl_error_set(&err, PL_REASON_DISABLED,
@@ -343,6 +355,19 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
     if (req.kind == PL_PAYLOAD_SNIPPET && !language_listed(caps, req.snippet.language)) {
         pl_error_set(&err, PL_REASON_UNSUPPORTED, "provider \"%s\" does not run %s snippets",
                      prov->ops->name, req.snippet.language);
+        goto refused;
+    }
+    if (grant && !caps->grants) {
+        pl_error_set(&err, PL_REASON_UNSUPPORTED,
+                     "provider \"%s\" does not broker grants for %s payloads; see Describe",
+                     prov->ops->name, pl_payload_name(req.kind));
+        goto refused;
+    }
+    if (grant && !pl_grant_caller_allowed(grant, principal)) {
+        pl_error_set(&err, PL_REASON_CALLER_NOT_ALLOWED,
+                     "caller \"%.128s\" is not in the allowed_callers of grant profile "
+                     "\"%.128s\"; nothing ran",
+                     principal, grant->name);
         goto refused;
     }
     unsigned timeout = req.timeout_ms ? req.timeout_ms : cfg->default_timeout_ms;
@@ -379,12 +404,29 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
     }
     for (int i = 0; i < 16; i++)
         snprintf(ctx.run_id + 2 * i, 3, "%02x", rnd[i]);
+    if (grant) {
+        /* The credential, once per run; the deadline bounds every call. */
+        uint64_t grant_deadline = mono_ns() + (uint64_t)timeout * 1000000ull;
+        if (pl_broker_new(grant, api->env, api->env_userdata, principal, grant_deadline,
+                          &ctx.broker, &err) < 0) {
+            pl_admission_release(api->admission, principal);
+            err.before_dispatch = true;
+            goto refused;
+        }
+    }
     struct timespec started;
     clock_gettime(CLOCK_REALTIME, &started);
     uint64_t t0 = mono_ns();
     struct pl_run_result res = {0};
     int r = prov->ops->run(prov->state, &ctx, &req, &res, &err);
     uint64_t elapsed = mono_ns() - t0;
+    unsigned broker_calls = pl_broker_calls(ctx.broker);
+    unsigned broker_refused = pl_broker_refused(ctx.broker);
+    lg->broker_calls = broker_calls;
+    lg->broker_refused = broker_refused;
+    if (grant)
+        pl_metrics_broker(api->metrics, broker_calls, broker_refused);
+    pl_broker_free(ctx.broker); /* stops its socket, wipes the credential */
     pl_admission_release(api->admission, principal);
     if (r < 0) {
         pl_run_result_clear(&res);
@@ -411,6 +453,8 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
                                      .runtime = in->runtime,
                                      .started = started,
                                      .elapsed_ns = elapsed,
+                                     .broker_calls = broker_calls,
+                                     .broker_refused = broker_refused,
                                      .previous_digest = NULL};
         record = pl_record_build(&ri);
     }
@@ -584,5 +628,10 @@ void pl_api_handle(struct pl_api *api, const struct pl_api_request *rq,
                   strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0 ? "rpc" : "http",
                   "outcome", lg.outcome, "reason", lg.reason ? pl_reason_name(lg.reason) : "",
                   "status", (json_int_t)rs->status, "duration_ms", (double)(mono_ns() - t0) / 1e6);
+    if (f && lg.grant_profile) {
+        json_object_set_new(f, "grant_profile", json_string(lg.grant_profile));
+        json_object_set_new(f, "broker_calls", json_integer(lg.broker_calls));
+        json_object_set_new(f, "broker_refused", json_integer(lg.broker_refused));
+    }
     pl_log("info", "request", f);
 }

@@ -7,9 +7,11 @@
  * run record, metrics and the per-request log line) happens here.
  *
  * The refusal order for Run, each decided before dispatch:
- *   UNAUTHENTICATED -> INVALID_REQUEST -> DISABLED -> INSUFFICIENT_ISOLATION
- *   -> UNSUPPORTED -> NOT_READY -> (SHUTTING_DOWN | RATE_LIMITED |
- *   AT_CAPACITY) -> dispatch.
+ *   UNAUTHENTICATED -> INVALID_REQUEST (including an unknown grant_profile)
+ *   -> DISABLED -> INSUFFICIENT_ISOLATION -> UNSUPPORTED (including a grant
+ *   on a kind the provider cannot broker) -> CALLER_NOT_ALLOWED -> NOT_READY
+ *   -> (SHUTTING_DOWN | RATE_LIMITED | AT_CAPACITY) -> the grant's
+ *   credential is obtained -> dispatch.
  */
 #pragma once
 
@@ -18,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../broker/grants.h"
 #include "../core/admission.h"
 #include "../core/config.h"
 #include "../core/keys.h"
@@ -27,6 +30,9 @@
 struct pl_api {
     const struct pl_config *config;
     struct pl_keys *keys;
+    const struct pl_grants *grants; /* NULL when PLIMSOLL_GRANTS_FILE is unset */
+    pl_grants_env_fn env;           /* where shared tokens and HS256 keys are read */
+    void *env_userdata;
     struct pl_provider *provider;
     struct pl_admission *admission;
     struct pl_metrics *metrics;

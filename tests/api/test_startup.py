@@ -62,7 +62,7 @@ class StartupRefusals(unittest.TestCase):
         self.refuse({"PLIMSOLL_KEYS_FILE": bad}, "PLIMSOLL_KEYS_FILE")
 
     def test_reserved_settings(self):
-        self.refuse({"PLIMSOLL_GRANTS_FILE": "/etc/grants.json"}, "PLIMSOLL_GRANTS_FILE")
+        self.refuse({"PLIMSOLL_GRANTS_FILE": "/nonexistent/grants.json"}, "PLIMSOLL_GRANTS_FILE")
         self.refuse({"SANDBOX_MAX_SESSIONS": "4"}, "SANDBOX_MAX_SESSIONS")
 
     def test_good_settings_start(self):

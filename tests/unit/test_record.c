@@ -52,6 +52,8 @@ static void test_vectors(void **state) {
             .isolation = json_string_value(json_object_get(rec, "isolation")),
             .runtime = json_string_value(json_object_get(rec, "runtime")),
             .previous_digest = json_string_value(json_object_get(rec, "previous_digest")),
+            .broker_calls = (unsigned)json_integer_value(json_object_get(rec, "broker_calls")),
+            .broker_refused = (unsigned)json_integer_value(json_object_get(rec, "broker_refused")),
         };
         struct timespec s, en;
         assert_int_equal(parse_rfc3339(json_string_value(json_object_get(rec, "started_at")), &s),

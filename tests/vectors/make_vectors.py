@@ -38,7 +38,8 @@ CANON_INPUTS = [
 ]
 
 
-def record(req, resp, provider, isolation, runtime, started, ended, previous=""):
+def record(req, resp, provider, isolation, runtime, started, ended, previous="", calls=0,
+           refused=0):
     r = {
         "version": 1,
         "request_sha256": sha(canon(req)),
@@ -49,6 +50,8 @@ def record(req, resp, provider, isolation, runtime, started, ended, previous="")
         "started_at": started,
         "ended_at": ended,
         "previous_digest": previous,
+        "broker_calls": calls,
+        "broker_refused": refused,
     }
     r["digest"] = sha(canon(r))
     return r
@@ -70,12 +73,20 @@ def main():
                 "2026-11-30T01:02:03.001000001Z")
     r2 = record(req, resp, "wasm", "process", "wasm2c", "2026-11-30T01:02:04.999999999Z",
                 "2026-11-30T01:02:05.000000000Z", previous=r1["digest"])
+    greq = {"snippet": {"language": "javascript", "code": "plimsoll.request({path: '/items/1'})"},
+            "grant_profile": "items-read"}
+    r3 = record(greq, resp, "docker", "kernel", "runsc", "2026-11-30T01:02:06.000000000Z",
+                "2026-11-30T01:02:06.250000000Z", calls=3, refused=1)
     altered = dict(r2)
     altered["isolation"] = "kernel"
     records = [
         {"name": "first record", "request": req, "response": resp, "record": r1, "valid": True},
         {"name": "second record names the first", "request": req, "response": resp,
          "record": r2, "valid": True},
+        {"name": "a run with a grant counts its broker calls", "request": greq, "response": resp,
+         "record": r3, "valid": True},
+        {"name": "altered broker count", "request": greq, "response": resp,
+         "record": dict(r3, broker_refused=0), "valid": False},
         {"name": "altered isolation", "request": req, "response": resp, "record": altered,
          "valid": False},
     ]

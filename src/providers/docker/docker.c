@@ -38,6 +38,7 @@
 
 #include "../../core/canon.h"
 #include "../provider.h"
+#include "../../broker/broker.h"
 #include "bootstrap.h" /* generated: pl_docker_bootstrap[] */
 #include "engine.h"
 
@@ -304,6 +305,8 @@ static json_t *container_config(struct docker_state *s, const char *image_id, un
     json_t *cmd = json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap);
     json_t *env = json_pack("[s, s, s, s]", "HOME=/tmp", "PYTHONUNBUFFERED=1",
                             "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8");
+    if (socket_dir)
+        json_array_append_new(env, json_string("PLIMSOLL_BROKER_SOCKET=/run/plimsoll/" PL_BROKER_SOCKET_NAME));
     return json_pack("{s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:o, s:o}",
                      "Image", image_id, "Cmd", cmd, "Env", env, "User", "65534:65534", "WorkingDir",
                      "/work", "AttachStdin", 1, "AttachStdout", 1, "AttachStderr", 1, "OpenStdin",
@@ -1213,11 +1216,13 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
         .snippet = {.supported = true,
                     .engine = s->engine_desc,
                     .max_timeout_ms = s->max_timeout_ms,
-                    .languages = {"python", "javascript", NULL}},
+                    .languages = {"python", "javascript", NULL},
+                    .grants = true},
         .project = {.supported = true,
                     .engine = s->project_desc,
                     .max_timeout_ms = s->max_timeout_ms,
-                    .languages = {"python", "javascript", NULL}},
+                    .languages = {"python", "javascript", NULL},
+                    .grants = true},
         .module = {.supported = true,
                    .engine = "node WASI preview1 (node:wasi) in the snippet image",
                    .max_timeout_ms = s->max_timeout_ms},
@@ -1427,7 +1432,28 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
         r.nparts = 3;
         r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
     }
-    take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
+    /* A grant's broker listens in a directory of its own, bind-mounted at
+     * /run/plimsoll; a warm container has no such mount, so grant runs
+     * start cold. */
+    char broker_dir[PATH_MAX];
+    if (ctx->broker) {
+        snprintf(broker_dir, sizeof(broker_dir), "%.2000s/%s/run-%s", s->set.run_dir,
+                 s->set.instance, ctx->run_id);
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof(parent), "%.2000s/%s", s->set.run_dir, s->set.instance);
+        if (mkdir_p(parent, 0755) < 0 || pl_broker_listen(ctx->broker, broker_dir, err) < 0) {
+            json_decref(h);
+            pl_buf_free(&files);
+            pl_demux_free(&r.dx);
+            if (!err->message[0])
+                pl_error_set(err, PL_REASON_INTERNAL, "cannot create %s: %s", parent,
+                             strerror(errno));
+            return -1;
+        }
+        r.socket_dir = broker_dir;
+    } else {
+        take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
+    }
     char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
     json_decref(h);
     struct pl_buf hdr = {0};
