@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
+
 #include "../../src/providers/wasm/engine/js_engine.h"
 
 static int g_failures;
@@ -487,6 +489,316 @@ static void test_soak(struct pl_js_pool *pool) {
 #endif
 }
 
+/* ---- the broker (plimsoll.request) ------------------------------------------ */
+
+enum tb_mode {
+    TB_ECHO,     /* {"status":200,"headers":{},"body":<the request JSON>} */
+    TB_FAIL,     /* return -1 */
+    TB_SLEEP,    /* sleep until deadline_ns + sleep_past_ms, then echo */
+    TB_NOT_JSON, /* reply "not json" */
+    TB_REFUSE,   /* {"status":403,...} */
+};
+
+struct test_broker {
+    enum tb_mode mode;
+    unsigned sleep_past_ms;
+    unsigned calls;
+    bool other_thread; /* a call ran on another thread than the test's */
+    pthread_t thread;
+    uint64_t deadline_ns;
+    char last[512]; /* the last request, truncated */
+};
+
+static int tb_call(void *userdata, const char *req, size_t req_len, uint64_t deadline_ns,
+                   char **ret_reply, size_t *ret_reply_len) {
+    struct test_broker *tb = userdata;
+    json_t *reply;
+    char *out;
+
+    tb->calls++;
+    if (!pthread_equal(pthread_self(), tb->thread))
+        tb->other_thread = true;
+    tb->deadline_ns = deadline_ns;
+    snprintf(tb->last, sizeof(tb->last), "%.*s", (int)req_len, req);
+    if (req[req_len] != '\0')
+        return -1; /* the request is NUL-terminated */
+    switch (tb->mode) {
+    case TB_FAIL: return -1;
+    case TB_NOT_JSON:
+        *ret_reply = strdup("not json");
+        *ret_reply_len = strlen("not json");
+        return *ret_reply ? 0 : -1;
+    case TB_SLEEP: {
+        uint64_t until = deadline_ns + (uint64_t)tb->sleep_past_ms * 1000000;
+        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
+                              .tv_nsec = (long)(until % 1000000000u)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+        break;
+    }
+    default: break;
+    }
+    reply = json_pack("{s:i, s:{}, s:s#}", "status", tb->mode == TB_REFUSE ? 403 : 200, "headers",
+                      "body", req, req_len);
+    out = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+    json_decref(reply);
+    if (!out)
+        return -1;
+    *ret_reply = out;
+    *ret_reply_len = strlen(out);
+    return 0;
+}
+
+static int run_broker(struct pl_js_pool *pool, const char *code, const struct pl_js_limits *lim,
+                      const struct pl_js_broker *b, struct pl_js_result *res) {
+    int r =
+        pl_js_pool_run_broker(pool, code, strlen(code), NULL, 0, lim ? lim : &k_default, b, res);
+    if (r < 0) {
+        fprintf(stderr, "  run_broker(%.40s...) failed: %s\n", code, strerror(-r));
+        res->out = calloc(1, 1);
+        res->err = calloc(1, 1);
+    }
+    return r;
+}
+
+static struct pl_js_broker tb_broker(struct test_broker *tb, enum tb_mode mode) {
+    memset(tb, 0, sizeof(*tb));
+    tb->mode = mode;
+    tb->thread = pthread_self();
+    return (struct pl_js_broker){
+        .call = tb_call,
+        .userdata = tb,
+        .max_request_bytes = 4096,
+        .max_reply_bytes = 1 << 20,
+    };
+}
+
+static const char k_try[] = "function t(o) { try { const r = plimsoll.request(o);"
+                            " console.log('ok', JSON.stringify(r)); }"
+                            " catch (e) { console.log(e.name + ': ' + e.message); } }\n";
+
+/* Run k_try + code with broker b; return the result. */
+static int run_try(struct pl_js_pool *pool, const char *code, const struct pl_js_broker *b,
+                   struct pl_js_result *r) {
+    char src[4096];
+
+    snprintf(src, sizeof(src), "%s%s", k_try, code);
+    return run_broker(pool, src, NULL, b, r);
+}
+
+static void test_broker_none(struct pl_js_pool *pool) {
+    struct pl_js_result r;
+
+    printf("# broker: a run without a grant\n");
+    CHECK(run(pool,
+              "console.log(plimsoll.hasGrant);"
+              "try { plimsoll.request({path: '/x'}) } catch (e) { console.log(e.message) }",
+              NULL, NULL, &r) == 0);
+    CHECK(r.exit_code == 0 &&
+          strcmp(r.out, "false\nplimsoll.request: this run has no grant\n") == 0);
+    CHECK(r.broker_calls == 0);
+    pl_js_result_free(&r);
+    /* The same through pl_js_pool_run_broker(NULL); uncaught, it fails the run. */
+    CHECK(run_broker(pool, "plimsoll.request({path: '/x'})", NULL, NULL, &r) == 0);
+    CHECK(r.exit_code == 1 && contains(&r, "err",
+                                       "Uncaught Error: plimsoll.request: this run "
+                                       "has no grant"));
+    pl_js_result_free(&r);
+}
+
+static void test_broker_echo(struct pl_js_pool *pool) {
+    struct test_broker tb;
+    struct pl_js_broker b = tb_broker(&tb, TB_ECHO);
+    struct pl_js_result r;
+
+    printf("# broker: echo\n");
+    CHECK(run_broker(pool,
+                     "console.log(plimsoll.hasGrant);"
+                     "const sent = [{path: '/items/1?x=y'},"
+                     " {method: 'POST', path: '/items', headers: {'content-type': "
+                     "'application/json', 'x-n': '1'}, body: JSON.stringify({a: [1, 'é']})},"
+                     " {method: 'DELETE', path: '/items/1', headers: {}}];"
+                     "for (const o of sent) {"
+                     "  const r = plimsoll.request(o);"
+                     "  const got = JSON.parse(r.body);"
+                     "  const want = {method: o.method || 'GET', path: o.path,"
+                     "                headers: o.headers || {}, body: o.body || ''};"
+                     "  console.log(r.status, JSON.stringify(r.headers),"
+                     "              JSON.stringify(got) === JSON.stringify(want));"
+                     "}",
+                     NULL, &b, &r) == 0);
+    printf("  out: %s", r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(strcmp(r.out, "true\n200 {} true\n200 {} true\n200 {} true\n") == 0);
+    CHECK(tb.calls == 3 && r.broker_calls == 3);
+    CHECK(!tb.other_thread); /* called on the thread running the snippet */
+    CHECK(strcmp(tb.last, "{\"method\":\"DELETE\",\"path\":\"/items/1\",\"headers\":{},"
+                          "\"body\":\"\"}") == 0);
+    pl_js_result_free(&r);
+
+    /* The exact bytes of a default request, and the deadline handed over. */
+    b = tb_broker(&tb, TB_ECHO);
+    uint64_t t0 = now_ns();
+    CHECK(run_broker(pool, "plimsoll.request({path: '/items/1?x=y'})", NULL, &b, &r) == 0);
+    uint64_t t1 = now_ns(), timeout_ns = (uint64_t)k_default.timeout_ms * 1000000;
+    CHECK(r.exit_code == 0 && tb.calls == 1);
+    CHECK(strcmp(tb.last, "{\"method\":\"GET\",\"path\":\"/items/1?x=y\",\"headers\":{},"
+                          "\"body\":\"\"}") == 0);
+    CHECK(tb.deadline_ns >= t0 + timeout_ns && tb.deadline_ns <= t1 + timeout_ns);
+    pl_js_result_free(&r);
+
+    /* A lone surrogate reaches the broker escaped: the bytes are valid UTF-8. */
+    b = tb_broker(&tb, TB_ECHO);
+    CHECK(run_broker(pool, "plimsoll.request({path: '/', body: '\\ud800'})", NULL, &b, &r) == 0);
+    CHECK(r.exit_code == 0 && strstr(tb.last, "\"body\":\"\\ud800\"") != NULL);
+    pl_js_result_free(&r);
+
+    /* A refusal is an ordinary reply. */
+    b = tb_broker(&tb, TB_REFUSE);
+    CHECK(run_broker(pool, "console.log(plimsoll.request({path: '/admin'}).status)", NULL, &b,
+                     &r) == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out, "403\n") == 0);
+    pl_js_result_free(&r);
+
+    /* A reply that is not JSON: the guest's JSON.parse throws. */
+    b = tb_broker(&tb, TB_NOT_JSON);
+    CHECK(run_try(pool, "t({path: '/'})", &b, &r) == 0);
+    CHECK(r.exit_code == 0 && strncmp(r.out, "SyntaxError: ", 13) == 0);
+    pl_js_result_free(&r);
+}
+
+static void test_broker_limits(struct pl_js_pool *pool) {
+    struct test_broker tb;
+    struct pl_js_broker b;
+    struct pl_js_result r;
+
+    printf("# broker: size and call limits, failures\n");
+    /* A request over max_request_bytes throws in the guest; call is not called. */
+    b = tb_broker(&tb, TB_ECHO);
+    b.max_request_bytes = 100;
+    CHECK(run_try(pool,
+                  "t({path: '/', body: 'x'.repeat(40)}); t({path: '/', body: 'x'.repeat(100)});",
+                  &b, &r) == 0);
+    printf("  out: %s", r.out);
+    CHECK(r.exit_code == 0 && strncmp(r.out, "ok ", 3) == 0);
+    CHECK(contains(&r, "out",
+                   "\nError: plimsoll.request: request too large (150 bytes; this grant allows "
+                   "100)\n"));
+    CHECK(tb.calls == 1 && r.broker_calls == 1);
+    pl_js_result_free(&r);
+
+    /* A reply over max_reply_bytes: the guest's call throws. */
+    b = tb_broker(&tb, TB_ECHO);
+    b.max_reply_bytes = 200;
+    CHECK(run_try(pool, "t({path: '/'}); t({path: '/', body: 'y'.repeat(200)});", &b, &r) == 0);
+    printf("  out: %s", r.out);
+    CHECK(r.exit_code == 0 && strncmp(r.out, "ok ", 3) == 0);
+    CHECK(
+        contains(&r, "out", "\nError: plimsoll.request: broker reply too large for this grant\n"));
+    CHECK(tb.calls == 2);
+    pl_js_result_free(&r);
+
+    /* The callback fails. */
+    b = tb_broker(&tb, TB_FAIL);
+    CHECK(run_try(pool, "t({path: '/'}); t({path: '/'})", &b, &r) == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out, "Error: plimsoll.request: broker unavailable\n"
+                                            "Error: plimsoll.request: broker unavailable\n") == 0);
+    CHECK(tb.calls == 2 && r.broker_calls == 2);
+    pl_js_result_free(&r);
+
+    /* max_calls. */
+    b = tb_broker(&tb, TB_ECHO);
+    b.max_calls = 2;
+    CHECK(run_try(pool, "t({path: '/'}); t({path: '/'}); t({path: '/'});", &b, &r) == 0);
+    CHECK(contains(&r, "out", "\nError: plimsoll.request: this grant's call limit was reached\n"));
+    CHECK(tb.calls == 2 && r.broker_calls == 2);
+    pl_js_result_free(&r);
+
+    /* Bad arguments: TypeError, nothing sent. */
+    b = tb_broker(&tb, TB_ECHO);
+    CHECK(run_try(pool,
+                  "t(); t('/x'); t(null); t({}); t({path: 1}); t({path: '/', method: 1});"
+                  "t({path: '/', headers: []}); t({path: '/', headers: 'a'});"
+                  "t({path: '/', headers: {a: 1}}); t({path: '/', body: {}});"
+                  "t({path: '/', body: null});",
+                  &b, &r) == 0);
+    printf("  out: %s", r.out);
+    CHECK(r.exit_code == 0 && tb.calls == 0);
+    CHECK(strcmp(r.out, "TypeError: plimsoll.request: options must be an object\n"
+                        "TypeError: plimsoll.request: options must be an object\n"
+                        "TypeError: plimsoll.request: options must be an object\n"
+                        "TypeError: plimsoll.request: path must be a string\n"
+                        "TypeError: plimsoll.request: path must be a string\n"
+                        "TypeError: plimsoll.request: method must be a string\n"
+                        "TypeError: plimsoll.request: headers must be an object\n"
+                        "TypeError: plimsoll.request: headers must be an object\n"
+                        "TypeError: plimsoll.request: header values must be strings\n"
+                        "TypeError: plimsoll.request: body must be a string\n"
+                        "TypeError: plimsoll.request: body must be a string\n") == 0);
+    pl_js_result_free(&r);
+
+    /* Argument validation of the broker itself. */
+    b = tb_broker(&tb, TB_ECHO);
+    b.call = NULL;
+    CHECK(pl_js_pool_run_broker(pool, "1", 1, NULL, 0, &k_default, &b, &r) == -EINVAL);
+    b = tb_broker(&tb, TB_ECHO);
+    b.max_request_bytes = 0;
+    CHECK(pl_js_pool_run_broker(pool, "1", 1, NULL, 0, &k_default, &b, &r) == -EINVAL);
+    b = tb_broker(&tb, TB_ECHO);
+    b.max_reply_bytes = (16u << 20) + 1;
+    CHECK(pl_js_pool_run_broker(pool, "1", 1, NULL, 0, &k_default, &b, &r) == -EINVAL);
+}
+
+static void test_broker_deadline(struct pl_js_pool *pool1) {
+    struct pl_js_limits lim = k_default;
+    struct test_broker tb;
+    struct pl_js_broker b;
+    struct pl_js_result r;
+    uint64_t respawns = pl_js_pool_respawns(pool1);
+
+    printf("# broker: a callback past the deadline (timeout_ms=300, 1 worker)\n");
+    lim.timeout_ms = 300;
+    /* Returns 50 ms late: the guest is stopped as soon as the reply is in. */
+    b = tb_broker(&tb, TB_SLEEP);
+    tb.sleep_past_ms = 50;
+    uint64_t t0 = now_ns();
+    CHECK(run_broker(pool1,
+                     "console.log('before'); plimsoll.request({path: '/slow'});"
+                     "console.log('after')",
+                     &lim, &b, &r) == 0);
+    double ms = (double)(now_ns() - t0) / 1e6;
+    printf("  callback 50 ms late -> exit %d timed_out=%d in %.1f ms, out %s", r.exit_code,
+           r.timed_out, ms, r.out);
+    CHECK(r.exit_code == 124 && r.timed_out && tb.calls == 1 && r.broker_calls == 1);
+    CHECK(strcmp(r.out, "before\n") == 0); /* the output so far is kept */
+    CHECK(contains(&r, "err", "plimsoll: deadline of 300 ms exceeded"));
+    CHECK(ms >= 300 && ms < 300 + 200);
+    pl_js_result_free(&r);
+    CHECK(pl_js_pool_respawns(pool1) == respawns); /* the worker stopped itself */
+
+    /* Returns past the pool's backstop: the worker is replaced. */
+    b = tb_broker(&tb, TB_SLEEP);
+    tb.sleep_past_ms = 400;
+    t0 = now_ns();
+    CHECK(run_broker(pool1, "plimsoll.request({path: '/slower'})", &lim, &b, &r) == 0);
+    ms = (double)(now_ns() - t0) / 1e6;
+    printf("  callback 400 ms late -> exit %d timed_out=%d in %.1f ms\n", r.exit_code, r.timed_out,
+           ms);
+    CHECK(r.exit_code == 124 && r.timed_out && r.broker_calls == 1);
+    CHECK(ms >= 700 && ms < 700 + 500); /* ASan workers respawn slowly */
+    pl_js_result_free(&r);
+
+    /* The pool still works, with and without a broker. */
+    b = tb_broker(&tb, TB_ECHO);
+    CHECK(run_broker(pool1, "console.log(plimsoll.request({path: '/'}).status)", NULL, &b, &r) ==
+          0);
+    CHECK(r.exit_code == 0 && strcmp(r.out, "200\n") == 0);
+    pl_js_result_free(&r);
+    CHECK(run(pool1, "console.log('after')", NULL, NULL, &r) == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out, "after\n") == 0);
+    pl_js_result_free(&r);
+}
+
 static struct pl_js_pool *g_pool, *g_pool1;
 
 static const char *worker_path(void) {
@@ -542,6 +854,10 @@ CASE(test_output_caps, g_pool)
 CASE(test_worker_hardening, g_pool)
 CASE(test_worker_crash, g_pool1)
 CASE(test_soak, g_pool1)
+CASE(test_broker_none, g_pool)
+CASE(test_broker_echo, g_pool)
+CASE(test_broker_limits, g_pool)
+CASE(test_broker_deadline, g_pool1)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -555,6 +871,10 @@ int main(void) {
         cmocka_unit_test(case_test_output_caps),
         cmocka_unit_test(case_test_worker_hardening),
         cmocka_unit_test(case_test_worker_crash),
+        cmocka_unit_test(case_test_broker_none),
+        cmocka_unit_test(case_test_broker_echo),
+        cmocka_unit_test(case_test_broker_limits),
+        cmocka_unit_test(case_test_broker_deadline),
         cmocka_unit_test(case_test_soak),
     };
     return cmocka_run_group_tests_name("js_engine", tests, setup, teardown);

@@ -10,6 +10,11 @@
  * infrastructure error (never as guest output).  A worker found dead
  * while idle is replaced transparently before the run is sent.
  *
+ * A run with a broker (pl_js_pool_run_broker()) may see BROKER_REQ frames
+ * before its RESULT: read_result() calls the broker callback for each, on
+ * this thread, with the run's deadline, and answers with BROKER_REPLY.
+ * The backstop covers the whole exchange.
+ *
  * Workers are started with posix_spawn() (vfork-style, safe in the
  * multi-threaded daemon, and the untrusted code then runs in a fresh
  * small image that holds none of the daemon's memory), with an empty
@@ -330,8 +335,12 @@ void pl_js_result_free(struct pl_js_result *r) {
 }
 
 static int validate(const char *code, size_t code_len, const char *stdin_data, size_t stdin_len,
-                    const struct pl_js_limits *l) {
+                    const struct pl_js_limits *l, const struct pl_js_broker *b) {
     if ((!code && code_len) || (!stdin_data && stdin_len) || !l)
+        return -EINVAL;
+    if (b &&
+        (!b->call || b->max_request_bytes == 0 || b->max_request_bytes > PL_JS_MAX_BROKER_MSG ||
+         b->max_reply_bytes == 0 || b->max_reply_bytes > PL_JS_MAX_BROKER_MSG))
         return -EINVAL;
     if (code_len > PL_JS_MAX_CODE || stdin_len > PL_JS_MAX_STDIN)
         return -E2BIG;
@@ -365,7 +374,7 @@ static int backstop_result(const struct pl_js_limits *l, struct pl_js_result *r)
  * before it received the run (the guest cannot have started). */
 static int send_run(struct pl_js_pool *pool, struct pl_js_worker *w, const char *code,
                     size_t code_len, const char *stdin_data, size_t stdin_len,
-                    const struct pl_js_limits *l) {
+                    const struct pl_js_limits *l, const struct pl_js_broker *b) {
     struct pl_js_run_req req = {
         .memory_bytes = l->memory_bytes,
         .stdout_cap = l->stdout_cap,
@@ -373,6 +382,9 @@ static int send_run(struct pl_js_pool *pool, struct pl_js_worker *w, const char 
         .timeout_ms = l->timeout_ms,
         .code_len = (uint32_t)code_len,
         .stdin_len = (uint32_t)stdin_len,
+        .flags = b ? PL_JS_RUN_BROKER : 0,
+        .broker_max_request = b ? (uint32_t)b->max_request_bytes : 0,
+        .broker_max_reply = b ? (uint32_t)b->max_reply_bytes : 0,
     };
     struct iovec parts[3] = {
         {&req, sizeof(req)},
@@ -396,17 +408,68 @@ static int send_run(struct pl_js_pool *pool, struct pl_js_worker *w, const char 
     }
 }
 
-/* Read the RESULT frame into *res.  < 0: protocol/IO error or -ETIMEDOUT. */
-static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l, uint64_t deadline,
+/* Serve one BROKER_REQ whose header is hdr: read the request, call the
+ * broker (or refuse past max_calls), send the BROKER_REPLY.  read_deadline
+ * bounds reading the payload; run_deadline is the callback's.  < 0:
+ * protocol/IO error. */
+static int serve_broker(struct pl_js_worker *w, const struct pl_js_frame_hdr *hdr,
+                        const struct pl_js_broker *b, uint64_t run_deadline, uint64_t read_deadline,
+                        struct pl_js_result *res) {
+    struct pl_js_broker_reply rep = {.status = PL_JS_BROKER_OK};
+    struct iovec parts[2];
+    char *req, *reply = NULL;
+    size_t reply_len = 0;
+    int r;
+
+    if (!b || pl_js_check_hdr(hdr, PL_JS_MSG_BROKER_REQ, b->max_request_bytes) < 0)
+        return -EPROTO;
+    req = malloc((size_t)hdr->len + 1);
+    if (!req)
+        return -ENOMEM;
+    r = pl_js_read_full(w->fd, req, hdr->len, read_deadline);
+    if (r < 0) {
+        free(req);
+        return r;
+    }
+    req[hdr->len] = '\0';
+    if (b->max_calls && res->broker_calls >= b->max_calls) {
+        rep.status = PL_JS_BROKER_CALL_LIMIT;
+    } else {
+        res->broker_calls++;
+        r = b->call(b->userdata, req, hdr->len, run_deadline, &reply, &reply_len);
+        if (r < 0 || !reply)
+            rep.status = PL_JS_BROKER_FAILED;
+        else if (reply_len > b->max_reply_bytes)
+            rep.status = PL_JS_BROKER_REPLY_TOO_BIG;
+    }
+    free(req);
+    parts[0] = (struct iovec){&rep, sizeof(rep)};
+    parts[1] = (struct iovec){reply, rep.status == PL_JS_BROKER_OK ? reply_len : 0};
+    r = pl_js_write_frame(w->fd, PL_JS_MSG_BROKER_REPLY, parts, 2);
+    free(reply);
+    return r;
+}
+
+/* Read the RESULT frame into *res, serving broker requests before it.
+ * < 0: protocol/IO error or -ETIMEDOUT. */
+static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
+                       const struct pl_js_broker *b, uint64_t run_deadline, uint64_t deadline,
                        struct pl_js_result *res) {
     struct pl_js_frame_hdr hdr;
     struct pl_js_run_resp resp;
     uint64_t max_len = sizeof(resp) + (uint64_t)l->stdout_cap + l->stderr_cap + PL_JS_MAX_NOTE;
     int r;
 
-    r = pl_js_read_full(w->fd, &hdr, sizeof(hdr), deadline);
-    if (r < 0)
-        return r;
+    for (;;) {
+        r = pl_js_read_full(w->fd, &hdr, sizeof(hdr), deadline);
+        if (r < 0)
+            return r;
+        if (hdr.type != PL_JS_MSG_BROKER_REQ)
+            break;
+        r = serve_broker(w, &hdr, b, run_deadline, deadline + 1000000000ull, res);
+        if (r < 0)
+            return r;
+    }
     if (pl_js_check_hdr(&hdr, PL_JS_MSG_RESULT, max_len) < 0 || hdr.len < sizeof(resp))
         return -EPROTO;
     /* The rest was written in one go right after the header. */
@@ -443,23 +506,36 @@ static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l, uin
 int pl_js_pool_run(struct pl_js_pool *pool, const char *code, size_t code_len,
                    const char *stdin_data, size_t stdin_len, const struct pl_js_limits *limits,
                    struct pl_js_result *ret_result) {
+    return pl_js_pool_run_broker(pool, code, code_len, stdin_data, stdin_len, limits, NULL,
+                                 ret_result);
+}
+
+int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code_len,
+                          const char *stdin_data, size_t stdin_len,
+                          const struct pl_js_limits *limits, const struct pl_js_broker *broker,
+                          struct pl_js_result *ret_result) {
     struct pl_js_worker *w;
-    uint64_t t0, deadline;
+    uint64_t t0, run_deadline;
+    unsigned calls = 0;
     int r;
 
     if (!pool || !ret_result)
         return -EINVAL;
     memset(ret_result, 0, sizeof(*ret_result));
-    r = validate(code, code_len, stdin_data, stdin_len, limits);
+    r = validate(code, code_len, stdin_data, stdin_len, limits, broker);
     if (r < 0)
         return r;
 
     w = acquire(pool);
     t0 = pl_js_now_ns();
-    r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits);
+    r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits, broker);
     if (r == 0) {
-        deadline = pl_js_now_ns() + (uint64_t)limits->timeout_ms * 1000000 + PL_JS_BACKSTOP_NS;
-        r = read_result(w, limits, deadline, ret_result);
+        /* The worker's timer starts a little later, so a broker that
+         * returns by run_deadline returns before the guest's deadline. */
+        run_deadline = pl_js_now_ns() + (uint64_t)limits->timeout_ms * 1000000;
+        r = read_result(w, limits, broker, run_deadline, run_deadline + PL_JS_BACKSTOP_NS,
+                        ret_result);
+        calls = ret_result->broker_calls; /* kept when the result is replaced */
         if (r == -ETIMEDOUT) {
             /* Backstop: the worker missed its own deadline. */
             pl_js_result_free(ret_result);
@@ -478,8 +554,10 @@ int pl_js_pool_run(struct pl_js_pool *pool, const char *code, size_t code_len,
                 r = -EIO;
         }
     }
-    if (r == 0)
+    if (r == 0) {
         ret_result->duration_ns = pl_js_now_ns() - t0;
+        ret_result->broker_calls = calls;
+    }
     release(pool, w);
     return r;
 }

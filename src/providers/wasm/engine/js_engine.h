@@ -7,7 +7,9 @@
  * a linear-memory cap, a wall-clock deadline enforced inside the worker by
  * a timer (and by the pool with SIGKILL as a backstop), and capped stdout
  * and stderr.  The guest can only compute, print (console.*), read the
- * stdin text it was given (readStdin()) and read the clock.
+ * stdin text it was given (readStdin()) and read the clock, and, in a run
+ * given a broker (pl_js_pool_run_broker()), make HTTP requests through it
+ * with plimsoll.request().
  *
  * See DESIGN.md for the design and measured figures.
  */
@@ -42,9 +44,39 @@ struct pl_js_result {
     uint64_t duration_ns; /* pool-side wall time of the run, from dispatch to
                              a worker until the result (excludes queueing) */
     /* Additions to the original interface: */
-    bool trapped;      /* the engine hit a WebAssembly trap (e.g. call
-                          stack exhausted); exit_code is 1 */
-    uint64_t guest_ns; /* worker-side time: instantiate .. end of guest */
+    bool trapped;          /* the engine hit a WebAssembly trap (e.g. call
+                              stack exhausted); exit_code is 1 */
+    uint64_t guest_ns;     /* worker-side time: instantiate .. end of guest */
+    unsigned broker_calls; /* times the run's broker callback was called */
+};
+
+/**
+ * pl_js_broker_fn - a run's HTTP broker, called on the pool thread running
+ * the snippet, once per guest call, with the guest's request as JSON bytes
+ * (exactly what the guest's JSON.stringify produced:
+ * {"method":"GET","path":"/x","headers":{..},"body":""}, UTF-8, NUL-terminated
+ * at req[req_len] for convenience).  Must set *ret_reply to malloc'd JSON bytes
+ * (the pool frees them) and return 0; returning < 0 makes the guest's call
+ * throw "broker unavailable".  It must return before deadline_ns
+ * (CLOCK_MONOTONIC ns) — the callback bounds its own upstream call by it.  A
+ * callback that overruns delays the end of the run (the guest is stopped
+ * when the reply has been delivered, or the worker is killed once the
+ * pool's 250 ms backstop has passed).
+ */
+typedef int (*pl_js_broker_fn)(void *userdata, const char *req, size_t req_len,
+                               uint64_t deadline_ns, char **ret_reply, size_t *ret_reply_len);
+
+/* A run's broker.  The pool only borrows it for the run. */
+struct pl_js_broker {
+    pl_js_broker_fn call;
+    void *userdata;
+    size_t max_request_bytes; /* 1..16 MiB; a larger guest request throws in the guest,
+                                 never reaches call */
+    size_t max_reply_bytes;   /* 1..16 MiB; a larger reply from call is replaced by an error
+                                 (the guest's call throws "broker reply too large") */
+    /* Additions: */
+    unsigned max_calls; /* calls per run, 0 = no limit; past it the guest's call throws
+                           "call limit was reached" and call is not called */
 };
 
 struct pl_js_pool;
@@ -92,6 +124,18 @@ int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *c
 int pl_js_pool_run(struct pl_js_pool *pool, const char *code, size_t code_len,
                    const char *stdin_data, size_t stdin_len, const struct pl_js_limits *limits,
                    struct pl_js_result *ret_result);
+
+/**
+ * pl_js_pool_run_broker - as pl_js_pool_run(), with a broker for this run
+ * (NULL = none: plimsoll.hasGrant is false and the guest's
+ * plimsoll.request() throws "this run has no grant").  -EINVAL also when
+ * broker->call is NULL or a size limit is 0 or over 16 MiB.  The callback's
+ * failures are the guest's (its call throws), never this function's.
+ */
+int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code_len,
+                          const char *stdin_data, size_t stdin_len,
+                          const struct pl_js_limits *limits, const struct pl_js_broker *broker,
+                          struct pl_js_result *ret_result);
 
 /**
  * pl_js_result_free - free the buffers of a result filled by

@@ -7,14 +7,19 @@
  * byte order; the header carries a magic and a version so a mismatched
  * worker binary is detected at the handshake.
  *
- *   worker -> pool  HELLO   payload: struct pl_js_hello (sent once, when ready)
- *   pool -> worker  RUN     payload: struct pl_js_run_req, code, stdin
- *   worker -> pool  RESULT  payload: struct pl_js_run_resp, stdout, stderr
+ *   worker -> pool  HELLO         payload: struct pl_js_hello (sent once, when ready)
+ *   pool -> worker  RUN           payload: struct pl_js_run_req, code, stdin
+ *   worker -> pool  BROKER_REQ    payload: the guest's request (JSON bytes)
+ *   pool -> worker  BROKER_REPLY  payload: struct pl_js_broker_reply, reply bytes
+ *   worker -> pool  RESULT        payload: struct pl_js_run_resp, stdout, stderr
  *
- * Reserved for the HTTP broker (not implemented): while a RUN is in
- * progress the worker may send BROKER_REQ frames and block until the pool
- * answers with BROKER_REPLY; the pool's result reader must then loop until
- * it sees RESULT.  Nothing else may be interleaved.
+ * A run is RUN, then any number of BROKER_REQ/BROKER_REPLY pairs, then
+ * RESULT.  BROKER_REQ is sent only when the RUN had PL_JS_RUN_BROKER set,
+ * and is at most broker_max_request bytes; the worker then blocks until the
+ * pool answers with exactly one BROKER_REPLY (at most broker_max_reply
+ * bytes after the fixed part).  The pool's result reader serves broker
+ * frames until it sees RESULT.  Nothing else is interleaved; anything out
+ * of order is a protocol error, and the worker is replaced.
  */
 #ifndef PLIMSOLL_JS_PROTO_H
 #define PLIMSOLL_JS_PROTO_H
@@ -24,20 +29,21 @@
 #include <sys/uio.h>
 
 #define PL_JS_PROTO_MAGIC 0x534a4c50u /* "PLJS" little-endian */
-#define PL_JS_PROTO_VERSION 1
+#define PL_JS_PROTO_VERSION 2
 
 /* Hard ceilings enforced by both ends (the API caller may ask for less). */
 #define PL_JS_MAX_CODE (16u << 20)                 /* script bytes */
 #define PL_JS_MAX_STDIN (64u << 20)                /* stdin bytes */
 #define PL_JS_MAX_STREAM (64u << 20)               /* stdout_cap / stderr_cap */
 #define PL_JS_MAX_MEMORY ((uint64_t)65535 * 65536) /* just under 4 GiB */
+#define PL_JS_MAX_BROKER_MSG (16u << 20)           /* one broker request or reply */
 
 enum pl_js_msg_type {
     PL_JS_MSG_HELLO = 1,
     PL_JS_MSG_RUN = 2,
     PL_JS_MSG_RESULT = 3,
-    PL_JS_MSG_BROKER_REQ = 16,   /* reserved */
-    PL_JS_MSG_BROKER_REPLY = 17, /* reserved */
+    PL_JS_MSG_BROKER_REQ = 16,
+    PL_JS_MSG_BROKER_REPLY = 17,
 };
 
 struct pl_js_frame_hdr {
@@ -60,7 +66,25 @@ struct pl_js_run_req {
     uint32_t timeout_ms;
     uint32_t code_len;
     uint32_t stdin_len;
-    uint32_t flags; /* 0 */
+    uint32_t flags;              /* PL_JS_RUN_* */
+    uint32_t broker_max_request; /* with PL_JS_RUN_BROKER: 1..PL_JS_MAX_BROKER_MSG, else 0 */
+    uint32_t broker_max_reply;   /* with PL_JS_RUN_BROKER: 1..PL_JS_MAX_BROKER_MSG, else 0 */
+};
+
+/* pl_js_run_req.flags */
+#define PL_JS_RUN_BROKER (1u << 0) /* the run has a grant: the guest may send BROKER_REQ */
+
+/* pl_js_broker_reply.status: what the guest's call gets. */
+enum pl_js_broker_status {
+    PL_JS_BROKER_OK = 0,            /* the reply bytes follow */
+    PL_JS_BROKER_FAILED = 1,        /* the callback failed: "broker unavailable" */
+    PL_JS_BROKER_REPLY_TOO_BIG = 2, /* the callback's reply was over broker_max_reply */
+    PL_JS_BROKER_CALL_LIMIT = 3,    /* the grant's max_calls was reached */
+};
+
+struct pl_js_broker_reply {
+    uint32_t status; /* enum pl_js_broker_status; no bytes follow unless OK */
+    uint32_t reserved;
 };
 
 /* pl_js_run_resp.flags */

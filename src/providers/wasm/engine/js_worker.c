@@ -22,6 +22,15 @@
  * ITIMER_REAL armed to the deadline around all guest code, SIGALRM ->
  * siglongjmp back here (deferred while inside a host import), instance
  * freed (memory scrubbed) on every path, call-depth counter reset.
+ *
+ * Broker calls: when the RUN carries PL_JS_RUN_BROKER, the guest's
+ * plimsoll.broker_call import sends the request to the pool as a
+ * BROKER_REQ frame on the same socket and blocks reading the BROKER_REPLY
+ * (the pool runs the daemon's callback, bounded by the run's deadline).
+ * The wait is a host import, so a deadline that fires meanwhile is
+ * deferred and taken right after the reply has been read, which keeps the
+ * protocol in step.  Without a grant the call fails here and nothing is
+ * sent.  Any protocol error ends the worker (the pool replaces it).
  */
 #include "js_worker.h"
 #include "worker_seccomp.h"
@@ -115,6 +124,125 @@ static void disarm_deadline(void) {
     set_timer_ms(0);
 }
 
+/* ---- buffers --------------------------------------------------------------- */
+
+/* Buffers reused across runs.  Only g_reply grows during a run, inside a
+ * host import, where the deadline cannot interrupt realloc. */
+struct reusable_buf {
+    char *p;
+    size_t cap;
+};
+
+static struct reusable_buf g_payload, g_stdout, g_stderr, g_reply;
+
+static int buf_reserve(struct reusable_buf *b, size_t need) {
+    char *n;
+
+    if (need <= b->cap)
+        return 0;
+    n = realloc(b->p, need);
+    if (!n)
+        return -ENOMEM;
+    b->p = n;
+    b->cap = need;
+    return 0;
+}
+
+/* ---- the broker import (module "plimsoll") ------------------------------------- */
+
+/* The socket to the pool is out of step or gone: the run cannot go on. */
+__attribute__((noreturn)) static void broker_fatal(int err) {
+    fprintf(stderr, "plimsoll-js-worker[%d]: broker exchange: %s\n", (int)getpid(), strerror(-err));
+    _exit(1);
+}
+
+/* Guest bytes [addr, addr + len), or NULL if outside linear memory. */
+static uint8_t *broker_guest_ptr(pl_broker_host_t *b, uint32_t addr, uint32_t len) {
+    wasm_rt_memory_t *m = b->memory;
+
+    if (!m || !m->data || (uint64_t)addr + len > m->size)
+        return NULL;
+    return m->data + addr;
+}
+
+/* Send one request, read its reply into g_reply.  Returns the reply length
+ * or a PLG_BROKER_E* code; a broken socket ends the worker. */
+static int32_t broker_exchange(pl_broker_host_t *b, const uint8_t *req, uint32_t req_len) {
+    struct iovec iov = {(void *)req, req_len};
+    struct pl_js_frame_hdr hdr;
+    struct pl_js_broker_reply rep;
+    size_t len;
+    int r;
+
+    r = pl_js_write_frame(b->fd, PL_JS_MSG_BROKER_REQ, &iov, 1);
+    if (r == 0)
+        r = pl_js_read_full(b->fd, &hdr, sizeof(hdr), 0);
+    if (r == 0)
+        r = pl_js_check_hdr(&hdr, PL_JS_MSG_BROKER_REPLY, sizeof(rep) + (uint64_t)b->max_reply);
+    if (r == 0 && hdr.len < sizeof(rep))
+        r = -EPROTO;
+    if (r == 0)
+        r = pl_js_read_full(b->fd, &rep, sizeof(rep), 0);
+    if (r < 0)
+        broker_fatal(r);
+    len = hdr.len - sizeof(rep);
+    if (rep.status != PL_JS_BROKER_OK && len != 0)
+        broker_fatal(-EPROTO);
+    if (buf_reserve(&g_reply, len + 1) < 0)
+        broker_fatal(-ENOMEM); /* the unread bytes leave the socket out of step */
+    r = pl_js_read_full(b->fd, g_reply.p, len, 0);
+    if (r < 0)
+        broker_fatal(r);
+    switch (rep.status) {
+    case PL_JS_BROKER_OK:
+        b->has_reply = true;
+        b->reply_len = len;
+        return (int32_t)len; /* <= PL_JS_MAX_BROKER_MSG */
+    case PL_JS_BROKER_REPLY_TOO_BIG: return PLG_BROKER_EREPLYBIG;
+    case PL_JS_BROKER_CALL_LIMIT: return PLG_BROKER_ECALLLIMIT;
+    case PL_JS_BROKER_FAILED: return PLG_BROKER_EUNAVAIL;
+    default: broker_fatal(-EPROTO);
+    }
+}
+
+u32 Z_plimsollZ_broker_call(pl_broker_host_t *b, u32 req_ptr, u32 req_len) {
+    const uint8_t *req;
+    int32_t r;
+
+    pl_wasi_host_enter();
+    b->has_reply = false;
+    req = broker_guest_ptr(b, req_ptr, req_len);
+    if (b->max_request == 0)
+        r = PLG_BROKER_ENOGRANT;
+    else if (req_len > b->max_request)
+        r = PLG_BROKER_ETOOBIG;
+    else if (!req)
+        r = PLG_BROKER_EFAULT;
+    else
+        r = broker_exchange(b, req, req_len);
+    pl_wasi_host_leave(); /* takes a deadline that fired during the wait */
+    return (u32)r;
+}
+
+u32 Z_plimsollZ_broker_reply(pl_broker_host_t *b, u32 dst_ptr, u32 cap) {
+    uint8_t *dst;
+    int32_t r;
+
+    pl_wasi_host_enter();
+    dst = broker_guest_ptr(b, dst_ptr, cap);
+    if (!b->has_reply)
+        r = PLG_BROKER_ENOREPLY;
+    else if (!dst || cap < b->reply_len)
+        r = PLG_BROKER_EFAULT;
+    else {
+        memcpy(dst, g_reply.p, b->reply_len);
+        r = (int32_t)b->reply_len;
+        b->has_reply = false;
+    }
+    pl_wasi_host_leave();
+    return (u32)r;
+}
+
 /* ---- one run ------------------------------------------------------------- */
 
 struct run_result {
@@ -140,7 +268,7 @@ static int copy_in(Z_qjs_instance_t *inst, uint32_t addr, const char *src, uint3
 static Z_qjs_instance_t g_inst;
 
 static void run_one(const struct pl_js_run_req *req, const char *code, const char *in,
-                    pl_wasi_t *wasi, struct run_result *res) {
+                    pl_wasi_t *wasi, pl_broker_host_t *broker, struct run_result *res) {
     volatile int32_t status = -1;
     volatile int jump;
     uint64_t t0 = pl_js_now_ns();
@@ -156,7 +284,7 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
         uint32_t code_ptr, stdin_ptr;
 
         pl_wasm_jump_armed = true;
-        Z_qjs_instantiate(&g_inst, wasi);
+        Z_qjs_instantiate(&g_inst, broker, wasi);
         arm_deadline(req->timeout_ms);
         Z_qjsZ__initialize(&g_inst);
         code_ptr = Z_qjsZ_plg_alloc(&g_inst, req->code_len);
@@ -166,7 +294,7 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
             status = -2; /* inputs do not fit */
         else
             status = (int32_t)Z_qjsZ_plg_run(&g_inst, code_ptr, req->code_len, stdin_ptr,
-                                             req->stdin_len);
+                                             req->stdin_len, broker->max_request);
         disarm_deadline();
         pl_wasm_jump_armed = false;
     } else {
@@ -221,8 +349,6 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
         res->flags |= PL_JS_RESP_ERR_TRUNC;
 }
 
-/* ---- seccomp -------------------------------------------------------------- */
-
 /* ---- serving loop -------------------------------------------------------- */
 
 static int send_hello(int fd) {
@@ -232,34 +358,15 @@ static int send_hello(int fd) {
     return pl_js_write_frame(fd, PL_JS_MSG_HELLO, &iov, 1);
 }
 
-/* Buffers reused across runs (grown on demand, outside any guest call). */
-struct reusable_buf {
-    char *p;
-    size_t cap;
-};
-
-static struct reusable_buf g_payload, g_stdout, g_stderr;
-
-static int buf_reserve(struct reusable_buf *b, size_t need) {
-    char *n;
-
-    if (need <= b->cap)
-        return 0;
-    n = realloc(b->p, need);
-    if (!n)
-        return -ENOMEM;
-    b->p = n;
-    b->cap = need;
-    return 0;
-}
-
 /* Serve one request.  Returns 0 to continue, 1 on clean EOF, < 0 on error. */
 static int serve_one(int fd) {
     struct pl_js_frame_hdr hdr;
     struct pl_js_run_req req;
     struct pl_js_run_resp resp;
     struct run_result res;
+    pl_broker_host_t broker;
     pl_wasi_t wasi;
+    bool has_broker;
     size_t rest;
     int r;
 
@@ -280,6 +387,13 @@ static int serve_one(int fd) {
         (uint64_t)req.code_len + req.stdin_len != rest || req.stdout_cap > PL_JS_MAX_STREAM ||
         req.stderr_cap > PL_JS_MAX_STREAM)
         return -EPROTO;
+    has_broker = req.flags & PL_JS_RUN_BROKER;
+    if ((req.flags & ~PL_JS_RUN_BROKER) != 0 ||
+        (has_broker
+             ? req.broker_max_request == 0 || req.broker_max_request > PL_JS_MAX_BROKER_MSG ||
+                   req.broker_max_reply == 0 || req.broker_max_reply > PL_JS_MAX_BROKER_MSG
+             : req.broker_max_request != 0 || req.broker_max_reply != 0))
+        return -EPROTO;
     if (buf_reserve(&g_payload, rest + 1) < 0 || buf_reserve(&g_stdout, req.stdout_cap + 1) < 0 ||
         buf_reserve(&g_stderr, req.stderr_cap + 1) < 0)
         return -ENOMEM;
@@ -288,7 +402,13 @@ static int serve_one(int fd) {
         return r;
 
     pl_wasi_init(&wasi, &g_inst.w2c_memory, g_stdout.p, req.stdout_cap, g_stderr.p, req.stderr_cap);
-    run_one(&req, g_payload.p, g_payload.p + req.code_len, &wasi, &res);
+    broker = (pl_broker_host_t){
+        .memory = &g_inst.w2c_memory,
+        .fd = fd,
+        .max_request = req.broker_max_request,
+        .max_reply = req.broker_max_reply,
+    };
+    run_one(&req, g_payload.p, g_payload.p + req.code_len, &wasi, &broker, &res);
 
     resp = (struct pl_js_run_resp){
         .exit_code = res.exit_code,

@@ -38,6 +38,24 @@ struct Z_wasi_snapshot_preview1_instance_t {
 
 typedef struct Z_wasi_snapshot_preview1_instance_t pl_wasi_t;
 
+/*
+ * The "plimsoll" import instance (broker_call, broker_reply; see
+ * guest/guest_abi.h), implemented by the worker (js_worker.c): it forwards
+ * the guest's request to the pool as a BROKER_REQ frame and keeps the reply
+ * until the guest copies it out.  The reply buffer belongs to the worker
+ * and is reused across runs.
+ */
+struct Z_plimsoll_instance_t {
+    wasm_rt_memory_t *memory; /* the guest's linear memory */
+    int fd;                   /* the worker's socket to the pool */
+    uint32_t max_request;     /* 0: this run has no grant */
+    uint32_t max_reply;
+    bool has_reply; /* reply[0..reply_len) is kept for broker_reply() */
+    size_t reply_len;
+};
+
+typedef struct Z_plimsoll_instance_t pl_broker_host_t;
+
 /**
  * pl_wasi_init - prepare w for one run.  stdout_buf/stderr_buf are
  * caller-owned buffers of at least stdout_cap/stderr_cap bytes (they are

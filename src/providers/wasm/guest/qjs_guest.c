@@ -10,10 +10,14 @@
  * What the script sees: the standard ECMAScript globals of QuickJS
  * 2021-03-27 (with BigInt), plus `console` (log/info/debug to stdout,
  * error/warn/trace to stderr) and `readStdin()` (the whole stdin as a
- * string).  QuickJS's std/os modules are not compiled in, so there is no
- * file, network, process or environment access; the only WASI calls the
- * module imports are fd_write, clock_time_get, fd_close, fd_seek and
- * fd_fdstat_get, all implemented by the host (src/wasi_host.c).
+ * string), and `plimsoll.request(options)` / `plimsoll.hasGrant` (HTTP
+ * through the broker of the run's grant, if any; see js_plimsoll_request).
+ * QuickJS's std/os modules are not compiled in, so there is no file,
+ * network, process or environment access; the WASI calls the module
+ * imports are fd_write, clock_time_get, fd_close, fd_seek and
+ * fd_fdstat_get, all implemented by the host (engine/wasi_host.c), and its
+ * only other imports are plimsoll.broker_call/broker_reply (guest_abi.h),
+ * implemented by the worker (engine/js_worker.c).
  *
  * Out of memory: QuickJS allocates through guest_malloc() and friends,
  * which set g_alloc_failed when malloc() returns NULL (linear memory could
@@ -26,6 +30,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,6 +41,11 @@
 #include "guest_abi.h"
 
 #define EXPORT(name) __attribute__((export_name(name), visibility("default")))
+/* An undefined function wasm-ld leaves as an import of module "plimsoll". */
+#define IMPORT(name) __attribute__((import_module("plimsoll"), import_name(name)))
+
+IMPORT("broker_call") int32_t plimsoll_broker_call(uint32_t req_ptr, uint32_t req_len);
+IMPORT("broker_reply") int32_t plimsoll_broker_reply(uint32_t dst_ptr, uint32_t cap);
 
 /* QuickJS adds this per block in its own accounting (see quickjs.c). */
 #define GUEST_MALLOC_OVERHEAD 8
@@ -49,6 +59,7 @@ static bool g_alloc_failed;
 static void *g_oom_reserve;
 static const char *g_stdin_data;
 static size_t g_stdin_len;
+static uint32_t g_broker_max_request;      /* 0: this run has no grant */
 static JSValue g_formatter = JS_UNDEFINED; /* lazily compiled console formatter */
 
 /* Unhandled promise rejections still pending at the end of the run. */
@@ -385,7 +396,213 @@ static const JSCFunctionListEntry console_funcs[] = {
     JS_CFUNC_MAGIC_DEF("trace", 0, js_console_write, 2),
 };
 
-/* Install console and readStdin on the global object. */
+/* ---- plimsoll.request: HTTP through the grant's broker ---------------------- */
+
+/* Throw a plain Error (QuickJS 2021-03-27 has no JS_ThrowError). */
+static JSValue throw_error(JSContext *ctx, const char *msg) {
+    JSValue err = JS_NewError(ctx);
+
+    if (JS_IsException(err))
+        return err;
+    if (JS_DefinePropertyValueStr(ctx, err, "message", JS_NewString(ctx, msg),
+                                  JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE) < 0) {
+        JS_FreeValue(ctx, err);
+        return JS_EXCEPTION;
+    }
+    return JS_Throw(ctx, err);
+}
+
+static JSValue throw_broker_error(JSContext *ctx, int32_t code) {
+    switch (code) {
+    case PLG_BROKER_ENOGRANT: return throw_error(ctx, "plimsoll.request: this run has no grant");
+    case PLG_BROKER_ETOOBIG:
+        return throw_error(ctx, "plimsoll.request: request too large for this grant");
+    case PLG_BROKER_EREPLYBIG:
+        return throw_error(ctx, "plimsoll.request: broker reply too large for this grant");
+    case PLG_BROKER_ECALLLIMIT:
+        return throw_error(ctx, "plimsoll.request: this grant's call limit was reached");
+    case PLG_BROKER_EUNAVAIL: return throw_error(ctx, "plimsoll.request: broker unavailable");
+    default: return throw_error(ctx, "plimsoll.request: broker unavailable (host error)");
+    }
+}
+
+/* Copy options.headers (undefined -> {}) into a new plain object, checking
+ * that it is an object whose own enumerable string-keyed values are all
+ * strings.  Values are read once, so a getter cannot change what is sent. */
+static JSValue copy_headers(JSContext *ctx, JSValueConst headers) {
+    JSPropertyEnum *tab = NULL;
+    uint32_t n = 0;
+    JSValue out;
+
+    out = JS_NewObject(ctx);
+    if (JS_IsException(out) || JS_IsUndefined(headers))
+        return out;
+    if (!JS_IsObject(headers) || JS_IsArray(ctx, headers) || JS_IsFunction(ctx, headers)) {
+        JS_FreeValue(ctx, out);
+        return JS_ThrowTypeError(ctx, "plimsoll.request: headers must be an object");
+    }
+    if (JS_GetOwnPropertyNames(ctx, &tab, &n, headers, JS_GPN_STRING_MASK | JS_GPN_ENUM_ONLY) < 0) {
+        JS_FreeValue(ctx, out);
+        return JS_EXCEPTION;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        JSValue v = JS_GetProperty(ctx, headers, tab[i].atom);
+
+        if (JS_IsException(v))
+            goto fail;
+        if (!JS_IsString(v)) {
+            JS_FreeValue(ctx, v);
+            JS_ThrowTypeError(ctx, "plimsoll.request: header values must be strings");
+            goto fail;
+        }
+        if (JS_DefinePropertyValue(ctx, out, tab[i].atom, v, JS_PROP_C_W_E) < 0)
+            goto fail;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        JS_FreeAtom(ctx, tab[i].atom);
+    js_free(ctx, tab);
+    return out;
+fail:
+    for (uint32_t i = 0; i < n; i++)
+        JS_FreeAtom(ctx, tab[i].atom);
+    js_free(ctx, tab);
+    JS_FreeValue(ctx, out);
+    return JS_EXCEPTION;
+}
+
+/* options.<name> as a string value; undefined gives dflt (NULL: required). */
+static JSValue get_string_option(JSContext *ctx, JSValueConst options, const char *name,
+                                 const char *dflt) {
+    JSValue v = JS_GetPropertyStr(ctx, options, name);
+
+    if (JS_IsException(v) || JS_IsString(v))
+        return v;
+    if (JS_IsUndefined(v) && dflt)
+        return JS_NewString(ctx, dflt);
+    JS_FreeValue(ctx, v);
+    return JS_ThrowTypeError(ctx, "plimsoll.request: %s must be a string", name);
+}
+
+/* The request object, in the key order the broker sees:
+ * {"method":..,"path":..,"headers":{..},"body":..}. */
+static JSValue build_request(JSContext *ctx, JSValueConst options) {
+    static const char *const keys[] = {"method", "path", "headers", "body"};
+    JSValue vals[4] = {JS_UNDEFINED, JS_UNDEFINED, JS_UNDEFINED, JS_UNDEFINED};
+    JSValue req = JS_EXCEPTION, h;
+    int i;
+
+    if (!JS_IsObject(options) || JS_IsArray(ctx, options) || JS_IsFunction(ctx, options))
+        return JS_ThrowTypeError(ctx, "plimsoll.request: options must be an object");
+    vals[0] = get_string_option(ctx, options, "method", "GET");
+    if (JS_IsException(vals[0]))
+        goto out;
+    vals[1] = get_string_option(ctx, options, "path", NULL);
+    if (JS_IsException(vals[1]))
+        goto out;
+    h = JS_GetPropertyStr(ctx, options, "headers");
+    if (JS_IsException(h))
+        goto out;
+    vals[2] = copy_headers(ctx, h);
+    JS_FreeValue(ctx, h);
+    if (JS_IsException(vals[2]))
+        goto out;
+    vals[3] = get_string_option(ctx, options, "body", "");
+    if (JS_IsException(vals[3]))
+        goto out;
+    req = JS_NewObject(ctx);
+    if (JS_IsException(req))
+        goto out;
+    for (i = 0; i < 4; i++) {
+        JSValue v = vals[i];
+
+        vals[i] = JS_UNDEFINED;
+        if (JS_DefinePropertyValueStr(ctx, req, keys[i], v, JS_PROP_C_W_E) < 0) {
+            JS_FreeValue(ctx, req);
+            req = JS_EXCEPTION;
+            goto out;
+        }
+    }
+out:
+    for (i = 0; i < 4; i++)
+        JS_FreeValue(ctx, vals[i]);
+    return req;
+}
+
+/*
+ * plimsoll.request(options): validate and serialise the request, hand the
+ * JSON bytes to the host (broker_call), and return JSON.parse of its reply.
+ * Synchronous: the whole guest waits, under the run's deadline.
+ */
+static JSValue js_plimsoll_request(JSContext *ctx, JSValueConst this_val, int argc,
+                                   JSValueConst *argv) {
+    JSValue req, json, ret;
+    const char *bytes;
+    size_t len;
+    int32_t n;
+    char *reply;
+
+    (void)this_val;
+    req = build_request(ctx, argc > 0 ? argv[0] : JS_UNDEFINED);
+    if (JS_IsException(req))
+        return req;
+    json = JS_JSONStringify(ctx, req, JS_UNDEFINED, JS_UNDEFINED);
+    JS_FreeValue(ctx, req);
+    if (JS_IsException(json))
+        return json;
+    bytes = JS_ToCStringLen(ctx, &len, json);
+    JS_FreeValue(ctx, json);
+    if (!bytes)
+        return JS_EXCEPTION;
+    if (g_broker_max_request == 0) {
+        JS_FreeCString(ctx, bytes);
+        return throw_broker_error(ctx, PLG_BROKER_ENOGRANT);
+    }
+    if (len > g_broker_max_request) {
+        char msg[128];
+
+        JS_FreeCString(ctx, bytes);
+        snprintf(msg, sizeof(msg),
+                 "plimsoll.request: request too large (%zu bytes; this grant allows %u)", len,
+                 (unsigned)g_broker_max_request);
+        return throw_error(ctx, msg);
+    }
+    n = plimsoll_broker_call((uint32_t)(uintptr_t)bytes, (uint32_t)len);
+    JS_FreeCString(ctx, bytes);
+    if (n < 0)
+        return throw_broker_error(ctx, n);
+    reply = js_malloc(ctx, (size_t)n + 1);
+    if (!reply)
+        return JS_EXCEPTION;
+    n = plimsoll_broker_reply((uint32_t)(uintptr_t)reply, (uint32_t)n);
+    if (n < 0) {
+        js_free(ctx, reply);
+        return throw_broker_error(ctx, n);
+    }
+    reply[n] = '\0'; /* JS_ParseJSON wants a terminated buffer */
+    ret = JS_ParseJSON(ctx, reply, (size_t)n, "<broker reply>");
+    js_free(ctx, reply);
+    return ret;
+}
+
+/* The global `plimsoll`: request() and hasGrant, both read-only. */
+static int add_plimsoll(JSContext *ctx, JSValueConst global) {
+    JSValue obj = JS_NewObject(ctx);
+
+    if (JS_IsException(obj))
+        return -1;
+    if (JS_DefinePropertyValueStr(ctx, obj, "request",
+                                  JS_NewCFunction(ctx, js_plimsoll_request, "request", 1),
+                                  JS_PROP_ENUMERABLE) < 0 ||
+        JS_DefinePropertyValueStr(ctx, obj, "hasGrant", JS_NewBool(ctx, g_broker_max_request != 0),
+                                  JS_PROP_ENUMERABLE) < 0) {
+        JS_FreeValue(ctx, obj);
+        return -1;
+    }
+    return JS_DefinePropertyValueStr(ctx, global, "plimsoll", obj,
+                                     JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
+}
+
+/* Install console, readStdin and plimsoll on the global object. */
 static int add_globals(JSContext *ctx) {
     JSValue global = JS_GetGlobalObject(ctx);
     JSValue console = JS_NewObject(ctx);
@@ -400,6 +617,8 @@ static int add_globals(JSContext *ctx) {
     if (JS_DefinePropertyValueStr(ctx, global, "readStdin",
                                   JS_NewCFunction(ctx, js_read_stdin, "readStdin", 0),
                                   JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE) < 0)
+        goto out;
+    if (add_plimsoll(ctx, global) < 0)
         goto out;
     ret = 0;
 out:
@@ -512,10 +731,13 @@ EXPORT("plg_alloc") uint32_t plg_alloc(uint32_t size) {
 /**
  * plg_run - run code (NUL-terminated at code[code_len], as plg_alloc
  * guarantees) as a global script named "<snippet>", then drain the job
- * queue.  stdin is what readStdin() returns.  Returns a PLG_RUN_* status.
+ * queue.  stdin is what readStdin() returns.  broker_max_request is the
+ * run's grant (0: none; plimsoll.request then throws).  Returns a PLG_RUN_*
+ * status.
  */
 EXPORT("plg_run")
-int32_t plg_run(uint32_t code_ptr, uint32_t code_len, uint32_t stdin_ptr, uint32_t stdin_len) {
+int32_t plg_run(uint32_t code_ptr, uint32_t code_len, uint32_t stdin_ptr, uint32_t stdin_len,
+                uint32_t broker_max_request) {
     const char *code = (const char *)(uintptr_t)code_ptr;
     JSRuntime *rt;
     JSContext *ctx;
@@ -524,6 +746,7 @@ int32_t plg_run(uint32_t code_ptr, uint32_t code_len, uint32_t stdin_ptr, uint32
 
     g_stdin_data = (const char *)(uintptr_t)stdin_ptr;
     g_stdin_len = stdin_len;
+    g_broker_max_request = broker_max_request;
     g_oom_reserve = malloc(GUEST_OOM_RESERVE);
 
     rt = JS_NewRuntime2(&guest_mf, NULL);
