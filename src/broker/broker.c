@@ -102,6 +102,10 @@ size_t pl_broker_max_response_bytes(const struct pl_broker *b) {
     return b->p->max_response_bytes;
 }
 
+unsigned pl_broker_max_calls(const struct pl_broker *b) {
+    return b->p->max_calls;
+}
+
 unsigned pl_broker_refused(const struct pl_broker *b) {
     return b ? atomic_load(&b->refused) : 0;
 }

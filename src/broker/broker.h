@@ -99,4 +99,5 @@ unsigned pl_broker_calls(const struct pl_broker *b);
 /* The profile's body bounds, for a transport's own framing limits. */
 size_t pl_broker_max_request_bytes(const struct pl_broker *b);
 size_t pl_broker_max_response_bytes(const struct pl_broker *b);
+unsigned pl_broker_max_calls(const struct pl_broker *b);
 unsigned pl_broker_refused(const struct pl_broker *b);

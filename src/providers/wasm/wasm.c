@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../broker/broker.h"
 #include "../provider.h"
 #include "engine/js_engine.h"
 #include "engine/wasi_job.h"
@@ -278,7 +279,7 @@ static void wasm_info(void *state, struct pl_provider_info *ret) {
                     .engine = s->engine,
                     .max_timeout_ms = s->max_timeout_ms,
                     .languages = {"javascript", NULL},
-                    .grants = false},
+                    .grants = true},
         .module = {.supported = true, .engine = MODULE_ENGINE, .max_timeout_ms = s->max_timeout_ms},
     };
 }
@@ -293,6 +294,18 @@ static int wasm_ready(void *state, struct pl_error *err) {
     return 0;
 }
 
+static size_t envelope(size_t body) {
+    const size_t frame_max = 16u << 20;
+    return body > (frame_max - (64u << 10)) / 6 ? frame_max : body * 6 + (64u << 10);
+}
+
+/* plimsoll.request() in a snippet: the pool hands the guest's JSON here. */
+static int broker_call(void *userdata, const char *req, size_t req_len, uint64_t deadline_ns,
+                       char **ret_reply, size_t *ret_reply_len) {
+    (void)deadline_ns; /* the broker was made with the same run deadline */
+    return pl_broker_handle_json(userdata, req, req_len, ret_reply, ret_reply_len);
+}
+
 static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
                     struct pl_run_result *ret, struct pl_error *err) {
     struct wasm_state *s = state;
@@ -302,10 +315,19 @@ static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_r
                              .stderr_cap = ctx->output_bytes};
     struct pl_js_result r = {0};
     int rc;
+    /* The JSON envelope can make a body up to six times longer (\u00XX
+     * escapes); the engine's frames stop at 16 MiB.  The broker's own
+     * checks on the decoded body are the exact ones. */
+    struct pl_js_broker broker = {.call = broker_call, .userdata = ctx->broker};
+    if (ctx->broker) {
+        broker.max_request_bytes = envelope(pl_broker_max_request_bytes(ctx->broker));
+        broker.max_reply_bytes = envelope(pl_broker_max_response_bytes(ctx->broker));
+        broker.max_calls = pl_broker_max_calls(ctx->broker) + 256; /* refusals included */
+    }
     if (req->kind == PL_PAYLOAD_SNIPPET)
-        rc = pl_js_pool_run(s->pool, req->snippet.code, req->snippet.code_len,
-                            req->snippet.stdin_data ? req->snippet.stdin_data : "",
-                            req->snippet.stdin_len, &l, &r);
+        rc = pl_js_pool_run_broker(s->pool, req->snippet.code, req->snippet.code_len,
+                                   req->snippet.stdin_data ? req->snippet.stdin_data : "",
+                                   req->snippet.stdin_len, &l, ctx->broker ? &broker : NULL, &r);
     else if (req->kind == PL_PAYLOAD_MODULE)
         rc = module_run(s, req->module.wasm, req->module.wasm_len, req->module.args,
                         req->module.nargs, req->module.stdin_data, req->module.stdin_len, &l, &r);
