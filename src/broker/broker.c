@@ -37,8 +37,8 @@ static const char *const forward_headers[] = {
 
 /* API answer headers passed back to the guest. */
 static const char *const reply_headers[] = {
-    "content-type", "etag", "location", "retry-after", "last-modified", "cache-control",
-    "x-request-id",
+    "content-type",  "etag",          "location",     "retry-after",
+    "last-modified", "cache-control", "x-request-id",
 };
 
 static uint64_t mono_ns(void) {
@@ -137,9 +137,8 @@ static void add_header(struct pl_broker_reply *r, const char *name, const char *
 }
 
 /* An answer made by the broker itself: refusals and upstream failures. */
-__attribute__((format(printf, 4, 5))) static void own_reply(struct pl_broker_reply *r, int status,
-                                                            const char *code, const char *fmt,
-                                                            ...) {
+__attribute__((format(printf, 4, 5))) static void
+own_reply(struct pl_broker_reply *r, int status, const char *code, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -153,8 +152,7 @@ __attribute__((format(printf, 4, 5))) static void own_reply(struct pl_broker_rep
     r->body_len = r->body ? strlen(r->body) : 0;
     add_header(r, "content-type", "application/json", 16);
     bool refusal = status < 500;
-    add_header(r, "x-plimsoll-broker", refusal ? "refused" : "upstream-error",
-               refusal ? 7 : 14);
+    add_header(r, "x-plimsoll-broker", refusal ? "refused" : "upstream-error", refusal ? 7 : 14);
 }
 
 static void refuse(struct pl_broker *b, struct pl_broker_reply *r, int status, const char *code,

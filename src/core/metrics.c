@@ -101,12 +101,13 @@ int pl_metrics_render(struct pl_metrics *m, unsigned in_flight, int ready, struc
     for (unsigned i = 1; i < PL_REASON__COUNT; i++)
         r |= pl_buf_printf(o, "plimsoll_refusals_total{reason=\"%s\"} %llu\n",
                            pl_reason_name((enum pl_reason)i), (unsigned long long)s.refusals[i]);
-    r |= pl_buf_printf(o,
-                       "# HELP plimsoll_broker_requests_total Guest requests to grant brokers.\n"
-                       "# TYPE plimsoll_broker_requests_total counter\n"
-                       "plimsoll_broker_requests_total{outcome=\"forwarded\"} %llu\n"
-                       "plimsoll_broker_requests_total{outcome=\"refused\"} %llu\n",
-                       (unsigned long long)s.broker_forwarded, (unsigned long long)s.broker_refused);
+    r |=
+        pl_buf_printf(o,
+                      "# HELP plimsoll_broker_requests_total Guest requests to grant brokers.\n"
+                      "# TYPE plimsoll_broker_requests_total counter\n"
+                      "plimsoll_broker_requests_total{outcome=\"forwarded\"} %llu\n"
+                      "plimsoll_broker_requests_total{outcome=\"refused\"} %llu\n",
+                      (unsigned long long)s.broker_forwarded, (unsigned long long)s.broker_refused);
     r |= pl_buf_puts(o, "# HELP plimsoll_requests_total API calls by method and result code.\n"
                         "# TYPE plimsoll_requests_total counter\n");
     for (unsigned i = 0; i < NMETHODS; i++)

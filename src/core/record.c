@@ -28,11 +28,10 @@ json_t *pl_record_build(const struct pl_record_input *in) {
         return NULL;
     json_t *r =
         json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "version",
-                  PL_RECORD_VERSION,
-                  "request_sha256", in->request_sha256, "response_sha256", in->response_sha256,
-                  "provider", in->provider, "isolation", in->isolation, "runtime",
-                  in->runtime ? in->runtime : "", "started_at", s, "ended_at", e, "previous_digest",
-                  in->previous_digest ? in->previous_digest : "", "broker_calls",
+                  PL_RECORD_VERSION, "request_sha256", in->request_sha256, "response_sha256",
+                  in->response_sha256, "provider", in->provider, "isolation", in->isolation,
+                  "runtime", in->runtime ? in->runtime : "", "started_at", s, "ended_at", e,
+                  "previous_digest", in->previous_digest ? in->previous_digest : "", "broker_calls",
                   (json_int_t)in->broker_calls, "broker_refused", (json_int_t)in->broker_refused);
     if (!r)
         return NULL;

@@ -29,8 +29,8 @@ struct pl_record_input {
     const char *provider;
     const char *isolation;
     const char *runtime;
-    struct timespec started;     /* CLOCK_REALTIME at dispatch */
-    uint64_t elapsed_ns;         /* CLOCK_MONOTONIC difference */
+    struct timespec started; /* CLOCK_REALTIME at dispatch */
+    uint64_t elapsed_ns;     /* CLOCK_MONOTONIC difference */
     unsigned broker_calls;
     unsigned broker_refused;
     const char *previous_digest; /* NULL or "" when none */

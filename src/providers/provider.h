@@ -52,10 +52,10 @@ struct pl_broker; /* broker/broker.h */
 /* Per-run settings the core resolved before dispatch. */
 struct pl_run_ctx {
     const char *principal;
-    unsigned timeout_ms;   /* resolved: request's, or the default */
-    unsigned memory_mb;    /* resolved: request's, or the allowance */
-    unsigned output_bytes; /* cap per stream */
-    char run_id[33];       /* random hex, names the sandbox */
+    unsigned timeout_ms;      /* resolved: request's, or the default */
+    unsigned memory_mb;       /* resolved: request's, or the allowance */
+    unsigned output_bytes;    /* cap per stream */
+    char run_id[33];          /* random hex, names the sandbox */
     struct pl_broker *broker; /* the run's grant, credential obtained; NULL when none.
                                  Owned by the core; the provider attaches its transport. */
 };

@@ -306,7 +306,8 @@ static json_t *container_config(struct docker_state *s, const char *image_id, un
     json_t *env = json_pack("[s, s, s, s]", "HOME=/tmp", "PYTHONUNBUFFERED=1",
                             "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8");
     if (socket_dir)
-        json_array_append_new(env, json_string("PLIMSOLL_BROKER_SOCKET=/run/plimsoll/" PL_BROKER_SOCKET_NAME));
+        json_array_append_new(
+            env, json_string("PLIMSOLL_BROKER_SOCKET=/run/plimsoll/" PL_BROKER_SOCKET_NAME));
     return json_pack("{s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:o, s:o}",
                      "Image", image_id, "Cmd", cmd, "Env", env, "User", "65534:65534", "WorkingDir",
                      "/work", "AttachStdin", 1, "AttachStdout", 1, "AttachStderr", 1, "OpenStdin",

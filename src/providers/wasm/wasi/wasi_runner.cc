@@ -571,10 +571,12 @@ bool data_count_is_plausible(const uint8_t *wasm, size_t len, std::string *why) 
     uint32_t size;
     if (!read_u32_leb(wasm, len, &pos, &size) || size > len - pos) break;
     size_t body = pos;
-    if (id == kDataCountSection) {
+    if (id == kDataCountSection && !have_count) {
+      /* The first one is the count wabt reserves for; a later one is a
+       * section-order error it reports after that. */
       if (!read_u32_leb(wasm, body + size, &body, &data_count)) break;
       have_count = true;
-    } else if (id == kDataSection) {
+    } else if (id == kDataSection && size > data_bytes) {
       data_bytes = size;
     }
     pos += size;

@@ -1,0 +1,213 @@
+"""Hostile code that holds a grant (docker, runc and runsc): the broker
+socket is the only way out, it reaches only the listed routes of its own
+run, it survives garbage, floods and injection attempts, and a slow or dead
+API never holds a run past its deadline.  After each class the daemon is
+ready, no container is left, and fd and thread counts are back."""
+import json
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
+from harness import Daemon  # noqa: E402
+from test_docker import docker_env, engine_up, ours  # noqa: E402
+from test_grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
+from test_hostile import Hostile, proc_counts  # noqa: E402
+from upstream import Check, Upstream  # noqa: E402
+
+CLIENT = (
+    "import http.client, json, os, socket, time\n"
+    "SOCK = os.environ.get('PLIMSOLL_BROKER_SOCKET')\n"
+    "class C(http.client.HTTPConnection):\n"
+    "    def connect(self):\n"
+    "        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "        s.connect(SOCK)\n"
+    "        self.sock = s\n"
+    "def call(method, path, body=None, headers=None):\n"
+    "    c = C('broker', timeout=30)\n"
+    "    c.request(method, path, body=body, headers=headers or {})\n"
+    "    r = c.getresponse()\n"
+    "    t = r.read().decode()\n"
+    "    try:\n"
+    "        e = json.loads(t).get('error')\n"
+    "    except Exception:\n"
+    "        e = None\n"
+    "    return r.status, e\n"
+    "def raw(data):\n"
+    "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "    s.settimeout(30)\n"
+    "    s.connect(SOCK)\n"
+    "    try:\n"
+    "        s.sendall(data)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    out = b''\n"
+    "    try:\n"
+    "        while True:\n"
+    "            b = s.recv(65536)\n"
+    "            if not b: break\n"
+    "            out += b\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    return out.split(b'\\r\\n', 1)[0].decode()\n"
+)
+
+
+class HostileGrants(Hostile):
+    RUNTIME = None
+
+    @classmethod
+    def setUpClass(cls):
+        if not engine_up():
+            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
+        cls.files = GrantFiles()
+        cls.up = Upstream(Check(token=TOKEN))
+        closed = "http://127.0.0.1:9"  # discard port: nothing listens there
+        path = cls.files.write({
+            "items": profile(cls.up.url, token_cred(), limits={"max_calls": 5}),
+            "slow": profile(cls.up.url, token_cred(), limits={"call_timeout_ms": 500}),
+            "down": profile(closed, token_cred()),
+        })
+        cls.instance = "hostile-grants-" + cls.RUNTIME
+        env = docker_env(cls.RUNTIME, cls.instance)
+        env.update(grant_env(path))
+        cls.d = Daemon(env=env).start(timeout=120)
+        cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+            assert ours(cls.instance) == [], "containers left behind"
+            assert TOKEN not in cls.d.log_text(), "the token reached the log"
+        finally:
+            cls.up.close()
+            cls.files.close()
+
+    def setUp(self):
+        self.up.take()
+
+    def py(self, code, grant="items", **extra):
+        m = {"snippet": {"language": "python", "code": CLIENT + code}, "grant_profile": grant}
+        m.update(extra)
+        b = self.result(m)
+        self.assertNotIn(TOKEN, json.dumps(b))
+        return b
+
+    def test_network_is_still_none_with_a_grant(self):
+        b = self.py("out = []\n"
+                    "for host in ('127.0.0.1', '172.17.0.1'):\n"
+                    "    s = socket.socket(); s.settimeout(2)\n"
+                    "    try:\n"
+                    "        s.connect((host, %d)); out.append('tcp')\n"
+                    "    except OSError:\n"
+                    "        out.append('no tcp')\n"
+                    "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                    "try:\n"
+                    "    u.sendto(b'x', ('10.0.0.1', 53)); out.append('udp')\n"
+                    "except OSError:\n"
+                    "    out.append('no udp')\n"
+                    "try:\n"
+                    "    socket.gethostbyname('example.org'); out.append('dns')\n"
+                    "except OSError:\n"
+                    "    out.append('no dns')\n"
+                    "print(out)\n" % self.up.port, timeout_ms=20000)
+        self.assertEqual(b["stdout"], "['no tcp', 'no tcp', 'no udp', 'no dns']\n", b)
+        self.assertEqual(self.up.take(), [])
+
+    def test_only_its_own_broker_is_visible(self):
+        # A second run holds its own broker while this one looks around.
+        import threading
+        other = threading.Thread(target=lambda: self.py("time.sleep(4)"))
+        other.start()
+        time.sleep(1.5)
+        b = self.py("import glob\n"
+                    "print(os.listdir('/run/plimsoll'), SOCK)\n"
+                    "found = [p for p in glob.glob('/run/**/*.sock', recursive=True)]\n"
+                    "print(found)\n")
+        other.join()
+        self.assertEqual(b["stdout"].splitlines(),
+                         ["['broker.sock'] /run/plimsoll/broker.sock",
+                          "['/run/plimsoll/broker.sock']"], b)
+
+    def test_the_broker_directory_is_read_only(self):
+        b = self.py("r = []\n"
+                    "for op in (lambda: os.unlink(SOCK), lambda: open('/run/plimsoll/x', 'w'),\n"
+                    "           lambda: os.rename(SOCK, '/run/plimsoll/y')):\n"
+                    "    try:\n"
+                    "        op(); r.append('done')\n"
+                    "    except OSError:\n"
+                    "        r.append('refused')\n"
+                    "print(r, call('GET', '/items/1')[0])\n")
+        self.assertEqual(b["stdout"], "['refused', 'refused', 'refused'] 200\n", b)
+
+    def test_call_flood_stops_at_max_calls(self):
+        b = self.py("codes = [call('GET', '/items/%d' % i)[0] for i in range(12)]\n"
+                    "print(codes)\n")
+        self.assertEqual(b["stdout"], str([200] * 5 + [429] * 7) + "\n", b)
+        self.assertEqual(len(self.up.take()), 5)
+        self.assertEqual(b["record"]["broker_calls"], 5)
+        self.assertEqual(b["record"]["broker_refused"], 7)
+
+    def test_garbage_and_oversized_requests(self):
+        b = self.py("print(raw(b'\\x00\\xff garbage\\r\\n\\r\\n'))\n"
+                    "print(raw(b'GET /items/1 HTTP/1.1\\r\\nX: ' + b'a' * 70000 + b'\\r\\n\\r\\n'))\n"
+                    "print(raw(b'POST /items/1/notes HTTP/1.1\\r\\nTransfer-Encoding: chunked'"
+                    " b'\\r\\n\\r\\n0\\r\\n\\r\\n'))\n"
+                    "print(raw(b'GET http://evil.example/items/1 HTTP/1.1\\r\\n\\r\\n'))\n"
+                    "print(raw(b'GET //evil.example/items/1 HTTP/1.1\\r\\n\\r\\n'))\n"
+                    "print(call('GET', '/items/1')[0])\n")
+        lines = b["stdout"].splitlines()
+        self.assertEqual(len(lines), 6, b)
+        self.assertTrue(lines[0].startswith("HTTP/1.1 400"), lines)
+        self.assertTrue(lines[1].startswith("HTTP/1.1 431"), lines)
+        self.assertTrue(lines[2].startswith("HTTP/1.1 501"), lines)
+        self.assertTrue(lines[3].startswith("HTTP/1.1 400"), lines)
+        self.assertTrue(lines[4].startswith("HTTP/1.1 400"), lines)
+        self.assertEqual(lines[5], "200")
+        got = self.up.take()
+        self.assertEqual([g["path"] for g in got], ["/items/1"])
+
+    def test_injection_attempts_never_carry(self):
+        b = self.py("print(call('GET', '/items/1', headers={'Authorization': 'Bearer forged',"
+                    " 'Cookie': 'a=b', 'X-Forwarded-Host': 'evil'})[0])\n"
+                    "print(call('GET', '/items/1@evil.example')[0])\n"
+                    "print(call('GET', '/items/%2e%2e/admin')[0])\n"
+                    "print(call('GET', '/items/a%2Fb')[0])\n")
+        self.assertEqual(b["stdout"].splitlines(), ["200", "200", "400", "400"], b)
+        got = self.up.take()
+        self.assertEqual(len(got), 2)
+        for g in got:
+            self.assertEqual(g["headers"]["authorization"], "Bearer " + TOKEN)
+            self.assertNotIn("cookie", g["headers"])
+            self.assertNotIn("x-forwarded-host", g["headers"])
+        self.assertEqual(got[1]["path"], "/items/1@evil.example")
+
+    def test_slow_api_is_cut_by_the_call_timeout(self):
+        b = self.py("print(call('GET', '/slow'))\n", grant="slow")
+        self.assertEqual(b["stdout"], "(504, 'upstream_timeout')\n", b)
+
+    def test_slow_api_never_outlives_the_deadline(self):
+        t0 = time.monotonic()
+        b = self.py("print(call('GET', '/slow'))\n", timeout_ms=1200)
+        self.assertTrue(b["timed_out"] or b["stdout"] == "(504, 'upstream_timeout')\n", b)
+        self.assertLess(time.monotonic() - t0, 1.2 + 10)  # a bound, not a speed claim
+
+    def test_dead_api_is_a_502_the_guest_can_read(self):
+        b = self.py("print(call('GET', '/items/1'))\n", grant="down")
+        self.assertEqual(b["stdout"], "(502, 'upstream_unreachable')\n", b)
+        self.assertEqual(b["exit_code"], 0)
+
+
+class HostileGrantsRunc(HostileGrants, unittest.TestCase):
+    RUNTIME = "runc"
+
+
+class HostileGrantsRunsc(HostileGrants, unittest.TestCase):
+    RUNTIME = "runsc"
+
+
+if __name__ == "__main__":
+    unittest.main()
