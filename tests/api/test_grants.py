@@ -208,8 +208,9 @@ class WasmGrants(unittest.TestCase):
     def test_describe_says_which_kinds_carry_grants(self):
         status, body = self.d.rpc("Describe", {})
         self.assertEqual(status, 200)
-        self.assertTrue(body["snippet"]["grants"])
-        self.assertFalse(body["module"].get("grants", False))
+        ops = body["operations"]
+        self.assertTrue(ops["snippet"]["grants"])
+        self.assertFalse(ops["module"]["grants"])
 
     def test_allowed_route(self):
         body = self.run_ok(js(
@@ -273,7 +274,7 @@ class WasmGrants(unittest.TestCase):
 
     def test_module_grant_unsupported(self):
         wasm = "AGFzbQEAAAA="
-        self.refused({"module": {"wasm": wasm}, "grant_profile": "items"},
+        self.refused({"module": {"wasm_base64": wasm}, "grant_profile": "items"},
                      "unimplemented", "UNSUPPORTED")
 
     def test_response_cap_and_upstream_down(self):
@@ -440,7 +441,7 @@ class DockerGrants:
         self.assertEqual(body["stdout"], "200 /items/5\n", body)
 
     def test_module_grant_unsupported(self):
-        status, body = self.d.rpc("Run", {"module": {"wasm": "AGFzbQEAAAA="},
+        status, body = self.d.rpc("Run", {"module": {"wasm_base64": "AGFzbQEAAAA="},
                                           "grant_profile": "items"})
         self.assertEqual(body["code"], "unimplemented", body)
 

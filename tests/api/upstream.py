@@ -149,7 +149,11 @@ class Upstream:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = handle_any
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                pass  # a client that hung up (the broker's answer cap) is not news
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = "http://127.0.0.1:%d" % self.port
