@@ -287,6 +287,8 @@ static void forward(struct pl_broker *b, const char *method, const char *target,
     struct transfer t = {.r = r, .cap = p->max_response_bytes};
     curl_easy_setopt(c, CURLOPT_URL, url.data);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (p->ca_file)
+        curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_PROXY, ""); /* never an environment proxy */

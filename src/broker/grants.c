@@ -888,12 +888,41 @@ static int parse_limits(struct pctx *c, json_t *prof, struct pl_grant_profile *p
     return 0;
 }
 
+/* ---- ca_file -------------------------------------------------------------- */
+
+/* Optional: the CA bundle (PEM) that verifies the API's certificate, for an
+ * API behind a private CA.  Read once here so a missing or unreadable file
+ * is a startup error, not a failure of every call. */
+static int parse_ca_file(struct pctx *c, json_t *prof, struct pl_grant_profile *p) {
+    const char *path;
+    if (get_string(c, prof, "", "ca_file", false, 1, KEY_FILE_PATH_MAX, &path) < 0)
+        return -1;
+    if (!path)
+        return 0;
+    if (strncmp(p->base_url, "https://", 8) != 0)
+        return perr(c, "ca_file: only an https:// base_url uses one");
+    if (path[0] != '/')
+        return perr(c, "ca_file: %.256s must be an absolute path", path);
+    char *pem = NULL;
+    size_t len = 0;
+    int r = read_bounded(path, 1u << 20, &pem, &len);
+    if (r != READ_OK)
+        return perr(c, "ca_file: %.256s %s", path, read_problem(r));
+    bool looks_pem = strstr(pem, "-----BEGIN CERTIFICATE-----") != NULL;
+    free(pem);
+    if (!looks_pem)
+        return perr(c, "ca_file: %.256s holds no PEM certificate", path);
+    p->ca_file = strdup(path);
+    return p->ca_file ? 0 : perr(c, "out of memory");
+}
+
 /* ---- profiles and the file ---------------------------------------------- */
 
 static int parse_profile(struct pctx *c, json_t *prof, struct pl_grant_profile *p) {
     static const char *const fields[] = {
         "base_url",          "routes",     "allowed_callers", "scopes",
-        "allow_in_sessions", "credential", "limits",          NULL};
+        "allow_in_sessions", "credential", "limits",          "ca_file",
+        NULL};
     if (!valid_profile_name(c->name))
         return perr(c, "the name must be 1..%u characters of [A-Za-z0-9._-]", PL_GRANT_NAME_MAX);
     p->name = strdup(c->name);
@@ -912,7 +941,8 @@ static int parse_profile(struct pctx *c, json_t *prof, struct pl_grant_profile *
     if (sess && !json_is_boolean(sess))
         return perr(c, "allow_in_sessions: must be true or false");
     p->allow_in_sessions = sess && json_is_true(sess);
-    if (parse_credential(c, prof, p) < 0 || parse_limits(c, prof, p) < 0)
+    if (parse_credential(c, prof, p) < 0 || parse_limits(c, prof, p) < 0 ||
+        parse_ca_file(c, prof, p) < 0)
         return -1;
     return 0;
 }
@@ -1009,6 +1039,7 @@ void pl_grants_free(struct pl_grants *g) {
         struct pl_grant_profile *p = &g->profiles[i];
         free(p->name);
         free(p->base_url);
+        free(p->ca_file);
         for (size_t r = 0; p->routes && r < p->nroutes; r++) {
             free(p->routes[r].text);
             free_strv(p->routes[r].segs, p->routes[r].nsegs);

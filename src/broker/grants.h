@@ -163,6 +163,7 @@ struct pl_grant_profile {
     size_t max_request_bytes;         /* body bytes; default 1 MiB, max 64 MiB */
     size_t max_response_bytes;        /* default 4 MiB, max 64 MiB */
     unsigned call_timeout_ms;         /* default 10000, 100..600000 */
+    char *ca_file; /* PEM CA bundle that verifies an https API; NULL: the system's */
 };
 
 /*

@@ -45,6 +45,14 @@ class GrantFiles:
             subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-out",
                             os.path.join(self.dir, alg + ".pub")], check=True,
                            capture_output=True)
+        # A private CA's certificate for an HTTPS API on 127.0.0.1.
+        self.cert = os.path.join(self.dir, "tls.crt")
+        self.cert_key = os.path.join(self.dir, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", self.cert_key,
+                        "-out", self.cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                       capture_output=True)
         os.chmod(self.dir, 0o755)
 
     def key(self, alg):
@@ -143,6 +151,14 @@ class GrantsFileAtStartup(unittest.TestCase):
         c["key_file"] = self.files.key("ed")
         self.refuse({"mixed": profile("http://127.0.0.1:9", c)}, '"mixed"')
 
+    def test_ca_file_needs_https(self):
+        p = profile("http://127.0.0.1:9", token_cred(), ca_file=self.files.cert)
+        self.refuse({"plain": p}, '"plain"', "ca_file")
+
+    def test_missing_ca_file(self):
+        p = profile("https://127.0.0.1:9", token_cred(), ca_file="/nonexistent/ca.pem")
+        self.refuse({"tls": p}, '"tls"', "/nonexistent/ca.pem")
+
     def test_unreadable_file(self):
         code, err = run_startup({"PLIMSOLL_GRANTS_FILE": "/nonexistent/grants.json"})
         self.assertEqual(code, 2)
@@ -171,9 +187,12 @@ class WasmGrants(unittest.TestCase):
     def setUpClass(cls):
         cls.files = GrantFiles()
         cls.up = Upstream(Check(token=TOKEN))
+        cls.up_tls = Upstream(Check(token=TOKEN), tls=(cls.files.cert, cls.files.cert_key))
         path = cls.files.write({
             "items": profile(cls.up.url, token_cred()),
             "alice-only": profile(cls.up.url, token_cred(), callers=["alice"]),
+            "items-tls": profile(cls.up_tls.url, token_cred(), ca_file=cls.files.cert),
+            "items-tls-unverified": profile(cls.up_tls.url, token_cred()),
         })
         cls.d = Daemon(env=grant_env(path, SANDBOX_PROVIDER="wasm", SANDBOX_RATE_PER_MIN="100000",
                                      SANDBOX_RATE_BURST="10000")).start()
@@ -182,6 +201,7 @@ class WasmGrants(unittest.TestCase):
     def tearDownClass(cls):
         cls.d.stop()
         cls.up.close()
+        cls.up_tls.close()
         cls.files.close()
         text = cls.d.log_text()
         assert TOKEN not in text, "the token reached the daemon's log"
@@ -276,6 +296,21 @@ class WasmGrants(unittest.TestCase):
         wasm = "AGFzbQEAAAA="
         self.refused({"module": {"wasm_base64": wasm}, "grant_profile": "items"},
                      "unimplemented", "UNSUPPORTED")
+
+    def test_https_api_verified_with_the_profiles_ca(self):
+        body = self.run_ok(js(
+            "const r = plimsoll.request({path: '/items/3'});"
+            "console.log(r.status, JSON.parse(r.body).path);", "items-tls"))
+        self.assertEqual(body["stdout"], "200 /items/3\n", body)
+        got = self.up_tls.take()
+        self.assertEqual(len(got), 1)
+        self.assertTrue(got[0]["ok"])
+        # Without the CA the certificate does not verify: the call fails, no bytes sent.
+        body = self.run_ok(js(
+            "const r = plimsoll.request({path: '/items/3'});"
+            "console.log(r.status, JSON.parse(r.body).error);", "items-tls-unverified"))
+        self.assertEqual(body["stdout"], "502 upstream_unreachable\n", body)
+        self.assertEqual(self.up_tls.take(), [])
 
     def test_response_cap_and_upstream_down(self):
         body = self.run_ok(js(

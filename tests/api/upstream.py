@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import os
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -102,7 +103,8 @@ class Check:
 
 
 class Upstream:
-    def __init__(self, check):
+    def __init__(self, check, tls=None):
+        """tls: (certfile, keyfile) to serve HTTPS instead of HTTP."""
         self.check = check
         self.received = []
         self.lock = threading.Lock()
@@ -157,6 +159,11 @@ class Upstream:
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = "http://127.0.0.1:%d" % self.port
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            self.url = "https://127.0.0.1:%d" % self.port
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
