@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/canon.h"
 #include "jwt.h"
 
 #define DEFAULT_HEADER "Authorization"
@@ -177,16 +178,6 @@ static const char *read_problem(int r) {
 
 /* ---- paths -------------------------------------------------------------- */
 
-static int hexval(char ch) {
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* RFC 3986 pchar, less '%' (escapes are checked apart). */
 static bool is_pchar(unsigned char ch) {
     if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))
@@ -217,7 +208,7 @@ static const char *segment_problem(const char *s, size_t n) {
         if (ch == '%') {
             if (n - i < 3)
                 return "\"%\" must start a %XX escape";
-            int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
+            int h = pl_hex_digit(s[i + 1]), l = pl_hex_digit(s[i + 2]);
             if (h < 0 || l < 0)
                 return "\"%\" must start a %XX escape";
             if (refused_escape((unsigned)(h << 4 | l)))
@@ -462,7 +453,7 @@ static int parse_base_url(struct pctx *c, json_t *prof, struct pl_grant_profile 
         if (!close || close - auth < 3)
             return perr(c, "base_url: bad IPv6 literal");
         for (const char *q = auth + 1; q < close; q++)
-            if (hexval(*q) < 0 && *q != ':' && *q != '.')
+            if (pl_hex_digit(*q) < 0 && *q != ':' && *q != '.')
                 return perr(c, "base_url: bad IPv6 literal");
         hlen = (size_t)(close - auth) + 1;
     } else {
@@ -920,9 +911,8 @@ static int parse_ca_file(struct pctx *c, json_t *prof, struct pl_grant_profile *
 
 static int parse_profile(struct pctx *c, json_t *prof, struct pl_grant_profile *p) {
     static const char *const fields[] = {
-        "base_url",          "routes",     "allowed_callers", "scopes",
-        "allow_in_sessions", "credential", "limits",          "ca_file",
-        NULL};
+        "base_url",   "routes", "allowed_callers", "scopes", "allow_in_sessions",
+        "credential", "limits", "ca_file",         NULL};
     if (!valid_profile_name(c->name))
         return perr(c, "the name must be 1..%u characters of [A-Za-z0-9._-]", PL_GRANT_NAME_MAX);
     p->name = strdup(c->name);

@@ -153,6 +153,16 @@ char *pl_base64_encode(const void *data, size_t len, int pad) {
     return out;
 }
 
+int pl_hex_digit(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 static int b64val(char c) {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';

@@ -24,6 +24,9 @@ int pl_sha256_hex(const void *data, size_t len, char ret_hex[65]);
 /* SHA-256 of the canonical form of v. */
 int pl_canon_sha256(const json_t *v, char ret_hex[65]);
 
+/* The value of one hexadecimal digit (either case), or -1. */
+int pl_hex_digit(char c);
+
 /* Standard base64 with padding; returns a malloc'd NUL-terminated string. */
 char *pl_base64_encode(const void *data, size_t len, int pad);
 

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "canon.h"
+
 struct pl_key_entry {
     char principal[PL_PRINCIPAL_MAX + 1];
     unsigned char digest[32];
@@ -33,16 +35,6 @@ int pl_principal_valid(const char *s, size_t len) {
             return 0;
     }
     return 1;
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 void pl_keys_free(struct pl_keys *keys) {
@@ -111,7 +103,7 @@ int pl_keys_parse(const char *text, size_t len, struct pl_keys **ret_keys, struc
         memcpy(e.principal, text + start, plen);
         bool bad = false;
         for (size_t i = 0; i < 32; i++) {
-            int hi = hexval(text[f2 + 2 * i]), lo = hexval(text[f2 + 2 * i + 1]);
+            int hi = pl_hex_digit(text[f2 + 2 * i]), lo = pl_hex_digit(text[f2 + 2 * i + 1]);
             if (hi < 0 || lo < 0) {
                 bad = true;
                 break;
