@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
     struct pl_admission *admission = NULL;
     struct pl_metrics *metrics = NULL;
     struct pl_http *http = NULL;
+    struct pl_sessions *sessions = NULL;
     int status = 2;
 
     if (pl_config_load(&config, env_lookup, NULL, &err) < 0)
@@ -107,6 +108,21 @@ int main(int argc, char **argv) {
                          .metrics = metrics,
                          .effective_concurrency = capacity};
     atomic_init(&api.draining, false);
+    if (config.max_sessions > 0) {
+        if (!provider->info.session.supported || !provider->ops->session_open) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                         "SANDBOX_MAX_SESSIONS: provider \"%s\" keeps no sessions",
+                         provider->ops->name);
+            goto refused;
+        }
+        struct pl_sessions_limits sl = {.max_sessions = config.max_sessions,
+                                        .lifetime_s = config.session_lifetime_s,
+                                        .idle_s = config.session_idle_s,
+                                        .memory_mb = config.memory_mb};
+        if (pl_sessions_new(&sl, provider, admission, &sessions, &err) < 0)
+            goto refused;
+        api.sessions = sessions;
+    }
 
     if (pl_http_start(&api, &http, &err) < 0)
         goto refused;
@@ -124,7 +140,9 @@ int main(int argc, char **argv) {
     atomic_store(&api.draining, true);
     pl_admission_close(admission);
     pl_http_quiesce(http);
-    /* Runs first (their deadlines bound this), then the answers' bytes. */
+    /* Sessions end (each after its call in progress), giving back their
+     * slots; then runs (their deadlines bound this), then the answers' bytes. */
+    pl_sessions_shutdown(sessions);
     unsigned left = pl_admission_wait_idle(admission, config.drain_timeout_ms);
     left += pl_http_wait_idle(http, left ? 0 : 5000);
     pl_http_stop(http);
@@ -135,6 +153,7 @@ int main(int argc, char **argv) {
 refused:
     startup_refused(&err);
 out:
+    pl_sessions_free(sessions);
     pl_provider_stop(provider);
     pl_admission_free(admission);
     pl_metrics_free(metrics);

@@ -22,7 +22,11 @@
     X(SANDBOX_MAX_TIMEOUT_MS, max_timeout_ms, 60000, 10, 3600000)                                  \
     X(SANDBOX_OUTPUT_BYTES, output_bytes, 1048576, 1024, 67108864)                                 \
     X(PLIMSOLL_MAX_REQUEST_BYTES, max_request_bytes, 16777216, 65536, 268435456)                   \
-    X(PLIMSOLL_MAX_CONNECTIONS, max_connections, 256, 4, 65536)
+    X(PLIMSOLL_MAX_CONNECTIONS, max_connections, 256, 4, 65536)                                    \
+    X(SANDBOX_MAX_SESSIONS, max_sessions, 0, 0, 1024)                                              \
+    X(SANDBOX_SESSION_DISK_MB, session_disk_mb, 64, 1, 65536)                                      \
+    X(SANDBOX_SESSION_LIFETIME, session_lifetime_s, 3600, 5, 604800)                               \
+    X(SANDBOX_SESSION_IDLE, session_idle_s, 300, 1, 604800)
 
 /* Derived or paired integer settings, bounds only. */
 #define MEMORY_MB_MIN 16u
@@ -31,12 +35,8 @@
 #define DRAIN_MAX_MS 3600000u
 
 const char *const pl_config_reserved_settings[] = {
-    "SANDBOX_MAX_SESSIONS", /* sessions */
-    "SANDBOX_SESSION_DISK_MB",
-    "SANDBOX_SESSION_LIFETIME",
-    "SANDBOX_SESSION_IDLE",
-    "SANDBOX_SESSION_POOL",
-    "E2B_GUARD_URL", /* hosted microVM providers */
+    "SANDBOX_SESSION_POOL", /* the sessions' warm pool */
+    "E2B_GUARD_URL",        /* hosted microVM providers */
     "SANDBOX_DOCKERCLOUD_GUARD_URL",
     NULL,
 };

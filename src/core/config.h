@@ -60,6 +60,11 @@ struct pl_config {
     unsigned max_connections;   /* PLIMSOLL_MAX_CONNECTIONS */
     unsigned drain_timeout_ms;  /* PLIMSOLL_DRAIN_TIMEOUT_MS */
 
+    unsigned max_sessions;       /* SANDBOX_MAX_SESSIONS; 0 = sessions off */
+    unsigned session_disk_mb;    /* SANDBOX_SESSION_DISK_MB: the work directory's size */
+    unsigned session_lifetime_s; /* SANDBOX_SESSION_LIFETIME, seconds */
+    unsigned session_idle_s;     /* SANDBOX_SESSION_IDLE, seconds: paused past it */
+
     /* The lookup the settings came from, for a provider's own settings. */
     const char *(*lookup)(const char *name, void *userdata);
     void *lookup_userdata;

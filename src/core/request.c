@@ -408,7 +408,7 @@ static int decode_strings(const json_t *list, const char *what, size_t min, cons
     return 0;
 }
 
-static int decode_payload(struct pl_run_request *r, struct pl_error *err) {
+static int decode_payload(struct pl_run_request *r, bool allow_cell, struct pl_error *err) {
     const json_t *c = r->canonical;
     const char *kinds[] = {"snippet", "project", "module", "cell"};
     int count = 0;
@@ -507,8 +507,24 @@ static int decode_payload(struct pl_run_request *r, struct pl_error *err) {
         return 0;
     }
     case PL_PAYLOAD_CELL:
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "cell: a cell runs only inside a session (RunCell); Run refuses it");
+        if (!allow_cell)
+            return pl_error_set(
+                err, PL_REASON_INVALID_REQUEST,
+                "cell: a cell runs only inside a session (RunCell); Run refuses it");
+        r->cell.language = str(p, "language", NULL);
+        if (!r->cell.language || (strcmp(r->cell.language, "javascript") != 0 &&
+                                  strcmp(r->cell.language, "python") != 0))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "cell.language: must be \"javascript\" or \"python\"");
+        r->cell.code = str(p, "code", &r->cell.code_len);
+        if (!r->cell.code)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "cell.code: required");
+        if (r->cell.code_len > PL_SNIPPET_MAX_BYTES)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "cell.code: %zu bytes exceeds the limit of %u bytes",
+                                r->cell.code_len, PL_SNIPPET_MAX_BYTES);
+        return decode_files(json_object_get(p, "files"), "cell", &r->cell.files, &r->cell.nfiles,
+                            err);
     case PL_PAYLOAD_NONE: break;
     }
     return pl_error_set(err, PL_REASON_INVALID_REQUEST, "payload: missing");
@@ -581,7 +597,7 @@ int pl_run_request_decode(const char *body, size_t len, const struct pl_request_
                      limits->memory_mb);
         goto fail;
     }
-    if (decode_payload(&r, err) < 0)
+    if (decode_payload(&r, limits->allow_cell, err) < 0)
         goto fail;
     *ret = r;
     return 0;

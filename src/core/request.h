@@ -47,6 +47,7 @@ struct pl_step {
 struct pl_request_limits {
     unsigned max_timeout_ms; /* SANDBOX_MAX_TIMEOUT_MS */
     unsigned memory_mb;      /* SANDBOX_MEMORY_MB: a per-run value may only be smaller */
+    bool allow_cell;         /* RunCell: the payload is a cell (refused everywhere else) */
 };
 
 struct pl_run_request {

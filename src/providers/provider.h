@@ -94,6 +94,16 @@ struct pl_run_result {
     char detail[256];
     struct pl_step_result *steps;
     size_t nsteps;
+    bool interpreter_started; /* a cell: the call began with a fresh interpreter */
+    char session_ended[256];  /* set by a session call after which the session must end: why */
+};
+
+/* What a provider needs to open a session's sandbox. */
+struct pl_session_open {
+    const char *principal;
+    unsigned memory_mb;
+    const char *tag;              /* non-secret label for the sandbox's name */
+    const char *const *languages; /* the caller's hint; NULL-terminated, may be empty */
 };
 
 void pl_run_result_clear(struct pl_run_result *r);
@@ -109,6 +119,22 @@ struct pl_provider_ops {
     int (*ready)(void *state, struct pl_error *err);
     int (*run)(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
                struct pl_run_result *ret_result, struct pl_error *err);
+
+    /*
+     * Sessions (docs/sessions.md); all NULL when the provider keeps none.
+     * session_run runs a snippet, a project or a cell in the session's
+     * sandbox; it returns < 0 with PL_REASON_SESSION_ENDED (message: why)
+     * when the session can no longer be used; the core then closes it.
+     * Calls on one session never overlap.
+     */
+    int (*session_open)(void *state, const struct pl_session_open *o, void **ret_session,
+                        struct pl_error *err);
+    int (*session_run)(void *state, void *session, const struct pl_run_ctx *ctx,
+                       const struct pl_run_request *req, struct pl_run_result *ret_result,
+                       struct pl_error *err);
+    int (*session_pause)(void *state, void *session);
+    int (*session_resume)(void *state, void *session, struct pl_error *err);
+    void (*session_close)(void *state, void *session);
 };
 
 /* A started provider: its ops, state and what it proved. */

@@ -23,8 +23,8 @@
 #define PL_VERSION "0.1.0"
 
 /* Methods in the proto that this build does not serve yet. */
-static const char *const reserved_methods[] = {"OpenSession", "RunInSession", "RunCell",
-                                               "CloseSession", NULL};
+static const char *const session_methods[] = {"OpenSession", "RunInSession", "RunCell",
+                                              "CloseSession", NULL};
 
 static uint64_t mono_ns(void) {
     struct timespec ts;
@@ -300,6 +300,15 @@ static const struct pl_op_caps *caps_for(const struct pl_provider_info *in,
     }
 }
 
+/* Give back what a refused call took: a run's admission slot, or its turn
+ * in a session. */
+static void release_slot(struct pl_api *api, const char *principal, struct pl_session *ss) {
+    if (ss)
+        pl_sessions_done(api->sessions, ss, NULL, NULL);
+    else
+        pl_admission_release(api->admission, principal);
+}
+
 static bool language_listed(const struct pl_op_caps *c, const char *lang) {
     for (int i = 0; i < 4 && c->languages[i]; i++)
         if (strcmp(c->languages[i], lang) == 0)
@@ -307,17 +316,26 @@ static bool language_listed(const struct pl_op_caps *c, const char *lang) {
     return false;
 }
 
-static void handle_run(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
-                       struct pl_api_response *rs, struct call_log *lg) {
+/*
+ * Run, RunInSession and RunCell share one path.  body is a RunRequest (for
+ * RunCell one the daemon built from the cell and its timeout); session_id
+ * is NULL for Run.  The refusal order is the one in api.h, with the
+ * session's own refusals (unknown id, ended) where admission stands for a
+ * run: a session holds its admission slot from open to end.
+ */
+static void run_request(struct pl_api *api, const char *principal, const char *body,
+                        size_t body_len, const char *session_id, bool cell,
+                        struct pl_api_response *rs, struct call_log *lg) {
     const struct pl_config *cfg = api->config;
     struct pl_provider *prov = api->provider;
     const struct pl_provider_info *in = &prov->info;
     struct pl_error err = {0};
     struct pl_run_request req = {0};
-    struct pl_request_limits limits = {.max_timeout_ms = cfg->max_timeout_ms,
-                                       .memory_mb = cfg->memory_mb};
+    struct pl_request_limits limits = {
+        .max_timeout_ms = cfg->max_timeout_ms, .memory_mb = cfg->memory_mb, .allow_cell = cell};
+    struct pl_session *ss = NULL;
 
-    if (pl_run_request_decode(rq->body, rq->body_len, &limits, &req, &err) < 0) {
+    if (pl_run_request_decode(body, body_len, &limits, &req, &err) < 0) {
         refuse(api, rs, lg, &err);
         return;
     }
@@ -333,6 +351,14 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
             goto refused;
         }
         lg->grant_profile = grant->name;
+        if (session_id && !grant->allow_in_sessions) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                         "grant_profile: profile \"%.128s\" does not set allow_in_sessions: in "
+                         "a session anything an earlier call left running could use the grant; "
+                         "run it outside a session",
+                         grant->name);
+            goto refused;
+        }
     }
     if (!prov->ops->run) {
         pl_error_set(&err, PL_REASON_DISABLED,
@@ -347,12 +373,34 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
         goto refused;
     }
     const struct pl_op_caps *caps = caps_for(in, req.kind);
+    if (session_id && (!api->sessions || !in->session.supported)) {
+        pl_error_set(&err, PL_REASON_UNSUPPORTED,
+                     api->sessions ? "provider \"%s\" keeps no sessions"
+                                   : "sessions are off (SANDBOX_MAX_SESSIONS is not set)",
+                     prov->ops->name);
+        goto refused;
+    }
+    if (cell) {
+        caps = &in->session;
+        if (!language_listed(caps, req.cell.language)) {
+            pl_error_set(&err, PL_REASON_UNSUPPORTED,
+                         "cell.language: this daemon's sessions run cells in %s%s%s",
+                         caps->languages[0] ? caps->languages[0] : "no language",
+                         caps->languages[1] ? " and " : "",
+                         caps->languages[1] ? caps->languages[1] : "");
+            goto refused;
+        }
+    } else if (session_id && req.kind == PL_PAYLOAD_MODULE) {
+        pl_error_set(&err, PL_REASON_UNSUPPORTED,
+                     "a session runs snippets, projects and cells, not modules");
+        goto refused;
+    }
     if (!caps || !caps->supported) {
         pl_error_set(&err, PL_REASON_UNSUPPORTED, "provider \"%s\" does not run %s payloads",
                      prov->ops->name, pl_payload_name(req.kind));
         goto refused;
     }
-    if (req.kind == PL_PAYLOAD_SNIPPET && !language_listed(caps, req.snippet.language)) {
+    if (!cell && req.kind == PL_PAYLOAD_SNIPPET && !language_listed(caps, req.snippet.language)) {
         pl_error_set(&err, PL_REASON_UNSUPPORTED, "provider \"%s\" does not run %s snippets",
                      prov->ops->name, req.snippet.language);
         goto refused;
@@ -388,7 +436,8 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
         pl_error_set(&err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
         goto refused;
     }
-    if (pl_admission_acquire(api->admission, principal, &err) < 0)
+    if (session_id ? pl_sessions_begin(api->sessions, principal, session_id, &ss, &err) < 0
+                   : pl_admission_acquire(api->admission, principal, &err) < 0)
         goto refused;
 
     /* Dispatch. */
@@ -398,8 +447,9 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
                              .output_bytes = cfg->output_bytes};
     unsigned char rnd[16];
     if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
-        pl_admission_release(api->admission, principal);
+        release_slot(api, principal, ss);
         pl_error_set(&err, PL_REASON_INTERNAL, "no randomness available");
+        err.before_dispatch = true;
         goto refused;
     }
     for (int i = 0; i < 16; i++)
@@ -409,7 +459,7 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
         uint64_t grant_deadline = mono_ns() + (uint64_t)timeout * 1000000ull;
         if (pl_broker_new(grant, api->env, api->env_userdata, principal, grant_deadline,
                           &ctx.broker, &err) < 0) {
-            pl_admission_release(api->admission, principal);
+            release_slot(api, principal, ss);
             err.before_dispatch = true;
             goto refused;
         }
@@ -418,7 +468,8 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
     clock_gettime(CLOCK_REALTIME, &started);
     uint64_t t0 = mono_ns();
     struct pl_run_result res = {0};
-    int r = prov->ops->run(prov->state, &ctx, &req, &res, &err);
+    int r = ss ? prov->ops->session_run(prov->state, pl_session_handle(ss), &ctx, &req, &res, &err)
+               : prov->ops->run(prov->state, &ctx, &req, &res, &err);
     uint64_t elapsed = mono_ns() - t0;
     unsigned broker_calls = pl_broker_calls(ctx.broker);
     unsigned broker_refused = pl_broker_refused(ctx.broker);
@@ -427,19 +478,28 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
     if (grant)
         pl_metrics_broker(api->metrics, broker_calls, broker_refused);
     pl_broker_free(ctx.broker); /* stops its socket, wipes the credential */
-    pl_admission_release(api->admission, principal);
+    if (!ss)
+        pl_admission_release(api->admission, principal);
     if (r < 0) {
         pl_run_result_clear(&res);
         /* A provider may refuse the payload itself before the guest started
-         * (e.g. a WebAssembly module that does not validate); anything else
-         * it reports is infrastructure. */
-        if (err.reason != PL_REASON_INVALID_REQUEST)
+         * (e.g. a WebAssembly module that does not validate), or find the
+         * session's sandbox unusable before the call (it then ends);
+         * anything else it reports is infrastructure, and ends a session. */
+        if (err.reason != PL_REASON_INVALID_REQUEST && err.reason != PL_REASON_SESSION_ENDED)
             err.reason = PL_REASON_INTERNAL;
+        if (ss)
+            pl_sessions_done(api->sessions, ss, NULL,
+                             err.reason == PL_REASON_INVALID_REQUEST ? NULL : err.message);
         refuse(api, rs, lg, &err);
         pl_run_request_clear(&req);
         return;
     }
     json_t *out = result_json(&res, in->tier, (uint32_t)(elapsed / 1000000ull));
+    if (out && cell)
+        json_object_set_new(out, "interpreter_started", json_boolean(res.interpreter_started));
+    char session_end[sizeof(res.session_ended)];
+    memcpy(session_end, res.session_ended, sizeof(session_end));
     enum pl_run_outcome oc = classify(&res);
     pl_run_result_clear(&res);
     char req_sha[65], resp_sha[65];
@@ -455,9 +515,13 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
                                      .elapsed_ns = elapsed,
                                      .broker_calls = broker_calls,
                                      .broker_refused = broker_refused,
-                                     .previous_digest = NULL};
+                                     .previous_digest = ss ? pl_session_previous_digest(ss) : NULL};
         record = pl_record_build(&ri);
     }
+    if (ss)
+        pl_sessions_done(api->sessions, ss,
+                         record ? json_string_value(json_object_get(record, "digest")) : NULL,
+                         session_end[0] ? session_end : NULL);
     pl_run_request_clear(&req);
     if (!out || !record || json_object_set_new(out, "record", record) < 0) {
         json_decref(out);
@@ -472,6 +536,178 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
 
 refused:
     pl_run_request_clear(&req);
+    refuse(api, rs, lg, &err);
+}
+
+static void handle_run(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct call_log *lg) {
+    run_request(api, principal, rq->body, rq->body_len, NULL, false, rs, lg);
+}
+
+/* ---- sessions ---------------------------------------------------------------- */
+
+/* Decode a small outer message: a JSON object whose keys are all in
+ * fields (snake_case, or its camelCase twin in camel). */
+static json_t *decode_outer(const char *body, size_t len, const char *what,
+                            const char *const *fields, const char *const *camel,
+                            struct pl_error *err) {
+    json_error_t jerr;
+    json_t *o = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr) : json_object();
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: the body must be a JSON object", what);
+        return NULL;
+    }
+    json_t *norm = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        const char *name = NULL;
+        for (size_t i = 0; fields[i]; i++)
+            if (strcmp(k, fields[i]) == 0 || strcmp(k, camel[i]) == 0)
+                name = fields[i];
+        if (!name) {
+            pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: unknown field \"%.64s\"", what, k);
+            json_decref(o);
+            json_decref(norm);
+            return NULL;
+        }
+        json_object_set(norm, name, v);
+    }
+    json_decref(o);
+    return norm;
+}
+
+static const char *session_id_of(json_t *m, struct pl_error *err) {
+    const char *id = json_string_value(json_object_get(m, "session_id"));
+    if (!id || !*id) {
+        pl_error_set(err, PL_REASON_INVALID_REQUEST, "session_id: required");
+        return NULL;
+    }
+    return id;
+}
+
+/* What every session method checks first: a provider that runs, and
+ * sessions switched on and kept by it. */
+static int sessions_available(struct pl_api *api, struct pl_error *err) {
+    struct pl_provider *prov = api->provider;
+    if (!prov->ops->run)
+        return pl_error_set(
+            err, PL_REASON_DISABLED,
+            "this daemon runs the Disabled provider: nothing runs until an operator "
+            "sets SANDBOX_PROVIDER");
+    if (!api->sessions)
+        return pl_error_set(err, PL_REASON_UNSUPPORTED,
+                            "sessions are off on this daemon (SANDBOX_MAX_SESSIONS is not set)");
+    if (!prov->info.session.supported)
+        return pl_error_set(err, PL_REASON_UNSUPPORTED, "provider \"%s\" keeps no sessions",
+                            prov->ops->name);
+    return 0;
+}
+
+static void handle_session_call(struct pl_api *api, const char *principal, const char *method,
+                                const struct pl_api_request *rq, struct pl_api_response *rs,
+                                struct call_log *lg) {
+    struct pl_error err = {0};
+    json_t *m = NULL;
+    if (strcmp(method, "OpenSession") == 0) {
+        static const char *const f[] = {"languages", NULL}, *const c[] = {"languages", NULL};
+        if (!(m = decode_outer(rq->body, rq->body_len, "OpenSessionRequest", f, c, &err)))
+            goto refused;
+        json_t *langs = json_object_get(m, "languages");
+        const char *hint[5] = {0};
+        size_t n = json_array_size(langs);
+        if ((langs && !json_is_array(langs)) || n > 4) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST, "languages: a list of at most 4");
+            goto refused;
+        }
+        for (size_t i = 0; i < n; i++) {
+            hint[i] = json_string_value(json_array_get(langs, i));
+            if (!hint[i] ||
+                (strcmp(hint[i], "python") != 0 && strcmp(hint[i], "javascript") != 0)) {
+                pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                             "languages[%zu]: must be \"python\" or \"javascript\"", i);
+                goto refused;
+            }
+        }
+        if (sessions_available(api, &err) < 0)
+            goto refused;
+        if (pl_provider_ready(api->provider, &err) < 0) {
+            err.reason = PL_REASON_NOT_READY;
+            goto refused;
+        }
+        if (atomic_load(&api->draining)) {
+            pl_error_set(&err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
+            goto refused;
+        }
+        char id[PL_SESSION_ID_LEN + 1];
+        if (pl_sessions_open(api->sessions, principal, hint, id, &err) < 0)
+            goto refused;
+        json_decref(m);
+        lg->outcome = "ok";
+        set_json(rs, 200, json_pack("{s:s}", "session_id", id));
+        return;
+    }
+    if (strcmp(method, "CloseSession") == 0) {
+        static const char *const f[] = {"session_id", NULL}, *const c[] = {"sessionId", NULL};
+        const char *id;
+        if (!(m = decode_outer(rq->body, rq->body_len, "CloseSessionRequest", f, c, &err)) ||
+            !(id = session_id_of(m, &err)) || sessions_available(api, &err) < 0 ||
+            pl_sessions_close(api->sessions, principal, id, &err) < 0)
+            goto refused;
+        json_decref(m);
+        lg->outcome = "ok";
+        set_json(rs, 200, json_object());
+        return;
+    }
+    /* RunInSession and RunCell: an inner RunRequest, decoded by the Run path. */
+    bool cell = strcmp(method, "RunCell") == 0;
+    static const char *const rf[] = {"session_id", "run", NULL}, *const rc[] = {"sessionId", "run",
+                                                                                NULL};
+    static const char *const cf[] = {"session_id", "cell", "timeout_ms", NULL}, *const cc[] = {
+                                                                                    "sessionId",
+                                                                                    "cell",
+                                                                                    "timeoutMs",
+                                                                                    NULL};
+    const char *id;
+    if (!(m = decode_outer(rq->body, rq->body_len, cell ? "RunCellRequest" : "RunInSessionRequest",
+                           cell ? cf : rf, cell ? cc : rc, &err)) ||
+        !(id = session_id_of(m, &err)))
+        goto refused;
+    json_t *inner;
+    if (cell) {
+        json_t *c = json_object_get(m, "cell");
+        if (!json_is_object(c)) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST, "cell: required");
+            goto refused;
+        }
+        inner = json_pack("{s:O}", "cell", c);
+        json_t *t = json_object_get(m, "timeout_ms");
+        if (inner && t)
+            json_object_set(inner, "timeout_ms", t);
+    } else {
+        inner = json_incref(json_object_get(m, "run"));
+        if (!json_is_object(inner)) {
+            json_decref(inner);
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST, "run: required");
+            goto refused;
+        }
+    }
+    char *text = inner ? json_dumps(inner, JSON_COMPACT) : NULL;
+    json_decref(inner);
+    if (!text) {
+        pl_error_set(&err, PL_REASON_INTERNAL, "out of memory");
+        goto refused;
+    }
+    char idcopy[PL_SESSION_ID_LEN + 1] = "-"; /* a wrong length is simply no session */
+    if (strlen(id) == PL_SESSION_ID_LEN)
+        memcpy(idcopy, id, sizeof(idcopy));
+    json_decref(m);
+    run_request(api, principal, text, strlen(text), idcopy, cell, rs, lg);
+    free(text);
+    return;
+refused:
+    json_decref(m);
     refuse(api, rs, lg, &err);
 }
 
@@ -547,12 +783,15 @@ static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl
     const char *method = rq->path + strlen(SERVICE_PREFIX);
     bool known = strcmp(method, "Run") == 0 || strcmp(method, "Describe") == 0;
     bool reserved = false;
-    for (const char *const *m = reserved_methods; *m; m++)
-        if (strcmp(method, *m) == 0)
+    for (const char *const *m = session_methods; *m; m++)
+        if (strcmp(method, *m) == 0) {
             reserved = true;
-    lg->method = strcmp(method, "Run") == 0        ? "Run"
-                 : strcmp(method, "Describe") == 0 ? "Describe"
-                                                   : "other";
+            lg->method = *m;
+        }
+    if (!reserved)
+        lg->method = strcmp(method, "Run") == 0        ? "Run"
+                     : strcmp(method, "Describe") == 0 ? "Describe"
+                                                       : "other";
     if (!known && !reserved) {
         pl_error_set(&err, PL_REASON_NOT_FOUND, "no method %.64s in plimsoll.v1.SandboxService",
                      method);
@@ -585,9 +824,7 @@ static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl
         return;
     }
     if (reserved) {
-        pl_error_set(&err, PL_REASON_UNSUPPORTED,
-                     "%s: sessions are not available in this build of plimsolld", method);
-        refuse(api, rs, lg, &err);
+        handle_session_call(api, lg->principal, method, rq, rs, lg);
         return;
     }
     if (strcmp(method, "Describe") == 0) {

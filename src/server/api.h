@@ -26,6 +26,7 @@
 #include "../core/keys.h"
 #include "../core/metrics.h"
 #include "../providers/provider.h"
+#include "sessions.h"
 
 struct pl_api {
     const struct pl_config *config;
@@ -36,6 +37,7 @@ struct pl_api {
     struct pl_provider *provider;
     struct pl_admission *admission;
     struct pl_metrics *metrics;
+    struct pl_sessions *sessions; /* NULL when sessions are off */
     unsigned effective_concurrency;
     atomic_bool draining;
 };

@@ -39,7 +39,8 @@
 #include "../../core/canon.h"
 #include "../provider.h"
 #include "../../broker/broker.h"
-#include "bootstrap.h" /* generated: pl_docker_bootstrap[] */
+#include "bootstrap.h"     /* generated: pl_docker_bootstrap[] */
+#include "session_agent.h" /* generated: pl_docker_session_agent[] */
 #include "engine.h"
 
 #define LABEL_INSTANCE "org.plimsoll.instance"
@@ -100,6 +101,11 @@ struct docker_state {
     bool warm_stop;
     pthread_t warmer;
     bool warmer_started;
+
+    /* Sessions: on when SANDBOX_MAX_SESSIONS is set and the proof passed. */
+    bool sessions_on;
+    unsigned session_disk_mb;
+    const char *session_langs[3]; /* the cell languages the proof showed */
 };
 
 static uint64_t mono_ns(void) {
@@ -407,6 +413,7 @@ struct cont_run {
     size_t part_len[4];
     int nparts;
     unsigned timeout_ms;
+    bool exec; /* a session's exec: at the deadline stop reading; the cleanup kills */
     /* out */
     struct pl_demux dx; /* caps set by the caller */
     int exit_code;
@@ -466,6 +473,8 @@ static int pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t dea
         uint64_t now = mono_ns();
         if (!r->timed_out && now >= deadline_ns) {
             r->timed_out = true;
+            if (r->exec)
+                return 0;
             if (kill_container(s, r->id) < 0)
                 return pl_error_set(err, PL_REASON_INTERNAL,
                                     "docker: cannot kill container at its deadline");
@@ -1123,6 +1132,9 @@ static void docker_destroy(void *state) {
     free(s);
 }
 
+static int session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
+                         struct pl_error *err);
+
 static int docker_create(const struct pl_config *config, void **ret_state, struct pl_error *err) {
     struct docker_state *s = calloc(1, sizeof(*s));
     if (!s)
@@ -1131,6 +1143,7 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     pthread_cond_init(&s->cond, NULL);
     s->max_timeout_ms = config->max_timeout_ms;
     s->default_memory_mb = config->memory_mb;
+    s->session_disk_mb = config->session_disk_mb;
     json_t *langs = json_object();
     json_t *info = NULL;
     struct canary can = {.fd = -1};
@@ -1194,6 +1207,21 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     snprintf(s->project_desc, sizeof(s->project_desc), "docker %.8s; %.64s (%.19s); %.32s",
              s->set.runtime, s->set.project_image, s->project_id,
              json_string_value(json_object_get(langs, "javascript")));
+    if (config->max_sessions > 0) {
+        json_t *cell_langs = json_array();
+        int pr = session_proof(s, config->memory_mb, cell_langs, err);
+        size_t k;
+        json_t *e;
+        json_array_foreach(cell_langs, k, e) {
+            if (k < 2)
+                s->session_langs[k] =
+                    strcmp(json_string_value(e), "python") == 0 ? "python" : "javascript";
+        }
+        json_decref(cell_langs);
+        if (pr < 0)
+            goto fail;
+        s->sessions_on = true;
+    }
     json_decref(info);
     json_decref(langs);
     s->ready_at_ns = mono_ns();
@@ -1227,6 +1255,11 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
         .module = {.supported = true,
                    .engine = "node WASI preview1 (node:wasi) in the snippet image",
                    .max_timeout_ms = s->max_timeout_ms},
+        .session = {.supported = s->sessions_on,
+                    .engine = s->sessions_on ? s->project_desc : "",
+                    .max_timeout_ms = s->max_timeout_ms,
+                    .languages = {s->session_langs[0], s->session_langs[1], NULL},
+                    .grants = s->sessions_on},
     };
 }
 
@@ -1370,43 +1403,45 @@ static void project_outcome(const struct pl_run_request *req, struct cont_run *r
     }
 }
 
-static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
-                      struct pl_run_result *ret, struct pl_error *err) {
-    struct docker_state *s = state;
-    struct cont_run r = {
-        .memory_mb = ctx->memory_mb, .run_id = ctx->run_id, .timeout_ms = ctx->timeout_ms};
+/*
+ * Set r up for a snippet, module or project: the image, the bytes for the
+ * bootstrap's stdin (the header in *hdr, a project's files in *files, which
+ * r's parts point into) and the output caps.
+ */
+static int prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
+                       const struct pl_run_request *req, struct cont_run *r, struct pl_buf *hdr,
+                       struct pl_buf *files, struct pl_error *err) {
     json_t *h = NULL;
-    struct pl_buf files = {0};
     switch (req->kind) {
     case PL_PAYLOAD_SNIPPET:
-        r.image_id = s->snippet_id;
+        r->image_id = s->snippet_id;
         h = json_pack("{s:s, s:s, s:I}", "kind", "snippet", "language", req->snippet.language,
                       "code_len", (json_int_t)req->snippet.code_len);
-        r.parts[1] = req->snippet.code;
-        r.part_len[1] = req->snippet.code_len;
-        r.parts[2] = req->snippet.stdin_data;
-        r.part_len[2] = req->snippet.stdin_len;
+        r->parts[1] = req->snippet.code;
+        r->part_len[1] = req->snippet.code_len;
+        r->parts[2] = req->snippet.stdin_data;
+        r->part_len[2] = req->snippet.stdin_len;
         break;
     case PL_PAYLOAD_MODULE: {
-        r.image_id = s->snippet_id;
+        r->image_id = s->snippet_id;
         json_t *args = json_array();
         for (size_t i = 0; i < req->module.nargs; i++)
             json_array_append_new(args, json_string(req->module.args[i]));
         h = json_pack("{s:s, s:I, s:o}", "kind", "module", "wasm_len",
                       (json_int_t)req->module.wasm_len, "args", args);
-        r.parts[1] = (const char *)req->module.wasm;
-        r.part_len[1] = req->module.wasm_len;
-        r.parts[2] = req->module.stdin_data;
-        r.part_len[2] = req->module.stdin_len;
+        r->parts[1] = (const char *)req->module.wasm;
+        r->part_len[1] = req->module.wasm_len;
+        r->parts[2] = req->module.stdin_data;
+        r->part_len[2] = req->module.stdin_len;
         break;
     }
     case PL_PAYLOAD_PROJECT: {
-        r.image_id = s->project_id;
+        r->image_id = s->project_id;
         json_t *fl = json_array(), *steps = json_array();
         for (size_t i = 0; i < req->project.nfiles; i++) {
             json_array_append_new(fl, json_pack("{s:s, s:I}", "path", req->project.files[i].path,
                                                 "len", (json_int_t)req->project.files[i].len));
-            pl_buf_append(&files, req->project.files[i].content, req->project.files[i].len);
+            pl_buf_append(files, req->project.files[i].content, req->project.files[i].len);
         }
         for (size_t i = 0; i < req->project.nsteps; i++) {
             json_t *argv = json_array();
@@ -1416,13 +1451,13 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
         }
         h = json_pack("{s:s, s:o, s:o, s:I}", "kind", "project", "files", fl, "steps", steps,
                       "output_bytes", (json_int_t)ctx->output_bytes);
-        r.parts[1] = files.data;
-        r.part_len[1] = files.len;
-        r.nparts = 2;
+        r->parts[1] = files->data;
+        r->part_len[1] = files->len;
+        r->nparts = 2;
         /* Reports carry each step's kept output in base64. */
         uint64_t cap = (uint64_t)ctx->output_bytes * 2 * req->project.nsteps * 4 / 3 + (1u << 20);
-        r.dx.out_cap = cap > PROJECT_REPORT_MAX ? PROJECT_REPORT_MAX : (size_t)cap;
-        r.dx.err_cap = 64u << 10;
+        r->dx.out_cap = cap > PROJECT_REPORT_MAX ? PROJECT_REPORT_MAX : (size_t)cap;
+        r->dx.err_cap = 64u << 10;
         break;
     }
     default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
@@ -1430,8 +1465,68 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
     if (req->kind != PL_PAYLOAD_PROJECT) {
         /* Snippets and modules: header, the code, then the guest's stdin;
          * the guest's own output is the container's. */
-        r.nparts = 3;
-        r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
+        r->nparts = 3;
+        r->dx.out_cap = r->dx.err_cap = ctx->output_bytes;
+    }
+    char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    json_decref(h);
+    if (line)
+        pl_buf_printf(hdr, "%zu\n%s", strlen(line), line);
+    free(line);
+    r->parts[0] = hdr->data;
+    r->part_len[0] = hdr->len;
+    return hdr->data ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+}
+
+/* Fill the result of a finished snippet, module or project from r. */
+static int finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                      struct cont_run *r, struct pl_run_result *ret, struct pl_error *err) {
+    ret->timed_out = r->timed_out;
+    ret->out_of_memory = r->oom;
+    if (req->kind == PL_PAYLOAD_PROJECT) {
+        project_outcome(req, r, ret);
+        ret->out = calloc(1, 1);
+        ret->err = take(&r->dx.err, &ret->err_len);
+        if (ret->err_len > ctx->output_bytes) {
+            ret->err_len = ctx->output_bytes;
+            ret->err_truncated = true;
+        }
+        if (!ret->out || !ret->err || (req->project.nsteps && !ret->steps)) {
+            pl_demux_free(&r->dx);
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        }
+    } else {
+        ret->exit_code = r->timed_out ? 124 : r->exit_code;
+        ret->out = take(&r->dx.out, &ret->out_len);
+        ret->err = take(&r->dx.err, &ret->err_len);
+        ret->out_truncated = r->dx.out_total > ctx->output_bytes;
+        ret->err_truncated = r->dx.err_total > ctx->output_bytes;
+        ret->outcome = r->timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        if (r->timed_out)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "the deadline of %u ms ended the run; the container was killed",
+                     ctx->timeout_ms);
+        else if (r->oom)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "out of memory: the container's limit is %u MiB; the kernel killed the "
+                     "guest (exit %d)",
+                     ctx->memory_mb, r->exit_code);
+    }
+    pl_demux_free(&r->dx);
+    return 0;
+}
+
+static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                      struct pl_run_result *ret, struct pl_error *err) {
+    struct docker_state *s = state;
+    struct cont_run r = {
+        .memory_mb = ctx->memory_mb, .run_id = ctx->run_id, .timeout_ms = ctx->timeout_ms};
+    struct pl_buf hdr = {0}, files = {0};
+    if (prepare_run(s, ctx, req, &r, &hdr, &files, err) < 0) {
+        pl_buf_free(&hdr);
+        pl_buf_free(&files);
+        pl_demux_free(&r.dx);
+        return -1;
     }
     /* A grant's broker listens in a directory of its own, bind-mounted at
      * /run/plimsoll; a warm container has no such mount, so grant runs
@@ -1443,7 +1538,7 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
         char parent[PATH_MAX];
         snprintf(parent, sizeof(parent), "%.2000s/%s", s->set.run_dir, s->set.instance);
         if (mkdir_p(parent, 0755) < 0 || pl_broker_listen(ctx->broker, broker_dir, err) < 0) {
-            json_decref(h);
+            pl_buf_free(&hdr);
             pl_buf_free(&files);
             pl_demux_free(&r.dx);
             if (!err->message[0])
@@ -1455,14 +1550,6 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
     } else {
         take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
     }
-    char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
-    json_decref(h);
-    struct pl_buf hdr = {0};
-    if (line)
-        pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
-    free(line);
-    r.parts[0] = hdr.data;
-    r.part_len[0] = hdr.len;
     int rc = run_container(s, &r, err);
     pl_buf_free(&hdr);
     pl_buf_free(&files);
@@ -1472,39 +1559,597 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
         return -1;
     }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-%.24s", ctx->run_id);
-    ret->timed_out = r.timed_out;
-    ret->out_of_memory = r.oom;
-    if (req->kind == PL_PAYLOAD_PROJECT) {
-        project_outcome(req, &r, ret);
-        ret->out = calloc(1, 1);
-        ret->err = take(&r.dx.err, &ret->err_len);
-        if (ret->err_len > ctx->output_bytes) {
-            ret->err_len = ctx->output_bytes;
-            ret->err_truncated = true;
-        }
-        if (!ret->out || !ret->err || (req->project.nsteps && !ret->steps)) {
-            pl_demux_free(&r.dx);
-            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-        }
-    } else {
-        ret->exit_code = r.timed_out ? 124 : r.exit_code;
-        ret->out = take(&r.dx.out, &ret->out_len);
-        ret->err = take(&r.dx.err, &ret->err_len);
-        ret->out_truncated = r.dx.out_total > ctx->output_bytes;
-        ret->err_truncated = r.dx.err_total > ctx->output_bytes;
-        ret->outcome = r.timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
-        if (r.timed_out)
-            snprintf(ret->detail, sizeof(ret->detail),
-                     "the deadline of %u ms ended the run; the container was killed",
-                     ctx->timeout_ms);
-        else if (r.oom)
-            snprintf(ret->detail, sizeof(ret->detail),
-                     "out of memory: the container's limit is %u MiB; the kernel killed the "
-                     "guest (exit %d)",
-                     ctx->memory_mb, r.exit_code);
+    return finish_run(ctx, req, &r, ret, err);
+}
+
+/* ---- sessions (docs/sessions.md) ----------------------------------------------- */
+
+enum { LANG_PY = 0, LANG_JS = 1 };
+static const char *const lang_name[2] = {"python", "javascript"};
+
+struct dsession {
+    char id[72];        /* the container */
+    char tag[17];       /* non-secret label */
+    char dir[PATH_MAX]; /* host directory mounted at /run/plimsoll (grants) */
+    char fp[65];        /* the security settings at open */
+    struct {
+        long pid;
+        unsigned long long start;
+        bool up;
+    } in[2]; /* the kept interpreters, learnt from the launcher only */
+    pthread_t cleaner;
+    bool cleaner_running;
+    char verdict[256]; /* non-empty: the session must end, and why */
+    struct docker_state *s;
+};
+
+static int lang_index(const char *name) {
+    return strcmp(name, "python") == 0 ? LANG_PY : LANG_JS;
+}
+
+/*
+ * The container's security settings, as a digest: what must not change
+ * between open and any call.  Read from the engine, not from inside.
+ */
+static int session_state(struct docker_state *s, const char *id, char ret_fp[65], bool *running,
+                         bool *paused, struct pl_error *err) {
+    char path[160];
+    snprintf(path, sizeof(path), "/containers/%s/json", id);
+    json_t *ins = NULL;
+    if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        return -1;
+    static const char *const keys[] = {
+        "Binds",          "CapAdd",   "CapDrop",     "Devices", "IpcMode",    "Memory",
+        "MemorySwap",     "NanoCpus", "NetworkMode", "PidMode", "PidsLimit",  "Privileged",
+        "ReadonlyRootfs", "Runtime",  "SecurityOpt", "Tmpfs",   "UsernsMode", "Ulimits",
+        "CgroupnsMode",   "Mounts",   NULL};
+    json_t *hc = json_object_get(ins, "HostConfig"), *pick = json_object();
+    for (int i = 0; keys[i]; i++) {
+        json_t *v = json_object_get(hc, keys[i]);
+        json_object_set(pick, keys[i], v ? v : json_null());
     }
-    pl_demux_free(&r.dx);
+    json_object_set(pick, "User", json_object_get(json_object_get(ins, "Config"), "User"));
+    json_object_set(pick, "Image", json_object_get(ins, "Image"));
+    int r = pl_canon_sha256(pick, ret_fp);
+    json_t *st = json_object_get(ins, "State");
+    *running = json_is_true(json_object_get(st, "Running"));
+    *paused = json_is_true(json_object_get(st, "Paused"));
+    json_decref(pick);
+    json_decref(ins);
+    return r < 0 ? pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory") : 0;
+}
+
+static json_t *agent_cmd(const char *mode, const char *arg) {
+    json_t *c = json_pack("[s, s, s, s]", "python3", "-c", pl_docker_session_agent, mode);
+    if (c && arg)
+        json_array_append_new(c, json_string(arg));
+    return c;
+}
+
+/*
+ * One exec in the session's container, as uid 65534 in /work: stdin from
+ * r's parts, output into r->dx, bounded by r->timeout_ms.  *ret_exit is the
+ * exec's exit code (-1 when it timed out or the code is unknown).
+ */
+static int exec_call(struct docker_state *s, struct dsession *d, json_t *cmd, json_t *env,
+                     struct cont_run *r, int *ret_exit, struct pl_error *err) {
+    char path[160];
+    *ret_exit = -1;
+    json_t *cfg = json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", r->nparts > 0,
+                            "AttachStdout", 1, "AttachStderr", 1, "Tty", 0, "Cmd", cmd,
+                            "WorkingDir", "/work", "User", "65534:65534");
+    if (cfg && env)
+        json_object_set_new(cfg, "Env", env);
+    else
+        json_decref(env);
+    if (!cfg)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+    snprintf(path, sizeof(path), "/containers/%s/exec", d->id);
+    json_t *created = NULL;
+    int rc = api_expect(s, "POST", path, cfg, 201, &created, err);
+    json_decref(cfg);
+    if (rc < 0)
+        return -1;
+    char eid[80];
+    snprintf(eid, sizeof(eid), "%s", json_string_value(json_object_get(created, "Id")) ?: "");
+    json_decref(created);
+    snprintf(path, sizeof(path), "/exec/%s/start", eid);
+    int fd = -1;
+    if (pl_docker_hijack(s->engine, path, "{\"Detach\":false,\"Tty\":false}", &fd, err) < 0)
+        return -1;
+    uint64_t t0 = mono_ns();
+    r->exec = true;
+    memcpy(r->id, d->id, sizeof(r->id));
+    if (set_nonblock(fd) < 0 ||
+        pump(s, r, fd, t0 + (uint64_t)r->timeout_ms * 1000000ull, err) < 0) {
+        close(fd);
+        if (!err->message[0])
+            pl_error_set(err, PL_REASON_INTERNAL, "docker exec: %s", strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (r->timed_out)
+        return 0;
+    snprintf(path, sizeof(path), "/exec/%s/json", eid);
+    json_t *ins = NULL;
+    if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        return -1;
+    json_t *code = json_object_get(ins, "ExitCode");
+    if (json_is_integer(code) && !json_is_true(json_object_get(ins, "Running")))
+        *ret_exit = (int)json_integer_value(code);
+    json_decref(ins);
     return 0;
+}
+
+/* Run a trusted agent mode and parse the one JSON line it prints. */
+static int agent_json(struct docker_state *s, struct dsession *d, const char *mode, const char *arg,
+                      json_t **ret, struct pl_error *err) {
+    struct cont_run r = {.timeout_ms = 20000};
+    r.dx.out_cap = 1u << 20;
+    r.dx.err_cap = 64u << 10;
+    int code = -1;
+    int rc = exec_call(s, d, agent_cmd(mode, arg), NULL, &r, &code, err);
+    json_t *j = NULL;
+    if (rc == 0 && r.dx.out.data) {
+        char *nl = memchr(r.dx.out.data, '\n', r.dx.out.len);
+        j = json_loadb(r.dx.out.data, nl ? (size_t)(nl - r.dx.out.data) : r.dx.out.len, 0, NULL);
+    }
+    if (rc == 0 && !j)
+        pl_error_set(err, PL_REASON_INTERNAL, "session agent %s: no report (exit %d): %.200s", mode,
+                     code, r.dx.err.data ? r.dx.err.data : "");
+    pl_demux_free(&r.dx);
+    if (!j)
+        return -1;
+    *ret = j;
+    return 0;
+}
+
+/* Start a language's interpreter; its pid and start time come from the
+ * launcher, which runs no guest code (docs/sessions.md). */
+static int launch(struct docker_state *s, struct dsession *d, int lang, struct pl_error *err) {
+    json_t *j = NULL;
+    if (agent_json(s, d, "launch", lang_name[lang], &j, err) < 0)
+        return -1;
+    json_t *pid = json_object_get(j, "pid"), *start = json_object_get(j, "start");
+    if (!json_is_integer(pid) || !json_is_integer(start)) {
+        pl_error_set(err, PL_REASON_INTERNAL, "the %s interpreter did not start: %.200s",
+                     lang_name[lang], json_string_value(json_object_get(j, "error")) ?: "?");
+        json_decref(j);
+        return -1;
+    }
+    d->in[lang].pid = (long)json_integer_value(pid);
+    d->in[lang].start = (unsigned long long)json_integer_value(start);
+    d->in[lang].up = true;
+    json_decref(j);
+    return 0;
+}
+
+/* The cleanup between calls: every process but PID 1 and the kept
+ * interpreters ends; the verdict decides whether the session goes on. */
+static void *cleaner_main(void *arg) {
+    struct dsession *d = arg;
+    struct docker_state *s = d->s;
+    json_t *keep = json_array();
+    for (int i = 0; i < 2; i++)
+        if (d->in[i].up)
+            json_array_append_new(
+                keep, json_pack("[I, I]", (json_int_t)d->in[i].pid, (json_int_t)d->in[i].start));
+    char *keep_s = json_dumps(keep, JSON_COMPACT);
+    json_decref(keep);
+    json_t *j = NULL;
+    struct pl_error err = {0};
+    bool running = false, paused = false;
+    char fp[65];
+    if (!keep_s || agent_json(s, d, "cleanup", keep_s, &j, &err) < 0) {
+        if (session_state(s, d->id, fp, &running, &paused, &err) == 0 && !running)
+            snprintf(d->verdict, sizeof(d->verdict), "the sandbox's main process ended");
+        else
+            snprintf(d->verdict, sizeof(d->verdict),
+                     "the cleanup between calls could not run: %.200s", err.message);
+    } else if (!json_is_true(json_object_get(j, "clean"))) {
+        snprintf(d->verdict, sizeof(d->verdict),
+                 "the cleanup between calls could not prove the sandbox clean");
+    } else {
+        json_t *alive = json_object_get(j, "alive");
+        for (int i = 0; i < 2; i++) {
+            bool still = false;
+            size_t k;
+            json_t *e;
+            json_array_foreach(alive, k, e) {
+                if (json_integer_value(json_array_get(e, 0)) == d->in[i].pid)
+                    still = true;
+            }
+            d->in[i].up = d->in[i].up && still;
+        }
+        json_int_t used = json_integer_value(json_object_get(j, "work_used"));
+        json_int_t size = json_integer_value(json_object_get(j, "work_size"));
+        if (size > 0 && used >= size - (json_int_t)(64u << 10))
+            snprintf(d->verdict, sizeof(d->verdict),
+                     "the work directory reached its budget (SANDBOX_SESSION_DISK_MB)");
+    }
+    free(keep_s);
+    json_decref(j);
+    return NULL;
+}
+
+static void cleaner_join(struct dsession *d) {
+    if (d->cleaner_running) {
+        pthread_join(d->cleaner, NULL);
+        d->cleaner_running = false;
+    }
+}
+
+static void cleaner_start(struct dsession *d) {
+    if (pthread_create(&d->cleaner, NULL, cleaner_main, d) == 0)
+        d->cleaner_running = true;
+    else
+        snprintf(d->verdict, sizeof(d->verdict), "the cleanup between calls could not start");
+}
+
+static int docker_session_open(void *state, const struct pl_session_open *o, void **ret_session,
+                               struct pl_error *err) {
+    struct docker_state *s = state;
+    struct dsession *d = calloc(1, sizeof(*d));
+    if (!d)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    d->s = s;
+    snprintf(d->tag, sizeof(d->tag), "%s", o->tag);
+    char run_id[40];
+    snprintf(run_id, sizeof(run_id), "session-%s", d->tag);
+    snprintf(d->dir, sizeof(d->dir), "%.2000s/%s/%s", s->set.run_dir, s->set.instance, run_id);
+    if (mkdir_p(d->dir, 0755) < 0) {
+        pl_error_set(err, PL_REASON_INTERNAL, "cannot create %s: %s", d->dir, strerror(errno));
+        free(d);
+        return -1;
+    }
+    json_t *cfg = container_config(s, s->project_id, o->memory_mb, run_id, d->dir);
+    if (!cfg) {
+        rmdir(d->dir);
+        free(d);
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+    }
+    /* A run's walls; the main process is the agent, which runs no guest
+     * code; the work directory is the session's disk budget. */
+    json_object_set_new(cfg, "Cmd", agent_cmd("main", NULL));
+    json_object_set_new(cfg, "AttachStdin", json_false());
+    json_object_set_new(cfg, "OpenStdin", json_false());
+    json_object_set_new(cfg, "StdinOnce", json_false());
+    json_object_set_new(cfg, "AttachStdout", json_false());
+    json_object_set_new(cfg, "AttachStderr", json_false());
+    json_object_set_new(json_object_get(json_object_get(cfg, "HostConfig"), "Tmpfs"), "/work",
+                        tmpfs_opts(s->session_disk_mb));
+    char path[256];
+    snprintf(path, sizeof(path), "/containers/create?name=plimsoll-%s", run_id);
+    json_t *created = NULL;
+    int rc = api_expect(s, "POST", path, cfg, 201, &created, err);
+    json_decref(cfg);
+    const char *cid = json_string_value(json_object_get(created, "Id"));
+    if (rc < 0 || !cid || strlen(cid) >= sizeof(d->id)) {
+        json_decref(created);
+        rmdir(d->dir);
+        free(d);
+        return rc < 0 ? -1 : pl_error_set(err, PL_REASON_INTERNAL, "docker: create gave no Id");
+    }
+    memcpy(d->id, cid, strlen(cid) + 1);
+    json_decref(created);
+    bool running = false, paused = false;
+    snprintf(path, sizeof(path), "/containers/%s/start", d->id);
+    if (api_expect(s, "POST", path, NULL, 204, NULL, err) < 0 ||
+        session_state(s, d->id, d->fp, &running, &paused, err) < 0)
+        goto fail;
+    if (!running) {
+        pl_error_set(err, PL_REASON_INTERNAL, "the session's sandbox did not stay up");
+        goto fail;
+    }
+    /* The hint starts those interpreters now, so the first cell answers at once. */
+    for (size_t i = 0; o->languages && o->languages[i]; i++) {
+        int lang = lang_index(o->languages[i]);
+        if (!d->in[lang].up && launch(s, d, lang, err) < 0)
+            goto fail;
+    }
+    *ret_session = d;
+    return 0;
+fail:
+    reap_later(s, d->id);
+    rmdir(d->dir);
+    free(d);
+    return -1;
+}
+
+static void docker_session_close(void *state, void *session) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    cleaner_join(d);
+    kill_container(s, d->id);
+    reap_later(s, d->id);
+    rmdir(d->dir);
+    free(d);
+}
+
+static int docker_session_pause(void *state, void *session) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    cleaner_join(d);
+    char path[160];
+    struct pl_error err = {0};
+    snprintf(path, sizeof(path), "/containers/%s/pause", d->id);
+    return api_expect(s, "POST", path, NULL, 204, NULL, &err);
+}
+
+static int docker_session_resume(void *state, void *session, struct pl_error *err) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    char path[160];
+    snprintf(path, sizeof(path), "/containers/%s/unpause", d->id);
+    return api_expect(s, "POST", path, NULL, 204, NULL, err);
+}
+
+/* A cell: files and code to the agent's cell client, which hands the code
+ * to the kept interpreter; exit 3 means none listens (start one, retry),
+ * 4 that it ended during the cell. */
+static int session_cell(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                        const struct pl_run_request *req, struct pl_run_result *ret,
+                        struct pl_error *err) {
+    int lang = lang_index(req->cell.language);
+    json_t *fl = json_array();
+    struct pl_buf files = {0}, hdr = {0};
+    for (size_t i = 0; i < req->cell.nfiles; i++) {
+        json_array_append_new(fl, json_pack("{s:s, s:I}", "path", req->cell.files[i].path, "len",
+                                            (json_int_t)req->cell.files[i].len));
+        pl_buf_append(&files, req->cell.files[i].content, req->cell.files[i].len);
+    }
+    json_t *h = json_pack("{s:s, s:I, s:o}", "language", lang_name[lang], "code_len",
+                          (json_int_t)req->cell.code_len, "files", fl);
+    char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    json_decref(h);
+    if (line)
+        pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
+    free(line);
+    uint64_t deadline = mono_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
+    int rc = -1, code = -1;
+    struct cont_run r = {0};
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!d->in[lang].up) {
+            if (launch(s, d, lang, err) < 0)
+                goto out;
+            ret->interpreter_started = true;
+        }
+        uint64_t now = mono_ns();
+        memset(&r, 0, sizeof(r));
+        r.timeout_ms = now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1;
+        r.parts[0] = hdr.data;
+        r.part_len[0] = hdr.len;
+        r.parts[1] = req->cell.code;
+        r.part_len[1] = req->cell.code_len;
+        r.parts[2] = files.data;
+        r.part_len[2] = files.len;
+        r.nparts = 3;
+        r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
+        if (exec_call(s, d, agent_cmd("cell", NULL), NULL, &r, &code, err) < 0)
+            goto out;
+        if (code == 3 && !r.timed_out && attempt == 0) {
+            d->in[lang].up = false; /* nothing listened: a fresh one */
+            pl_demux_free(&r.dx);
+            continue;
+        }
+        break;
+    }
+    rc = 0;
+    ret->timed_out = r.timed_out;
+    if (r.timed_out) {
+        /* The deadline ends the interpreter too: the cleanup no longer spares it. */
+        d->in[lang].up = false;
+        ret->exit_code = 124;
+        ret->outcome = PL_OUTCOME_TIMED_OUT;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the deadline of %u ms ended the cell and its interpreter", ctx->timeout_ms);
+    } else if (code == 4) {
+        d->in[lang].up = false;
+        ret->exit_code = 1;
+        ret->outcome = PL_OUTCOME_COMPLETED;
+        snprintf(ret->detail, sizeof(ret->detail), "the %s interpreter ended during the cell",
+                 lang_name[lang]);
+    } else {
+        ret->exit_code = code == 0 ? 0 : 1;
+        ret->outcome = PL_OUTCOME_COMPLETED;
+        if (code == 2)
+            snprintf(ret->detail, sizeof(ret->detail), "the cell's files could not be written");
+        else if (code != 0 && code != 1)
+            snprintf(ret->detail, sizeof(ret->detail), "the cell client exited %d", code);
+    }
+    ret->out = take(&r.dx.out, &ret->out_len);
+    ret->err = take(&r.dx.err, &ret->err_len);
+    ret->out_truncated = r.dx.out_total > ctx->output_bytes;
+    ret->err_truncated = r.dx.err_total > ctx->output_bytes;
+out:
+    pl_demux_free(&r.dx);
+    pl_buf_free(&hdr);
+    pl_buf_free(&files);
+    return rc;
+}
+
+static int docker_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
+                              const struct pl_run_request *req, struct pl_run_result *ret,
+                              struct pl_error *err) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    cleaner_join(d); /* the previous call's cleanup: this call waits for it */
+    if (d->verdict[0])
+        return pl_error_set(err, PL_REASON_SESSION_ENDED, "%s", d->verdict);
+    char fp[65];
+    bool running = false, paused = false;
+    if (session_state(s, d->id, fp, &running, &paused, err) < 0)
+        return pl_error_set(err, PL_REASON_SESSION_ENDED, "the sandbox is gone");
+    if (!running)
+        return pl_error_set(err, PL_REASON_SESSION_ENDED, "the sandbox's main process ended");
+    if (strcmp(fp, d->fp) != 0)
+        return pl_error_set(err, PL_REASON_SESSION_ENDED,
+                            "the sandbox's security settings changed since the session opened");
+    snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-session-%s", d->tag);
+    int rc;
+    if (req->kind == PL_PAYLOAD_CELL) {
+        rc = session_cell(s, d, ctx, req, ret, err);
+    } else {
+        struct cont_run r = {.timeout_ms = ctx->timeout_ms};
+        struct pl_buf hdr = {0}, files = {0};
+        json_t *env = NULL;
+        char call_dir[PATH_MAX];
+        rc = prepare_run(s, ctx, req, &r, &hdr, &files, err);
+        if (rc == 0 && ctx->broker) {
+            /* The grant of the call in progress, for anything in the sandbox. */
+            snprintf(call_dir, sizeof(call_dir), "%.3000s/call", d->dir);
+            rc = pl_broker_listen(ctx->broker, call_dir, err);
+            env = json_pack("[s]",
+                            "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME);
+        }
+        int code = -1;
+        if (rc == 0)
+            rc = exec_call(s, d, json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env,
+                           &r, &code, err);
+        else
+            json_decref(env);
+        pl_buf_free(&hdr);
+        pl_buf_free(&files);
+        if (rc == 0) {
+            r.exit_code = code < 0 ? 137 : code;
+            rc = finish_run(ctx, req, &r, ret, err);
+        }
+        pl_demux_free(&r.dx);
+    }
+    /* Whatever the call left running ends now, after the answer. */
+    cleaner_start(d);
+    if (rc < 0)
+        snprintf(ret->session_ended, sizeof(ret->session_ended), "%.200s", err->message);
+    return rc;
+}
+
+/* With sessions on, one real session before serving (docs/sessions.md). */
+static int session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
+                         struct pl_error *err) {
+#define PROOF_FAIL(...)                                                                            \
+    do {                                                                                           \
+        pl_error_set(err, PL_REASON_INTERNAL,                                                      \
+                     "SANDBOX_MAX_SESSIONS: the startup session proof failed: " __VA_ARGS__);      \
+        goto out;                                                                                  \
+    } while (0)
+    const char *none[] = {NULL};
+    struct pl_session_open o = {.principal = "startup-proof",
+                                .memory_mb = memory_mb,
+                                .tag = "startup-proof000",
+                                .languages = none};
+    void *h = NULL;
+    int ok = -1;
+    struct pl_run_ctx ctx = {.principal = "startup-proof",
+                             .timeout_ms = 30000,
+                             .memory_mb = memory_mb,
+                             .output_bytes = 65536};
+    snprintf(ctx.run_id, sizeof(ctx.run_id), "startup-proof");
+    if (docker_session_open(s, &o, &h, err) < 0)
+        return -1;
+    struct dsession *d = h;
+    struct {
+        const char *lang, *code;
+    } steps[] = {
+        {"python", "import subprocess\n"
+                   "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+                   "open('/work/proof.txt', 'w').write('kept')\nprint('started')\n"},
+        {"python", "import os\n"
+                   "left = [p for p in os.listdir('/proc') if p.isdigit() and\n"
+                   "        open('/proc/%s/comm' % p).read().strip() == 'sleep']\n"
+                   "print(len(left), open('/work/proof.txt').read())\n"},
+    };
+    const char *want[] = {"started\n", "0 kept\n"};
+    for (int i = 0; i < 2; i++) {
+        struct pl_run_request req = {.kind = PL_PAYLOAD_SNIPPET};
+        req.snippet.language = steps[i].lang;
+        req.snippet.code = steps[i].code;
+        req.snippet.code_len = strlen(steps[i].code);
+        req.snippet.stdin_data = "";
+        struct pl_run_result res = {0};
+        int r = docker_session_run(s, d, &ctx, &req, &res, err);
+        bool good = r == 0 && res.exit_code == 0 && res.out && strcmp(res.out, want[i]) == 0;
+        char got[160];
+        snprintf(got, sizeof(got), "%.60s|%.80s", res.out ? res.out : "", res.err ? res.err : "");
+        pl_run_result_clear(&res);
+        if (r < 0)
+            goto out;
+        if (!good)
+            PROOF_FAIL("call %d answered \"%s\" instead of \"%s\"", i + 1, got, want[i]);
+    }
+    if (docker_session_pause(s, d) < 0 || docker_session_resume(s, d, err) < 0)
+        PROOF_FAIL("pausing and resuming the sandbox failed");
+    for (int lang = 0; lang < 2; lang++) {
+        const char *cells[2] = {lang == LANG_PY ? "x = 41" : "globalThis.x = 41", "x + 1"};
+        bool fresh[2];
+        char out[2][64];
+        for (int i = 0; i < 2; i++) {
+            struct pl_run_request req = {.kind = PL_PAYLOAD_CELL};
+            req.cell.language = lang_name[lang];
+            req.cell.code = cells[i];
+            req.cell.code_len = strlen(cells[i]);
+            struct pl_run_result res = {0};
+            int r = docker_session_run(s, d, &ctx, &req, &res, err);
+            fresh[i] = res.interpreter_started;
+            snprintf(out[i], sizeof(out[i]), "%d:%.50s", res.exit_code, res.out ? res.out : "");
+            pl_run_result_clear(&res);
+            if (r < 0)
+                goto out;
+        }
+        if (!fresh[0] || fresh[1] || strcmp(out[1], "0:42\n") != 0)
+            PROOF_FAIL("%s cells: the second saw \"%s\" (fresh %d, %d); the interpreter must keep "
+                       "what the first defined",
+                       lang_name[lang], out[1], fresh[0], fresh[1]);
+        json_array_append_new(ret_langs, json_string(lang_name[lang]));
+    }
+    struct pl_run_request req = {.kind = PL_PAYLOAD_SNIPPET};
+    req.snippet.language = "python";
+    req.snippet.code = "print(open('/work/proof.txt').read())";
+    req.snippet.code_len = strlen(req.snippet.code);
+    req.snippet.stdin_data = "";
+    struct pl_run_result res = {0};
+    int r = docker_session_run(s, d, &ctx, &req, &res, err);
+    bool kept = r == 0 && res.out && strcmp(res.out, "kept\n") == 0;
+    pl_run_result_clear(&res);
+    if (!kept)
+        PROOF_FAIL("a file did not survive the calls and a pause");
+    cleaner_join(d);
+    if (d->verdict[0])
+        PROOF_FAIL("%s", d->verdict);
+    ok = 0;
+out:
+    if (ok < 0 && strncmp(err->message, "SANDBOX_MAX_SESSIONS", 20) != 0) {
+        char m[sizeof(err->message)];
+        snprintf(m, sizeof(m), "%s", err->message);
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "SANDBOX_MAX_SESSIONS: the startup session proof failed: %.400s", m);
+    }
+    if (d) {
+        char id[72];
+        memcpy(id, d->id, sizeof(id));
+        docker_session_close(s, d);
+        if (ok == 0) {
+            /* Closing must end it: the container goes. */
+            char path[160];
+            long st = 0;
+            struct pl_error e = {0};
+            snprintf(path, sizeof(path), "/containers/%s/json", id);
+            for (int i = 0; i < 100; i++) {
+                if (pl_docker_call(s->engine, "GET", path, NULL, API_TIMEOUT_MS, &st, NULL, &e) ==
+                        0 &&
+                    st == 404)
+                    break;
+                usleep(50000);
+            }
+            if (st != 404) {
+                pl_error_set(err, PL_REASON_INTERNAL,
+                             "SANDBOX_MAX_SESSIONS: the startup session proof failed: closing the "
+                             "session did not remove its sandbox");
+                ok = -1;
+            }
+        }
+    }
+    return ok;
+#undef PROOF_FAIL
 }
 
 const struct pl_provider_ops pl_docker_ops = {
@@ -1516,4 +2161,9 @@ const struct pl_provider_ops pl_docker_ops = {
     .info = docker_info,
     .ready = docker_ready,
     .run = docker_run,
+    .session_open = docker_session_open,
+    .session_run = docker_session_run,
+    .session_pause = docker_session_pause,
+    .session_resume = docker_session_resume,
+    .session_close = docker_session_close,
 };

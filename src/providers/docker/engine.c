@@ -152,6 +152,14 @@ static int write_all(int fd, const char *p, size_t n) {
 
 int pl_docker_attach(struct pl_docker_engine *e, const char *id, int *ret_fd,
                      struct pl_error *err) {
+    char path[256];
+    snprintf(path, sizeof(path), "/containers/%.128s/attach?stream=1&stdin=1&stdout=1&stderr=1",
+             id);
+    return pl_docker_hijack(e, path, NULL, ret_fd, err);
+}
+
+int pl_docker_hijack(struct pl_docker_engine *e, const char *path, const char *json_body,
+                     int *ret_fd, struct pl_error *err) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "socket: %s", strerror(errno));
@@ -163,12 +171,14 @@ int pl_docker_attach(struct pl_docker_engine *e, const char *id, int *ret_fd,
         return pl_error_set(err, PL_REASON_INTERNAL, "docker engine at %s: %s", e->socket,
                             strerror(saved));
     }
-    char req[512];
+    char req[1024];
+    size_t blen = json_body ? strlen(json_body) : 0;
     int n = snprintf(req, sizeof(req),
-                     "POST %s/containers/%s/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
+                     "POST %s%s HTTP/1.1\r\n"
                      "Host: docker\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n"
-                     "Content-Length: 0\r\n\r\n",
-                     PL_DOCKER_API, id);
+                     "%sContent-Length: %zu\r\n\r\n%s",
+                     PL_DOCKER_API, path, json_body ? "Content-Type: application/json\r\n" : "",
+                     blen, json_body ? json_body : "");
     if (n < 0 || (size_t)n >= sizeof(req) || write_all(fd, req, (size_t)n) < 0) {
         close(fd);
         return pl_error_set(err, PL_REASON_INTERNAL, "docker attach: cannot send the request");
@@ -194,7 +204,7 @@ int pl_docker_attach(struct pl_docker_engine *e, const char *id, int *ret_fd,
         char *eol = strstr(head, "\r\n");
         if (eol)
             *eol = '\0';
-        return pl_error_set(err, PL_REASON_INTERNAL, "docker attach refused: %.120s", head);
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker refused the stream: %.120s", head);
     }
     *ret_fd = fd;
     return 0;

@@ -61,6 +61,12 @@ const char *pl_docker_message(const json_t *answer);
 int pl_docker_attach(struct pl_docker_engine *e, const char *container_id, int *ret_fd,
                      struct pl_error *err);
 
+/* POST path (under PL_DOCKER_API) with an optional JSON body and take over
+ * the connection as a raw stream (attach, exec start).  *ret_fd is the
+ * stream, positioned at its first byte. */
+int pl_docker_hijack(struct pl_docker_engine *e, const char *path, const char *json_body,
+                     int *ret_fd, struct pl_error *err);
+
 /*
  * The demultiplexer of the engine's stdout/stderr stream (Tty=false): each
  * frame is an 8-byte header (stream 1 or 2, three zero bytes, a big-endian

@@ -1,0 +1,77 @@
+/*
+ * sessions.h: the daemon's table of sessions (docs/sessions.md).
+ *
+ * A session is one sandbox a provider keeps for many calls of one owner.
+ * This layer is provider-independent: it mints the unguessable id, checks
+ * the owner, runs one call at a time in arrival order, holds the session's
+ * admission slot from open to end, chains the records, pauses a session
+ * idle past SANDBOX_SESSION_IDLE and ends one past SANDBOX_SESSION_LIFETIME
+ * (a background thread), and keeps an ended session's reason so the next
+ * call is refused with SESSION_ENDED and that reason.  The provider's
+ * session operations do the sandbox work.
+ *
+ * Ids are 32 random bytes in hex; they are compared in constant time and
+ * never logged (log lines carry a short digest of the id instead).
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "../core/admission.h"
+#include "../core/errors.h"
+#include "../providers/provider.h"
+
+#define PL_SESSION_ID_LEN 64 /* hex characters */
+
+struct pl_sessions;
+struct pl_session;
+
+struct pl_sessions_limits {
+    unsigned max_sessions; /* SANDBOX_MAX_SESSIONS (0: sessions off) */
+    unsigned lifetime_s;   /* SANDBOX_SESSION_LIFETIME */
+    unsigned idle_s;       /* SANDBOX_SESSION_IDLE */
+    unsigned memory_mb;    /* the per-run allowance a session's sandbox gets */
+};
+
+int pl_sessions_new(const struct pl_sessions_limits *limits, struct pl_provider *provider,
+                    struct pl_admission *admission, struct pl_sessions **ret_sessions,
+                    struct pl_error *err);
+
+/* End every session, each after its call in progress (daemon shutdown);
+ * later opens are refused SHUTTING_DOWN, later calls SESSION_ENDED. */
+void pl_sessions_shutdown(struct pl_sessions *s);
+
+/* Shut down (if not yet) and free the table.  NULL-safe. */
+void pl_sessions_free(struct pl_sessions *s);
+
+/* Open a session for principal; languages is the caller's hint (may be
+ * empty).  Admission (rate and slot) is taken here and held until the end. */
+int pl_sessions_open(struct pl_sessions *s, const char *principal, const char *const *languages,
+                     char ret_id[PL_SESSION_ID_LEN + 1], struct pl_error *err);
+
+/*
+ * Take the session for one call: refuses an unknown id and another caller's
+ * id alike (NOT_FOUND, "no such session"), an ended one with SESSION_ENDED
+ * and its reason.  Waits for the calls before it (in arrival order) and
+ * resumes a paused sandbox.  On success the caller must pl_sessions_done().
+ */
+int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *id,
+                      struct pl_session **ret_session, struct pl_error *err);
+
+/* The provider's handle and the previous record's digest ("" at first). */
+void *pl_session_handle(struct pl_session *ss);
+const char *pl_session_previous_digest(struct pl_session *ss);
+
+/*
+ * Finish a call.  digest: the new record's digest (NULL when no record was
+ * made).  ended_reason: non-NULL when the provider said the session ended.
+ */
+void pl_sessions_done(struct pl_sessions *s, struct pl_session *ss, const char *digest,
+                      const char *ended_reason);
+
+/* Close a session (its owner's CloseSession): same refusals as begin. */
+int pl_sessions_close(struct pl_sessions *s, const char *principal, const char *id,
+                      struct pl_error *err);
+
+/* Sessions currently open (not ended). */
+unsigned pl_sessions_open_count(struct pl_sessions *s);

@@ -1,0 +1,301 @@
+"""Sessions through the real daemon and the real docker engine, under runc
+and under runsc: one sandbox for many calls, the cleanup between calls,
+cells with kept interpreters, pause on idle, lifetime and disk-budget ends,
+ownership, grants in sessions, and chained records (docs/sessions.md)."""
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Daemon, error_info, run_startup  # noqa: E402
+from test_docker import docker_env, engine, engine_up, ours  # noqa: E402
+from test_grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
+from upstream import Check, Upstream  # noqa: E402
+
+
+def canon(v):
+    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha(v):
+    return hashlib.sha256(canon(v).encode()).hexdigest()
+
+
+def py(code):
+    return {"snippet": {"language": "python", "code": code}}
+
+
+class Sessions:
+    """Shared by both runtimes; subclasses set RUNTIME."""
+    RUNTIME = None
+
+    @classmethod
+    def setUpClass(cls):
+        if not engine_up():
+            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
+        cls.files = GrantFiles()
+        cls.up = Upstream(Check(token=TOKEN))
+        path = cls.files.write({
+            "in-sessions": profile(cls.up.url, token_cred(), allow_in_sessions=True),
+            "not-in-sessions": profile(cls.up.url, token_cred()),
+        })
+        cls.instance = "sessions-" + cls.RUNTIME
+        env = docker_env(cls.RUNTIME, cls.instance, SANDBOX_MAX_SESSIONS="3",
+                         SANDBOX_SESSION_DISK_MB="8", SANDBOX_SESSION_IDLE="2",
+                         SANDBOX_SESSION_LIFETIME="600", SANDBOX_DOCKER_WARM="0")
+        env.update(grant_env(path))
+        cls.d = Daemon(env=env).start(timeout=240)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+        cls.up.close()
+        cls.files.close()
+        left = ours(cls.instance)
+        assert left == [], "containers left behind: %r" % left
+
+    # ---- helpers ----------------------------------------------------------
+    def open(self, principal="alice", languages=None):
+        msg = {"languages": languages} if languages else {}
+        status, body = self.d.rpc("OpenSession", msg, principal=principal)
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        self.assertEqual(len(sid), 64)
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid}, principal=principal)
+        return sid
+
+    def call(self, sid, run, principal="alice"):
+        status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": run},
+                                  principal=principal)
+        self.assertEqual(status, 200, body)
+        return body
+
+    def cell(self, sid, language, code, principal="alice", **extra):
+        m = {"session_id": sid, "cell": {"language": language, "code": code}}
+        m.update(extra)
+        status, body = self.d.rpc("RunCell", m, principal=principal)
+        self.assertEqual(status, 200, body)
+        return body
+
+    def refused(self, method, msg, code, reason, principal="alice"):
+        status, body = self.d.rpc(method, msg, principal=principal)
+        self.assertNotEqual(status, 200, body)
+        self.assertEqual(body["code"], code, body)
+        info, _ = error_info(body)
+        self.assertEqual(info["reason"], reason, body)
+        return body
+
+    # ---- the contract -----------------------------------------------------
+    def test_describe(self):
+        status, body = self.d.rpc("Describe", {})
+        self.assertTrue(body["supports_sessions"])
+        self.assertEqual(sorted(body["languages"]), ["javascript", "python"])
+
+    def test_files_persist_and_leftovers_are_cleaned(self):
+        sid = self.open()
+        b = self.call(sid, py("import subprocess\n"
+                              "subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+                              "open('/work/a.txt', 'w').write('one')\nprint('ok')"))
+        self.assertEqual(b["stdout"], "ok\n", b)
+        b = self.call(sid, py("import os\n"
+                              "s = [p for p in os.listdir('/proc') if p.isdigit() and\n"
+                              "     open('/proc/%s/comm' % p).read().strip() == 'sleep']\n"
+                              "print(len(s), open('/work/a.txt').read())"))
+        self.assertEqual(b["stdout"], "0 one\n", b)
+        # A project step sees what the snippet wrote, and writes for the next call.
+        status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": {"project": {
+            "files": [{"path": "b.py", "content": "print(open('a.txt').read() + '+two')"}],
+            "steps": [{"name": "s", "argv": ["python3", "b.py"]}]}}})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["steps"][0]["stdout"], "one+two\n", body)
+
+    def test_cells_keep_state_and_report_exit_codes(self):
+        sid = self.open()
+        b = self.cell(sid, "python", "import math\nx = 20")
+        self.assertEqual((b["exit_code"], b["interpreter_started"]), (0, True), b)
+        b = self.cell(sid, "python", "x + 22")
+        self.assertEqual((b["stdout"], b["interpreter_started"]), ("42\n", False), b)
+        b = self.cell(sid, "python", "round(math.pi, 2)")
+        self.assertEqual(b["stdout"], "3.14\n")
+        b = self.cell(sid, "python", "raise ValueError('nope')")
+        self.assertEqual(b["exit_code"], 1, b)
+        self.assertIn("ValueError", b["stderr"])
+        b = self.cell(sid, "javascript", "let y = 40")
+        self.assertTrue(b["interpreter_started"], b)
+        b = self.cell(sid, "javascript", "y + 2")
+        self.assertEqual((b["exit_code"], b["stdout"]), (0, "42\n"), b)
+        b = self.cell(sid, "javascript", "throw new Error('bad')")
+        self.assertEqual(b["exit_code"], 1, b)
+        # The deadline ends the cell and its interpreter: 124, then a fresh one.
+        b = self.cell(sid, "python", "while True: pass", timeout_ms=1500)
+        self.assertEqual((b["exit_code"], b["timed_out"]), (124, True), b)
+        b = self.cell(sid, "python", "'x' in dir()")
+        self.assertTrue(b["interpreter_started"], b)
+        self.assertEqual(b["stdout"], "False\n", b)
+        # The other language's interpreter was kept.
+        b = self.cell(sid, "javascript", "y")
+        self.assertEqual((b["stdout"], b["interpreter_started"]), ("40\n", False), b)
+
+    def test_cell_files_are_written_first(self):
+        sid = self.open(languages=["python"])
+        status, b = self.d.rpc("RunCell", {"session_id": sid, "cell": {
+            "language": "python", "code": "open('data/in.txt').read().upper()",
+            "files": [{"path": "data/in.txt", "content": "hello"}]}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual(b["stdout"], "'HELLO'\n", b)
+        self.assertFalse(b["interpreter_started"], b)  # the hint started it at open
+
+    def test_chain_of_records(self):
+        sid = self.open()
+        prev = ""
+        for i in range(3):
+            run = py("print(%d)" % i)
+            b = self.call(sid, run)
+            rec = b["record"]
+            self.assertEqual(rec["previous_digest"], prev)
+            body = dict(b)
+            del body["record"]
+            self.assertEqual(rec["response_sha256"], sha(body))
+            self.assertEqual(rec["request_sha256"], sha(run))
+            r2 = dict(rec)
+            del r2["digest"]
+            self.assertEqual(rec["digest"], sha(r2))
+            prev = rec["digest"]
+        b = self.cell(sid, "python", "1")
+        self.assertEqual(b["record"]["previous_digest"], prev)
+
+    def test_ownership(self):
+        sid = self.open("alice")
+        a = self.refused("RunInSession", {"session_id": sid, "run": py("1")}, "not_found",
+                         "NOT_FOUND", principal="bob")
+        b = self.refused("RunInSession", {"session_id": "0" * 64, "run": py("1")}, "not_found",
+                         "NOT_FOUND", principal="bob")
+        self.assertEqual(a["message"], b["message"])
+        self.refused("CloseSession", {"session_id": sid}, "not_found", "NOT_FOUND",
+                     principal="bob")
+        self.assertEqual(self.call(sid, py("print(1)"))["stdout"], "1\n")
+        self.assertNotIn(sid, self.d.log_text())
+
+    def test_close_then_ended(self):
+        sid = self.open()
+        status, _ = self.d.rpc("CloseSession", {"session_id": sid})
+        self.assertEqual(status, 200)
+        body = self.refused("RunInSession", {"session_id": sid, "run": py("1")},
+                            "failed_precondition", "SESSION_ENDED")
+        self.assertIn("closed", body["message"])
+
+    def test_run_refuses_a_cell_and_sessions_refuse_modules(self):
+        self.refused("Run", {"cell": {"language": "python", "code": "1"}}, "invalid_argument",
+                     "INVALID_REQUEST")
+        sid = self.open()
+        self.refused("RunInSession", {"session_id": sid, "run": {
+            "module": {"wasm_base64": "AGFzbQEAAAA="}}}, "unimplemented", "UNSUPPORTED")
+
+    def test_grants_in_sessions(self):
+        sid = self.open()
+        self.refused("RunInSession", {"session_id": sid, "run": dict(
+            py("print(1)"), grant_profile="not-in-sessions")}, "invalid_argument",
+            "INVALID_REQUEST")
+        code = ("import http.client, os, socket\n"
+                "class C(http.client.HTTPConnection):\n"
+                "    def connect(self):\n"
+                "        self.sock = socket.socket(socket.AF_UNIX)\n"
+                "        self.sock.connect(os.environ['PLIMSOLL_BROKER_SOCKET'])\n"
+                "c = C('b'); c.request('GET', '/items/1'); print(c.getresponse().status)\n")
+        self.up.take()
+        b = self.call(sid, dict(py(code), grant_profile="in-sessions"))
+        self.assertEqual(b["stdout"], "200\n", b)
+        self.assertEqual(len(self.up.take()), 1)
+        # The next call without a grant has no broker.
+        b = self.call(sid, py("import os\nprint(os.listdir('/run/plimsoll'))"))
+        self.assertEqual(b["stdout"], "[]\n", b)
+
+    def test_pause_on_idle_and_resume(self):
+        sid = self.open()
+        self.cell(sid, "python", "kept = 'yes'")
+        tag = None
+        for c in ours(self.instance):
+            if "session" in c["Labels"].get("org.plimsoll.run", ""):
+                tag = c
+        time.sleep(3.5)  # SANDBOX_SESSION_IDLE=2
+        states = [c["State"] for c in ours(self.instance)
+                  if "session" in c["Labels"].get("org.plimsoll.run", "")]
+        self.assertIn("paused", states)
+        b = self.cell(sid, "python", "kept")
+        self.assertEqual((b["stdout"], b["interpreter_started"]), ("'yes'\n", False), b)
+        self.assertIsNotNone(tag)
+
+    def test_killing_the_main_process_ends_the_session(self):
+        sid = self.open()
+        # SIGKILL from inside the sandbox cannot end its init; SIGTERM, which
+        # the agent honours, can: no later call may run beside a dead sandbox.
+        self.call(sid, py("import os, signal\nos.kill(1, signal.SIGTERM)\nimport time\n"
+                          "time.sleep(1)"))
+        body = self.refused("RunInSession", {"session_id": sid, "run": py("1")},
+                            "failed_precondition", "SESSION_ENDED")
+        self.assertIn("main process", body["message"])
+
+    def test_disk_budget_ends_the_session(self):
+        sid = self.open()
+        b = self.call(sid, py("try:\n    open('/work/big', 'wb').write(b'x' * (20 << 20))\n"
+                              "except OSError as e:\n    print('full', e.errno)"))
+        self.assertIn("full", b["stdout"])
+        body = self.refused("RunInSession", {"session_id": sid, "run": py("1")},
+                            "failed_precondition", "SESSION_ENDED")
+        self.assertIn("SANDBOX_SESSION_DISK_MB", body["message"])
+
+    def test_calls_run_one_at_a_time_in_order(self):
+        sid = self.open()
+        out = []
+
+        def one(i):
+            b = self.call(sid, py("import time\nopen('/work/order', 'a').write('%d')\n"
+                                  "time.sleep(0.3)" % i))
+            out.append(b["exit_code"])
+
+        ts = []
+        for i in range(3):
+            t = threading.Thread(target=one, args=(i,))
+            t.start()
+            ts.append(t)
+            time.sleep(0.1)
+        for t in ts:
+            t.join()
+        b = self.call(sid, py("print(open('/work/order').read())"))
+        self.assertEqual(b["stdout"], "012\n", b)
+
+
+class SessionsRunc(Sessions, unittest.TestCase):
+    RUNTIME = "runc"
+
+
+class SessionsRunsc(Sessions, unittest.TestCase):
+    RUNTIME = "runsc"
+
+
+class SessionSettings(unittest.TestCase):
+    def test_pool_is_not_in_this_build(self):
+        code, err = run_startup({"SANDBOX_SESSION_POOL": "2"})
+        self.assertEqual(code, 2)
+        self.assertIn("SANDBOX_SESSION_POOL", err)
+
+    def test_sessions_need_a_provider_that_keeps_them(self):
+        code, err = run_startup({"SANDBOX_PROVIDER": "wasm", "SANDBOX_MAX_SESSIONS": "2"})
+        self.assertEqual(code, 2)
+        self.assertIn("SANDBOX_MAX_SESSIONS", err)
+
+    def test_sessions_off_refuse(self):
+        d = Daemon(env={"SANDBOX_PROVIDER": "wasm"}).start()
+        try:
+            status, body = d.rpc("OpenSession", {})
+            self.assertEqual(body["code"], "unimplemented", body)
+        finally:
+            d.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
