@@ -154,10 +154,17 @@ class DisabledDaemon(unittest.TestCase):
         status, _, _ = self.d.request("GET", "/nope")
         self.assertEqual(status, 404)
 
-    def test_session_methods_reserved(self):
-        for m in ("OpenSession", "RunInSession", "RunCell", "CloseSession"):
-            status, body = self.d.rpc(m, {})
-            self.assertRefusal(status, body, 501, "unimplemented", "UNSUPPORTED")
+    def test_session_methods_disabled(self):
+        sid = "0" * 64
+        for m, msg in (("OpenSession", {}), ("CloseSession", {"session_id": sid}),
+                       ("RunInSession", {"session_id": sid, "run": {
+                           "snippet": {"language": "python", "code": "1"}}}),
+                       ("RunCell", {"session_id": sid, "cell": {"language": "python",
+                                                                "code": "1"}})):
+            status, body = self.d.rpc(m, msg)
+            self.assertRefusal(status, body, 400, "failed_precondition", "DISABLED")
+        status, body = self.d.rpc("RunInSession", {"bogus": 1})
+        self.assertRefusal(status, body, 400, "invalid_argument", "INVALID_REQUEST")
 
     def test_get_and_wrong_content_type(self):
         status, headers, _ = self.d.request("GET", SERVICE + "Run")
