@@ -1631,13 +1631,13 @@ static json_t *agent_cmd(const char *mode, const char *arg) {
  * r's parts, output into r->dx, bounded by r->timeout_ms.  *ret_exit is the
  * exec's exit code (-1 when it timed out or the code is unknown).
  */
-static int exec_call(struct docker_state *s, struct dsession *d, json_t *cmd, json_t *env,
-                     struct cont_run *r, int *ret_exit, struct pl_error *err) {
+static int exec_call(struct docker_state *s, struct dsession *d, const char *user, json_t *cmd,
+                     json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err) {
     char path[160];
     *ret_exit = -1;
     json_t *cfg = json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", r->nparts > 0,
                             "AttachStdout", 1, "AttachStderr", 1, "Tty", 0, "Cmd", cmd,
-                            "WorkingDir", "/work", "User", "65534:65534");
+                            "WorkingDir", "/work", "User", user);
     if (cfg && env)
         json_object_set_new(cfg, "Env", env);
     else
@@ -1681,22 +1681,33 @@ static int exec_call(struct docker_state *s, struct dsession *d, json_t *cmd, js
     return 0;
 }
 
-/* Run a trusted agent mode and parse the one JSON line it prints. */
+/*
+ * Run a trusted agent mode and take its report: exit 0 and exactly one JSON
+ * line, nothing before or after.  Other processes of the sandbox's uid may
+ * be able to add bytes to the exec's output (under gVisor even after the
+ * agent made itself non-dumpable; see docs/sessions.md); added bytes make
+ * the report unreadable, never a different report.
+ */
 static int agent_json(struct docker_state *s, struct dsession *d, const char *mode, const char *arg,
                       json_t **ret, struct pl_error *err) {
     struct cont_run r = {.timeout_ms = 20000};
     r.dx.out_cap = 1u << 20;
     r.dx.err_cap = 64u << 10;
     int code = -1;
-    int rc = exec_call(s, d, agent_cmd(mode, arg), NULL, &r, &code, err);
+    /* The cleanup runs with a group of its own: under runc no guest process
+     * may then open its descriptors (it still may signal them: same uid). */
+    const char *user = strcmp(mode, "cleanup") == 0 ? "65534:65533" : "65534:65534";
+    int rc = exec_call(s, d, user, agent_cmd(mode, arg), NULL, &r, &code, err);
     json_t *j = NULL;
-    if (rc == 0 && r.dx.out.data) {
-        char *nl = memchr(r.dx.out.data, '\n', r.dx.out.len);
-        j = json_loadb(r.dx.out.data, nl ? (size_t)(nl - r.dx.out.data) : r.dx.out.len, 0, NULL);
-    }
+    const char *o = r.dx.out.data;
+    size_t n = r.dx.out.len;
+    if (rc == 0 && code == 0 && !r.timed_out && o && n > 1 && o[n - 1] == '\n' &&
+        !memchr(o, '\n', n - 1))
+        j = json_loadb(o, n - 1, JSON_REJECT_DUPLICATES, NULL);
     if (rc == 0 && !j)
-        pl_error_set(err, PL_REASON_INTERNAL, "session agent %s: no report (exit %d): %.200s", mode,
-                     code, r.dx.err.data ? r.dx.err.data : "");
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "session agent %s: no well-formed report (exit %d%s): %.200s", mode, code,
+                     r.timed_out ? ", timed out" : "", r.dx.err.data ? r.dx.err.data : "");
     pl_demux_free(&r.dx);
     if (!j)
         return -1;
@@ -1925,7 +1936,7 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         r.part_len[2] = files.len;
         r.nparts = 3;
         r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
-        if (exec_call(s, d, agent_cmd("cell", NULL), NULL, &r, &code, err) < 0)
+        if (exec_call(s, d, "65534:65534", agent_cmd("cell", NULL), NULL, &r, &code, err) < 0)
             goto out;
         if (code == 3 && !r.timed_out && attempt == 0) {
             d->in[lang].up = false; /* nothing listened: a fresh one */
@@ -2004,8 +2015,9 @@ static int docker_session_run(void *state, void *session, const struct pl_run_ct
         }
         int code = -1;
         if (rc == 0)
-            rc = exec_call(s, d, json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env,
-                           &r, &code, err);
+            rc = exec_call(s, d, "65534:65534",
+                           json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &r,
+                           &code, err);
         else
             json_decref(env);
         pl_buf_free(&hdr);

@@ -35,8 +35,28 @@
 # connection.  Server to client: "O" stdout bytes, "E" stderr bytes, "X" the
 # end, its data the status in ASCII ("0" ran, "1" raised).
 #
+# Cell semantics.  Python: the last statement, when an expression whose
+# value is not None, is printed with repr(); top-level await works
+# (PyCF_ALLOW_TOP_LEVEL_AWAIT, run with asyncio.run); SystemExit(None or 0)
+# ends the cell with status 0, any other code is status 1 with
+# "SystemExit: N" (or the message) on stderr; the interpreter keeps running.
+# fds 1 and 2 of the Python server are pipes relayed to the running cell, so
+# os.write(1, ...), C code and child processes reach it too; output made
+# between cells is dropped; stdin is /dev/null.  Node: the completion value,
+# when not undefined, is printed with util.inspect, awaited first when it is
+# a thenable; a cell that does not compile and mentions `await` runs as the
+# body of an async function (a single expression's value is shown; other
+# such cells keep no declarations: assign to globalThis); console and
+# process.stdout/stderr write frames (a synchronous cell's output reaches
+# the client when it ends); an uncaught exception or unhandled rejection
+# while a cell runs makes it status 1.
+#
 # Only launch and cleanup are trusted with what they print; everything else
-# here runs next to (or is) the guest's code.
+# here runs next to (or is) the guest's code.  Non-dumpable protects their
+# stdout under runc from the prctl on (not during the interpreter's start);
+# gVisor (2022-12-19) does not enforce it: a guest process can open
+# /proc/<pid>/fd/1 and write (not read) there.  The daemon must accept a
+# report only when stdout is exactly one JSON line and the exit code is 0.
 import os
 import sys
 
@@ -249,7 +269,8 @@ def mode_launch(args):
                 s.connect(path)
                 cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
                 peer = struct.unpack("3i", cred)[0]
-                if peer not in (0, pid):
+                # gVisor (2022-12-19) reports the caller's own pid here.
+                if peer not in (0, pid, os.getpid()):
                     raise OSError("the socket is served by pid %d, not %d" % (peer, pid))
                 break
             except (FileNotFoundError, ConnectionRefusedError):
@@ -311,6 +332,7 @@ def safe_parts(rel):
 
 def write_work_file(rel, data):
     """Write /work/rel without following any symlink on the way."""
+    import stat
     parts = safe_parts(rel)
     if parts is None:
         fail2("refused file path %r: relative paths inside /work only" % (rel,))
@@ -321,13 +343,22 @@ def write_work_file(rel, data):
         fail2("/work: %s" % e.strerror)
     try:
         for p in parts[:-1]:
+            # gVisor (2022-12-19) follows a symlink despite O_NOFOLLOW when
+            # O_DIRECTORY is given: lstat first, and check that what was
+            # opened is what lstat saw.
             try:
-                nfd = os.open(p, flags_dir, dir_fd=dfd)
+                before = os.stat(p, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
                 os.mkdir(p, 0o755, dir_fd=dfd)
-                nfd = os.open(p, flags_dir, dir_fd=dfd)
+                before = os.stat(p, dir_fd=dfd, follow_symlinks=False)
+            if not stat.S_ISDIR(before.st_mode):
+                raise OSError(40, "not a directory")
+            nfd = os.open(p, flags_dir, dir_fd=dfd)
             os.close(dfd)
             dfd = nfd
+            after = os.fstat(dfd)
+            if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+                raise OSError(40, "changed while opened")
         fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
                      dir_fd=dfd)
         try:
@@ -404,7 +435,7 @@ def mode_interp(args):
         os.close(w)
         os.set_blocking(r, False)
         reads[r] = kind
-    lock = threading.Lock()
+    lock = threading.RLock()
     state = {"conn": None}
 
     def forward(r, kind):
@@ -440,11 +471,37 @@ def mode_interp(args):
 
     threading.Thread(target=pump, daemon=True).start()
 
-    def std(fd):
-        return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
-                                errors="backslashreplace", write_through=True)
+    class Direct(io.RawIOBase):
+        # sys.stdout and sys.stderr send their frames at once (output printed
+        # just before os._exit is not lost in a pipe), after what already
+        # waits in the pipes, so a child's output keeps its place.
+        def __init__(self, kind):
+            self.kind = kind
 
-    out, err = std(1), std(2)
+        def writable(self):
+            return True
+
+        def write(self, b):
+            data = bytes(b)
+            with lock:
+                for r, kind in reads.items():
+                    while forward(r, kind):
+                        pass
+                conn = state["conn"]
+                if conn is not None and data:
+                    try:
+                        conn.sendall(frame(self.kind, data))
+                    except OSError:
+                        state["conn"] = None
+            return len(data)
+
+    def std(kind, fd):
+        t = io.TextIOWrapper(Direct(kind), encoding="utf-8", errors="backslashreplace",
+                             write_through=True)
+        t.fileno = lambda: fd  # for code that asks (faulthandler, subprocess)
+        return t
+
+    out, err = std(T_OUT, 1), std(T_ERR, 2)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
