@@ -108,6 +108,11 @@ int main(int argc, char **argv) {
                          .metrics = metrics,
                          .effective_concurrency = capacity};
     atomic_init(&api.draining, false);
+    if (config.session_pool > 0 && config.max_sessions == 0) {
+        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                     "SANDBOX_SESSION_POOL: needs SANDBOX_MAX_SESSIONS (sessions are off)");
+        goto refused;
+    }
     if (config.max_sessions > 0) {
         if (!provider->info.session.supported || !provider->ops->session_open) {
             pl_error_set(&err, PL_REASON_INVALID_REQUEST,

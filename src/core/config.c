@@ -26,7 +26,8 @@
     X(SANDBOX_MAX_SESSIONS, max_sessions, 0, 0, 1024)                                              \
     X(SANDBOX_SESSION_DISK_MB, session_disk_mb, 64, 1, 65536)                                      \
     X(SANDBOX_SESSION_LIFETIME, session_lifetime_s, 3600, 5, 604800)                               \
-    X(SANDBOX_SESSION_IDLE, session_idle_s, 300, 1, 604800)
+    X(SANDBOX_SESSION_IDLE, session_idle_s, 300, 1, 604800)                                        \
+    X(SANDBOX_SESSION_POOL, session_pool, 0, 0, 64)
 
 /* Derived or paired integer settings, bounds only. */
 #define MEMORY_MB_MIN 16u
@@ -35,8 +36,7 @@
 #define DRAIN_MAX_MS 3600000u
 
 const char *const pl_config_reserved_settings[] = {
-    "SANDBOX_SESSION_POOL", /* the sessions' warm pool */
-    "E2B_GUARD_URL",        /* hosted microVM providers */
+    "E2B_GUARD_URL", /* hosted microVM providers */
     "SANDBOX_DOCKERCLOUD_GUARD_URL",
     NULL,
 };

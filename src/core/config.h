@@ -64,6 +64,7 @@ struct pl_config {
     unsigned session_disk_mb;    /* SANDBOX_SESSION_DISK_MB: the work directory's size */
     unsigned session_lifetime_s; /* SANDBOX_SESSION_LIFETIME, seconds */
     unsigned session_idle_s;     /* SANDBOX_SESSION_IDLE, seconds: paused past it */
+    unsigned session_pool;       /* SANDBOX_SESSION_POOL: waiting session sandboxes */
 
     /* The lookup the settings came from, for a provider's own settings. */
     const char *(*lookup)(const char *name, void *userdata);

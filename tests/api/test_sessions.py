@@ -277,9 +277,67 @@ class SessionsRunsc(Sessions, unittest.TestCase):
     RUNTIME = "runsc"
 
 
+class SessionPool:
+    """SANDBOX_SESSION_POOL: waiting sandboxes with both interpreters up."""
+    RUNTIME = None
+
+    @classmethod
+    def setUpClass(cls):
+        if not engine_up():
+            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
+        cls.instance = "pool-" + cls.RUNTIME
+        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance, SANDBOX_MAX_SESSIONS="2",
+                                      SANDBOX_SESSION_POOL="1",
+                                      SANDBOX_DOCKER_WARM="0")).start(timeout=240)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+        left = ours(cls.instance)
+        assert left == [], "containers left behind: %r" % left
+
+    def pooled(self, timeout=60, exclude=()):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ids = [c["Id"] for c in ours(self.instance)
+                   if c["Labels"].get("org.plimsoll.run", "").startswith("session-pool-")
+                   and c["State"] == "running" and c["Id"] not in exclude]
+            if ids:
+                return ids
+            time.sleep(0.2)
+        self.fail("no pooled sandbox appeared")
+
+    def test_open_takes_a_ready_sandbox_and_the_pool_refills(self):
+        before = self.pooled()
+        time.sleep(3)  # let the filler finish launching the interpreters
+        status, body = self.d.rpc("OpenSession", {"languages": ["python"]})
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        try:
+            for lang, code in (("python", "1 + 1"), ("javascript", "1 + 1")):
+                status, b = self.d.rpc("RunCell", {"session_id": sid,
+                                                   "cell": {"language": lang, "code": code}})
+                self.assertEqual(status, 200, b)
+                self.assertEqual((b["stdout"], b["interpreter_started"]), ("2\n", False), b)
+            self.pooled(exclude=before)  # the filler made a new one; ours was taken
+        finally:
+            self.d.rpc("CloseSession", {"session_id": sid})
+
+
+class SessionPoolRunc(SessionPool, unittest.TestCase):
+    RUNTIME = "runc"
+
+
+class SessionPoolRunsc(SessionPool, unittest.TestCase):
+    RUNTIME = "runsc"
+
+
 class SessionSettings(unittest.TestCase):
-    def test_pool_is_not_in_this_build(self):
+    def test_pool_needs_sessions(self):
         code, err = run_startup({"SANDBOX_SESSION_POOL": "2"})
+        self.assertEqual(code, 2)
+        self.assertIn("SANDBOX_SESSION_POOL", err)
+        code, err = run_startup({"SANDBOX_SESSION_POOL": "65"})
         self.assertEqual(code, 2)
         self.assertIn("SANDBOX_SESSION_POOL", err)
 

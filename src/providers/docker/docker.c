@@ -67,6 +67,8 @@ struct docker_settings {
 
 #define WARM_MAX 16u
 
+struct dsession; /* a session's sandbox, below */
+
 struct reap_item {
     struct reap_item *next;
     char id[72];
@@ -105,6 +107,14 @@ struct docker_state {
     /* Sessions: on when SANDBOX_MAX_SESSIONS is set and the proof passed. */
     bool sessions_on;
     unsigned session_disk_mb;
+    /* The sessions' warm pool (SANDBOX_SESSION_POOL). */
+    unsigned pool_n;
+    struct dsession *pool[64];
+    unsigned npool;
+    bool pool_stop;
+    bool pool_started;
+    pthread_t pool_thread;
+    pthread_cond_t pool_cond;
     const char *session_langs[3]; /* the cell languages the proof showed */
 };
 
@@ -1113,11 +1123,14 @@ static int check_runtime(struct docker_state *s, char *ret_path, size_t len, jso
     return 0;
 }
 
+static void pool_stop_and_drain(struct docker_state *s);
+
 static void docker_destroy(void *state) {
     struct docker_state *s = state;
     if (!s)
         return;
     warm_stop_and_drain(s);
+    pool_stop_and_drain(s);
     if (s->reaper_started) {
         pthread_mutex_lock(&s->lock);
         s->reaper_stop = true;
@@ -1128,12 +1141,14 @@ static void docker_destroy(void *state) {
     pl_docker_engine_free(s->engine);
     free(s->set.seccomp);
     pthread_cond_destroy(&s->cond);
+    pthread_cond_destroy(&s->pool_cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
 static int session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
                          struct pl_error *err);
+static void *session_pool_main(void *arg);
 
 static int docker_create(const struct pl_config *config, void **ret_state, struct pl_error *err) {
     struct docker_state *s = calloc(1, sizeof(*s));
@@ -1144,6 +1159,8 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     s->max_timeout_ms = config->max_timeout_ms;
     s->default_memory_mb = config->memory_mb;
     s->session_disk_mb = config->session_disk_mb;
+    s->pool_n = config->session_pool;
+    pthread_cond_init(&s->pool_cond, NULL);
     json_t *langs = json_object();
     json_t *info = NULL;
     struct canary can = {.fd = -1};
@@ -1221,6 +1238,8 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
         if (pr < 0)
             goto fail;
         s->sessions_on = true;
+        if (s->pool_n && pthread_create(&s->pool_thread, NULL, session_pool_main, s) == 0)
+            s->pool_started = true;
     }
     json_decref(info);
     json_decref(langs);
@@ -1581,6 +1600,7 @@ struct dsession {
     bool cleaner_running;
     char verdict[256]; /* non-empty: the session must end, and why */
     struct docker_state *s;
+    bool pooled; /* taken from the warm pool */
 };
 
 static int lang_index(const char *name) {
@@ -1797,14 +1817,14 @@ static void cleaner_start(struct dsession *d) {
         snprintf(d->verdict, sizeof(d->verdict), "the cleanup between calls could not start");
 }
 
-static int docker_session_open(void *state, const struct pl_session_open *o, void **ret_session,
-                               struct pl_error *err) {
-    struct docker_state *s = state;
+/* Create and start one session sandbox; start the interpreters in langs. */
+static int session_create(struct docker_state *s, const char *tag, unsigned memory_mb,
+                          const bool langs[2], struct dsession **ret, struct pl_error *err) {
     struct dsession *d = calloc(1, sizeof(*d));
     if (!d)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     d->s = s;
-    snprintf(d->tag, sizeof(d->tag), "%s", o->tag);
+    snprintf(d->tag, sizeof(d->tag), "%s", tag);
     char run_id[40];
     snprintf(run_id, sizeof(run_id), "session-%s", d->tag);
     snprintf(d->dir, sizeof(d->dir), "%.2000s/%s/%s", s->set.run_dir, s->set.instance, run_id);
@@ -1813,7 +1833,7 @@ static int docker_session_open(void *state, const struct pl_session_open *o, voi
         free(d);
         return -1;
     }
-    json_t *cfg = container_config(s, s->project_id, o->memory_mb, run_id, d->dir);
+    json_t *cfg = container_config(s, s->project_id, memory_mb, run_id, d->dir);
     if (!cfg) {
         rmdir(d->dir);
         free(d);
@@ -1852,19 +1872,109 @@ static int docker_session_open(void *state, const struct pl_session_open *o, voi
         pl_error_set(err, PL_REASON_INTERNAL, "the session's sandbox did not stay up");
         goto fail;
     }
-    /* The hint starts those interpreters now, so the first cell answers at once. */
-    for (size_t i = 0; o->languages && o->languages[i]; i++) {
-        int lang = lang_index(o->languages[i]);
-        if (!d->in[lang].up && launch(s, d, lang, err) < 0)
+    for (int lang = 0; lang < 2; lang++)
+        if (langs[lang] && launch(s, d, lang, err) < 0)
             goto fail;
-    }
-    *ret_session = d;
+    *ret = d;
     return 0;
 fail:
     reap_later(s, d->id);
     rmdir(d->dir);
     free(d);
     return -1;
+}
+
+/*
+ * The sessions' warm pool (SANDBOX_SESSION_POOL): containers created,
+ * started and running an interpreter of each language the image runs, each
+ * never having run anyone's code, each given to one session.
+ */
+static void *session_pool_main(void *arg) {
+    struct docker_state *s = arg;
+    const bool both[2] = {true, true};
+    pthread_mutex_lock(&s->lock);
+    while (!s->pool_stop) {
+        if (s->npool >= s->pool_n) {
+            pthread_cond_wait(&s->pool_cond, &s->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&s->lock);
+        char tag[17] = "pool-";
+        random_hex(tag + 5, 5);
+        struct dsession *d = NULL;
+        struct pl_error err = {0};
+        int r = session_create(s, tag, s->default_memory_mb, both, &d, &err);
+        pthread_mutex_lock(&s->lock);
+        if (r < 0) {
+            /* The engine may be down: try again in a second. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&s->pool_cond, &s->lock, &ts);
+            continue;
+        }
+        if (s->pool_stop || s->npool >= s->pool_n) {
+            pthread_mutex_unlock(&s->lock);
+            reap_later(s, d->id);
+            rmdir(d->dir);
+            free(d);
+            pthread_mutex_lock(&s->lock);
+            continue;
+        }
+        s->pool[s->npool++] = d;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static struct dsession *pool_take(struct docker_state *s, unsigned memory_mb) {
+    struct dsession *d = NULL;
+    if (!s->pool_n || memory_mb != s->default_memory_mb)
+        return NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->npool > 0)
+        d = s->pool[--s->npool];
+    pthread_cond_broadcast(&s->pool_cond); /* the filler makes another */
+    pthread_mutex_unlock(&s->lock);
+    return d;
+}
+
+static void pool_stop_and_drain(struct docker_state *s) {
+    if (!s->pool_started)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->pool_stop = true;
+    pthread_cond_broadcast(&s->pool_cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->pool_thread, NULL);
+    s->pool_started = false;
+    for (unsigned i = 0; i < s->npool; i++) {
+        kill_container(s, s->pool[i]->id);
+        reap_later(s, s->pool[i]->id);
+        rmdir(s->pool[i]->dir);
+        free(s->pool[i]);
+    }
+    s->npool = 0;
+}
+
+static int docker_session_open(void *state, const struct pl_session_open *o, void **ret_session,
+                               struct pl_error *err) {
+    struct docker_state *s = state;
+    struct dsession *d = pool_take(s, o->memory_mb);
+    if (d) {
+        /* A pooled sandbox runs both interpreters: any hint matches. */
+        d->pooled = true;
+        *ret_session = d;
+        return 0;
+    }
+    /* The hint starts those interpreters now, so the first cell answers at once. */
+    bool langs[2] = {false, false};
+    for (size_t i = 0; o->languages && o->languages[i]; i++)
+        langs[lang_index(o->languages[i])] = true;
+    if (session_create(s, o->tag, o->memory_mb, langs, &d, err) < 0)
+        return -1;
+    *ret_session = d;
+    return 0;
 }
 
 static void docker_session_close(void *state, void *session) {

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Sessions benchmark: OpenSession + the first cell (+ CloseSession after the
+clock stops), with the warm pool (SANDBOX_SESSION_POOL) and without it,
+under runc and under runsc, in one run; plus the memory a waiting pooled
+sandbox holds (the engine's cgroup figure) and an idle interpreter's RSS.
+
+    bench/sessions.py OUT_DIR [N]      (writes OUT_DIR/sessions.json)
+
+Called by bench/run; report.py turns the JSON into docs/performance.md.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "api"))
+from harness import Daemon  # noqa: E402
+from test_docker import docker_env, engine, ours  # noqa: E402
+
+
+def waiting_pool(instance, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ids = [c["Id"] for c in ours(instance)
+               if c["Labels"].get("org.plimsoll.run", "").startswith("session-pool-")
+               and c["State"] == "running"]
+        if ids:
+            return ids
+        time.sleep(0.1)
+    raise RuntimeError("no pooled sandbox")
+
+
+def one_series(runtime, pool, n):
+    instance = "bench-sessions-%s-%d" % (runtime, pool)
+    d = Daemon(env=docker_env(runtime, instance, SANDBOX_MAX_SESSIONS="2",
+                              SANDBOX_SESSION_POOL=str(pool), SANDBOX_DOCKER_WARM="0",
+                              SANDBOX_RATE_PER_MIN="100000", SANDBOX_RATE_BURST="10000"))
+    d.start(timeout=300)
+    times, mem = [], None
+    try:
+        for i in range(n):
+            if pool:
+                ids = waiting_pool(instance)
+                time.sleep(2.5)  # the filler launches both interpreters after start
+                if mem is None:
+                    st = engine("GET", "/containers/%s/stats?stream=false" % ids[0])[1]
+                    m = st.get("memory_stats", {})
+                    mem = m.get("usage", 0) - m.get("stats", {}).get("inactive_file", 0)
+            conn = d.connection()
+            t0 = time.monotonic()
+            status, body = d.rpc("OpenSession", {"languages": ["python"]}, conn=conn)
+            assert status == 200, body
+            sid = body["session_id"]
+            status, b = d.rpc("RunCell", {"session_id": sid, "cell": {
+                "language": "python", "code": "1 + 1"}}, conn=conn)
+            elapsed = time.monotonic() - t0
+            assert status == 200 and b["stdout"] == "2\n", b
+            d.rpc("CloseSession", {"session_id": sid}, conn=conn)
+            conn.close()
+            times.append(elapsed * 1000)
+    finally:
+        d.stop()
+    times.sort()
+    return {"runtime": runtime, "pool": pool, "n": n, "p50_ms": statistics.median(times),
+            "min_ms": times[0], "max_ms": times[-1], "waiting_memory_bytes": mem}
+
+
+def main():
+    out = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    rows = []
+    for runtime in ("runc", "runsc"):
+        for pool in (0, 1):
+            r = one_series(runtime, pool, n)
+            print("  sessions %s pool=%d: p50 %.1f ms (min %.1f, max %.1f)%s" % (
+                runtime, pool, r["p50_ms"], r["min_ms"], r["max_ms"],
+                "; waiting sandbox %.1f MiB" % (r["waiting_memory_bytes"] / 1048576)
+                if r["waiting_memory_bytes"] else ""))
+            rows.append(r)
+    with open(os.path.join(out, "sessions.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
