@@ -1772,7 +1772,16 @@ static void *cleaner_main(void *arg) {
     bool running = false, paused = false;
     char fp[65];
     if (!keep_s || agent_json(s, d, "cleanup", keep_s, &j, &err) < 0) {
-        if (session_state(s, d->id, fp, &running, &paused, &err) == 0 && !running)
+        /* A sandbox whose main process just ended refuses execs while the
+         * engine is still tearing it down: give that a moment to show. */
+        bool gone = false;
+        for (int i = 0; i < 20 && !gone; i++) {
+            struct pl_error serr = {0};
+            gone = session_state(s, d->id, fp, &running, &paused, &serr) < 0 || !running;
+            if (!gone)
+                usleep(100000);
+        }
+        if (gone)
             snprintf(d->verdict, sizeof(d->verdict), "the sandbox's main process ended");
         else
             snprintf(d->verdict, sizeof(d->verdict),
@@ -2095,14 +2104,16 @@ static int docker_session_run(void *state, void *session, const struct pl_run_ct
     struct docker_state *s = state;
     struct dsession *d = session;
     cleaner_join(d); /* the previous call's cleanup: this call waits for it */
-    if (d->verdict[0])
-        return pl_error_set(err, PL_REASON_SESSION_ENDED, "%s", d->verdict);
     char fp[65];
     bool running = false, paused = false;
+    /* The sandbox's own state first: a main process that ended also makes
+     * the cleanup fail, and the first is the reason worth telling. */
     if (session_state(s, d->id, fp, &running, &paused, err) < 0)
         return pl_error_set(err, PL_REASON_SESSION_ENDED, "the sandbox is gone");
     if (!running)
         return pl_error_set(err, PL_REASON_SESSION_ENDED, "the sandbox's main process ended");
+    if (d->verdict[0])
+        return pl_error_set(err, PL_REASON_SESSION_ENDED, "%s", d->verdict);
     if (strcmp(fp, d->fp) != 0)
         return pl_error_set(err, PL_REASON_SESSION_ENDED,
                             "the sandbox's security settings changed since the session opened");
@@ -2155,10 +2166,10 @@ static int session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret
         goto out;                                                                                  \
     } while (0)
     const char *none[] = {NULL};
-    struct pl_session_open o = {.principal = "startup-proof",
-                                .memory_mb = memory_mb,
-                                .tag = "startup-proof000",
-                                .languages = none};
+    char tag[17] = "proof-"; /* two daemons may start at once: a name of its own */
+    random_hex(tag + 6, 5);
+    struct pl_session_open o = {
+        .principal = "startup-proof", .memory_mb = memory_mb, .tag = tag, .languages = none};
     void *h = NULL;
     int ok = -1;
     struct pl_run_ctx ctx = {.principal = "startup-proof",
