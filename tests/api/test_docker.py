@@ -372,13 +372,24 @@ class DockerStartup(unittest.TestCase):
                            {"Content-Type": "application/json"})
         self.assertEqual(status, 201)
         self.assertEqual(len(ours("test-orphans")), 1)
+        # What a daemon killed with SIGKILL leaves on the host besides
+        # containers: its runs' and sessions' socket directories.
+        base = os.path.join("/run/plimsoll", "test-orphans" + RUN_TAG)
+        os.makedirs(os.path.join(base, "run-dead"), exist_ok=True)
+        open(os.path.join(base, "run-dead", "broker.sock"), "w").close()
+        os.makedirs(os.path.join(base, "session-dead", "call"), exist_ok=True)
+        open(os.path.join(base, "keep.txt"), "w").close()  # not ours: left alone
         d = Daemon(env=docker_env("runc", "test-orphans")).start(timeout=120)
         try:
             # Gone by the time the daemon serves (its own proof and warm
             # containers may be listed beside it).
             self.assertNotIn(c["Id"], [x["Id"] for x in ours("test-orphans")])
+            self.assertFalse(os.path.exists(os.path.join(base, "run-dead")))
+            self.assertFalse(os.path.exists(os.path.join(base, "session-dead")))
+            self.assertTrue(os.path.exists(os.path.join(base, "keep.txt")))
         finally:
             d.stop()
+            os.unlink(os.path.join(base, "keep.txt"))
         self.assertEqual(ours("test-orphans"), [])
 
 

@@ -22,6 +22,7 @@
  * them, the socket reachable, and under runsc a kernel that is not the
  * host's.  Containers this instance left behind are deleted first.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -815,6 +816,57 @@ static int mkdir_p(const char *path, mode_t mode) {
     return mkdir(tmp, mode) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* Remove path: a directory of plimsoll's making (sockets, a "call"
+ * subdirectory), depth-limited; symlinks are unlinked, never followed. */
+static void remove_tree(const char *path, int depth) {
+    DIR *dir = opendir(path);
+    if (dir) {
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char sub[PATH_MAX];
+            snprintf(sub, sizeof(sub), "%.3800s/%.255s", path, e->d_name);
+            struct stat st;
+            if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode) && depth > 0)
+                remove_tree(sub, depth - 1);
+            else
+                unlink(sub);
+        }
+        closedir(dir);
+    }
+    rmdir(path);
+}
+
+/* A daemon killed with SIGKILL leaves its per-run and per-session
+ * directories (broker sockets) behind: remove this instance's, and only
+ * those (run-*, session-*, canary-*). */
+static void delete_stale_dirs(struct docker_state *s) {
+    char base[PATH_MAX];
+    snprintf(base, sizeof(base), "%.2000s/%s", s->set.run_dir, s->set.instance);
+    DIR *dir = opendir(base);
+    if (!dir)
+        return;
+    struct dirent *e;
+    unsigned n = 0;
+    while ((e = readdir(dir))) {
+        if (strncmp(e->d_name, "run-", 4) != 0 && strncmp(e->d_name, "session-", 8) != 0 &&
+            strncmp(e->d_name, "canary-", 7) != 0)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%.3800s/%.255s", base, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            remove_tree(path, 2);
+            n++;
+        }
+    }
+    closedir(dir);
+    if (n)
+        fprintf(stderr, "plimsolld: docker: removed %u directories left by instance %s\n", n,
+                s->set.instance);
+}
+
 static int canary_start(struct docker_state *s, struct canary *c, struct pl_error *err) {
     memset(c, 0, sizeof(*c));
     c->fd = -1;
@@ -1193,6 +1245,7 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     unsigned removed = 0;
     if (delete_untracked(s, &removed, err) < 0)
         goto fail;
+    delete_stale_dirs(s);
     if (removed)
         fprintf(stderr, "plimsolld: docker: deleted %u containers left by instance %s\n", removed,
                 s->set.instance);
