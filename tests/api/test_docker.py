@@ -11,6 +11,7 @@ import threading
 import time
 import unittest
 import http.client
+import signal
 import socket
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -496,6 +497,63 @@ class DockerEngineFaults(unittest.TestCase):
         d2 = Daemon(env=docker_env("runc", "test-kill")).start(timeout=120)
         d2.stop()
         self.assertEqual(ours("test-kill"), [])
+
+    def test_daemon_killed_mid_run_and_restarted(self):
+        """SIGKILL gives the daemon no chance to clean up: the next start
+        with the same instance deletes what it left (the interrupted run's
+        container, its warm ones, their socket directories) and touches
+        nothing else: another instance's container stays."""
+        other_cfg = {"Image": "plimsoll/snippet:latest", "Cmd": ["true"],
+                     "Labels": {"org.plimsoll.instance": "test-sigkill-other" + RUN_TAG}}
+        status, other = engine("POST", "/containers/create", json.dumps(other_cfg).encode(),
+                               {"Content-Type": "application/json"})
+        self.assertEqual(status, 201)
+        d = Daemon(env=docker_env("runc", "test-sigkill", SANDBOX_DOCKER_WARM="1")).start(
+            timeout=120)
+        out = []
+
+        def run():
+            try:
+                out.append(d.rpc("Run", py("import time; print('started', flush=True); "
+                                           "time.sleep(45)", timeout_ms=50000)))
+            except OSError as e:  # the daemon died under the call
+                out.append(e)
+        t = threading.Thread(target=run)
+        t.start()
+        try:
+            deadline = time.monotonic() + 60
+            # One warm container waits; the run takes it and the filler
+            # starts another: two containers mean the run is under way.
+            while time.monotonic() < deadline and len(ours("test-sigkill")) < 2:
+                time.sleep(0.2)
+            time.sleep(1.0)  # the snippet is running inside by now
+            left = {c["Id"] for c in ours("test-sigkill")}
+            self.assertTrue(left, "the run's container should exist")
+            d.stop(sig=signal.SIGKILL)
+            t.join(30)
+            self.assertFalse(t.is_alive())
+            self.assertIsInstance(out[0], OSError)  # no answer came back
+            # The killed daemon's containers are still there...
+            self.assertTrue(left & {c["Id"] for c in ours("test-sigkill")})
+            d2 = Daemon(env=docker_env("runc", "test-sigkill", SANDBOX_DOCKER_WARM="1")).start(
+                timeout=120)
+            try:
+                # ...and gone once the new one serves; it runs code at once.
+                self.assertFalse(left & {c["Id"] for c in ours("test-sigkill")})
+                status, body = d2.rpc("Run", py("print('after')"))
+                self.assertEqual((status, body.get("stdout")), (200, "after\n"), body)
+                base = os.path.join("/run/plimsoll", "test-sigkill" + RUN_TAG)
+                if os.path.isdir(base):
+                    self.assertEqual([n for n in os.listdir(base) if n.startswith("run-")], [])
+            finally:
+                d2.stop()
+            self.assertEqual(ours("test-sigkill"), [])
+            status, info = engine("GET", "/containers/%s/json" % other["Id"])
+            self.assertEqual(status, 200, "another instance's container must be left alone")
+        finally:
+            engine("DELETE", "/containers/%s?force=1" % other["Id"])
+            if d.proc.poll() is None:
+                d.stop(sig=signal.SIGKILL)
 
 
 if __name__ == "__main__":
