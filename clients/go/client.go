@@ -78,7 +78,9 @@ type Option func(*Client)
 // beyond the context's.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
-// WithRetry turns retries on (they are off by default).
+// WithRetry turns retries on (they are off by default). Only AT_CAPACITY
+// and RATE_LIMITED are retried; when the context ends during a wait, the
+// call returns ctx.Err().
 func WithRetry(p RetryPolicy) Option {
 	return func(c *Client) { p = p.withDefaults(); c.retry = &p }
 }
@@ -246,7 +248,7 @@ func decodeResult(data []byte) (*Result, map[string]any, error) {
 }
 
 // tierCheck re-checks a floor against the answer's tier and its record's.
-func tierCheck(floor string, res *Result, resp map[string]any) error {
+func tierCheck(floor string, resp map[string]any) error {
 	if floor == "" {
 		return nil
 	}
@@ -299,7 +301,7 @@ func (c *Client) run(ctx context.Context, method string, body []byte, floor stri
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := tierCheck(floor, res, resp); err != nil {
+	if err := tierCheck(floor, resp); err != nil {
 		return nil, nil, err
 	}
 	return res, resp, nil

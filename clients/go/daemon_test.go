@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -251,6 +252,27 @@ func TestRateLimited(t *testing.T) {
 	}
 }
 
+// waitInFlight waits until the daemon's plimsoll_in_flight gauge is not 0.
+func waitInFlight(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest("GET", url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+need(t, "PLIMSOLL_TEST_KEY"))
+		if r, err := http.DefaultClient.Do(req); err == nil {
+			body, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			for _, line := range strings.Split(string(body), "\n") {
+				if strings.HasPrefix(line, "plimsoll_in_flight ") && strings.TrimSpace(line[len("plimsoll_in_flight "):]) != "0" {
+					return
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the long run never showed in plimsoll_in_flight")
+}
+
 func TestAtCapacity(t *testing.T) {
 	c := client(t, "PLIMSOLL_TEST_CAPACITY_URL")
 	var wg sync.WaitGroup
@@ -263,7 +285,7 @@ func TestAtCapacity(t *testing.T) {
 		req.TimeoutMs = 1500
 		long, longErr = c.Run(context.Background(), req)
 	}()
-	time.Sleep(400 * time.Millisecond)
+	waitInFlight(t, need(t, "PLIMSOLL_TEST_CAPACITY_URL"))
 	_, err := c.Run(ctxT(t), js("console.log(1)"))
 	if e := wantRefusal(t, err, ErrAtCapacity); e.HTTPStatus != 429 || e.Dispatched {
 		t.Fatalf("refusal %+v", e)
