@@ -1,0 +1,433 @@
+// Package plimsoll is the Go client of plimsolld, a daemon that runs
+// untrusted code behind a stated isolation tier (docs/clients.md).
+//
+// Three channels, three kinds of answer: a run that ran is a *Result
+// (whatever its exit code); a refusal is an *Error matching one sentinel
+// per reason (errors.Is(err, plimsoll.ErrRateLimited)); infrastructure
+// trouble matches ErrInfrastructure. Every 200 answer's record is checked
+// (package plimsoll/record); a broken one is a *record.ChainError.
+package plimsoll
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"plimsoll/record"
+)
+
+// DefaultTimeout bounds each HTTP exchange unless WithTimeout says otherwise.
+const DefaultTimeout = 120 * time.Second
+
+const servicePath = "/plimsoll.v1.SandboxService/"
+
+// maxAnswer bounds how much of an answer is read.
+const maxAnswer = 1 << 30
+
+// RetryPolicy retries AT_CAPACITY and RATE_LIMITED refusals (nothing
+// else), up to MaxAttempts attempts in all, sleeping before retry n
+// (0-based) a uniform random time in [d/2, d], d = min(Cap, Base × 2^n).
+// Zero fields take the defaults (4, 100 ms, 2 s).
+type RetryPolicy struct {
+	MaxAttempts int
+	Base        time.Duration
+	Cap         time.Duration
+}
+
+// DefaultRetryPolicy is {MaxAttempts: 4, Base: 100 ms, Cap: 2 s}.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 4, Base: 100 * time.Millisecond, Cap: 2 * time.Second}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = DefaultRetryPolicy.MaxAttempts
+	}
+	if p.Base <= 0 {
+		p.Base = DefaultRetryPolicy.Base
+	}
+	if p.Cap <= 0 {
+		p.Cap = DefaultRetryPolicy.Cap
+	}
+	return p
+}
+
+// Delay is the bound d before retry n (0-based): min(Cap, Base × 2^n).
+func (p RetryPolicy) Delay(n int) time.Duration {
+	p = p.withDefaults()
+	d := p.Base
+	for i := 0; i < n && d < p.Cap; i++ {
+		d *= 2
+	}
+	if d > p.Cap {
+		d = p.Cap
+	}
+	return d
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTimeout bounds each HTTP exchange (default 120 s); 0 means no bound
+// beyond the context's.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithRetry turns retries on (they are off by default). Only AT_CAPACITY
+// and RATE_LIMITED are retried; when the context ends during a wait, the
+// call returns ctx.Err().
+func WithRetry(p RetryPolicy) Option {
+	return func(c *Client) { p = p.withDefaults(); c.retry = &p }
+}
+
+// WithHTTPClient sends through hc instead of a client of the package's own.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithRecordVerification turns the record checks of Run, RunInSession and
+// RunCell on or off (on by default). A Session always checks its chain,
+// and the tier re-check always runs.
+func WithRecordVerification(on bool) Option { return func(c *Client) { c.verify = on } }
+
+// Client talks to one plimsolld. It is safe for concurrent use.
+type Client struct {
+	base    string
+	key     string
+	hc      *http.Client
+	timeout time.Duration
+	retry   *RetryPolicy
+	verify  bool
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// NewClient returns a client of the daemon at url ("http://host:port",
+// "https://…", or "unix:/path/to/socket") with the API key apiKey.
+func NewClient(url, apiKey string, opts ...Option) (*Client, error) {
+	c := &Client{key: apiKey, timeout: DefaultTimeout, verify: true,
+		rng: rand.New(rand.NewSource(time.Now().UnixNano()))}
+	var unixPath string
+	switch {
+	case strings.HasPrefix(url, "unix:"):
+		unixPath = strings.TrimPrefix(url, "unix:")
+		if unixPath == "" {
+			return nil, fmt.Errorf("plimsoll: %q names no socket", url)
+		}
+		c.base = "http://plimsolld"
+	case strings.HasPrefix(url, "http://"), strings.HasPrefix(url, "https://"):
+		c.base = strings.TrimRight(url, "/")
+	default:
+		return nil, fmt.Errorf("plimsoll: URL %q is not http://, https:// or unix:", url)
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if unixPath != "" {
+			tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", unixPath)
+			}
+		}
+		c.hc = &http.Client{Transport: tr}
+	}
+	return c, nil
+}
+
+// exchange is one POST: the answer's status and body, or a transport error.
+func (c *Client) exchange(ctx context.Context, method string, body []byte) (int, []byte, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+servicePath+method, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, transportError(err, "%s", method)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Connect-Protocol-Version", "1")
+	hr.Header.Set("Authorization", "Bearer "+c.key)
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return 0, nil, transportError(err, "%s", method)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		e := transportError(err, "%s: reading the answer", method)
+		e.HTTPStatus = resp.StatusCode
+		return 0, nil, e
+	}
+	return resp.StatusCode, data, nil
+}
+
+func retryable(err error) bool {
+	e, ok := err.(*Error)
+	return ok && (e.Reason == "RATE_LIMITED" || e.Reason == "AT_CAPACITY")
+}
+
+// jitter is a uniform random time in [d/2, d].
+func (c *Client) jitter(d time.Duration) time.Duration {
+	half := d / 2
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return half + time.Duration(c.rng.Int63n(int64(d-half)+1))
+}
+
+// invoke sends body to method, retrying as the policy says, and returns a
+// 200 answer's body or the error.
+func (c *Client) invoke(ctx context.Context, method string, body []byte) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		status, data, err := c.exchange(ctx, method, body)
+		if err == nil && status != http.StatusOK {
+			err = decodeError(status, data)
+		}
+		if err == nil {
+			return data, nil
+		}
+		if c.retry == nil || !retryable(err) || attempt+1 >= c.retry.MaxAttempts {
+			return nil, err
+		}
+		t := time.NewTimer(c.jitter(c.retry.Delay(attempt)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// encode marshals a request and returns the bytes to send (its canonical
+// form) and the JSON value they hold, which is what the record's
+// request_sha256 covers.
+func encode(req any) ([]byte, map[string]any, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plimsoll: encoding the request: %w", err)
+	}
+	v, err := record.Parse(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("plimsoll: the request is not a JSON object")
+	}
+	body, err := record.Canonical(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return body, m, nil
+}
+
+// decodeResult reads a 200 answer of a run as a Result and as a JSON object.
+func decodeResult(data []byte) (*Result, map[string]any, error) {
+	v, err := record.Parse(data)
+	m, ok := v.(map[string]any)
+	if err != nil || !ok {
+		e := transportError(err, "a 200 answer that is not a JSON object")
+		e.HTTPStatus = http.StatusOK
+		return nil, nil, e
+	}
+	var res Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		e := transportError(err, "a 200 answer that is not a RunResponse")
+		e.HTTPStatus = http.StatusOK
+		return nil, nil, e
+	}
+	res.Raw = json.RawMessage(data)
+	return &res, m, nil
+}
+
+// tierCheck re-checks a floor against the answer's tier and its record's.
+func tierCheck(floor string, resp map[string]any) error {
+	if floor == "" {
+		return nil
+	}
+	want := TierRank(floor)
+	got, _ := resp["isolation"].(string)
+	recTier := ""
+	hasRecord := false
+	if rec, ok := resp["record"].(map[string]any); ok {
+		hasRecord = true
+		recTier, _ = rec["isolation"].(string)
+	}
+	if TierRank(got) >= want && (!hasRecord || TierRank(recTier) >= want) {
+		return nil
+	}
+	md := map[string]string{"minimum_isolation": floor, "isolation": got, "dispatched": "true"}
+	if hasRecord {
+		md["record_isolation"] = recTier
+	}
+	return &Error{
+		Reason:     ReasonIsolationEvidenceMismatch,
+		Code:       "data_loss",
+		Message:    fmt.Sprintf("minimum_isolation %q, but the answer says %q and its record %q; the code may have run", floor, got, recTier),
+		Dispatched: true, Metadata: md, HTTPStatus: http.StatusOK,
+	}
+}
+
+// Describe says what the daemon is.
+func (c *Client) Describe(ctx context.Context) (*Description, error) {
+	data, err := c.invoke(ctx, "Describe", []byte("{}"))
+	if err != nil {
+		return nil, err
+	}
+	var d Description
+	if err := json.Unmarshal(data, &d); err != nil {
+		e := transportError(err, "a Describe answer that is not a DescribeResponse")
+		e.HTTPStatus = http.StatusOK
+		return nil, e
+	}
+	return &d, nil
+}
+
+// run sends a run-shaped call and returns its result, the answer as a JSON
+// object, after the tier re-check.
+func (c *Client) run(ctx context.Context, method string, body []byte, floor string) (*Result, map[string]any, error) {
+	data, err := c.invoke(ctx, method, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, resp, err := decodeResult(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tierCheck(floor, resp); err != nil {
+		return nil, nil, err
+	}
+	return res, resp, nil
+}
+
+// checkAlone checks a record with no chain: previous is "" for Run, not
+// checked (nil) for a call in a session made outside a Session.
+func (c *Client) checkAlone(sent any, resp map[string]any, previous *string) error {
+	if !c.verify {
+		return nil
+	}
+	return record.CheckRecord(sent, resp, resp["record"], previous)
+}
+
+// Run runs one payload in a fresh sandbox. A guest's non-zero exit is a
+// Result, never an error.
+func (c *Client) Run(ctx context.Context, req *RunRequest) (*Result, error) {
+	if req == nil {
+		req = &RunRequest{}
+	}
+	body, sent, err := encode(req)
+	if err != nil {
+		return nil, err
+	}
+	res, resp, err := c.run(ctx, "Run", body, req.MinimumIsolation)
+	if err != nil {
+		return nil, err
+	}
+	empty := ""
+	if err := c.checkAlone(sent, resp, &empty); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// OpenSession opens a session (docs/sessions.md) and returns the object
+// that keeps its chain.
+func (c *Client) OpenSession(ctx context.Context, req *OpenSessionRequest) (*Session, error) {
+	if req == nil {
+		req = &OpenSessionRequest{}
+	}
+	body, _, err := encode(req)
+	if err != nil {
+		return nil, err
+	}
+	data, err := c.invoke(ctx, "OpenSession", body)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil || out.SessionID == "" {
+		e := transportError(err, "an OpenSession answer without a session_id")
+		e.HTTPStatus = http.StatusOK
+		return nil, e
+	}
+	return &Session{ID: out.SessionID, c: c, chain: record.NewChain("")}, nil
+}
+
+// sessionRun encodes a RunInSession call; sent is its "run".
+func sessionRun(req *RunInSessionRequest) ([]byte, any, string, error) {
+	body, m, err := encode(req)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	floor := ""
+	if req.Run != nil {
+		floor = req.Run.MinimumIsolation
+	}
+	return body, m["run"], floor, nil
+}
+
+// sessionCell encodes a RunCell call; sent is it without its session_id.
+func sessionCell(req *RunCellRequest) ([]byte, any, error) {
+	body, m, err := encode(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	delete(m, "session_id")
+	return body, m, nil
+}
+
+// RunInSession runs a snippet or a project in a session. This low-level
+// call checks the record alone (previous_digest is not checked: no chain
+// is kept); a Session keeps the chain.
+func (c *Client) RunInSession(ctx context.Context, req *RunInSessionRequest) (*Result, error) {
+	body, sent, floor, err := sessionRun(req)
+	if err != nil {
+		return nil, err
+	}
+	res, resp, err := c.run(ctx, "RunInSession", body, floor)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkAlone(sent, resp, nil); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// RunCell runs a cell in a session's kept interpreter. Like RunInSession,
+// it checks the record alone.
+func (c *Client) RunCell(ctx context.Context, req *RunCellRequest) (*Result, error) {
+	body, sent, err := sessionCell(req)
+	if err != nil {
+		return nil, err
+	}
+	res, resp, err := c.run(ctx, "RunCell", body, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkAlone(sent, resp, nil); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// CloseSession ends a session.
+func (c *Client) CloseSession(ctx context.Context, sessionID string) error {
+	body, _, err := encode(struct {
+		SessionID string `json:"session_id"`
+	}{sessionID})
+	if err != nil {
+		return err
+	}
+	_, err = c.invoke(ctx, "CloseSession", body)
+	return err
+}

@@ -1,0 +1,3 @@
+module plimsoll
+
+go 1.19

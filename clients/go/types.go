@@ -1,0 +1,268 @@
+package plimsoll
+
+import (
+	"encoding/base64"
+	"encoding/json"
+
+	"plimsoll/record"
+)
+
+// Isolation tiers, weakest first.
+const (
+	TierNone      = "none"
+	TierProcess   = "process"
+	TierContainer = "container"
+	TierKernel    = "kernel"
+	TierVM        = "vm"
+)
+
+// TierRank orders the tiers: none < process < container < kernel < vm. An
+// unknown tier is -1, below every floor.
+func TierRank(tier string) int {
+	switch tier {
+	case TierNone:
+		return 0
+	case TierProcess:
+		return 1
+	case TierContainer:
+		return 2
+	case TierKernel:
+		return 3
+	case TierVM:
+		return 4
+	}
+	return -1
+}
+
+// RunRequest is one payload to run: set exactly one of Snippet, Project and
+// Module. Only the fields you set are sent (proto field names, no nulls).
+type RunRequest struct {
+	// MinimumIsolation is the weakest tier you accept; the daemon refuses
+	// before running when its tier is lower, and the client re-checks the
+	// answer's tier against it.
+	MinimumIsolation string `json:"minimum_isolation,omitempty"`
+	// GrantProfile names an operator's grant profile.
+	GrantProfile string `json:"grant_profile,omitempty"`
+	// TimeoutMs: 0 is the daemon's default.
+	TimeoutMs uint32 `json:"timeout_ms,omitempty"`
+	// MemoryMb: 0 is the per-run allowance; may only lower it.
+	MemoryMb uint32   `json:"memory_mb,omitempty"`
+	Snippet  *Snippet `json:"snippet,omitempty"`
+	Project  *Project `json:"project,omitempty"`
+	Module   *Module  `json:"module,omitempty"`
+}
+
+// Snippet is code in one language: "javascript" or "python".
+type Snippet struct {
+	Language string `json:"language,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Stdin    string `json:"stdin,omitempty"`
+}
+
+// Project is files and the steps that run over them, in order.
+type Project struct {
+	Files []File `json:"files,omitempty"`
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// File is a file of a project or a cell. Its content is sent as
+// content_base64 when ContentBase64 is set, as content (even empty)
+// otherwise.
+type File struct {
+	Path          string
+	Content       string
+	ContentBase64 string
+}
+
+// BinaryFile is a file whose bytes are sent as content_base64.
+func BinaryFile(path string, data []byte) File {
+	return File{Path: path, ContentBase64: base64.StdEncoding.EncodeToString(data)}
+}
+
+// MarshalJSON sends exactly one of content and content_base64.
+func (f File) MarshalJSON() ([]byte, error) {
+	if f.ContentBase64 != "" {
+		return json.Marshal(struct {
+			Path          string `json:"path"`
+			ContentBase64 string `json:"content_base64"`
+		}{f.Path, f.ContentBase64})
+	}
+	return json.Marshal(struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}{f.Path, f.Content})
+}
+
+// UnmarshalJSON reads a file in the proto's JSON form.
+func (f *File) UnmarshalJSON(data []byte) error {
+	var v struct {
+		Path          string `json:"path"`
+		Content       string `json:"content"`
+		ContentBase64 string `json:"content_base64"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*f = File{Path: v.Path, Content: v.Content, ContentBase64: v.ContentBase64}
+	return nil
+}
+
+// Step is one command of a project; an unnamed step is "step-N".
+type Step struct {
+	Name string   `json:"name,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+}
+
+// Module is a WASI preview 1 module.
+type Module struct {
+	WasmBase64 string   `json:"wasm_base64,omitempty"`
+	Args       []string `json:"args,omitempty"`
+	Stdin      string   `json:"stdin,omitempty"`
+}
+
+// WasmModule is a Module from the module's bytes.
+func WasmModule(wasm []byte, args ...string) *Module {
+	return &Module{WasmBase64: base64.StdEncoding.EncodeToString(wasm), Args: args}
+}
+
+// Cell is code for a session's kept interpreter of its language.
+type Cell struct {
+	Language string `json:"language,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Files    []File `json:"files,omitempty"`
+}
+
+// OpenSessionRequest optionally hints the languages the session will use.
+type OpenSessionRequest struct {
+	Languages []string `json:"languages,omitempty"`
+}
+
+// RunInSessionRequest runs a snippet or a project in a session.
+type RunInSessionRequest struct {
+	SessionID string      `json:"session_id"`
+	Run       *RunRequest `json:"run,omitempty"`
+}
+
+// RunCellRequest runs a cell in a session.
+type RunCellRequest struct {
+	SessionID string `json:"session_id"`
+	Cell      *Cell  `json:"cell,omitempty"`
+	TimeoutMs uint32 `json:"timeout_ms,omitempty"`
+}
+
+// Result is the answer of a run that ran, whatever its exit code: a
+// non-zero ExitCode is a result, never an error.
+type Result struct {
+	ExitCode        int32  `json:"exit_code"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	DurationMs      uint32 `json:"duration_ms"`
+	SandboxName     string `json:"sandbox_name"`
+	// Isolation is the tier that actually ran.
+	Isolation   string `json:"isolation"`
+	TimedOut    bool   `json:"timed_out"`
+	OutOfMemory bool   `json:"out_of_memory"`
+	// Outcome is completed, setup_failed, timed_out or protocol_error.
+	Outcome string       `json:"outcome"`
+	Detail  string       `json:"detail"`
+	Steps   []StepResult `json:"steps"`
+	// Record binds what was sent to what came back (docs/records.md).
+	Record *record.Record `json:"record"`
+	// StdoutBase64/StderrBase64 hold the exact bytes when they are not
+	// valid UTF-8 (Stdout/Stderr then hold a lossy copy).
+	StdoutBase64 string `json:"stdout_base64"`
+	StderrBase64 string `json:"stderr_base64"`
+	// InterpreterStarted (RunCell): the cell began with a fresh interpreter.
+	InterpreterStarted bool `json:"interpreter_started"`
+
+	// Raw is the answer's JSON body as received.
+	Raw json.RawMessage `json:"-"`
+}
+
+// StepResult is one project step's answer.
+type StepResult struct {
+	Name            string `json:"name"`
+	ExitCode        int32  `json:"exit_code"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	DurationMs      uint32 `json:"duration_ms"`
+	TimedOut        bool   `json:"timed_out"`
+	StdoutBase64    string `json:"stdout_base64"`
+	StderrBase64    string `json:"stderr_base64"`
+}
+
+func exact(text, b64 string) []byte {
+	if b64 != "" {
+		if b, err := base64.StdEncoding.DecodeString(b64); err == nil {
+			return b
+		}
+		if b, err := base64.RawStdEncoding.DecodeString(trimPad(b64)); err == nil {
+			return b
+		}
+	}
+	return []byte(text)
+}
+
+// StdoutBytes is the exact stdout: stdout_base64 when present, Stdout
+// otherwise.
+func (r *Result) StdoutBytes() []byte { return exact(r.Stdout, r.StdoutBase64) }
+
+// StderrBytes is the exact stderr.
+func (r *Result) StderrBytes() []byte { return exact(r.Stderr, r.StderrBase64) }
+
+// StdoutBytes is the step's exact stdout.
+func (s *StepResult) StdoutBytes() []byte { return exact(s.Stdout, s.StdoutBase64) }
+
+// StderrBytes is the step's exact stderr.
+func (s *StepResult) StderrBytes() []byte { return exact(s.Stderr, s.StderrBase64) }
+
+// OperationSupport says whether a payload kind runs and how.
+type OperationSupport struct {
+	Supported    bool     `json:"supported"`
+	Engine       string   `json:"engine"`
+	MaxTimeoutMs uint32   `json:"max_timeout_ms"`
+	Languages    []string `json:"languages"`
+	Grants       bool     `json:"grants"`
+}
+
+// Operations is each payload kind's support.
+type Operations struct {
+	Snippet OperationSupport `json:"snippet"`
+	Project OperationSupport `json:"project"`
+	Module  OperationSupport `json:"module"`
+	Session OperationSupport `json:"session"`
+}
+
+// Limits are the daemon's configured bounds.
+type Limits struct {
+	MemoryMb             uint32 `json:"memory_mb"`
+	TotalMemoryMb        uint32 `json:"total_memory_mb"`
+	MaxConcurrent        uint32 `json:"max_concurrent"`
+	EffectiveConcurrency uint32 `json:"effective_concurrency"`
+	PerKeyConcurrent     uint32 `json:"per_key_concurrent"`
+	RatePerMin           uint32 `json:"rate_per_min"`
+	RateBurst            uint32 `json:"rate_burst"`
+	DefaultTimeoutMs     uint32 `json:"default_timeout_ms"`
+	OutputBytes          uint32 `json:"output_bytes"`
+	MaxSnippetBytes      uint32 `json:"max_snippet_bytes"`
+	MaxRequestBytes      uint32 `json:"max_request_bytes"`
+	MemoryBudgetApplies  bool   `json:"memory_budget_applies"`
+}
+
+// Description is what a daemon is (Describe).
+type Description struct {
+	Version          string     `json:"version"`
+	Provider         string     `json:"provider"`
+	Isolation        string     `json:"isolation"`
+	Runtime          string     `json:"runtime"`
+	Ready            bool       `json:"ready"`
+	ReadyDetail      string     `json:"ready_detail"`
+	SupportsSessions bool       `json:"supports_sessions"`
+	Languages        []string   `json:"languages"`
+	Operations       Operations `json:"operations"`
+	Limits           Limits     `json:"limits"`
+}
