@@ -109,6 +109,11 @@ test("sessions: a closed session's calls are SessionEndedError with its reason",
   assert.equal(err.reason, "SESSION_ENDED");
   assert.equal(typeof err.endedReason, "string");
   assert.ok(err.endedReason.length > 0);
+  if (err.metadata.ended_reason) assert.equal(err.endedReason, err.metadata.ended_reason);
+  // another caller still learns nothing about it
+  const b = new P.Client({ url: env.PLIMSOLL_TEST_SESSION_URL, apiKey: env.PLIMSOLL_TEST_KEY_B });
+  const err3 = await b.runInSession(session.id, { snippet: { language: "python", code: "print(1)" } }).catch((e) => e);
+  assert.ok(err3 instanceof P.NotFoundError, String(err3));
   const err2 = await session.runSnippet({ language: "python", code: "print(1)" }).catch((e) => e);
   assert.ok(err2 instanceof P.SessionEndedError, String(err2));
 });
