@@ -1,0 +1,614 @@
+// The plimsoll client: Connect unary calls with JSON bodies over fetch
+// (docs/api.md), checked as docs/clients.md says.
+
+import {
+  ChainError,
+  type ConnectErrorFields,
+  type ErrorMetadata,
+  errorFromConnect,
+  InfrastructureError,
+  IsolationEvidenceMismatchError,
+  PlimsollError,
+} from "./errors.js";
+import { Chain, canonical, checkRecord } from "./record.js";
+import {
+  backoffMs,
+  isRetryable,
+  resolveRetry,
+  type ResolvedRetryPolicy,
+  type RetryPolicy,
+  sleep,
+} from "./retry.js";
+import {
+  type CellInput,
+  type Description,
+  description,
+  encodeBase64,
+  type FileInput,
+  type ModuleInput,
+  type ProjectInput,
+  type RunOptions,
+  RunResult,
+  type SnippetInput,
+  type StepInput,
+  tierRank,
+  TIERS,
+  type WireCell,
+  type WireFile,
+  type WireRunRequest,
+  type WireStep,
+} from "./types.js";
+
+const SERVICE = "/plimsoll.v1.SandboxService/";
+
+type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
+
+export interface ClientOptions {
+  /** The daemon's base URL, e.g. `http://127.0.0.1:7475`. */
+  url: string;
+  /** The API key, sent as `Authorization: Bearer <key>`. */
+  apiKey?: string;
+  /** The whole HTTP exchange of one attempt, in ms (default 120000). */
+  timeoutMs?: number;
+  /** Retry `AT_CAPACITY` and `RATE_LIMITED` (off by default; `true` for the defaults). */
+  retry?: RetryPolicy | boolean;
+  /**
+   * Check every answer's record (default true).  A `Session` checks its
+   * chain whatever this says: keeping the chain is what it is for.
+   */
+  verifyRecords?: boolean;
+  /** The fetch to use (default the global one). */
+  fetch?: FetchLike;
+}
+
+export interface OpenSessionOptions {
+  /** Cell languages to start at open (a hint). */
+  languages?: string[];
+  /**
+   * The weakest tier the session's calls accept: sent with each
+   * `runSnippet`/`runProject` (so the daemon refuses before running) and
+   * re-checked on every answer, cells included.
+   */
+  minimumIsolation?: string;
+}
+
+type Json = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Json =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Drop the members whose value is `undefined`: they are not set. */
+function compact<T extends Json>(o: T): T {
+  const out: Json = {};
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v;
+  return out as T;
+}
+
+function wireFile(f: FileInput | WireFile): WireFile {
+  const w = f as { path: string; content?: unknown; contentBase64?: string; content_base64?: string };
+  if (w.content instanceof Uint8Array) {
+    return { path: w.path, content_base64: encodeBase64(w.content) };
+  }
+  return compact({
+    path: w.path,
+    content: w.content as string | undefined,
+    content_base64: w.contentBase64 ?? w.content_base64,
+  });
+}
+
+function wireStep(s: StepInput | WireStep | string[]): WireStep {
+  if (Array.isArray(s)) return { argv: s };
+  return compact({ name: s.name, argv: s.argv });
+}
+
+/** The settings of a run in proto names; only those set. */
+function wireOptions(o: RunOptions): WireRunRequest {
+  return compact({
+    minimum_isolation: o.minimumIsolation,
+    grant_profile: o.grantProfile,
+    timeout_ms: o.timeoutMs,
+    memory_mb: o.memoryMb,
+  });
+}
+
+/** The RunRequest of a snippet (proto names, only the fields set). */
+export function snippetRequest(input: SnippetInput): WireRunRequest {
+  return {
+    ...wireOptions(input),
+    snippet: compact({ language: input.language, code: input.code, stdin: input.stdin }),
+  };
+}
+
+/** The RunRequest of a project. */
+export function projectRequest(input: ProjectInput): WireRunRequest {
+  return {
+    ...wireOptions(input),
+    project: compact({
+      files: input.files?.map(wireFile),
+      steps: input.steps.map(wireStep),
+    }),
+  };
+}
+
+/** The RunRequest of a WASI module. */
+export function moduleRequest(input: ModuleInput): WireRunRequest {
+  return {
+    ...wireOptions(input),
+    module: compact({
+      wasm_base64: encodeBase64(input.wasm),
+      args: input.args,
+      stdin: input.stdin,
+    }),
+  };
+}
+
+/** The wire cell (proto names) of a cell input. */
+export function cellMessage(cell: CellInput | WireCell): WireCell {
+  return compact({
+    language: cell.language,
+    code: cell.code,
+    files: cell.files?.map(wireFile),
+  });
+}
+
+// ---- google.rpc.ErrorInfo, binary ------------------------------------------
+
+/** Decode a google.rpc.ErrorInfo from its protobuf bytes (base64). */
+export function decodeErrorInfo(
+  b64: string,
+): { reason: string; domain: string; metadata: ErrorMetadata } | undefined {
+  let bytes: Uint8Array;
+  try {
+    const bin = atob(b64.replace(/-/g, "+").replace(/_/g, "/"));
+    bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  } catch {
+    return undefined;
+  }
+  const dec = new TextDecoder();
+  const fields = (buf: Uint8Array): [number, Uint8Array][] | undefined => {
+    const out: [number, Uint8Array][] = [];
+    let i = 0;
+    const varint = (): number | undefined => {
+      let v = 0;
+      for (let shift = 0; shift < 35; shift += 7) {
+        if (i >= buf.length) return undefined;
+        const b = buf[i++]!;
+        v += (b & 0x7f) * 2 ** shift;
+        if (!(b & 0x80)) return v;
+      }
+      return undefined;
+    };
+    while (i < buf.length) {
+      const tag = varint();
+      if (tag === undefined) return undefined;
+      const wt = tag % 8;
+      if (wt === 2) {
+        const n = varint();
+        if (n === undefined || i + n > buf.length) return undefined;
+        out.push([Math.floor(tag / 8), buf.subarray(i, i + n)]);
+        i += n;
+      } else if (wt === 0) {
+        if (varint() === undefined) return undefined;
+      } else if (wt === 1) {
+        i += 8;
+      } else if (wt === 5) {
+        i += 4;
+      } else {
+        return undefined;
+      }
+    }
+    return i === buf.length ? out : undefined;
+  };
+  const top = fields(bytes);
+  if (!top) return undefined;
+  const info = { reason: "", domain: "", metadata: {} as ErrorMetadata };
+  for (const [num, val] of top) {
+    if (num === 1) info.reason = dec.decode(val);
+    else if (num === 2) info.domain = dec.decode(val);
+    else if (num === 3) {
+      const entry = fields(val);
+      if (!entry) return undefined;
+      let key = "";
+      let value = "";
+      for (const [n, v] of entry) {
+        if (n === 1) key = dec.decode(v);
+        else if (n === 2) value = dec.decode(v);
+      }
+      info.metadata[key] = value;
+    }
+  }
+  return info;
+}
+
+/** The error of a non-200 answer. */
+function errorOfAnswer(status: number, text: string): PlimsollError {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (!isObject(body) || typeof body["code"] !== "string") {
+    const excerpt = text.length > 200 ? text.slice(0, 200) + "…" : text;
+    return new InfrastructureError({
+      reason: "",
+      code: "unknown",
+      message: `HTTP ${status}: the answer is not a Connect error: ${JSON.stringify(excerpt)}`,
+      dispatched: true,
+      metadata: {},
+      httpStatus: status,
+    });
+  }
+  let reason = "";
+  let metadata: ErrorMetadata = {};
+  const details = body["details"];
+  const d0: unknown = Array.isArray(details) ? details[0] : undefined;
+  if (isObject(d0)) {
+    const debug = d0["debug"];
+    if (isObject(debug) && typeof debug["reason"] === "string") {
+      reason = debug["reason"];
+      if (isObject(debug["metadata"])) {
+        for (const [k, v] of Object.entries(debug["metadata"])) {
+          if (typeof v === "string") metadata[k] = v;
+        }
+      }
+    } else if (typeof d0["value"] === "string") {
+      const info = decodeErrorInfo(d0["value"]);
+      if (info) {
+        reason = info.reason;
+        metadata = info.metadata;
+      }
+    }
+  }
+  const code = body["code"];
+  const internal = reason === "INTERNAL" || (reason === "" && code === "internal");
+  const d = metadata["dispatched"];
+  const fields: ConnectErrorFields = {
+    reason,
+    code,
+    message: typeof body["message"] === "string" ? body["message"] : "",
+    // a refusal ran nothing; an internal failure may have run the code
+    // unless the daemon says it struck before dispatch
+    dispatched: d === "true" ? true : d === "false" ? false : internal,
+    metadata,
+    httpStatus: status,
+  };
+  return errorFromConnect(fields);
+}
+
+interface Accept {
+  /** The floor to re-check the answer against. */
+  floor?: string | undefined;
+  /** Check the record (with `previous`, or against `chain`). */
+  verify: boolean;
+  /** The digest the record must name; `undefined` skips that check. */
+  previous?: string | undefined;
+  /** A session's chain keeper: the record must extend it. */
+  chain?: Chain | undefined;
+}
+
+/** A plimsoll daemon's client. */
+export class Client {
+  readonly url: string;
+  readonly timeoutMs: number;
+  readonly retry: ResolvedRetryPolicy | undefined;
+  readonly verifyRecords: boolean;
+  readonly #apiKey: string | undefined;
+  readonly #fetch: FetchLike;
+
+  constructor(options: ClientOptions) {
+    if (!options || typeof options.url !== "string" || options.url === "") {
+      throw new TypeError("Client: url is required");
+    }
+    this.url = options.url.replace(/\/+$/, "");
+    this.#apiKey = options.apiKey;
+    this.timeoutMs = options.timeoutMs ?? 120_000;
+    if (!(this.timeoutMs > 0)) throw new RangeError("Client: timeoutMs must be > 0");
+    this.retry = resolveRetry(options.retry);
+    this.verifyRecords = options.verifyRecords ?? true;
+    const f = options.fetch ?? (globalThis.fetch as FetchLike | undefined);
+    if (typeof f !== "function") throw new TypeError("Client: no fetch in this runtime; pass one");
+    this.#fetch = options.fetch ? f : (input, init) => globalThis.fetch(input, init);
+  }
+
+  // ---- the calls ----------------------------------------------------------
+
+  /** What this daemon is. */
+  async describe(): Promise<Description> {
+    return description(await this.call("Describe", {}));
+  }
+
+  /** Run a snippet (`javascript` or `python`). */
+  runSnippet(input: SnippetInput): Promise<RunResult> {
+    return this.run(snippetRequest(input));
+  }
+
+  /** Run a project: files, then steps in order. */
+  runProject(input: ProjectInput): Promise<RunResult> {
+    return this.run(projectRequest(input));
+  }
+
+  /** Run a WASI preview 1 module. */
+  runModule(input: ModuleInput): Promise<RunResult> {
+    return this.run(moduleRequest(input));
+  }
+
+  /**
+   * Run a RunRequest as given, in proto field names (`timeout_ms`), with
+   * integers and without nulls: the record's `request_sha256` is checked
+   * against the canonical form of exactly this object.
+   */
+  async run(request: WireRunRequest): Promise<RunResult> {
+    const answer = await this.call("Run", request);
+    return this.#accept(request, answer, {
+      floor: request.minimum_isolation,
+      verify: this.verifyRecords,
+      previous: "",
+    });
+  }
+
+  /** Open a session (docs/sessions.md); the returned object keeps its chain. */
+  async openSession(options: OpenSessionOptions = {}): Promise<Session> {
+    const floor = options.minimumIsolation;
+    if (floor !== undefined && tierRank(floor) < 0) {
+      throw new RangeError(`minimumIsolation must be one of ${TIERS.join(", ")}`);
+    }
+    const answer = await this.call("OpenSession", compact({ languages: options.languages }));
+    const id = answer["session_id"];
+    if (typeof id !== "string" || id === "") {
+      throw new InfrastructureError({
+        reason: "",
+        code: "unknown",
+        message: "OpenSession answered without a session_id",
+        dispatched: true,
+        metadata: {},
+        httpStatus: 200,
+      });
+    }
+    return new Session(this, id, floor);
+  }
+
+  /**
+   * RunInSession without a Session object: the record is checked alone
+   * (its `previous_digest` is not: this call does not know the chain).
+   */
+  async runInSession(sessionId: string, run: WireRunRequest): Promise<RunResult> {
+    return this._runInSession(sessionId, run, { floor: run.minimum_isolation, verify: this.verifyRecords });
+  }
+
+  /**
+   * RunCell without a Session object: the record is checked alone.
+   * `timeoutMs` (or the cell's) is sent only when set.
+   */
+  async runCell(sessionId: string, cell: CellInput | WireCell, timeoutMs?: number): Promise<RunResult> {
+    const t = timeoutMs ?? (cell as CellInput).timeoutMs;
+    return this._runCell(sessionId, cell, t, { verify: this.verifyRecords });
+  }
+
+  /** Close a session: its sandbox is deleted; later calls get SESSION_ENDED. */
+  async closeSession(sessionId: string): Promise<void> {
+    await this.call("CloseSession", { session_id: sessionId });
+  }
+
+  /** @internal */
+  async _runInSession(sessionId: string, run: WireRunRequest, accept: Accept): Promise<RunResult> {
+    const answer = await this.call("RunInSession", { session_id: sessionId, run });
+    return this.#accept(run, answer, accept);
+  }
+
+  /** @internal */
+  async _runCell(
+    sessionId: string,
+    cell: CellInput | WireCell,
+    timeoutMs: number | undefined,
+    accept: Accept,
+  ): Promise<RunResult> {
+    const digestOf = compact({ cell: cellMessage(cell), timeout_ms: timeoutMs });
+    const answer = await this.call("RunCell", { session_id: sessionId, ...digestOf });
+    return this.#accept(digestOf, answer, accept);
+  }
+
+  // ---- the machinery ------------------------------------------------------
+
+  /**
+   * One Connect call with the retry policy: the parsed 200 answer, or the
+   * error (a refusal, or infrastructure).  Only AT_CAPACITY and
+   * RATE_LIMITED are retried, and only when a policy is set.
+   */
+  async call(method: string, body: Json): Promise<Json> {
+    // The body is the canonical form: what is hashed is exactly what is sent.
+    const text = canonical(body);
+    const policy = this.retry;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#attempt(method, text);
+      } catch (e) {
+        if (!policy || !isRetryable(e) || attempt + 1 >= policy.maxAttempts) throw e;
+        await sleep(backoffMs(policy, attempt));
+      }
+    }
+  }
+
+  async #attempt(method: string, text: string): Promise<Json> {
+    const headers: Record<string, string> = {
+      "Content-Type": "application/json",
+      "Connect-Protocol-Version": "1",
+    };
+    if (this.#apiKey !== undefined) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    const ctl = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ctl.abort();
+    }, this.timeoutMs);
+    let status: number;
+    let answer: string;
+    try {
+      const resp = await this.#fetch(this.url + SERVICE + method, {
+        method: "POST",
+        headers,
+        body: text,
+        signal: ctl.signal,
+      });
+      status = resp.status;
+      answer = await resp.text();
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e);
+      const cause = e instanceof Error && e.cause instanceof Error ? `: ${e.cause.message}` : "";
+      throw new InfrastructureError(
+        {
+          reason: "",
+          code: timedOut ? "deadline_exceeded" : "unavailable",
+          message: timedOut
+            ? `${method}: no whole answer within ${this.timeoutMs} ms (the code may have run)`
+            : `${method}: transport failure: ${why}${cause} (the code may have run)`,
+          dispatched: true,
+          metadata: {},
+          httpStatus: 0,
+        },
+        { cause: e },
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+    if (status !== 200) throw errorOfAnswer(status, answer);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(answer);
+    } catch (e) {
+      throw new InfrastructureError(
+        {
+          reason: "",
+          code: "unknown",
+          message: `${method}: the 200 answer is not JSON`,
+          dispatched: true,
+          metadata: {},
+          httpStatus: 200,
+        },
+        { cause: e },
+      );
+    }
+    if (!isObject(parsed)) {
+      throw new InfrastructureError({
+        reason: "",
+        code: "unknown",
+        message: `${method}: the 200 answer is not a JSON object`,
+        dispatched: true,
+        metadata: {},
+        httpStatus: 200,
+      });
+    }
+    return parsed;
+  }
+
+  /** The tier re-check, then the record checks, of a 200 run answer. */
+  async #accept(request: unknown, answer: Json, how: Accept): Promise<RunResult> {
+    if (how.floor !== undefined && how.floor !== "") {
+      const need = tierRank(how.floor);
+      const iso = answer["isolation"];
+      const rec = answer["record"];
+      const recIso = isObject(rec) ? rec["isolation"] : undefined;
+      const low = tierRank(iso) < need || need < 0;
+      const recLow = isObject(rec) && (tierRank(recIso) < need || need < 0);
+      if (low || recLow) {
+        const which = low
+          ? `the answer's isolation ${JSON.stringify(iso)}`
+          : `the record's isolation ${JSON.stringify(recIso)}`;
+        throw new IsolationEvidenceMismatchError(
+          `${which} is below the floor ${JSON.stringify(how.floor)}; the code may have run`,
+          how.floor,
+          typeof iso === "string" ? iso : "",
+          typeof recIso === "string" ? recIso : undefined,
+          answer,
+        );
+      }
+    }
+    if (how.chain) {
+      await how.chain.append(request, answer);
+    } else if (how.verify) {
+      await checkRecord(request, answer, answer["record"], how.previous);
+    }
+    return new RunResult(answer);
+  }
+}
+
+/**
+ * An open session: one sandbox for many calls.  Its calls run one at a
+ * time, in the order they were made, and each answer must extend `chain`;
+ * a call that breaks it throws `ChainError` and leaves the chain as it was.
+ * After a `ChainError` or an `IsolationEvidenceMismatchError`, open a new
+ * session (`broken` keeps the first).
+ */
+export class Session {
+  readonly id: string;
+  readonly chain: Chain;
+  /** The session's floor, re-checked on every answer. */
+  readonly minimumIsolation: string | undefined;
+  readonly #client: Client;
+  #queue: Promise<unknown> = Promise.resolve();
+  #broken: PlimsollError | undefined;
+
+  constructor(client: Client, id: string, minimumIsolation?: string, chain: Chain = new Chain("")) {
+    this.#client = client;
+    this.id = id;
+    this.minimumIsolation = minimumIsolation;
+    this.chain = chain;
+  }
+
+  /** The first chain error or tier mismatch this session met, if any. */
+  get broken(): PlimsollError | undefined {
+    return this.#broken;
+  }
+
+  #enqueue<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.#queue.then(fn, fn);
+    this.#queue = p.catch(() => undefined);
+    return p.catch((e: unknown) => {
+      if (!this.#broken && (e instanceof ChainError || e instanceof IsolationEvidenceMismatchError)) {
+        this.#broken = e;
+      }
+      throw e;
+    });
+  }
+
+  /** Run a RunRequest (proto names) in the session. */
+  run(request: WireRunRequest): Promise<RunResult> {
+    const run: WireRunRequest =
+      request.minimum_isolation === undefined && this.minimumIsolation !== undefined
+        ? { minimum_isolation: this.minimumIsolation, ...request }
+        : request;
+    return this.#enqueue(() =>
+      this.#client._runInSession(this.id, run, {
+        floor: run.minimum_isolation,
+        verify: true,
+        chain: this.chain,
+      }),
+    );
+  }
+
+  /** Run a snippet in the session's sandbox (files persist between calls). */
+  runSnippet(input: SnippetInput): Promise<RunResult> {
+    return this.run(snippetRequest(input));
+  }
+
+  /** Run a project in the session's sandbox. */
+  runProject(input: ProjectInput): Promise<RunResult> {
+    return this.run(projectRequest(input));
+  }
+
+  /** Run a cell in the session's kept interpreter of its language. */
+  cell(input: CellInput): Promise<RunResult> {
+    return this.#enqueue(() =>
+      this.#client._runCell(this.id, input, input.timeoutMs, {
+        floor: this.minimumIsolation,
+        verify: true,
+        chain: this.chain,
+      }),
+    );
+  }
+
+  /** Close the session (after the calls already made). */
+  close(): Promise<void> {
+    return this.#enqueue(() => this.#client.closeSession(this.id));
+  }
+}

@@ -1,0 +1,56 @@
+// plimsoll's TypeScript client (docs/clients.md).
+
+export {
+  Client,
+  Session,
+  type ClientOptions,
+  type OpenSessionOptions,
+  snippetRequest,
+  projectRequest,
+  moduleRequest,
+  cellMessage,
+  decodeErrorInfo,
+} from "./client.js";
+export * from "./errors.js";
+export {
+  canonical,
+  canonicalSha256,
+  sha256Hex,
+  checkRecord,
+  verifyChain,
+  Chain,
+  type ChainEntry,
+  type RunRecord,
+} from "./record.js";
+export {
+  type RetryPolicy,
+  type ResolvedRetryPolicy,
+  DEFAULT_RETRY,
+  backoffMs,
+  isRetryable,
+  resolveRetry,
+} from "./retry.js";
+export {
+  RunResult,
+  StepResult,
+  TIERS,
+  tierRank,
+  decodeBase64,
+  encodeBase64,
+  type Tier,
+  type Language,
+  type RunOptions,
+  type SnippetInput,
+  type ProjectInput,
+  type ModuleInput,
+  type CellInput,
+  type FileInput,
+  type StepInput,
+  type WireRunRequest,
+  type WireCell,
+  type WireFile,
+  type WireStep,
+  type Description,
+  type OperationSupport,
+  type Limits,
+} from "./types.js";

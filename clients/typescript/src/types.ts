@@ -1,0 +1,332 @@
+// The shapes of plimsoll's messages (proto/plimsoll/v1/sandbox.proto): the
+// wire objects in proto field names, and the client's camelCase views.
+
+import type { RunRecord } from "./record.js";
+
+/** Tiers, weakest first: `none < process < container < kernel < vm`. */
+export const TIERS = ["none", "process", "container", "kernel", "vm"] as const;
+export type Tier = (typeof TIERS)[number];
+
+/** A tier's rank; an unknown tier ranks below every tier (-1). */
+export function tierRank(tier: unknown): number {
+  return typeof tier === "string" ? (TIERS as readonly string[]).indexOf(tier) : -1;
+}
+
+export type Language = "javascript" | "python" | (string & {});
+
+// ---- wire requests (proto names) -----------------------------------------
+
+export interface WireFile {
+  path: string;
+  content?: string;
+  content_base64?: string;
+}
+
+export interface WireStep {
+  name?: string;
+  argv: string[];
+}
+
+export interface WireRunRequest {
+  minimum_isolation?: string;
+  grant_profile?: string;
+  timeout_ms?: number;
+  memory_mb?: number;
+  snippet?: { language?: string; code?: string; stdin?: string };
+  project?: { files?: WireFile[]; steps?: WireStep[] };
+  module?: { wasm_base64?: string; args?: string[]; stdin?: string };
+  cell?: WireCell;
+  [field: string]: unknown;
+}
+
+export interface WireCell {
+  language?: string;
+  code?: string;
+  files?: WireFile[];
+}
+
+// ---- the client's inputs (camelCase) -------------------------------------
+
+/** Settings every run may carry; an unset one is not sent. */
+export interface RunOptions {
+  /** The weakest tier accepted: refused before dispatch when the daemon is weaker, re-checked on the answer. */
+  minimumIsolation?: Tier | (string & {});
+  /** The sandbox's time limit (0 or unset: the daemon's default). */
+  timeoutMs?: number;
+  /** A lower memory allowance than the daemon's per-run one. */
+  memoryMb?: number;
+  /** The name of an operator's grant profile. */
+  grantProfile?: string;
+}
+
+export interface SnippetInput extends RunOptions {
+  code: string;
+  language: Language;
+  stdin?: string;
+}
+
+/**
+ * A file of a project or cell: `content` as text, or as bytes (sent as
+ * `content_base64`), or `contentBase64` already encoded.
+ */
+export interface FileInput {
+  path: string;
+  content?: string | Uint8Array;
+  contentBase64?: string;
+}
+
+export interface StepInput {
+  name?: string;
+  argv: string[];
+}
+
+export interface ProjectInput extends RunOptions {
+  files?: FileInput[];
+  steps: (StepInput | string[])[];
+}
+
+export interface ModuleInput extends RunOptions {
+  wasm: Uint8Array;
+  args?: string[];
+  stdin?: string;
+}
+
+export interface CellInput {
+  code: string;
+  language: Language;
+  files?: FileInput[];
+  /** The cell's time limit (unset: the daemon's default; not sent). */
+  timeoutMs?: number;
+}
+
+// ---- results --------------------------------------------------------------
+
+export function decodeBase64(s: string): Uint8Array {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+export function encodeBase64(bytes: Uint8Array): string {
+  let bin = "";
+  const CHUNK = 0x8000;
+  for (let i = 0; i < bytes.length; i += CHUNK) {
+    bin += String.fromCharCode(...bytes.subarray(i, i + CHUNK));
+  }
+  return btoa(bin);
+}
+
+const str = (v: unknown): string => (typeof v === "string" ? v : "");
+const num = (v: unknown): number => (typeof v === "number" ? v : typeof v === "string" && v !== "" ? Number(v) : 0);
+const bool = (v: unknown): boolean => v === true;
+const optStr = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
+
+function bytesOf(text: string, b64: string | undefined): Uint8Array {
+  return b64 !== undefined ? decodeBase64(b64) : new TextEncoder().encode(text);
+}
+
+/** One project step's result. */
+export class StepResult {
+  readonly name: string;
+  readonly exitCode: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly stdoutTruncated: boolean;
+  readonly stderrTruncated: boolean;
+  readonly durationMs: number;
+  readonly timedOut: boolean;
+  readonly stdoutBase64: string | undefined;
+  readonly stderrBase64: string | undefined;
+  /** The step as the daemon sent it. */
+  readonly raw: Record<string, unknown>;
+
+  constructor(raw: Record<string, unknown>) {
+    this.raw = raw;
+    this.name = str(raw["name"]);
+    this.exitCode = num(raw["exit_code"]);
+    this.stdout = str(raw["stdout"]);
+    this.stderr = str(raw["stderr"]);
+    this.stdoutTruncated = bool(raw["stdout_truncated"]);
+    this.stderrTruncated = bool(raw["stderr_truncated"]);
+    this.durationMs = num(raw["duration_ms"]);
+    this.timedOut = bool(raw["timed_out"]);
+    this.stdoutBase64 = optStr(raw["stdout_base64"]);
+    this.stderrBase64 = optStr(raw["stderr_base64"]);
+  }
+
+  /** The exact stdout bytes (`stdout_base64` when the daemon sent it). */
+  stdoutBytes(): Uint8Array {
+    return bytesOf(this.stdout, this.stdoutBase64);
+  }
+
+  stderrBytes(): Uint8Array {
+    return bytesOf(this.stderr, this.stderrBase64);
+  }
+}
+
+/**
+ * The answer of a run that ran: a non-zero `exitCode` is a result, never an
+ * error.  The fields are the RunResponse's in camelCase; `raw` is the
+ * answer as the daemon sent it.
+ */
+export class RunResult {
+  readonly exitCode: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly stdoutTruncated: boolean;
+  readonly stderrTruncated: boolean;
+  readonly durationMs: number;
+  readonly sandboxName: string;
+  /** The tier that actually ran. */
+  readonly isolation: string;
+  readonly timedOut: boolean;
+  readonly outOfMemory: boolean;
+  /** `completed`, `setup_failed`, `timed_out` or `protocol_error`. */
+  readonly outcome: string;
+  readonly detail: string;
+  readonly steps: StepResult[];
+  /** The run record (checked unless `verifyRecords` was off). */
+  readonly record: RunRecord | undefined;
+  readonly stdoutBase64: string | undefined;
+  readonly stderrBase64: string | undefined;
+  /** RunCell only: the call began with a fresh interpreter. */
+  readonly interpreterStarted: boolean;
+  readonly raw: Record<string, unknown>;
+
+  constructor(raw: Record<string, unknown>) {
+    this.raw = raw;
+    this.exitCode = num(raw["exit_code"]);
+    this.stdout = str(raw["stdout"]);
+    this.stderr = str(raw["stderr"]);
+    this.stdoutTruncated = bool(raw["stdout_truncated"]);
+    this.stderrTruncated = bool(raw["stderr_truncated"]);
+    this.durationMs = num(raw["duration_ms"]);
+    this.sandboxName = str(raw["sandbox_name"]);
+    this.isolation = str(raw["isolation"]);
+    this.timedOut = bool(raw["timed_out"]);
+    this.outOfMemory = bool(raw["out_of_memory"]);
+    this.outcome = str(raw["outcome"]);
+    this.detail = str(raw["detail"]);
+    const steps = raw["steps"];
+    this.steps = Array.isArray(steps)
+      ? steps.filter((s): s is Record<string, unknown> => typeof s === "object" && s !== null).map((s) => new StepResult(s))
+      : [];
+    const rec = raw["record"];
+    this.record = typeof rec === "object" && rec !== null ? (rec as RunRecord) : undefined;
+    this.stdoutBase64 = optStr(raw["stdout_base64"]);
+    this.stderrBase64 = optStr(raw["stderr_base64"]);
+    this.interpreterStarted = bool(raw["interpreter_started"]);
+  }
+
+  /** Whether the code exited 0. */
+  get ok(): boolean {
+    return this.exitCode === 0;
+  }
+
+  /** The exact stdout bytes (`stdout_base64` when the daemon sent it). */
+  stdoutBytes(): Uint8Array {
+    return bytesOf(this.stdout, this.stdoutBase64);
+  }
+
+  /** The exact stderr bytes (`stderr_base64` when the daemon sent it). */
+  stderrBytes(): Uint8Array {
+    return bytesOf(this.stderr, this.stderrBase64);
+  }
+}
+
+// ---- Describe -------------------------------------------------------------
+
+export interface OperationSupport {
+  supported: boolean;
+  engine: string;
+  maxTimeoutMs: number;
+  languages: string[];
+  grants: boolean;
+}
+
+export interface Limits {
+  memoryMb: number;
+  totalMemoryMb: number;
+  maxConcurrent: number;
+  effectiveConcurrency: number;
+  perKeyConcurrent: number;
+  ratePerMin: number;
+  rateBurst: number;
+  defaultTimeoutMs: number;
+  outputBytes: number;
+  maxSnippetBytes: number;
+  maxRequestBytes: number;
+  memoryBudgetApplies: boolean;
+}
+
+/** What a daemon is (Describe), in camelCase; `raw` is the answer as sent. */
+export interface Description {
+  version: string;
+  provider: string;
+  isolation: string;
+  runtime: string;
+  ready: boolean;
+  readyDetail: string;
+  supportsSessions: boolean;
+  languages: string[];
+  operations: {
+    snippet: OperationSupport;
+    project: OperationSupport;
+    module: OperationSupport;
+    session: OperationSupport;
+  };
+  limits: Limits;
+  raw: Record<string, unknown>;
+}
+
+const obj = (v: unknown): Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+const strs = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+
+function operation(v: unknown): OperationSupport {
+  const o = obj(v);
+  return {
+    supported: bool(o["supported"]),
+    engine: str(o["engine"]),
+    maxTimeoutMs: num(o["max_timeout_ms"]),
+    languages: strs(o["languages"]),
+    grants: bool(o["grants"]),
+  };
+}
+
+export function description(raw: Record<string, unknown>): Description {
+  const ops = obj(raw["operations"]);
+  const l = obj(raw["limits"]);
+  return {
+    version: str(raw["version"]),
+    provider: str(raw["provider"]),
+    isolation: str(raw["isolation"]),
+    runtime: str(raw["runtime"]),
+    ready: bool(raw["ready"]),
+    readyDetail: str(raw["ready_detail"]),
+    supportsSessions: bool(raw["supports_sessions"]),
+    languages: strs(raw["languages"]),
+    operations: {
+      snippet: operation(ops["snippet"]),
+      project: operation(ops["project"]),
+      module: operation(ops["module"]),
+      session: operation(ops["session"]),
+    },
+    limits: {
+      memoryMb: num(l["memory_mb"]),
+      totalMemoryMb: num(l["total_memory_mb"]),
+      maxConcurrent: num(l["max_concurrent"]),
+      effectiveConcurrency: num(l["effective_concurrency"]),
+      perKeyConcurrent: num(l["per_key_concurrent"]),
+      ratePerMin: num(l["rate_per_min"]),
+      rateBurst: num(l["rate_burst"]),
+      defaultTimeoutMs: num(l["default_timeout_ms"]),
+      outputBytes: num(l["output_bytes"]),
+      maxSnippetBytes: num(l["max_snippet_bytes"]),
+      maxRequestBytes: num(l["max_request_bytes"]),
+      memoryBudgetApplies: bool(l["memory_budget_applies"]),
+    },
+    raw,
+  };
+}

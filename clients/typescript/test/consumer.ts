@@ -1,0 +1,26 @@
+// Type-checked only (tsconfig.consumer.json): what a TypeScript caller
+// writes, resolved through package.json's "exports" and "types".
+import { Client, RefusalError, SessionEndedError, type RunResult } from "@plimsoll/client";
+import { ChainError, IsolationEvidenceMismatchError } from "@plimsoll/client/errors";
+import { Chain, canonical, verifyChain, type ChainEntry } from "@plimsoll/client/record";
+
+export async function use(url: string, apiKey: string): Promise<string> {
+  const c = new Client({ url, apiKey, retry: { maxAttempts: 6 }, timeoutMs: 30_000 });
+  const r: RunResult = await c.runSnippet({ code: "1", language: "python", timeoutMs: 100 });
+  const n: number = r.exitCode;
+  const bytes: Uint8Array = r.stdoutBytes();
+  const s = await c.openSession({ languages: ["python"], minimumIsolation: "container" });
+  try {
+    await s.cell({ code: "x = 1", language: "python", files: [{ path: "a", content: new Uint8Array(1) }] });
+  } catch (e) {
+    if (e instanceof ChainError) return e.broken + e.index;
+    if (e instanceof IsolationEvidenceMismatchError) return e.code;
+    if (e instanceof SessionEndedError) return e.endedReason;
+    if (e instanceof RefusalError) return e.reason + e.metadata["isolation"];
+    throw e;
+  }
+  const entries: ChainEntry[] = s.chain.entries;
+  const head: string = await verifyChain(entries);
+  const k = new Chain(head);
+  return canonical({ n, len: bytes.length, head: k.head });
+}
