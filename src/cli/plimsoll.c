@@ -18,8 +18,11 @@
  *      the run (Connect "internal" and transport errors)
  *   5  isolation evidence mismatch: the answer's tier is below the floor
  *      asked for (the code may have run; never retry automatically)
+ *   6  the run record does not check against what was sent and received
+ *
+ * It is a libplimsoll program (include/plimsoll.h): the library sorts the
+ * answers into these channels and checks every record.
  */
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -31,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../include/plimsoll.h"
 #include "../core/buf.h"
 #include "../core/canon.h"
 #include "../core/tier.h"
@@ -42,9 +46,9 @@ enum {
     EXIT_REFUSED = 3,
     EXIT_INFRA = 4,
     EXIT_MISMATCH = 5,
+    EXIT_RECORD = 6,
 };
 
-#define MAX_RESPONSE (256u << 20)
 #define MAX_INPUT_FILE (64u << 20)
 
 static void usage(void) {
@@ -55,16 +59,8 @@ static void usage(void) {
           "  plimsoll keygen [--key-out FILE] PRINCIPAL\n"
           "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE\n"
           "exit: 0 ran ok, 1 ran non-zero, 2 usage, 3 refused, 4 infrastructure,\n"
-          "      5 isolation evidence mismatch\n",
+          "      5 isolation evidence mismatch, 6 run record does not check\n",
           stderr);
-}
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
-    struct pl_buf *b = ud;
-    size_t n = size * nmemb;
-    if (b->len + n > MAX_RESPONSE || pl_buf_append(b, ptr, n) < 0)
-        return 0;
-    return n;
 }
 
 static int read_all(FILE *f, struct pl_buf *out) {
@@ -96,85 +92,42 @@ static char *load_key(void) {
     return strdup(line);
 }
 
-/* POST a Connect unary call.  Returns the HTTP status, or -1 on transport error. */
-static long call(const char *method, const char *body, struct pl_buf *resp) {
-    const char *url = getenv("PLIMSOLL_URL");
-    if (!url || !*url)
-        url = "http://127.0.0.1:7475";
-    char full[2048];
-    CURL *c = curl_easy_init();
-    if (!c)
-        return -1;
-    if (strncmp(url, "unix:", 5) == 0) {
-        curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, url + 5);
-        snprintf(full, sizeof(full), "http://localhost/plimsoll.v1.SandboxService/%s", method);
-    } else {
-        size_t n = strlen(url);
-        while (n && url[n - 1] == '/')
-            n--;
-        snprintf(full, sizeof(full), "%.*s/plimsoll.v1.SandboxService/%s", (int)n, url, method);
-    }
+static plimsoll_client *client_from_env(void) {
     char *key = load_key();
-    struct curl_slist *h = NULL;
-    h = curl_slist_append(h, "Content-Type: application/json");
-    h = curl_slist_append(h, "Connect-Protocol-Version: 1");
-    struct pl_buf auth = {0};
+    struct plimsoll_error err;
+    plimsoll_client *c = plimsoll_client_new(
+        &(struct plimsoll_options){.url = getenv("PLIMSOLL_URL"), .api_key = key}, &err);
     if (key) {
-        pl_buf_printf(&auth, "Authorization: Bearer %s", key);
-        h = curl_slist_append(h, auth.data);
         OPENSSL_cleanse(key, strlen(key));
         free(key);
     }
-    curl_easy_setopt(c, CURLOPT_URL, full);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-    CURLcode rc = curl_easy_perform(c);
-    long status = -1;
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    else
-        fprintf(stderr, "plimsoll: cannot reach the daemon at %s: %s\n", url,
-                curl_easy_strerror(rc));
-    curl_slist_free_all(h);
-    if (auth.data)
-        OPENSSL_cleanse(auth.data, auth.len);
-    pl_buf_free(&auth);
-    curl_easy_cleanup(c);
-    return status;
+    if (!c)
+        fprintf(stderr, "plimsoll: %s\n", err.message);
+    return c;
 }
 
-/* Report a non-200 answer; returns the exit status it maps to. */
-static int report_error(long status, const struct pl_buf *resp) {
-    json_t *j = resp->data ? json_loadb(resp->data, resp->len, 0, NULL) : NULL;
-    const char *code = json_string_value(json_object_get(j, "code"));
-    const char *msg = json_string_value(json_object_get(j, "message"));
-    const char *reason = NULL;
-    const char *dispatched = NULL;
-    json_t *d = json_array_get(json_object_get(j, "details"), 0);
-    json_t *dbg = json_object_get(d, "debug");
-    reason = json_string_value(json_object_get(dbg, "reason"));
-    dispatched = json_string_value(json_object_get(json_object_get(dbg, "metadata"), "dispatched"));
-    int ex;
-    if (!code) {
-        fprintf(stderr, "plimsoll: HTTP %ld from the daemon: %.*s\n", status,
-                (int)(resp->len > 200 ? 200 : resp->len), resp->data ? resp->data : "");
-        ex = EXIT_INFRA;
-    } else if (dispatched && strcmp(dispatched, "false") == 0) {
-        fprintf(stderr, "plimsoll: refused: %s (%s): %s\n", reason ? reason : "?", code,
-                msg ? msg : "");
-        ex = EXIT_REFUSED;
-    } else {
-        fprintf(stderr, "plimsoll: error: %s (%s): %s\n", reason ? reason : "?", code,
-                msg ? msg : "");
-        ex = EXIT_INFRA;
+/* Report a failed call; returns the exit status it maps to. */
+static int report_error(const struct plimsoll_error *err) {
+    switch (err->kind) {
+    case PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH:
+        fprintf(stderr, "plimsoll: isolation evidence mismatch: %s\n", err->message);
+        return EXIT_MISMATCH;
+    case PLIMSOLL_E_CHAIN:
+        fprintf(stderr, "plimsoll: the run record does not check (%s): %s\n", err->broken,
+                err->message);
+        return EXIT_RECORD;
+    case PLIMSOLL_E_USAGE: fprintf(stderr, "plimsoll: %s\n", err->message); return EXIT_USAGE;
+    case PLIMSOLL_E_INFRASTRUCTURE:
+        if (err->reason[0])
+            fprintf(stderr, "plimsoll: error: %s (%s): %s\n", err->reason, err->code, err->message);
+        else
+            fprintf(stderr, "plimsoll: %s\n", err->message);
+        return EXIT_INFRA;
+    default:
+        fprintf(stderr, "plimsoll: refused: %s (%s): %s\n", err->reason[0] ? err->reason : "?",
+                err->code, err->message);
+        return err->dispatched ? EXIT_INFRA : EXIT_REFUSED;
     }
-    json_decref(j);
-    return ex;
 }
 
 static int cmd_describe(int argc, char **argv) {
@@ -183,23 +136,23 @@ static int cmd_describe(int argc, char **argv) {
         usage();
         return EXIT_USAGE;
     }
-    struct pl_buf resp = {0};
-    long st = call("Describe", "{}", &resp);
+    plimsoll_client *c = client_from_env();
+    if (!c)
+        return EXIT_USAGE;
+    json_t *j = NULL;
+    struct plimsoll_error err;
     int ex;
-    if (st < 0) {
-        ex = EXIT_INFRA;
-    } else if (st != 200) {
-        ex = report_error(st, &resp);
+    if (plimsoll_describe(c, &j, &err) < 0) {
+        ex = report_error(&err);
     } else {
-        json_t *j = json_loadb(resp.data, resp.len, 0, NULL);
-        char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+        char *s = json_dumps(j, JSON_INDENT(2));
         if (s)
             puts(s);
         free(s);
-        json_decref(j);
         ex = s ? EXIT_RAN_OK : EXIT_INFRA;
     }
-    pl_buf_free(&resp);
+    json_decref(j);
+    plimsoll_client_free(c);
     return ex;
 }
 
@@ -217,7 +170,7 @@ static int cmd_run(int argc, char **argv) {
             char *end = NULL;
             errno = 0;
             timeout = strtol(argv[++i], &end, 10);
-            if (errno || *end || timeout <= 0) {
+            if (errno || *end || timeout <= 0 || timeout > 0x7fffffffL) {
                 fprintf(stderr, "plimsoll: --timeout takes milliseconds\n");
                 return EXIT_USAGE;
             }
@@ -271,60 +224,40 @@ static int cmd_run(int argc, char **argv) {
         json_object_set_new(req, "minimum_isolation", json_string(floor));
     if (timeout)
         json_object_set_new(req, "timeout_ms", json_integer(timeout));
-    char *body = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
-    struct pl_buf resp = {0};
-    long st = body ? call("Run", body, &resp) : -1;
-    free(body);
+    plimsoll_client *c = client_from_env();
+    json_t *j = NULL;
+    struct plimsoll_error err;
     int ex;
-    if (st < 0) {
-        ex = EXIT_INFRA;
-        goto out;
-    }
-    if (st != 200) {
-        ex = report_error(st, &resp);
-        goto out;
-    }
-    json_t *j = json_loadb(resp.data, resp.len, 0, NULL);
-    if (!j) {
-        fprintf(stderr, "plimsoll: the daemon's answer is not JSON\n");
-        ex = EXIT_INFRA;
-        goto out;
-    }
-    const char *iso = json_string_value(json_object_get(j, "isolation"));
-    enum pl_tier got = PL_TIER_NONE;
-    int exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
-    if (as_json) {
-        char *s = json_dumps(j, JSON_INDENT(2));
-        if (s)
-            puts(s);
-        free(s);
+    if (!c) {
+        ex = EXIT_USAGE;
+    } else if (plimsoll_run(c, req, &j, &err) < 0) {
+        ex = report_error(&err);
     } else {
-        const char *o = json_string_value(json_object_get(j, "stdout"));
-        const char *e = json_string_value(json_object_get(j, "stderr"));
-        if (o)
-            fwrite(o, 1, json_string_length(json_object_get(j, "stdout")), stdout);
-        if (e)
-            fwrite(e, 1, json_string_length(json_object_get(j, "stderr")), stderr);
-        fflush(stdout);
-        if (exit_code != 0 || json_is_true(json_object_get(j, "timed_out")))
-            fprintf(stderr, "plimsoll: exit code %d (isolation: %s%s%s)\n", exit_code,
-                    iso ? iso : "?",
-                    json_is_true(json_object_get(j, "timed_out")) ? ", timed out" : "",
-                    json_is_true(json_object_get(j, "out_of_memory")) ? ", out of memory" : "");
-    }
-    if (floor && (!iso || pl_tier_parse(iso, &got) < 0 || got < floor_tier)) {
-        fprintf(stderr,
-                "plimsoll: isolation evidence mismatch: asked for at least %s, the answer says "
-                "%s; the code may have run\n",
-                floor, iso ? iso : "(missing)");
-        ex = EXIT_MISMATCH;
-    } else {
+        const char *iso = json_string_value(json_object_get(j, "isolation"));
+        int exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
+        if (as_json) {
+            char *s = json_dumps(j, JSON_INDENT(2));
+            if (s)
+                puts(s);
+            free(s);
+        } else {
+            json_t *o = json_object_get(j, "stdout"), *e = json_object_get(j, "stderr");
+            if (json_string_value(o))
+                fwrite(json_string_value(o), 1, json_string_length(o), stdout);
+            if (json_string_value(e))
+                fwrite(json_string_value(e), 1, json_string_length(e), stderr);
+            fflush(stdout);
+            bool timed_out = json_is_true(json_object_get(j, "timed_out"));
+            if (exit_code != 0 || timed_out)
+                fprintf(stderr, "plimsoll: exit code %d (isolation: %s%s%s)\n", exit_code,
+                        iso ? iso : "?", timed_out ? ", timed out" : "",
+                        json_is_true(json_object_get(j, "out_of_memory")) ? ", out of memory" : "");
+        }
         ex = exit_code == 0 ? EXIT_RAN_OK : EXIT_RAN_NONZERO;
     }
     json_decref(j);
-out:
-    pl_buf_free(&resp);
+    json_decref(req);
+    plimsoll_client_free(c);
     return ex;
 }
 
@@ -397,7 +330,6 @@ int main(int argc, char **argv) {
         usage();
         return EXIT_USAGE;
     }
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     int r;
     if (strcmp(argv[1], "describe") == 0)
         r = cmd_describe(argc - 1, argv + 1);
@@ -412,6 +344,5 @@ int main(int argc, char **argv) {
         usage();
         r = EXIT_USAGE;
     }
-    curl_global_cleanup();
     return r;
 }

@@ -122,18 +122,22 @@ static void refuse(struct pl_api *api, struct pl_api_response *rs, struct call_l
     const char *dispatched =
         pl_reason_dispatched(reason) && !err->before_dispatch ? "true" : "false";
     const char *isolation = pl_tier_name(api->provider->info.tier);
-    const char *keys[] = {"dispatched", "isolation"};
-    const char *vals[] = {dispatched, isolation};
+    const char *keys[] = {"dispatched", "isolation", "ended_reason"};
+    const char *vals[] = {dispatched, isolation, err->ended_reason};
+    size_t nmeta = reason == PL_REASON_SESSION_ENDED && err->ended_reason[0] ? 3 : 2;
     unsigned char *pb = NULL;
     size_t pblen = 0;
     char *b64 = NULL;
-    if (pl_error_info_encode(pl_reason_name(reason), "plimsoll", keys, vals, 2, &pb, &pblen) == 0)
+    if (pl_error_info_encode(pl_reason_name(reason), "plimsoll", keys, vals, nmeta, &pb, &pblen) ==
+        0)
         b64 = pl_base64_encode(pb, pblen, 0);
     free(pb);
-    json_t *detail =
-        json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}}", "type", "google.rpc.ErrorInfo", "value",
-                  b64 ? b64 : "", "debug", "reason", pl_reason_name(reason), "domain", "plimsoll",
-                  "metadata", "dispatched", dispatched, "isolation", isolation);
+    json_t *meta = json_object();
+    for (size_t i = 0; meta && i < nmeta; i++)
+        json_object_set_new(meta, keys[i], json_string(vals[i]));
+    json_t *detail = json_pack("{s:s, s:s, s:{s:s, s:s, s:o}}", "type", "google.rpc.ErrorInfo",
+                               "value", b64 ? b64 : "", "debug", "reason", pl_reason_name(reason),
+                               "domain", "plimsoll", "metadata", meta);
     free(b64);
     json_t *body = json_pack("{s:s, s:s, s:[o]}", "code", pl_code_name(code), "message",
                              err->message, "details", detail);

@@ -70,6 +70,11 @@ unsigned pl_sessions_open_count(struct pl_sessions *s) {
 /* End a session: the sandbox goes, the admission slot comes back, the
  * reason stays.  Called with the lock held and the session not busy; the
  * lock is dropped around the provider's close. */
+static void ended_error(struct pl_error *err, const char *why) {
+    pl_error_set(err, PL_REASON_SESSION_ENDED, "the session has ended: %s", why);
+    snprintf(err->ended_reason, sizeof(err->ended_reason), "%s", why);
+}
+
 static void end_locked(struct pl_sessions *s, struct pl_session *ss, const char *why) {
     if (ss->ended)
         return;
@@ -316,7 +321,7 @@ int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *
     if (ss->ended) {
         ss->serving++;
         pthread_cond_broadcast(&s->cond);
-        pl_error_set(err, PL_REASON_SESSION_ENDED, "the session has ended: %s", ss->ended_reason);
+        ended_error(err, ss->ended_reason);
         pthread_mutex_unlock(&s->lock);
         return -1;
     }
@@ -333,8 +338,7 @@ int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *
             end_locked(s, ss, "the sandbox could not be resumed after a pause");
             ss->serving++;
             pthread_cond_broadcast(&s->cond);
-            pl_error_set(err, PL_REASON_SESSION_ENDED, "the session has ended: %s",
-                         ss->ended_reason);
+            ended_error(err, ss->ended_reason);
             pthread_mutex_unlock(&s->lock);
             return -1;
         }

@@ -147,7 +147,9 @@ class Sessions:
             "files": [{"path": "data/in.txt", "content": "hello"}]}})
         self.assertEqual(status, 200, b)
         self.assertEqual(b["stdout"], "'HELLO'\n", b)
-        self.assertFalse(b["interpreter_started"], b)  # the hint started it at open
+        # The hint started it at open, and this first cell is its first:
+        # nothing defined earlier exists, so it says so.
+        self.assertTrue(b["interpreter_started"], b)
 
     def test_chain_of_records(self):
         sid = self.open()
@@ -187,6 +189,12 @@ class Sessions:
         body = self.refused("RunInSession", {"session_id": sid, "run": py("1")},
                             "failed_precondition", "SESSION_ENDED")
         self.assertIn("closed", body["message"])
+        # Why it ended is metadata too (protobuf and debug copy), so a
+        # client need not parse the message.
+        info, debug = error_info(body)
+        self.assertEqual(info["metadata"]["ended_reason"], "its owner closed it")
+        self.assertEqual(debug["metadata"]["ended_reason"], "its owner closed it")
+        self.assertEqual(info["metadata"]["dispatched"], "false")
 
     def test_run_refuses_a_cell_and_sessions_refuse_modules(self):
         self.refused("Run", {"cell": {"language": "python", "code": "1"}}, "invalid_argument",
@@ -318,7 +326,8 @@ class SessionPool:
                 status, b = self.d.rpc("RunCell", {"session_id": sid,
                                                    "cell": {"language": lang, "code": code}})
                 self.assertEqual(status, 200, b)
-                self.assertEqual((b["stdout"], b["interpreter_started"]), ("2\n", False), b)
+                # Started by the pool, but this is the first cell it runs.
+                self.assertEqual((b["stdout"], b["interpreter_started"]), ("2\n", True), b)
             self.pooled(exclude=before)  # the filler made a new one; ours was taken
         finally:
             self.d.rpc("CloseSession", {"session_id": sid})

@@ -1648,7 +1648,8 @@ struct dsession {
         long pid;
         unsigned long long start;
         bool up;
-    } in[2]; /* the kept interpreters, learnt from the launcher only */
+        bool fresh; /* no cell has run in it yet */
+    } in[2];        /* the kept interpreters, learnt from the launcher only */
     pthread_t cleaner;
     bool cleaner_running;
     char verdict[256]; /* non-empty: the session must end, and why */
@@ -1804,6 +1805,7 @@ static int launch(struct docker_state *s, struct dsession *d, int lang, struct p
     d->in[lang].pid = (long)json_integer_value(pid);
     d->in[lang].start = (unsigned long long)json_integer_value(start);
     d->in[lang].up = true;
+    d->in[lang].fresh = true;
     json_decref(j);
     return 0;
 }
@@ -2092,11 +2094,13 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
     int rc = -1, code = -1;
     struct cont_run r = {0};
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (!d->in[lang].up) {
-            if (launch(s, d, lang, err) < 0)
-                goto out;
+        if (!d->in[lang].up && launch(s, d, lang, err) < 0)
+            goto out;
+        /* Started for this cell, or at open for a hint, or by the pool: the
+         * cell begins where nothing defined earlier exists. */
+        if (d->in[lang].fresh)
             ret->interpreter_started = true;
-        }
+        d->in[lang].fresh = false;
         uint64_t now = mono_ns();
         memset(&r, 0, sizeof(r));
         r.timeout_ms = now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1;

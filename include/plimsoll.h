@@ -1,0 +1,198 @@
+/*
+ * plimsoll.h: libplimsoll, the C client of plimsolld.
+ *
+ * A client sends Connect unary calls (JSON over HTTP/1.1, or a Unix
+ * socket) and checks what the daemon says instead of trusting it:
+ *
+ *   - a refusal becomes a typed error (enum plimsoll_errkind) that says
+ *     whether anything was dispatched;
+ *   - a guest's non-zero exit is a result, never an error;
+ *   - with a floor set, an answer whose isolation is below it is
+ *     PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH (never retried);
+ *   - every run record is checked against what was sent and what came
+ *     back, and a session's records must form an unbroken chain
+ *     (PLIMSOLL_E_CHAIN).
+ *
+ * The contract shared by the four official clients is docs/clients.md.
+ * Messages are jansson values with the proto field names
+ * (proto/plimsoll/v1/sandbox.proto); answers are returned as new
+ * references the caller json_decref()s.
+ *
+ * Functions returning int give 0 on success and -1 on failure, with *err
+ * filled when err is not NULL.  A client is not thread-safe: use one per
+ * thread (they are cheap).
+ *
+ *   plimsoll_client *c = plimsoll_client_new(&(struct plimsoll_options){
+ *       .url = "http://127.0.0.1:7475", .api_key = key}, &err);
+ *   json_t *res = NULL;
+ *   if (plimsoll_run_snippet(c, "javascript", "console.log(6*7)", NULL, &res, &err) == 0)
+ *       printf("%s", json_string_value(json_object_get(res, "stdout")));
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLIMSOLL_API __attribute__((visibility("default")))
+
+enum plimsoll_errkind {
+    PLIMSOLL_OK = 0,
+    /* typed refusals: nothing ran (dispatched false) */
+    PLIMSOLL_E_INVALID_REQUEST,
+    PLIMSOLL_E_UNAUTHENTICATED,
+    PLIMSOLL_E_DISABLED,
+    PLIMSOLL_E_INSUFFICIENT_ISOLATION,
+    PLIMSOLL_E_UNSUPPORTED,
+    PLIMSOLL_E_CALLER_NOT_ALLOWED,
+    PLIMSOLL_E_NOT_READY,
+    PLIMSOLL_E_SHUTTING_DOWN,
+    PLIMSOLL_E_RATE_LIMITED,
+    PLIMSOLL_E_AT_CAPACITY,
+    PLIMSOLL_E_SESSION_ENDED,
+    PLIMSOLL_E_NOT_FOUND,
+    PLIMSOLL_E_REFUSED, /* a reason this library does not know */
+    /* INTERNAL from the daemon, a transport failure, an answer that is not
+     * a Connect error or not JSON */
+    PLIMSOLL_E_INFRASTRUCTURE,
+    /* the answer's isolation is below the floor the request set */
+    PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH,
+    /* a record does not check, or does not follow the previous one */
+    PLIMSOLL_E_CHAIN,
+    /* the caller's own arguments are wrong; nothing was sent */
+    PLIMSOLL_E_USAGE,
+};
+
+struct plimsoll_error {
+    enum plimsoll_errkind kind;
+    char reason[40]; /* "AT_CAPACITY"; "" for client-side kinds */
+    char code[32];   /* Connect code; "data_loss" for a mismatch */
+    char message[512];
+    bool dispatched;        /* false: nothing ran; true: the code may have run */
+    int http_status;        /* 0 when there was no HTTP answer */
+    char isolation[16];     /* ErrorInfo metadata "isolation": the daemon's tier */
+    char ended_reason[256]; /* PLIMSOLL_E_SESSION_ENDED: why it ended */
+    char broken[24];        /* PLIMSOLL_E_CHAIN: the check that failed */
+    long index;             /* PLIMSOLL_E_CHAIN in plimsoll_verify_chain: the entry */
+};
+
+struct plimsoll_retry {
+    int max_attempts; /* attempts in all; 0 or 1: no retry */
+    long base_ms;     /* 0: 100 */
+    long cap_ms;      /* 0: 2000 */
+};
+
+struct plimsoll_options {
+    const char *url;             /* http://host:port or unix:/path; NULL: http://127.0.0.1:7475 */
+    const char *api_key;         /* bearer key; NULL: none */
+    long timeout_ms;             /* the whole HTTP exchange; 0: 120000 */
+    struct plimsoll_retry retry; /* AT_CAPACITY and RATE_LIMITED only */
+    bool skip_record_checks;     /* not recommended */
+};
+
+/* Options of one run; every field may be left zero. */
+struct plimsoll_run_options {
+    const char *minimum_isolation; /* none process container kernel vm */
+    const char *grant_profile;
+    unsigned timeout_ms;
+    unsigned memory_mb;
+    const char *stdin_data; /* snippets and modules */
+};
+
+typedef struct plimsoll_client plimsoll_client;
+typedef struct plimsoll_session plimsoll_session;
+typedef struct plimsoll_chain plimsoll_chain;
+
+/* "INVALID_REQUEST", …, "ISOLATION_EVIDENCE_MISMATCH", "CHAIN", "USAGE". */
+PLIMSOLL_API const char *plimsoll_errkind_name(enum plimsoll_errkind kind);
+/* Whether the library's retry policy may retry this kind. */
+PLIMSOLL_API bool plimsoll_errkind_retryable(enum plimsoll_errkind kind);
+
+PLIMSOLL_API plimsoll_client *plimsoll_client_new(const struct plimsoll_options *opts,
+                                                  struct plimsoll_error *err);
+PLIMSOLL_API void plimsoll_client_free(plimsoll_client *c);
+
+/* ---- calls ---------------------------------------------------------------- */
+
+PLIMSOLL_API int plimsoll_describe(plimsoll_client *c, json_t **ret, struct plimsoll_error *err);
+/* Run a RunRequest (borrowed).  *ret: the RunResponse with its checked record. */
+PLIMSOLL_API int plimsoll_run(plimsoll_client *c, const json_t *request, json_t **ret,
+                              struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_run_snippet(plimsoll_client *c, const char *language, const char *code,
+                                      const struct plimsoll_run_options *ro, json_t **ret,
+                                      struct plimsoll_error *err);
+/* files: [{path, content | content_base64}]; steps: [{name, argv}] (borrowed). */
+PLIMSOLL_API int plimsoll_run_project(plimsoll_client *c, const json_t *files, const json_t *steps,
+                                      const struct plimsoll_run_options *ro, json_t **ret,
+                                      struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_run_module(plimsoll_client *c, const void *wasm, size_t len,
+                                     const char *const *args, size_t nargs,
+                                     const struct plimsoll_run_options *ro, json_t **ret,
+                                     struct plimsoll_error *err);
+
+/* ---- sessions ------------------------------------------------------------- */
+
+/* languages: NULL-terminated hint, may be NULL.  floor: checked on every
+ * answer of the session, may be NULL. */
+PLIMSOLL_API plimsoll_session *plimsoll_session_open(plimsoll_client *c,
+                                                     const char *const *languages,
+                                                     const char *floor, struct plimsoll_error *err);
+PLIMSOLL_API const char *plimsoll_session_id(const plimsoll_session *s);
+/* run: a RunRequest with a snippet or project (borrowed). */
+PLIMSOLL_API int plimsoll_session_run(plimsoll_session *s, const json_t *run, json_t **ret,
+                                      struct plimsoll_error *err);
+/* files may be NULL; timeout_ms 0 leaves it out. */
+PLIMSOLL_API int plimsoll_session_cell(plimsoll_session *s, const char *language, const char *code,
+                                       const json_t *files, unsigned timeout_ms, json_t **ret,
+                                       struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_session_close(plimsoll_session *s, struct plimsoll_error *err);
+/* The session's chain: every accepted (request, response) in order. */
+PLIMSOLL_API const plimsoll_chain *plimsoll_session_chain(const plimsoll_session *s);
+/* Frees the handle; does not close the session (the daemon's lifetime ends it). */
+PLIMSOLL_API void plimsoll_session_free(plimsoll_session *s);
+
+/* The low-level session calls: no chain is kept, each record is checked alone. */
+PLIMSOLL_API int plimsoll_open_session(plimsoll_client *c, const char *const *languages,
+                                       char ret_id[65], struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_run_in_session(plimsoll_client *c, const char *session_id,
+                                         const json_t *run, json_t **ret,
+                                         struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_run_cell(plimsoll_client *c, const char *session_id, const json_t *cell,
+                                   unsigned timeout_ms, json_t **ret, struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_close_session(plimsoll_client *c, const char *session_id,
+                                        struct plimsoll_error *err);
+
+/* ---- records and chains (docs/records.md, docs/clients.md) ---------------- */
+
+/* The canonical (RFC 8785) text of v; malloc'd, NULL on a real number. */
+PLIMSOLL_API char *plimsoll_canonical(const json_t *v);
+/* SHA-256 of the canonical form of v as 64 hex digits. */
+PLIMSOLL_API int plimsoll_canonical_sha256(const json_t *v, char ret_hex[65]);
+/* Check one record against what was sent and what came back (response
+ * with or without its "record").  previous NULL skips the chain check. */
+PLIMSOLL_API int plimsoll_check_record(const json_t *request, const json_t *response,
+                                       const json_t *record, const char *previous,
+                                       struct plimsoll_error *err);
+
+/* A chain keeper: append checks each answer against the previous one and
+ * keeps it.  A harness signs plimsoll_chain_head() (which covers every
+ * earlier record) or each kept record's canonical form with its own key. */
+PLIMSOLL_API plimsoll_chain *plimsoll_chain_new(const char *previous);
+PLIMSOLL_API int plimsoll_chain_append(plimsoll_chain *ch, const json_t *request,
+                                       const json_t *response, struct plimsoll_error *err);
+PLIMSOLL_API const char *plimsoll_chain_head(const plimsoll_chain *ch);
+PLIMSOLL_API size_t plimsoll_chain_len(const plimsoll_chain *ch);
+/* Entry i as {"request", "response", "record"} (borrowed), or NULL. */
+PLIMSOLL_API const json_t *plimsoll_chain_entry(const plimsoll_chain *ch, size_t i);
+PLIMSOLL_API void plimsoll_chain_free(plimsoll_chain *ch);
+/* Check kept entries [{request, response, record}] from previous (NULL: ""). */
+PLIMSOLL_API int plimsoll_verify_chain(const json_t *entries, const char *previous,
+                                       struct plimsoll_error *err);
+
+#ifdef __cplusplus
+}
+#endif
