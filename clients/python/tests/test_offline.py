@@ -177,6 +177,11 @@ class Offline(unittest.TestCase):
                 self.assertEqual((e.code, e.dispatched, e.floor), ("data_loss", True, "process"))
                 self.assertEqual(len(self.fake.received), before + 1)
                 self.assertEqual(c.slept, [])
+        bare = run_answer(req)
+        del bare["record"]  # no record: its tier is unknown, below every floor
+        self.fake.answer(200, bare)
+        with self.assertRaises(errors.IsolationEvidenceMismatchError):
+            self.client.run(req)
         ok = run_answer(req, isolation="kernel")
         self.fake.answer(200, ok)
         self.assertEqual(self.client.run(req).isolation, "kernel")

@@ -28,9 +28,7 @@ class Sessions(unittest.TestCase):
         return s
 
     def test_a_session_keeps_files_state_and_its_chain(self) -> None:
-        # No languages hint: with one, the daemon starts the interpreter at
-        # OpenSession and the first cell reports interpreter_started false.
-        s = self.open(minimum_isolation="container")
+        s = self.open(languages=["python"], minimum_isolation="container")
         r = s.run_snippet("open('a.txt', 'w').write('x')", language="python")
         self.assertEqual(r.exit_code, 0, r.stderr)
         self.assertEqual(r.isolation, "container")

@@ -11,8 +11,8 @@ from types import TracebackType
 from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence, Type, Union)
 
 from . import _transport
-from .errors import (AtCapacityError, IsolationEvidenceMismatchError, NotFoundError,
-                     PlimsollError, RateLimitedError, SessionEndedError)
+from .errors import (AtCapacityError, InfrastructureError, IsolationEvidenceMismatchError,
+                     NotFoundError, PlimsollError, RateLimitedError, SessionEndedError)
 from .record import Chain, canonical, check_record
 from .results import Description, RunResult
 
@@ -257,7 +257,7 @@ class Client:
         answer = self._call("OpenSession", req)
         sid = answer.get("session_id")
         if not isinstance(sid, str) or not sid:
-            raise _transport.InfrastructureError(
+            raise InfrastructureError(
                 "OpenSession: the answer names no session", code="unknown",
                 dispatched=True, http_status=200)
         return Session(self, sid, minimum_isolation)
@@ -298,7 +298,9 @@ def check_tier(floor: str, answer: Mapping[str, Any]) -> None:
     got = answer.get("isolation")
     rec = answer.get("record")
     rec_tier = rec.get("isolation") if isinstance(rec, Mapping) else None
-    if tier_rank(got) < want or (rec_tier is not None and tier_rank(rec_tier) < want):
+    # A missing tier, on the answer or for want of a record, is unknown:
+    # below every floor.
+    if tier_rank(got) < want or tier_rank(rec_tier) < want:
         raise IsolationEvidenceMismatchError(floor, got if isinstance(got, str) else "",
                                              rec_tier if isinstance(rec_tier, str) else "",
                                              answer)
