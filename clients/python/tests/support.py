@@ -21,13 +21,13 @@ def vectors(name: str) -> Any:
         return json.load(f)
 
 
-def env(name: str) -> str:
+def env(name: str, why: str = "") -> str:
     """A harness variable, or skip the test (the harness is
     tests/clients/harness.py; docs/clients.md lists its variables)."""
     value = os.environ.get(name, "")
     if not value:
-        raise unittest.SkipTest("%s is not set: run under python3 tests/clients/harness.py "
-                                "-- clients/python/run-tests" % name)
+        raise unittest.SkipTest(why or "%s is not set: run under python3 "
+                                "tests/clients/harness.py -- clients/python/run-tests" % name)
     return value
 
 

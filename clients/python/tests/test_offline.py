@@ -255,6 +255,48 @@ class Offline(unittest.TestCase):
                          "/plimsoll.v1.SandboxService/CloseSession")
         self.assertEqual(len(self.fake.received), 5)
 
+    def test_unix_socket_and_path_prefix(self) -> None:
+        import http.server
+        import os
+        import socketserver
+        import tempfile
+        import threading
+
+        seen: List[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def address_string(self) -> str:
+                return "unix"
+
+            def do_POST(self) -> None:
+                seen.append(self.path)
+                self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.dumps({"provider": "wasm", "isolation": "process"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        path = os.path.join(tempfile.mkdtemp(), "plimsoll.sock")
+        srv = Server(path, Handler)
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02},
+                         daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.assertEqual(plimsoll.Client("unix:" + path, "k").describe().isolation, "process")
+        self.assertEqual(seen, ["/plimsoll.v1.SandboxService/Describe"])
+        self.fake.answer(200, {"provider": "wasm"})
+        plimsoll.Client(self.fake.url + "/gw/", "k").describe()
+        self.assertEqual(self.fake.received[-1]["path"], "/gw/plimsoll.v1.SandboxService/Describe")
+
     def test_transport_failure_and_timeout(self) -> None:
         import socket
         s = socket.socket()

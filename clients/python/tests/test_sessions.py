@@ -12,14 +12,15 @@ from plimsoll.record import ChainError, verify_chain
 
 from .support import env
 
+NO_SESSIONS = ("PLIMSOLL_TEST_SESSION_URL is not set (no docker engine, the harness's "
+               "--no-sessions, or no harness): the session tests skip")
 if not os.environ.get("PLIMSOLL_TEST_SESSION_URL"):
-    sys.stderr.write("test_sessions: PLIMSOLL_TEST_SESSION_URL is not set (no docker engine, "
-                     "or --no-sessions): the session tests skip\n")
+    sys.stderr.write("test_sessions: %s\n" % NO_SESSIONS)
 
 
 class Sessions(unittest.TestCase):
     def setUp(self) -> None:
-        self.client = plimsoll.Client(env("PLIMSOLL_TEST_SESSION_URL"),
+        self.client = plimsoll.Client(env("PLIMSOLL_TEST_SESSION_URL", NO_SESSIONS),
                                       env("PLIMSOLL_TEST_KEY"))
 
     def open(self, **kw: object) -> plimsoll.Session:
