@@ -86,9 +86,14 @@ class Offline(unittest.TestCase):
         self.fake.answer(200, run_answer(cell))
         self.client.run_cell("s1", cell["cell"], timeout_ms=5)
         self.assertEqual(self.fake.sent(), dict(cell, session_id="s1"))
+        raw = {"timeout_ms": None, "snippet": {"language": "javascript", "code": "1",
+                                               "stdin": None}}
+        self.fake.answer(200, run_answer({"snippet": {"language": "javascript", "code": "1"}}))
+        self.client.run(raw)  # nulls are never sent, so the record still checks
+        self.assertEqual(self.fake.sent(), {"snippet": {"language": "javascript", "code": "1"}})
         with self.assertRaises(ValueError):
             self.client.run_snippet("1", timeout_ms=1.5)  # type: ignore[arg-type]
-        self.assertEqual(len(self.fake.received), 3)
+        self.assertEqual(len(self.fake.received), 4)
 
     def test_every_reason_has_its_type(self) -> None:
         for reason, (code, status, cls) in REASONS.items():

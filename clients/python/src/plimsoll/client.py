@@ -71,6 +71,17 @@ def _nonempty(**fields: Any) -> Dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
+def without_nulls(value: Any) -> Any:
+    """``value`` with every ``None`` member of its objects left out, at every
+    depth: the daemon drops nulls before hashing, so sending none keeps the
+    request digest the digest of exactly what was sent."""
+    if isinstance(value, Mapping):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [without_nulls(v) for v in value]
+    return value
+
+
 def _run_fields(minimum_isolation: Optional[str], timeout_ms: Optional[int],
                 memory_mb: Optional[int], grant_profile: Optional[str]) -> Dict[str, Any]:
     return _nonempty(minimum_isolation=minimum_isolation, timeout_ms=timeout_ms,
@@ -208,6 +219,7 @@ class Client:
 
     def run(self, request: Mapping[str, Any]) -> RunResult:
         """Run a RunRequest given as a dict (proto field names, no nulls)."""
+        request = without_nulls(request)
         floor = request.get("minimum_isolation")
         return self._ran("Run", request, request, floor if isinstance(floor, str) else None,
                          self.verify_records, None)
@@ -270,6 +282,7 @@ class Client:
         without, its record is checked alone (no ``previous_digest``) when
         ``verify_records`` is on.
         """
+        run = without_nulls(run)
         floor = run.get("minimum_isolation")
         return self._ran("RunInSession", {"session_id": session_id, "run": run}, run,
                          floor if isinstance(floor, str) else None, self.verify_records, chain)
@@ -282,7 +295,7 @@ class Client:
         ``minimum_isolation`` is not sent (a cell has no floor): the client
         checks the answer against it. ``chain`` as in :meth:`run_in_session`.
         """
-        hashed = _nonempty(cell=cell, timeout_ms=timeout_ms)
+        hashed = _nonempty(cell=without_nulls(cell), timeout_ms=timeout_ms)
         return self._ran("RunCell", dict(hashed, session_id=session_id), hashed,
                          minimum_isolation, self.verify_records, chain)
 

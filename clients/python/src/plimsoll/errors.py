@@ -67,8 +67,9 @@ class PlimsollError(Exception):
         self.http_status = http_status
 
     def __str__(self) -> str:
-        head = self.reason or self.code
-        return "%s (%s): %s" % (head, self.code, self.message) if head else self.message
+        if self.reason:
+            return "%s (%s): %s" % (self.reason, self.code, self.message)
+        return self.message
 
 
 class RefusalError(PlimsollError):
