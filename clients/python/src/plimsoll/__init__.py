@@ -1,0 +1,33 @@
+"""plimsoll: the Python client of plimsolld (docs/clients.md).
+
+    import plimsoll
+    c = plimsoll.Client("http://127.0.0.1:7475", key)
+    r = c.run_snippet("console.log(6 * 7)", minimum_isolation="process")
+    print(r.exit_code, r.stdout, r.record.digest)
+"""
+from __future__ import annotations
+
+from . import errors, record
+from .client import TIERS, Client, RetryPolicy, Session, check_tier, tier_rank
+from .errors import (AtCapacityError, CallerNotAllowedError, DisabledError,
+                     InfrastructureError, InsufficientIsolationError, InvalidRequestError,
+                     IsolationEvidenceMismatchError, NotFoundError, NotReadyError,
+                     PlimsollError, RateLimitedError, RefusalError, SessionEndedError,
+                     ShuttingDownError, UnauthenticatedError, UnsupportedError)
+from .record import Chain, ChainError, canonical, check_record, sha256_hex, verify_chain
+from .results import (Description, Limits, OperationSupport, Operations, RunRecord,
+                      RunResult, StepResult)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Session", "RetryPolicy", "TIERS", "tier_rank", "check_tier",
+    "RunResult", "StepResult", "RunRecord", "Description", "Operations",
+    "OperationSupport", "Limits",
+    "Chain", "ChainError", "canonical", "check_record", "sha256_hex", "verify_chain",
+    "PlimsollError", "RefusalError", "InvalidRequestError", "UnauthenticatedError",
+    "DisabledError", "InsufficientIsolationError", "UnsupportedError",
+    "CallerNotAllowedError", "NotReadyError", "ShuttingDownError", "RateLimitedError",
+    "AtCapacityError", "SessionEndedError", "NotFoundError", "InfrastructureError",
+    "IsolationEvidenceMismatchError", "errors", "record", "__version__",
+]

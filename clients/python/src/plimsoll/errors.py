@@ -1,0 +1,211 @@
+"""The errors a plimsoll client raises (docs/clients.md, "Three channels").
+
+* :class:`RefusalError` and one subclass per reason: the daemon refused the
+  call before anything ran (``dispatched`` is False for every refusal).
+* :class:`InfrastructureError`: ``INTERNAL``, a transport failure, or an
+  answer that is not a Connect error; the code may have run.
+* :class:`IsolationEvidenceMismatchError`: the answer's tier, or its
+  record's, is below the floor the caller set; the code may have run and it
+  is never retried.
+* :class:`ChainError` (also ``plimsoll.record.ChainError``): a record or a
+  chain of records does not check out.
+
+A guest's non-zero exit code is never an error: it is a result.
+"""
+from __future__ import annotations
+
+from typing import Dict, Mapping, Optional, Type
+
+__all__ = [
+    "PlimsollError",
+    "RefusalError",
+    "InvalidRequestError",
+    "UnauthenticatedError",
+    "DisabledError",
+    "InsufficientIsolationError",
+    "UnsupportedError",
+    "CallerNotAllowedError",
+    "NotReadyError",
+    "ShuttingDownError",
+    "RateLimitedError",
+    "AtCapacityError",
+    "SessionEndedError",
+    "NotFoundError",
+    "InfrastructureError",
+    "IsolationEvidenceMismatchError",
+    "ChainError",
+    "refusal_class",
+]
+
+
+class PlimsollError(Exception):
+    """Base of every error this client raises.
+
+    Every subclass carries the same attributes, so a caller can log any of
+    them alike: ``reason`` (the daemon's reason, or ``""``), ``code`` (the
+    Connect code), ``message``, ``dispatched`` (whether the code may have
+    run), ``metadata`` (the ErrorInfo metadata) and ``http_status`` (None
+    when no HTTP answer came).
+    """
+
+    reason: str
+    code: str
+    message: str
+    dispatched: bool
+    metadata: Dict[str, str]
+    http_status: Optional[int]
+
+    def __init__(self, message: str, *, reason: str = "", code: str = "",
+                 dispatched: bool = False, metadata: Optional[Mapping[str, str]] = None,
+                 http_status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.code = code
+        self.message = message
+        self.dispatched = dispatched
+        self.metadata = dict(metadata or {})
+        self.http_status = http_status
+
+    def __str__(self) -> str:
+        if self.reason:
+            return "%s (%s): %s" % (self.reason, self.code, self.message)
+        return self.message
+
+
+class RefusalError(PlimsollError):
+    """The daemon refused the call; nothing ran. Also the type of a reason
+    this client does not know."""
+
+
+class InvalidRequestError(RefusalError):
+    """``INVALID_REQUEST``: malformed request, unknown field, a bound exceeded."""
+
+
+class UnauthenticatedError(RefusalError):
+    """``UNAUTHENTICATED``: no bearer key, or a key the daemon does not know."""
+
+
+class DisabledError(RefusalError):
+    """``DISABLED``: the daemon runs the Disabled provider."""
+
+
+class InsufficientIsolationError(RefusalError):
+    """``INSUFFICIENT_ISOLATION``: the floor is above the daemon's tier
+    (``metadata["isolation"]``)."""
+
+
+class UnsupportedError(RefusalError):
+    """``UNSUPPORTED``: the provider does not run this kind, language or method."""
+
+
+class CallerNotAllowedError(RefusalError):
+    """``CALLER_NOT_ALLOWED``: the caller is not in the grant profile's callers."""
+
+
+class NotReadyError(RefusalError):
+    """``NOT_READY``: the provider's readiness check fails; try later."""
+
+
+class ShuttingDownError(RefusalError):
+    """``SHUTTING_DOWN``: the daemon is draining; try elsewhere."""
+
+
+class RateLimitedError(RefusalError):
+    """``RATE_LIMITED``: the caller's token bucket is empty (retryable)."""
+
+
+class AtCapacityError(RefusalError):
+    """``AT_CAPACITY``: every run slot, or the caller's share, is busy (retryable)."""
+
+
+class SessionEndedError(RefusalError):
+    """``SESSION_ENDED``: the session has ended; ``ended_reason`` says why."""
+
+    ended_reason: str
+
+    def __init__(self, message: str, *, reason: str = "SESSION_ENDED",
+                 code: str = "failed_precondition", dispatched: bool = False,
+                 metadata: Optional[Mapping[str, str]] = None,
+                 http_status: Optional[int] = None) -> None:
+        super().__init__(message, reason=reason, code=code, dispatched=dispatched,
+                         metadata=metadata, http_status=http_status)
+        self.ended_reason = self.metadata.get("ended_reason") or message
+
+
+class NotFoundError(RefusalError):
+    """``NOT_FOUND``: no such path, method, or session for this caller."""
+
+
+class InfrastructureError(PlimsollError):
+    """``INTERNAL``, a transport failure, or an answer that is not a Connect
+    error or not JSON. ``dispatched`` is True unless the daemon said
+    otherwise: the code may have run."""
+
+
+class IsolationEvidenceMismatchError(PlimsollError):
+    """The answer's ``isolation`` or its record's is below the floor the
+    request set. Code ``data_loss``, dispatched: the code may have run.
+
+    ``floor`` is the floor, ``isolation`` the answer's tier,
+    ``record_isolation`` the record's (``""`` when there is none) and
+    ``response`` the answer as received.
+    """
+
+    floor: str
+    isolation: str
+    record_isolation: str
+    response: Dict[str, object]
+
+    def __init__(self, floor: str, isolation: str, record_isolation: str,
+                 response: Mapping[str, object], http_status: Optional[int] = 200) -> None:
+        super().__init__(
+            "the answer's isolation %r (record: %r) is below the floor %r; the code may "
+            "have run" % (isolation, record_isolation, floor),
+            code="data_loss", dispatched=True, http_status=http_status)
+        self.floor = floor
+        self.isolation = isolation
+        self.record_isolation = record_isolation
+        self.response = dict(response)
+
+
+class ChainError(PlimsollError):
+    """A record or a chain of records does not check out.
+
+    ``index`` is the position of the entry that failed (0 for a record
+    checked alone) and ``broken`` the first check that failed: ``version``,
+    ``digest``, ``request_sha256``, ``response_sha256``, ``previous_digest``
+    or ``ended_at`` (docs/clients.md, "Records and chains"). The code ran:
+    ``dispatched`` is True.
+    """
+
+    index: int
+    broken: str
+
+    def __init__(self, broken: str, index: int = 0, detail: str = "") -> None:
+        msg = "record %d: %s check failed" % (index, broken)
+        if detail:
+            msg += ": " + detail
+        super().__init__(msg, code="data_loss", dispatched=True)
+        self.index = index
+        self.broken = broken
+
+
+_BY_REASON: Dict[str, Type[RefusalError]] = {
+    "INVALID_REQUEST": InvalidRequestError,
+    "UNAUTHENTICATED": UnauthenticatedError,
+    "DISABLED": DisabledError,
+    "INSUFFICIENT_ISOLATION": InsufficientIsolationError,
+    "UNSUPPORTED": UnsupportedError,
+    "CALLER_NOT_ALLOWED": CallerNotAllowedError,
+    "NOT_READY": NotReadyError,
+    "SHUTTING_DOWN": ShuttingDownError,
+    "RATE_LIMITED": RateLimitedError,
+    "AT_CAPACITY": AtCapacityError,
+    "SESSION_ENDED": SessionEndedError,
+    "NOT_FOUND": NotFoundError,
+}
+
+
+def refusal_class(reason: str) -> Type[RefusalError]:
+    """The refusal type of a reason; :class:`RefusalError` for an unknown one."""
+    return _BY_REASON.get(reason, RefusalError)

@@ -1,0 +1,205 @@
+"""What the daemon answers, as dataclasses. Each keeps the answer as
+received in ``raw``; a field the daemon left out takes its proto3 default."""
+from __future__ import annotations
+
+import base64
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar
+
+__all__ = ["RunRecord", "StepResult", "RunResult", "OperationSupport", "Operations",
+           "Limits", "Description"]
+
+T = TypeVar("T")
+
+
+def _build(cls: Type[T], data: Any, **extra: Any) -> T:
+    """An instance of the dataclass ``cls`` from the JSON object ``data``:
+    the members it knows (nested dataclasses filled by ``extra``), unknown
+    members ignored, missing ones at their defaults."""
+    if not isinstance(data, Mapping):
+        data = {}
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs = {k: v for k, v in data.items() if k in names and k not in extra}
+    kwargs.update(extra)
+    if "raw" in names:
+        kwargs["raw"] = dict(data)
+    return cls(**kwargs)
+
+
+def _bytes_of(text: str, b64: str) -> bytes:
+    if b64:
+        return base64.b64decode(b64 + "=" * (-len(b64) % 4))
+    return text.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run's record (docs/records.md). ``raw`` is what the hashes cover."""
+
+    version: int = 0
+    request_sha256: str = ""
+    response_sha256: str = ""
+    provider: str = ""
+    isolation: str = ""
+    runtime: str = ""
+    started_at: str = ""
+    ended_at: str = ""
+    previous_digest: str = ""
+    digest: str = ""
+    broker_calls: int = 0
+    broker_refused: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunRecord":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step of a project run."""
+
+    name: str = ""
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_ms: int = 0
+    timed_out: bool = False
+    stdout_base64: str = ""
+    stderr_base64: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StepResult":
+        return _build(cls, data)
+
+    def stdout_bytes(self) -> bytes:
+        """The exact bytes of stdout (``stdout_base64`` when present)."""
+        return _bytes_of(self.stdout, self.stdout_base64)
+
+    def stderr_bytes(self) -> bytes:
+        """The exact bytes of stderr (``stderr_base64`` when present)."""
+        return _bytes_of(self.stderr, self.stderr_base64)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The answer to a run that ran, whatever its exit code."""
+
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_ms: int = 0
+    sandbox_name: str = ""
+    isolation: str = ""
+    timed_out: bool = False
+    out_of_memory: bool = False
+    outcome: str = ""
+    detail: str = ""
+    steps: List[StepResult] = field(default_factory=list)
+    interpreter_started: bool = False
+    record: Optional[RunRecord] = None
+    stdout_base64: str = ""
+    stderr_base64: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunResult":
+        steps = data.get("steps") if isinstance(data, Mapping) else None
+        rec = data.get("record") if isinstance(data, Mapping) else None
+        return _build(cls, data,
+                      steps=[StepResult.from_dict(s) for s in steps or []],
+                      record=RunRecord.from_dict(rec) if isinstance(rec, Mapping) else None)
+
+    @property
+    def ok(self) -> bool:
+        """Exit code 0, not timed out, not out of memory."""
+        return self.exit_code == 0 and not self.timed_out and not self.out_of_memory
+
+    def stdout_bytes(self) -> bytes:
+        """The exact bytes of stdout (``stdout_base64`` when present)."""
+        return _bytes_of(self.stdout, self.stdout_base64)
+
+    def stderr_bytes(self) -> bytes:
+        """The exact bytes of stderr (``stderr_base64`` when present)."""
+        return _bytes_of(self.stderr, self.stderr_base64)
+
+
+@dataclass(frozen=True)
+class OperationSupport:
+    """Whether a payload kind runs here, with what engine and bounds."""
+
+    supported: bool = False
+    engine: str = ""
+    max_timeout_ms: int = 0
+    languages: List[str] = field(default_factory=list)
+    grants: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "OperationSupport":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class Operations:
+    snippet: OperationSupport = field(default_factory=OperationSupport)
+    project: OperationSupport = field(default_factory=OperationSupport)
+    module: OperationSupport = field(default_factory=OperationSupport)
+    session: OperationSupport = field(default_factory=OperationSupport)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Operations":
+        if not isinstance(data, Mapping):
+            data = {}
+        return cls(**{f.name: OperationSupport.from_dict(data.get(f.name) or {})
+                      for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int = 0
+    total_memory_mb: int = 0
+    max_concurrent: int = 0
+    effective_concurrency: int = 0
+    per_key_concurrent: int = 0
+    rate_per_min: int = 0
+    rate_burst: int = 0
+    default_timeout_ms: int = 0
+    output_bytes: int = 0
+    max_snippet_bytes: int = 0
+    max_request_bytes: int = 0
+    memory_budget_applies: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Limits":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class Description:
+    """The answer to Describe: what this daemon is (configuration and
+    startup proof, not attestation)."""
+
+    version: str = ""
+    provider: str = ""
+    isolation: str = ""
+    runtime: str = ""
+    ready: bool = False
+    ready_detail: str = ""
+    supports_sessions: bool = False
+    languages: List[str] = field(default_factory=list)
+    operations: Operations = field(default_factory=Operations)
+    limits: Limits = field(default_factory=Limits)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Description":
+        ops = data.get("operations") if isinstance(data, Mapping) else None
+        lim = data.get("limits") if isinstance(data, Mapping) else None
+        return _build(cls, data, operations=Operations.from_dict(ops or {}),
+                      limits=Limits.from_dict(lim or {}))
