@@ -136,8 +136,9 @@ PLIMSOLL_API int plimsoll_run_module(plimsoll_client *c, const void *wasm, size_
 
 /* ---- sessions ------------------------------------------------------------- */
 
-/* languages: NULL-terminated hint, may be NULL.  floor: checked on every
- * answer of the session, may be NULL. */
+/* languages: NULL-terminated hint, may be NULL.  floor (may be NULL): sent
+ * as minimum_isolation with every run that sets none, and checked on every
+ * answer of the session, cells included. */
 PLIMSOLL_API plimsoll_session *plimsoll_session_open(plimsoll_client *c,
                                                      const char *const *languages,
                                                      const char *floor, struct plimsoll_error *err);

@@ -260,7 +260,9 @@ func tierCheck(floor string, resp map[string]any) error {
 		hasRecord = true
 		recTier, _ = rec["isolation"].(string)
 	}
-	if TierRank(got) >= want && (!hasRecord || TierRank(recTier) >= want) {
+	// A missing record's tier is unknown, and an unknown tier is below
+	// every floor (docs/clients.md): the mismatch comes before check 1.
+	if TierRank(got) >= want && TierRank(recTier) >= want {
 		return nil
 	}
 	md := map[string]string{"minimum_isolation": floor, "isolation": got, "dispatched": "true"}
@@ -343,6 +345,9 @@ func (c *Client) OpenSession(ctx context.Context, req *OpenSessionRequest) (*Ses
 	if req == nil {
 		req = &OpenSessionRequest{}
 	}
+	if req.MinimumIsolation != "" && TierRank(req.MinimumIsolation) < 0 {
+		return nil, fmt.Errorf("plimsoll: unknown floor %q", req.MinimumIsolation)
+	}
 	body, _, err := encode(req)
 	if err != nil {
 		return nil, err
@@ -359,7 +364,7 @@ func (c *Client) OpenSession(ctx context.Context, req *OpenSessionRequest) (*Ses
 		e.HTTPStatus = http.StatusOK
 		return nil, e
 	}
-	return &Session{ID: out.SessionID, c: c, chain: record.NewChain("")}, nil
+	return &Session{ID: out.SessionID, c: c, chain: record.NewChain(""), floor: req.MinimumIsolation}, nil
 }
 
 // sessionRun encodes a RunInSession call; sent is its "run".

@@ -19,6 +19,7 @@ type Session struct {
 	c     *Client
 	mu    sync.Mutex
 	chain *record.Chain
+	floor string
 }
 
 // Chain is the session's chain of accepted records. A harness signs its
@@ -29,6 +30,11 @@ func (s *Session) Chain() *record.Chain { return s.chain }
 func (s *Session) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if req != nil && req.MinimumIsolation == "" && s.floor != "" {
+		withFloor := *req
+		withFloor.MinimumIsolation = s.floor
+		req = &withFloor
+	}
 	body, sent, floor, err := sessionRun(&RunInSessionRequest{SessionID: s.ID, Run: req})
 	if err != nil {
 		return nil, err
@@ -52,7 +58,7 @@ func (s *Session) Cell(ctx context.Context, cell *Cell, timeoutMs uint32) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	res, resp, err := s.c.run(ctx, "RunCell", body, "")
+	res, resp, err := s.c.run(ctx, "RunCell", body, s.floor)
 	if err != nil {
 		return nil, err
 	}

@@ -156,3 +156,25 @@ func TestSessionTierRecheckAndModule(t *testing.T) {
 		t.Fatalf("%s %v", show(res), err)
 	}
 }
+
+// A Session's floor: sent with every run that sets none (the daemon
+// refuses below it before anything runs) and re-checked on every answer,
+// cells included.
+func TestSessionFloor(t *testing.T) {
+	c := sessionClient(t, "PLIMSOLL_TEST_KEY")
+	ctx := ctxT(t)
+	s, err := c.OpenSession(ctx, &OpenSessionRequest{MinimumIsolation: TierKernel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	_, err = s.Run(ctx, py("print(1)"))
+	wantRefusal(t, err, ErrInsufficientIsolation)
+	_, err = s.Cell(ctx, &Cell{Language: "python", Code: "1"}, 0)
+	if !errors.Is(err, ErrIsolationEvidenceMismatch) {
+		t.Fatalf("a cell below the session's floor: %v", err)
+	}
+	if _, err := c.OpenSession(ctx, &OpenSessionRequest{MinimumIsolation: "sideways"}); err == nil {
+		t.Fatal("an unknown floor must be refused at open")
+	}
+}

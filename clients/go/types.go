@@ -135,6 +135,10 @@ type Cell struct {
 // OpenSessionRequest optionally hints the languages the session will use.
 type OpenSessionRequest struct {
 	Languages []string `json:"languages,omitempty"`
+	// MinimumIsolation is the Session's floor (client-side; the open call
+	// has no field for it): sent as minimum_isolation on every Run that
+	// sets none, and checked on every answer, cells included.
+	MinimumIsolation string `json:"-"`
 }
 
 // RunInSessionRequest runs a snippet or a project in a session.

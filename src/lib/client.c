@@ -512,12 +512,23 @@ static int in_session(plimsoll_client *c, const char *id, const json_t *run, con
                       plimsoll_chain *chain, json_t **ret, struct plimsoll_error *err) {
     if (!id_ok(id) || !json_is_object(run))
         return plc_fail(err, PLIMSOLL_E_USAGE, "a session id and a RunRequest object");
-    json_t *msg = json_pack("{s:s, s:O}", "session_id", id, "run", (json_t *)run);
-    if (!msg)
-        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    /* A session's floor goes with every run that sets none, so the daemon
+     * refuses below it before anything runs. */
     const char *f = json_string_value(json_object_get(run, "minimum_isolation"));
-    int r = run_call(c, "RunInSession", msg, run, f && *f ? f : floor, chain, ret, err);
+    json_t *sent = json_copy((json_t *)run);
+    if (sent && !(f && *f) && floor && *floor &&
+        json_object_set_new(sent, "minimum_isolation", json_string(floor)) < 0) {
+        json_decref(sent);
+        sent = NULL;
+    }
+    json_t *msg = sent ? json_pack("{s:s, s:O}", "session_id", id, "run", sent) : NULL;
+    if (!msg) {
+        json_decref(sent);
+        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    }
+    int r = run_call(c, "RunInSession", msg, sent, f && *f ? f : floor, chain, ret, err);
     json_decref(msg);
+    json_decref(sent);
     return r;
 }
 

@@ -509,7 +509,8 @@ export class Client {
       const rec = answer["record"];
       const recIso = isObject(rec) ? rec["isolation"] : undefined;
       const low = tierRank(iso) < need || need < 0;
-      const recLow = isObject(rec) && (tierRank(recIso) < need || need < 0);
+      // A missing record's tier is unknown, below every floor (docs/clients.md).
+      const recLow = tierRank(recIso) < need || need < 0;
       if (low || recLow) {
         const which = low
           ? `the answer's isolation ${JSON.stringify(iso)}`

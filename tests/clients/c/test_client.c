@@ -20,6 +20,9 @@
 
 #include "plimsoll.h"
 
+#ifndef PL_EXAMPLE
+#error "PL_EXAMPLE must name the built clients/c/example.c"
+#endif
 #ifndef PL_SOURCE_ROOT
 #error "PL_SOURCE_ROOT must name the source tree"
 #endif
@@ -484,6 +487,12 @@ static void test_session_floor_is_checked(void **state) {
     plimsoll_session *s = plimsoll_session_open(c, NULL, "kernel", &err);
     assert_non_null(s);
     json_t *r = NULL;
+    /* The floor goes with a run: the daemon refuses before anything runs. */
+    json_t *run = py_run("print(1)");
+    assert_int_equal(plimsoll_session_run(s, run, &r, &err), -1);
+    json_decref(run);
+    assert_int_equal(err.kind, PLIMSOLL_E_INSUFFICIENT_ISOLATION);
+    assert_false(err.dispatched);
     /* runc paints container: below a kernel floor the client refuses the
      * answer (the daemon has no floor on a cell to refuse it first). */
     assert_int_equal(plimsoll_session_cell(s, "python", "1", NULL, 0, &r, &err), -1);
@@ -492,6 +501,38 @@ static void test_session_floor_is_checked(void **state) {
     assert_int_equal(plimsoll_session_close(s, &err), 0);
     plimsoll_session_free(s);
     plimsoll_client_free(c);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot read %s", path);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+/* The README shows clients/c/example.c as it is, and it runs. */
+static void test_readme_example(void **state) {
+    (void)state;
+    char *readme = slurp(PL_SOURCE_ROOT "/README.md");
+    char *example = slurp(PL_SOURCE_ROOT "/clients/c/example.c");
+    assert_non_null(strstr(readme, example));
+    free(readme);
+    free(example);
+    setenv("PLIMSOLL_URL", env("PLIMSOLL_TEST_URL"), 1);
+    setenv("PLIMSOLL_KEY", env("PLIMSOLL_TEST_KEY"), 1);
+    FILE *p = popen(PL_EXAMPLE, "r");
+    assert_non_null(p);
+    char out[64] = {0};
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    assert_int_equal(pclose(p), 0);
+    assert_true(n > 0);
+    assert_string_equal(out, "42\n");
+    unsetenv("PLIMSOLL_URL");
+    unsetenv("PLIMSOLL_KEY");
 }
 
 static void test_usage_errors(void **state) {
@@ -522,6 +563,7 @@ int main(void) {
         cmocka_unit_test(test_chain_vectors),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_readme_example),
         cmocka_unit_test(test_snippet_runs_and_record_checks),
         cmocka_unit_test(test_nonzero_exit_is_a_result),
         cmocka_unit_test(test_module_runs),
