@@ -56,8 +56,25 @@ class RunRecord:
         return _build(cls, data)
 
 
+class _Output:
+    """The exact output bytes of a run or a step."""
+
+    stdout: str
+    stderr: str
+    stdout_base64: str
+    stderr_base64: str
+
+    def stdout_bytes(self) -> bytes:
+        """The exact bytes of stdout (``stdout_base64`` when present)."""
+        return _bytes_of(self.stdout, self.stdout_base64)
+
+    def stderr_bytes(self) -> bytes:
+        """The exact bytes of stderr (``stderr_base64`` when present)."""
+        return _bytes_of(self.stderr, self.stderr_base64)
+
+
 @dataclass(frozen=True)
-class StepResult:
+class StepResult(_Output):
     """One step of a project run."""
 
     name: str = ""
@@ -76,17 +93,9 @@ class StepResult:
     def from_dict(cls, data: Mapping[str, Any]) -> "StepResult":
         return _build(cls, data)
 
-    def stdout_bytes(self) -> bytes:
-        """The exact bytes of stdout (``stdout_base64`` when present)."""
-        return _bytes_of(self.stdout, self.stdout_base64)
-
-    def stderr_bytes(self) -> bytes:
-        """The exact bytes of stderr (``stderr_base64`` when present)."""
-        return _bytes_of(self.stderr, self.stderr_base64)
-
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(_Output):
     """The answer to a run that ran, whatever its exit code."""
 
     exit_code: int = 0
@@ -120,14 +129,6 @@ class RunResult:
     def ok(self) -> bool:
         """Exit code 0, not timed out, not out of memory."""
         return self.exit_code == 0 and not self.timed_out and not self.out_of_memory
-
-    def stdout_bytes(self) -> bytes:
-        """The exact bytes of stdout (``stdout_base64`` when present)."""
-        return _bytes_of(self.stdout, self.stdout_base64)
-
-    def stderr_bytes(self) -> bytes:
-        """The exact bytes of stderr (``stderr_base64`` when present)."""
-        return _bytes_of(self.stderr, self.stderr_base64)
 
 
 @dataclass(frozen=True)
