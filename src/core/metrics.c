@@ -25,6 +25,7 @@ struct pl_metrics {
     uint64_t runs[PL_RUN__COUNT][PL_TIER__COUNT];
     uint64_t refusals[PL_REASON__COUNT];
     uint64_t broker_forwarded, broker_refused;
+    uint64_t cells_uplink, cells_exec;
     uint64_t requests[NMETHODS][PL_CODE__COUNT + 1]; /* last column: ok */
     uint64_t buckets[NBUCKETS];
     uint64_t count;
@@ -62,6 +63,15 @@ void pl_metrics_broker(struct pl_metrics *m, unsigned forwarded, unsigned refuse
     pthread_mutex_lock(&m->lock);
     m->broker_forwarded += forwarded;
     m->broker_refused += refused;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void pl_metrics_cell(struct pl_metrics *m, bool uplink) {
+    pthread_mutex_lock(&m->lock);
+    if (uplink)
+        m->cells_uplink++;
+    else
+        m->cells_exec++;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -110,6 +120,13 @@ int pl_metrics_render(struct pl_metrics *m, unsigned in_flight, int ready, struc
                       "plimsoll_broker_requests_total{outcome=\"forwarded\"} %llu\n"
                       "plimsoll_broker_requests_total{outcome=\"refused\"} %llu\n",
                       (unsigned long long)s.broker_forwarded, (unsigned long long)s.broker_refused);
+    r |= pl_buf_printf(o,
+                       "# HELP plimsoll_session_cells_total Cells run, by how they reached the "
+                       "kept interpreter.\n"
+                       "# TYPE plimsoll_session_cells_total counter\n"
+                       "plimsoll_session_cells_total{path=\"uplink\"} %llu\n"
+                       "plimsoll_session_cells_total{path=\"exec\"} %llu\n",
+                       (unsigned long long)s.cells_uplink, (unsigned long long)s.cells_exec);
     r |= pl_buf_puts(o, "# HELP plimsoll_requests_total API calls by method and result code.\n"
                         "# TYPE plimsoll_requests_total counter\n");
     for (unsigned i = 0; i < NMETHODS; i++)

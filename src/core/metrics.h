@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
@@ -41,6 +42,8 @@ void pl_metrics_run(struct pl_metrics *m, enum pl_run_outcome outcome, enum pl_t
 void pl_metrics_refusal(struct pl_metrics *m, enum pl_reason reason);
 /* One run's broker counters, added when the run ends. */
 void pl_metrics_broker(struct pl_metrics *m, unsigned forwarded, unsigned refused);
+/* A cell that ran: over the kept interpreter's uplink, or through an exec. */
+void pl_metrics_cell(struct pl_metrics *m, bool uplink);
 /* method: a short name ("Run", "Describe", "metrics", "other"). */
 void pl_metrics_request(struct pl_metrics *m, const char *method, enum pl_code code_or_ok, int ok);
 

@@ -27,6 +27,9 @@ int plc_fail(struct plimsoll_error *err, enum plimsoll_errkind kind, const char 
     return -1;
 }
 
+static int broken(struct plimsoll_error *err, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static int broken(struct plimsoll_error *err, const char *what, const char *fmt, ...) {
     if (!err)
         return -1;

@@ -95,6 +95,7 @@ struct pl_run_result {
     struct pl_step_result *steps;
     size_t nsteps;
     bool interpreter_started; /* a cell: the call began with a fresh interpreter */
+    bool cell_uplink;         /* a cell: it went over the interpreter's uplink, no exec */
     char session_ended[256];  /* set by a session call after which the session must end: why */
 };
 

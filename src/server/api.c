@@ -502,6 +502,8 @@ static void run_request(struct pl_api *api, const char *principal, const char *b
     json_t *out = result_json(&res, in->tier, (uint32_t)(elapsed / 1000000ull));
     if (out && cell)
         json_object_set_new(out, "interpreter_started", json_boolean(res.interpreter_started));
+    if (cell)
+        pl_metrics_cell(api->metrics, res.cell_uplink);
     char session_end[sizeof(res.session_ended)];
     memcpy(session_end, res.session_ended, sizeof(session_end));
     enum pl_run_outcome oc = classify(&res);

@@ -111,5 +111,48 @@ class Keygen(unittest.TestCase):
         self.assertEqual(cli(["keygen", "bad principal!"], {})[0], 2)
 
 
+class CliChecksTheAnswer(unittest.TestCase):
+    """A wasm daemon behind the clients' lowering proxy, which rewrites the
+    answer's isolation to "none": with a floor that is a mismatch (exit 5),
+    without one the record no longer matches the answer (exit 6)."""
+
+    @classmethod
+    def setUpClass(cls):
+        import importlib.util
+        import threading
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "clients", "harness.py")
+        spec = importlib.util.spec_from_file_location("clients_harness", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        LoweringProxy = mod.LoweringProxy
+        cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm"}).start()
+        cls.proxy = LoweringProxy(cls.d.host, cls.d.port)
+        threading.Thread(target=cls.proxy.serve_forever, daemon=True).start()
+        cls.env = {"PATH": os.environ.get("PATH", ""),
+                   "PLIMSOLL_URL": "http://127.0.0.1:%d" % cls.proxy.server_address[1],
+                   "PLIMSOLL_KEY": cls.d.keys["alice"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proxy.shutdown()
+        cls.d.stop()
+
+    def test_mismatch_exits_5(self):
+        code, out, err = cli(["run", "--floor", "process", "console.log(1)"], self.env)
+        self.assertEqual(code, 5, err)
+        self.assertIn("isolation evidence mismatch", err)
+
+    def test_record_that_does_not_check_exits_6(self):
+        code, out, err = cli(["run", "console.log(1)"], self.env)
+        self.assertEqual(code, 6, err)
+        self.assertIn("(response_sha256)", err)
+
+    def test_direct_answer_checks(self):
+        env = dict(self.env, PLIMSOLL_URL="http://127.0.0.1:%d" % self.d.port)
+        code, out, err = cli(["run", "--floor", "process", "console.log(1)"], env)
+        self.assertEqual((code, out), (0, "1\n"), err)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -89,7 +89,51 @@ class Sessions:
         self.assertEqual(info["reason"], reason, body)
         return body
 
+    def cells_by_path(self):
+        status, _, body = self.d.request(
+            "GET", "/metrics", headers={"Authorization": "Bearer " + self.d.keys["alice"]})
+        self.assertEqual(status, 200)
+        out = {}
+        for line in body.decode().splitlines():
+            if line.startswith("plimsoll_session_cells_total{"):
+                out[line.split('"')[1]] = int(line.rsplit(" ", 1)[1])
+        return out
+
     # ---- the contract -----------------------------------------------------
+    def test_cells_take_the_uplink_not_an_exec(self):
+        """A kept interpreter's cells travel over its uplink (no docker exec);
+        a cell with files still goes through an exec, to the same
+        interpreter; a timed-out cell loses the uplink with its interpreter,
+        and the next one gets a fresh interpreter with an uplink again."""
+        sid = self.open(languages=["python"])
+        before = self.cells_by_path()
+        b = self.cell(sid, "python", "import os\nx = os.getpid()\nx")
+        self.assertEqual(b["exit_code"], 0, b)
+        pid = b["stdout"]
+        b = self.cell(sid, "python", "print('a' * 10); import sys; sys.stderr.write('e\\n'); 7")
+        self.assertEqual((b["stdout"], b["stderr"]), ("a" * 10 + "\n7\n", "e\n"), b)
+        b = self.cell(sid, "javascript", "[1, 2].map(x => x * 2)")
+        self.assertEqual((b["stdout"], b["interpreter_started"]), ("[ 2, 4 ]\n", True), b)
+        after = self.cells_by_path()
+        self.assertEqual(after["uplink"] - before["uplink"], 3, (before, after))
+        self.assertEqual(after["exec"], before["exec"])
+        status, b = self.d.rpc("RunCell", {"session_id": sid, "cell": {
+            "language": "python", "code": "open('f.txt').read() + str(x)",
+            "files": [{"path": "f.txt", "content": "pid "}]}})
+        self.assertEqual((status, b["stdout"]), (200, "'pid %s'\n" % pid.strip()), b)
+        self.assertEqual(self.cells_by_path()["exec"] - after["exec"], 1)
+        # Output past the cap is cut on the uplink as on an exec (4096 here).
+        b = self.cell(sid, "python", "print('y' * 10000)")
+        self.assertTrue(b["stdout_truncated"], b)
+        self.assertEqual(len(b["stdout"]), 4096)
+        # The deadline ends the cell and its interpreter; the next starts fresh.
+        b = self.cell(sid, "python", "while True: pass", timeout_ms=1500)
+        self.assertEqual((b["exit_code"], b["timed_out"]), (124, True), b)
+        n = self.cells_by_path()["uplink"]
+        b = self.cell(sid, "python", "'x' in dir()")
+        self.assertEqual((b["stdout"], b["interpreter_started"]), ("False\n", True), b)
+        self.assertEqual(self.cells_by_path()["uplink"], n + 1)
+
     def test_describe(self):
         status, body = self.d.rpc("Describe", {})
         self.assertTrue(body["supports_sessions"])

@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/rand.h>
+
 #include "../../core/canon.h"
 #include "../provider.h"
 #include "../../broker/broker.h"
@@ -1649,7 +1651,9 @@ struct dsession {
         unsigned long long start;
         bool up;
         bool fresh; /* no cell has run in it yet */
+        int fd;     /* its uplink, or -1: cells then go through an exec */
     } in[2];        /* the kept interpreters, learnt from the launcher only */
+    int lfd;        /* listening at dir/cells.sock for the interpreters' uplinks */
     pthread_t cleaner;
     bool cleaner_running;
     char verdict[256]; /* non-empty: the session must end, and why */
@@ -1763,7 +1767,7 @@ static int exec_call(struct docker_state *s, struct dsession *d, const char *use
  * the report unreadable, never a different report.
  */
 static int agent_json(struct docker_state *s, struct dsession *d, const char *mode, const char *arg,
-                      json_t **ret, struct pl_error *err) {
+                      json_t *env, json_t **ret, struct pl_error *err) {
     struct cont_run r = {.timeout_ms = 20000};
     r.dx.out_cap = 1u << 20;
     r.dx.err_cap = 64u << 10;
@@ -1771,7 +1775,7 @@ static int agent_json(struct docker_state *s, struct dsession *d, const char *mo
     /* The cleanup runs with a group of its own: under runc no guest process
      * may then open its descriptors (it still may signal them: same uid). */
     const char *user = strcmp(mode, "cleanup") == 0 ? "65534:65533" : "65534:65534";
-    int rc = exec_call(s, d, user, agent_cmd(mode, arg), NULL, &r, &code, err);
+    int rc = exec_call(s, d, user, agent_cmd(mode, arg), env, &r, &code, err);
     json_t *j = NULL;
     const char *o = r.dx.out.data;
     size_t n = r.dx.out.len;
@@ -1791,9 +1795,233 @@ static int agent_json(struct docker_state *s, struct dsession *d, const char *mo
 
 /* Start a language's interpreter; its pid and start time come from the
  * launcher, which runs no guest code (docs/sessions.md). */
+/*
+ * The cell uplink.  Each kept interpreter connects out to dir/cells.sock
+ * (/run/plimsoll/cells.sock inside, the session's read-only mount) before
+ * it listens, and greets with its language and the token its launch was
+ * given in the exec's environment.  Cells then travel over that connection
+ * with the agent's framing (docs/sessions.md), with no exec per cell.  What
+ * comes back is the interpreter's output, guest data like any cell's; the
+ * daemon bounds it (caps, deadline) and trusts nothing in it.  Without an
+ * uplink (it failed, or the cell carries files) a cell goes through an exec
+ * as before.
+ */
+#define UPLINK_NAME "cells.sock"
+#define UPLINK_MAX_FRAME (64u << 20)
+
+static void uplink_path(const struct dsession *d, char *buf, size_t len) {
+    snprintf(buf, len, "%.4000s/" UPLINK_NAME, d->dir);
+}
+
+static void uplink_listen(struct dsession *d) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char path[PATH_MAX];
+    uplink_path(d, path, sizeof(path));
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return;
+    unlink(path);
+    /* uid 65534 inside connects: the socket must be writable by it. */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666) < 0 ||
+        listen(fd, 4) < 0) {
+        close(fd);
+        unlink(path);
+        return;
+    }
+    d->lfd = fd;
+}
+
+static void uplink_drop(struct dsession *d, int lang) {
+    if (d->in[lang].fd >= 0)
+        close(d->in[lang].fd);
+    d->in[lang].fd = -1;
+}
+
+static void uplink_close(struct dsession *d) {
+    for (int i = 0; i < 2; i++)
+        uplink_drop(d, i);
+    if (d->lfd >= 0) {
+        char path[PATH_MAX];
+        uplink_path(d, path, sizeof(path));
+        close(d->lfd);
+        unlink(path);
+    }
+    d->lfd = -1;
+}
+
+/* Wait for fd to be ready for events until deadline; 1 ready, 0 timed out, -1 error. */
+static int wait_fd(int fd, short events, uint64_t deadline) {
+    for (;;) {
+        uint64_t now = mono_ns();
+        if (now >= deadline)
+            return 0;
+        struct pollfd p = {.fd = fd, .events = events};
+        int ms = (int)((deadline - now) / 1000000ull) + 1;
+        int r = poll(&p, 1, ms);
+        if (r > 0)
+            return 1;
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* Read exactly n bytes: 1 done, 0 timed out, -1 EOF or error. */
+static int read_full(int fd, void *buf, size_t n, uint64_t deadline) {
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = read(fd, p, n);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+        } else if (k == 0) {
+            return -1;
+        } else if (errno == EAGAIN || errno == EINTR) {
+            int w = wait_fd(fd, POLLIN, deadline);
+            if (w <= 0)
+                return w;
+        } else {
+            return -1;
+        }
+    }
+    return 1;
+}
+
+/* Write all of buf: 1 done, 0 timed out, -1 error; *written counts what went. */
+static int write_full(int fd, const void *buf, size_t n, uint64_t deadline, size_t *written) {
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            *written += (size_t)k;
+        } else if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+            int w = wait_fd(fd, POLLOUT, deadline);
+            if (w <= 0)
+                return w;
+        } else {
+            return -1;
+        }
+    }
+    return 1;
+}
+
+/* After a launch: take the interpreter's uplink, if it greets in time. */
+static void uplink_accept(struct dsession *d, int lang, const char *token) {
+    uplink_drop(d, lang);
+    if (d->lfd < 0)
+        return;
+    char want[128];
+    int wn = snprintf(want, sizeof(want), "%s %s", lang_name[lang], token);
+    uint64_t deadline = mono_ns() + 2000000000ull;
+    while (wait_fd(d->lfd, POLLIN, deadline) == 1) {
+        int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            continue;
+        unsigned char h[5];
+        char got[128];
+        uint32_t n = 0;
+        if (read_full(fd, h, 5, deadline) == 1 && h[0] == 'H' &&
+            (n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4]) ==
+                (uint32_t)wn &&
+            read_full(fd, got, n, deadline) == 1) {
+            unsigned char diff = 0;
+            for (uint32_t i = 0; i < n; i++)
+                diff |= (unsigned char)(got[i] ^ want[i]);
+            if (diff == 0) {
+                d->in[lang].fd = fd;
+                return;
+            }
+        }
+        close(fd); /* not the interpreter we launched */
+    }
+}
+
+enum uplink_end { UPLINK_UNUSABLE, UPLINK_RAN, UPLINK_ENDED, UPLINK_TIMED_OUT };
+
+/* One cell over the uplink.  UPLINK_UNUSABLE: nothing was sent, use an
+ * exec.  Otherwise *status (0 ran, 1 raised) and the output in dx. */
+static enum uplink_end uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
+                                   uint64_t deadline, struct pl_demux *dx, int *status) {
+    int fd = d->in[lang].fd;
+    unsigned char junk[4096];
+    ssize_t k;
+    /* Whatever the interpreter wrote between cells is not this cell's. */
+    int rounds = 0; /* bounded: an interpreter that never stops writing loses its uplink */
+    while ((k = read(fd, junk, sizeof(junk))) > 0 && ++rounds < 256)
+        ;
+    if (k > 0) {
+        uplink_drop(d, lang);
+        return UPLINK_UNUSABLE;
+    }
+    if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
+        uplink_drop(d, lang);
+        return UPLINK_UNUSABLE;
+    }
+    unsigned char h[5] = {'C', (unsigned char)(len >> 24), (unsigned char)(len >> 16),
+                          (unsigned char)(len >> 8), (unsigned char)len};
+    size_t sent = 0;
+    int w = write_full(fd, h, 5, deadline, &sent);
+    if (w == 1)
+        w = write_full(fd, code, len, deadline, &sent);
+    if (w < 0 && sent == 0) {
+        uplink_drop(d, lang);
+        return UPLINK_UNUSABLE;
+    }
+    if (w <= 0)
+        return w == 0 ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+    for (;;) {
+        int r = read_full(fd, h, 5, deadline);
+        if (r <= 0)
+            return r == 0 ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+        uint32_t n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
+        if ((h[0] != 'O' && h[0] != 'E' && h[0] != 'X') || n > UPLINK_MAX_FRAME ||
+            (h[0] == 'X' && n > 8))
+            return UPLINK_ENDED; /* not the agent's framing: the channel is lost */
+        if (h[0] == 'X') {
+            char st[9] = {0};
+            r = read_full(fd, st, n, deadline);
+            if (r <= 0)
+                return r == 0 ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+            *status = strcmp(st, "0") == 0 ? 0 : 1;
+            return UPLINK_RAN;
+        }
+        struct pl_buf *b = h[0] == 'O' ? &dx->out : &dx->err;
+        size_t cap = h[0] == 'O' ? dx->out_cap : dx->err_cap;
+        uint64_t *total = h[0] == 'O' ? &dx->out_total : &dx->err_total;
+        while (n > 0) {
+            size_t chunk = n < sizeof(junk) ? n : sizeof(junk);
+            r = read_full(fd, junk, chunk, deadline);
+            if (r <= 0)
+                return r == 0 ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+            size_t keep = b->len < cap ? cap - b->len : 0;
+            if (keep > chunk)
+                keep = chunk;
+            if (keep && pl_buf_append(b, junk, keep) < 0)
+                return UPLINK_ENDED;
+            *total += chunk;
+            n -= (uint32_t)chunk;
+        }
+    }
+}
+
 static int launch(struct docker_state *s, struct dsession *d, int lang, struct pl_error *err) {
     json_t *j = NULL;
-    if (agent_json(s, d, "launch", lang_name[lang], &j, err) < 0)
+    unsigned char rnd[24];
+    char token[49];
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness for the uplink token");
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(token + 2 * i, 3, "%02x", rnd[i]);
+    char tenv[80];
+    snprintf(tenv, sizeof(tenv), "PLIMSOLL_CELL_TOKEN=%s", token);
+    json_t *env = d->lfd >= 0
+                      ? json_pack("[s, s]", "PLIMSOLL_CELL_UPLINK=/run/plimsoll/" UPLINK_NAME, tenv)
+                      : NULL;
+    if (agent_json(s, d, "launch", lang_name[lang], env, &j, err) < 0)
         return -1;
     json_t *pid = json_object_get(j, "pid"), *start = json_object_get(j, "start");
     if (!json_is_integer(pid) || !json_is_integer(start)) {
@@ -1807,6 +2035,7 @@ static int launch(struct docker_state *s, struct dsession *d, int lang, struct p
     d->in[lang].up = true;
     d->in[lang].fresh = true;
     json_decref(j);
+    uplink_accept(d, lang, token);
     return 0;
 }
 
@@ -1826,7 +2055,7 @@ static void *cleaner_main(void *arg) {
     struct pl_error err = {0};
     bool running = false, paused = false;
     char fp[65];
-    if (!keep_s || agent_json(s, d, "cleanup", keep_s, &j, &err) < 0) {
+    if (!keep_s || agent_json(s, d, "cleanup", keep_s, NULL, &j, &err) < 0) {
         /* A sandbox whose main process just ended refuses execs while the
          * engine is still tearing it down: give that a moment to show. */
         bool gone = false;
@@ -1888,6 +2117,7 @@ static int session_create(struct docker_state *s, const char *tag, unsigned memo
     if (!d)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     d->s = s;
+    d->lfd = d->in[0].fd = d->in[1].fd = -1;
     snprintf(d->tag, sizeof(d->tag), "%s", tag);
     char run_id[40];
     snprintf(run_id, sizeof(run_id), "session-%s", d->tag);
@@ -1936,12 +2166,14 @@ static int session_create(struct docker_state *s, const char *tag, unsigned memo
         pl_error_set(err, PL_REASON_INTERNAL, "the session's sandbox did not stay up");
         goto fail;
     }
+    uplink_listen(d);
     for (int lang = 0; lang < 2; lang++)
         if (langs[lang] && launch(s, d, lang, err) < 0)
             goto fail;
     *ret = d;
     return 0;
 fail:
+    uplink_close(d);
     reap_later(s, d->id);
     rmdir(d->dir);
     free(d);
@@ -1980,6 +2212,7 @@ static void *session_pool_main(void *arg) {
         if (s->pool_stop || s->npool >= s->pool_n) {
             pthread_mutex_unlock(&s->lock);
             reap_later(s, d->id);
+            uplink_close(d);
             rmdir(d->dir);
             free(d);
             pthread_mutex_lock(&s->lock);
@@ -2015,6 +2248,7 @@ static void pool_stop_and_drain(struct docker_state *s) {
     for (unsigned i = 0; i < s->npool; i++) {
         kill_container(s, s->pool[i]->id);
         reap_later(s, s->pool[i]->id);
+        uplink_close(s->pool[i]);
         rmdir(s->pool[i]->dir);
         free(s->pool[i]);
     }
@@ -2045,6 +2279,7 @@ static void docker_session_close(void *state, void *session) {
     struct docker_state *s = state;
     struct dsession *d = session;
     cleaner_join(d);
+    uplink_close(d);
     kill_container(s, d->id);
     reap_later(s, d->id);
     rmdir(d->dir);
@@ -2101,6 +2336,20 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         if (d->in[lang].fresh)
             ret->interpreter_started = true;
         d->in[lang].fresh = false;
+        if (d->in[lang].fd >= 0 && req->cell.nfiles == 0) {
+            memset(&r, 0, sizeof(r));
+            r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
+            int status = 1;
+            enum uplink_end e =
+                uplink_cell(d, lang, req->cell.code, req->cell.code_len, deadline, &r.dx, &status);
+            if (e != UPLINK_UNUSABLE) {
+                ret->cell_uplink = true;
+                r.timed_out = e == UPLINK_TIMED_OUT;
+                code = e == UPLINK_RAN ? status : e == UPLINK_ENDED ? 4 : -1;
+                break;
+            }
+            pl_demux_free(&r.dx); /* nothing was sent: the exec below runs the cell */
+        }
         uint64_t now = mono_ns();
         memset(&r, 0, sizeof(r));
         r.timeout_ms = now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1;
@@ -2123,6 +2372,8 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
     }
     rc = 0;
     ret->timed_out = r.timed_out;
+    if (r.timed_out || code == 4)
+        uplink_drop(d, lang);
     if (r.timed_out) {
         /* The deadline ends the interpreter too: the cleanup no longer spares it. */
         d->in[lang].up = false;

@@ -88,7 +88,7 @@ import time  # noqa: E402
 
 SOCK_DIR = "/tmp/.plimsoll"
 LANGS = ("python", "javascript")
-T_CODE, T_OUT, T_ERR, T_END = b"C", b"O", b"E", b"X"
+T_CODE, T_OUT, T_ERR, T_END, T_HELLO = b"C", b"O", b"E", b"X", b"H"
 MAX_CODE = 64 << 20
 
 
@@ -413,6 +413,23 @@ def mode_cell(args):
 
 # ---- the Python interpreter server ---------------------------------------
 
+def uplink_connect(lang):
+    """Connect to plimsolld's cell socket and say hello with the launch's
+    token; None when there is none (cells then come through execs)."""
+    uplink = os.environ.pop("PLIMSOLL_CELL_UPLINK", "")
+    token = os.environ.pop("PLIMSOLL_CELL_TOKEN", "")
+    if not uplink or not token:
+        return None
+    up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        up.connect(uplink)
+        up.sendall(frame(T_HELLO, ("%s %s" % (lang, token)).encode()))
+    except OSError:
+        up.close()
+        return None
+    return up
+
+
 def mode_interp(args):
     import ast
     import builtins
@@ -553,18 +570,7 @@ def mode_interp(args):
             show_exc(e)
             return 1
 
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(16)
-    while True:
-        conn, _ = srv.accept()
-        try:
-            kind, code = recv_frame(conn)
-        except OSError:
-            kind = None
-        if kind != T_CODE:
-            conn.close()
-            continue
+    def serve(conn, code):
         state["conn"] = conn
         sys.stdout, sys.stderr = out, err
         try:
@@ -585,6 +591,37 @@ def mode_interp(args):
             except OSError:
                 pass
             state["conn"] = None
+
+    # The uplink: a connection out to plimsolld's socket in the session's
+    # directory, made before this server listens (so the launcher's report
+    # comes after the hello), over which cells arrive without an exec.
+    up = uplink_connect("python")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(16)
+    import select
+    while True:
+        ready = select.select([srv] + ([up] if up is not None else []), [], [])[0]
+        if up is not None and up in ready:
+            try:
+                kind, code = recv_frame(up)
+            except OSError:
+                kind = None
+            if kind != T_CODE:  # plimsolld closed it, or sent nonsense
+                up.close()
+                up = None
+                continue
+            serve(up, code)
+            continue
+        conn, _ = srv.accept()
+        try:
+            kind, code = recv_frame(conn)
+        except OSError:
+            kind = None
+        if kind != T_CODE:
+            conn.close()
+            continue
+        serve(conn, code)
         conn.close()
 
 
@@ -641,7 +678,7 @@ function compile(code) {
     catch (e3) { throw e; }
   }
 }
-async function run(conn, code) {
+async function run(conn, code, keep) {
   cur = conn; running = true; failed = false;
   try {
     let v = compile(code).runInContext(ctx);
@@ -651,16 +688,17 @@ async function run(conn, code) {
   await new Promise(r => setImmediate(r));
   send(conn, 0x58, Buffer.from(failed ? '1' : '0'));
   running = false; cur = null;
-  conn.end();
+  if (!keep) conn.end();
 }
 const queue = [];
 let busy = false;
 async function next() {
   if (busy) return;
   busy = true;
-  while (queue.length) { const [c, code] = queue.shift(); if (!c.destroyed) await run(c, code); }
+  while (queue.length) { const [c, code, keep] = queue.shift(); if (!c.destroyed) await run(c, code, keep); }
   busy = false;
 }
+function listen() {
 net.createServer(conn => {
   let buf = Buffer.alloc(0), done = false;
   conn.on('error', () => {});
@@ -676,6 +714,30 @@ net.createServer(conn => {
     next();
   });
 }).listen(path);
+}
+// The uplink (see uplink_connect): connected and greeted before listening.
+const uplink = process.env.PLIMSOLL_CELL_UPLINK, token = process.env.PLIMSOLL_CELL_TOKEN;
+delete process.env.PLIMSOLL_CELL_UPLINK; delete process.env.PLIMSOLL_CELL_TOKEN;
+if (uplink && token) {
+  let buf = Buffer.alloc(0), listening = false;
+  const up = net.connect(uplink);
+  const start = () => { if (!listening) { listening = true; listen(); } };
+  up.on('connect', () => { send(up, 0x48, Buffer.from('javascript ' + token)); start(); });
+  up.on('error', start);
+  up.on('data', d => {
+    buf = Buffer.concat([buf, d]);
+    while (buf.length >= 5) {
+      const n = buf.readUInt32BE(1);
+      if (buf[0] !== 0x43 || n > 64 * 1024 * 1024) { up.destroy(); return; }
+      if (buf.length < 5 + n) return;
+      queue.push([up, buf.subarray(5, 5 + n).toString('utf8'), true]);
+      buf = buf.subarray(5 + n);
+      next();
+    }
+  });
+} else {
+  listen();
+}
 """
 
 
