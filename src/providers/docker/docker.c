@@ -45,6 +45,7 @@
 #include "bootstrap.h"     /* generated: pl_docker_bootstrap[] */
 #include "session_agent.h" /* generated: pl_docker_session_agent[] */
 #include "engine.h"
+#include "engine_parse.h"
 
 #define LABEL_INSTANCE "org.plimsoll.instance"
 #define LABEL_RUN "org.plimsoll.run"
@@ -390,6 +391,10 @@ static void reap_later(struct docker_state *s, const char *id) {
     pthread_mutex_unlock(&s->lock);
 }
 
+static int remove_listed(const char *id, void *ud) {
+    return remove_container(ud, id);
+}
+
 /* Delete every container labelled with this instance (startup). */
 static int delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error *err) {
     char filter[256], path[512];
@@ -401,14 +406,7 @@ static int delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_e
     json_t *list = NULL;
     if (pl_docker_call(s->engine, "GET", path, NULL, API_TIMEOUT_MS, &st, &list, err) < 0)
         return -1;
-    unsigned n = 0;
-    size_t i;
-    json_t *c;
-    json_array_foreach(list, i, c) {
-        const char *id = json_string_value(json_object_get(c, "Id"));
-        if (id && remove_container(s, id) == 0)
-            n++;
-    }
+    unsigned n = pl_docker_list_ids(list, remove_listed, s);
     json_decref(list);
     *ret_n = n;
     return 0;
@@ -558,12 +556,10 @@ static int create_container(struct docker_state *s, const char *image_id, unsign
     json_decref(cfg);
     if (rc < 0)
         return -1;
-    const char *id = json_string_value(json_object_get(created, "Id"));
-    if (!id || strlen(id) >= 72) {
+    if (pl_docker_created_id(created, ret_id) < 0) {
         json_decref(created);
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: create answered without an Id");
     }
-    memcpy(ret_id, id, strlen(id) + 1);
     json_decref(created);
     return 0;
 }
@@ -618,13 +614,13 @@ static int run_container(struct docker_state *s, struct cont_run *r, struct pl_e
     if (api_expect(s, "POST", path, NULL, 200, &w, err) < 0)
         goto fail;
 waited:
-    r->exit_code = (int)json_integer_value(json_object_get(w, "StatusCode"));
+    r->exit_code = pl_docker_wait_code(w);
     json_decref(w);
     json_t *ins = NULL;
     snprintf(path, sizeof(path), "/containers/%s/json", r->id);
     if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
         goto fail;
-    r->oom = json_is_true(json_object_get(json_object_get(ins, "State"), "OOMKilled"));
+    r->oom = pl_docker_state_flag(ins, "OOMKilled");
     json_decref(ins);
     reap_later(s, r->id);
     return 0;
@@ -754,7 +750,7 @@ static bool take_warm(struct docker_state *s, int which, unsigned memory_mb, cha
         json_t *ins = NULL;
         struct pl_error e = {0};
         bool running = api_expect(s, "GET", path, NULL, 200, &ins, &e) == 0 &&
-                       json_is_true(json_object_get(json_object_get(ins, "State"), "Running"));
+                       pl_docker_state_flag(ins, "Running");
         json_decref(ins);
         if (running)
             return true;
@@ -1125,16 +1121,9 @@ static int inspect_image(struct docker_state *s, const char *setting_name, const
                             "scripts/build-images)",
                             setting_name, ref);
     }
-    const char *id = json_string_value(json_object_get(j, "Id"));
-    json_t *vols = json_object_get(json_object_get(j, "Config"), "Volumes");
-    if (json_object_size(vols) > 0) {
-        const char *first = "";
-        const char *k;
-        json_t *v;
-        json_object_foreach(vols, k, v) {
-            first = k;
-            break;
-        }
+    const char *first = "";
+    int bad = pl_docker_image_check(j, ret_id, idlen, &first);
+    if (bad == 1) {
         pl_error_set(err, PL_REASON_INVALID_REQUEST,
                      "%s: image %s declares a VOLUME (%s): the engine would give every run an "
                      "unlimited writable host folder; refused",
@@ -1142,12 +1131,11 @@ static int inspect_image(struct docker_state *s, const char *setting_name, const
         json_decref(j);
         return -1;
     }
-    if (!id || strncmp(id, "sha256:", 7) != 0 || strlen(id) >= idlen) {
+    if (bad) {
         json_decref(j);
         return pl_error_set(err, PL_REASON_INTERNAL, "%s: image %s has no sha256 ID", setting_name,
                             ref);
     }
-    memcpy(ret_id, id, strlen(id) + 1);
     json_decref(j);
     return 0;
 }
@@ -1158,9 +1146,8 @@ static int check_runtime(struct docker_state *s, char *ret_path, size_t len, jso
     json_t *info = NULL;
     if (api_expect(s, "GET", "/info", NULL, 200, &info, err) < 0)
         return -1;
-    json_t *rt = json_object_get(json_object_get(info, "Runtimes"), s->set.runtime);
-    const char *path = json_string_value(json_object_get(rt, "path"));
-    if (!rt || !path) {
+    const char *path = pl_docker_runtime_path(info, s->set.runtime);
+    if (!path) {
         json_decref(info);
         return pl_error_set(
             err, PL_REASON_INVALID_REQUEST,
@@ -1270,10 +1257,7 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     }
     s->tier = strcmp(s->set.runtime, "runsc") == 0 ? PL_TIER_KERNEL : PL_TIER_CONTAINER;
     snprintf(s->engine_desc, sizeof(s->engine_desc), "docker %.16s, %.8s; %.64s (%.19s); %.32s",
-             json_string_value(json_object_get(info, "ServerVersion"))
-                 ? json_string_value(json_object_get(info, "ServerVersion"))
-                 : "?",
-             s->set.runtime, s->set.snippet_image, s->snippet_id,
+             pl_docker_server_version(info), s->set.runtime, s->set.snippet_image, s->snippet_id,
              json_string_value(json_object_get(langs, "python")));
     /* langs' values read "Python 3.11.2" and "node v18.20.4". */
     snprintf(s->project_desc, sizeof(s->project_desc), "docker %.8s; %.64s (%.19s); %.32s",
@@ -1676,23 +1660,7 @@ static int session_state(struct docker_state *s, const char *id, char ret_fp[65]
     json_t *ins = NULL;
     if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
         return -1;
-    static const char *const keys[] = {
-        "Binds",          "CapAdd",   "CapDrop",     "Devices", "IpcMode",    "Memory",
-        "MemorySwap",     "NanoCpus", "NetworkMode", "PidMode", "PidsLimit",  "Privileged",
-        "ReadonlyRootfs", "Runtime",  "SecurityOpt", "Tmpfs",   "UsernsMode", "Ulimits",
-        "CgroupnsMode",   "Mounts",   NULL};
-    json_t *hc = json_object_get(ins, "HostConfig"), *pick = json_object();
-    for (int i = 0; keys[i]; i++) {
-        json_t *v = json_object_get(hc, keys[i]);
-        json_object_set(pick, keys[i], v ? v : json_null());
-    }
-    json_object_set(pick, "User", json_object_get(json_object_get(ins, "Config"), "User"));
-    json_object_set(pick, "Image", json_object_get(ins, "Image"));
-    int r = pl_canon_sha256(pick, ret_fp);
-    json_t *st = json_object_get(ins, "State");
-    *running = json_is_true(json_object_get(st, "Running"));
-    *paused = json_is_true(json_object_get(st, "Paused"));
-    json_decref(pick);
+    int r = pl_docker_session_fp(ins, ret_fp, running, paused);
     json_decref(ins);
     return r < 0 ? pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory") : 0;
 }
@@ -1752,9 +1720,7 @@ static int exec_call(struct docker_state *s, struct dsession *d, const char *use
     json_t *ins = NULL;
     if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
         return -1;
-    json_t *code = json_object_get(ins, "ExitCode");
-    if (json_is_integer(code) && !json_is_true(json_object_get(ins, "Running")))
-        *ret_exit = (int)json_integer_value(code);
+    *ret_exit = pl_docker_exec_exit(ins);
     json_decref(ins);
     return 0;
 }
@@ -2148,14 +2114,12 @@ static int session_create(struct docker_state *s, const char *tag, unsigned memo
     json_t *created = NULL;
     int rc = api_expect(s, "POST", path, cfg, 201, &created, err);
     json_decref(cfg);
-    const char *cid = json_string_value(json_object_get(created, "Id"));
-    if (rc < 0 || !cid || strlen(cid) >= sizeof(d->id)) {
+    if (rc < 0 || pl_docker_created_id(created, d->id) < 0) {
         json_decref(created);
         rmdir(d->dir);
         free(d);
         return rc < 0 ? -1 : pl_error_set(err, PL_REASON_INTERNAL, "docker: create gave no Id");
     }
-    memcpy(d->id, cid, strlen(cid) + 1);
     json_decref(created);
     bool running = false, paused = false;
     snprintf(path, sizeof(path), "/containers/%s/start", d->id);

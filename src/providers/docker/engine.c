@@ -14,6 +14,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../../core/canon.h"
+#include "engine_parse.h"
+
 #define ATTACH_HEADER_MAX 8192u
 #define ATTACH_TIMEOUT_MS 10000
 
@@ -52,10 +55,17 @@ const char *pl_docker_engine_socket(const struct pl_docker_engine *e) {
     return e->socket;
 }
 
+bool pl_docker_body_append(struct pl_buf *b, const void *data, size_t len, size_t max) {
+    return !(b->len + len > max || pl_buf_append(b, data, len) < 0);
+}
+
+json_t *pl_docker_answer_json(const struct pl_buf *resp) {
+    return resp->len ? json_loadb(resp->data, resp->len, 0, NULL) : NULL;
+}
+
 static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-    struct pl_buf *b = ud;
     size_t len = size * n;
-    if (b->len + len > PL_DOCKER_MAX_RESPONSE || pl_buf_append(b, p, len) < 0)
+    if (!pl_docker_body_append(ud, p, len, PL_DOCKER_MAX_RESPONSE))
         return 0; /* aborts the transfer */
     return len;
 }
@@ -103,7 +113,7 @@ int pl_docker_call(struct pl_docker_engine *e, const char *method, const char *p
     }
     *ret_status = status;
     if (ret_json) {
-        *ret_json = resp.len ? json_loadb(resp.data, resp.len, 0, NULL) : NULL;
+        *ret_json = pl_docker_answer_json(&resp);
     }
     pl_buf_free(&resp);
     return 0;
@@ -198,12 +208,8 @@ int pl_docker_hijack(struct pl_docker_engine *e, const char *path, const char *j
             break;
     }
     head[len] = '\0';
-    if (len < 4 || memcmp(head + len - 4, "\r\n\r\n", 4) != 0 ||
-        (strncmp(head, "HTTP/1.1 101", 12) != 0 && strncmp(head, "HTTP/1.1 200", 12) != 0)) {
+    if (pl_docker_upgrade_head(head, len) < 0) {
         close(fd);
-        char *eol = strstr(head, "\r\n");
-        if (eol)
-            *eol = '\0';
         return pl_error_set(err, PL_REASON_INTERNAL, "docker refused the stream: %.120s", head);
     }
     *ret_fd = fd;
@@ -252,4 +258,104 @@ int pl_demux_feed(struct pl_demux *d, const unsigned char *p, size_t n) {
 void pl_demux_free(struct pl_demux *d) {
     pl_buf_free(&d->out);
     pl_buf_free(&d->err);
+}
+
+/* ---- readers of the engine's answers (engine_parse.h) ---------------------- */
+
+int pl_docker_upgrade_head(char *head, size_t len) {
+    if (len < 4 || memcmp(head + len - 4, "\r\n\r\n", 4) != 0 ||
+        (strncmp(head, "HTTP/1.1 101", 12) != 0 && strncmp(head, "HTTP/1.1 200", 12) != 0)) {
+        char *eol = strstr(head, "\r\n");
+        if (eol)
+            *eol = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+int pl_docker_created_id(const json_t *created, char ret_id[PL_DOCKER_ID_MAX]) {
+    const char *id = json_string_value(json_object_get(created, "Id"));
+    if (!id || strlen(id) >= PL_DOCKER_ID_MAX)
+        return -1;
+    memcpy(ret_id, id, strlen(id) + 1);
+    return 0;
+}
+
+unsigned pl_docker_list_ids(const json_t *list, int (*each)(const char *id, void *ud), void *ud) {
+    unsigned n = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c) {
+        const char *id = json_string_value(json_object_get(c, "Id"));
+        if (id && each(id, ud) == 0)
+            n++;
+    }
+    return n;
+}
+
+int pl_docker_wait_code(const json_t *wait) {
+    return (int)json_integer_value(json_object_get(wait, "StatusCode"));
+}
+
+bool pl_docker_state_flag(const json_t *inspect, const char *flag) {
+    return json_is_true(json_object_get(json_object_get(inspect, "State"), flag));
+}
+
+int pl_docker_exec_exit(const json_t *inspect) {
+    json_t *code = json_object_get(inspect, "ExitCode");
+    if (json_is_integer(code) && !json_is_true(json_object_get(inspect, "Running")))
+        return (int)json_integer_value(code);
+    return -1;
+}
+
+int pl_docker_image_check(const json_t *j, char *ret_id, size_t idlen, const char **ret_volume) {
+    const char *id = json_string_value(json_object_get(j, "Id"));
+    json_t *vols = json_object_get(json_object_get(j, "Config"), "Volumes");
+    if (json_object_size(vols) > 0) {
+        const char *first = "";
+        const char *k;
+        json_t *v;
+        json_object_foreach(vols, k, v) {
+            first = k;
+            break;
+        }
+        *ret_volume = first;
+        return 1;
+    }
+    if (!id || strncmp(id, "sha256:", 7) != 0 || strlen(id) >= idlen)
+        return 2;
+    memcpy(ret_id, id, strlen(id) + 1);
+    return 0;
+}
+
+const char *pl_docker_runtime_path(const json_t *info, const char *runtime) {
+    json_t *rt = json_object_get(json_object_get(info, "Runtimes"), runtime);
+    const char *path = json_string_value(json_object_get(rt, "path"));
+    return rt && path ? path : NULL;
+}
+
+const char *pl_docker_server_version(const json_t *info) {
+    const char *v = json_string_value(json_object_get(info, "ServerVersion"));
+    return v ? v : "?";
+}
+
+int pl_docker_session_fp(const json_t *ins, char ret_fp[65], bool *running, bool *paused) {
+    static const char *const keys[] = {
+        "Binds",          "CapAdd",   "CapDrop",     "Devices", "IpcMode",    "Memory",
+        "MemorySwap",     "NanoCpus", "NetworkMode", "PidMode", "PidsLimit",  "Privileged",
+        "ReadonlyRootfs", "Runtime",  "SecurityOpt", "Tmpfs",   "UsernsMode", "Ulimits",
+        "CgroupnsMode",   "Mounts",   NULL};
+    json_t *hc = json_object_get(ins, "HostConfig"), *pick = json_object();
+    for (int i = 0; keys[i]; i++) {
+        json_t *v = json_object_get(hc, keys[i]);
+        json_object_set(pick, keys[i], v ? v : json_null());
+    }
+    json_object_set(pick, "User", json_object_get(json_object_get(ins, "Config"), "User"));
+    json_object_set(pick, "Image", json_object_get(ins, "Image"));
+    int r = pl_canon_sha256(pick, ret_fp);
+    json_t *st = json_object_get(ins, "State");
+    *running = json_is_true(json_object_get(st, "Running"));
+    *paused = json_is_true(json_object_get(st, "Paused"));
+    json_decref(pick);
+    return r;
 }

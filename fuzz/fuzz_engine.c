@@ -1,0 +1,259 @@
+/* fuzz_engine.c: libFuzzer harness for what the Docker Engine answers.
+ *
+ * The first byte picks the target, the rest is the engine's bytes:
+ *   0  the stdout/stderr stream demultiplexer (pl_demux_feed): byte 1 picks
+ *      the two caps, byte 2 seeds the chunking; the stream is fed in those
+ *      chunks and, separately, at once, and both must agree with a plain
+ *      reference reading of the frames;
+ *   1  an API answer: collected as libcurl hands it over (chunks, a size
+ *      limit picked by byte 1), parsed as pl_docker_call parses it, then
+ *      read by every reader docker.c uses (create, list, wait, container
+ *      and exec inspect, image inspect, /info, error messages, the session
+ *      settings digest);
+ *   2  the head of a hijacked stream's answer (attach, exec start).
+ * Any crash, leak, sanitizer report or broken invariant (abort) is a bug. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/providers/docker/engine.h"
+#include "../src/providers/docker/engine_parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const size_t CAPS[8] = {0, 1, 7, 8, 100, 4096, 65536, 1u << 20};
+
+static uint32_t next_rand(uint32_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return *x;
+}
+
+static bool same_demux(const struct pl_demux *a, const struct pl_demux *b) {
+    return a->broken == b->broken && a->out_total == b->out_total && a->err_total == b->err_total &&
+           a->out.len == b->out.len && a->err.len == b->err.len &&
+           (!a->out.len || memcmp(a->out.data, b->out.data, a->out.len) == 0) &&
+           (!a->err.len || memcmp(a->err.data, b->err.data, a->err.len) == 0) &&
+           (a->broken || (a->remaining == b->remaining && a->hdr_len == b->hdr_len));
+}
+
+/* The frames as the engine's documentation describes them, read at once. */
+static void reference(const uint8_t *p, size_t n, struct pl_demux *ref) {
+    size_t i = 0;
+    while (i < n) {
+        if (n - i < 8)
+            return; /* a header still incomplete */
+        const uint8_t *h = p + i;
+        if ((h[0] != 1 && h[0] != 2) || h[1] || h[2] || h[3]) {
+            ref->broken = true;
+            return;
+        }
+        uint32_t len = (uint32_t)h[4] << 24 | (uint32_t)h[5] << 16 | (uint32_t)h[6] << 8 | h[7];
+        i += 8;
+        size_t take = n - i < len ? n - i : len;
+        struct pl_buf *b = h[0] == 1 ? &ref->out : &ref->err;
+        size_t cap = h[0] == 1 ? ref->out_cap : ref->err_cap;
+        size_t keep = b->len < cap ? cap - b->len : 0;
+        if (keep > take)
+            keep = take;
+        if (keep && pl_buf_append(b, p + i, keep) < 0)
+            abort();
+        *(h[0] == 1 ? &ref->out_total : &ref->err_total) += take;
+        i += take;
+    }
+}
+
+static void fuzz_demux(const uint8_t *p, size_t n) {
+    if (n < 2)
+        return;
+    size_t out_cap = CAPS[p[0] & 7], err_cap = CAPS[(p[0] >> 3) & 7];
+    uint32_t seed = 0x9e3779b9u ^ p[1];
+    bool tiny = p[0] & 0x40; /* chunks of 1..4 bytes, else 1..256 */
+    p += 2;
+    n -= 2;
+    struct pl_demux chunked = {.out_cap = out_cap, .err_cap = err_cap};
+    struct pl_demux whole = chunked, ref = chunked;
+    size_t off = 0;
+    int last = 0;
+    while (off < n) {
+        size_t c = 1 + next_rand(&seed) % (tiny ? 4 : 256);
+        if (c > n - off)
+            c = n - off;
+        int r = pl_demux_feed(&chunked, p + off, c);
+        if (r < 0 && !chunked.broken)
+            abort(); /* only a broken stream is refused */
+        if (last < 0 && r == 0)
+            abort(); /* broken stays broken */
+        last = r;
+        off += c;
+    }
+    if (pl_demux_feed(&whole, p, n) < 0 && !whole.broken)
+        abort();
+    reference(p, n, &ref);
+    if (chunked.out.len > out_cap || chunked.err.len > err_cap ||
+        chunked.out_total < chunked.out.len || chunked.err_total < chunked.err.len)
+        abort();
+    if (!same_demux(&chunked, &whole) || chunked.broken != ref.broken ||
+        chunked.out_total != ref.out_total || chunked.err_total != ref.err_total ||
+        chunked.out.len != ref.out.len || chunked.err.len != ref.err.len ||
+        (ref.out.len && memcmp(chunked.out.data, ref.out.data, ref.out.len) != 0) ||
+        (ref.err.len && memcmp(chunked.err.data, ref.err.data, ref.err.len) != 0))
+        abort();
+    pl_demux_free(&chunked);
+    pl_demux_free(&whole);
+    pl_demux_free(&ref);
+}
+
+struct list_seen {
+    unsigned called, kept;
+};
+
+static int each_id(const char *id, void *ud) {
+    struct list_seen *s = ud;
+    if (!id)
+        abort();
+    s->called++;
+    if (strlen(id) % 2)
+        return -1;
+    s->kept++;
+    return 0;
+}
+
+static bool is_hex64(const char *s) {
+    for (int i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return s[64] == '\0';
+}
+
+static void read_answer(const json_t *j) {
+    /* error answers */
+    const char *m = pl_docker_message(j);
+    if (!m)
+        abort();
+    (void)strlen(m);
+    /* create: the ID into a buffer of exactly its size */
+    char *id = malloc(PL_DOCKER_ID_MAX);
+    if (!id)
+        return;
+    if (pl_docker_created_id(j, id) == 0) {
+        const char *want = json_string_value(json_object_get(j, "Id"));
+        if (!want || strcmp(id, want) != 0 || strlen(id) >= PL_DOCKER_ID_MAX)
+            abort();
+    }
+    free(id);
+    /* containers list (the orphan cleanup) */
+    struct list_seen seen = {0};
+    unsigned n = pl_docker_list_ids(j, each_id, &seen);
+    if (n != seen.kept || seen.called > json_array_size(j))
+        abort();
+    /* wait, container inspect, exec inspect */
+    (void)pl_docker_wait_code(j);
+    (void)pl_docker_state_flag(j, "Running");
+    (void)pl_docker_state_flag(j, "Paused");
+    (void)pl_docker_state_flag(j, "OOMKilled");
+    int code = pl_docker_exec_exit(j);
+    if (code != -1 && !json_is_integer(json_object_get(j, "ExitCode")))
+        abort();
+    /* image inspect: docker.c's ID buffers hold 80 bytes */
+    char *img = malloc(80);
+    if (!img)
+        return;
+    const char *vol = NULL;
+    int r = pl_docker_image_check(j, img, 80, &vol);
+    if (r == 1 && !vol)
+        abort();
+    if (r == 0 && (strncmp(img, "sha256:", 7) != 0 || strlen(img) >= 80))
+        abort();
+    free(img);
+    /* /info */
+    const char *rt[] = {"runc", "runsc", "io.containerd.runc.v2", ""};
+    for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++) {
+        const char *path = pl_docker_runtime_path(j, rt[i]);
+        if (path)
+            (void)strlen(path);
+    }
+    if (!pl_docker_server_version(j))
+        abort();
+    /* the session settings digest: a pure function of the answer */
+    char fp1[65], fp2[65];
+    bool run1 = false, pause1 = false, run2 = true, pause2 = true;
+    int r1 = pl_docker_session_fp(j, fp1, &run1, &pause1);
+    json_t *copy = json_deep_copy(j);
+    if (copy) {
+        int r2 = pl_docker_session_fp(copy, fp2, &run2, &pause2);
+        if (r1 != r2 || run1 != run2 || pause1 != pause2 ||
+            (r1 == 0 && (!is_hex64(fp1) || strcmp(fp1, fp2) != 0)))
+            abort();
+        json_decref(copy);
+    }
+}
+
+static void fuzz_answer(const uint8_t *p, size_t n) {
+    if (n < 1)
+        return;
+    /* the limit: pl_docker_call's, or one the input can pass */
+    size_t max = p[0] & 0x80 ? PL_DOCKER_MAX_RESPONSE : (size_t)(p[0] & 0x7f) * 64;
+    uint32_t seed = 0x85ebca6bu ^ p[0];
+    p++;
+    n--;
+    struct pl_buf resp = {0};
+    size_t off = 0;
+    bool refused = false;
+    while (off < n) {
+        size_t c = 1 + next_rand(&seed) % 512;
+        if (c > n - off)
+            c = n - off;
+        size_t before = resp.len;
+        if (!pl_docker_body_append(&resp, p + off, c, max)) {
+            if (resp.len != before || before + c <= max)
+                abort(); /* refused only when too large, and nothing kept */
+            refused = true;
+            break; /* libcurl aborts the transfer */
+        }
+        if (resp.len > max || memcmp(resp.data + before, p + off, c) != 0)
+            abort();
+        off += c;
+    }
+    if (refused != (n > max))
+        abort();
+    if (!refused) {
+        json_t *j = pl_docker_answer_json(&resp);
+        if (j)
+            read_answer(j);
+        json_decref(j);
+    }
+    pl_buf_free(&resp);
+}
+
+static void fuzz_upgrade(const uint8_t *p, size_t n) {
+    if (n > 8191) /* pl_docker_hijack reads at most this much */
+        n = 8191;
+    char *head = malloc(n + 1);
+    if (!head)
+        return;
+    memcpy(head, p, n);
+    head[n] = '\0';
+    if (pl_docker_upgrade_head(head, n) == 0) {
+        if (n < 16 || memcmp(head + n - 4, "\r\n\r\n", 4) != 0 ||
+            (memcmp(head, "HTTP/1.1 101", 12) != 0 && memcmp(head, "HTTP/1.1 200", 12) != 0))
+            abort();
+    } else if (strstr(head, "\r\n")) {
+        abort(); /* the message is cut at its first line */
+    }
+    free(head);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1)
+        return 0;
+    switch (data[0] % 3) {
+    case 0: fuzz_demux(data + 1, size - 1); break;
+    case 1: fuzz_answer(data + 1, size - 1); break;
+    default: fuzz_upgrade(data + 1, size - 1); break;
+    }
+    return 0;
+}
