@@ -126,6 +126,42 @@ class HostileSessions(Hostile):
         self.assertEqual(b["exit_code"], 0, b)
         self.assertEqual(self.ok(sid, COUNT_OTHERS)["stdout"], "0\n")
 
+    def test_uplink_impostors_and_a_full_backlog_are_harmless(self):
+        # Guest code connects to the daemon's cell socket many times, greets
+        # as an interpreter with a guessed token, and leaves the connections
+        # waiting; then the interpreter ends.  The next cell still gets a
+        # real, fresh interpreter with the right answer, never an impostor.
+        sid = self.open()
+        self.assertEqual(self.cell(sid, "python", "v = 41; v + 1")["stdout"], "42\n")
+        # (Under gVisor a connect to a full backlog blocks even when asked
+        # not to: the connects run in a thread the call abandons.)
+        b = self.ok(sid, "import os, socket, struct, threading, time\n"
+                         "held = []\n"
+                         "def fill():\n"
+                         "    for i in range(64):\n"
+                         "        s = socket.socket(socket.AF_UNIX)\n"
+                         "        s.setblocking(False)\n"
+                         "        try:\n"
+                         "            s.connect('/run/plimsoll/cells.sock')\n"
+                         "        except OSError:\n"
+                         "            return\n"
+                         "        hello = b'python ' + b'0' * 48\n"
+                         "        s.send(b'H' + struct.pack('>I', len(hello)) + hello)\n"
+                         "        held.append(s)\n"
+                         "threading.Thread(target=fill, daemon=True).start()\n"
+                         "time.sleep(2)\n"
+                         "print(len(held) > 0, flush=True)\n"
+                         "os._exit(0)\n")
+        self.assertEqual(b["stdout"].splitlines()[-1:], ["True"], b)
+        # The deadline ends the kept interpreter: the next cell launches one.
+        status, b = self.d.rpc("RunCell", {"session_id": sid, "timeout_ms": 1000, "cell": {
+            "language": "python", "code": "while True: pass"}})
+        self.assertEqual((status, b.get("exit_code")), (200, 124), b)
+        b = self.cell(sid, "python", "'v' in dir(), 6 * 7")
+        self.assertEqual((b["stdout"], b["interpreter_started"]), ("(False, 42)\n", True), b)
+        self.assertEqual(self.cell(sid, "python", "w = 1; w + 1")["stdout"], "2\n")
+        self.assertEqual(self.ok(sid, COUNT_OTHERS)["stdout"], "0\n")
+
     def test_fork_bomb_ends_the_session_or_is_swept(self):
         sid = self.open()
         status, b = self.call(sid, "import os\n"

@@ -1987,6 +1987,10 @@ static int launch(struct docker_state *s, struct dsession *d, int lang, struct p
     json_t *env = d->lfd >= 0
                       ? json_pack("[s, s]", "PLIMSOLL_CELL_UPLINK=/run/plimsoll/" UPLINK_NAME, tenv)
                       : NULL;
+    /* Connections nobody greeted (guest code may connect too) go first, so
+     * the backlog has room for the interpreter about to start. */
+    for (int fd; d->lfd >= 0 && (fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
+        close(fd);
     if (agent_json(s, d, "launch", lang_name[lang], env, &j, err) < 0)
         return -1;
     json_t *pid = json_object_get(j, "pid"), *start = json_object_get(j, "start");

@@ -421,12 +421,16 @@ def uplink_connect(lang):
     if not uplink or not token:
         return None
     up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Bounded: a backlog that guest code filled must not keep this server
+    # from listening (cells then come through execs).
+    up.settimeout(2.0)
     try:
         up.connect(uplink)
         up.sendall(frame(T_HELLO, ("%s %s" % (lang, token)).encode()))
     except OSError:
         up.close()
         return None
+    up.settimeout(None)
     return up
 
 
@@ -724,6 +728,7 @@ if (uplink && token) {
   const start = () => { if (!listening) { listening = true; listen(); } };
   up.on('connect', () => { send(up, 0x48, Buffer.from('javascript ' + token)); start(); });
   up.on('error', start);
+  setTimeout(() => { if (!listening) { up.destroy(); start(); } }, 2000).unref();
   up.on('data', d => {
     buf = Buffer.concat([buf, d]);
     while (buf.length >= 5) {
