@@ -408,6 +408,38 @@ class SessionPool:
             self.d.rpc("CloseSession", {"session_id": sid})
 
 
+    def test_pool_follows_the_hints(self):
+        # Python-only callers: the filler's next sandboxes wait with a
+        # Python interpreter and no Node one (which would cost its memory
+        # for nothing); a JavaScript cell there still works, started fresh.
+        sid, b = self.open_pooled()
+        self.d.rpc("CloseSession", {"session_id": sid})
+        deadline = time.monotonic() + 120
+        while True:
+            sid, b = self.open_pooled()
+            status, r = self.d.rpc("RunInSession", {"session_id": sid, "run": {"snippet": {
+                "language": "python", "code":
+                    "import os\n"
+                    "names = []\n"
+                    "for p in os.listdir('/proc'):\n"
+                    "    try:\n"
+                    "        names.append(open('/proc/%s/cmdline' % p, 'rb').read().split(b'\\0')[0])\n"
+                    "    except OSError:\n"
+                    "        pass\n"
+                    "print(any(n.endswith(b'node') for n in names))"}}})
+            self.assertEqual(status, 200, r)
+            if r["stdout"] == "False\n":
+                break
+            self.d.rpc("CloseSession", {"session_id": sid})
+            self.assertLess(time.monotonic(), deadline, "the pool kept starting Node")
+        try:
+            status, b = self.d.rpc("RunCell", {"session_id": sid, "cell": {
+                "language": "javascript", "code": "6 * 7"}})
+            self.assertEqual((status, b["stdout"], b["interpreter_started"]), (200, "42\n", True), b)
+        finally:
+            self.d.rpc("CloseSession", {"session_id": sid})
+
+
 class SessionPoolRunc(SessionPool, unittest.TestCase):
     RUNTIME = "runc"
 

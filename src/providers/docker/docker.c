@@ -115,6 +115,10 @@ struct docker_state {
     unsigned pool_n;
     struct dsession *pool[64];
     unsigned npool;
+    /* What callers' hints asked for, by mask (1 python, 2 javascript, 3
+     * both; no hint counts as both), decayed: the filler makes more of the
+     * mix callers use. */
+    unsigned demand[4];
     bool pool_stop;
     bool pool_started;
     pthread_t pool_thread;
@@ -1642,7 +1646,8 @@ struct dsession {
     bool cleaner_running;
     char verdict[256]; /* non-empty: the session must end, and why */
     struct docker_state *s;
-    bool pooled; /* taken from the warm pool */
+    bool pooled;   /* taken from the warm pool */
+    unsigned mask; /* the interpreters the pool started: 1 python, 2 javascript */
 };
 
 static int lang_index(const char *name) {
@@ -2155,19 +2160,34 @@ fail:
  */
 static void *session_pool_main(void *arg) {
     struct docker_state *s = arg;
-    const bool both[2] = {true, true};
     pthread_mutex_lock(&s->lock);
     while (!s->pool_stop) {
         if (s->npool >= s->pool_n) {
             pthread_cond_wait(&s->pool_cond, &s->lock);
             continue;
         }
+        /* The mix callers asked for, weighed against what already waits:
+         * the mask whose demand has the fewest waiting sandboxes per ask. */
+        unsigned mask = 3, waiting[4] = {0};
+        for (unsigned i = 0; i < s->npool; i++)
+            waiting[s->pool[i]->mask]++;
+        double best = -1;
+        for (unsigned m = 1; m <= 3; m++) {
+            double score = s->demand[m] / (1.0 + waiting[m]);
+            if (s->demand[m] && score > best) {
+                best = score;
+                mask = m;
+            }
+        }
         pthread_mutex_unlock(&s->lock);
         char tag[17] = "pool-";
         random_hex(tag + 5, 5);
         struct dsession *d = NULL;
         struct pl_error err = {0};
-        int r = session_create(s, tag, s->default_memory_mb, both, &d, &err);
+        const bool langs[2] = {mask & 1, (mask & 2) != 0};
+        int r = session_create(s, tag, s->default_memory_mb, langs, &d, &err);
+        if (r == 0)
+            d->mask = mask;
         pthread_mutex_lock(&s->lock);
         if (r < 0) {
             /* The engine may be down: try again in a second. */
@@ -2192,13 +2212,31 @@ static void *session_pool_main(void *arg) {
     return NULL;
 }
 
-static struct dsession *pool_take(struct docker_state *s, unsigned memory_mb) {
+/* A waiting sandbox for a session whose hint is want (a mask; 3 without a
+ * hint): one that runs every hinted interpreter if any does, else any. */
+static struct dsession *pool_take(struct docker_state *s, unsigned memory_mb, unsigned want) {
     struct dsession *d = NULL;
-    if (!s->pool_n || memory_mb != s->default_memory_mb)
+    if (!s->pool_n)
         return NULL;
     pthread_mutex_lock(&s->lock);
-    if (s->npool > 0)
-        d = s->pool[--s->npool];
+    s->demand[want]++;
+    if (s->demand[want] > 64) /* decay: recent asks weigh more */
+        for (unsigned m = 1; m <= 3; m++)
+            s->demand[m] /= 2;
+    if (memory_mb != s->default_memory_mb) {
+        pthread_mutex_unlock(&s->lock);
+        return NULL;
+    }
+    unsigned pick = s->npool;
+    for (unsigned i = 0; i < s->npool && pick == s->npool; i++)
+        if ((s->pool[i]->mask & want) == want)
+            pick = i;
+    if (pick == s->npool && s->npool > 0)
+        pick = s->npool - 1;
+    if (pick < s->npool) {
+        d = s->pool[pick];
+        s->pool[pick] = s->pool[--s->npool];
+    }
     pthread_cond_broadcast(&s->pool_cond); /* the filler makes another */
     pthread_mutex_unlock(&s->lock);
     return d;
@@ -2223,20 +2261,28 @@ static void pool_stop_and_drain(struct docker_state *s) {
     s->npool = 0;
 }
 
+static void docker_session_close(void *state, void *session);
+
 static int docker_session_open(void *state, const struct pl_session_open *o, void **ret_session,
                                struct pl_error *err) {
     struct docker_state *s = state;
-    struct dsession *d = pool_take(s, o->memory_mb);
-    if (d) {
-        /* A pooled sandbox runs both interpreters: any hint matches. */
-        d->pooled = true;
-        *ret_session = d;
-        return 0;
-    }
     /* The hint starts those interpreters now, so the first cell answers at once. */
     bool langs[2] = {false, false};
     for (size_t i = 0; o->languages && o->languages[i]; i++)
         langs[lang_index(o->languages[i])] = true;
+    unsigned want = (langs[0] ? 1u : 0u) | (langs[1] ? 2u : 0u);
+    struct dsession *d = pool_take(s, o->memory_mb, want ? want : 3);
+    if (d) {
+        /* A waiting sandbox that lacks a hinted interpreter starts it now. */
+        d->pooled = true;
+        for (int lang = 0; lang < 2; lang++)
+            if (langs[lang] && !d->in[lang].up && launch(s, d, lang, err) < 0) {
+                docker_session_close(s, d);
+                return -1;
+            }
+        *ret_session = d;
+        return 0;
+    }
     if (session_create(s, o->tag, o->memory_mb, langs, &d, err) < 0)
         return -1;
     *ret_session = d;
