@@ -125,6 +125,11 @@ magnitude. No test asserts a speed: this page is where speed is recorded.
 
 {docker_table}
 
+## Load and soak
+
+Twice the admission capacity, and soaks of 10,000 wasm and 1,000 docker
+runs: [load.md](load.md) (`tests/load/test_load.py`).
+
 ## Sessions (docker)
 
 {sess_table}
