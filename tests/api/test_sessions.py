@@ -286,16 +286,18 @@ class Sessions:
         sid = self.open()
         # SIGKILL from inside the sandbox cannot end its init; SIGTERM, which
         # the agent honours, can: no later call may run beside a dead sandbox.
-        # PID 1 ignores signals it has no handler for: wait until the
-        # agent's SIGTERM handler is in place (a loaded machine may get here
-        # before its Python has started), then send it.
+        # PID 1 drops signals it neither handles nor blocks: wait until the
+        # agent has blocked SIGTERM for its sigtimedwait (a loaded machine
+        # may get here before its Python has started), then send it.
         self.call(sid, py("import os, signal, time\n"
-                          "for _ in range(200):\n"
-                          "    caught = [l for l in open('/proc/1/status') if l.startswith('SigCgt')]\n"
-                          "    if not caught:  # a kernel that does not say: give it time\n"
+                          "bit = 1 << (signal.SIGTERM - 1)\n"
+                          "for _ in range(100):\n"
+                          "    masks = [int(l.split()[1], 16) for l in open('/proc/1/status')\n"
+                          "             if l.startswith(('SigBlk', 'SigCgt'))]\n"
+                          "    if not masks:  # a kernel that does not say: give it time\n"
                           "        time.sleep(2)\n"
                           "        break\n"
-                          "    if int(caught[0].split()[1], 16) & (1 << (signal.SIGTERM - 1)):\n"
+                          "    if any(m & bit for m in masks):\n"
                           "        break\n"
                           "    time.sleep(0.05)\n"
                           "os.kill(1, signal.SIGTERM)\nimport time\n"
