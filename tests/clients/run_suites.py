@@ -58,7 +58,7 @@ def count_go(out):
 
 
 SUITES = [
-    ("c", [os.path.join(BUILD, "tests", "test_client")], count_cmocka),
+    ("c", [os.path.join(BUILD, "tests", "client_suite")], count_cmocka),
     ("python", [os.path.join(ROOT, "clients", "python", "run-tests")], count_unittest),
     ("typescript", [os.path.join(ROOT, "clients", "typescript", "run-tests")], count_node),
     ("go", [os.path.join(ROOT, "clients", "go", "run-tests")], count_go),
