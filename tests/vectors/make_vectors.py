@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate the canonical-form and record vectors in this folder.
+"""Regenerate the canonical-form, record, chain and hostile-answer vectors in
+this folder.
 
 This is a second, independent implementation of docs/records.md in Python's
 standard library (json.dumps with sorted keys and no whitespace matches
@@ -9,6 +10,7 @@ daemon's implementation agrees with it byte for byte.
 
 Run: python3 tests/vectors/make_vectors.py   (rewrites the .json files)
 """
+import base64
 import hashlib
 import json
 import os
@@ -95,6 +97,7 @@ def main():
         f.write("\n")
 
     write_chains()
+    write_hostile()
 
 
 def session_entry(req, resp, started, ended, previous, runtime="runc"):
@@ -174,6 +177,341 @@ def write_chains():
     ]
     with open(os.path.join(HERE, "chains.json"), "w", encoding="utf-8") as f:
         json.dump(chains, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+
+# ---- hostile answers (docs/clients.md, "What a client reads") -------------
+
+MAX_ANSWER_BYTES = 256 << 20  # every client's default cap on one answer's body
+MAX_DEPTH = 64                # objects and arrays nested, the answer itself counting 1
+MAX_INTEGER = 2 ** 53 - 1     # the largest magnitude of a number in an answer
+MARGIN_MS = 8000              # what a deadline case allows past the client's timeout
+DRIP_TIMEOUT_MS = 1500        # the client's timeout in the deadline cases
+
+HOSTILE_REQUEST = {"snippet": {"language": "javascript", "code": "console.log('hostile')"}}
+
+
+def compact(v):
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def hostile_response(**fields):
+    r = {"exit_code": 0, "stdout": "hostile\n", "stderr": "", "stdout_truncated": False,
+         "stderr_truncated": False, "duration_ms": 3, "sandbox_name": "plimsoll-0123456789ab",
+         "isolation": "process", "timed_out": False, "out_of_memory": False,
+         "outcome": "completed", "detail": "", "steps": []}
+    r.update(fields)
+    return r
+
+
+def answered(resp):
+    """resp with a record that checks against HOSTILE_REQUEST."""
+    rec = record(HOSTILE_REQUEST, resp, "wasm", "process", "wasm2c",
+                 "2026-11-30T03:00:00.000000000Z", "2026-11-30T03:00:00.003000000Z")
+    return dict(resp, record=rec)
+
+
+def nested(depth):
+    """Arrays nested so that the innermost sits at `depth` when the value is
+    a member of the answer (the answer is depth 1)."""
+    v = []
+    for _ in range(depth - 2):
+        v = [v]
+    return v
+
+
+def b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def ok_answer(status=200, body="", content_type="application/json", **more):
+    a = {"status": status, "headers": [["Content-Type", content_type]] if content_type else [],
+         "body": body}
+    a.update(more)
+    return a
+
+
+def error_body(reason, code, message="refused"):
+    return compact({"code": code, "message": message,
+                    "details": [{"type": "google.rpc.ErrorInfo", "value": "",
+                                 "debug": {"reason": reason, "domain": "plimsoll",
+                                           "metadata": {"dispatched": "false",
+                                                        "isolation": "process"}}}]})
+
+
+def pb(num, data):
+    """One length-delimited protobuf field (short lengths only)."""
+    assert len(data) < 128
+    return bytes([num << 3 | 2, len(data)]) + data
+
+
+def write_hostile():
+    """What a hostile daemon sends, and what every client must make of it."""
+    valid = answered(hostile_response())
+    valid_body = compact(valid)
+    cases = []
+
+    def case(name, what, answer, outcomes, call="Run", client=None, **expect):
+        c = {"name": name, "what": what, "call": call}
+        if call == "Run":
+            c["request"] = HOSTILE_REQUEST
+        if client:
+            c["client"] = client
+        c["answer"] = answer
+        c["expect"] = dict(outcomes=outcomes, **expect)
+        cases.append(c)
+
+    def result_of(resp):
+        return {"exit_code": resp["exit_code"], "stdout": resp["stdout"],
+                "stderr": resp["stderr"]}
+
+    # -- valid answers a client must accept ---------------------------------
+    case("valid", "a plain valid answer: the hostile daemon itself is sound",
+         ok_answer(body=valid_body), ["result"], result=result_of(valid))
+    nul = answered(hostile_response(stdout="before\u0000after\n", stderr="\u0000\u0000",
+                                    detail="a\u0000b"))
+    case("nul-in-output", "stdout, stderr and detail hold NUL characters (valid JSON, valid "
+         "UTF-8); every byte reaches the caller and the record checks",
+         ok_answer(body=compact(nul)), ["result"], result=result_of(nul))
+    case("charset-utf-8", "Content-Type: application/json; charset=utf-8",
+         ok_answer(body=valid_body, content_type="application/json; charset=utf-8"),
+         ["result"], result=result_of(valid))
+    case("media-type-case-and-quotes", "the media type and its parameter in other cases, the "
+         "charset quoted",
+         ok_answer(body=valid_body, content_type='Application/JSON;Charset="UTF-8"'),
+         ["result"], result=result_of(valid))
+    deep_ok = answered(hostile_response(future=nested(MAX_DEPTH)))
+    case("nested-to-the-limit", "an unknown member nested so that the innermost array is at "
+         "depth %d, the limit" % MAX_DEPTH,
+         ok_answer(body=compact(deep_ok)), ["result"], result=result_of(deep_ok))
+    big_ok = answered(hostile_response(future={"n": MAX_INTEGER, "m": -MAX_INTEGER}))
+    case("largest-integer", "unknown members holding +/-(2^53-1), the largest integers allowed",
+         ok_answer(body=compact(big_ok)), ["result"], result=result_of(big_ok))
+    unknown = answered(hostile_response(future={"a": [1, "x", True, None, {}], "b": ""}))
+    case("unknown-members", "members no client knows, of every JSON type: kept, hashed, "
+         "ignored", ok_answer(body=compact(unknown)), ["result"], result=result_of(unknown))
+    nulls = answered(hostile_response(detail=None, steps=None))
+    case("null-is-the-default", "known members sent as null, which proto3 JSON reads as the "
+         "default", ok_answer(body=compact(nulls)), ["result"],
+         result={"exit_code": 0, "stdout": "hostile\n", "stderr": ""})
+    case("trailing-whitespace", "whitespace after the object",
+         ok_answer(body=valid_body + " \r\n\t"), ["result"], result=result_of(valid))
+
+    # -- size -------------------------------------------------------------
+    pad = answered(hostile_response())
+    pad["stdout"] = ""
+    base = len(compact(answered(pad)).encode())
+    at_cap = 16384
+    pad = hostile_response(stdout="x" * (at_cap - base))
+    pad_body = compact(answered(pad))
+    assert len(pad_body.encode()) == at_cap, len(pad_body.encode())
+    case("at-the-cap", "an answer of exactly the client's cap (16 KiB, set by the caller)",
+         ok_answer(body=pad_body), ["result"], client={"max_answer_bytes": at_cap},
+         result=result_of(pad))
+    case("over-the-cap", "the same answer with the cap one byte smaller",
+         ok_answer(body=pad_body), ["protocol"], client={"max_answer_bytes": at_cap - 1})
+    filler = "A" * 1024
+    case("over-the-cap-chunked", "4 MiB of a JSON object sent chunked (no length) to a client "
+         "whose cap is 1 MiB: it stops reading and fails",
+         {"status": 200, "headers": [["Content-Type", "application/json"]], "length": "chunked",
+          "body_parts": [{"text": '{"stdout":"'}, {"text": filler, "repeat": 4096},
+                         {"text": '"}'}]},
+         ["protocol"], client={"max_answer_bytes": 1 << 20})
+    over = MAX_ANSWER_BYTES + 1
+    head, tail = '{"stdout":"', '"}'
+    n_fill = over - len(head) - len(tail)
+    case("over-the-default-cap", "an answer of the default cap plus one byte, its length "
+         "declared, to a client left at its defaults",
+         {"status": 200, "headers": [["Content-Type", "application/json"]],
+          "body_parts": [{"text": head}, {"text": filler, "repeat": n_fill // len(filler)},
+                         {"text": "A" * (n_fill % len(filler))}, {"text": tail}]},
+         ["protocol"])
+
+    # -- media type ---------------------------------------------------------
+    case("not-application-json", "a valid answer labelled text/plain",
+         ok_answer(body=valid_body, content_type="text/plain"), ["protocol"])
+    case("no-content-type", "a valid answer without a Content-Type",
+         ok_answer(body=valid_body, content_type=None), ["protocol"])
+    case("json-prefix-media-type", "application/jsonx: a type that only starts like JSON's",
+         ok_answer(body=valid_body, content_type="application/jsonx"), ["protocol"])
+    case("other-charset", "application/json in a charset other than UTF-8",
+         ok_answer(body=valid_body, content_type="application/json; charset=iso-8859-1"),
+         ["protocol"])
+
+    # -- not JSON, not an object ----------------------------------------------
+    case("not-json", "an HTML page", ok_answer(body="<html><body>hello</body></html>"),
+         ["protocol"])
+    case("empty-body", "no body at all", ok_answer(body=""), ["protocol"])
+    case("truncated", "the first half of a valid answer, its length declared as sent",
+         ok_answer(body=valid_body[:len(valid_body) // 2]), ["protocol"])
+    case("trailing-data", "a valid answer followed by more text",
+         ok_answer(body=valid_body + " {}"), ["protocol"])
+    bad_utf8 = valid_body.encode().replace(b"hostile\\n", b"host\xffle\\n", 1)
+    assert bad_utf8 != valid_body.encode()
+    case("invalid-utf8", "a byte that is not UTF-8 inside stdout",
+         dict(ok_answer(), body_base64=b64(bad_utf8), body=None), ["protocol"])
+    case("lone-surrogate", "stdout holds \\ud800 alone: JSON text, but no Unicode string",
+         ok_answer(body=valid_body.replace('"hostile\\n"', '"\\ud800"', 1)), ["protocol"])
+    case("array", "a JSON array", ok_answer(body="[]"), ["protocol"])
+    case("null", "JSON null", ok_answer(body="null"), ["protocol"])
+    case("string", "a JSON string", ok_answer(body='"ok"'), ["protocol"])
+    case("nan", "NaN, which some parsers take", ok_answer(
+        body=valid_body.replace('"exit_code":0', '"exit_code":NaN', 1)), ["protocol"])
+
+    # -- nesting ------------------------------------------------------------
+    case("nested-past-the-limit", "one level past the limit: the innermost array at depth %d"
+         % (MAX_DEPTH + 1),
+         ok_answer(body=compact(answered(hostile_response(future=nested(MAX_DEPTH + 1))))),
+         ["protocol"])
+    deep = 100000
+    case("nested-arrays", "%d arrays nested in an unknown member" % deep,
+         {"status": 200, "headers": [["Content-Type", "application/json"]],
+          "body_parts": [{"text": valid_body[:-1] + ',"future":'}, {"text": "[", "repeat": deep},
+                         {"text": "]", "repeat": deep}, {"text": "}"}]}, ["protocol"])
+    case("nested-objects", "%d objects nested as the answer's stdout" % deep,
+         {"status": 200, "headers": [["Content-Type", "application/json"]],
+          "body_parts": [{"text": '{"exit_code":0,"stdout":'}, {"text": '{"a":', "repeat": deep},
+                         {"text": "1"}, {"text": "}", "repeat": deep}, {"text": "}"}]},
+         ["protocol"])
+
+    # -- numbers --------------------------------------------------------------
+    def swap(old, new):
+        b = valid_body.replace(old, new, 1)
+        assert b != valid_body, old
+        return ok_answer(body=b)
+
+    case("int32-overflow", "exit_code 2^31", swap('"exit_code":0', '"exit_code":2147483648'),
+         ["protocol"])
+    case("negative-uint32", "duration_ms -1", swap('"duration_ms":3', '"duration_ms":-1'),
+         ["protocol"])
+    case("huge-integer", "exit_code with 30 digits",
+         swap('"exit_code":0', '"exit_code":123456789012345678901234567890'), ["protocol"])
+    case("huge-exponent", "exit_code 1e400", swap('"exit_code":0', '"exit_code":1e400'),
+         ["protocol"])
+    case("fraction", "an unknown member 1.5",
+         swap('"exit_code":0', '"future":1.5,"exit_code":0'), ["protocol"])
+    case("integral-fraction", "exit_code 0.0: integral, but not an integer literal",
+         swap('"exit_code":0', '"exit_code":0.0'), ["protocol"])
+    case("exponent", "duration_ms 3e0", swap('"duration_ms":3', '"duration_ms":3e0'),
+         ["protocol"])
+    case("past-the-largest-integer", "an unknown member 2^53",
+         swap('"exit_code":0', '"future":9007199254740992,"exit_code":0'), ["protocol"])
+
+    # -- duplicate members, wrong types ----------------------------------------
+    case("duplicate-member", "isolation twice, process then vm",
+         swap('"isolation":"process"', '"isolation":"process","isolation":"vm"'),
+         ["protocol"])
+    wrong = [
+        ("exit-code-string", "exit_code is a string", '"exit_code":0', '"exit_code":"0"'),
+        ("stdout-number", "stdout is a number", '"stdout":"hostile\\n"', '"stdout":5'),
+        ("flag-string", "timed_out is a string", '"timed_out":false', '"timed_out":"false"'),
+        ("isolation-number", "isolation is a number", '"isolation":"process"',
+         '"isolation":3'),
+        ("steps-object", "steps is an object", '"steps":[]', '"steps":{}'),
+        ("step-number", "a step is a number", '"steps":[]', '"steps":[5]'),
+        ("step-field", "a step's exit_code is a string", '"steps":[]',
+         '"steps":[{"name":"t","exit_code":"1"}]'),
+        ("record-string", "record is a string", '"record":{', '"record":"x","r":{'),
+        ("record-field", "record.broker_calls is a string", '"broker_calls":0',
+         '"broker_calls":"0"'),
+    ]
+    for name, what, old, new in wrong:
+        case("wrong-type-" + name, what, swap(old, new), ["protocol"])
+    case("describe-wrong-type", "Describe: provider is a number",
+         ok_answer(body='{"version":"0.1.0","provider":7,"isolation":"process"}'),
+         ["protocol"], call="Describe")
+    case("describe-wrong-nested-type", "Describe: limits.memory_mb is a string",
+         ok_answer(body='{"provider":"wasm","isolation":"process","limits":{"memory_mb":"x"}}'),
+         ["protocol"], call="Describe")
+    case("describe-languages-numbers", "Describe: languages holds a number",
+         ok_answer(body='{"provider":"wasm","languages":["python",1]}'),
+         ["protocol"], call="Describe")
+    case("open-session-wrong-type", "OpenSession: session_id is a number",
+         ok_answer(body='{"session_id":5}'), ["protocol"], call="OpenSession")
+
+    # -- error answers ----------------------------------------------------------
+    case("error-with-nul", "a Connect error whose message holds a NUL",
+         ok_answer(status=400, body=error_body("INVALID_REQUEST", "invalid_argument",
+                                               "bad\u0000request")),
+         ["refusal"], reason="INVALID_REQUEST")
+    case("error-not-connect", "HTTP 502 with an HTML page",
+         ok_answer(status=502, body="<html>bad gateway</html>", content_type="text/html"),
+         ["protocol"])
+    case("error-code-not-string", "HTTP 400 whose code is a number",
+         ok_answer(status=400, body='{"code":5,"message":"x"}'), ["protocol"])
+    case("error-message-not-string", "HTTP 400 whose message is an object",
+         ok_answer(status=400, body='{"code":"invalid_argument","message":{}}'), ["protocol"])
+    case("error-nested", "HTTP 400 whose details nest %d arrays" % deep,
+         {"status": 400, "headers": [["Content-Type", "application/json"]],
+          "body_parts": [{"text": '{"code":"invalid_argument","message":"x","details":'},
+                         {"text": "[", "repeat": deep}, {"text": "]", "repeat": deep},
+                         {"text": "}"}]}, ["protocol"])
+    # An ErrorInfo only as protobuf, its reason first, then millions of
+    # fields that mean nothing: a client must not decode past its deadline.
+    info = pb(1, b"INVALID_REQUEST") + pb(3, pb(1, b"dispatched") + pb(2, b"false"))
+    head_bytes = info + b"\x78\x00" * 2
+    assert len(head_bytes) % 3 == 0
+    junk_fields = 16 << 20
+    case("huge-error-detail", "HTTP 400 whose ErrorInfo (protobuf only) holds %d empty fields "
+         "after its reason: the refusal, or the timeout error by the deadline" % junk_fields,
+         {"status": 400, "headers": [["Content-Type", "application/json"]],
+          "body_parts": [{"text": '{"code":"invalid_argument","message":"refused","details":'
+                                  '[{"type":"google.rpc.ErrorInfo","value":"' + b64(head_bytes)},
+                         {"text": b64(b"\x78\x00" * 3), "repeat": junk_fields // 3},
+                         {"text": '"}]}'}]},
+         ["refusal", "timeout"], reason="INVALID_REQUEST",
+         client={"timeout_ms": DRIP_TIMEOUT_MS}, within_ms=DRIP_TIMEOUT_MS + MARGIN_MS)
+
+    # -- deadlines --------------------------------------------------------------
+    drip = {"bytes": 1, "interval_ms": 100}
+    case("slow-drip-body", "the headers at once, then the body one byte every 100 ms",
+         dict(ok_answer(body=valid_body), drip=dict(drip, phase="body")), ["timeout"],
+         client={"timeout_ms": DRIP_TIMEOUT_MS}, within_ms=DRIP_TIMEOUT_MS + MARGIN_MS)
+    case("slow-drip-headers", "the status line and headers one byte every 100 ms (a long "
+         "header keeps it going)",
+         dict(ok_answer(body=valid_body), drip=dict(drip, phase="headers"),
+              headers=[["Content-Type", "application/json"], ["X-Pad", "p" * 4000]]),
+         ["timeout"], client={"timeout_ms": DRIP_TIMEOUT_MS},
+         within_ms=DRIP_TIMEOUT_MS + MARGIN_MS)
+    case("slow-drip-error", "a Connect error's body one byte every 100 ms",
+         dict(ok_answer(status=400, body=error_body("INVALID_REQUEST", "invalid_argument",
+                                                    "x" * 2000)),
+              drip=dict(drip, phase="body")),
+         ["timeout"], client={"timeout_ms": DRIP_TIMEOUT_MS},
+         within_ms=DRIP_TIMEOUT_MS + MARGIN_MS)
+    case("no-answer", "the request is read and nothing comes back",
+         dict(ok_answer(body=valid_body), stall_ms=120000), ["timeout"],
+         client={"timeout_ms": DRIP_TIMEOUT_MS}, within_ms=DRIP_TIMEOUT_MS + MARGIN_MS)
+    case("closed-mid-body", "a length of %d declared, half of it sent, the connection closed"
+         % len(valid_body.encode()),
+         dict(ok_answer(body=valid_body[:len(valid_body) // 2]),
+              length=len(valid_body.encode())), ["transport"])
+
+    for c in cases:
+        a = c["answer"]
+        if a.get("body") is None:
+            a.pop("body", None)
+    names = [c["name"] for c in cases]
+    assert len(names) == len(set(names))
+    doc = {
+        "about": "Answers a hostile daemon sends and what every official client must make "
+                 "of them (docs/clients.md, \"What a client reads\"). tests/clients/harness.py "
+                 "serves case NAME under PLIMSOLL_TEST_HOSTILE_URL + \"/NAME\"; each suite "
+                 "makes the case's call there with the case's request and client settings. "
+                 "outcomes: result (the call returns; compare result), protocol (the typed "
+                 "protocol error), refusal (the typed refusal of reason), timeout (the "
+                 "timeout error: infrastructure, code deadline_exceeded), transport (an "
+                 "infrastructure error that is neither of those). within_ms bounds the call's "
+                 "time. An answer is body, body_base64 (bytes) or body_parts (each text "
+                 "repeated), sent with its exact length unless length says chunked or a "
+                 "number; drip sends one phase a few bytes at a time; stall_ms sends nothing.",
+        "limits": {"max_answer_bytes": MAX_ANSWER_BYTES, "max_depth": MAX_DEPTH,
+                   "max_integer": MAX_INTEGER},
+        "cases": cases,
+    }
+    with open(os.path.join(HERE, "hostile_answers.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
         f.write("\n")
 
 
