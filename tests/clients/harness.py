@@ -15,7 +15,14 @@ rewrites the top-level "isolation" of a 200 answer to "none" on its way
 back: a daemon (or a path) that lies about its wall.  GET /__proxy/count
 answers {"count": N}, the requests it forwarded, so a test can show a
 client did not retry.
+
+The hostile daemon serves tests/vectors/hostile_answers.json: case NAME
+answers at PLIMSOLL_TEST_HOSTILE_URL + "/NAME" (the client's URL, so its
+calls go to /NAME/plimsoll.v1.SandboxService/METHOD) with exactly what the
+case describes: bytes no real daemon would send, too many of them, or too
+slowly.
 """
+import base64
 import http.client
 import http.server
 import json
@@ -32,6 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "api"))
 from harness import BUILD, Daemon, key_line, make_key  # noqa: E402
 
 RUNNING_MESSAGES = ("Run", "RunInSession", "RunCell")
+HOSTILE_VECTORS = os.path.join(ROOT, "tests", "vectors", "hostile_answers.json")
 
 
 class LoweringProxy(http.server.ThreadingHTTPServer):
@@ -95,6 +103,129 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
         self._answer(status, rheaders, data)
 
 
+class HostileDaemon(http.server.ThreadingHTTPServer):
+    """Answers each case of hostile_answers.json as the case says."""
+
+    daemon_threads = True
+    longest = 120.0  # no answer is dripped or stalled for longer than this
+
+    def __init__(self, path=HOSTILE_VECTORS):
+        with open(path, encoding="utf-8") as f:
+            self.cases = {c["name"]: c for c in json.load(f)["cases"]}
+        self.stopping = threading.Event()
+        super().__init__(("127.0.0.1", 0), HostileHandler)
+
+    def shutdown(self):
+        self.stopping.set()
+        super().shutdown()
+
+
+STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 502: "Bad Gateway"}
+
+
+def body_chunks(answer, block=1 << 16):
+    """The answer's body in pieces of about `block` bytes."""
+    if "body_base64" in answer:
+        yield base64.b64decode(answer["body_base64"])
+        return
+    if "body" in answer:
+        data = answer["body"].encode("utf-8")
+        for i in range(0, len(data), block):
+            yield data[i:i + block]
+        return
+    for part in answer["body_parts"]:
+        unit = part["text"].encode("utf-8")
+        n = part.get("repeat", 1)
+        if not unit or not n:
+            continue
+        per = max(1, block // len(unit))
+        whole = unit * per
+        for _ in range(n // per):
+            yield whole
+        if n % per:
+            yield unit * (n % per)
+
+
+def body_length(answer):
+    if "body_base64" in answer:
+        return len(base64.b64decode(answer["body_base64"]))
+    if "body" in answer:
+        return len(answer["body"].encode("utf-8"))
+    return sum(len(p["text"].encode("utf-8")) * p.get("repeat", 1) for p in answer["body_parts"])
+
+
+class HostileHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self._plain(404, b"POST a case's call\n")
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(n)
+        self.close_connection = True
+        parts = self.path.split("/")
+        case = self.server.cases.get(parts[1]) if len(parts) == 4 else None
+        if not case or parts[2] != "plimsoll.v1.SandboxService" or parts[3] != case["call"]:
+            self._plain(404, b"no such case or call\n")
+            return
+        try:
+            self._serve(case["answer"])
+        except OSError:
+            pass  # the client hung up: what most cases want of it
+
+    def _plain(self, status, body):
+        self.close_connection = True
+        self.wfile.write(b"HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                         b"Connection: close\r\n\r\n%s" % (status, STATUS_TEXT.get(status, "X")
+                                                             .encode(), len(body), body))
+
+    def _wait(self, seconds):
+        """Sleep unless the harness is stopping; False when it is."""
+        return not self.server.stopping.wait(seconds)
+
+    def _send(self, data, drip):
+        if not drip:
+            self.wfile.write(data)
+            return
+        step, pause = drip["bytes"], drip["interval_ms"] / 1000.0
+        t0 = time.monotonic()
+        for i in range(0, len(data), step):
+            if time.monotonic() - t0 > self.server.longest or not self._wait(pause):
+                raise ConnectionAbortedError("enough dripping")
+            self.wfile.write(data[i:i + step])
+            self.wfile.flush()
+
+    def _serve(self, a):
+        if a.get("stall_ms"):
+            self._wait(min(a["stall_ms"] / 1000.0, self.server.longest))
+            return
+        status = a["status"]
+        head = ["HTTP/1.1 %d %s" % (status, STATUS_TEXT.get(status, "Status"))]
+        head += ["%s: %s" % (k, v) for k, v in a.get("headers", [])]
+        length = a.get("length", "exact")
+        chunked = length == "chunked"
+        if chunked:
+            head.append("Transfer-Encoding: chunked")
+        else:
+            head.append("Content-Length: %d" % (body_length(a) if length == "exact" else length))
+        head.append("Connection: close")
+        drip = a.get("drip")
+        self._send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"),
+                   drip if drip and drip["phase"] == "headers" else None)
+        body_drip = drip if drip and drip["phase"] == "body" else None
+        for chunk in body_chunks(a):
+            if chunked:
+                chunk = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+            self._send(chunk, body_drip)
+        if chunked:
+            self._send(b"0\r\n\r\n", None)
+        self.wfile.flush()
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -132,7 +263,7 @@ def main(argv):
     wasm = {"SANDBOX_PROVIDER": "wasm", "SANDBOX_RATE_PER_MIN": "100000",
             "SANDBOX_RATE_BURST": "10000"}
     daemons = []
-    proxy = None
+    proxy = hostile = None
     try:
         main_d = start(wasm, keys)
         daemons.append(main_d)
@@ -144,6 +275,8 @@ def main(argv):
         daemons.append(disabled)
         proxy = LoweringProxy(main_d.host, main_d.port)
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        hostile = HostileDaemon()
+        threading.Thread(target=hostile.serve_forever, daemon=True).start()
         env = dict(os.environ)
         env.update({
             "PLIMSOLL_TEST_URL": url(main_d),
@@ -154,6 +287,7 @@ def main(argv):
             "PLIMSOLL_TEST_CAPACITY_URL": url(cap),
             "PLIMSOLL_TEST_DISABLED_URL": url(disabled),
             "PLIMSOLL_TEST_DEAD_URL": "http://127.0.0.1:%d" % free_port(),
+            "PLIMSOLL_TEST_HOSTILE_URL": "http://127.0.0.1:%d" % hostile.server_address[1],
             # tests/wasi/modules/hello.c, built by meson into the build tree
             "PLIMSOLL_TEST_WASM_MODULE": os.path.join(BUILD, "tests", "hello.wasm"),
         })
@@ -178,6 +312,8 @@ def main(argv):
     finally:
         if proxy:
             proxy.shutdown()
+        if hostile:
+            hostile.shutdown()
         for d in daemons:
             d.stop()
 
