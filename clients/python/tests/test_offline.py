@@ -136,10 +136,11 @@ class Offline(unittest.TestCase):
         self.fake.answer(200, b"not json")
         self.fake.answer(200, b"[1]")
         self.fake.answer(500, {"code": "internal", "message": "no details"})
-        for _ in range(5):
+        for protocol in (False, True, True, True, False):
             with self.assertRaises(errors.InfrastructureError) as cm:
                 self.client.run_snippet("1")
             self.assertTrue(cm.exception.dispatched)
+            self.assertEqual(isinstance(cm.exception, errors.ProtocolError), protocol)
         self.assertEqual(len(self.fake.received), 5)
 
     def test_nonzero_exit_is_a_result(self) -> None:
@@ -283,6 +284,7 @@ class Offline(unittest.TestCase):
                 self.rfile.read(int(self.headers["Content-Length"]))
                 body = json.dumps({"provider": "wasm", "isolation": "process"}).encode()
                 self.send_response(200)
+                self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

@@ -8,12 +8,14 @@
 from __future__ import annotations
 
 from . import errors, record
+from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from .client import TIERS, Client, RetryPolicy, Session, check_tier, tier_rank
 from .errors import (AtCapacityError, CallerNotAllowedError, DisabledError,
                      InfrastructureError, InsufficientIsolationError, InvalidRequestError,
                      IsolationEvidenceMismatchError, NotFoundError, NotReadyError,
-                     PlimsollError, RateLimitedError, RefusalError, SessionEndedError,
-                     ShuttingDownError, UnauthenticatedError, UnsupportedError)
+                     PlimsollError, ProtocolError, RateLimitedError, RefusalError,
+                     SessionEndedError, ShuttingDownError, UnauthenticatedError,
+                     UnsupportedError)
 from .record import Chain, ChainError, canonical, check_record, sha256_hex, verify_chain
 from .results import (Description, Limits, OperationSupport, Operations, RunRecord,
                       RunResult, StepResult)
@@ -21,7 +23,8 @@ from .results import (Description, Limits, OperationSupport, Operations, RunReco
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Session", "RetryPolicy", "TIERS", "tier_rank", "check_tier",
+    "Client", "Session", "RetryPolicy", "DEFAULT_MAX_ANSWER_BYTES", "TIERS", "tier_rank",
+    "check_tier",
     "RunResult", "StepResult", "RunRecord", "Description", "Operations",
     "OperationSupport", "Limits",
     "Chain", "ChainError", "canonical", "check_record", "sha256_hex", "verify_chain",
@@ -29,5 +32,5 @@ __all__ = [
     "DisabledError", "InsufficientIsolationError", "UnsupportedError",
     "CallerNotAllowedError", "NotReadyError", "ShuttingDownError", "RateLimitedError",
     "AtCapacityError", "SessionEndedError", "NotFoundError", "InfrastructureError",
-    "IsolationEvidenceMismatchError", "errors", "record", "__version__",
+    "ProtocolError", "IsolationEvidenceMismatchError", "errors", "record", "__version__",
 ]

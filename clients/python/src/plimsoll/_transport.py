@@ -8,11 +8,13 @@ import http.client
 import json
 import socket
 import ssl
+import threading
 import time
 import urllib.parse
 from typing import Any, Dict, Optional, Tuple
 
-from .errors import InfrastructureError, PlimsollError, refusal_class
+from . import _answer
+from .errors import InfrastructureError, PlimsollError, ProtocolError, refusal_class
 
 SERVICE = "/plimsoll.v1.SandboxService/"
 USER_AGENT = "plimsoll-python/0.1.0"
@@ -74,14 +76,61 @@ def _remaining(deadline: float) -> float:
     return left
 
 
-def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes,
-             timeout: float) -> Tuple[int, bytes]:
-    """POST ``body`` to the method; ``(status, answer body)``. ``timeout``
-    bounds the whole exchange. Transport failures raise
-    :class:`InfrastructureError` (dispatched: the code may have run)."""
-    deadline = time.monotonic() + timeout
+def deadline_error(method: str, url: str, timeout: float, why: str) -> InfrastructureError:
+    """The timeout error: infrastructure, ``deadline_exceeded``, dispatched."""
+    return InfrastructureError("%s: no complete answer from %s within %.1f s (%s); the code "
+                               "may have run" % (method, url, timeout, why),
+                               code="deadline_exceeded", dispatched=True)
+
+
+def protocol_error(method: str, status: int, why: str) -> ProtocolError:
+    """An answer that is not what the protocol allows (docs/clients.md)."""
+    return ProtocolError("%s: HTTP %d with an answer that breaks the protocol: %s; the code "
+                         "may have run" % (method, status, why), code="unknown",
+                         dispatched=True, http_status=status)
+
+
+def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadline: float,
+             max_answer_bytes: int) -> Tuple[int, Optional[str], bytes]:
+    """POST ``body`` to the method; ``(status, Content-Type, answer body)``.
+
+    ``deadline`` (``time.monotonic()``) bounds the whole exchange, however
+    slowly the answer comes: a watchdog shuts the socket down when it
+    passes. A body past ``max_answer_bytes`` is a :class:`ProtocolError`
+    (read no further). Transport failures raise :class:`InfrastructureError`
+    (dispatched: the code may have run)."""
+    timeout = max(deadline - time.monotonic(), 0.0)
     conn = endpoint.connection(timeout)
+    fired = threading.Event()
+
+    sock: Optional[socket.socket] = None
+    lock = threading.Lock()
+
+    def cut() -> None:
+        with lock:
+            fired.set()
+            # Before connect() returns, conn.sock is the TCP socket of a
+            # TLS handshake in progress, if any.
+            target = sock if sock is not None else conn.sock
+            if target is not None:
+                try:  # the plain socket's shutdown, also under TLS: wakes any blocked read
+                    socket.socket.shutdown(target, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    watchdog = threading.Timer(timeout, cut)
+    watchdog.daemon = True
+    watchdog.start()
     try:
+        conn.connect()
+        with lock:
+            # The response keeps the socket after the connection lets go of
+            # it (Connection: close), so the watchdog holds its own handle.
+            sock = conn.sock
+            if fired.is_set():
+                raise socket.timeout("the deadline passed while connecting")
+        if sock is None:
+            raise OSError("no socket after connecting")
         conn.request("POST", endpoint.prefix + SERVICE + method, body=body, headers={
             "Content-Type": "application/json",
             "Connect-Protocol-Version": "1",
@@ -89,27 +138,36 @@ def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes,
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
         })
-        if conn.sock is not None:
-            conn.sock.settimeout(_remaining(deadline))
+        sock.settimeout(_remaining(deadline))
         resp = conn.getresponse()
-        chunks = []
+        declared = (resp.getheader("Content-Length") or "").strip()
+        if declared.isdigit() and int(declared) > max_answer_bytes:
+            raise protocol_error(method, resp.status, "its length, %s bytes, is past the "
+                                 "client's max_answer_bytes (%d)" % (declared, max_answer_bytes))
+        data = bytearray()
         while True:
-            if conn.sock is not None:
-                conn.sock.settimeout(_remaining(deadline))
-            chunk = resp.read(65536)
+            sock.settimeout(_remaining(deadline))
+            chunk = resp.read1(65536)  # one read at most: the deadline is checked between
             if not chunk:
                 break
-            chunks.append(chunk)
-        return resp.status, b"".join(chunks)
+            data += chunk
+            if len(data) > max_answer_bytes:
+                raise protocol_error(method, resp.status, "it is longer than the client's "
+                                     "max_answer_bytes (%d)" % max_answer_bytes)
+        if getattr(resp, "length", None):  # read1 ends quietly when the peer hangs up early
+            raise http.client.IncompleteRead(bytes(data), resp.length)
+        _remaining(deadline)
+        return resp.status, resp.getheader("Content-Type"), bytes(data)
     except socket.timeout as e:
-        raise InfrastructureError("%s: no complete answer from %s within %.1f s (%s); the "
-                                  "code may have run" % (method, endpoint.url, timeout, e),
-                                  code="deadline_exceeded", dispatched=True) from e
+        raise deadline_error(method, endpoint.url, timeout, str(e)) from e
     except (OSError, http.client.HTTPException) as e:
+        if fired.is_set() or time.monotonic() >= deadline:
+            raise deadline_error(method, endpoint.url, timeout, "cut at the deadline") from e
         raise InfrastructureError("%s: transport failure talking to %s: %s; the code may "
                                   "have run" % (method, endpoint.url, e or type(e).__name__),
                                   code="unavailable", dispatched=True) from e
     finally:
+        watchdog.cancel()
         conn.close()
 
 
@@ -126,11 +184,16 @@ def _varint(data: bytes, i: int) -> Tuple[int, int]:
         shift += 7
 
 
-def _fields(data: bytes) -> Dict[int, list]:
-    """The length-delimited fields of a protobuf message, by number."""
+def _fields(data: bytes, deadline: Optional[float] = None) -> Dict[int, list]:
+    """The length-delimited fields of a protobuf message, by number; past
+    ``deadline``, :class:`~plimsoll._answer.DeadlinePassed`."""
     out: Dict[int, list] = {}
     i = 0
+    n = 0
     while i < len(data):
+        n += 1
+        if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
+            raise _answer.DeadlinePassed()
         key, i = _varint(data, i)
         number, wire = key >> 3, key & 7
         if wire == 0:
@@ -150,11 +213,12 @@ def _fields(data: bytes) -> Dict[int, list]:
     return out
 
 
-def decode_error_info(value: str) -> Tuple[str, Dict[str, str]]:
+def decode_error_info(value: str,
+                      deadline: Optional[float] = None) -> Tuple[str, Dict[str, str]]:
     """``reason`` and ``metadata`` of a ``google.rpc.ErrorInfo`` sent as
     (unpadded) base64 protobuf."""
     raw = base64.b64decode(value + "=" * (-len(value) % 4))
-    f = _fields(raw)
+    f = _fields(raw, deadline)
     reason = f[1][0].decode("utf-8") if 1 in f else ""
     metadata: Dict[str, str] = {}
     for entry in f.get(3, []):
@@ -164,7 +228,7 @@ def decode_error_info(value: str) -> Tuple[str, Dict[str, str]]:
     return reason, metadata
 
 
-def _error_info(details: Any) -> Tuple[str, Dict[str, str]]:
+def _error_info(details: Any, deadline: Optional[float]) -> Tuple[str, Dict[str, str]]:
     if not isinstance(details, list) or not details or not isinstance(details[0], dict):
         return "", {}
     d = details[0]
@@ -175,27 +239,53 @@ def _error_info(details: Any) -> Tuple[str, Dict[str, str]]:
         return debug["reason"], md
     if isinstance(d.get("value"), str):
         try:
-            return decode_error_info(d["value"])
+            return decode_error_info(d["value"], deadline)
         except (ValueError, binascii.Error, UnicodeDecodeError, IndexError):
             pass
     return "", {}
 
 
-def error_from_answer(method: str, status: int, body: bytes) -> PlimsollError:
+def media_type_is_json(value: Optional[str]) -> bool:
+    """Whether a Content-Type is ``application/json`` (any case), with a
+    charset, if any, of UTF-8 (quoted or not); other parameters are
+    ignored."""
+    if not value:
+        return False
+    parts = value.split(";")
+    if parts[0].strip().lower() != "application/json":
+        return False
+    for p in parts[1:]:
+        name, _, v = p.partition("=")
+        if name.strip().lower() == "charset":
+            v = v.strip()
+            if len(v) >= 2 and v[0] == v[-1] == '"':
+                v = v[1:-1]
+            if v.lower() != "utf-8":
+                return False
+    return True
+
+
+def error_from_answer(method: str, status: int, body: bytes,
+                      deadline: Optional[float] = None, url: str = "",
+                      timeout: float = 0.0) -> PlimsollError:
     """The error a non-200 answer stands for (docs/clients.md, "Three
-    channels")."""
+    channels"): a refusal, infrastructure, or a :class:`ProtocolError` for
+    a body that is not a Connect error."""
     try:
-        obj = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        obj = None
-    if not isinstance(obj, dict) or not isinstance(obj.get("code"), str):
-        snippet = body[:200].decode("utf-8", "replace")
-        return InfrastructureError("%s: HTTP %d with an answer that is not a Connect error: %r"
-                                   % (method, status, snippet),
-                                   code="unknown", dispatched=True, http_status=status)
-    code = obj["code"]
-    message = obj.get("message") if isinstance(obj.get("message"), str) else ""
-    reason, metadata = _error_info(obj.get("details"))
+        obj = _answer.check_shape(_answer.parse(body, deadline), _answer.CONNECT_ERROR,
+                                  "the error")
+        if not isinstance(obj.get("code"), str):
+            raise _answer.Malformed("it has no code")
+        code = obj["code"]
+        message = obj.get("message") or ""
+        reason, metadata = _error_info(obj.get("details"), deadline)
+    except _answer.Malformed as e:
+        snippet = body[:120].decode("utf-8", "replace")
+        return protocol_error(method, status, "not a Connect error (%s): %r" % (e, snippet))
+    except _answer.DeadlinePassed:
+        return deadline_error(method, url, timeout, "still decoding the error")
+    if deadline is not None and time.monotonic() > deadline:
+        return deadline_error(method, url, timeout, "still decoding the error")
     if reason == "INTERNAL" or (not reason and code == "internal"):
         return InfrastructureError(message or "internal error", reason=reason, code=code,
                                    dispatched=metadata.get("dispatched", "true") != "false",
@@ -206,16 +296,22 @@ def error_from_answer(method: str, status: int, body: bytes) -> PlimsollError:
                metadata=metadata, http_status=status)
 
 
-def parse_ok(method: str, body: bytes) -> Dict[str, Any]:
-    """The JSON object of a 200 answer; anything else is infrastructure."""
+def parse_ok(method: str, body: bytes, content_type: Optional[str] = "application/json",
+             deadline: Optional[float] = None, url: str = "",
+             timeout: float = 0.0) -> Dict[str, Any]:
+    """The JSON object of a 200 answer, its known members of their types;
+    anything else is a :class:`ProtocolError`, and decoding past the
+    deadline the timeout error."""
+    if not media_type_is_json(content_type):
+        raise protocol_error(method, 200, "its Content-Type is %r, not application/json"
+                             % (content_type,))
     try:
-        obj = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise InfrastructureError("%s: a 200 answer that is not JSON (%s); the code may "
-                                  "have run" % (method, e), code="unknown", dispatched=True,
-                                  http_status=200) from None
-    if not isinstance(obj, dict):
-        raise InfrastructureError("%s: a 200 answer that is not a JSON object; the code may "
-                                  "have run" % method, code="unknown", dispatched=True,
-                                  http_status=200)
+        obj = _answer.check_shape(_answer.parse(body, deadline),
+                                  _answer.RESPONSES.get(method, _answer.EMPTY), method)
+    except _answer.Malformed as e:
+        raise protocol_error(method, 200, str(e)) from None
+    except _answer.DeadlinePassed:
+        raise deadline_error(method, url, timeout, "still decoding the answer") from None
+    if deadline is not None and time.monotonic() > deadline:
+        raise deadline_error(method, url, timeout, "still decoding the answer")
     return obj

@@ -11,8 +11,9 @@ from types import TracebackType
 from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence, Type, Union)
 
 from . import _transport
-from .errors import (AtCapacityError, InfrastructureError, IsolationEvidenceMismatchError,
-                     NotFoundError, PlimsollError, RateLimitedError, SessionEndedError)
+from ._answer import DEFAULT_MAX_ANSWER_BYTES
+from .errors import (AtCapacityError, IsolationEvidenceMismatchError, NotFoundError,
+                     PlimsollError, ProtocolError, RateLimitedError, SessionEndedError)
 from .record import Chain, canonical, check_record
 from .results import Description, RunResult
 
@@ -161,21 +162,30 @@ class Client:
     """A plimsoll daemon's client.
 
     ``url`` is ``http://host:port`` (a path prefix is kept), ``https://…`` or
-    ``unix:/path``; ``timeout`` bounds each HTTP exchange in seconds;
+    ``unix:/path``; ``timeout`` bounds each HTTP exchange in seconds, from
+    the request to the decoded answer, however slowly it comes;
     ``retry`` is an opt-in :class:`RetryPolicy`; ``verify_records`` checks
     the record of every run answer (checks 1-4 and 6 for ``run``; a session
-    object always keeps and checks its chain). A client keeps no state
+    object always keeps and checks its chain); ``max_answer_bytes`` caps
+    one answer's body (a longer one is a :class:`ProtocolError`; default
+    :data:`DEFAULT_MAX_ANSWER_BYTES`, 256 MiB). A client keeps no state
     between calls and may be shared between threads.
     """
 
     def __init__(self, url: str, api_key: str, timeout: float = 120.0,
-                 retry: Optional[RetryPolicy] = None, verify_records: bool = True) -> None:
+                 retry: Optional[RetryPolicy] = None, verify_records: bool = True,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
+        if not timeout > 0:
+            raise ValueError("plimsoll: timeout must be > 0 seconds")
+        if max_answer_bytes < 1:
+            raise ValueError("plimsoll: max_answer_bytes must be at least 1")
         self._endpoint = _transport.Endpoint(url)
         self.url = url
         self._api_key = api_key
         self.timeout = timeout
         self.retry = retry
         self.verify_records = verify_records
+        self.max_answer_bytes = max_answer_bytes
         self._sleep: Callable[[float], None] = time.sleep
 
     def __repr__(self) -> str:
@@ -189,11 +199,14 @@ class Client:
         attempts = self.retry.max_attempts if self.retry else 1
         n = 0
         while True:
-            status, answer = _transport.exchange(self._endpoint, self._api_key, method, body,
-                                                 self.timeout)
+            deadline = time.monotonic() + self.timeout
+            status, ctype, answer = _transport.exchange(self._endpoint, self._api_key, method,
+                                                        body, deadline, self.max_answer_bytes)
             if status == 200:
-                return _transport.parse_ok(method, answer)
-            err = _transport.error_from_answer(method, status, answer)
+                return _transport.parse_ok(method, answer, ctype, deadline, self.url,
+                                           self.timeout)
+            err = _transport.error_from_answer(method, status, answer, deadline, self.url,
+                                               self.timeout)
             if self.retry is None or not isinstance(err, RETRYABLE) or n + 1 >= attempts:
                 raise err
             self._sleep(self.retry.delay_ms(n) / 1000.0)
@@ -269,7 +282,7 @@ class Client:
         answer = self._call("OpenSession", req)
         sid = answer.get("session_id")
         if not isinstance(sid, str) or not sid:
-            raise InfrastructureError(
+            raise ProtocolError(
                 "OpenSession: the answer names no session", code="unknown",
                 dispatched=True, http_status=200)
         return Session(self, sid, minimum_isolation)

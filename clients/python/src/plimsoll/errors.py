@@ -2,8 +2,9 @@
 
 * :class:`RefusalError` and one subclass per reason: the daemon refused the
   call before anything ran (``dispatched`` is False for every refusal).
-* :class:`InfrastructureError`: ``INTERNAL``, a transport failure, or an
-  answer that is not a Connect error; the code may have run.
+* :class:`InfrastructureError`: ``INTERNAL``, a transport failure, the
+  call's timeout, or an answer that breaks the protocol
+  (:class:`ProtocolError`); the code may have run.
 * :class:`IsolationEvidenceMismatchError`: the answer's tier, or its
   record's, is below the floor the caller set; the code may have run and it
   is never retried.
@@ -32,6 +33,7 @@ __all__ = [
     "SessionEndedError",
     "NotFoundError",
     "InfrastructureError",
+    "ProtocolError",
     "IsolationEvidenceMismatchError",
     "ChainError",
     "refusal_class",
@@ -137,9 +139,19 @@ class NotFoundError(RefusalError):
 
 
 class InfrastructureError(PlimsollError):
-    """``INTERNAL``, a transport failure, or an answer that is not a Connect
-    error or not JSON. ``dispatched`` is True unless the daemon said
+    """``INTERNAL``, a transport failure, the call's timeout (code
+    ``deadline_exceeded``), or an answer that breaks the protocol (a
+    :class:`ProtocolError`). ``dispatched`` is True unless the daemon said
     otherwise: the code may have run."""
+
+
+class ProtocolError(InfrastructureError):
+    """An answer the protocol does not allow (docs/clients.md, "What a
+    client reads"): longer than the client's ``max_answer_bytes``, a 200
+    that is not ``application/json``, text that is not JSON in UTF-8, nested
+    past 64, a member twice, a number that is not an integer of at most
+    2^53-1, a known member of the wrong type, or an error answer that is not
+    a Connect error. Code ``unknown``; dispatched: the code may have run."""
 
 
 class IsolationEvidenceMismatchError(PlimsollError):

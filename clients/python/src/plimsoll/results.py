@@ -16,11 +16,12 @@ T = TypeVar("T")
 def _build(cls: Type[T], data: Any, **extra: Any) -> T:
     """An instance of the dataclass ``cls`` from the JSON object ``data``:
     the members it knows (nested dataclasses filled by ``extra``), unknown
-    members ignored, missing ones at their defaults."""
+    members ignored, missing ones and nulls at their defaults."""
     if not isinstance(data, Mapping):
         data = {}
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    kwargs = {k: v for k, v in data.items() if k in names and k not in extra}
+    kwargs = {k: v for k, v in data.items()
+              if k in names and k not in extra and v is not None}
     kwargs.update(extra)
     if "raw" in names:
         kwargs["raw"] = dict(data)

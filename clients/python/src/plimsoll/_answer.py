@@ -1,0 +1,201 @@
+"""What an answer may be (docs/clients.md, "What a client reads"): JSON
+text in UTF-8, no deeper than MAX_DEPTH, no member twice, integers only and
+none past MAX_INTEGER, and the known members of each message of their proto
+type. Anything else is :class:`Malformed`, which the transport turns into a
+:class:`~plimsoll.errors.ProtocolError`."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+#: The default cap on one answer's body, the same in every official client.
+DEFAULT_MAX_ANSWER_BYTES = 256 << 20
+#: Objects and arrays nested in an answer, the answer itself counting 1.
+MAX_DEPTH = 64
+#: The largest magnitude of a number in an answer (2^53 - 1: every client
+#: can hold it exactly).
+MAX_INTEGER = 2 ** 53 - 1
+
+
+class Malformed(ValueError):
+    """An answer that breaks the rules above."""
+
+
+class DeadlinePassed(Exception):
+    """Decoding ran past the call's deadline."""
+
+
+def _no_float(text: str) -> Any:
+    raise Malformed("a number that is not an integer (%s)" % text[:40])
+
+
+def _no_constant(text: str) -> Any:
+    raise Malformed("%s is not JSON" % text)
+
+
+def _integer(text: str) -> int:
+    # Checked on the text first: Python's int() of a long digit string is
+    # slow, and no allowed number has more than 16 digits.
+    if len(text) > 17:
+        raise Malformed("an integer of %d digits" % len(text.lstrip("-")))
+    n = int(text)
+    if abs(n) > MAX_INTEGER:
+        raise Malformed("the integer %s is past 2^53-1" % text)
+    return n
+
+
+def _object(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise Malformed("the member %r appears twice" % k[:40])
+            seen.add(k)
+    return d
+
+
+def _unicode(s: str) -> None:
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Malformed("a string holds a lone surrogate") from None
+
+
+def _walk(value: Any, deadline: Optional[float]) -> None:
+    """Depth, and strings that are Unicode; the deadline every few
+    thousand containers."""
+    stack = [(value, 1)]
+    seen = 0
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise Malformed("nested deeper than %d" % MAX_DEPTH)
+        seen += 1
+        if deadline is not None and seen % 4096 == 0 and time.monotonic() > deadline:
+            raise DeadlinePassed()
+        if isinstance(v, dict):
+            items = v.values()
+            for k in v:
+                _unicode(k)
+        else:
+            items = v
+        for x in items:
+            if isinstance(x, str):
+                _unicode(x)
+            elif isinstance(x, (dict, list)):
+                stack.append((x, depth + 1))
+
+
+def parse(data: bytes, deadline: Optional[float] = None) -> Any:
+    """The JSON value of an answer's body, or :class:`Malformed`."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Malformed("not UTF-8 (byte %d)" % e.start) from None
+    try:
+        value = json.loads(text, object_pairs_hook=_object, parse_int=_integer,
+                           parse_float=_no_float, parse_constant=_no_constant)
+    except RecursionError:
+        raise Malformed("nested deeper than %d" % MAX_DEPTH) from None
+    except Malformed:
+        raise
+    except ValueError as e:
+        raise Malformed("not JSON (%s)" % e) from None
+    if isinstance(value, str):
+        _unicode(value)
+    elif isinstance(value, (dict, list)):
+        _walk(value, deadline)
+    return value
+
+
+# ---- the messages' shapes (proto/plimsoll/v1/sandbox.proto) ---------------
+
+STRING, BOOL, INT32, UINT32 = "string", "bool", "int32", "uint32"
+
+STEP_RESULT: Dict[str, Any] = {
+    "name": STRING, "exit_code": INT32, "stdout": STRING, "stderr": STRING,
+    "stdout_truncated": BOOL, "stderr_truncated": BOOL, "duration_ms": UINT32,
+    "timed_out": BOOL, "stdout_base64": STRING, "stderr_base64": STRING,
+}
+RUN_RECORD: Dict[str, Any] = {
+    "version": INT32, "request_sha256": STRING, "response_sha256": STRING,
+    "provider": STRING, "isolation": STRING, "runtime": STRING, "started_at": STRING,
+    "ended_at": STRING, "previous_digest": STRING, "digest": STRING,
+    "broker_calls": UINT32, "broker_refused": UINT32,
+}
+RUN_RESPONSE: Dict[str, Any] = {
+    "exit_code": INT32, "stdout": STRING, "stderr": STRING, "stdout_truncated": BOOL,
+    "stderr_truncated": BOOL, "duration_ms": UINT32, "sandbox_name": STRING,
+    "isolation": STRING, "timed_out": BOOL, "out_of_memory": BOOL, "outcome": STRING,
+    "detail": STRING, "steps": [STEP_RESULT], "record": RUN_RECORD,
+    "stdout_base64": STRING, "stderr_base64": STRING, "interpreter_started": BOOL,
+}
+OPERATION_SUPPORT: Dict[str, Any] = {
+    "supported": BOOL, "engine": STRING, "max_timeout_ms": UINT32, "languages": [STRING],
+    "grants": BOOL,
+}
+LIMITS: Dict[str, Any] = dict(
+    {k: UINT32 for k in ("memory_mb", "total_memory_mb", "max_concurrent",
+                         "effective_concurrency", "per_key_concurrent", "rate_per_min",
+                         "rate_burst", "default_timeout_ms", "output_bytes",
+                         "max_snippet_bytes", "max_request_bytes")},
+    memory_budget_applies=BOOL)
+DESCRIBE_RESPONSE: Dict[str, Any] = {
+    "version": STRING, "provider": STRING, "isolation": STRING, "runtime": STRING,
+    "ready": BOOL, "ready_detail": STRING, "supports_sessions": BOOL, "languages": [STRING],
+    "operations": {k: OPERATION_SUPPORT for k in ("snippet", "project", "module", "session")},
+    "limits": LIMITS,
+}
+OPEN_SESSION_RESPONSE: Dict[str, Any] = {"session_id": STRING}
+EMPTY: Dict[str, Any] = {}
+#: The answer of each method on 200.
+RESPONSES: Dict[str, Dict[str, Any]] = {
+    "Describe": DESCRIBE_RESPONSE, "Run": RUN_RESPONSE, "RunInSession": RUN_RESPONSE,
+    "RunCell": RUN_RESPONSE, "OpenSession": OPEN_SESSION_RESPONSE, "CloseSession": EMPTY,
+}
+#: What of a Connect error is checked: its details are the extensions'
+#: business and are read leniently.
+CONNECT_ERROR: Dict[str, Any] = {"code": STRING, "message": STRING, "details": ["any"]}
+
+_RANGES = {INT32: (-2 ** 31, 2 ** 31 - 1), UINT32: (0, 2 ** 32 - 1)}
+
+
+def _check(value: Any, kind: Any, where: str) -> None:
+    if kind == "any":
+        return
+    if isinstance(kind, dict):
+        if not isinstance(value, dict):
+            raise Malformed("%s is not an object" % where)
+        for name, sub in kind.items():
+            v = value.get(name)
+            if v is not None:  # null is the default, as proto3 JSON says
+                _check(v, sub, where + "." + name)
+        return
+    if isinstance(kind, list):
+        if not isinstance(value, list):
+            raise Malformed("%s is not an array" % where)
+        for i, v in enumerate(value):
+            if v is None:
+                raise Malformed("%s[%d] is null" % (where, i))
+            _check(v, kind[0], "%s[%d]" % (where, i))
+        return
+    if kind == STRING:
+        ok = isinstance(value, str)
+    elif kind == BOOL:
+        ok = isinstance(value, bool)
+    else:
+        lo, hi = _RANGES[kind]
+        ok = isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+    if not ok:
+        raise Malformed("%s is not a%s %s" % (where, "n" if kind[0] in "iu" else "", kind))
+
+
+def check_shape(value: Any, shape: Mapping[str, Any], what: str) -> Dict[str, Any]:
+    """``value`` when it is an object whose known members have their types."""
+    if not isinstance(value, dict):
+        raise Malformed("the answer is not a JSON object")
+    _check(value, dict(shape), what)
+    return value
