@@ -2,6 +2,16 @@
 // (docs/api.md), checked as docs/clients.md says.
 
 import {
+  checkShape,
+  CONNECT_ERROR,
+  DeadlinePassed,
+  DEFAULT_MAX_ANSWER_BYTES,
+  Malformed,
+  mediaTypeIsJson,
+  parse,
+  RESPONSES,
+} from "./answer.js";
+import {
   ChainError,
   type ConnectErrorFields,
   type ErrorMetadata,
@@ -9,6 +19,7 @@ import {
   InfrastructureError,
   IsolationEvidenceMismatchError,
   PlimsollError,
+  ProtocolError,
 } from "./errors.js";
 import { Chain, canonical, checkRecord } from "./record.js";
 import {
@@ -48,8 +59,16 @@ export interface ClientOptions {
   url: string;
   /** The API key, sent as `Authorization: Bearer <key>`. */
   apiKey?: string;
-  /** The whole HTTP exchange of one attempt, in ms (default 120000). */
+  /**
+   * One attempt, in ms, from the request to the decoded answer however
+   * slowly it comes (default 120000).
+   */
   timeoutMs?: number;
+  /**
+   * The most bytes one answer's body may have (default
+   * `DEFAULT_MAX_ANSWER_BYTES`, 256 MiB); a longer one is a `ProtocolError`.
+   */
+  maxAnswerBytes?: number;
   /** Retry `AT_CAPACITY` and `RATE_LIMITED` (off by default; `true` for the defaults). */
   retry?: RetryPolicy | boolean;
   /**
@@ -160,7 +179,8 @@ export function decodeErrorInfo(
   let bytes: Uint8Array;
   try {
     const bin = atob(b64.replace(/-/g, "+").replace(/_/g, "/"));
-    bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+    bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
   } catch {
     return undefined;
   }
@@ -220,24 +240,45 @@ export function decodeErrorInfo(
   return info;
 }
 
-/** The error of a non-200 answer. */
-function errorOfAnswer(status: number, text: string): PlimsollError {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = undefined;
-  }
-  if (!isObject(body) || typeof body["code"] !== "string") {
-    const excerpt = text.length > 200 ? text.slice(0, 200) + "…" : text;
-    return new InfrastructureError({
+function protocolError(method: string, status: number, why: string, cause?: unknown): ProtocolError {
+  return new ProtocolError(
+    {
       reason: "",
       code: "unknown",
-      message: `HTTP ${status}: the answer is not a Connect error: ${JSON.stringify(excerpt)}`,
+      message: `${method}: HTTP ${status} with an answer that breaks the protocol: ${why} (the code may have run)`,
       dispatched: true,
       metadata: {},
       httpStatus: status,
-    });
+    },
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+function deadlineError(method: string, timeoutMs: number, why: string, cause?: unknown): InfrastructureError {
+  return new InfrastructureError(
+    {
+      reason: "",
+      code: "deadline_exceeded",
+      message: `${method}: no whole answer within ${timeoutMs} ms (${why}; the code may have run)`,
+      dispatched: true,
+      metadata: {},
+      httpStatus: 0,
+    },
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** The error of a non-200 answer: a refusal, infrastructure, or a ProtocolError. */
+function errorOfAnswer(method: string, status: number, bytes: Uint8Array, deadline?: number): PlimsollError {
+  let body: Record<string, unknown>;
+  try {
+    body = checkShape(parse(bytes, deadline), CONNECT_ERROR, "the error");
+    if (typeof body["code"] !== "string") throw new Malformed("it has no code");
+  } catch (e) {
+    if (e instanceof DeadlinePassed) throw e;
+    const text = new TextDecoder().decode(bytes.subarray(0, 120));
+    const why = e instanceof Error ? e.message : String(e);
+    return protocolError(method, status, `not a Connect error (${why}): ${JSON.stringify(text)}`);
   }
   let reason = "";
   let metadata: ErrorMetadata = {};
@@ -260,7 +301,7 @@ function errorOfAnswer(status: number, text: string): PlimsollError {
       }
     }
   }
-  const code = body["code"];
+  const code = body["code"] as string;
   const internal = reason === "INTERNAL" || (reason === "" && code === "internal");
   const d = metadata["dispatched"];
   const fields: ConnectErrorFields = {
@@ -274,6 +315,40 @@ function errorOfAnswer(status: number, text: string): PlimsollError {
     httpStatus: status,
   };
   return errorFromConnect(fields);
+}
+
+/**
+ * The body of an answer, read no further than `max` bytes: past them (or a
+ * Content-Length past them) it is a ProtocolError.
+ */
+async function readCapped(method: string, resp: Response, max: number): Promise<Uint8Array> {
+  const declared = resp.headers.get("content-length");
+  if (declared !== null && /^\s*\d+\s*$/.test(declared) && Number(declared) > max) {
+    await resp.body?.cancel().catch(() => undefined);
+    throw protocolError(method, resp.status, `its length, ${declared.trim()} bytes, is past the client's maxAnswerBytes (${max})`);
+  }
+  if (!resp.body) return new Uint8Array(0);
+  const reader = resp.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel().catch(() => undefined);
+      throw protocolError(method, resp.status, `it is longer than the client's maxAnswerBytes (${max})`);
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
 }
 
 interface Accept {
@@ -291,6 +366,7 @@ interface Accept {
 export class Client {
   readonly url: string;
   readonly timeoutMs: number;
+  readonly maxAnswerBytes: number;
   readonly retry: ResolvedRetryPolicy | undefined;
   readonly verifyRecords: boolean;
   readonly #apiKey: string | undefined;
@@ -304,6 +380,8 @@ export class Client {
     this.#apiKey = options.apiKey;
     this.timeoutMs = options.timeoutMs ?? 120_000;
     if (!(this.timeoutMs > 0)) throw new RangeError("Client: timeoutMs must be > 0");
+    this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
+    if (!(this.maxAnswerBytes >= 1)) throw new RangeError("Client: maxAnswerBytes must be at least 1");
     this.retry = resolveRetry(options.retry);
     this.verifyRecords = options.verifyRecords ?? true;
     const f = options.fetch ?? (globalThis.fetch as FetchLike | undefined);
@@ -356,7 +434,7 @@ export class Client {
     const answer = await this.call("OpenSession", compact({ languages: options.languages }));
     const id = answer["session_id"];
     if (typeof id !== "string" || id === "") {
-      throw new InfrastructureError({
+      throw new ProtocolError({
         reason: "",
         code: "unknown",
         message: "OpenSession answered without a session_id",
@@ -435,6 +513,9 @@ export class Client {
       "Connect-Protocol-Version": "1",
     };
     if (this.#apiKey !== undefined) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    // One deadline for the whole attempt: the abort ends a slow exchange,
+    // and decoding is checked against it after.
+    const deadline = performance.now() + this.timeoutMs;
     const ctl = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -442,7 +523,8 @@ export class Client {
       ctl.abort();
     }, this.timeoutMs);
     let status: number;
-    let answer: string;
+    let contentType: string | null;
+    let answer: Uint8Array;
     try {
       const resp = await this.#fetch(this.url + SERVICE + method, {
         method: "POST",
@@ -451,17 +533,18 @@ export class Client {
         signal: ctl.signal,
       });
       status = resp.status;
-      answer = await resp.text();
+      contentType = resp.headers.get("content-type");
+      answer = await readCapped(method, resp, this.maxAnswerBytes);
     } catch (e) {
+      if (e instanceof PlimsollError) throw e;
+      if (timedOut) throw deadlineError(method, this.timeoutMs, "the exchange was cut", e);
       const why = e instanceof Error ? e.message : String(e);
       const cause = e instanceof Error && e.cause instanceof Error ? `: ${e.cause.message}` : "";
       throw new InfrastructureError(
         {
           reason: "",
-          code: timedOut ? "deadline_exceeded" : "unavailable",
-          message: timedOut
-            ? `${method}: no whole answer within ${this.timeoutMs} ms (the code may have run)`
-            : `${method}: transport failure: ${why}${cause} (the code may have run)`,
+          code: "unavailable",
+          message: `${method}: transport failure: ${why}${cause} (the code may have run)`,
           dispatched: true,
           metadata: {},
           httpStatus: 0,
@@ -471,33 +554,27 @@ export class Client {
     } finally {
       clearTimeout(timer);
     }
-    if (status !== 200) throw errorOfAnswer(status, answer);
-    let parsed: unknown;
+    let parsed: Json;
     try {
-      parsed = JSON.parse(answer);
+      if (status !== 200) {
+        const err = errorOfAnswer(method, status, answer, deadline);
+        if (performance.now() > deadline) throw deadlineError(method, this.timeoutMs, "still decoding the error");
+        throw err;
+      }
+      if (!mediaTypeIsJson(contentType)) {
+        throw protocolError(method, 200, `its Content-Type is ${JSON.stringify(contentType)}, not application/json`);
+      }
+      try {
+        parsed = checkShape(parse(answer, deadline), RESPONSES[method] ?? {}, method);
+      } catch (e) {
+        if (e instanceof Malformed) throw protocolError(method, 200, e.message, e);
+        throw e;
+      }
     } catch (e) {
-      throw new InfrastructureError(
-        {
-          reason: "",
-          code: "unknown",
-          message: `${method}: the 200 answer is not JSON`,
-          dispatched: true,
-          metadata: {},
-          httpStatus: 200,
-        },
-        { cause: e },
-      );
+      if (e instanceof DeadlinePassed) throw deadlineError(method, this.timeoutMs, "still decoding the answer", e);
+      throw e;
     }
-    if (!isObject(parsed)) {
-      throw new InfrastructureError({
-        reason: "",
-        code: "unknown",
-        message: `${method}: the 200 answer is not a JSON object`,
-        dispatched: true,
-        metadata: {},
-        httpStatus: 200,
-      });
-    }
+    if (performance.now() > deadline) throw deadlineError(method, this.timeoutMs, "still decoding the answer");
     return parsed;
   }
 

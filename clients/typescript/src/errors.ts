@@ -172,9 +172,10 @@ export class NotFoundError extends RefusalError {
 
 /**
  * `INTERNAL`, a transport failure (the daemon unreachable, the connection
- * cut, the call's timeout), or an answer that is neither a Connect error nor
- * JSON.  `dispatched` is true unless the daemon said otherwise: the code may
- * have run.  Never retried automatically.
+ * cut), the call's timeout (code `deadline_exceeded`), or an answer that
+ * breaks the protocol (a `ProtocolError`).  `dispatched` is true unless the
+ * daemon said otherwise: the code may have run.  Never retried
+ * automatically.
  */
 export class InfrastructureError extends PlimsollError {
   readonly reason: string;
@@ -192,6 +193,23 @@ export class InfrastructureError extends PlimsollError {
     this.dispatched = fields.dispatched;
     this.metadata = { ...fields.metadata };
     this.httpStatus = fields.httpStatus;
+  }
+}
+
+/**
+ * An answer the protocol does not allow (docs/clients.md, "What a client
+ * reads"): longer than the client's `maxAnswerBytes`, a 200 that is not
+ * `application/json`, text that is not JSON in UTF-8, nested past 64, a
+ * member twice, a number that is not an integer of at most 2^53-1, a known
+ * member of the wrong type, or an error answer that is not a Connect
+ * error.  An `InfrastructureError` (code `unknown`, dispatched: the code
+ * may have run).
+ */
+export class ProtocolError extends InfrastructureError {
+  constructor(fields: ConnectErrorFields, options?: { cause?: unknown }) {
+    super(fields, options);
+    Object.setPrototypeOf(this, new.target.prototype);
+    this.name = "ProtocolError";
   }
 }
 

@@ -12,6 +12,7 @@ export {
   decodeErrorInfo,
 } from "./client.js";
 export * from "./errors.js";
+export { DEFAULT_MAX_ANSWER_BYTES, MAX_DEPTH, MAX_INTEGER } from "./answer.js";
 export {
   canonical,
   canonicalSha256,

@@ -197,18 +197,19 @@ test("the reason is read from the protobuf ErrorInfo when there is no debug", as
 
 test("INTERNAL, a non-Connect answer, a non-JSON 200 are infrastructure errors", async () => {
   const cases = [
-    [{ status: 500, body: connectError("internal", "INTERNAL", "broke", { dispatched: "true", isolation: "process" }) }, true],
-    [{ status: 500, body: connectError("internal", "INTERNAL", "broke early", { dispatched: "false", isolation: "process" }) }, false],
-    [{ status: 502, body: "<html>bad gateway</html>" }, true],
-    [{ status: 200, body: "not json" }, true],
-    [{ status: 200, body: "[1]" }, true],
+    [{ status: 500, body: connectError("internal", "INTERNAL", "broke", { dispatched: "true", isolation: "process" }) }, true, false],
+    [{ status: 500, body: connectError("internal", "INTERNAL", "broke early", { dispatched: "false", isolation: "process" }) }, false, false],
+    [{ status: 502, body: "<html>bad gateway</html>" }, true, true],
+    [{ status: 200, body: "not json" }, true, true],
+    [{ status: 200, body: "[1]" }, true, true],
   ];
-  for (const [answer, dispatched] of cases) {
+  for (const [answer, dispatched, protocol] of cases) {
     const f = fakeFetch(() => answer);
     const err = await client(f, { retry: true }).runSnippet({ code: "x", language: "python" }).catch((e) => e);
     assert.ok(err instanceof P.InfrastructureError, String(err));
     assert.ok(!(err instanceof P.RefusalError));
-    assert.equal(err.name, "InfrastructureError");
+    assert.equal(err instanceof P.ProtocolError, protocol, String(err));
+    assert.equal(err.name, protocol ? "ProtocolError" : "InfrastructureError");
     assert.equal(err.dispatched, dispatched);
     assert.equal(f.calls.length, 1, "never retried");
   }

@@ -1,0 +1,323 @@
+// What an answer may be (docs/clients.md, "What a client reads"): JSON text
+// in UTF-8, no deeper than MAX_DEPTH, no member twice, integers only and
+// none past MAX_INTEGER, and the known members of each message of their
+// proto type.  Anything else is `Malformed`, which the client turns into a
+// `ProtocolError`.
+//
+// `JSON.parse` alone cannot tell `1.0` from `1`, keeps the last of two
+// members of one name, and takes `"\ud800"`: a scan of the text catches
+// those first, then `JSON.parse` builds the value.
+
+/** The default cap on one answer's body, the same in every official client (256 MiB). */
+export const DEFAULT_MAX_ANSWER_BYTES = 256 * 1024 * 1024;
+/** Objects and arrays nested in an answer, the answer itself counting 1. */
+export const MAX_DEPTH = 64;
+/** The largest magnitude of a number in an answer (2^53 - 1). */
+export const MAX_INTEGER = Number.MAX_SAFE_INTEGER;
+
+/** An answer that breaks the rules above. */
+export class Malformed extends Error {
+  constructor(message: string) {
+    super(message);
+    Object.setPrototypeOf(this, new.target.prototype);
+    this.name = "Malformed";
+  }
+}
+
+/** Decoding ran past the call's deadline (`performance.now()` time). */
+export class DeadlinePassed extends Error {
+  constructor() {
+    super("the deadline passed while decoding the answer");
+    Object.setPrototypeOf(this, new.target.prototype);
+    this.name = "DeadlinePassed";
+  }
+}
+
+const HEX4 = /^[0-9a-fA-F]{4}$/;
+const INTEGER = /^-?(0|[1-9][0-9]*)$/;
+const LARGEST = String(MAX_INTEGER);
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+/** A `\uXXXX` escape's code unit at `i` (the backslash), or Malformed. */
+function escapedUnit(text: string, i: number): number {
+  const hex = text.slice(i + 2, i + 6);
+  if (text.charCodeAt(i + 1) !== 0x75 || !HEX4.test(hex)) throw new Malformed("a bad \\u escape");
+  return parseInt(hex, 16);
+}
+
+/**
+ * Check the text of an answer: depth, duplicate members, number lexemes,
+ * lone surrogates.  Not a full JSON grammar check: `JSON.parse` does that.
+ */
+export function scan(text: string, deadline?: number): void {
+  const n = text.length;
+  // one entry per open container: its member names (objects) or null (arrays)
+  const open: (Set<string> | null)[] = [];
+  const STRIDE = 1 << 20;
+  let next = STRIDE;
+  let i = 0;
+  const tick = (): void => {
+    if (deadline !== undefined && performance.now() > deadline) throw new DeadlinePassed();
+    next = i + STRIDE;
+  };
+  while (i < n) {
+    if (i >= next) tick();
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      const start = i++;
+      let escapes = false;
+      for (;;) {
+        if (i >= n) throw new Malformed("a string does not end");
+        if (i >= next) tick();
+        const d = text.charCodeAt(i);
+        if (d === 0x22) break;
+        if (d !== 0x5c) {
+          i++;
+          continue;
+        }
+        escapes = true;
+        if (text.charCodeAt(i + 1) !== 0x75) {
+          i += 2;
+          continue;
+        }
+        const unit = escapedUnit(text, i);
+        if (unit >= 0xd800 && unit <= 0xdbff) {
+          const low = text.charCodeAt(i + 6) === 0x5c ? escapedUnit(text, i + 6) : -1;
+          if (low < 0xdc00 || low > 0xdfff) throw new Malformed("a string holds a lone surrogate");
+          i += 12;
+        } else if (unit >= 0xdc00 && unit <= 0xdfff) {
+          throw new Malformed("a string holds a lone surrogate");
+        } else {
+          i += 6;
+        }
+      }
+      const end = i++;
+      const names = open.length > 0 ? open[open.length - 1] : null;
+      if (names) {
+        let k = i;
+        while (k < n && isSpace(text.charCodeAt(k))) k++;
+        if (text.charCodeAt(k) === 0x3a) {
+          let name: string;
+          try {
+            name = escapes ? (JSON.parse(text.slice(start, end + 1)) as string) : text.slice(start + 1, end);
+          } catch {
+            throw new Malformed("a member name is not a JSON string");
+          }
+          if (names.has(name)) throw new Malformed(`the member ${JSON.stringify(name.slice(0, 40))} appears twice`);
+          names.add(name);
+        }
+      }
+      continue;
+    }
+    if (c === 0x7b || c === 0x5b) {
+      open.push(c === 0x7b ? new Set<string>() : null);
+      if (open.length > MAX_DEPTH) throw new Malformed(`nested deeper than ${MAX_DEPTH}`);
+      i++;
+      continue;
+    }
+    if (c === 0x7d || c === 0x5d) {
+      open.pop();
+      i++;
+      continue;
+    }
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      const start = i++;
+      for (; i < n; i++) {
+        const d = text.charCodeAt(i);
+        if (!((d >= 0x30 && d <= 0x39) || d === 0x2e || d === 0x65 || d === 0x45 || d === 0x2b || d === 0x2d)) break;
+      }
+      const lexeme = text.slice(start, i);
+      if (!INTEGER.test(lexeme)) throw new Malformed(`a number that is not an integer (${lexeme.slice(0, 40)})`);
+      const digits = lexeme[0] === "-" ? lexeme.slice(1) : lexeme;
+      if (digits.length > LARGEST.length || (digits.length === LARGEST.length && digits > LARGEST)) {
+        throw new Malformed(`the integer ${lexeme.slice(0, 40)} is past 2^53-1`);
+      }
+      continue;
+    }
+    i++;
+  }
+}
+
+/** The JSON value of an answer's body (its bytes), or Malformed / DeadlinePassed. */
+export function parse(bytes: Uint8Array, deadline?: number): unknown {
+  let text: string;
+  try {
+    // fatal: bytes that are not UTF-8 are an error; ignoreBOM: a BOM stays, and JSON refuses it
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new Malformed("not UTF-8");
+  }
+  scan(text, deadline);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new Malformed(`not JSON (${e instanceof Error ? e.message : String(e)})`);
+  }
+}
+
+// ---- the messages' shapes (proto/plimsoll/v1/sandbox.proto) ---------------
+
+type Kind = "string" | "bool" | "int32" | "uint32" | "any";
+export type Shape = { readonly [member: string]: Kind | Shape | readonly [Kind | Shape] };
+
+const STEP_RESULT: Shape = {
+  name: "string",
+  exit_code: "int32",
+  stdout: "string",
+  stderr: "string",
+  stdout_truncated: "bool",
+  stderr_truncated: "bool",
+  duration_ms: "uint32",
+  timed_out: "bool",
+  stdout_base64: "string",
+  stderr_base64: "string",
+};
+const RUN_RECORD: Shape = {
+  version: "int32",
+  request_sha256: "string",
+  response_sha256: "string",
+  provider: "string",
+  isolation: "string",
+  runtime: "string",
+  started_at: "string",
+  ended_at: "string",
+  previous_digest: "string",
+  digest: "string",
+  broker_calls: "uint32",
+  broker_refused: "uint32",
+};
+const RUN_RESPONSE: Shape = {
+  exit_code: "int32",
+  stdout: "string",
+  stderr: "string",
+  stdout_truncated: "bool",
+  stderr_truncated: "bool",
+  duration_ms: "uint32",
+  sandbox_name: "string",
+  isolation: "string",
+  timed_out: "bool",
+  out_of_memory: "bool",
+  outcome: "string",
+  detail: "string",
+  steps: [STEP_RESULT],
+  record: RUN_RECORD,
+  stdout_base64: "string",
+  stderr_base64: "string",
+  interpreter_started: "bool",
+};
+const OPERATION_SUPPORT: Shape = {
+  supported: "bool",
+  engine: "string",
+  max_timeout_ms: "uint32",
+  languages: ["string"],
+  grants: "bool",
+};
+const LIMITS: Shape = {
+  memory_mb: "uint32",
+  total_memory_mb: "uint32",
+  max_concurrent: "uint32",
+  effective_concurrency: "uint32",
+  per_key_concurrent: "uint32",
+  rate_per_min: "uint32",
+  rate_burst: "uint32",
+  default_timeout_ms: "uint32",
+  output_bytes: "uint32",
+  max_snippet_bytes: "uint32",
+  max_request_bytes: "uint32",
+  memory_budget_applies: "bool",
+};
+const DESCRIBE_RESPONSE: Shape = {
+  version: "string",
+  provider: "string",
+  isolation: "string",
+  runtime: "string",
+  ready: "bool",
+  ready_detail: "string",
+  supports_sessions: "bool",
+  languages: ["string"],
+  operations: { snippet: OPERATION_SUPPORT, project: OPERATION_SUPPORT, module: OPERATION_SUPPORT, session: OPERATION_SUPPORT },
+  limits: LIMITS,
+};
+
+/** The 200 answer of each method. */
+export const RESPONSES: Readonly<Record<string, Shape>> = {
+  Describe: DESCRIBE_RESPONSE,
+  Run: RUN_RESPONSE,
+  RunInSession: RUN_RESPONSE,
+  RunCell: RUN_RESPONSE,
+  OpenSession: { session_id: "string" },
+  CloseSession: {},
+};
+
+/** What of a Connect error is checked; its details are read leniently. */
+export const CONNECT_ERROR: Shape = { code: "string", message: "string", details: ["any"] };
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+function check(value: unknown, kind: Kind | Shape | readonly [Kind | Shape], where: string): void {
+  if (kind === "any") return;
+  if (Array.isArray(kind)) {
+    if (!Array.isArray(value)) throw new Malformed(`${where} is not an array`);
+    value.forEach((v: unknown, i: number) => {
+      if (v === null) throw new Malformed(`${where}[${i}] is null`);
+      check(v, (kind as readonly [Kind | Shape])[0], `${where}[${i}]`);
+    });
+    return;
+  }
+  if (typeof kind === "object") {
+    if (!isObject(value)) throw new Malformed(`${where} is not an object`);
+    for (const [name, sub] of Object.entries(kind)) {
+      if (!Object.prototype.hasOwnProperty.call(value, name)) continue;
+      const v = value[name];
+      // null is the default, as proto3 JSON says
+      if (v !== null) check(v, sub, `${where}.${name}`);
+    }
+    return;
+  }
+  let ok: boolean;
+  switch (kind) {
+    case "string":
+      ok = typeof value === "string";
+      break;
+    case "bool":
+      ok = typeof value === "boolean";
+      break;
+    case "int32":
+      ok = Number.isInteger(value) && (value as number) >= -(2 ** 31) && (value as number) <= 2 ** 31 - 1;
+      break;
+    case "uint32":
+      ok = Number.isInteger(value) && (value as number) >= 0 && (value as number) <= 2 ** 32 - 1;
+      break;
+  }
+  if (!ok) throw new Malformed(`${where} is not ${kind === "int32" || kind === "uint32" ? "an" : "a"} ${kind}`);
+}
+
+/** `value` when it is an object whose known members have their types; else Malformed. */
+export function checkShape(value: unknown, shape: Shape, what: string): Record<string, unknown> {
+  if (!isObject(value)) throw new Malformed("the answer is not a JSON object");
+  check(value, shape, what);
+  return value;
+}
+
+/**
+ * Whether a Content-Type is `application/json` (any case), with a charset,
+ * if any, of UTF-8 (quoted or not); other parameters are ignored.
+ */
+export function mediaTypeIsJson(value: string | null | undefined): boolean {
+  if (!value) return false;
+  const parts = value.split(";");
+  if (parts[0]!.trim().toLowerCase() !== "application/json") return false;
+  for (const p of parts.slice(1)) {
+    const eq = p.indexOf("=");
+    const name = (eq < 0 ? p : p.slice(0, eq)).trim().toLowerCase();
+    if (name !== "charset") continue;
+    let v = eq < 0 ? "" : p.slice(eq + 1).trim();
+    if (v.length >= 2 && v.startsWith('"') && v.endsWith('"')) v = v.slice(1, -1);
+    if (v.toLowerCase() !== "utf-8") return false;
+  }
+  return true;
+}
