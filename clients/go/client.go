@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -28,9 +29,6 @@ import (
 const DefaultTimeout = 120 * time.Second
 
 const servicePath = "/plimsoll.v1.SandboxService/"
-
-// maxAnswer bounds how much of an answer is read.
-const maxAnswer = 1 << 30
 
 // RetryPolicy retries AT_CAPACITY and RATE_LIMITED refusals (nothing
 // else), up to MaxAttempts attempts in all, sleeping before retry n
@@ -74,9 +72,20 @@ func (p RetryPolicy) Delay(n int) time.Duration {
 // Option configures a Client.
 type Option func(*Client)
 
-// WithTimeout bounds each HTTP exchange (default 120 s); 0 means no bound
-// beyond the context's.
+// WithTimeout bounds each HTTP exchange, from the request to the decoded
+// answer however slowly it comes (default 120 s); 0 means no bound beyond
+// the context's.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithMaxAnswerBytes caps one answer's body (default DefaultMaxAnswerBytes,
+// 256 MiB); a longer one is an ErrProtocol error. n < 1 keeps the default.
+func WithMaxAnswerBytes(n int64) Option {
+	return func(c *Client) {
+		if n >= 1 {
+			c.maxAnswer = n
+		}
+	}
+}
 
 // WithRetry turns retries on (they are off by default). Only AT_CAPACITY
 // and RATE_LIMITED are retried; when the context ends during a wait, the
@@ -95,12 +104,13 @@ func WithRecordVerification(on bool) Option { return func(c *Client) { c.verify 
 
 // Client talks to one plimsolld. It is safe for concurrent use.
 type Client struct {
-	base    string
-	key     string
-	hc      *http.Client
-	timeout time.Duration
-	retry   *RetryPolicy
-	verify  bool
+	base      string
+	key       string
+	hc        *http.Client
+	timeout   time.Duration
+	retry     *RetryPolicy
+	verify    bool
+	maxAnswer int64
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -109,7 +119,7 @@ type Client struct {
 // NewClient returns a client of the daemon at url ("http://host:port",
 // "https://…", or "unix:/path/to/socket") with the API key apiKey.
 func NewClient(url, apiKey string, opts ...Option) (*Client, error) {
-	c := &Client{key: apiKey, timeout: DefaultTimeout, verify: true,
+	c := &Client{key: apiKey, timeout: DefaultTimeout, verify: true, maxAnswer: DefaultMaxAnswerBytes,
 		rng: rand.New(rand.NewSource(time.Now().UnixNano()))}
 	var unixPath string
 	switch {
@@ -140,32 +150,83 @@ func NewClient(url, apiKey string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// exchange is one POST: the answer's status and body, or a transport error.
-func (c *Client) exchange(ctx context.Context, method string, body []byte) (int, []byte, error) {
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
+// MaxAnswerBytes is the cap on one answer's body.
+func (c *Client) MaxAnswerBytes() int64 { return c.maxAnswer }
+
+// exchange is one POST under ctx: the answer's status, Content-Type and
+// body (at most the cap), or a transport or protocol error.
+func (c *Client) exchange(ctx context.Context, method string, body []byte) (int, string, []byte, error) {
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+servicePath+method, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, transportError(err, "%s", method)
+		return 0, "", nil, transportError(err, "%s", method)
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Connect-Protocol-Version", "1")
 	hr.Header.Set("Authorization", "Bearer "+c.key)
 	resp, err := c.hc.Do(hr)
 	if err != nil {
-		return 0, nil, transportError(err, "%s", method)
+		if ctx.Err() != nil {
+			return 0, "", nil, deadlineError(ctx, method, "waiting for the answer")
+		}
+		return 0, "", nil, transportError(err, "%s", method)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		e := transportError(err, "%s: reading the answer", method)
-		e.HTTPStatus = resp.StatusCode
-		return 0, nil, e
+	if resp.ContentLength > c.maxAnswer {
+		return 0, "", nil, protocolError(method, resp.StatusCode,
+			fmt.Errorf("its length, %d bytes, is past the client's cap (%d)", resp.ContentLength, c.maxAnswer))
 	}
-	return resp.StatusCode, data, nil
+	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxAnswer+1))
+	if err != nil {
+		var e *Error
+		if ctx.Err() != nil {
+			e = deadlineError(ctx, method, "reading the answer")
+		} else {
+			e = transportError(err, "%s: reading the answer", method)
+		}
+		e.HTTPStatus = resp.StatusCode
+		return 0, "", nil, e
+	}
+	if int64(len(data)) > c.maxAnswer {
+		return 0, "", nil, protocolError(method, resp.StatusCode,
+			fmt.Errorf("it is longer than the client's cap (%d bytes)", c.maxAnswer))
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), data, nil
+}
+
+// attempt is one exchange and its decoding under one deadline: the 200
+// answer as a JSON object (its known members of their types) and its
+// bytes, or the error.
+func (c *Client) attempt(ctx context.Context, method string, body []byte) (map[string]any, []byte, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	status, ctype, data, err := c.exchange(ctx, method, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if status != http.StatusOK {
+		err := decodeError(ctx, method, status, data)
+		if ctx.Err() != nil {
+			return nil, nil, deadlineError(ctx, method, "still decoding the error")
+		}
+		return nil, nil, err
+	}
+	if !mediaTypeIsJSON(ctype) {
+		return nil, nil, protocolError(method, status, fmt.Errorf("its Content-Type is %q, not application/json", ctype))
+	}
+	v, err := parseAnswer(ctx, data)
+	if err == nil {
+		err = checkShape(v, responseShapes[method], method)
+	}
+	if ctx.Err() != nil {
+		return nil, nil, deadlineError(ctx, method, "still decoding the answer")
+	}
+	if err != nil {
+		return nil, nil, protocolError(method, status, err)
+	}
+	return v.(map[string]any), data, nil
 }
 
 func retryable(err error) bool {
@@ -182,24 +243,21 @@ func (c *Client) jitter(d time.Duration) time.Duration {
 }
 
 // invoke sends body to method, retrying as the policy says, and returns a
-// 200 answer's body or the error.
-func (c *Client) invoke(ctx context.Context, method string, body []byte) ([]byte, error) {
+// 200 answer (as a JSON object, and its bytes) or the error.
+func (c *Client) invoke(ctx context.Context, method string, body []byte) (map[string]any, []byte, error) {
 	for attempt := 0; ; attempt++ {
-		status, data, err := c.exchange(ctx, method, body)
-		if err == nil && status != http.StatusOK {
-			err = decodeError(status, data)
-		}
+		m, data, err := c.attempt(ctx, method, body)
 		if err == nil {
-			return data, nil
+			return m, data, nil
 		}
 		if c.retry == nil || !retryable(err) || attempt+1 >= c.retry.MaxAttempts {
-			return nil, err
+			return nil, nil, err
 		}
 		t := time.NewTimer(c.jitter(c.retry.Delay(attempt)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-t.C:
 		}
 	}
@@ -228,23 +286,12 @@ func encode(req any) ([]byte, map[string]any, error) {
 	return body, m, nil
 }
 
-// decodeResult reads a 200 answer of a run as a Result and as a JSON object.
-func decodeResult(data []byte) (*Result, map[string]any, error) {
-	v, err := record.Parse(data)
-	m, ok := v.(map[string]any)
-	if err != nil || !ok {
-		e := transportError(err, "a 200 answer that is not a JSON object")
-		e.HTTPStatus = http.StatusOK
-		return nil, nil, e
+// decodeInto fills out from a 200 answer that passed its shape check.
+func decodeInto(method string, data []byte, out any) error {
+	if err := json.Unmarshal(data, out); err != nil {
+		return protocolError(method, http.StatusOK, err)
 	}
-	var res Result
-	if err := json.Unmarshal(data, &res); err != nil {
-		e := transportError(err, "a 200 answer that is not a RunResponse")
-		e.HTTPStatus = http.StatusOK
-		return nil, nil, e
-	}
-	res.Raw = json.RawMessage(data)
-	return &res, m, nil
+	return nil
 }
 
 // tierCheck re-checks a floor against the answer's tier and its record's.
@@ -279,15 +326,13 @@ func tierCheck(floor string, resp map[string]any) error {
 
 // Describe says what the daemon is.
 func (c *Client) Describe(ctx context.Context) (*Description, error) {
-	data, err := c.invoke(ctx, "Describe", []byte("{}"))
+	_, data, err := c.invoke(ctx, "Describe", []byte("{}"))
 	if err != nil {
 		return nil, err
 	}
 	var d Description
-	if err := json.Unmarshal(data, &d); err != nil {
-		e := transportError(err, "a Describe answer that is not a DescribeResponse")
-		e.HTTPStatus = http.StatusOK
-		return nil, e
+	if err := decodeInto("Describe", data, &d); err != nil {
+		return nil, err
 	}
 	return &d, nil
 }
@@ -295,14 +340,15 @@ func (c *Client) Describe(ctx context.Context) (*Description, error) {
 // run sends a run-shaped call and returns its result, the answer as a JSON
 // object, after the tier re-check.
 func (c *Client) run(ctx context.Context, method string, body []byte, floor string) (*Result, map[string]any, error) {
-	data, err := c.invoke(ctx, method, body)
+	resp, data, err := c.invoke(ctx, method, body)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, resp, err := decodeResult(data)
-	if err != nil {
+	res := &Result{}
+	if err := decodeInto(method, data, res); err != nil {
 		return nil, nil, err
 	}
+	res.Raw = json.RawMessage(data)
 	if err := tierCheck(floor, resp); err != nil {
 		return nil, nil, err
 	}
@@ -352,19 +398,15 @@ func (c *Client) OpenSession(ctx context.Context, req *OpenSessionRequest) (*Ses
 	if err != nil {
 		return nil, err
 	}
-	data, err := c.invoke(ctx, "OpenSession", body)
+	m, _, err := c.invoke(ctx, "OpenSession", body)
 	if err != nil {
 		return nil, err
 	}
-	var out struct {
-		SessionID string `json:"session_id"`
+	id, _ := m["session_id"].(string)
+	if id == "" {
+		return nil, protocolError("OpenSession", http.StatusOK, errors.New("the answer names no session"))
 	}
-	if err := json.Unmarshal(data, &out); err != nil || out.SessionID == "" {
-		e := transportError(err, "an OpenSession answer without a session_id")
-		e.HTTPStatus = http.StatusOK
-		return nil, e
-	}
-	return &Session{ID: out.SessionID, c: c, chain: record.NewChain(""), floor: req.MinimumIsolation}, nil
+	return &Session{ID: id, c: c, chain: record.NewChain(""), floor: req.MinimumIsolation}, nil
 }
 
 // sessionRun encodes a RunInSession call; sent is its "run".
@@ -433,6 +475,6 @@ func (c *Client) CloseSession(ctx context.Context, sessionID string) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.invoke(ctx, "CloseSession", body)
+	_, _, err = c.invoke(ctx, "CloseSession", body)
 	return err
 }

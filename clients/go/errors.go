@@ -1,8 +1,8 @@
 package plimsoll
 
 import (
+	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -24,9 +24,17 @@ var (
 	ErrSessionEnded          = errors.New("plimsoll: session ended")
 	ErrNotFound              = errors.New("plimsoll: not found")
 	// ErrInfrastructure: the daemon answered INTERNAL, the exchange failed
-	// (the code may have run: Dispatched is true), or the answer was not a
-	// Connect error or not JSON.
+	// or ran past its deadline (the code may have run: Dispatched is true;
+	// code "deadline_exceeded" for the deadline), or the answer breaks the
+	// protocol (ErrProtocol).
 	ErrInfrastructure = errors.New("plimsoll: infrastructure error")
+	// ErrProtocol: an answer the protocol does not allow (docs/clients.md,
+	// "What a client reads"): longer than the client's cap, a 200 that is
+	// not application/json, not JSON in UTF-8, nested past 64, a member
+	// twice, a number that is not an integer of at most 2^53-1, a known
+	// member of the wrong type, an error answer that is not a Connect
+	// error. It also matches ErrInfrastructure (the code may have run).
+	ErrProtocol = errors.New("plimsoll: protocol error")
 	// ErrIsolationEvidenceMismatch: the request set a floor and the 200
 	// answer's isolation, or its record's, is below it. The code may have
 	// run; it is never retried automatically.
@@ -43,6 +51,8 @@ const (
 	ReasonTransport = "TRANSPORT"
 	// ReasonIsolationEvidenceMismatch: the tier re-check failed.
 	ReasonIsolationEvidenceMismatch = "ISOLATION_EVIDENCE_MISMATCH"
+	// ReasonProtocol: the answer breaks the protocol (ErrProtocol).
+	ReasonProtocol = "PROTOCOL"
 )
 
 var sentinels = map[string]error{
@@ -60,6 +70,7 @@ var sentinels = map[string]error{
 	"NOT_FOUND":                     ErrNotFound,
 	ReasonInternal:                  ErrInfrastructure,
 	ReasonTransport:                 ErrInfrastructure,
+	ReasonProtocol:                  ErrProtocol,
 	ReasonIsolationEvidenceMismatch: ErrIsolationEvidenceMismatch,
 }
 
@@ -105,8 +116,12 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is matches the sentinel of the error's reason.
+// Is matches the sentinel of the error's reason; a protocol error matches
+// ErrInfrastructure too.
 func (e *Error) Is(target error) bool {
+	if e.Reason == ReasonProtocol && target == ErrInfrastructure {
+		return true
+	}
 	s, ok := sentinels[e.Reason]
 	return ok && s == target
 }
@@ -139,46 +154,70 @@ func transportError(err error, format string, args ...any) *Error {
 	if err != nil {
 		msg += ": " + err.Error()
 	}
-	return &Error{Reason: ReasonTransport, Code: "unavailable", Message: msg, Dispatched: true, cause: err}
-}
-
-// connectError is a Connect error body.
-type connectError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Details []struct {
-		Type  string `json:"type"`
-		Value string `json:"value"`
-		Debug *struct {
-			Reason   string            `json:"reason"`
-			Domain   string            `json:"domain"`
-			Metadata map[string]string `json:"metadata"`
-		} `json:"debug"`
-	} `json:"details"`
-}
-
-// decodeError turns a non-200 answer into an error.
-func decodeError(status int, body []byte) error {
-	var ce connectError
-	if err := json.Unmarshal(body, &ce); err != nil || ce.Code == "" {
-		e := transportError(nil, "HTTP %d with an answer that is not a Connect error", status)
-		e.HTTPStatus = status
-		return e
+	code := "unavailable"
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = "deadline_exceeded"
 	}
-	e := &Error{Code: ce.Code, Message: ce.Message, HTTPStatus: status, Metadata: map[string]string{}}
-	for _, d := range ce.Details {
-		if d.Type != "" && d.Type != "google.rpc.ErrorInfo" {
+	return &Error{Reason: ReasonTransport, Code: code, Message: msg, Dispatched: true, cause: err}
+}
+
+// deadlineError is the timeout error: the call's context ended (its
+// deadline, or the caller's) before the answer was read and decoded.
+func deadlineError(ctx context.Context, method, what string) *Error {
+	return transportError(ctx.Err(), "%s: no whole answer before the call's context ended (%s); the code may have run", method, what)
+}
+
+// protocolError is an answer the protocol does not allow.
+func protocolError(method string, status int, why error) *Error {
+	return &Error{
+		Reason: ReasonProtocol, Code: "unknown", HTTPStatus: status, Dispatched: true,
+		Message: fmt.Sprintf("%s: HTTP %d with an answer that breaks the protocol: %v; the code may have run", method, status, why),
+		cause:   why,
+	}
+}
+
+// decodeError turns a non-200 answer into an error: a refusal,
+// infrastructure, or a protocol error when it is not a Connect error. ctx
+// bounds the decoding.
+func decodeError(ctx context.Context, method string, status int, body []byte) error {
+	v, err := parseAnswer(ctx, body)
+	if err == nil {
+		err = checkShape(v, connectErrorShape, "the error")
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return deadlineError(ctx, method, "still decoding the error")
+		}
+		return protocolError(method, status, fmt.Errorf("not a Connect error (%w)", err))
+	}
+	ce := v.(map[string]any)
+	code, _ := ce["code"].(string)
+	if code == "" {
+		return protocolError(method, status, errors.New("not a Connect error (it has no code)"))
+	}
+	msg, _ := ce["message"].(string)
+	e := &Error{Code: code, Message: msg, HTTPStatus: status, Metadata: map[string]string{}}
+	details, _ := ce["details"].([]any)
+	for _, x := range details {
+		d, _ := x.(map[string]any)
+		if t, _ := d["type"].(string); t != "" && t != "google.rpc.ErrorInfo" {
 			continue
 		}
-		if d.Debug != nil && d.Debug.Reason != "" {
-			e.Reason = d.Debug.Reason
-			for k, v := range d.Debug.Metadata {
-				e.Metadata[k] = v
-			}
-		} else if r, md, ok := parseErrorInfo(d.Value); ok {
+		debug, _ := d["debug"].(map[string]any)
+		if r, _ := debug["reason"].(string); r != "" {
 			e.Reason = r
-			for k, v := range md {
-				e.Metadata[k] = v
+			md, _ := debug["metadata"].(map[string]any)
+			for k, val := range md {
+				if s, ok := val.(string); ok {
+					e.Metadata[k] = s
+				}
+			}
+		} else if value, _ := d["value"].(string); value != "" {
+			if r, md, ok := parseErrorInfo(value); ok {
+				e.Reason = r
+				for k, val := range md {
+					e.Metadata[k] = val
+				}
 			}
 		}
 		if e.Reason != "" {
@@ -191,7 +230,7 @@ func decodeError(status int, body []byte) error {
 		e.Reason = ReasonTransport
 		e.Dispatched = true
 		if e.Message == "" {
-			e.Message = fmt.Sprintf("HTTP %d, Connect code %s, without a reason", status, ce.Code)
+			e.Message = fmt.Sprintf("HTTP %d, Connect code %s, without a reason", status, code)
 		}
 		return e
 	case ReasonInternal:
