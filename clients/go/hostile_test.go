@@ -106,6 +106,8 @@ func hostileOutcome(t *testing.T, base string, hc hostileCase) (string, any, err
 		return "result", res, nil
 	case errors.Is(err, ErrProtocol):
 		return "protocol", nil, err
+	case errors.Is(err, ErrIsolationEvidenceMismatch):
+		return "mismatch", nil, err
 	case errors.Is(err, ErrInfrastructure) && errors.As(err, &e) && e.Code == "deadline_exceeded":
 		return "timeout", nil, err
 	case errors.Is(err, ErrInfrastructure):

@@ -205,9 +205,9 @@ def hostile_response(**fields):
     return r
 
 
-def answered(resp):
-    """resp with a record that checks against HOSTILE_REQUEST."""
-    rec = record(HOSTILE_REQUEST, resp, "wasm", "process", "wasm2c",
+def answered(resp, request=HOSTILE_REQUEST, isolation="process"):
+    """resp with a record that checks against request."""
+    rec = record(request, resp, "wasm", isolation, "wasm2c",
                  "2026-11-30T03:00:00.000000000Z", "2026-11-30T03:00:00.003000000Z")
     return dict(resp, record=rec)
 
@@ -252,10 +252,11 @@ def write_hostile():
     valid_body = compact(valid)
     cases = []
 
-    def case(name, what, answer, outcomes, call="Run", client=None, **expect):
+    def case(name, what, answer, outcomes, call="Run", client=None, request=HOSTILE_REQUEST,
+             **expect):
         c = {"name": name, "what": what, "call": call}
         if call == "Run":
-            c["request"] = HOSTILE_REQUEST
+            c["request"] = request
         if client:
             c["client"] = client
         c["answer"] = answer
@@ -274,6 +275,11 @@ def write_hostile():
     case("nul-in-output", "stdout, stderr and detail hold NUL characters (valid JSON, valid "
          "UTF-8); every byte reaches the caller and the record checks",
          ok_answer(body=compact(nul)), ["result"], result=result_of(nul))
+    floor_vm = dict(HOSTILE_REQUEST, minimum_isolation="vm")
+    nul_tier = answered(hostile_response(isolation="vm\u0000"), floor_vm, "vm\u0000")
+    case("nul-in-isolation", "the request's floor is vm; the answer and its record say "
+         "\"vm\\u0000\", which is no tier: below every floor, though its record checks",
+         ok_answer(body=compact(nul_tier)), ["mismatch"], request=floor_vm)
     case("charset-utf-8", "Content-Type: application/json; charset=utf-8",
          ok_answer(body=valid_body, content_type="application/json; charset=utf-8"),
          ["result"], result=result_of(valid))
@@ -500,7 +506,8 @@ def write_hostile():
                  "serves case NAME under PLIMSOLL_TEST_HOSTILE_URL + \"/NAME\"; each suite "
                  "makes the case's call there with the case's request and client settings. "
                  "outcomes: result (the call returns; compare result), protocol (the typed "
-                 "protocol error), refusal (the typed refusal of reason), timeout (the "
+                 "protocol error), refusal (the typed refusal of reason), mismatch (the "
+                 "isolation evidence mismatch), timeout (the "
                  "timeout error: infrastructure, code deadline_exceeded), transport (an "
                  "infrastructure error that is neither of those). within_ms bounds the call's "
                  "time. An answer is body, body_base64 (bytes) or body_parts (each text "

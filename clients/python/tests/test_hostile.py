@@ -34,6 +34,8 @@ def outcome_of(case: Dict[str, Any], url: str) -> Tuple[str, Any]:
         raise AssertionError("no such call in the vectors: %s" % case["call"])
     except errors.ProtocolError as e:
         return "protocol", e
+    except errors.IsolationEvidenceMismatchError as e:
+        return "mismatch", e
     except errors.RefusalError as e:
         return "refusal", e
     except errors.InfrastructureError as e:
@@ -72,7 +74,7 @@ class Hostile(unittest.TestCase):
                 if got == "refusal":
                     self.assertEqual(value.reason, want["reason"])
                     self.assertFalse(value.dispatched)
-                if got in ("protocol", "timeout", "transport"):
+                if got in ("protocol", "mismatch", "timeout", "transport"):
                     self.assertTrue(value.dispatched)
 
 

@@ -26,6 +26,7 @@ async function outcomeOf(c) {
     throw new Error(`no such call in the vectors: ${c.call}`);
   } catch (e) {
     if (e instanceof P.ProtocolError) return ["protocol", e];
+    if (e instanceof P.IsolationEvidenceMismatchError) return ["mismatch", e];
     if (e instanceof P.RefusalError) return ["refusal", e];
     if (e instanceof P.InfrastructureError) return [e.code === "deadline_exceeded" ? "timeout" : "transport", e];
     return [`untyped ${e?.name ?? typeof e}`, e];
@@ -60,7 +61,7 @@ test("every hostile answer", { skip }, async (t) => {
         assert.equal(value.reason, want.reason);
         assert.equal(value.dispatched, false);
       }
-      if (["protocol", "timeout", "transport"].includes(got)) assert.equal(value.dispatched, true);
+      if (["protocol", "mismatch", "timeout", "transport"].includes(got)) assert.equal(value.dispatched, true);
     });
   }
 });
