@@ -8,7 +8,7 @@ import unittest
 from typing import Any, Dict, Tuple
 
 import plimsoll
-from plimsoll import _answer, errors
+from plimsoll import errors
 
 from .support import env, vectors
 
@@ -50,8 +50,8 @@ class Hostile(unittest.TestCase):
         self.assertEqual(plimsoll.DEFAULT_MAX_ANSWER_BYTES, limits["max_answer_bytes"])
         self.assertEqual(plimsoll.Client("http://x", "k").max_answer_bytes,
                          limits["max_answer_bytes"])
-        self.assertEqual(_answer.MAX_DEPTH, limits["max_depth"])
-        self.assertEqual(_answer.MAX_INTEGER, limits["max_integer"])
+        self.assertEqual(plimsoll.MAX_ANSWER_DEPTH, limits["max_depth"])
+        self.assertEqual(plimsoll.MAX_ANSWER_INTEGER, limits["max_integer"])
 
     def test_every_hostile_answer(self) -> None:
         url = env("PLIMSOLL_TEST_HOSTILE_URL")

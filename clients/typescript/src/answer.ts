@@ -1,6 +1,6 @@
 // What an answer may be (docs/clients.md, "What a client reads"): JSON text
-// in UTF-8, no deeper than MAX_DEPTH, no member twice, integers only and
-// none past MAX_INTEGER, and the known members of each message of their
+// in UTF-8, no deeper than MAX_ANSWER_DEPTH, no member twice, integers only and
+// none past MAX_ANSWER_INTEGER, and the known members of each message of their
 // proto type.  Anything else is `Malformed`, which the client turns into a
 // `ProtocolError`.
 //
@@ -11,9 +11,9 @@
 /** The default cap on one answer's body, the same in every official client (256 MiB). */
 export const DEFAULT_MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 /** Objects and arrays nested in an answer, the answer itself counting 1. */
-export const MAX_DEPTH = 64;
+export const MAX_ANSWER_DEPTH = 64;
 /** The largest magnitude of a number in an answer (2^53 - 1). */
-export const MAX_INTEGER = Number.MAX_SAFE_INTEGER;
+export const MAX_ANSWER_INTEGER = Number.MAX_SAFE_INTEGER;
 
 /** An answer that breaks the rules above. */
 export class Malformed extends Error {
@@ -35,7 +35,7 @@ export class DeadlinePassed extends Error {
 
 const HEX4 = /^[0-9a-fA-F]{4}$/;
 const INTEGER = /^-?(0|[1-9][0-9]*)$/;
-const LARGEST = String(MAX_INTEGER);
+const LARGEST = String(MAX_ANSWER_INTEGER);
 
 function isSpace(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
@@ -114,7 +114,7 @@ export function scan(text: string, deadline?: number): void {
     }
     if (c === 0x7b || c === 0x5b) {
       open.push(c === 0x7b ? new Set<string>() : null);
-      if (open.length > MAX_DEPTH) throw new Malformed(`nested deeper than ${MAX_DEPTH}`);
+      if (open.length > MAX_ANSWER_DEPTH) throw new Malformed(`nested deeper than ${MAX_ANSWER_DEPTH}`);
       i++;
       continue;
     }

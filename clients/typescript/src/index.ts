@@ -12,7 +12,7 @@ export {
   decodeErrorInfo,
 } from "./client.js";
 export * from "./errors.js";
-export { DEFAULT_MAX_ANSWER_BYTES, MAX_DEPTH, MAX_INTEGER } from "./answer.js";
+export { DEFAULT_MAX_ANSWER_BYTES, MAX_ANSWER_DEPTH, MAX_ANSWER_INTEGER } from "./answer.js";
 export {
   canonical,
   canonicalSha256,

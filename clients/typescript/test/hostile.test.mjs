@@ -36,8 +36,8 @@ async function outcomeOf(c) {
 test("the limits are the shared ones", () => {
   assert.equal(P.DEFAULT_MAX_ANSWER_BYTES, HOSTILE.limits.max_answer_bytes);
   assert.equal(new P.Client({ url: "http://x" }).maxAnswerBytes, HOSTILE.limits.max_answer_bytes);
-  assert.equal(P.MAX_DEPTH, HOSTILE.limits.max_depth);
-  assert.equal(P.MAX_INTEGER, HOSTILE.limits.max_integer);
+  assert.equal(P.MAX_ANSWER_DEPTH, HOSTILE.limits.max_depth);
+  assert.equal(P.MAX_ANSWER_INTEGER, HOSTILE.limits.max_integer);
 });
 
 test("every hostile answer", { skip }, async (t) => {

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from . import errors, record
-from ._answer import DEFAULT_MAX_ANSWER_BYTES
+from ._answer import DEFAULT_MAX_ANSWER_BYTES, MAX_ANSWER_DEPTH, MAX_ANSWER_INTEGER
 from .client import TIERS, Client, RetryPolicy, Session, check_tier, tier_rank
 from .errors import (AtCapacityError, CallerNotAllowedError, DisabledError,
                      InfrastructureError, InsufficientIsolationError, InvalidRequestError,
@@ -23,8 +23,8 @@ from .results import (Description, Limits, OperationSupport, Operations, RunReco
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Session", "RetryPolicy", "DEFAULT_MAX_ANSWER_BYTES", "TIERS", "tier_rank",
-    "check_tier",
+    "Client", "Session", "RetryPolicy", "DEFAULT_MAX_ANSWER_BYTES", "MAX_ANSWER_DEPTH",
+    "MAX_ANSWER_INTEGER", "TIERS", "tier_rank", "check_tier",
     "RunResult", "StepResult", "RunRecord", "Description", "Operations",
     "OperationSupport", "Limits",
     "Chain", "ChainError", "canonical", "check_record", "sha256_hex", "verify_chain",

@@ -1,6 +1,6 @@
 """What an answer may be (docs/clients.md, "What a client reads"): JSON
-text in UTF-8, no deeper than MAX_DEPTH, no member twice, integers only and
-none past MAX_INTEGER, and the known members of each message of their proto
+text in UTF-8, no deeper than MAX_ANSWER_DEPTH, no member twice, integers only and
+none past MAX_ANSWER_INTEGER, and the known members of each message of their proto
 type. Anything else is :class:`Malformed`, which the transport turns into a
 :class:`~plimsoll.errors.ProtocolError`."""
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 #: The default cap on one answer's body, the same in every official client.
 DEFAULT_MAX_ANSWER_BYTES = 256 << 20
 #: Objects and arrays nested in an answer, the answer itself counting 1.
-MAX_DEPTH = 64
+MAX_ANSWER_DEPTH = 64
 #: The largest magnitude of a number in an answer (2^53 - 1: every client
 #: can hold it exactly).
-MAX_INTEGER = 2 ** 53 - 1
+MAX_ANSWER_INTEGER = 2 ** 53 - 1
 
 
 class Malformed(ValueError):
@@ -40,7 +40,7 @@ def _integer(text: str) -> int:
     if len(text) > 17:
         raise Malformed("an integer of %d digits" % len(text.lstrip("-")))
     n = int(text)
-    if abs(n) > MAX_INTEGER:
+    if abs(n) > MAX_ANSWER_INTEGER:
         raise Malformed("the integer %s is past 2^53-1" % text)
     return n
 
@@ -71,8 +71,8 @@ def _walk(value: Any, deadline: Optional[float]) -> None:
     seen = 0
     while stack:
         v, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise Malformed("nested deeper than %d" % MAX_DEPTH)
+        if depth > MAX_ANSWER_DEPTH:
+            raise Malformed("nested deeper than %d" % MAX_ANSWER_DEPTH)
         seen += 1
         if deadline is not None and seen % 4096 == 0 and time.monotonic() > deadline:
             raise DeadlinePassed()
@@ -99,7 +99,7 @@ def parse(data: bytes, deadline: Optional[float] = None) -> Any:
         value = json.loads(text, object_pairs_hook=_object, parse_int=_integer,
                            parse_float=_no_float, parse_constant=_no_constant)
     except RecursionError:
-        raise Malformed("nested deeper than %d" % MAX_DEPTH) from None
+        raise Malformed("nested deeper than %d" % MAX_ANSWER_DEPTH) from None
     except Malformed:
         raise
     except ValueError as e:
