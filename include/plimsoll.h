@@ -18,6 +18,14 @@
  * (proto/plimsoll/v1/sandbox.proto); answers are returned as new
  * references the caller json_decref()s.
  *
+ * An answer's strings may hold NUL characters (a guest's output can):
+ * read their bytes with json_string_value() and json_string_length(),
+ * never as C strings (fwrite(s, 1, json_string_length(v), f), not
+ * fputs).  What the library reads is bounded: at most max_answer_bytes
+ * of body, JSON nested at most PLIMSOLL_MAX_ANSWER_DEPTH deep, integers
+ * of at most PLIMSOLL_MAX_ANSWER_INTEGER, the known members of their
+ * types; any other answer is PLIMSOLL_E_PROTOCOL.
+ *
  * Functions returning int give 0 on success and -1 on failure, with *err
  * filled when err is not NULL.  A client is not thread-safe: use one per
  * thread (they are cheap).
@@ -40,6 +48,13 @@ extern "C" {
 
 #define PLIMSOLL_API __attribute__((visibility("default")))
 
+/* The default cap on one answer's body, the same in every official client. */
+#define PLIMSOLL_DEFAULT_MAX_ANSWER_BYTES ((size_t)256 << 20)
+/* Objects and arrays nested in an answer, the answer itself counting 1. */
+#define PLIMSOLL_MAX_ANSWER_DEPTH 64
+/* The largest magnitude of a number in an answer: 2^53 - 1. */
+#define PLIMSOLL_MAX_ANSWER_INTEGER 9007199254740991LL
+
 enum plimsoll_errkind {
     PLIMSOLL_OK = 0,
     /* typed refusals: nothing ran (dispatched false) */
@@ -56,8 +71,8 @@ enum plimsoll_errkind {
     PLIMSOLL_E_SESSION_ENDED,
     PLIMSOLL_E_NOT_FOUND,
     PLIMSOLL_E_REFUSED, /* a reason this library does not know */
-    /* INTERNAL from the daemon, a transport failure, an answer that is not
-     * a Connect error or not JSON */
+    /* INTERNAL from the daemon, a transport failure, the timeout (code
+     * "deadline_exceeded"); see also PLIMSOLL_E_PROTOCOL */
     PLIMSOLL_E_INFRASTRUCTURE,
     /* the answer's isolation is below the floor the request set */
     PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH,
@@ -65,6 +80,14 @@ enum plimsoll_errkind {
     PLIMSOLL_E_CHAIN,
     /* the caller's own arguments are wrong; nothing was sent */
     PLIMSOLL_E_USAGE,
+    /* infrastructure too (dispatched: the code may have run), code
+     * "unknown": an answer the protocol does not allow.  Longer than
+     * max_answer_bytes, a 200 that is not application/json, not JSON in
+     * UTF-8 or not an object, nested past PLIMSOLL_MAX_ANSWER_DEPTH, a
+     * member twice, a number that is not an integer of at most
+     * PLIMSOLL_MAX_ANSWER_INTEGER, a known member of the wrong type, an
+     * error answer that is not a Connect error (docs/clients.md) */
+    PLIMSOLL_E_PROTOCOL,
 };
 
 struct plimsoll_error {
@@ -87,11 +110,14 @@ struct plimsoll_retry {
 };
 
 struct plimsoll_options {
-    const char *url;             /* http://host:port or unix:/path; NULL: http://127.0.0.1:7475 */
-    const char *api_key;         /* bearer key; NULL: none */
-    long timeout_ms;             /* the whole HTTP exchange; 0: 120000 */
+    const char *url;     /* http://host:port or unix:/path; NULL: http://127.0.0.1:7475 */
+    const char *api_key; /* bearer key; NULL: none */
+    /* the whole HTTP exchange, reading and decoding the answer included,
+     * however slowly it comes; 0: 120000 */
+    long timeout_ms;
     struct plimsoll_retry retry; /* AT_CAPACITY and RATE_LIMITED only */
     bool skip_record_checks;     /* not recommended */
+    size_t max_answer_bytes;     /* one answer's body; 0: PLIMSOLL_DEFAULT_MAX_ANSWER_BYTES */
 };
 
 /* Options of one run; every field may be left zero. */
@@ -107,7 +133,7 @@ typedef struct plimsoll_client plimsoll_client;
 typedef struct plimsoll_session plimsoll_session;
 typedef struct plimsoll_chain plimsoll_chain;
 
-/* "INVALID_REQUEST", …, "ISOLATION_EVIDENCE_MISMATCH", "CHAIN", "USAGE". */
+/* "INVALID_REQUEST", …, "ISOLATION_EVIDENCE_MISMATCH", "CHAIN", "USAGE", "PROTOCOL". */
 PLIMSOLL_API const char *plimsoll_errkind_name(enum plimsoll_errkind kind);
 /* Whether the library's retry policy may retry this kind. */
 PLIMSOLL_API bool plimsoll_errkind_retryable(enum plimsoll_errkind kind);

@@ -7,7 +7,9 @@
  *
  * The daemon is PLIMSOLL_URL (http://host:port or unix:/path; default
  * http://127.0.0.1:7475); the key is PLIMSOLL_KEY, or the first line of the
- * file PLIMSOLL_KEY_FILE.
+ * file PLIMSOLL_KEY_FILE; PLIMSOLL_MAX_ANSWER_BYTES caps one answer's body
+ * (default 268435456, libplimsoll's).  The run's stdout and stderr are
+ * written byte for byte, NULs included.
  *
  * Exit status, for shell scripts to branch on:
  *   0  the code ran and exited 0
@@ -15,7 +17,8 @@
  *   2  usage error
  *   3  refused before anything ran (a typed refusal; reason on stderr)
  *   4  infrastructure: the daemon could not be reached, or failed around
- *      the run (Connect "internal" and transport errors)
+ *      the run (Connect "internal" and transport errors), the timeout, or
+ *      an answer the protocol does not allow (docs/clients.md)
  *   5  isolation evidence mismatch: the answer's tier is below the floor
  *      asked for (the code may have run; never retry automatically)
  *   6  the run record does not check against what was sent and received
@@ -28,6 +31,7 @@
 #include <jansson.h>
 #include <openssl/rand.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +61,8 @@ static void usage(void) {
           "  plimsoll run [-l javascript|python] [--floor TIER] [--timeout MS] [--json]\n"
           "               (CODE | -f FILE | -)\n"
           "  plimsoll keygen [--key-out FILE] PRINCIPAL\n"
-          "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE\n"
+          "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE,\n"
+          "             PLIMSOLL_MAX_ANSWER_BYTES (default 268435456)\n"
           "exit: 0 ran ok, 1 ran non-zero, 2 usage, 3 refused, 4 infrastructure,\n"
           "      5 isolation evidence mismatch, 6 run record does not check\n",
           stderr);
@@ -93,10 +98,24 @@ static char *load_key(void) {
 }
 
 static plimsoll_client *client_from_env(void) {
+    size_t max_answer = 0;
+    const char *m = getenv("PLIMSOLL_MAX_ANSWER_BYTES");
+    if (m && *m) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(m, &end, 10);
+        if (errno || *end || v == 0 || v > SIZE_MAX || m[0] == '-') {
+            fprintf(stderr, "plimsoll: PLIMSOLL_MAX_ANSWER_BYTES takes a number of bytes\n");
+            return NULL;
+        }
+        max_answer = (size_t)v;
+    }
     char *key = load_key();
     struct plimsoll_error err;
     plimsoll_client *c = plimsoll_client_new(
-        &(struct plimsoll_options){.url = getenv("PLIMSOLL_URL"), .api_key = key}, &err);
+        &(struct plimsoll_options){
+            .url = getenv("PLIMSOLL_URL"), .api_key = key, .max_answer_bytes = max_answer},
+        &err);
     if (key) {
         OPENSSL_cleanse(key, strlen(key));
         free(key);
@@ -117,6 +136,7 @@ static int report_error(const struct plimsoll_error *err) {
                 err->message);
         return EXIT_RECORD;
     case PLIMSOLL_E_USAGE: fprintf(stderr, "plimsoll: %s\n", err->message); return EXIT_USAGE;
+    case PLIMSOLL_E_PROTOCOL: fprintf(stderr, "plimsoll: %s\n", err->message); return EXIT_INFRA;
     case PLIMSOLL_E_INFRASTRUCTURE:
         if (err->reason[0])
             fprintf(stderr, "plimsoll: error: %s (%s): %s\n", err->reason, err->code, err->message);

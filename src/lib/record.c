@@ -72,9 +72,11 @@ static int sha_without(const json_t *v, const char *drop, char hex[65]) {
     return r;
 }
 
+/* The member is exactly want: a NUL inside it does not end the comparison. */
 static bool str_is(const json_t *rec, const char *key, const char *want) {
-    const char *s = json_string_value(json_object_get(rec, key));
-    return s && strcmp(s, want) == 0;
+    const json_t *v = json_object_get(rec, key);
+    const char *s = json_string_value(v);
+    return s && json_string_length(v) == strlen(want) && memcmp(s, want, strlen(want)) == 0;
 }
 
 int plimsoll_check_record(const json_t *request, const json_t *response, const json_t *record,
@@ -100,9 +102,11 @@ int plimsoll_check_record(const json_t *request, const json_t *response, const j
                       "the run record does not name the previous record (%s): a call is "
                       "missing, reordered or foreign",
                       previous[0] ? "a different digest" : "it should start the chain");
-    const char *s = json_string_value(json_object_get(record, "started_at"));
-    const char *e = json_string_value(json_object_get(record, "ended_at"));
-    if (!s || !e || strlen(s) != strlen(e) || strcmp(e, s) < 0)
+    const json_t *sv = json_object_get(record, "started_at");
+    const json_t *ev = json_object_get(record, "ended_at");
+    const char *s = json_string_value(sv), *e = json_string_value(ev);
+    if (!s || !e || json_string_length(sv) != json_string_length(ev) ||
+        memcmp(e, s, json_string_length(sv)) < 0)
         return broken(err, "ended_at", "the run record ends before it starts");
     return 0;
 }

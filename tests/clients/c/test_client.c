@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <curl/curl.h>
@@ -535,6 +537,168 @@ static void test_readme_example(void **state) {
     unsetenv("PLIMSOLL_KEY");
 }
 
+/* ---- hostile answers (tests/vectors/hostile_answers.json) ----------------- */
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* The kind of what a call gave: "result", "protocol", "refusal", … */
+static const char *outcome_of(int r, const struct plimsoll_error *err) {
+    if (r == 0)
+        return "result";
+    switch (err->kind) {
+    case PLIMSOLL_E_PROTOCOL: return "protocol";
+    case PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH: return "mismatch";
+    case PLIMSOLL_E_INFRASTRUCTURE:
+        return strcmp(err->code, "deadline_exceeded") == 0 ? "timeout" : "transport";
+    case PLIMSOLL_E_CHAIN: return "chain";
+    case PLIMSOLL_E_USAGE: return "usage";
+    default: return err->kind <= PLIMSOLL_E_REFUSED ? "refusal" : "other";
+    }
+}
+
+static bool same_bytes(const json_t *a, const json_t *b) {
+    return json_is_string(a) && json_is_string(b) &&
+           json_string_length(a) == json_string_length(b) &&
+           memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
+}
+
+static void test_hostile_limits(void **state) {
+    (void)state;
+    json_t *v = vectors("hostile_answers.json");
+    json_t *limits = json_object_get(v, "limits");
+    assert_int_equal(PLIMSOLL_DEFAULT_MAX_ANSWER_BYTES,
+                     json_integer_value(json_object_get(limits, "max_answer_bytes")));
+    assert_int_equal(PLIMSOLL_MAX_ANSWER_DEPTH,
+                     json_integer_value(json_object_get(limits, "max_depth")));
+    assert_int_equal(PLIMSOLL_MAX_ANSWER_INTEGER,
+                     json_integer_value(json_object_get(limits, "max_integer")));
+    assert_string_equal(plimsoll_errkind_name(PLIMSOLL_E_PROTOCOL), "PROTOCOL");
+    json_decref(v);
+}
+
+/* Every case: the call, what it gave, in time; all failures listed at once. */
+static void test_hostile_answers(void **state) {
+    (void)state;
+    const char *base = env("PLIMSOLL_TEST_HOSTILE_URL");
+    json_t *v = vectors("hostile_answers.json");
+    json_t *cases = json_object_get(v, "cases");
+    assert_true(json_array_size(cases) > 40);
+    char failures[4096] = "";
+    size_t nfail = 0, i;
+    json_t *hc;
+    json_array_foreach(cases, i, hc) {
+        const char *name = json_string_value(json_object_get(hc, "name"));
+        const char *call = json_string_value(json_object_get(hc, "call"));
+        json_t *settings = json_object_get(hc, "client"), *want = json_object_get(hc, "expect");
+        char url[512];
+        snprintf(url, sizeof(url), "%s/%s", base, name);
+        struct plimsoll_error err;
+        plimsoll_client *c = plimsoll_client_new(
+            &(struct plimsoll_options){
+                .url = url,
+                .api_key = "plk_hostile",
+                .timeout_ms = (long)json_integer_value(json_object_get(settings, "timeout_ms")),
+                .max_answer_bytes =
+                    (size_t)json_integer_value(json_object_get(settings, "max_answer_bytes"))},
+            &err);
+        assert_non_null(c);
+        json_t *res = NULL;
+        char sid[65];
+        double t0 = now_ms();
+        int r = -1;
+        if (strcmp(call, "Run") == 0)
+            r = plimsoll_run(c, json_object_get(hc, "request"), &res, &err);
+        else if (strcmp(call, "Describe") == 0)
+            r = plimsoll_describe(c, &res, &err);
+        else if (strcmp(call, "OpenSession") == 0)
+            r = plimsoll_open_session(c, NULL, sid, &err);
+        else
+            fail_msg("no such call in the vectors: %s", call);
+        double took = now_ms() - t0;
+        const char *got = outcome_of(r, &err);
+        char why[256] = "";
+        bool listed = false;
+        size_t k;
+        json_t *o;
+        json_array_foreach(json_object_get(want, "outcomes"), k, o) {
+            listed = listed || strcmp(json_string_value(o), got) == 0;
+        }
+        json_t *within = json_object_get(want, "within_ms"), *wr = json_object_get(want, "result");
+        if (!listed)
+            snprintf(why, sizeof(why), "got %s: %.200s", got, r ? err.message : "a result");
+        else if (within && took > (double)json_integer_value(within))
+            snprintf(why, sizeof(why), "took %.0f ms", took);
+        else if (r == 0 && wr && strcmp(call, "Run") == 0 &&
+                 (json_integer_value(json_object_get(res, "exit_code")) !=
+                      json_integer_value(json_object_get(wr, "exit_code")) ||
+                  !same_bytes(json_object_get(res, "stdout"), json_object_get(wr, "stdout")) ||
+                  !same_bytes(json_object_get(res, "stderr"), json_object_get(wr, "stderr"))))
+            snprintf(why, sizeof(why), "the result is not the vector's");
+        else if (strcmp(got, "refusal") == 0 &&
+                 (strcmp(err.reason, json_string_value(json_object_get(want, "reason"))) != 0 ||
+                  err.dispatched))
+            snprintf(why, sizeof(why), "refused for %s (dispatched %d)", err.reason,
+                     err.dispatched);
+        else if (r != 0 && strcmp(got, "refusal") != 0 && !err.dispatched)
+            snprintf(why, sizeof(why), "not dispatched");
+        printf("%s %s: %s (%.0f ms)%s%s\n", why[0] ? "FAILED" : "ok", name, got, took,
+               why[0] ? ": " : "", why);
+        if (why[0]) {
+            nfail++;
+            size_t used = strlen(failures);
+            snprintf(failures + used, sizeof(failures) - used, "\n  %s: %s", name, why);
+        }
+        json_decref(res);
+        plimsoll_client_free(c);
+    }
+    json_decref(v);
+    if (nfail)
+        fail_msg("%zu hostile cases failed:%s", nfail, failures);
+}
+
+/* Run the CLI on a case of the hostile daemon: its exit status, and its
+ * stdout in out (*n bytes). */
+static int cli_on_case(const char *name, char *out, size_t *n) {
+    char cli[4096], url[512];
+    snprintf(cli, sizeof(cli), "%s", PL_EXAMPLE);
+    char *slash = strrchr(cli, '/'); /* <build>/tests/client_example -> <build>/plimsoll */
+    assert_non_null(slash);
+    *slash = '\0';
+    slash = strrchr(cli, '/');
+    assert_non_null(slash);
+    snprintf(slash, sizeof(cli) - (size_t)(slash - cli),
+             "/plimsoll run \"console.log('hostile')\" "
+             "2>/dev/null");
+    snprintf(url, sizeof(url), "%s/%s", env("PLIMSOLL_TEST_HOSTILE_URL"), name);
+    setenv("PLIMSOLL_URL", url, 1);
+    setenv("PLIMSOLL_KEY", "plk_hostile", 1);
+    FILE *p = popen(cli, "r");
+    assert_non_null(p);
+    *n = fread(out, 1, 256, p);
+    int status = pclose(p);
+    unsetenv("PLIMSOLL_URL");
+    unsetenv("PLIMSOLL_KEY");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The CLI writes a guest's output byte for byte, NULs included, and an
+ * answer that breaks the protocol is infrastructure (exit 4). */
+static void test_cli_hostile(void **state) {
+    (void)state;
+    char out[256];
+    size_t n = 0;
+    assert_int_equal(cli_on_case("nul-in-output", out, &n), 0);
+    static const char want[] = "before\0after\n";
+    assert_int_equal(n, sizeof(want) - 1);
+    assert_memory_equal(out, want, sizeof(want) - 1);
+    assert_int_equal(cli_on_case("not-application-json", out, &n), 4);
+    assert_int_equal(cli_on_case("nested-arrays", out, &n), 4);
+}
+
 static void test_usage_errors(void **state) {
     (void)state;
     struct plimsoll_error err;
@@ -574,6 +738,9 @@ int main(void) {
         cmocka_unit_test(test_at_capacity_and_retry),
         cmocka_unit_test(test_session_chain),
         cmocka_unit_test(test_session_floor_is_checked),
+        cmocka_unit_test(test_hostile_limits),
+        cmocka_unit_test(test_hostile_answers),
+        cmocka_unit_test(test_cli_hostile),
     };
     return cmocka_run_group_tests_name("libplimsoll", tests, NULL, NULL);
 }
