@@ -102,12 +102,14 @@ def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadlin
     timeout = max(deadline - time.monotonic(), 0.0)
     conn = endpoint.connection(timeout)
     fired = threading.Event()
-
+    finished = threading.Event()
     sock: Optional[socket.socket] = None
     lock = threading.Lock()
 
     def cut() -> None:
         with lock:
+            if finished.is_set():
+                return
             fired.set()
             # Before connect() returns, conn.sock is the TCP socket of a
             # TLS handshake in progress, if any.
@@ -168,6 +170,8 @@ def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadlin
                                   code="unavailable", dispatched=True) from e
     finally:
         watchdog.cancel()
+        with lock:  # the watchdog leaves alone a socket that is being closed
+            finished.set()
         conn.close()
 
 
