@@ -827,6 +827,58 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* ---- what the guest can reach, under the real filter ------------------------ */
+
+/* Every host function the QuickJS guest can call (the worker links only
+ * what it imports: fd_write, clock_time_get, fd_close, fd_seek,
+ * fd_fdstat_get and the two broker calls, which test_broker_* cover) and
+ * every host path a run takes (memory growth, out of memory, the deadline
+ * timer), on one worker: none may trip the worker's seccomp filter, which
+ * would kill it and make the run an infrastructure error.  Math.random is
+ * seeded from the clock (gettimeofday -> clock_time_get), not random_get:
+ * the guest does not import it, so the JavaScript worker's filter does not
+ * allow getrandom.  (Sanitizer builds log instead of killing; the release
+ * build is the check.) */
+static void test_guest_reach_under_seccomp(struct pl_js_pool *pool1) {
+    static const char *const snippets[] = {
+        "const a = [Math.random(), Math.random(), Math.random()];"
+        "console.log(a.every(x => x >= 0 && x < 1), new Set(a).size)",
+        "const t = Date.now(); console.log(t > 1.6e12, typeof new Date().toISOString(),"
+        " typeof new Date().toString(), new Date().getTimezoneOffset())",
+        "console.error('to stderr'); console.log('to stdout')",
+        "throw new Error('uncaught')",
+        "let s = 'x'; for (let i = 0; i < 20; i++) s += s; console.log(s.length)",
+        "const b = []; for (;;) b.push(new Array(1e5).fill(1))",
+    };
+    static const char *const want[] = {
+        "true 3\n", "true string string 0\n", "to stdout\n", "", "1048576\n", "",
+    };
+    struct pl_js_limits lim = k_default;
+    struct pl_js_result r;
+    int pid, pid2;
+    uint64_t respawns = pl_js_pool_respawns(pool1);
+
+    printf("# guest reach under seccomp (1 worker)\n");
+    pl_js_pool_worker_pids(pool1, &pid, 1);
+    lim.memory_bytes = 32u << 20;
+    for (size_t i = 0; i < sizeof snippets / sizeof snippets[0]; i++) {
+        CHECK(run(pool1, snippets[i], NULL, &lim, &r) == 0);
+        if (strcmp(r.out, want[i]) != 0)
+            fprintf(stderr, "  snippet %zu printed \"%s\"\n", i, r.out);
+        CHECK(strcmp(r.out, want[i]) == 0);
+        pl_js_result_free(&r);
+    }
+    lim.timeout_ms = 100;
+    CHECK(run(pool1, "for (;;) {}", NULL, &lim, &r) == 0);
+    CHECK(r.timed_out);
+    pl_js_result_free(&r);
+    pl_js_pool_worker_pids(pool1, &pid2, 1);
+    printf("  worker %d -> %d, respawns %llu\n", pid, pid2,
+           (unsigned long long)(pl_js_pool_respawns(pool1) - respawns));
+    CHECK(pid2 == pid);
+    CHECK(pl_js_pool_respawns(pool1) == respawns);
+}
+
 static void test_argument_validation(struct pl_js_pool *pool) {
     /* Argument validation is an error, not a result. */
     struct pl_js_result res;
@@ -858,6 +910,7 @@ CASE(test_broker_none, g_pool)
 CASE(test_broker_echo, g_pool)
 CASE(test_broker_limits, g_pool)
 CASE(test_broker_deadline, g_pool1)
+CASE(test_guest_reach_under_seccomp, g_pool1)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -875,6 +928,7 @@ int main(void) {
         cmocka_unit_test(case_test_broker_echo),
         cmocka_unit_test(case_test_broker_limits),
         cmocka_unit_test(case_test_broker_deadline),
+        cmocka_unit_test(case_test_guest_reach_under_seccomp),
         cmocka_unit_test(case_test_soak),
     };
     return cmocka_run_group_tests_name("js_engine", tests, setup, teardown);

@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGALRM, on_deadline);
     int r;
-    if (seccomp && (r = pl_worker_seccomp()) < 0) {
+    if (seccomp && (r = pl_worker_seccomp(PL_SECCOMP_WASI_CALLS)) < 0) {
         fprintf(stderr, "plimsoll-wasi-worker: seccomp: %s\n", strerror(-r));
         return 2;
     }
