@@ -1,6 +1,7 @@
 """The wasm provider (process tier) through the real daemon over HTTP:
 results, real limits, refusals that need a provider that runs, records,
 concurrency, readiness, a soak, and the CLI."""
+import base64
 import hashlib
 import json
 import os
@@ -239,7 +240,6 @@ class WasmRuns(unittest.TestCase):
 
 
 def module(name):
-    import base64
     with open(os.path.join(BUILD, "tests", name + ".wasm"), "rb") as f:
         return base64.b64encode(f.read()).decode()
 
@@ -319,6 +319,25 @@ class WasmModules(unittest.TestCase):
                 self.assertEqual(info["reason"], "INVALID_REQUEST")
                 self.assertEqual(info["metadata"]["dispatched"], "false")
 
+    def test_exit_status_is_always_the_result(self):
+        # Any u32 given to proc_exit is the result, as the int32 exit_code
+        # (two's complement: 2^31.. read negative), with its output and a
+        # record; 4294966296 is -1000, the status that once meant "refused".
+        for status_u32 in (0, 1, 3, 124, 126, 127, 255, 256, 2**31 - 1, 2**31,
+                           2**32 - 1000, 2**32 - 1):
+            with self.subTest(status_u32):
+                req = {"module": {"wasm_base64": module("exitcode"), "args": [str(status_u32)]}}
+                status, body = self.d.rpc("Run", req)
+                self.assertEqual(status, 200, body)
+                want = status_u32 - 2**32 if status_u32 >= 2**31 else status_u32
+                line = "exit %d\n" % status_u32
+                self.assertEqual((body["exit_code"], body["stdout"], body["stderr"]),
+                                 (want, line, line))
+                self.assertEqual((body["outcome"], body["timed_out"]), ("completed", False))
+                rec = body.pop("record")
+                self.assertEqual(rec["request_sha256"], sha(req))
+                self.assertEqual(rec["response_sha256"], sha(body))
+
     def test_every_wasi_call_works_or_returns_its_errno(self):
         # wasicalls calls all 46 preview 1 functions (random_get and
         # clock_res_get on every clock among them); none ends the worker.
@@ -329,6 +348,22 @@ class WasmModules(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual((body["exit_code"], body["stdout"], body["stderr"]), (7, want, ""))
         self.assertEqual(children(self.d.proc.pid), before)
+
+    def test_value_stack_exhaustion_is_a_result(self):
+        # opstack keeps 20000 operands live per frame; wabt grows its value
+        # stack until the worker's address-space cap stops it.  A result,
+        # not an infrastructure error; the worker is replaced after it.
+        status, body = self.run_module("opstack", timeout_ms=30000)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["exit_code"], 1)
+        if SANITIZED:  # no address-space cap under ASan: the call depth ends it
+            self.assertTrue(body["out_of_memory"] or "trapped" in body["stderr"], body)
+        else:
+            self.assertTrue(body["out_of_memory"], body)
+            self.assertEqual(body["stderr"],
+                             "plimsoll: module stopped: the interpreter ran out of host memory\n")
+            self.assertIn("host memory", body["detail"])
+        self.assertEqual(self.run_module("exit3")[1]["exit_code"], 3)
 
 
 class WasmAdmission(unittest.TestCase):

@@ -371,7 +371,7 @@ static void test_deep_recursion(void **state) {
 
 static void test_bad_guest_pointers(void **state) {
     (void)state;
-    static const int expected[] = {21, 21, 21, 28, 21, 21, 21, 21, 8, 0};
+    static const uint32_t expected[] = {21, 21, 21, 28, 21, 21, 21, 21, 8, 0};
     const char *args[10];
     for (int i = 0; i < 10; i++)
         args[i] = "x";
@@ -379,7 +379,7 @@ static void test_bad_guest_pointers(void **state) {
         struct pl_wasi_result r;
         run("badptr", args, c, "stdin", 5, &k_limits, &r);
         if (r.exit_code != expected[c])
-            fail_msg("badptr case %zu: errno %d, expected %d", c, r.exit_code, expected[c]);
+            fail_msg("badptr case %zu: errno %u, expected %u", c, r.exit_code, expected[c]);
         assert_true(r.exited);
         assert_false(r.trapped);
         /* Only the all-valid case may have written anything. */
@@ -462,7 +462,8 @@ static void test_deadline_by_kill(void **state) {
 }
 
 /* A module that makes wabt's unbounded value stack grow, in a child whose
- * address space is capped: must come back as PL_WASI_ERR_HOST, not crash. */
+ * address space is capped: a result (host_exhausted, out_of_memory, exit
+ * 1, the line on stderr), not a crash and not a refusal. */
 static void test_host_oom_is_reported(void **state) {
     (void)state;
     if (under_valgrind())
@@ -489,9 +490,13 @@ static void test_host_oom_is_reported(void **state) {
         struct pl_wasi_result r;
         char err[256];
         int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
-        if (rc == PL_WASI_ERR_HOST)
+        if (rc == PL_WASI_OK && r.host_exhausted && r.out_of_memory && r.exit_code == 1 &&
+            !r.trapped &&
+            strcmp(r.err, "plimsoll: module stopped: the interpreter ran out of host memory\n") ==
+                0)
             _exit(0);
-        fprintf(stderr, "opstack: rc=%d trapped=%d %s\n", rc, r.trapped, err);
+        fprintf(stderr, "opstack: rc=%d trapped=%d exhausted=%d %s\n", rc, r.trapped,
+                r.host_exhausted, err);
         _exit(12);
     }
     int status = 0;
@@ -500,6 +505,44 @@ static void test_host_oom_is_reported(void **state) {
         fail_msg("child died with signal %d", WTERMSIG(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     free(b.data);
+}
+
+/* ---- exit statuses ---------------------------------------------------- */
+
+/* Every u32 a module can give proc_exit is its result, exactly; none means
+ * "refused" (the worker's refusal is a frame of its own). */
+static void test_exit_status_edges(void **state) {
+    (void)state;
+    static const char *const statuses[] = {
+        "0",
+        "1",
+        "3",
+        "124",
+        "126",
+        "127",
+        "255",
+        "256",
+        "2147483647",
+        "2147483648",
+        "4294966296" /* -1000 */,
+        "4294967295",
+    };
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+        const char *args[] = {statuses[i]};
+        struct pl_wasi_result r;
+        run("exitcode", args, 1, NULL, 0, &k_limits, &r);
+        uint32_t want = (uint32_t)strtoul(statuses[i], NULL, 10);
+        char line[64];
+        snprintf(line, sizeof line, "exit %s\n", statuses[i]);
+        if (r.exit_code != want)
+            fail_msg("proc_exit(%s) gave %u", statuses[i], r.exit_code);
+        assert_true(r.exited);
+        assert_false(r.trapped);
+        assert_false(r.host_exhausted);
+        assert_string_equal(r.out, line);
+        assert_string_equal(r.err, line);
+        pl_wasi_result_free(&r);
+    }
 }
 
 /* ---- every WASI preview 1 call ------------------------------------------ */
@@ -631,6 +674,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_deadline_by_kill),
         cmocka_unit_test(test_host_oom_is_reported),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_exit_status_edges),
         cmocka_unit_test(test_every_wasi_call),
         cmocka_unit_test(test_every_wasi_call_under_the_worker_filter),
         cmocka_unit_test(test_wasi_calls_need_the_module_filter),

@@ -814,13 +814,40 @@ bool call_void(wi::Store &store, wi::Ref func_ref, wi::Trap::Ptr *ret_trap) {
   return wabt::Succeeded(func->Call(thread, params, results, ret_trap));
 }
 
+/* How a guest call ended. */
+enum class Ending { kReturned, kTrapped, kHostExhausted };
+
+/* Call a function of no params and no results as call_void() does, and
+ * turn the interpreter running out of host memory into an ending of the
+ * run.  wabt's value stack is unbounded; the worker's RLIMIT_AS makes its
+ * growth throw std::bad_alloc, which unwinds to here (wabt's own frames
+ * skip their cleanup, which is why the process must then be recycled).
+ * The Thread that held the stack is gone by the time this returns, so the
+ * memory is back for collecting the result. */
+Ending call_guest(wi::Store &store, wi::Ref func_ref, wi::Trap::Ptr *ret_trap) {
+  try {
+    return call_void(store, func_ref, ret_trap) ? Ending::kReturned
+                                                : Ending::kTrapped;
+  } catch (const std::bad_alloc &) {
+    return Ending::kHostExhausted;
+  }
+}
+
 /* Move a finished run's outcome into *r.  Returns < 0 on allocation
  * failure. */
-int fill_result(Ctx &ctx, bool trapped, const std::string &trap_msg,
+int fill_result(Ctx &ctx, Ending ending, const std::string &trap_msg,
                 pl_wasi_result *r) {
-  if (ctx.exited) {
+  bool trapped = ending == Ending::kTrapped;
+  if (ending == Ending::kHostExhausted) {
+    r->host_exhausted = true;
+    r->out_of_memory = true;
+    r->exit_code = 1;
+    static const char kLine[] =
+        "plimsoll: module stopped: the interpreter ran out of host memory\n";
+    if (ctx.err.append_uncapped(kLine, sizeof kLine - 1) < 0) return -1;
+  } else if (ctx.exited) {
     r->exited = true;
-    r->exit_code = static_cast<int>(ctx.exit_code);
+    r->exit_code = ctx.exit_code;
   } else if (trapped) {
     r->trapped = true;
     r->exit_code = 1;
@@ -831,7 +858,6 @@ int fill_result(Ctx &ctx, bool trapped, const std::string &trap_msg,
   } else {
     r->exit_code = 0;
   }
-  r->out_of_memory = false; /* not observable with wabt; see header */
   r->memory_bytes = ctx.mem != nullptr ? ctx.mem->ByteSize() : 0;
   r->out_truncated = ctx.out.truncated;
   r->err_truncated = ctx.err.truncated;
@@ -845,8 +871,8 @@ int fill_result(Ctx &ctx, bool trapped, const std::string &trap_msg,
 /* Body of pl_wasi_run, exceptions still possible. */
 int run_module(const uint8_t *wasm, size_t len, const char *const *args,
                size_t nargs, const char *stdin_data, size_t stdin_len,
-               const pl_wasi_limits &limits, pl_wasi_result *r,
-               std::string *why) {
+               const pl_wasi_limits &limits, pl_wasi_start_fn on_start,
+               void *userdata, pl_wasi_result *r, std::string *why) {
   /* Per-run context: argv, stdin, output sinks. */
   Ctx ctx;
   if (nargs > PL_WASI_MAX_ARGS) {
@@ -912,16 +938,23 @@ int run_module(const uint8_t *wasm, size_t len, const char *const *args,
       store.UnsafeGet<wi::Memory>(instance->exports()[mem_idx]);
   ctx.mem = memory.get();
 
-  bool ok = true;
-  for (const wi::StartDesc &s : starts) {
-    ok = call_void(store, instance->funcs()[s.func_index], &trap);
-    if (!ok) break;
+  /* Nothing of the guest has run; from here on everything is a result. */
+  if (on_start != nullptr && on_start(userdata) != 0) {
+    *why = "the run was stopped before the module started";
+    return PL_WASI_ERR_HOST;
   }
-  if (ok) ok = call_void(store, instance->exports()[start_idx], &trap);
+  Ending ending = Ending::kReturned;
+  for (const wi::StartDesc &s : starts) {
+    ending = call_guest(store, instance->funcs()[s.func_index], &trap);
+    if (ending != Ending::kReturned) break;
+  }
+  if (ending == Ending::kReturned)
+    ending = call_guest(store, instance->exports()[start_idx], &trap);
 
   std::string trap_msg;
-  if (!ok) trap_msg = trap ? trap->message() : std::string("unknown trap");
-  if (fill_result(ctx, !ok, trap_msg, r) < 0) {
+  if (ending == Ending::kTrapped)
+    trap_msg = trap ? trap->message() : std::string("unknown trap");
+  if (fill_result(ctx, ending, trap_msg, r) < 0) {
     *why = "out of host memory while collecting the result";
     return PL_WASI_ERR_HOST;
   }
@@ -961,6 +994,18 @@ int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args,
                 const struct pl_wasi_limits *limits,
                 struct pl_wasi_result *ret_result, char *errbuf,
                 size_t errlen) {
+  return pl_wasi_run_hooked(wasm, len, args, nargs, stdin_data, stdin_len,
+                            limits, nullptr, nullptr, ret_result, errbuf,
+                            errlen);
+}
+
+int pl_wasi_run_hooked(const uint8_t *wasm, size_t len,
+                       const char *const *args, size_t nargs,
+                       const char *stdin_data, size_t stdin_len,
+                       const struct pl_wasi_limits *limits,
+                       pl_wasi_start_fn on_start, void *userdata,
+                       struct pl_wasi_result *ret_result, char *errbuf,
+                       size_t errlen) {
   set_err(errbuf, errlen, "");
   if (ret_result == nullptr) {
     set_err(errbuf, errlen, "invalid arguments");
@@ -976,7 +1021,7 @@ int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args,
   std::string why;
   try {
     rc = run_module(wasm, len, args, nargs, stdin_data, stdin_len, *limits,
-                    ret_result, &why);
+                    on_start, userdata, ret_result, &why);
   } catch (const std::bad_alloc &) {
     why = "out of host memory while running the module";
     rc = PL_WASI_ERR_HOST;

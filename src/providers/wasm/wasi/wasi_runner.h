@@ -62,16 +62,21 @@ struct pl_wasi_limits {
 
 /* Outcome of one run.  Release with pl_wasi_result_free(). */
 struct pl_wasi_result {
-    /* proc_exit code; 0 when _start returned; 1 on a trap. */
-    int exit_code;
+    /* The WASI exit status: proc_exit's u32 argument, whatever it is;
+     * 0 when _start returned; 1 on a trap or when host memory ran out. */
+    uint32_t exit_code;
     /* The module called proc_exit (exit_code is the code it passed). */
     bool exited;
     /* The module trapped (unreachable, out-of-bounds access, call stack
      * exhausted, integer divide by zero, ...). */
     bool trapped;
-    /* Always false with this engine: wabt has no memory.grow hook, so a
-     * failed grow is only visible to the guest (memory.grow returns -1).
-     * Kept for API stability with engines that can report it. */
+    /* The interpreter ran out of host memory while the guest ran (wabt's
+     * value stack is unbounded; the worker's RLIMIT_AS stops it).  The
+     * run was stopped, one "plimsoll: ..." line is on stderr, and the
+     * process must not run another module: wabt skipped its cleanup. */
+    bool host_exhausted;
+    /* Set with host_exhausted.  A failed memory.grow is not reported:
+     * wabt has no hook for it, so only the guest sees -1. */
     bool out_of_memory;
     /* Size of the module's linear memory when the run ended, in bytes. */
     uint64_t memory_bytes;
@@ -117,9 +122,11 @@ int pl_wasi_validate(const uint8_t *wasm, size_t len, const struct pl_wasi_limit
  * Returns < 0 only when the run could not happen: the module fails
  * pl_wasi_validate() (PL_WASI_ERR_MODULE), instantiation fails, e.g. a data
  * segment does not fit (PL_WASI_ERR_INSTANTIATE), bad arguments
- * (PL_WASI_ERR_ARGS) or a host allocation failed (PL_WASI_ERR_HOST; the
- * worker process should then be recycled).  errbuf says why.  A trap or a
- * non-zero proc_exit is a result: PL_WASI_OK with *ret_result filled in.
+ * (PL_WASI_ERR_ARGS) or a host allocation failed before the guest started
+ * (PL_WASI_ERR_HOST; the worker process should then be recycled).  errbuf
+ * says why.  A trap, any proc_exit status, and host memory running out
+ * while the guest runs (host_exhausted) are results: PL_WASI_OK with
+ * *ret_result filled in.
  * On failure *ret_result is zeroed and owns nothing.
  *
  * There is no deadline: a module that loops forever never returns.  Run
@@ -128,6 +135,24 @@ int pl_wasi_validate(const uint8_t *wasm, size_t len, const struct pl_wasi_limit
 int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args, size_t nargs,
                 const char *stdin_data, size_t stdin_len, const struct pl_wasi_limits *limits,
                 struct pl_wasi_result *ret_result, char *errbuf, size_t errlen);
+
+/* Called once per run by pl_wasi_run_hooked(), after instantiation and
+ * immediately before the first guest instruction (the start function,
+ * else "_start").  Nothing of the guest has run when it is called, and
+ * nothing can be refused after it.  A non-zero return stops the run there:
+ * pl_wasi_run_hooked() returns PL_WASI_ERR_HOST. */
+typedef int (*pl_wasi_start_fn)(void *userdata);
+
+/*
+ * pl_wasi_run() with a start hook (NULL = none).  The worker uses it to
+ * tell the daemon "the guest starts now" and to arm its deadline: a module
+ * refused by validation or instantiation never reaches the hook.
+ */
+int pl_wasi_run_hooked(const uint8_t *wasm, size_t len, const char *const *args, size_t nargs,
+                       const char *stdin_data, size_t stdin_len,
+                       const struct pl_wasi_limits *limits, pl_wasi_start_fn on_start,
+                       void *userdata, struct pl_wasi_result *ret_result, char *errbuf,
+                       size_t errlen);
 
 /* Release the buffers of a result and zero it.  NULL-safe; safe to call
  * twice. */
