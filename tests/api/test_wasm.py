@@ -16,7 +16,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "wasi"))
 from harness import BUILD, CLI, Daemon, build_is_sanitized, error_info, run_startup  # noqa: E402
+import wasmgen  # noqa: E402
 
 WASM = {"SANDBOX_PROVIDER": "wasm"}
 SANITIZED = build_is_sanitized()
@@ -319,6 +321,18 @@ class WasmModules(unittest.TestCase):
                 self.assertEqual(info["reason"], "INVALID_REQUEST")
                 self.assertEqual(info["metadata"]["dispatched"], "false")
 
+    def run_bytes(self, wasm, **module):
+        m = {"wasm_base64": base64.b64encode(wasm).decode()}
+        m.update(module)
+        return self.d.rpc("Run", {"module": m})
+
+    def assertRefused(self, status, body, message):
+        self.assertEqual(status, 400, body)
+        info, _ = error_info(body)
+        self.assertEqual((info["reason"], info["metadata"]["dispatched"]),
+                         ("INVALID_REQUEST", "false"))
+        self.assertIn(message, body["message"])
+
     def test_exit_status_is_always_the_result(self):
         # Any u32 given to proc_exit is the result, as the int32 exit_code
         # (two's complement: 2^31.. read negative), with its output and a
@@ -348,6 +362,25 @@ class WasmModules(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual((body["exit_code"], body["stdout"], body["stderr"]), (7, want, ""))
         self.assertEqual(children(self.d.proc.pid), before)
+
+    def test_module_bounds_at_and_past(self):
+        # Each bound: a module at it runs; one past it is refused before
+        # dispatch, naming the bound.
+        for bound, (at, past) in wasmgen.EDGES.items():
+            with self.subTest(bound):
+                status, body = self.run_bytes(wasmgen.build(**at))
+                self.assertEqual((status, body.get("exit_code")), (200, 0), body)
+                status, body = self.run_bytes(wasmgen.build(**past))
+                self.assertRefused(status, body, wasmgen.REASONS[bound])
+
+    def test_a_million_functions_refused_before_the_worker_allocates(self):
+        before = children(self.d.proc.pid)
+        status, body = self.run_bytes(wasmgen.build(funcs=1000000))
+        self.assertRefused(status, body,
+                           "module has 1000000 functions (imported and defined); at most 100000")
+        # Refused by the counting pass: the worker that said so still serves.
+        self.assertEqual(children(self.d.proc.pid), before)
+        self.assertEqual(self.run_module("exit3")[1]["exit_code"], 3)
 
     def test_value_stack_exhaustion_is_a_result(self):
         # opstack keeps 20000 operands live per frame; wabt grows its value

@@ -2,8 +2,11 @@
  * wasi_runner.cc - the C API of wasi_runner.h on top of the wabt
  * interpreter (libwabt 1.0.32, built without WITH_WASI).
  *
- * A run is: parse + validate the bytes with wabt::interp::ReadBinaryInterp,
- * check the module against plimsoll's rules (only wasi_snapshot_preview1
+ * A run is: count the module's items against the PL_WASI_MAX_* bounds with
+ * wabt's binary reader and a delegate that allocates nothing
+ * (BoundsCounter), parse + validate the bytes with
+ * wabt::interp::ReadBinaryInterp, check the module against plimsoll's
+ * rules (only wasi_snapshot_preview1
  * function imports, "_start" and "memory" exported, resource bounds), lower
  * the declared memory and table maxima to the caps, bind every import to a
  * HostFunc implemented here, instantiate in a fresh Store, then call the
@@ -14,15 +17,18 @@
  *
  * Every guest pointer and length is checked against the current size of
  * linear memory before the host touches it (Ctx::span); a bad one makes the
- * WASI call return EFAULT.  Host-side allocations are bounded: iovec counts,
- * argv size, table sizes and locals per function are capped (wasi_runner.h),
- * output is capped per stream and linear memory by the caller's limit.
+ * WASI call return EFAULT.  Host-side allocations are bounded: the module's
+ * items (types, functions, imports, exports, globals, tables and their
+ * sizes, element segments and elements, data segments), iovec counts, argv
+ * size and locals per function are capped (wasi_runner.h), output is
+ * capped per stream and linear memory by the caller's limit.
  *
- * wabt itself is compiled without exception handling landing pads, so a
- * std::bad_alloc escaping from it would skip its destructors; the public
- * functions still catch it and report PL_WASI_ERR_HOST so the daemon can
- * recycle the worker instead of crashing, but the bounds above are what is
- * meant to keep that from happening.
+ * One allocation is not bounded by wabt 1.0.32: its value stack.  The
+ * worker's RLIMIT_AS turns its growth into std::bad_alloc.  wabt itself is
+ * compiled without exception handling landing pads, so the exception skips
+ * wabt's destructors: thrown while the guest runs it ends the run as a
+ * result (host_exhausted), thrown anywhere else the public functions report
+ * PL_WASI_ERR_HOST; either way the process must run no further module.
  */
 #include "wasi_runner.h"
 
@@ -38,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include <wabt/binary-reader-nop.h>
 #include <wabt/binary-reader.h>
 #include <wabt/config.h>
 #include <wabt/error.h>
@@ -590,6 +597,86 @@ bool data_count_is_plausible(const uint8_t *wasm, size_t len, std::string *why) 
   return true;
 }
 
+/* The first pass over a module: wabt's own binary reader with a delegate
+ * that allocates nothing and only compares each count with its bound as
+ * the reader announces it, before any item is read.  The interpreter's
+ * reader (the second pass) reserves memory for every count it is given,
+ * and the counts are limited only by the section's size (one byte per
+ * item): an 8 MiB module of two million empty functions made it allocate
+ * about a gigabyte.  Function bodies are skipped here.  A malformed module
+ * is not reported by this pass: the second pass fails at the same byte
+ * with wabt's own message. */
+class BoundsCounter : public wabt::BinaryReaderNop {
+ public:
+  /* Why the module was refused; empty while every bound holds. */
+  std::string why;
+
+  /* Errors are the second pass's to report (and the delegate must not let
+   * the reader print them to the worker's stderr). */
+  bool OnError(const wabt::Error &) override { return true; }
+
+  wabt::Result OnTypeCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_TYPES, "function types");
+  }
+  wabt::Result OnImportCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_IMPORTS, "imports");
+  }
+  wabt::Result OnImportFunc(wabt::Index, std::string_view, std::string_view,
+                            wabt::Index, wabt::Index) override {
+    imported_funcs_++;
+    return wabt::Result::Ok;
+  }
+  wabt::Result OnFunctionCount(wabt::Index count) override {
+    return bound(static_cast<uint64_t>(imported_funcs_) + count,
+                 PL_WASI_MAX_FUNCS, "functions (imported and defined)");
+  }
+  wabt::Result OnTableCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_TABLES, "tables");
+  }
+  wabt::Result OnTable(wabt::Index, wabt::Type,
+                       const wabt::Limits *limits) override {
+    if (limits->initial <= PL_WASI_MAX_TABLE_ELEMS) return wabt::Result::Ok;
+    why = fmt("table of %llu initial elements exceeds the cap of %u",
+              static_cast<unsigned long long>(limits->initial),
+              PL_WASI_MAX_TABLE_ELEMS);
+    return wabt::Result::Error;
+  }
+  wabt::Result OnGlobalCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_GLOBALS, "globals");
+  }
+  wabt::Result OnExportCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_EXPORTS, "exports");
+  }
+  wabt::Result OnElemSegmentCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_ELEM_SEGMENTS, "element segments");
+  }
+  wabt::Result OnElemSegmentElemExprCount(wabt::Index,
+                                          wabt::Index count) override {
+    elems_ += count;
+    return bound(elems_, PL_WASI_MAX_ELEMS,
+                 "elements (in all element segments)");
+  }
+  wabt::Result OnDataCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_DATA_SEGMENTS,
+                 "data segments (DataCount section)");
+  }
+  wabt::Result OnDataSegmentCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_DATA_SEGMENTS, "data segments");
+  }
+
+ private:
+  wabt::Index imported_funcs_ = 0;
+  uint64_t elems_ = 0;
+
+  wabt::Result bound(uint64_t n, uint64_t max, const char *what) {
+    if (n <= max) return wabt::Result::Ok;
+    why = fmt("module has %llu %s; at most %llu are allowed",
+              static_cast<unsigned long long>(n), what,
+              static_cast<unsigned long long>(max));
+    return wabt::Result::Error;
+  }
+};
+
 /* Parse and validate the bytes into *desc.  Returns < 0 with *why set. */
 int parse_module(const uint8_t *wasm, size_t len, wi::ModuleDesc *desc,
                  std::string *why) {
@@ -602,6 +689,16 @@ int parse_module(const uint8_t *wasm, size_t len, wi::ModuleDesc *desc,
                                   /*read_debug_names=*/false,
                                   /*stop_on_first_error=*/true,
                                   /*fail_on_custom_section_error=*/false);
+  {
+    BoundsCounter counter;
+    wabt::ReadBinaryOptions counting = options;
+    counting.skip_function_bodies = true;
+    (void)wabt::ReadBinary(wasm, len, &counter, counting);
+    if (!counter.why.empty()) {
+      *why = counter.why;
+      return PL_WASI_ERR_MODULE;
+    }
+  }
   wabt::Errors errors;
   wabt::Result r = wi::ReadBinaryInterp("module", wasm, len, options, &errors,
                                         desc);
@@ -725,20 +822,10 @@ int check_module(wi::ModuleDesc *desc, const pl_wasi_limits &limits,
     }
   }
 
-  /* Tables: bounded count and size, max lowered to the cap. */
-  if (desc->tables.size() > PL_WASI_MAX_TABLES) {
-    *why = fmt("module declares %zu tables (at most %d allowed)",
-               desc->tables.size(), PL_WASI_MAX_TABLES);
-    return PL_WASI_ERR_MODULE;
-  }
+  /* Tables: their number and initial sizes were bounded by the counting
+   * pass; the maximum is lowered to the cap. */
   for (wi::TableDesc &t : desc->tables) {
     wabt::Limits &l = t.type.limits;
-    if (l.initial > PL_WASI_MAX_TABLE_ELEMS) {
-      *why = fmt("table of %llu initial elements exceeds the cap of %u",
-                 static_cast<unsigned long long>(l.initial),
-                 PL_WASI_MAX_TABLE_ELEMS);
-      return PL_WASI_ERR_MODULE;
-    }
     if (!l.has_max || l.max > PL_WASI_MAX_TABLE_ELEMS) {
       l.max = PL_WASI_MAX_TABLE_ELEMS;
       l.has_max = true;

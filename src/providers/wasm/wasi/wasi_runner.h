@@ -39,9 +39,21 @@ extern "C" {
 #define PL_WASI_ERR_HOST (-4)        /* host allocation failed; recycle the worker */
 
 /* Fixed bounds on host-side resources a module can make the host allocate.
- * They are not caller-tunable because they exist to protect the worker. */
-#define PL_WASI_MAX_TABLES 16             /* tables per module */
+ * They are not caller-tunable because they exist to protect the worker.
+ * The module bounds are checked by a counting pass over the binary before
+ * the interpreter's reader allocates anything for the items they count
+ * (docs/providers/wasm-modules.md, "Module bounds", has the cost of each
+ * at its limit). */
+#define PL_WASI_MAX_TYPES 100000u         /* function types */
+#define PL_WASI_MAX_FUNCS 100000u         /* functions, imported and defined */
+#define PL_WASI_MAX_IMPORTS 1000u         /* imports (all functions) */
+#define PL_WASI_MAX_EXPORTS 10000u        /* exports */
+#define PL_WASI_MAX_GLOBALS 10000u        /* globals */
+#define PL_WASI_MAX_TABLES 16u            /* tables per module */
 #define PL_WASI_MAX_TABLE_ELEMS 262144u   /* elements per table (initial and max) */
+#define PL_WASI_MAX_ELEM_SEGMENTS 10000u  /* element segments */
+#define PL_WASI_MAX_ELEMS 1048576u        /* elements in all element segments */
+#define PL_WASI_MAX_DATA_SEGMENTS 10000u  /* data segments (and the DataCount) */
 #define PL_WASI_MAX_FUNC_LOCALS 4096u     /* params + locals per function */
 #define PL_WASI_MAX_IOVS 1024u            /* iovecs per fd_read/fd_write call */
 #define PL_WASI_MAX_ARGS_BYTES (1u << 20) /* total bytes of argv strings */
@@ -106,7 +118,8 @@ struct pl_wasi_result {
  * signature or an unknown one that does not return one i32; lack an exported
  * "_start" function of type () -> () or an exported memory named "memory";
  * declare an initial memory above limits->memory_bytes; or exceed the fixed
- * PL_WASI_MAX_* bounds above.  errbuf may be NULL when errlen is 0.
+ * PL_WASI_MAX_* bounds above (checked before the reader allocates for the
+ * items counted).  errbuf may be NULL when errlen is 0.
  *
  * Returns PL_WASI_OK, PL_WASI_ERR_ARGS, PL_WASI_ERR_MODULE or
  * PL_WASI_ERR_HOST.
