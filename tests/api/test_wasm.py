@@ -363,6 +363,31 @@ class WasmModules(unittest.TestCase):
         self.assertEqual((body["exit_code"], body["stdout"], body["stderr"]), (7, want, ""))
         self.assertEqual(children(self.d.proc.pid), before)
 
+    def test_c_programs_with_randomness_and_clocks(self):
+        # Built here by clang-14 against wasi-libc (tests/wasi/modules).
+        status, body = self.run_module("entropy")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["exit_code"], 0, body["stdout"])
+        self.assertNotIn("FAILED", body["stdout"])
+        self.assertEqual(len(body["stdout"].splitlines()), 12)
+        self.assertIn("clock_getres(process cputime) in (0, 1 s]: ok\n", body["stdout"])
+        self.assertIn("getentropy 256 bytes, twice, differ: ok\n", body["stdout"])
+        # A hash table keyed by SipHash under a seed from random_get: the
+        # same answers under two different seeds.
+        n = 2000
+        kept = [i for i in range(n) if i % 3]
+        want = ("inserted %d, found %d, sum %d, absent keys found 0\n"
+                "after deleting every third key: found %d, sum %d\n"
+                % (n, n, sum(i * i for i in range(n)), len(kept), sum(i * i for i in kept)))
+        seeds = []
+        for _ in range(2):
+            status, body = self.run_module("hashtable", timeout_ms=20000)
+            self.assertEqual(status, 200, body)
+            self.assertEqual((body["exit_code"], body["stdout"]), (0, want), body)
+            self.assertRegex(body["stderr"], r"^seed [0-9a-f]{32}\n$")
+            seeds.append(body["stderr"])
+        self.assertNotEqual(seeds[0], seeds[1])
+
     def test_module_bounds_at_and_past(self):
         # Each bound: a module at it runs; one past it is refused before
         # dispatch, naming the bound.
