@@ -4,7 +4,8 @@ tests (tests/api, tests/hostile) and the fuzz corpus seeds.
 build(...) gives a valid WASI command module ("memory", "_start") with as
 many types, imports, functions, tables, globals, exports, element segments,
 elements and data segments as asked; tests/unit/test_wasi_runner.c builds
-the same modules in C.  Standard library only.
+the same modules in C.  writer(out, err) gives a module that writes those
+exact bytes to stdout and stderr.  Standard library only.
 
     python3 tests/wasi/wasmgen.py OUT.wasm funcs=100001   # one module, for a look
 """
@@ -82,6 +83,43 @@ def build(types=2, imports=0, funcs=1, tables=0, table_initial=0, globals=0, exp
     m += section(10, uleb(funcs) + b"\x02\x00\x0b" * funcs)
     if datas:
         m += section(11, uleb(datas) + b"\x01\x00" * datas)
+    return m
+
+
+def sleb(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if (n == 0 and not b & 0x40) or (n == -1 and b & 0x40):
+            out.append(b)
+            return bytes(out)
+        out.append(b | 0x80)
+
+
+def writer(out=b"", err=b""):
+    """A module whose _start writes `out` to stdout and `err` to stderr with
+    fd_write, whatever the bytes are (under 60 KiB each), then returns."""
+    code = b""
+    data = b""
+    base = 16  # 0..7: the iovec, 8..11: nwritten
+    for fd, buf in ((1, out), (2, err)):
+        if not buf:
+            continue
+        offset = base + len(data)
+        data += buf
+        code += b"\x41\x00\x41" + sleb(offset) + b"\x36\x02\x00"      # iov.base
+        code += b"\x41\x04\x41" + sleb(len(buf)) + b"\x36\x02\x00"    # iov.len
+        code += b"\x41" + sleb(fd) + b"\x41\x00\x41\x01\x41\x08\x10\x00\x1a"
+    body = b"\x00" + code + b"\x0b"
+    m = b"\0asm\1\0\0\0"
+    m += section(1, uleb(2) + b"\x60\x04\x7f\x7f\x7f\x7f\x01\x7f" + b"\x60\x00\x00")
+    m += section(2, uleb(1) + name("wasi_snapshot_preview1") + name("fd_write") + b"\x00\x00")
+    m += section(3, uleb(1) + b"\x01")
+    m += section(5, b"\x01\x00\x02")
+    m += section(7, uleb(2) + name("memory") + b"\x02\x00" + name("_start") + b"\x00\x01")
+    m += section(10, uleb(1) + uleb(len(body)) + body)
+    m += section(11, uleb(1) + b"\x00\x41" + sleb(base) + b"\x0b" + uleb(len(data)) + data)
     return m
 
 
