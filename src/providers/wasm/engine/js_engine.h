@@ -11,7 +11,7 @@
  * given a broker (pl_js_pool_run_broker()), make HTTP requests through it
  * with plimsoll.request().
  *
- * See DESIGN.md for the design and measured figures.
+ * docs/providers/wasm.md has the design and measured figures.
  */
 #ifndef PLIMSOLL_JS_ENGINE_H
 #define PLIMSOLL_JS_ENGINE_H

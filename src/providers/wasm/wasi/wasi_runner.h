@@ -11,10 +11,11 @@
  * the module has no file system access at all.
  *
  * The interpreter cannot be interrupted from inside, so the caller MUST
- * run pl_wasi_run() in a disposable worker process and SIGKILL that worker
- * at the deadline (see DESIGN.md).  Nothing in this library needs cleaning
- * up after such a kill, and no state is shared between runs, so a worker
- * may run any number of modules one after another.
+ * run pl_wasi_run() in a disposable worker process and end that worker at
+ * the deadline (docs/providers/wasm-modules.md).  Nothing in this library
+ * needs cleaning up after such a kill, and no state is shared between
+ * runs, so a worker may run any number of modules one after another
+ * (unless one ran out of host memory: see host_exhausted).
  *
  * All functions are safe to call from several threads at once (they share
  * no mutable state), although the daemon is expected to run one module per
