@@ -690,6 +690,8 @@ struct modspec {
     uint32_t elems[2];      /* items in up to two more passive segments */
     uint32_t datas;         /* empty passive data segments */
     bool data_count;        /* a DataCount section saying `datas` */
+    uint32_t locals;        /* i32 locals of _start */
+    bool split_locals;      /* one declaration per local instead of one in all */
 };
 
 static struct blob build_module(const struct modspec *s) {
@@ -765,8 +767,24 @@ static struct blob build_module(const struct modspec *s) {
         wb_uleb(&b, s->datas);
         wb_section(&m, 12, &b);
     }
-    wb_uleb(&b, funcs); /* 10 code: empty bodies */
-    for (uint32_t i = 0; i < funcs; i++)
+    wb_uleb(&b, funcs); /* 10 code: empty bodies, _start's with its locals */
+    struct wbuf body = {0};
+    if (s->locals && s->split_locals) {
+        wb_uleb(&body, s->locals);
+        for (uint32_t i = 0; i < s->locals; i++)
+            wb_put(&body, "\x01\x7f", 2);
+    } else if (s->locals) {
+        wb_byte(&body, 1);
+        wb_uleb(&body, s->locals);
+        wb_byte(&body, 0x7f);
+    } else {
+        wb_byte(&body, 0);
+    }
+    wb_byte(&body, 0x0b);
+    wb_uleb(&b, body.len);
+    wb_put(&b, body.p, body.len);
+    free(body.p);
+    for (uint32_t i = 1; i < funcs; i++)
         wb_put(&b, "\x02\x00\x0b", 3);
     wb_section(&m, 10, &b);
     if (s->datas) { /* 11 data: passive, empty */
@@ -834,6 +852,14 @@ static const struct bound_case k_bounds[] = {
      {.datas = PL_WASI_MAX_DATA_SEGMENTS, .data_count = true},
      {.datas = PL_WASI_MAX_DATA_SEGMENTS + 1, .data_count = true},
      "module has 10001 data segments (DataCount section)"},
+    {"PL_WASI_MAX_FUNC_LOCALS",
+     {.locals = PL_WASI_MAX_FUNC_LOCALS},
+     {.locals = PL_WASI_MAX_FUNC_LOCALS + 1},
+     "function 0 has 4097 params and locals (at most 4096 allowed)"},
+    {"PL_WASI_MAX_FUNC_LOCALS (one declaration each)",
+     {.locals = PL_WASI_MAX_FUNC_LOCALS, .split_locals = true},
+     {.locals = PL_WASI_MAX_FUNC_LOCALS + 1, .split_locals = true},
+     "function 0 has 4097 params and locals (at most 4096 allowed)"},
 };
 
 /* Each bound: a module at it passes validation and runs; one past it is
@@ -870,9 +896,13 @@ static void test_module_bounds_checked_before_allocation(void **state) {
 #if defined(__SANITIZE_ADDRESS__)
     skip(); /* ASan's shadow memory makes an RLIMIT_AS cap meaningless */
 #endif
+    /* The last: one function of 3.9M local declarations (117 MB in the
+     * interpreter's reader without the bound). */
     static const struct modspec huge[] = {
-        {.funcs = 2000000},   {.types = 2500000}, {.globals = 1500000}, {.empty_elems = 2500000},
-        {.elems = {7000000}}, {.datas = 3500000}, {.exports = 700000},
+        {.funcs = 2000000},   {.types = 2500000},
+        {.globals = 1500000}, {.empty_elems = 2500000},
+        {.elems = {7000000}}, {.datas = 3500000},
+        {.exports = 700000},  {.locals = 3900000, .split_locals = true},
     };
     for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
         struct blob b = build_module(&huge[i]);

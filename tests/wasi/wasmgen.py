@@ -23,6 +23,7 @@ BOUNDS = {
     "elem_segments": 10000,
     "elems": 1048576,
     "data_segments": 10000,
+    "func_locals": 4096,
 }
 
 
@@ -48,7 +49,7 @@ def section(ident, body):
 
 
 def build(types=2, imports=0, funcs=1, tables=0, table_initial=0, globals=0, exports=2,
-          empty_elems=0, elems=(), datas=0, data_count=False):
+          empty_elems=0, elems=(), datas=0, data_count=False, locals=0, split_locals=False):
     """A module: `types` function types (the first two are () -> () and
     (i32) -> ()), `imports` imports of wasi_snapshot_preview1.proc_exit,
     `funcs` defined functions of empty bodies (the first is _start),
@@ -56,7 +57,8 @@ def build(types=2, imports=0, funcs=1, tables=0, table_initial=0, globals=0, exp
     `exports` exports in all (memory, _start, then more names for _start),
     `empty_elems` empty passive element segments plus one passive segment
     per number in `elems` with that many items, `datas` empty passive data
-    segments, and a DataCount section when `data_count`."""
+    segments, a DataCount section when `data_count`, and `locals` i32
+    locals in _start (one declaration each when `split_locals`)."""
     start = imports  # the index of _start: imports come first
     m = b"\0asm\1\0\0\0"
     body = uleb(types) + b"".join(b"\x60\x01\x7f\x00" if i == 1 else b"\x60\x00\x00"
@@ -80,7 +82,13 @@ def build(types=2, imports=0, funcs=1, tables=0, table_initial=0, globals=0, exp
         m += section(9, uleb(len(segments)) + b"".join(segments))
     if data_count:
         m += section(12, uleb(datas))
-    m += section(10, uleb(funcs) + b"\x02\x00\x0b" * funcs)
+    if split_locals:
+        decls = uleb(locals) + b"\x01\x7f" * locals
+    else:
+        decls = (b"\x01" + uleb(locals) + b"\x7f") if locals else b"\x00"
+    start_body = decls + b"\x0b"
+    m += section(10, uleb(funcs) + uleb(len(start_body)) + start_body
+                 + b"\x02\x00\x0b" * (funcs - 1))
     if datas:
         m += section(11, uleb(datas) + b"\x01\x00" * datas)
     return m
@@ -139,6 +147,8 @@ EDGES = {
               {"elems": (BOUNDS["elems"] // 2, BOUNDS["elems"] // 2 + 1)}),
     "data_segments": ({"datas": BOUNDS["data_segments"]},
                       {"datas": BOUNDS["data_segments"] + 1}),
+    "func_locals": ({"locals": BOUNDS["func_locals"], "split_locals": True},
+                    {"locals": BOUNDS["func_locals"] + 1, "split_locals": True}),
 }
 
 # What the refusal of the module one past each bound says.
@@ -153,6 +163,7 @@ REASONS = {
     "elem_segments": "module has 10001 element segments; at most 10000 are allowed",
     "elems": "module has 1048577 elements (in all element segments); at most 1048576 are allowed",
     "data_segments": "module has 10001 data segments; at most 10000 are allowed",
+    "func_locals": "function 0 has 4097 params and locals (at most 4096 allowed)",
 }
 
 

@@ -598,14 +598,15 @@ bool data_count_is_plausible(const uint8_t *wasm, size_t len, std::string *why) 
 }
 
 /* The first pass over a module: wabt's own binary reader with a delegate
- * that allocates nothing and only compares each count with its bound as
- * the reader announces it, before any item is read.  The interpreter's
- * reader (the second pass) reserves memory for every count it is given,
- * and the counts are limited only by the section's size (one byte per
- * item): an 8 MiB module of two million empty functions made it allocate
- * about a gigabyte.  Function bodies are skipped here.  A malformed module
- * is not reported by this pass: the second pass fails at the same byte
- * with wabt's own message. */
+ * that compares each count with its bound as the reader announces it,
+ * before any item is read, and allocates nothing but one number per type
+ * and per function (after their counts passed).  The interpreter's reader
+ * (the second pass) reserves memory for every count it is given, and the
+ * counts are limited only by the section's size (one byte per item): an
+ * 8 MiB module of two million empty functions makes it allocate about a
+ * gigabyte, one function of four million local declarations 117 MB.  A
+ * malformed module is not reported by this pass: the second pass fails at
+ * the same byte with wabt's own message. */
 class BoundsCounter : public wabt::BinaryReaderNop {
  public:
   /* Why the module was refused; empty while every bound holds. */
@@ -663,10 +664,47 @@ class BoundsCounter : public wabt::BinaryReaderNop {
   wabt::Result OnDataSegmentCount(wabt::Index count) override {
     return bound(count, PL_WASI_MAX_DATA_SEGMENTS, "data segments");
   }
+  /* Params + locals per function: the interpreter's reader keeps one
+   * entry per local declaration, and an 8 MiB body can hold four million
+   * of them; the interpreter then materialises every local on each call. */
+  wabt::Result OnFuncType(wabt::Index, wabt::Index param_count, wabt::Type *,
+                          wabt::Index, wabt::Type *) override {
+    type_params_.push_back(param_count); /* at most PL_WASI_MAX_TYPES */
+    return wabt::Result::Ok;
+  }
+  wabt::Result OnFunction(wabt::Index, wabt::Index sig_index) override {
+    func_params_.push_back(sig_index < type_params_.size() ? type_params_[sig_index] : 0);
+    return wabt::Result::Ok;
+  }
+  wabt::Result BeginFunctionBody(wabt::Index, wabt::Offset) override {
+    locals_ = body_ < func_params_.size() ? func_params_[body_] : 0;
+    return wabt::Result::Ok;
+  }
+  wabt::Result OnLocalDecl(wabt::Index, wabt::Index count,
+                           wabt::Type) override {
+    locals_ += count;
+    return wabt::Result::Ok;
+  }
+  wabt::Result EndFunctionBody(wabt::Index) override {
+    if (locals_ > PL_WASI_MAX_FUNC_LOCALS) {
+      why = fmt("function %llu has %llu params and locals (at most %u "
+                "allowed)",
+                static_cast<unsigned long long>(imported_funcs_) + body_,
+                static_cast<unsigned long long>(locals_),
+                PL_WASI_MAX_FUNC_LOCALS);
+      return wabt::Result::Error;
+    }
+    body_++;
+    return wabt::Result::Ok;
+  }
 
  private:
   wabt::Index imported_funcs_ = 0;
   uint64_t elems_ = 0;
+  std::vector<wabt::Index> type_params_; /* params of each type */
+  std::vector<wabt::Index> func_params_; /* params of each defined function */
+  size_t body_ = 0;                      /* index of the body being read */
+  uint64_t locals_ = 0;                  /* its params + locals so far */
 
   wabt::Result bound(uint64_t n, uint64_t max, const char *what) {
     if (n <= max) return wabt::Result::Ok;
@@ -691,9 +729,7 @@ int parse_module(const uint8_t *wasm, size_t len, wi::ModuleDesc *desc,
                                   /*fail_on_custom_section_error=*/false);
   {
     BoundsCounter counter;
-    wabt::ReadBinaryOptions counting = options;
-    counting.skip_function_bodies = true;
-    (void)wabt::ReadBinary(wasm, len, &counter, counting);
+    (void)wabt::ReadBinary(wasm, len, &counter, options);
     if (!counter.why.empty()) {
       *why = counter.why;
       return PL_WASI_ERR_MODULE;
@@ -832,20 +868,7 @@ int check_module(wi::ModuleDesc *desc, const pl_wasi_limits &limits,
     }
   }
 
-  /* Locals: the interpreter allocates every local of a frame on its value
-   * stack at call time, so bound them per function. */
-  for (size_t i = 0; i < desc->funcs.size(); i++) {
-    const wi::FuncDesc &f = desc->funcs[i];
-    uint64_t n = f.type.params.size();
-    for (const wi::LocalDesc &l : f.locals) n += l.count;
-    if (n > PL_WASI_MAX_FUNC_LOCALS) {
-      *why = fmt("function %zu has %llu params and locals (at most %u "
-                 "allowed)",
-                 i + desc->imports.size(), static_cast<unsigned long long>(n),
-                 PL_WASI_MAX_FUNC_LOCALS);
-      return PL_WASI_ERR_MODULE;
-    }
-  }
+  /* Params + locals per function were counted in the first pass. */
   return PL_WASI_OK;
 }
 
