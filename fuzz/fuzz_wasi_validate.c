@@ -1,14 +1,19 @@
 /*
- * fuzz_validate.c - libFuzzer harness for pl_wasi_validate().
+ * fuzz_wasi_validate.c - libFuzzer harness for pl_wasi_validate(): the
+ * module bounds' counting pass (wabt's binary reader with BoundsCounter),
+ * wabt's parser and validator, and plimsoll's module rules.
  *
- * Build (see DESIGN.md / fuzz/run_fuzz.sh):
- *   clang-14 -g -O1 -fsanitize=fuzzer,address -Isrc fuzz/fuzz_validate.c \
- *     <wasi_runner.cc compiled with -fsanitize=fuzzer,address> \
- *     /usr/lib/x86_64-linux-gnu/libwabt.a -lstdc++
+ * Build and run (docs/security.md, "Fuzzing"):
+ *   CC=clang-14 CXX=clang++-14 scripts/build build-fuzz -Dfuzz=true \
+ *     -Db_sanitize=address,undefined -Db_lundef=false
+ *   build-fuzz/fuzz/fuzz_wasi_validate -max_total_time=300 -max_len=65536 \
+ *     -rss_limit_mb=2048 CORPUS_COPY
  *
- * Each input is validated under a 64 MiB memory cap; the harness only
- * checks that the call returns and that a refusal comes with a one-line,
- * NUL-terminated reason.
+ * Each input is validated under a 64 MiB memory cap; the harness checks
+ * that the call returns, that a refusal comes with a one-line,
+ * NUL-terminated reason, and that it is never a host allocation failure:
+ * the module bounds are there so that no input makes validation run out
+ * of memory.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,7 @@
 """The wasm provider (process tier) through the real daemon over HTTP:
 results, real limits, refusals that need a provider that runs, records,
 concurrency, readiness, a soak, and the CLI."""
+import base64
 import hashlib
 import json
 import os
@@ -13,8 +14,11 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "wasi"))
 from harness import BUILD, CLI, Daemon, build_is_sanitized, error_info, run_startup  # noqa: E402
+import wasmgen  # noqa: E402
 
 WASM = {"SANDBOX_PROVIDER": "wasm"}
 SANITIZED = build_is_sanitized()
@@ -32,6 +36,21 @@ def canon(v):
 
 def sha(v):
     return hashlib.sha256(canon(v).encode()).hexdigest()
+
+
+def children(pid):
+    """The daemon's worker processes: pids whose parent is pid."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                out.add(int(d))
+    return out
 
 
 def proc_stats(pid):
@@ -208,9 +227,21 @@ class WasmRuns(unittest.TestCase):
         status, body = self.d.rpc("Run", js("1", timeout_ms=60001))
         self.assertRefusal(status, body, 400, "INVALID_REQUEST")
 
+    def test_randomness_and_clocks_keep_the_workers(self):
+        # Math.random is seeded from the clock (clock_time_get), Date reads
+        # it: every host call the guest can make stays inside the worker's
+        # seccomp list, so no worker is killed and replaced.
+        before = children(self.d.proc.pid)
+        body = self.run_js(
+            "const a = Array.from({length: 8}, Math.random);"
+            "console.log(a.every(x => x >= 0 && x < 1), new Set(a).size > 1,"
+            " Date.now() > 1.6e12, isNaN(new Date().getTime()), new Date(0).toISOString())")
+        self.assertEqual((body["exit_code"], body["stdout"]),
+                         (0, "true true true false 1970-01-01T00:00:00.000Z\n"), body)
+        self.assertEqual(children(self.d.proc.pid), before)
+
 
 def module(name):
-    import base64
     with open(os.path.join(BUILD, "tests", name + ".wasm"), "rb") as f:
         return base64.b64encode(f.read()).decode()
 
@@ -289,6 +320,108 @@ class WasmModules(unittest.TestCase):
                 info, _ = error_info(body)
                 self.assertEqual(info["reason"], "INVALID_REQUEST")
                 self.assertEqual(info["metadata"]["dispatched"], "false")
+
+    def run_bytes(self, wasm, **module):
+        m = {"wasm_base64": base64.b64encode(wasm).decode()}
+        m.update(module)
+        return self.d.rpc("Run", {"module": m})
+
+    def assertRefused(self, status, body, message):
+        self.assertEqual(status, 400, body)
+        info, _ = error_info(body)
+        self.assertEqual((info["reason"], info["metadata"]["dispatched"]),
+                         ("INVALID_REQUEST", "false"))
+        self.assertIn(message, body["message"])
+
+    def test_exit_status_is_always_the_result(self):
+        # Any u32 given to proc_exit is the result, as the int32 exit_code
+        # (two's complement: 2^31.. read negative), with its output and a
+        # record; 4294966296 is -1000, the status that once meant "refused".
+        for status_u32 in (0, 1, 3, 124, 126, 127, 255, 256, 2**31 - 1, 2**31,
+                           2**32 - 1000, 2**32 - 1):
+            with self.subTest(status_u32):
+                req = {"module": {"wasm_base64": module("exitcode"), "args": [str(status_u32)]}}
+                status, body = self.d.rpc("Run", req)
+                self.assertEqual(status, 200, body)
+                want = status_u32 - 2**32 if status_u32 >= 2**31 else status_u32
+                line = "exit %d\n" % status_u32
+                self.assertEqual((body["exit_code"], body["stdout"], body["stderr"]),
+                                 (want, line, line))
+                self.assertEqual((body["outcome"], body["timed_out"]), ("completed", False))
+                rec = body.pop("record")
+                self.assertEqual(rec["request_sha256"], sha(req))
+                self.assertEqual(rec["response_sha256"], sha(body))
+
+    def test_every_wasi_call_works_or_returns_its_errno(self):
+        # wasicalls calls all 46 preview 1 functions (random_get and
+        # clock_res_get on every clock among them); none ends the worker.
+        with open(os.path.join(os.path.dirname(HERE), "wasi", "modules", "wasicalls.out")) as f:
+            want = f.read()
+        before = children(self.d.proc.pid)
+        status, body = self.run_module("wasicalls", module={"stdin": "in"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual((body["exit_code"], body["stdout"], body["stderr"]), (7, want, ""))
+        self.assertEqual(children(self.d.proc.pid), before)
+
+    def test_c_programs_with_randomness_and_clocks(self):
+        # Built here by clang-14 against wasi-libc (tests/wasi/modules).
+        status, body = self.run_module("entropy")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["exit_code"], 0, body["stdout"])
+        self.assertNotIn("FAILED", body["stdout"])
+        self.assertEqual(len(body["stdout"].splitlines()), 12)
+        self.assertIn("clock_getres(process cputime) in (0, 1 s]: ok\n", body["stdout"])
+        self.assertIn("getentropy 256 bytes, twice, differ: ok\n", body["stdout"])
+        # A hash table keyed by SipHash under a seed from random_get: the
+        # same answers under two different seeds.
+        n = 2000
+        kept = [i for i in range(n) if i % 3]
+        want = ("inserted %d, found %d, sum %d, absent keys found 0\n"
+                "after deleting every third key: found %d, sum %d\n"
+                % (n, n, sum(i * i for i in range(n)), len(kept), sum(i * i for i in kept)))
+        seeds = []
+        for _ in range(2):
+            status, body = self.run_module("hashtable", timeout_ms=20000)
+            self.assertEqual(status, 200, body)
+            self.assertEqual((body["exit_code"], body["stdout"]), (0, want), body)
+            self.assertRegex(body["stderr"], r"^seed [0-9a-f]{32}\n$")
+            seeds.append(body["stderr"])
+        self.assertNotEqual(seeds[0], seeds[1])
+
+    def test_module_bounds_at_and_past(self):
+        # Each bound: a module at it runs; one past it is refused before
+        # dispatch, naming the bound.
+        for bound, (at, past) in wasmgen.EDGES.items():
+            with self.subTest(bound):
+                status, body = self.run_bytes(wasmgen.build(**at))
+                self.assertEqual((status, body.get("exit_code")), (200, 0), body)
+                status, body = self.run_bytes(wasmgen.build(**past))
+                self.assertRefused(status, body, wasmgen.REASONS[bound])
+
+    def test_a_million_functions_refused_before_the_worker_allocates(self):
+        before = children(self.d.proc.pid)
+        status, body = self.run_bytes(wasmgen.build(funcs=1000000))
+        self.assertRefused(status, body,
+                           "module has 1000000 functions (imported and defined); at most 100000")
+        # Refused by the counting pass: the worker that said so still serves.
+        self.assertEqual(children(self.d.proc.pid), before)
+        self.assertEqual(self.run_module("exit3")[1]["exit_code"], 3)
+
+    def test_value_stack_exhaustion_is_a_result(self):
+        # opstack keeps 20000 operands live per frame; wabt grows its value
+        # stack until the worker's address-space cap stops it.  A result,
+        # not an infrastructure error; the worker is replaced after it.
+        status, body = self.run_module("opstack", timeout_ms=30000)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["exit_code"], 1)
+        if SANITIZED:  # no address-space cap under ASan: the call depth ends it
+            self.assertTrue(body["out_of_memory"] or "trapped" in body["stderr"], body)
+        else:
+            self.assertTrue(body["out_of_memory"], body)
+            self.assertEqual(body["stderr"],
+                             "plimsoll: module stopped: the interpreter ran out of host memory\n")
+            self.assertIn("host memory", body["detail"])
+        self.assertEqual(self.run_module("exit3")[1]["exit_code"], 3)
 
 
 class WasmAdmission(unittest.TestCase):

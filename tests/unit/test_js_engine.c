@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "../../src/providers/wasm/engine/js_engine.h"
+#include "../../src/providers/wasm/engine/js_proto.h"
 
 static int g_failures;
 
@@ -827,6 +828,194 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* ---- what the guest can reach, under the real filter ------------------------ */
+
+/* Every host function the QuickJS guest can call (the worker links only
+ * what it imports: fd_write, clock_time_get, fd_close, fd_seek,
+ * fd_fdstat_get and the two broker calls, which test_broker_* cover) and
+ * every host path a run takes (memory growth, out of memory, the deadline
+ * timer), on one worker: none may trip the worker's seccomp filter, which
+ * would kill it and make the run an infrastructure error.  Math.random is
+ * seeded from the clock (gettimeofday -> clock_time_get), not random_get:
+ * the guest does not import it, so the JavaScript worker's filter does not
+ * allow getrandom.  (Sanitizer builds log instead of killing; the release
+ * build is the check.) */
+static void test_guest_reach_under_seccomp(struct pl_js_pool *pool1) {
+    static const char *const snippets[] = {
+        "const a = [Math.random(), Math.random(), Math.random()];"
+        "console.log(a.every(x => x >= 0 && x < 1), new Set(a).size)",
+        "const t = Date.now(); console.log(t > 1.6e12, typeof new Date().toISOString(),"
+        " typeof new Date().toString(), new Date().getTimezoneOffset())",
+        "console.error('to stderr'); console.log('to stdout')",
+        "throw new Error('uncaught')",
+        "let s = 'x'; for (let i = 0; i < 20; i++) s += s; console.log(s.length)",
+        "const b = []; for (;;) b.push(new Array(1e5).fill(1))",
+    };
+    static const char *const want[] = {
+        "true 3\n", "true string string 0\n", "to stdout\n", "", "1048576\n", "",
+    };
+    struct pl_js_limits lim = k_default;
+    struct pl_js_result r;
+    int pid, pid2;
+    uint64_t respawns = pl_js_pool_respawns(pool1);
+
+    printf("# guest reach under seccomp (1 worker)\n");
+    pl_js_pool_worker_pids(pool1, &pid, 1);
+    lim.memory_bytes = 32u << 20;
+    for (size_t i = 0; i < sizeof snippets / sizeof snippets[0]; i++) {
+        CHECK(run(pool1, snippets[i], NULL, &lim, &r) == 0);
+        if (strcmp(r.out, want[i]) != 0)
+            fprintf(stderr, "  snippet %zu printed \"%s\"\n", i, r.out);
+        CHECK(strcmp(r.out, want[i]) == 0);
+        pl_js_result_free(&r);
+    }
+    lim.timeout_ms = 100;
+    CHECK(run(pool1, "for (;;) {}", NULL, &lim, &r) == 0);
+    CHECK(r.timed_out);
+    pl_js_result_free(&r);
+    pl_js_pool_worker_pids(pool1, &pid2, 1);
+    printf("  worker %d -> %d, respawns %llu\n", pid, pid2,
+           (unsigned long long)(pl_js_pool_respawns(pool1) - respawns));
+    CHECK(pid2 == pid);
+    CHECK(pl_js_pool_respawns(pool1) == respawns);
+}
+
+/* ---- the protocol against a worker that lies ----------------------------------- */
+
+/*
+ * This test binary doubles as a scripted worker (main(): --fake-worker
+ * MODE), standing for a worker whose guest got control of it or whose
+ * guest's bytes look like protocol: the pool must read "refused" only
+ * from a REFUSED frame on a module pool before STARTED, "timed out" only
+ * from a frame or its own backstop, and never anything from an exit
+ * status or from output bytes.
+ */
+static int fake_send(uint16_t type, const void *a, size_t alen, const void *b, size_t blen) {
+    struct iovec parts[2] = {{(void *)a, alen}, {(void *)b, blen}};
+    return pl_js_write_frame(3, type, parts, 2);
+}
+
+static int fake_refuse(const char *why) {
+    struct pl_js_refusal ref = {0};
+    return fake_send(PL_JS_MSG_REFUSED, &ref, sizeof ref, why, strlen(why));
+}
+
+static int fake_result(int32_t exit_code, const void *out, size_t out_len) {
+    struct pl_js_run_resp resp = {.exit_code = exit_code, .out_len = (uint32_t)out_len};
+    return fake_send(PL_JS_MSG_RESULT, &resp, sizeof resp, out, out_len);
+}
+
+static int fake_worker(const char *mode) {
+    struct pl_js_hello hello = {.pid = (uint32_t)getpid()};
+    if (fake_send(PL_JS_MSG_HELLO, &hello, sizeof hello, NULL, 0) < 0)
+        return 1;
+    for (;;) {
+        struct pl_js_frame_hdr hdr;
+        static char payload[1 << 16];
+        if (pl_js_read_full(3, &hdr, sizeof hdr, 0) < 0 || hdr.len > sizeof payload ||
+            pl_js_read_full(3, payload, hdr.len, 0) < 0)
+            return 0;
+        if (strcmp(mode, "refuse") == 0) {
+            fake_refuse("no, thanks");
+        } else if (strcmp(mode, "refuse-after-start") == 0) {
+            fake_send(PL_JS_MSG_STARTED, NULL, 0, NULL, 0);
+            fake_refuse("too late");
+        } else if (strcmp(mode, "result-without-start") == 0) {
+            fake_result(0, "", 0);
+        } else if (strcmp(mode, "exit-124-after-start") == 0) {
+            fake_send(PL_JS_MSG_STARTED, NULL, 0, NULL, 0);
+            usleep(150 * 1000); /* past a 100 ms deadline, before the backstop */
+            _exit(124);
+        } else if (strcmp(mode, "frames-as-output") == 0) {
+            /* Output bytes that are themselves a REFUSED frame and a RESULT
+             * frame with exit status -1000. */
+            static char out[256];
+            struct pl_js_frame_hdr h = {.magic = PL_JS_PROTO_MAGIC,
+                                        .version = PL_JS_PROTO_VERSION,
+                                        .type = PL_JS_MSG_REFUSED,
+                                        .len = sizeof(struct pl_js_refusal) + 2};
+            struct pl_js_refusal ref = {0};
+            struct pl_js_run_resp resp = {.exit_code = -1000};
+            size_t n = 0;
+            memcpy(out + n, &h, sizeof h), n += sizeof h;
+            memcpy(out + n, &ref, sizeof ref), n += sizeof ref;
+            memcpy(out + n, "no", 2), n += 2;
+            h.type = PL_JS_MSG_RESULT;
+            h.len = sizeof resp;
+            memcpy(out + n, &h, sizeof h), n += sizeof h;
+            memcpy(out + n, &resp, sizeof resp), n += sizeof resp;
+            fake_send(PL_JS_MSG_STARTED, NULL, 0, NULL, 0);
+            fake_result(0, out, n);
+        }
+    }
+}
+
+static const char *g_self; /* this test binary, for --fake-worker */
+
+/* One run on a fresh one-worker pool of `mode` fakes. */
+static int fake_run(const char *mode, unsigned flags, struct pl_js_result *r) {
+    const char *args[] = {"--fake-worker", mode, NULL};
+    struct pl_js_pool *pool = NULL;
+    struct pl_js_limits lim = k_default;
+    char err[256];
+    int rc = pl_js_pool_new_args(1, g_self, args, flags, &pool, err, sizeof err);
+    CHECK(rc == 0);
+    if (rc < 0) {
+        fprintf(stderr, "  fake pool: %s\n", err);
+        return rc;
+    }
+    lim.timeout_ms = 100;
+    rc = pl_js_pool_run(pool, "x", 1, NULL, 0, &lim, r);
+    pl_js_pool_free(pool);
+    return rc;
+}
+
+static void test_protocol_channels(struct pl_js_pool *unused) {
+    struct pl_js_result r;
+    int rc;
+
+    (void)unused;
+    printf("# protocol: refusals and ends only from their own frames\n");
+    rc = fake_run("refuse", PL_JS_POOL_MODULES, &r);
+    CHECK(rc == 0 && r.refused && strcmp(r.err, "no, thanks") == 0 && r.exit_code == 0);
+    pl_js_result_free(&r);
+    /* A refusal on a JavaScript pool, or once the guest has started, is
+     * not a refusal: the run is an infrastructure error. */
+    rc = fake_run("refuse", 0, &r);
+    printf("  REFUSED on a JavaScript pool -> %d\n", rc);
+    CHECK(rc == -EIO);
+    rc = fake_run("refuse-after-start", PL_JS_POOL_MODULES, &r);
+    printf("  REFUSED after STARTED -> %d\n", rc);
+    CHECK(rc == -EIO);
+    rc = fake_run("result-without-start", PL_JS_POOL_MODULES, &r);
+    printf("  RESULT without STARTED on a module pool -> %d\n", rc);
+    CHECK(rc == -EIO);
+    /* A worker that dies with status 124 after the deadline, without its
+     * timed-out frame, is not a timed-out run. */
+    rc = fake_run("exit-124-after-start", PL_JS_POOL_MODULES, &r);
+    printf("  exit(124) after the deadline, no frame -> %d\n", rc);
+    CHECK(rc == -EIO);
+    /* Output that looks like frames is output, byte for byte. */
+    rc = fake_run("frames-as-output", PL_JS_POOL_MODULES, &r);
+    CHECK(rc == 0 && !r.refused && r.exit_code == 0 && r.out_len == 16 + 8 + 2 + 16 + 24);
+    pl_js_result_free(&r);
+}
+
+/* The WASI status (u32) as the protocol's int32: one to one, nothing special. */
+static void test_status_mapping(struct pl_js_pool *unused) {
+    (void)unused;
+    CHECK(pl_js_status_i32(0) == 0);
+    CHECK(pl_js_status_i32(1) == 1);
+    CHECK(pl_js_status_i32(255) == 255);
+    CHECK(pl_js_status_i32(256) == 256);
+    CHECK(pl_js_status_i32(2147483647u) == INT32_MAX);
+    CHECK(pl_js_status_i32(2147483648u) == INT32_MIN);
+    CHECK(pl_js_status_i32(4294966296u) == -1000);
+    CHECK(pl_js_status_i32(4294967295u) == -1);
+    for (uint64_t v = 0; v <= UINT32_MAX; v += 65521) /* a prime stride over the range */
+        CHECK((uint32_t)pl_js_status_i32((uint32_t)v) == (uint32_t)v);
+}
+
 static void test_argument_validation(struct pl_js_pool *pool) {
     /* Argument validation is an error, not a result. */
     struct pl_js_result res;
@@ -858,8 +1047,19 @@ CASE(test_broker_none, g_pool)
 CASE(test_broker_echo, g_pool)
 CASE(test_broker_limits, g_pool)
 CASE(test_broker_deadline, g_pool1)
+CASE(test_guest_reach_under_seccomp, g_pool1)
+CASE(test_protocol_channels, NULL)
+CASE(test_status_mapping, NULL)
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--fake-worker") == 0)
+        return fake_worker(argv[2]);
+    static char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return 2;
+    self[n] = '\0';
+    g_self = self;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(case_test_argument_validation),
         cmocka_unit_test(case_test_basics),
@@ -875,6 +1075,9 @@ int main(void) {
         cmocka_unit_test(case_test_broker_echo),
         cmocka_unit_test(case_test_broker_limits),
         cmocka_unit_test(case_test_broker_deadline),
+        cmocka_unit_test(case_test_guest_reach_under_seccomp),
+        cmocka_unit_test(case_test_protocol_channels),
+        cmocka_unit_test(case_test_status_mapping),
         cmocka_unit_test(case_test_soak),
     };
     return cmocka_run_group_tests_name("js_engine", tests, setup, teardown);

@@ -28,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "../../src/providers/wasm/engine/worker_seccomp.h"
 #include "../../src/providers/wasm/wasi/wasi_runner.h"
 
 static const char *g_modules_dir = PL_WASI_MODULES_DIR;
@@ -370,7 +371,7 @@ static void test_deep_recursion(void **state) {
 
 static void test_bad_guest_pointers(void **state) {
     (void)state;
-    static const int expected[] = {21, 21, 21, 28, 21, 21, 21, 21, 8, 0};
+    static const uint32_t expected[] = {21, 21, 21, 28, 21, 21, 21, 21, 8, 0};
     const char *args[10];
     for (int i = 0; i < 10; i++)
         args[i] = "x";
@@ -378,7 +379,7 @@ static void test_bad_guest_pointers(void **state) {
         struct pl_wasi_result r;
         run("badptr", args, c, "stdin", 5, &k_limits, &r);
         if (r.exit_code != expected[c])
-            fail_msg("badptr case %zu: errno %d, expected %d", c, r.exit_code, expected[c]);
+            fail_msg("badptr case %zu: errno %u, expected %u", c, r.exit_code, expected[c]);
         assert_true(r.exited);
         assert_false(r.trapped);
         /* Only the all-valid case may have written anything. */
@@ -461,7 +462,8 @@ static void test_deadline_by_kill(void **state) {
 }
 
 /* A module that makes wabt's unbounded value stack grow, in a child whose
- * address space is capped: must come back as PL_WASI_ERR_HOST, not crash. */
+ * address space is capped: a result (host_exhausted, out_of_memory, exit
+ * 1, the line on stderr), not a crash and not a refusal. */
 static void test_host_oom_is_reported(void **state) {
     (void)state;
     if (under_valgrind())
@@ -488,9 +490,13 @@ static void test_host_oom_is_reported(void **state) {
         struct pl_wasi_result r;
         char err[256];
         int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
-        if (rc == PL_WASI_ERR_HOST)
+        if (rc == PL_WASI_OK && r.host_exhausted && r.out_of_memory && r.exit_code == 1 &&
+            !r.trapped &&
+            strcmp(r.err, "plimsoll: module stopped: the interpreter ran out of host memory\n") ==
+                0)
             _exit(0);
-        fprintf(stderr, "opstack: rc=%d trapped=%d %s\n", rc, r.trapped, err);
+        fprintf(stderr, "opstack: rc=%d trapped=%d exhausted=%d %s\n", rc, r.trapped,
+                r.host_exhausted, err);
         _exit(12);
     }
     int status = 0;
@@ -499,6 +505,433 @@ static void test_host_oom_is_reported(void **state) {
         fail_msg("child died with signal %d", WTERMSIG(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     free(b.data);
+}
+
+/* ---- exit statuses ---------------------------------------------------- */
+
+/* Every u32 a module can give proc_exit is its result, exactly; none means
+ * "refused" (the worker's refusal is a frame of its own). */
+static void test_exit_status_edges(void **state) {
+    (void)state;
+    static const char *const statuses[] = {
+        "0",
+        "1",
+        "3",
+        "124",
+        "126",
+        "127",
+        "255",
+        "256",
+        "2147483647",
+        "2147483648",
+        "4294966296" /* -1000 */,
+        "4294967295",
+    };
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+        const char *args[] = {statuses[i]};
+        struct pl_wasi_result r;
+        run("exitcode", args, 1, NULL, 0, &k_limits, &r);
+        uint32_t want = (uint32_t)strtoul(statuses[i], NULL, 10);
+        char line[64];
+        snprintf(line, sizeof line, "exit %s\n", statuses[i]);
+        if (r.exit_code != want)
+            fail_msg("proc_exit(%s) gave %u", statuses[i], r.exit_code);
+        assert_true(r.exited);
+        assert_false(r.trapped);
+        assert_false(r.host_exhausted);
+        assert_string_equal(r.out, line);
+        assert_string_equal(r.err, line);
+        pl_wasi_result_free(&r);
+    }
+}
+
+/* ---- every WASI preview 1 call ------------------------------------------ */
+
+/* What wasicalls.c prints with stdin "in" and no arguments
+ * (tests/wasi/modules/wasicalls.out, which tests/api reads too): each line
+ * is the row of docs/providers/wasm-modules.md's WASI table for that call. */
+static char *wasicalls_out(void) {
+    static char *text;
+    if (text == NULL) {
+        FILE *f = fopen(PL_WASI_SOURCE_DIR "/modules/wasicalls.out", "r");
+        static char buf[8192];
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (n == 0)
+            fail_msg("cannot read %s/modules/wasicalls.out", PL_WASI_SOURCE_DIR);
+        buf[n] = '\0';
+        text = buf;
+    }
+    return text;
+}
+
+static void check_wasicalls(const struct pl_wasi_result *r) {
+    assert_string_equal(r->out, wasicalls_out());
+    assert_int_equal(r->err_len, 0);
+    assert_true(r->exited);
+    assert_int_equal(r->exit_code, 7);
+}
+
+static void test_every_wasi_call(void **state) {
+    (void)state;
+    struct pl_wasi_result r;
+    run("wasicalls", NULL, 0, "in", 2, &k_limits, &r);
+    check_wasicalls(&r);
+    pl_wasi_result_free(&r);
+}
+
+/* Run wasicalls in a child under the module worker's seccomp filter (with
+ * `flags`); returns the child's wait status.  The child exits 0 when the
+ * output was exactly right, 1 when it was not. */
+static int wasicalls_under_filter(unsigned flags) {
+    struct blob b = load("wasicalls");
+    const char *want = wasicalls_out();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct pl_wasi_result r;
+        char err[256];
+        if (pl_worker_seccomp(flags) != 0)
+            _exit(2);
+        int rc = pl_wasi_run(b.data, b.len, NULL, 0, "in", 2, &k_limits, &r, err, sizeof err);
+        _exit(rc == 0 && r.exit_code == 7 && strcmp(r.out, want) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    free(b.data);
+    return status;
+}
+
+/* No WASI call kills the process that runs it: the module worker's filter
+ * allows every system call the calls make (random_get -> getrandom,
+ * clock_res_get -> clock_getres, CPU-time clocks -> clock_gettime).  In
+ * sanitizer builds the filter logs instead of killing, so this is the
+ * release build's check. */
+static void test_every_wasi_call_under_the_worker_filter(void **state) {
+    (void)state;
+    int status = wasicalls_under_filter(PL_SECCOMP_WASI_CALLS);
+    if (WIFSIGNALED(status))
+        fail_msg("the filter killed the module's process (signal %d)", WTERMSIG(status));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* The same module under the JavaScript worker's list (no WASI extras) is
+ * killed: the check above can fail, and the JavaScript worker does not
+ * carry getrandom or clock_getres for a guest that cannot call them. */
+static void test_wasi_calls_need_the_module_filter(void **state) {
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    skip(); /* the filter logs instead of killing in sanitizer builds */
+#endif
+    int status = wasicalls_under_filter(0);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGSYS);
+}
+
+/* ---- module bounds -------------------------------------------------------- */
+
+/* A growable byte buffer for building modules. */
+struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static void wb_put(struct wbuf *b, const void *d, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        b->p = realloc(b->p, cap);
+        assert_non_null(b->p);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, d, n);
+    b->len += n;
+}
+
+static void wb_byte(struct wbuf *b, uint8_t v) {
+    wb_put(b, &v, 1);
+}
+
+static void wb_uleb(struct wbuf *b, uint64_t v) {
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        wb_byte(b, (uint8_t)(byte | (v ? 0x80 : 0)));
+    } while (v);
+}
+
+static void wb_name(struct wbuf *b, const char *s) {
+    wb_uleb(b, strlen(s));
+    wb_put(b, s, strlen(s));
+}
+
+/* Append section `id` with `body` to m, and empty body. */
+static void wb_section(struct wbuf *m, uint8_t id, struct wbuf *body) {
+    wb_byte(m, id);
+    wb_uleb(m, body->len);
+    wb_put(m, body->p, body->len);
+    body->len = 0;
+}
+
+/* A valid module with "memory", "_start" and the counts asked for; each
+ * zero count takes its default.  tests/wasi/wasmgen.py builds the same. */
+struct modspec {
+    uint32_t types;         /* function types in all (default 2) */
+    uint32_t imports;       /* wasi_snapshot_preview1.proc_exit imports */
+    uint32_t funcs;         /* defined functions (default 1: _start) */
+    uint32_t tables;        /* tables, each of table_initial elements */
+    uint32_t table_initial; /* elements per table */
+    uint32_t globals;       /* i32 globals */
+    uint32_t exports;       /* exports in all (default 2: memory, _start) */
+    uint32_t empty_elems;   /* empty passive element segments */
+    uint32_t elems[2];      /* items in up to two more passive segments */
+    uint32_t datas;         /* empty passive data segments */
+    bool data_count;        /* a DataCount section saying `datas` */
+    uint32_t locals;        /* i32 locals of _start */
+    bool split_locals;      /* one declaration per local instead of one in all */
+};
+
+static struct blob build_module(const struct modspec *s) {
+    struct wbuf m = {0}, b = {0};
+    uint32_t types = s->types ? s->types : 2, funcs = s->funcs ? s->funcs : 1;
+    uint32_t exports = s->exports ? s->exports : 2;
+    static const uint8_t magic[] = {0, 'a', 's', 'm', 1, 0, 0, 0};
+    wb_put(&m, magic, sizeof magic);
+    /* 1 type: () -> () and (i32) -> (), then copies of the first. */
+    wb_uleb(&b, types);
+    for (uint32_t i = 0; i < types; i++)
+        wb_put(&b, i == 1 ? "\x60\x01\x7f\x00" : "\x60\x00\x00", i == 1 ? 4 : 3);
+    wb_section(&m, 1, &b);
+    if (s->imports) { /* 2 import */
+        wb_uleb(&b, s->imports);
+        for (uint32_t i = 0; i < s->imports; i++) {
+            wb_name(&b, "wasi_snapshot_preview1");
+            wb_name(&b, "proc_exit");
+            wb_put(&b, "\x00\x01", 2);
+        }
+        wb_section(&m, 2, &b);
+    }
+    wb_uleb(&b, funcs); /* 3 function */
+    for (uint32_t i = 0; i < funcs; i++)
+        wb_byte(&b, 0);
+    wb_section(&m, 3, &b);
+    if (s->tables) { /* 4 table */
+        wb_uleb(&b, s->tables);
+        for (uint32_t i = 0; i < s->tables; i++) {
+            wb_put(&b, "\x70\x00", 2);
+            wb_uleb(&b, s->table_initial);
+        }
+        wb_section(&m, 4, &b);
+    }
+    wb_put(&b, "\x01\x00\x01", 3); /* 5 memory: one, of one page */
+    wb_section(&m, 5, &b);
+    if (s->globals) { /* 6 global */
+        wb_uleb(&b, s->globals);
+        for (uint32_t i = 0; i < s->globals; i++)
+            wb_put(&b, "\x7f\x00\x41\x00\x0b", 5);
+        wb_section(&m, 6, &b);
+    }
+    wb_uleb(&b, exports); /* 7 export */
+    wb_name(&b, "memory");
+    wb_put(&b, "\x02\x00", 2);
+    wb_name(&b, "_start");
+    wb_byte(&b, 0);
+    wb_uleb(&b, s->imports);
+    for (uint32_t i = 2; i < exports; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "e%u", i);
+        wb_name(&b, name);
+        wb_byte(&b, 0);
+        wb_uleb(&b, s->imports);
+    }
+    wb_section(&m, 7, &b);
+    uint32_t nelem = s->empty_elems + (s->elems[0] > 0) + (s->elems[1] > 0);
+    if (nelem) { /* 9 element: passive, funcref, items = _start */
+        wb_uleb(&b, nelem);
+        for (uint32_t i = 0; i < s->empty_elems; i++)
+            wb_put(&b, "\x01\x00\x00", 3);
+        for (int k = 0; k < 2; k++) {
+            if (!s->elems[k])
+                continue;
+            wb_put(&b, "\x01\x00", 2);
+            wb_uleb(&b, s->elems[k]);
+            for (uint32_t i = 0; i < s->elems[k]; i++)
+                wb_uleb(&b, s->imports);
+        }
+        wb_section(&m, 9, &b);
+    }
+    if (s->data_count) { /* 12 DataCount */
+        wb_uleb(&b, s->datas);
+        wb_section(&m, 12, &b);
+    }
+    wb_uleb(&b, funcs); /* 10 code: empty bodies, _start's with its locals */
+    struct wbuf body = {0};
+    if (s->locals && s->split_locals) {
+        wb_uleb(&body, s->locals);
+        for (uint32_t i = 0; i < s->locals; i++)
+            wb_put(&body, "\x01\x7f", 2);
+    } else if (s->locals) {
+        wb_byte(&body, 1);
+        wb_uleb(&body, s->locals);
+        wb_byte(&body, 0x7f);
+    } else {
+        wb_byte(&body, 0);
+    }
+    wb_byte(&body, 0x0b);
+    wb_uleb(&b, body.len);
+    wb_put(&b, body.p, body.len);
+    free(body.p);
+    for (uint32_t i = 1; i < funcs; i++)
+        wb_put(&b, "\x02\x00\x0b", 3);
+    wb_section(&m, 10, &b);
+    if (s->datas) { /* 11 data: passive, empty */
+        wb_uleb(&b, s->datas);
+        for (uint32_t i = 0; i < s->datas; i++)
+            wb_put(&b, "\x01\x00", 2);
+        wb_section(&m, 11, &b);
+    }
+    free(b.p);
+    return (struct blob){m.p, m.len};
+}
+
+struct bound_case {
+    const char *name;
+    struct modspec at, past;
+    const char *why; /* in the refusal of `past` */
+};
+
+static const struct bound_case k_bounds[] = {
+    {"PL_WASI_MAX_TYPES",
+     {.types = PL_WASI_MAX_TYPES},
+     {.types = PL_WASI_MAX_TYPES + 1},
+     "module has 100001 function types; at most 100000 are allowed"},
+    {"PL_WASI_MAX_FUNCS",
+     {.funcs = PL_WASI_MAX_FUNCS},
+     {.funcs = PL_WASI_MAX_FUNCS + 1},
+     "module has 100001 functions (imported and defined); at most 100000"},
+    {"PL_WASI_MAX_FUNCS (imported count)",
+     {.imports = 1, .funcs = PL_WASI_MAX_FUNCS - 1},
+     {.imports = 1, .funcs = PL_WASI_MAX_FUNCS},
+     "module has 100001 functions (imported and defined)"},
+    {"PL_WASI_MAX_IMPORTS",
+     {.imports = PL_WASI_MAX_IMPORTS},
+     {.imports = PL_WASI_MAX_IMPORTS + 1},
+     "module has 1001 imports; at most 1000"},
+    {"PL_WASI_MAX_EXPORTS",
+     {.exports = PL_WASI_MAX_EXPORTS},
+     {.exports = PL_WASI_MAX_EXPORTS + 1},
+     "module has 10001 exports; at most 10000"},
+    {"PL_WASI_MAX_GLOBALS",
+     {.globals = PL_WASI_MAX_GLOBALS},
+     {.globals = PL_WASI_MAX_GLOBALS + 1},
+     "module has 10001 globals; at most 10000"},
+    {"PL_WASI_MAX_TABLES",
+     {.tables = PL_WASI_MAX_TABLES},
+     {.tables = PL_WASI_MAX_TABLES + 1},
+     "module has 17 tables; at most 16"},
+    {"PL_WASI_MAX_TABLE_ELEMS",
+     {.tables = 1, .table_initial = PL_WASI_MAX_TABLE_ELEMS},
+     {.tables = 1, .table_initial = PL_WASI_MAX_TABLE_ELEMS + 1},
+     "table of 262145 initial elements exceeds the cap of 262144"},
+    {"PL_WASI_MAX_ELEM_SEGMENTS",
+     {.empty_elems = PL_WASI_MAX_ELEM_SEGMENTS},
+     {.empty_elems = PL_WASI_MAX_ELEM_SEGMENTS + 1},
+     "module has 10001 element segments; at most 10000"},
+    {"PL_WASI_MAX_ELEMS",
+     {.elems = {PL_WASI_MAX_ELEMS / 2, PL_WASI_MAX_ELEMS / 2}},
+     {.elems = {PL_WASI_MAX_ELEMS / 2, PL_WASI_MAX_ELEMS / 2 + 1}},
+     "module has 1048577 elements (in all element segments); at most 1048576"},
+    {"PL_WASI_MAX_DATA_SEGMENTS",
+     {.datas = PL_WASI_MAX_DATA_SEGMENTS},
+     {.datas = PL_WASI_MAX_DATA_SEGMENTS + 1},
+     "module has 10001 data segments; at most 10000"},
+    {"PL_WASI_MAX_DATA_SEGMENTS (DataCount)",
+     {.datas = PL_WASI_MAX_DATA_SEGMENTS, .data_count = true},
+     {.datas = PL_WASI_MAX_DATA_SEGMENTS + 1, .data_count = true},
+     "module has 10001 data segments (DataCount section)"},
+    {"PL_WASI_MAX_FUNC_LOCALS",
+     {.locals = PL_WASI_MAX_FUNC_LOCALS},
+     {.locals = PL_WASI_MAX_FUNC_LOCALS + 1},
+     "function 0 has 4097 params and locals (at most 4096 allowed)"},
+    {"PL_WASI_MAX_FUNC_LOCALS (one declaration each)",
+     {.locals = PL_WASI_MAX_FUNC_LOCALS, .split_locals = true},
+     {.locals = PL_WASI_MAX_FUNC_LOCALS + 1, .split_locals = true},
+     "function 0 has 4097 params and locals (at most 4096 allowed)"},
+};
+
+/* Each bound: a module at it passes validation and runs; one past it is
+ * refused, with the bound in the reason. */
+static void test_module_bounds_at_and_past(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof k_bounds / sizeof k_bounds[0]; i++) {
+        const struct bound_case *c = &k_bounds[i];
+        char err[256];
+        struct blob at = build_module(&c->at), past = build_module(&c->past);
+        int rc = pl_wasi_validate(at.data, at.len, &k_limits, err, sizeof err);
+        if (rc != PL_WASI_OK)
+            fail_msg("%s: the module at the bound was refused: %s", c->name, err);
+        struct pl_wasi_result r;
+        rc = pl_wasi_run(at.data, at.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
+        if (rc != PL_WASI_OK || r.exit_code != 0 || r.trapped)
+            fail_msg("%s: the module at the bound did not run: %d %s", c->name, rc, err);
+        pl_wasi_result_free(&r);
+        rc = pl_wasi_validate(past.data, past.len, &k_limits, err, sizeof err);
+        if (rc != PL_WASI_ERR_MODULE || strstr(err, c->why) == NULL)
+            fail_msg("%s: one past the bound: %d \"%s\"", c->name, rc, err);
+        free(at.data);
+        free(past.data);
+    }
+}
+
+/* Far past the bounds, in a child whose address space is only 64 MiB above
+ * what it uses: refused by the counting pass, never an allocation failure
+ * (before the bounds, wabt reserved about 1 GB for two million functions). */
+static void test_module_bounds_checked_before_allocation(void **state) {
+    (void)state;
+    if (under_valgrind())
+        skip();
+#if defined(__SANITIZE_ADDRESS__)
+    skip(); /* ASan's shadow memory makes an RLIMIT_AS cap meaningless */
+#endif
+    /* The last: one function of 3.9M local declarations (117 MB in the
+     * interpreter's reader without the bound). */
+    static const struct modspec huge[] = {
+        {.funcs = 2000000},   {.types = 2500000},
+        {.globals = 1500000}, {.empty_elems = 2500000},
+        {.elems = {7000000}}, {.datas = 3500000},
+        {.exports = 700000},  {.locals = 3900000, .split_locals = true},
+    };
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        struct blob b = build_module(&huge[i]);
+        assert_true(b.len <= (8u << 20)); /* the API's module size limit */
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            long vm_kib = 0;
+            FILE *f = fopen("/proc/self/statm", "r");
+            if (f == NULL || fscanf(f, "%ld", &vm_kib) != 1)
+                _exit(10);
+            fclose(f);
+            vm_kib *= sysconf(_SC_PAGESIZE) / 1024;
+            struct rlimit rl;
+            rl.rlim_cur = rl.rlim_max = (rlim_t)(vm_kib + 64 * 1024) * 1024;
+            if (setrlimit(RLIMIT_AS, &rl) != 0)
+                _exit(11);
+            char err[256];
+            int rc = pl_wasi_validate(b.data, b.len, &k_limits, err, sizeof err);
+            _exit(rc == PL_WASI_ERR_MODULE && strstr(err, "at most") != NULL ? 0
+                  : rc == PL_WASI_ERR_HOST                                   ? 12
+                                                                             : 13);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            fail_msg("module %zu (%zu bytes): child status %d", i, b.len, status);
+        free(b.data);
+    }
 }
 
 static void test_bad_arguments(void **state) {
@@ -545,6 +978,12 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_deadline_by_kill),
         cmocka_unit_test(test_host_oom_is_reported),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_exit_status_edges),
+        cmocka_unit_test(test_every_wasi_call),
+        cmocka_unit_test(test_every_wasi_call_under_the_worker_filter),
+        cmocka_unit_test(test_wasi_calls_need_the_module_filter),
+        cmocka_unit_test(test_module_bounds_at_and_past),
+        cmocka_unit_test(test_module_bounds_checked_before_allocation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

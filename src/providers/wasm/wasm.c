@@ -195,7 +195,7 @@ static int module_proof(struct wasm_state *s, struct pl_error *err) {
             err, PL_REASON_INTERNAL,
             "SANDBOX_PROVIDER=wasm: startup proof: a hello module did not print 42");
     rc = module_run(s, MOD(proof_big), NULL, 0, NULL, 0, &l, &r);
-    ok = rc == 0 && r.exit_code == PL_WASI_JOB_REFUSED;
+    ok = rc == 0 && r.refused;
     pl_js_result_free(&r);
     if (!ok)
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -254,7 +254,8 @@ static int wasm_create(const struct pl_config *config, void **ret_state, struct 
     char as[32];
     snprintf(as, sizeof(as), "%u", config->memory_mb + WASI_WORKER_OVERHEAD_MB);
     const char *margs[] = {"--address-space-mb", as, NULL};
-    r = pl_js_pool_new_args(s->workers, s->wasi_worker, margs, &s->mpool, msg, sizeof(msg));
+    r = pl_js_pool_new_args(s->workers, s->wasi_worker, margs, PL_JS_POOL_MODULES, &s->mpool, msg,
+                            sizeof(msg));
     if (r < 0) {
         pl_error_set(err, PL_REASON_INTERNAL,
                      "SANDBOX_PROVIDER=wasm: cannot start the module workers: %s",
@@ -337,8 +338,10 @@ static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_r
         return pl_error_set(err, PL_REASON_INTERNAL, "the %s worker failed around the run (%s)",
                             req->kind == PL_PAYLOAD_MODULE ? "module" : "JavaScript",
                             strerror(-rc));
-    if (req->kind == PL_PAYLOAD_MODULE && r.exit_code == PL_WASI_JOB_REFUSED) {
-        /* Refused before the module started: nothing of the guest ran. */
+    if (r.refused) {
+        /* The module worker's REFUSED frame, which it sends only before the
+         * module's first instruction: nothing of the guest ran.  No exit
+         * status means this; every status is a result below. */
         pl_error_set(err, PL_REASON_INVALID_REQUEST, "module.wasm_base64: %.*s",
                      (int)(r.err_len > 400 ? 400 : r.err_len), r.err ? r.err : "");
         pl_js_result_free(&r);
@@ -361,7 +364,10 @@ static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_r
                  ctx->timeout_ms);
     } else {
         ret->outcome = PL_OUTCOME_COMPLETED;
-        if (r.out_of_memory)
+        if (r.out_of_memory && req->kind == PL_PAYLOAD_MODULE)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "out of memory: the interpreter ran out of host memory for the module");
+        else if (r.out_of_memory)
             snprintf(ret->detail, sizeof(ret->detail),
                      "out of memory: the run's memory cap is %u MiB", ctx->memory_mb);
         else if (r.trapped)

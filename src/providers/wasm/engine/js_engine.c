@@ -15,6 +15,14 @@
  * this thread, with the run's deadline, and answers with BROKER_REPLY.
  * The backstop covers the whole exchange.
  *
+ * A module pool (PL_JS_POOL_MODULES) first waits for the worker's STARTED
+ * or REFUSED frame (await_start()): a refusal is a result flagged
+ * `refused`, carried by that frame type alone, and it is accepted only
+ * before the guest has started.  The guest's deadline starts at STARTED.
+ * Nothing else about a worker is read as a signal: its exit status is
+ * never looked at, and a worker that ends without its frame is an
+ * infrastructure error.
+ *
  * Workers are started with posix_spawn() (vfork-style, safe in the
  * multi-threaded daemon, and the untrusted code then runs in a fresh
  * small image that holds none of the daemon's memory), with an empty
@@ -52,6 +60,9 @@
 #define PL_JS_BACKSTOP_NS (250ull * 1000000)
 /* How long a new worker may take to say HELLO, and a request to be sent. */
 #define PL_JS_SPAWN_TIMEOUT_NS (10ull * 1000000000)
+/* How long a module worker may take to validate and instantiate a module
+ * (bounded by the module bounds in wasi_runner.h; well under a second). */
+#define PL_JS_CHECK_TIMEOUT_NS (10ull * 1000000000)
 /* Smallest accepted memory cap (one wasm page; below what QuickJS needs,
  * which then yields an out-of-memory result rather than an error). */
 #define PL_WASM_MIN_MEMORY 65536u
@@ -70,7 +81,8 @@ struct pl_js_pool {
     unsigned n;
     struct pl_js_worker *w;
     char *worker_path;
-    char *argv[8]; /* worker_path, extra arguments, NULL */
+    char *argv[8];  /* worker_path, extra arguments, NULL */
+    unsigned flags; /* PL_JS_POOL_* */
     uint64_t respawns;
 };
 
@@ -197,11 +209,11 @@ static int worker_restart(struct pl_js_pool *pool, struct pl_js_worker *w) {
 
 int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_pool **ret_pool,
                       char *errbuf, size_t errlen) {
-    return pl_js_pool_new_args(workers, worker_path, NULL, ret_pool, errbuf, errlen);
+    return pl_js_pool_new_args(workers, worker_path, NULL, 0, ret_pool, errbuf, errlen);
 }
 
 int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *const *args,
-                        struct pl_js_pool **ret_pool, char *errbuf, size_t errlen) {
+                        unsigned flags, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen) {
     struct pl_js_pool *pool;
     const char *path = worker_path;
     int r;
@@ -246,6 +258,7 @@ int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *c
     }
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->cond, NULL);
+    pool->flags = flags;
     pool->n = workers;
     for (unsigned i = 0; i < workers; i++)
         pool->w[i].fd = -1;
@@ -450,11 +463,49 @@ static int serve_broker(struct pl_js_worker *w, const struct pl_js_frame_hdr *hd
     return r;
 }
 
+/* Module pools: read the worker's first answer to RUN, which must come by
+ * `deadline`.  Returns 0 when the guest STARTED, 1 when the module was
+ * REFUSED (res filled: refused, the reason in err, *ret_flags), < 0 on a
+ * protocol/IO error or -ETIMEDOUT. */
+static int await_start(struct pl_js_worker *w, uint64_t deadline, struct pl_js_result *res,
+                       uint32_t *ret_flags) {
+    struct pl_js_frame_hdr hdr;
+    struct pl_js_refusal ref;
+    int r = pl_js_read_full(w->fd, &hdr, sizeof(hdr), deadline);
+
+    if (r < 0)
+        return r;
+    if (hdr.type == PL_JS_MSG_STARTED)
+        return pl_js_check_hdr(&hdr, PL_JS_MSG_STARTED, 0);
+    if (pl_js_check_hdr(&hdr, PL_JS_MSG_REFUSED, sizeof(ref) + PL_JS_MAX_REFUSAL) < 0 ||
+        hdr.len < sizeof(ref))
+        return -EPROTO;
+    r = pl_js_read_full(w->fd, &ref, sizeof(ref), deadline);
+    if (r < 0)
+        return r;
+    if ((ref.flags & ~PL_JS_RESP_WORKER_ENDS) != 0 || ref.reserved != 0)
+        return -EPROTO;
+    size_t len = hdr.len - sizeof(ref);
+    res->out = calloc(1, 1);
+    res->err = malloc(len + 1);
+    if (!res->out || !res->err)
+        return -ENOMEM;
+    r = pl_js_read_full(w->fd, res->err, len, deadline);
+    if (r < 0)
+        return r;
+    res->err[len] = '\0';
+    res->err_len = len;
+    res->refused = true;
+    *ret_flags = ref.flags;
+    return 1;
+}
+
 /* Read the RESULT frame into *res, serving broker requests before it.
- * < 0: protocol/IO error or -ETIMEDOUT. */
+ * *ret_flags gets the frame's PL_JS_RESP_* flags.  < 0: protocol/IO error
+ * or -ETIMEDOUT. */
 static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
                        const struct pl_js_broker *b, uint64_t run_deadline, uint64_t deadline,
-                       struct pl_js_result *res) {
+                       struct pl_js_result *res, uint32_t *ret_flags) {
     struct pl_js_frame_hdr hdr;
     struct pl_js_run_resp resp;
     uint64_t max_len = sizeof(resp) + (uint64_t)l->stdout_cap + l->stderr_cap + PL_JS_MAX_NOTE;
@@ -500,7 +551,26 @@ static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
     res->err_truncated = resp.flags & PL_JS_RESP_ERR_TRUNC;
     res->trapped = resp.flags & PL_JS_RESP_TRAPPED;
     res->guest_ns = resp.guest_ns;
+    *ret_flags = resp.flags;
     return 0;
+}
+
+/* Everything after RUN was sent: STARTED or REFUSED on a module pool,
+ * then broker requests and RESULT.  Returns 0 (a refusal included: then
+ * res->refused), -ETIMEDOUT when the guest's backstop passed, or < 0. */
+static int exchange(struct pl_js_pool *pool, struct pl_js_worker *w, const struct pl_js_limits *l,
+                    const struct pl_js_broker *b, struct pl_js_result *res, uint32_t *ret_flags) {
+    uint64_t run_deadline;
+
+    if (pool->flags & PL_JS_POOL_MODULES) {
+        int r = await_start(w, pl_js_now_ns() + PL_JS_CHECK_TIMEOUT_NS, res, ret_flags);
+        if (r == 1)
+            return 0;
+        if (r < 0)
+            return r == -ETIMEDOUT ? -EIO : r; /* nothing ran: not the guest's deadline */
+    }
+    run_deadline = pl_js_now_ns() + (uint64_t)l->timeout_ms * 1000000;
+    return read_result(w, l, b, run_deadline, run_deadline + PL_JS_BACKSTOP_NS, res, ret_flags);
 }
 
 int pl_js_pool_run(struct pl_js_pool *pool, const char *code, size_t code_len,
@@ -515,7 +585,8 @@ int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code
                           const struct pl_js_limits *limits, const struct pl_js_broker *broker,
                           struct pl_js_result *ret_result) {
     struct pl_js_worker *w;
-    uint64_t t0, run_deadline;
+    uint64_t t0;
+    uint32_t flags = 0;
     unsigned calls = 0;
     int r;
 
@@ -530,28 +601,22 @@ int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code
     t0 = pl_js_now_ns();
     r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits, broker);
     if (r == 0) {
-        /* The worker's timer starts a little later, so a broker that
-         * returns by run_deadline returns before the guest's deadline. */
-        run_deadline = pl_js_now_ns() + (uint64_t)limits->timeout_ms * 1000000;
-        r = read_result(w, limits, broker, run_deadline, run_deadline + PL_JS_BACKSTOP_NS,
-                        ret_result);
+        r = exchange(pool, w, limits, broker, ret_result, &flags);
         calls = ret_result->broker_calls; /* kept when the result is replaced */
         if (r == -ETIMEDOUT) {
             /* Backstop: the worker missed its own deadline. */
             pl_js_result_free(ret_result);
             r = backstop_result(limits, ret_result);
             worker_restart(pool, w); /* a failure is retried on next use */
-        } else if (r < 0 && r != -ENOMEM &&
-                   pl_js_now_ns() - t0 >= (uint64_t)limits->timeout_ms * 1000000) {
-            /* The worker ended itself at the deadline (module workers do). */
-            pl_js_result_free(ret_result);
-            r = backstop_result(limits, ret_result);
-            worker_restart(pool, w);
         } else if (r < 0) {
+            /* A protocol or I/O error, or the worker ended without its
+             * frame: never the guest's answer. */
             pl_js_result_free(ret_result);
             worker_restart(pool, w);
             if (r != -ENOMEM)
                 r = -EIO;
+        } else if (flags & PL_JS_RESP_WORKER_ENDS) {
+            worker_restart(pool, w); /* it exits after this answer */
         }
     }
     if (r == 0) {

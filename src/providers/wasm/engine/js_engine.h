@@ -11,7 +11,7 @@
  * given a broker (pl_js_pool_run_broker()), make HTTP requests through it
  * with plimsoll.request().
  *
- * See DESIGN.md for the design and measured figures.
+ * docs/providers/wasm.md has the design and measured figures.
  */
 #ifndef PLIMSOLL_JS_ENGINE_H
 #define PLIMSOLL_JS_ENGINE_H
@@ -48,6 +48,10 @@ struct pl_js_result {
                               stack exhausted); exit_code is 1 */
     uint64_t guest_ns;     /* worker-side time: instantiate .. end of guest */
     unsigned broker_calls; /* times the run's broker callback was called */
+    /* Module pools only: the worker refused the module before any of its
+     * code ran (its own REFUSED frame; no exit status means this).  err
+     * holds the one-line reason; exit_code and the flags are 0. */
+    bool refused;
 };
 
 /**
@@ -98,14 +102,24 @@ int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, char *errbuf,
 int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_pool **ret_pool,
                       char *errbuf, size_t errlen);
 
+/* pl_js_pool_new_args() flags.  PL_JS_POOL_MODULES: the workers run WASI
+ * modules, and every run begins with STARTED or REFUSED. */
+#define PL_JS_POOL_MODULES (1u << 0)
+
 /**
  * pl_js_pool_new_args - as pl_js_pool_new_ex(), passing up to six extra
- * arguments (NULL-terminated array, may be NULL) to every worker it starts.
- * The wasm provider's module pool uses it to start plimsoll-wasi-worker with
- * its address-space cap.
+ * arguments (NULL-terminated array, may be NULL) to every worker it starts,
+ * and `flags` (PL_JS_POOL_*).  The wasm provider's module pool uses it to
+ * start plimsoll-wasi-worker with its address-space cap.
+ *
+ * In a module pool the guest's deadline and the backstop start when the
+ * worker reports STARTED (validation is not the guest's time); the wait for
+ * STARTED or REFUSED is bounded separately (10 s).  A REFUSED frame gives
+ * a result with `refused` set; one on a JavaScript pool, or after STARTED,
+ * is a protocol error (-EIO).
  */
 int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *const *args,
-                        struct pl_js_pool **ret_pool, char *errbuf, size_t errlen);
+                        unsigned flags, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen);
 
 /**
  * pl_js_pool_run - run `code` as a global script named "<snippet>" with

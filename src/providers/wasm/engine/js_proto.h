@@ -9,17 +9,31 @@
  *
  *   worker -> pool  HELLO         payload: struct pl_js_hello (sent once, when ready)
  *   pool -> worker  RUN           payload: struct pl_js_run_req, code, stdin
+ *   worker -> pool  STARTED       no payload (module workers: the guest starts now)
+ *   worker -> pool  REFUSED       payload: struct pl_js_refusal, reason text
+ *                                 (module workers, instead of STARTED)
  *   worker -> pool  BROKER_REQ    payload: the guest's request (JSON bytes)
  *   pool -> worker  BROKER_REPLY  payload: struct pl_js_broker_reply, reply bytes
  *   worker -> pool  RESULT        payload: struct pl_js_run_resp, stdout, stderr
  *
- * A run is RUN, then any number of BROKER_REQ/BROKER_REPLY pairs, then
- * RESULT.  BROKER_REQ is sent only when the RUN had PL_JS_RUN_BROKER set,
- * and is at most broker_max_request bytes; the worker then blocks until the
- * pool answers with exactly one BROKER_REPLY (at most broker_max_reply
- * bytes after the fixed part).  The pool's result reader serves broker
- * frames until it sees RESULT.  Nothing else is interleaved; anything out
- * of order is a protocol error, and the worker is replaced.
+ * A JavaScript run is RUN, then any number of BROKER_REQ/BROKER_REPLY
+ * pairs, then RESULT.  BROKER_REQ is sent only when the RUN had
+ * PL_JS_RUN_BROKER set, and is at most broker_max_request bytes; the worker
+ * then blocks until the pool answers with exactly one BROKER_REPLY (at most
+ * broker_max_reply bytes after the fixed part).  The pool's result reader
+ * serves broker frames until it sees RESULT.
+ *
+ * A module run is RUN, then either REFUSED (the module failed validation
+ * or instantiation: none of its code ran, and the run ends there) or
+ * STARTED, sent immediately before the first guest instruction, then
+ * RESULT.  "Refused" therefore has a frame of its own that only the worker
+ * writes, and only before any guest code has run: after STARTED, and on a
+ * JavaScript pool at all, a REFUSED frame is a protocol error.  Nothing a
+ * guest produces (its exit status, its output bytes, whatever they look
+ * like) is ever read as a frame type, a length or a flag.
+ *
+ * Nothing else is interleaved; anything out of order is a protocol error,
+ * and the worker is replaced.
  */
 #ifndef PLIMSOLL_JS_PROTO_H
 #define PLIMSOLL_JS_PROTO_H
@@ -29,7 +43,7 @@
 #include <sys/uio.h>
 
 #define PL_JS_PROTO_MAGIC 0x534a4c50u /* "PLJS" little-endian */
-#define PL_JS_PROTO_VERSION 2
+#define PL_JS_PROTO_VERSION 3
 
 /* Hard ceilings enforced by both ends (the API caller may ask for less). */
 #define PL_JS_MAX_CODE (16u << 20)                 /* script bytes */
@@ -37,11 +51,14 @@
 #define PL_JS_MAX_STREAM (64u << 20)               /* stdout_cap / stderr_cap */
 #define PL_JS_MAX_MEMORY ((uint64_t)65535 * 65536) /* just under 4 GiB */
 #define PL_JS_MAX_BROKER_MSG (16u << 20)           /* one broker request or reply */
+#define PL_JS_MAX_REFUSAL 1024u                    /* a REFUSED frame's reason text */
 
 enum pl_js_msg_type {
     PL_JS_MSG_HELLO = 1,
     PL_JS_MSG_RUN = 2,
     PL_JS_MSG_RESULT = 3,
+    PL_JS_MSG_STARTED = 4,
+    PL_JS_MSG_REFUSED = 5,
     PL_JS_MSG_BROKER_REQ = 16,
     PL_JS_MSG_BROKER_REPLY = 17,
 };
@@ -93,9 +110,19 @@ struct pl_js_broker_reply {
 #define PL_JS_RESP_OUT_TRUNC (1u << 2)
 #define PL_JS_RESP_ERR_TRUNC (1u << 3)
 #define PL_JS_RESP_TRAPPED (1u << 4)
+/* The worker exits after this frame (a module worker's deadline, or its
+ * interpreter ran out of host memory): the pool replaces it at once. */
+#define PL_JS_RESP_WORKER_ENDS (1u << 5)
+
+/* A REFUSED frame's fixed part; the reason text (at most PL_JS_MAX_REFUSAL
+ * bytes, one line) follows. */
+struct pl_js_refusal {
+    uint32_t flags; /* PL_JS_RESP_WORKER_ENDS or 0 */
+    uint32_t reserved;
+};
 
 struct pl_js_run_resp {
-    int32_t exit_code;
+    int32_t exit_code; /* a module's u32 WASI status as two's complement (pl_js_status_i32) */
     uint32_t flags;
     uint64_t guest_ns; /* instantiate -> end, measured in the worker */
     uint32_t out_len;
@@ -121,6 +148,16 @@ int pl_js_read_full(int fd, void *buf, size_t len, uint64_t deadline_ns);
  * that len does not exceed max_len.  Returns 0 or -EPROTO.
  */
 int pl_js_check_hdr(const struct pl_js_frame_hdr *hdr, uint16_t want_type, uint64_t max_len);
+
+/**
+ * pl_js_status_i32 - a WASI exit status (any u32 a module gives proc_exit)
+ * as the int32 the protocol and the API carry: 0 .. 2^31-1 unchanged,
+ * 2^31 .. 2^32-1 as status - 2^32 (4294967295 is -1).  One-to-one, so
+ * nothing is lost and no value is special.
+ */
+static inline int32_t pl_js_status_i32(uint32_t status) {
+    return status <= (uint32_t)INT32_MAX ? (int32_t)status : -(int32_t)~status - 1;
+}
 
 /** pl_js_now_ns - CLOCK_MONOTONIC in nanoseconds. */
 uint64_t pl_js_now_ns(void);

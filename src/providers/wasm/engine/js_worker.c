@@ -445,7 +445,7 @@ static void *serve_thread(void *arg) {
     wasm_rt_init();
     Z_qjs_init_module();
 
-    if (g_use_seccomp && (r = pl_worker_seccomp()) < 0) {
+    if (g_use_seccomp && (r = pl_worker_seccomp(0)) < 0) {
         fprintf(stderr, "plimsoll-js-worker: seccomp: %s\n", strerror(-r));
         _exit(2);
     }

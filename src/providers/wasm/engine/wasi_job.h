@@ -4,15 +4,13 @@
  * The frame's "code" bytes are: u32 argument count (little-endian), then
  * each argument as u32 length + bytes, then the module's bytes.  The
  * frame's "stdin" is the guest's stdin.  A worker that refuses the module
- * (invalid, imports outside WASI, too much initial memory) answers with
- * exit code PL_WASI_JOB_REFUSED and the reason as its stderr.
+ * (invalid, imports outside WASI, over a bound) answers with a REFUSED
+ * frame of its own (js_proto.h), never with an exit status.
  */
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define PL_WASI_JOB_REFUSED (-1000)
 
 struct pl_wasi_job {
     char **args; /* NUL-terminated copies */

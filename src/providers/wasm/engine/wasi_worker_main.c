@@ -7,11 +7,19 @@
  * like a snippet.  The RUN frame's "code" is a module job (pl_wasi_job_*);
  * its "stdin" is the guest's stdin.
  *
+ * A run answers exactly one of two ways, each with its own frame type
+ * (js_proto.h): REFUSED, when the module fails validation or
+ * instantiation, before any of its code has run; or STARTED, sent right
+ * before its first instruction, then RESULT.  The module's exit status is
+ * only ever a field of RESULT, so no status it can choose means "refused".
+ *
  * The interpreter cannot be interrupted from inside, so the deadline is the
- * process itself: an interval timer whose signal ends the worker, which the
- * pool reports as a deadline stop and replaces.  Its address space is
- * capped (RLIMIT_AS, --address-space-mb), because wabt does not bound its
- * own value stack; a host allocation failure also ends the worker.
+ * process itself: an interval timer whose handler writes a prepared
+ * timed-out RESULT and ends the worker, which the pool then replaces (the
+ * guest's output so far is lost).  Its address space is capped (RLIMIT_AS,
+ * --address-space-mb), because wabt does not bound its own value stack;
+ * when the interpreter runs out of host memory the run is answered as out
+ * of memory and the worker ends after the answer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,14 +40,74 @@
 
 #define WORKER_SOCKET_FD 3
 
+/* The timed-out RESULT the deadline handler writes: built before the guest
+ * starts, so the handler only calls write() and _exit(). */
+static struct {
+    struct pl_js_frame_hdr hdr;
+    struct pl_js_run_resp resp;
+    char note[128];
+} g_deadline_frame;
+static size_t g_deadline_len;
+
+static void prepare_deadline_frame(uint32_t timeout_ms) {
+    int n = snprintf(g_deadline_frame.note, sizeof(g_deadline_frame.note),
+                     "plimsoll: deadline of %u ms exceeded; the guest was stopped\n", timeout_ms);
+    g_deadline_frame.resp = (struct pl_js_run_resp){
+        .exit_code = 124,
+        .flags = PL_JS_RESP_TIMED_OUT | PL_JS_RESP_WORKER_ENDS,
+        .err_len = (uint32_t)n,
+    };
+    g_deadline_frame.hdr = (struct pl_js_frame_hdr){
+        .magic = PL_JS_PROTO_MAGIC,
+        .version = PL_JS_PROTO_VERSION,
+        .type = PL_JS_MSG_RESULT,
+        .len = (uint32_t)(sizeof(g_deadline_frame.resp) + (size_t)n),
+    };
+    g_deadline_len = sizeof(g_deadline_frame.hdr) + sizeof(g_deadline_frame.resp) + (size_t)n;
+}
+
+/* The timer only runs while the guest does (armed after STARTED, disarmed
+ * before any other frame is written), so this frame never interleaves with
+ * another. */
 static void on_deadline(int sig) {
+    const char *p = (const char *)&g_deadline_frame;
+    size_t left = g_deadline_len;
+
     (void)sig;
-    _exit(124); /* the pool reports the deadline and starts a new worker */
+    while (left > 0) {
+        ssize_t n = write(WORKER_SOCKET_FD, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        p += n;
+        left -= (size_t)n;
+    }
+    _exit(124); /* the pool replaces this worker */
 }
 
 static int arm_timer(uint32_t ms) {
     struct itimerval it = {.it_value = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000}};
     return setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* The start hook (pl_wasi_run_hooked): the module passed every check and
+ * was instantiated; tell the pool, then start the guest's clock. */
+struct start_ctx {
+    int fd;
+    uint32_t timeout_ms;
+    bool started;
+};
+
+static int on_start(void *userdata) {
+    struct start_ctx *s = userdata;
+
+    if (pl_js_write_frame(s->fd, PL_JS_MSG_STARTED, NULL, 0) < 0)
+        return -1;
+    s->started = true;
+    prepare_deadline_frame(s->timeout_ms);
+    arm_timer(s->timeout_ms ? s->timeout_ms : 1);
+    return 0;
 }
 
 static int send_hello(int fd) {
@@ -48,7 +116,15 @@ static int send_hello(int fd) {
     return pl_js_write_frame(fd, PL_JS_MSG_HELLO, &v, 1);
 }
 
-static int reply(int fd, int exit_code, uint32_t flags, const char *out, size_t out_len,
+/* The module was refused before any of its code ran. */
+static int refuse(int fd, uint32_t flags, const char *why) {
+    struct pl_js_refusal ref = {.flags = flags};
+    size_t n = strnlen(why, PL_JS_MAX_REFUSAL);
+    struct iovec parts[2] = {{&ref, sizeof(ref)}, {(void *)why, n}};
+    return pl_js_write_frame(fd, PL_JS_MSG_REFUSED, parts, 2);
+}
+
+static int reply(int fd, int32_t exit_code, uint32_t flags, const char *out, size_t out_len,
                  const char *err, size_t err_len) {
     struct pl_js_run_resp resp = {.exit_code = exit_code,
                                   .flags = flags,
@@ -58,7 +134,8 @@ static int reply(int fd, int exit_code, uint32_t flags, const char *out, size_t 
     return pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 3);
 }
 
-/* One RUN frame.  Returns 1 when the pool closed the socket. */
+/* One RUN frame.  Returns 1 when the pool closed the socket, 2 when this
+ * worker must end after its answer. */
 static int serve_one(int fd) {
     struct pl_js_frame_hdr hdr;
     struct pl_js_run_req req;
@@ -92,32 +169,41 @@ static int serve_one(int fd) {
     struct pl_wasi_limits lim = {.memory_bytes = req.memory_bytes,
                                  .stdout_cap = req.stdout_cap,
                                  .stderr_cap = req.stderr_cap};
-    char msg[512] = "";
-    if (pl_wasi_validate(job.wasm, job.wasm_len, &lim, msg, sizeof(msg)) != PL_WASI_OK) {
-        r = reply(fd, PL_WASI_JOB_REFUSED, 0, "", 0, msg, strlen(msg));
-        pl_wasi_job_free(&job);
-        free(payload);
-        return r;
-    }
+    char msg[PL_JS_MAX_REFUSAL] = "";
     struct pl_wasi_result res = {0};
-    arm_timer(req.timeout_ms);
-    int rc = pl_wasi_run(job.wasm, job.wasm_len, (const char *const *)job.args, job.nargs,
-                         payload + req.code_len, req.stdin_len, &lim, &res, msg, sizeof(msg));
+    struct start_ctx start = {.fd = fd, .timeout_ms = req.timeout_ms};
+    int rc = pl_wasi_run_hooked(job.wasm, job.wasm_len, (const char *const *)job.args, job.nargs,
+                                payload + req.code_len, req.stdin_len, &lim, on_start, &start, &res,
+                                msg, sizeof(msg));
     arm_timer(0);
     pl_wasi_job_free(&job);
     free(payload);
-    if (rc == PL_WASI_ERR_HOST) {
-        fprintf(stderr, "plimsoll-wasi-worker: host allocation failed: %s\n", msg);
-        _exit(3); /* wabt skipped its cleanup: this process is done */
+    if (!start.started) {
+        /* Validation or instantiation said no, or the host ran out of
+         * memory loading the module (then wabt skipped its cleanup, and
+         * this process ends after the answer). */
+        if (rc == PL_WASI_ERR_HOST) {
+            r = refuse(fd, PL_JS_RESP_WORKER_ENDS, msg);
+            return r < 0 ? r : 2;
+        }
+        return refuse(fd, 0, msg);
     }
-    if (rc != PL_WASI_OK)
-        return reply(fd, PL_WASI_JOB_REFUSED, 0, "", 0, msg, strlen(msg));
+    if (rc != PL_WASI_OK) {
+        /* The guest started but no result could be collected: end without
+         * an answer, which the pool reports as an infrastructure error. */
+        fprintf(stderr, "plimsoll-wasi-worker[%d]: %s\n", (int)getpid(), msg);
+        return 2;
+    }
     uint32_t flags = (res.trapped ? PL_JS_RESP_TRAPPED : 0) |
+                     (res.out_of_memory ? PL_JS_RESP_OOM : 0) |
+                     (res.host_exhausted ? PL_JS_RESP_WORKER_ENDS : 0) |
                      (res.out_truncated ? PL_JS_RESP_OUT_TRUNC : 0) |
                      (res.err_truncated ? PL_JS_RESP_ERR_TRUNC : 0);
-    r = reply(fd, res.exit_code, flags, res.out, res.out_len, res.err, res.err_len);
+    r = reply(fd, pl_js_status_i32(res.exit_code), flags, res.out, res.out_len, res.err,
+              res.err_len);
+    bool ends = res.host_exhausted;
     pl_wasi_result_free(&res);
-    return r;
+    return r < 0 ? r : ends ? 2 : 0;
 }
 
 int main(int argc, char **argv) {
@@ -158,7 +244,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGALRM, on_deadline);
     int r;
-    if (seccomp && (r = pl_worker_seccomp()) < 0) {
+    if (seccomp && (r = pl_worker_seccomp(PL_SECCOMP_WASI_CALLS)) < 0) {
         fprintf(stderr, "plimsoll-wasi-worker: seccomp: %s\n", strerror(-r));
         return 2;
     }
@@ -166,7 +252,7 @@ int main(int argc, char **argv) {
         return 1;
     for (;;) {
         r = serve_one(WORKER_SOCKET_FD);
-        if (r == 1)
+        if (r == 1 || r == 2)
             return 0;
         if (r < 0) {
             fprintf(stderr, "plimsoll-wasi-worker[%d]: %s\n", (int)getpid(), strerror(-r));

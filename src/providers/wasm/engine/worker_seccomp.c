@@ -38,15 +38,21 @@
 #define ALLOW(nr)                                                                                  \
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
 
+/* Skip the next instruction unless `flag` is set in `flags`: the ALLOW
+ * pair that follows then applies only to the worker that asked for it. */
+#define ONLY_WITH(flag) BPF_JUMP(BPF_JMP | BPF_JA, (flags & (flag)) ? 0 : 2, 0, 0)
+
 /*
  * Allow only what a serving worker needs: socket I/O on its existing fd,
  * memory management (guest memory is mmap/mprotect, the C heap uses
  * brk/mmap/mremap/madvise), the deadline timer and signal return, clocks,
- * futex (libc locks) and exit.  openat fails with EACCES; anything else
- * (socket, exec, kill, ptrace, ...) kills the whole worker, and the pool
- * reports an infrastructure error and respawns it.
+ * futex (libc locks) and exit.  The module worker also gets getrandom and
+ * clock_getres (WASI random_get and clock_res_get; the JavaScript guest
+ * imports neither).  openat fails with EACCES; anything else (socket, exec,
+ * kill, ptrace, ...) kills the whole worker, and the pool reports an
+ * infrastructure error and respawns it.
  */
-int pl_worker_seccomp(void) {
+int pl_worker_seccomp(unsigned flags) {
 #ifdef PL_AUDIT_ARCH
     struct sock_filter filter[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -74,6 +80,10 @@ int pl_worker_seccomp(void) {
         ALLOW(__NR_getpid),
         ALLOW(__NR_exit),
         ALLOW(__NR_exit_group),
+        ONLY_WITH(PL_SECCOMP_WASI_CALLS),
+        ALLOW(__NR_getrandom),
+        ONLY_WITH(PL_SECCOMP_WASI_CALLS),
+        ALLOW(__NR_clock_getres),
         /* libc may probe files (e.g. /proc/sys/vm/overcommit_memory when
          * trimming a heap): refuse quietly instead of killing. */
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 0, 1),
@@ -89,6 +99,7 @@ int pl_worker_seccomp(void) {
         return -errno;
     return 0;
 #else
+    (void)flags;
     return -ENOSYS;
 #endif
 }

@@ -2,8 +2,11 @@
  * wasi_runner.cc - the C API of wasi_runner.h on top of the wabt
  * interpreter (libwabt 1.0.32, built without WITH_WASI).
  *
- * A run is: parse + validate the bytes with wabt::interp::ReadBinaryInterp,
- * check the module against plimsoll's rules (only wasi_snapshot_preview1
+ * A run is: count the module's items against the PL_WASI_MAX_* bounds with
+ * wabt's binary reader and a delegate that allocates nothing
+ * (BoundsCounter), parse + validate the bytes with
+ * wabt::interp::ReadBinaryInterp, check the module against plimsoll's
+ * rules (only wasi_snapshot_preview1
  * function imports, "_start" and "memory" exported, resource bounds), lower
  * the declared memory and table maxima to the caps, bind every import to a
  * HostFunc implemented here, instantiate in a fresh Store, then call the
@@ -14,15 +17,18 @@
  *
  * Every guest pointer and length is checked against the current size of
  * linear memory before the host touches it (Ctx::span); a bad one makes the
- * WASI call return EFAULT.  Host-side allocations are bounded: iovec counts,
- * argv size, table sizes and locals per function are capped (wasi_runner.h),
- * output is capped per stream and linear memory by the caller's limit.
+ * WASI call return EFAULT.  Host-side allocations are bounded: the module's
+ * items (types, functions, imports, exports, globals, tables and their
+ * sizes, element segments and elements, data segments), iovec counts, argv
+ * size and locals per function are capped (wasi_runner.h), output is
+ * capped per stream and linear memory by the caller's limit.
  *
- * wabt itself is compiled without exception handling landing pads, so a
- * std::bad_alloc escaping from it would skip its destructors; the public
- * functions still catch it and report PL_WASI_ERR_HOST so the daemon can
- * recycle the worker instead of crashing, but the bounds above are what is
- * meant to keep that from happening.
+ * One allocation is not bounded by wabt 1.0.32: its value stack.  The
+ * worker's RLIMIT_AS turns its growth into std::bad_alloc.  wabt itself is
+ * compiled without exception handling landing pads, so the exception skips
+ * wabt's destructors: thrown while the guest runs it ends the run as a
+ * result (host_exhausted), thrown anywhere else the public functions report
+ * PL_WASI_ERR_HOST; either way the process must run no further module.
  */
 #include "wasi_runner.h"
 
@@ -38,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include <wabt/binary-reader-nop.h>
 #include <wabt/binary-reader.h>
 #include <wabt/config.h>
 #include <wabt/error.h>
@@ -590,6 +597,124 @@ bool data_count_is_plausible(const uint8_t *wasm, size_t len, std::string *why) 
   return true;
 }
 
+/* The first pass over a module: wabt's own binary reader with a delegate
+ * that compares each count with its bound as the reader announces it,
+ * before any item is read, and allocates nothing but one number per type
+ * and per function (after their counts passed).  The interpreter's reader
+ * (the second pass) reserves memory for every count it is given, and the
+ * counts are limited only by the section's size (one byte per item): an
+ * 8 MiB module of two million empty functions makes it allocate about a
+ * gigabyte, one function of four million local declarations 117 MB.  A
+ * malformed module is not reported by this pass: the second pass fails at
+ * the same byte with wabt's own message. */
+class BoundsCounter : public wabt::BinaryReaderNop {
+ public:
+  /* Why the module was refused; empty while every bound holds. */
+  std::string why;
+
+  /* Errors are the second pass's to report (and the delegate must not let
+   * the reader print them to the worker's stderr). */
+  bool OnError(const wabt::Error &) override { return true; }
+
+  wabt::Result OnTypeCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_TYPES, "function types");
+  }
+  wabt::Result OnImportCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_IMPORTS, "imports");
+  }
+  wabt::Result OnImportFunc(wabt::Index, std::string_view, std::string_view,
+                            wabt::Index, wabt::Index) override {
+    imported_funcs_++;
+    return wabt::Result::Ok;
+  }
+  wabt::Result OnFunctionCount(wabt::Index count) override {
+    return bound(static_cast<uint64_t>(imported_funcs_) + count,
+                 PL_WASI_MAX_FUNCS, "functions (imported and defined)");
+  }
+  wabt::Result OnTableCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_TABLES, "tables");
+  }
+  wabt::Result OnTable(wabt::Index, wabt::Type,
+                       const wabt::Limits *limits) override {
+    if (limits->initial <= PL_WASI_MAX_TABLE_ELEMS) return wabt::Result::Ok;
+    why = fmt("table of %llu initial elements exceeds the cap of %u",
+              static_cast<unsigned long long>(limits->initial),
+              PL_WASI_MAX_TABLE_ELEMS);
+    return wabt::Result::Error;
+  }
+  wabt::Result OnGlobalCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_GLOBALS, "globals");
+  }
+  wabt::Result OnExportCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_EXPORTS, "exports");
+  }
+  wabt::Result OnElemSegmentCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_ELEM_SEGMENTS, "element segments");
+  }
+  wabt::Result OnElemSegmentElemExprCount(wabt::Index,
+                                          wabt::Index count) override {
+    elems_ += count;
+    return bound(elems_, PL_WASI_MAX_ELEMS,
+                 "elements (in all element segments)");
+  }
+  wabt::Result OnDataCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_DATA_SEGMENTS,
+                 "data segments (DataCount section)");
+  }
+  wabt::Result OnDataSegmentCount(wabt::Index count) override {
+    return bound(count, PL_WASI_MAX_DATA_SEGMENTS, "data segments");
+  }
+  /* Params + locals per function: the interpreter's reader keeps one
+   * entry per local declaration, and an 8 MiB body can hold four million
+   * of them; the interpreter then materialises every local on each call. */
+  wabt::Result OnFuncType(wabt::Index, wabt::Index param_count, wabt::Type *,
+                          wabt::Index, wabt::Type *) override {
+    type_params_.push_back(param_count); /* at most PL_WASI_MAX_TYPES */
+    return wabt::Result::Ok;
+  }
+  wabt::Result OnFunction(wabt::Index, wabt::Index sig_index) override {
+    func_params_.push_back(sig_index < type_params_.size() ? type_params_[sig_index] : 0);
+    return wabt::Result::Ok;
+  }
+  wabt::Result BeginFunctionBody(wabt::Index, wabt::Offset) override {
+    locals_ = body_ < func_params_.size() ? func_params_[body_] : 0;
+    return wabt::Result::Ok;
+  }
+  wabt::Result OnLocalDecl(wabt::Index, wabt::Index count,
+                           wabt::Type) override {
+    locals_ += count;
+    return wabt::Result::Ok;
+  }
+  wabt::Result EndFunctionBody(wabt::Index) override {
+    if (locals_ > PL_WASI_MAX_FUNC_LOCALS) {
+      why = fmt("function %llu has %llu params and locals (at most %u "
+                "allowed)",
+                static_cast<unsigned long long>(imported_funcs_) + body_,
+                static_cast<unsigned long long>(locals_),
+                PL_WASI_MAX_FUNC_LOCALS);
+      return wabt::Result::Error;
+    }
+    body_++;
+    return wabt::Result::Ok;
+  }
+
+ private:
+  wabt::Index imported_funcs_ = 0;
+  uint64_t elems_ = 0;
+  std::vector<wabt::Index> type_params_; /* params of each type */
+  std::vector<wabt::Index> func_params_; /* params of each defined function */
+  size_t body_ = 0;                      /* index of the body being read */
+  uint64_t locals_ = 0;                  /* its params + locals so far */
+
+  wabt::Result bound(uint64_t n, uint64_t max, const char *what) {
+    if (n <= max) return wabt::Result::Ok;
+    why = fmt("module has %llu %s; at most %llu are allowed",
+              static_cast<unsigned long long>(n), what,
+              static_cast<unsigned long long>(max));
+    return wabt::Result::Error;
+  }
+};
+
 /* Parse and validate the bytes into *desc.  Returns < 0 with *why set. */
 int parse_module(const uint8_t *wasm, size_t len, wi::ModuleDesc *desc,
                  std::string *why) {
@@ -602,6 +727,14 @@ int parse_module(const uint8_t *wasm, size_t len, wi::ModuleDesc *desc,
                                   /*read_debug_names=*/false,
                                   /*stop_on_first_error=*/true,
                                   /*fail_on_custom_section_error=*/false);
+  {
+    BoundsCounter counter;
+    (void)wabt::ReadBinary(wasm, len, &counter, options);
+    if (!counter.why.empty()) {
+      *why = counter.why;
+      return PL_WASI_ERR_MODULE;
+    }
+  }
   wabt::Errors errors;
   wabt::Result r = wi::ReadBinaryInterp("module", wasm, len, options, &errors,
                                         desc);
@@ -725,40 +858,17 @@ int check_module(wi::ModuleDesc *desc, const pl_wasi_limits &limits,
     }
   }
 
-  /* Tables: bounded count and size, max lowered to the cap. */
-  if (desc->tables.size() > PL_WASI_MAX_TABLES) {
-    *why = fmt("module declares %zu tables (at most %d allowed)",
-               desc->tables.size(), PL_WASI_MAX_TABLES);
-    return PL_WASI_ERR_MODULE;
-  }
+  /* Tables: their number and initial sizes were bounded by the counting
+   * pass; the maximum is lowered to the cap. */
   for (wi::TableDesc &t : desc->tables) {
     wabt::Limits &l = t.type.limits;
-    if (l.initial > PL_WASI_MAX_TABLE_ELEMS) {
-      *why = fmt("table of %llu initial elements exceeds the cap of %u",
-                 static_cast<unsigned long long>(l.initial),
-                 PL_WASI_MAX_TABLE_ELEMS);
-      return PL_WASI_ERR_MODULE;
-    }
     if (!l.has_max || l.max > PL_WASI_MAX_TABLE_ELEMS) {
       l.max = PL_WASI_MAX_TABLE_ELEMS;
       l.has_max = true;
     }
   }
 
-  /* Locals: the interpreter allocates every local of a frame on its value
-   * stack at call time, so bound them per function. */
-  for (size_t i = 0; i < desc->funcs.size(); i++) {
-    const wi::FuncDesc &f = desc->funcs[i];
-    uint64_t n = f.type.params.size();
-    for (const wi::LocalDesc &l : f.locals) n += l.count;
-    if (n > PL_WASI_MAX_FUNC_LOCALS) {
-      *why = fmt("function %zu has %llu params and locals (at most %u "
-                 "allowed)",
-                 i + desc->imports.size(), static_cast<unsigned long long>(n),
-                 PL_WASI_MAX_FUNC_LOCALS);
-      return PL_WASI_ERR_MODULE;
-    }
-  }
+  /* Params + locals per function were counted in the first pass. */
   return PL_WASI_OK;
 }
 
@@ -814,13 +924,40 @@ bool call_void(wi::Store &store, wi::Ref func_ref, wi::Trap::Ptr *ret_trap) {
   return wabt::Succeeded(func->Call(thread, params, results, ret_trap));
 }
 
+/* How a guest call ended. */
+enum class Ending { kReturned, kTrapped, kHostExhausted };
+
+/* Call a function of no params and no results as call_void() does, and
+ * turn the interpreter running out of host memory into an ending of the
+ * run.  wabt's value stack is unbounded; the worker's RLIMIT_AS makes its
+ * growth throw std::bad_alloc, which unwinds to here (wabt's own frames
+ * skip their cleanup, which is why the process must then be recycled).
+ * The Thread that held the stack is gone by the time this returns, so the
+ * memory is back for collecting the result. */
+Ending call_guest(wi::Store &store, wi::Ref func_ref, wi::Trap::Ptr *ret_trap) {
+  try {
+    return call_void(store, func_ref, ret_trap) ? Ending::kReturned
+                                                : Ending::kTrapped;
+  } catch (const std::bad_alloc &) {
+    return Ending::kHostExhausted;
+  }
+}
+
 /* Move a finished run's outcome into *r.  Returns < 0 on allocation
  * failure. */
-int fill_result(Ctx &ctx, bool trapped, const std::string &trap_msg,
+int fill_result(Ctx &ctx, Ending ending, const std::string &trap_msg,
                 pl_wasi_result *r) {
-  if (ctx.exited) {
+  bool trapped = ending == Ending::kTrapped;
+  if (ending == Ending::kHostExhausted) {
+    r->host_exhausted = true;
+    r->out_of_memory = true;
+    r->exit_code = 1;
+    static const char kLine[] =
+        "plimsoll: module stopped: the interpreter ran out of host memory\n";
+    if (ctx.err.append_uncapped(kLine, sizeof kLine - 1) < 0) return -1;
+  } else if (ctx.exited) {
     r->exited = true;
-    r->exit_code = static_cast<int>(ctx.exit_code);
+    r->exit_code = ctx.exit_code;
   } else if (trapped) {
     r->trapped = true;
     r->exit_code = 1;
@@ -831,7 +968,6 @@ int fill_result(Ctx &ctx, bool trapped, const std::string &trap_msg,
   } else {
     r->exit_code = 0;
   }
-  r->out_of_memory = false; /* not observable with wabt; see header */
   r->memory_bytes = ctx.mem != nullptr ? ctx.mem->ByteSize() : 0;
   r->out_truncated = ctx.out.truncated;
   r->err_truncated = ctx.err.truncated;
@@ -845,8 +981,8 @@ int fill_result(Ctx &ctx, bool trapped, const std::string &trap_msg,
 /* Body of pl_wasi_run, exceptions still possible. */
 int run_module(const uint8_t *wasm, size_t len, const char *const *args,
                size_t nargs, const char *stdin_data, size_t stdin_len,
-               const pl_wasi_limits &limits, pl_wasi_result *r,
-               std::string *why) {
+               const pl_wasi_limits &limits, pl_wasi_start_fn on_start,
+               void *userdata, pl_wasi_result *r, std::string *why) {
   /* Per-run context: argv, stdin, output sinks. */
   Ctx ctx;
   if (nargs > PL_WASI_MAX_ARGS) {
@@ -912,16 +1048,23 @@ int run_module(const uint8_t *wasm, size_t len, const char *const *args,
       store.UnsafeGet<wi::Memory>(instance->exports()[mem_idx]);
   ctx.mem = memory.get();
 
-  bool ok = true;
-  for (const wi::StartDesc &s : starts) {
-    ok = call_void(store, instance->funcs()[s.func_index], &trap);
-    if (!ok) break;
+  /* Nothing of the guest has run; from here on everything is a result. */
+  if (on_start != nullptr && on_start(userdata) != 0) {
+    *why = "the run was stopped before the module started";
+    return PL_WASI_ERR_HOST;
   }
-  if (ok) ok = call_void(store, instance->exports()[start_idx], &trap);
+  Ending ending = Ending::kReturned;
+  for (const wi::StartDesc &s : starts) {
+    ending = call_guest(store, instance->funcs()[s.func_index], &trap);
+    if (ending != Ending::kReturned) break;
+  }
+  if (ending == Ending::kReturned)
+    ending = call_guest(store, instance->exports()[start_idx], &trap);
 
   std::string trap_msg;
-  if (!ok) trap_msg = trap ? trap->message() : std::string("unknown trap");
-  if (fill_result(ctx, !ok, trap_msg, r) < 0) {
+  if (ending == Ending::kTrapped)
+    trap_msg = trap ? trap->message() : std::string("unknown trap");
+  if (fill_result(ctx, ending, trap_msg, r) < 0) {
     *why = "out of host memory while collecting the result";
     return PL_WASI_ERR_HOST;
   }
@@ -961,6 +1104,18 @@ int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args,
                 const struct pl_wasi_limits *limits,
                 struct pl_wasi_result *ret_result, char *errbuf,
                 size_t errlen) {
+  return pl_wasi_run_hooked(wasm, len, args, nargs, stdin_data, stdin_len,
+                            limits, nullptr, nullptr, ret_result, errbuf,
+                            errlen);
+}
+
+int pl_wasi_run_hooked(const uint8_t *wasm, size_t len,
+                       const char *const *args, size_t nargs,
+                       const char *stdin_data, size_t stdin_len,
+                       const struct pl_wasi_limits *limits,
+                       pl_wasi_start_fn on_start, void *userdata,
+                       struct pl_wasi_result *ret_result, char *errbuf,
+                       size_t errlen) {
   set_err(errbuf, errlen, "");
   if (ret_result == nullptr) {
     set_err(errbuf, errlen, "invalid arguments");
@@ -976,7 +1131,7 @@ int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args,
   std::string why;
   try {
     rc = run_module(wasm, len, args, nargs, stdin_data, stdin_len, *limits,
-                    ret_result, &why);
+                    on_start, userdata, ret_result, &why);
   } catch (const std::bad_alloc &) {
     why = "out of host memory while running the module";
     rc = PL_WASI_ERR_HOST;

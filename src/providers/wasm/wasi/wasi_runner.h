@@ -11,10 +11,11 @@
  * the module has no file system access at all.
  *
  * The interpreter cannot be interrupted from inside, so the caller MUST
- * run pl_wasi_run() in a disposable worker process and SIGKILL that worker
- * at the deadline (see DESIGN.md).  Nothing in this library needs cleaning
- * up after such a kill, and no state is shared between runs, so a worker
- * may run any number of modules one after another.
+ * run pl_wasi_run() in a disposable worker process and end that worker at
+ * the deadline (docs/providers/wasm-modules.md).  Nothing in this library
+ * needs cleaning up after such a kill, and no state is shared between
+ * runs, so a worker may run any number of modules one after another
+ * (unless one ran out of host memory: see host_exhausted).
  *
  * All functions are safe to call from several threads at once (they share
  * no mutable state), although the daemon is expected to run one module per
@@ -39,9 +40,21 @@ extern "C" {
 #define PL_WASI_ERR_HOST (-4)        /* host allocation failed; recycle the worker */
 
 /* Fixed bounds on host-side resources a module can make the host allocate.
- * They are not caller-tunable because they exist to protect the worker. */
-#define PL_WASI_MAX_TABLES 16             /* tables per module */
+ * They are not caller-tunable because they exist to protect the worker.
+ * The module bounds are checked by a counting pass over the binary before
+ * the interpreter's reader allocates anything for the items they count
+ * (docs/providers/wasm-modules.md, "Module bounds", has the cost of each
+ * at its limit). */
+#define PL_WASI_MAX_TYPES 100000u         /* function types */
+#define PL_WASI_MAX_FUNCS 100000u         /* functions, imported and defined */
+#define PL_WASI_MAX_IMPORTS 1000u         /* imports (all functions) */
+#define PL_WASI_MAX_EXPORTS 10000u        /* exports */
+#define PL_WASI_MAX_GLOBALS 10000u        /* globals */
+#define PL_WASI_MAX_TABLES 16u            /* tables per module */
 #define PL_WASI_MAX_TABLE_ELEMS 262144u   /* elements per table (initial and max) */
+#define PL_WASI_MAX_ELEM_SEGMENTS 10000u  /* element segments */
+#define PL_WASI_MAX_ELEMS 1048576u        /* elements in all element segments */
+#define PL_WASI_MAX_DATA_SEGMENTS 10000u  /* data segments (and the DataCount) */
 #define PL_WASI_MAX_FUNC_LOCALS 4096u     /* params + locals per function */
 #define PL_WASI_MAX_IOVS 1024u            /* iovecs per fd_read/fd_write call */
 #define PL_WASI_MAX_ARGS_BYTES (1u << 20) /* total bytes of argv strings */
@@ -62,16 +75,21 @@ struct pl_wasi_limits {
 
 /* Outcome of one run.  Release with pl_wasi_result_free(). */
 struct pl_wasi_result {
-    /* proc_exit code; 0 when _start returned; 1 on a trap. */
-    int exit_code;
+    /* The WASI exit status: proc_exit's u32 argument, whatever it is;
+     * 0 when _start returned; 1 on a trap or when host memory ran out. */
+    uint32_t exit_code;
     /* The module called proc_exit (exit_code is the code it passed). */
     bool exited;
     /* The module trapped (unreachable, out-of-bounds access, call stack
      * exhausted, integer divide by zero, ...). */
     bool trapped;
-    /* Always false with this engine: wabt has no memory.grow hook, so a
-     * failed grow is only visible to the guest (memory.grow returns -1).
-     * Kept for API stability with engines that can report it. */
+    /* The interpreter ran out of host memory while the guest ran (wabt's
+     * value stack is unbounded; the worker's RLIMIT_AS stops it).  The
+     * run was stopped, one "plimsoll: ..." line is on stderr, and the
+     * process must not run another module: wabt skipped its cleanup. */
+    bool host_exhausted;
+    /* Set with host_exhausted.  A failed memory.grow is not reported:
+     * wabt has no hook for it, so only the guest sees -1. */
     bool out_of_memory;
     /* Size of the module's linear memory when the run ended, in bytes. */
     uint64_t memory_bytes;
@@ -101,7 +119,8 @@ struct pl_wasi_result {
  * signature or an unknown one that does not return one i32; lack an exported
  * "_start" function of type () -> () or an exported memory named "memory";
  * declare an initial memory above limits->memory_bytes; or exceed the fixed
- * PL_WASI_MAX_* bounds above.  errbuf may be NULL when errlen is 0.
+ * PL_WASI_MAX_* bounds above (checked before the reader allocates for the
+ * items counted).  errbuf may be NULL when errlen is 0.
  *
  * Returns PL_WASI_OK, PL_WASI_ERR_ARGS, PL_WASI_ERR_MODULE or
  * PL_WASI_ERR_HOST.
@@ -117,9 +136,11 @@ int pl_wasi_validate(const uint8_t *wasm, size_t len, const struct pl_wasi_limit
  * Returns < 0 only when the run could not happen: the module fails
  * pl_wasi_validate() (PL_WASI_ERR_MODULE), instantiation fails, e.g. a data
  * segment does not fit (PL_WASI_ERR_INSTANTIATE), bad arguments
- * (PL_WASI_ERR_ARGS) or a host allocation failed (PL_WASI_ERR_HOST; the
- * worker process should then be recycled).  errbuf says why.  A trap or a
- * non-zero proc_exit is a result: PL_WASI_OK with *ret_result filled in.
+ * (PL_WASI_ERR_ARGS) or a host allocation failed before the guest started
+ * (PL_WASI_ERR_HOST; the worker process should then be recycled).  errbuf
+ * says why.  A trap, any proc_exit status, and host memory running out
+ * while the guest runs (host_exhausted) are results: PL_WASI_OK with
+ * *ret_result filled in.
  * On failure *ret_result is zeroed and owns nothing.
  *
  * There is no deadline: a module that loops forever never returns.  Run
@@ -128,6 +149,24 @@ int pl_wasi_validate(const uint8_t *wasm, size_t len, const struct pl_wasi_limit
 int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args, size_t nargs,
                 const char *stdin_data, size_t stdin_len, const struct pl_wasi_limits *limits,
                 struct pl_wasi_result *ret_result, char *errbuf, size_t errlen);
+
+/* Called once per run by pl_wasi_run_hooked(), after instantiation and
+ * immediately before the first guest instruction (the start function,
+ * else "_start").  Nothing of the guest has run when it is called, and
+ * nothing can be refused after it.  A non-zero return stops the run there:
+ * pl_wasi_run_hooked() returns PL_WASI_ERR_HOST. */
+typedef int (*pl_wasi_start_fn)(void *userdata);
+
+/*
+ * pl_wasi_run() with a start hook (NULL = none).  The worker uses it to
+ * tell the daemon "the guest starts now" and to arm its deadline: a module
+ * refused by validation or instantiation never reaches the hook.
+ */
+int pl_wasi_run_hooked(const uint8_t *wasm, size_t len, const char *const *args, size_t nargs,
+                       const char *stdin_data, size_t stdin_len,
+                       const struct pl_wasi_limits *limits, pl_wasi_start_fn on_start,
+                       void *userdata, struct pl_wasi_result *ret_result, char *errbuf,
+                       size_t errlen);
 
 /* Release the buffers of a result and zero it.  NULL-safe; safe to call
  * twice. */
