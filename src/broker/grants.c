@@ -197,12 +197,10 @@ static bool refused_escape(unsigned v) {
 static const char *segment_problem(const char *s, size_t n) {
     if (n == 0)
         return "empty segment";
-    size_t dots = 0;
-    while (dots < n && s[dots] == '.')
-        dots++;
-    /* "." and "..", also before a ';' path parameter ("..;" is ".." to some servers) */
-    if (dots > 0 && dots <= 2 && (dots == n || s[dots] == ';'))
-        return "\".\" or \"..\" segment";
+    /* The bytes as a server that decodes escapes would see them. */
+    unsigned char dec[PL_GRANT_PATH_MAX];
+    size_t dn = 0;
+    dec[0] = '\0';
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch == '%') {
@@ -213,12 +211,32 @@ static const char *segment_problem(const char *s, size_t n) {
                 return "\"%\" must start a %XX escape";
             if (refused_escape((unsigned)(h << 4 | l)))
                 return "escape decodes to '/', '\\', '.', '%' or a control byte";
+            dec[dn++] = (unsigned char)(h << 4 | l);
             i += 2;
             continue;
         }
         if (!is_pchar(ch))
             return "byte outside RFC 3986 pchar";
+        dec[dn++] = ch;
     }
+    /* Escapes of bytes past 0x7f must be UTF-8 in its shortest form: an
+     * overlong "%C0%AE" is '.' to a lenient decoder. */
+    if (!pl_utf8_valid(dec, dn))
+        return "escapes are not valid UTF-8 (overlong, truncated or invalid)";
+    /* The name before a path parameter (';', also escaped as %3B), which
+     * some servers strip: "." and "..", and a name ending in dots or
+     * spaces, which some servers and file systems strip too ("admin." is
+     * "admin" there). */
+    size_t name = 0;
+    while (name < dn && dec[name] != ';')
+        name++;
+    size_t dots = 0;
+    while (dots < name && dec[dots] == '.')
+        dots++;
+    if (dots > 0 && dots <= 2 && dots == name)
+        return "\".\" or \"..\" segment";
+    if (name > 0 && (dec[name - 1] == '.' || dec[name - 1] == ' '))
+        return "segment ends with a dot or a space";
     return NULL;
 }
 

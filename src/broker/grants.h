@@ -87,13 +87,17 @@
 // Request paths.  A path is canonical when it starts with '/', is at most
 // 4096 bytes and 64 segments, has no '?' or '#', no empty segment ("//" or a
 // trailing '/', except the path "/" itself), no "." or ".." segment (nor one
-// that is "." or ".." before a ';', which some servers strip as a path
-// parameter), and every byte is an RFC 3986 pchar (unreserved, sub-delims,
-// ':' '@') or a %XX escape with two hex digits of either case.  An escape may
+// that is "." or ".." before a ';' or its escape %3B, which some servers strip
+// as a path parameter), no segment whose name (before a ';') ends in a dot or
+// a space (literal or %20: some servers strip them), and every byte is an
+// RFC 3986 pchar (unreserved, sub-delims, ':' '@') or a %XX escape with two
+// hex digits of either case.  An escape may
 // not decode to '/', '\\', '.', '%', a control byte (0x00-0x1f) or DEL (0x7f):
 // %2F %5C %2E %25 %00-%1F %7F are refused in either case, because a server
 // that decodes them would see a different path than the one matched.
-// Escapes of 0x80-0xff (UTF-8) are allowed.  Matching is byte-exact on the
+// Escapes of 0x80-0xff are allowed when the segment they are in decodes to
+// UTF-8 in its shortest form (an overlong %C0%AE is '.' to a lenient
+// decoder).  Matching is byte-exact on the
 // path as sent: "/items/%41" does not match a literal "A", and "%c3%a9" does
 // not match "%C3%A9" (which fails closed, since routes only allow).
 

@@ -10,6 +10,8 @@
  */
 #pragma once
 
+#include <stdbool.h>
+
 #include <jansson.h>
 #include <stddef.h>
 
@@ -26,6 +28,12 @@ int pl_canon_sha256(const json_t *v, char ret_hex[65]);
 
 /* The value of one hexadecimal digit (either case), or -1. */
 int pl_hex_digit(char c);
+
+/*
+ * Whether s (n bytes) is UTF-8 in its strict form: shortest encodings only,
+ * no surrogates, nothing past U+10FFFF.
+ */
+bool pl_utf8_valid(const unsigned char *s, size_t n);
 
 /* Standard base64 with padding; returns a malloc'd NUL-terminated string. */
 char *pl_base64_encode(const void *data, size_t len, int pad);

@@ -615,8 +615,9 @@ static void test_bounds_and_key_files(void **state) {
 static void test_path_canonical(void **state) {
     (void)state;
     static const char *const good[] = {
-        "/",       "/a",   "/items/1", "/a/b/c", "/a:b@c", "/~x-_.y", "/a;b=c",       "/%41",
-        "/%c3%a9", "/%7e", "/...",     "/.a",    "/a.",    "/*",      "/!$&'()*+,;=",
+        "/",       "/a",   "/items/1", "/a/b/c", "/a:b@c",    "/~x-_.y",    "/a;b=c",
+        "/%41",    "/%c3%a9", "/%7e",  "/.a",    "/a.b",      "/a;b.",      "/*",
+        "/!$&'()*+,;=",  "/%e2%82%ac", "/%F0%9F%98%80", "/a%20b",
     };
     static const char *const bad[] = {
         "",          "a",     "//",   "/a/",  "/a//b",  "/.",   "/..",   "/a/./b",
@@ -624,6 +625,13 @@ static void test_path_canonical(void **state) {
         "/%2F",      "/%2f",  "/%5C", "/%5c", "/%2E",   "/%2e", "/%25",  "/%00",
         "/%1f",      "/%7F",  "/%",   "/%4",  "/%zz",   "/a%2", "/\x01", "/\x7f",
         "/\xc3\xa9", "/a\"b", "/<",   "/[",   "/a|b",   "/`",   "/^",    "/{",
+        /* trailing dots or spaces, which some servers strip */
+        "/...", "/a.", "/admin.", "/admin..", "/a%20", "/a.%20", "/a.;x", "/a%20;x",
+        /* dot segments carrying an encoded ';' path parameter */
+        "/..%3b", "/..%3B", "/.%3bx", "/x/..%3Bfoo/y",
+        /* overlong, truncated or invalid UTF-8 escapes */
+        "/%c0%ae", "/%C0%AE%C0%AE", "/%e0%80%ae", "/%c0%af", "/%c3", "/%80", "/%ff",
+        "/%ed%a0%80", "/%f4%90%80%80", "/%c3%28",
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         if (!pl_grant_path_canonical(good[i]))
