@@ -48,6 +48,10 @@ def main(d, out):
         ("docker_runc_cli", "`docker run --rm` same image, runtime and walls (runc)"),
         ("docker_runsc_plimsoll", "plimsoll docker/runsc python snippet `print(1)`, keep-alive"),
         ("docker_runsc_cli", "`docker run --rm` same image, runtime and walls (runsc)"),
+        ("docker_runc_project1", "plimsoll docker/runc project, one step `python3 -c print(1)`"),
+        ("docker_runc_project3", "plimsoll docker/runc project, three such steps"),
+        ("docker_runsc_project1", "plimsoll docker/runsc project, one step `python3 -c print(1)`"),
+        ("docker_runsc_project3", "plimsoll docker/runsc project, three such steps"),
     ]
     rows = rows + docker_rows
     data = {k: load(d, k) for k, _ in rows}
@@ -81,6 +85,11 @@ def main(d, out):
         if p and c:
             ratios.append("| docker/%s: `docker run --rm` p50 / plimsoll p50 | **%.2f×** |"
                           % (rt, c["p50_us"] / p["p50_us"]))
+    for rt in ("runc", "runsc"):
+        one, three = data.get("docker_%s_project1" % rt), data.get("docker_%s_project3" % rt)
+        if one and three:
+            ratios.append("| docker/%s: a project step's exec, (3 steps p50 − 1 step p50) / 2 | "
+                          "%.1f ms |" % (rt, (three["p50_us"] - one["p50_us"]) / 2000.0))
     sess = load(d, "sessions") or []
     sess_lines = ["| runtime | warm pool | OpenSession + first Python cell p50 | min | max | n |"
                   " a later cell p50 | waiting sandbox memory |", "|---|---|---|---|---|---|---|---|"]

@@ -10,7 +10,11 @@
  *      read by every reader docker.c uses (create, list, wait, container
  *      and exec inspect, image inspect, /info, error messages, the session
  *      settings digest);
- *   2  the head of a hijacked stream's answer (attach, exec start).
+ *   2  the head of a hijacked stream's answer (attach, exec start);
+ *   3  the bootstrap's files report (pl_docker_files_report), byte 1 the
+ *      cap: accepted only as exactly one "PLIMSOLL {...}" line;
+ *   4  a session agent's report (pl_docker_agent_report), with and without
+ *      the launcher's "ready" prefix: accepted only as exactly one line.
  * Any crash, leak, sanitizer report or broken invariant (abort) is a bug. */
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,6 +24,7 @@
 
 #include "../src/providers/docker/engine.h"
 #include "../src/providers/docker/engine_parse.h"
+#include "../src/providers/docker/reports.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -247,13 +252,51 @@ static void fuzz_upgrade(const uint8_t *p, size_t n) {
     free(head);
 }
 
+static void fuzz_files_report(const uint8_t *p, size_t n) {
+    if (n < 1)
+        return;
+    size_t cap = CAPS[p[0] % 8];
+    const char *out = (const char *)p + 1;
+    size_t len = n - 1 < cap ? n - 1 : cap;
+    char why[160];
+    json_t *j = pl_docker_files_report(out, len, n - 1, cap, 137, why, sizeof(why));
+    if (j) {
+        /* Exactly one whole line, within the cap, naming its outcome. */
+        if (n - 1 > cap || len < 11 || out[len - 1] != '\n' || memchr(out, '\n', len - 1) ||
+            memcmp(out, "PLIMSOLL ", 9) != 0 || why[0] ||
+            !(json_is_string(json_object_get(j, "setup")) ||
+              json_is_string(json_object_get(j, "setup_failed"))))
+            abort();
+        json_decref(j);
+    } else if (!why[0]) {
+        abort(); /* a refusal always says why */
+    }
+}
+
+static void fuzz_agent_report(const uint8_t *p, size_t n) {
+    const char *out = (const char *)p;
+    for (int k = 0; k < 2; k++) {
+        const char *prefix = k ? "ready\n" : "";
+        size_t pl = strlen(prefix);
+        json_t *j = pl_docker_agent_report(out, n, prefix);
+        if (j) {
+            if (!json_is_object(j) || n < pl + 2 || memcmp(out, prefix, pl) != 0 ||
+                out[n - 1] != '\n' || memchr(out + pl, '\n', n - pl - 1))
+                abort();
+            json_decref(j);
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
-    switch (data[0] % 3) {
+    switch (data[0] % 5) {
     case 0: fuzz_demux(data + 1, size - 1); break;
     case 1: fuzz_answer(data + 1, size - 1); break;
-    default: fuzz_upgrade(data + 1, size - 1); break;
+    case 2: fuzz_upgrade(data + 1, size - 1); break;
+    case 3: fuzz_files_report(data + 1, size - 1); break;
+    default: fuzz_agent_report(data + 1, size - 1); break;
     }
     return 0;
 }

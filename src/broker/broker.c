@@ -25,6 +25,7 @@ struct pl_broker {
     atomic_uint calls;
     atomic_uint refused;
     struct pl_broker_sock *sock;
+    unsigned refused_peers;         /* refused by the access check on sockets since closed */
     struct pl_broker_reply current; /* the socket's reply in progress */
 };
 
@@ -81,10 +82,18 @@ int pl_broker_new(const struct pl_grant_profile *p, pl_grants_env_fn env, void *
     return 0;
 }
 
+void pl_broker_unlisten(struct pl_broker *b) {
+    if (!b || !b->sock)
+        return;
+    b->refused_peers += pl_broker_sock_refused(b->sock);
+    pl_broker_sock_stop(b->sock);
+    b->sock = NULL;
+}
+
 void pl_broker_free(struct pl_broker *b) {
     if (!b)
         return;
-    pl_broker_sock_stop(b->sock);
+    pl_broker_unlisten(b);
     pl_broker_reply_clear(&b->current);
     wipe_free(b->credential);
     free(b);
@@ -484,10 +493,12 @@ static void on_done(void *userdata, struct pl_http_response *resp) {
     pl_broker_reply_clear(&b->current);
 }
 
-int pl_broker_listen(struct pl_broker *b, const char *dir, struct pl_error *err) {
+int pl_broker_listen(struct pl_broker *b, const char *dir,
+                     const struct pl_broker_sock_access *access, struct pl_error *err) {
     struct pl_broker_sock_opts o = {
         .dir = dir,
         .sock_name = PL_BROKER_SOCKET_NAME,
+        .access = access ? *access : (struct pl_broker_sock_access){0},
         .limits = {.max_head_bytes = 16u << 10,
                    .max_headers = 64,
                    .max_body_bytes = b->p->max_request_bytes},
@@ -501,4 +512,8 @@ int pl_broker_listen(struct pl_broker *b, const char *dir, struct pl_error *err)
     if (pl_broker_sock_start(&o, &b->sock, msg, sizeof(msg)) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "broker socket: %s", msg);
     return 0;
+}
+
+unsigned pl_broker_refused_peers(const struct pl_broker *b) {
+    return b ? b->refused_peers + pl_broker_sock_refused(b->sock) : 0;
 }

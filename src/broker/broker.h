@@ -35,6 +35,7 @@
 
 #include "../core/errors.h"
 #include "broker_http.h"
+#include "broker_sock.h"
 #include "grants.h"
 
 #define PL_BROKER_MAX_REPLY_HEADERS 12
@@ -90,8 +91,19 @@ int pl_broker_handle_json(struct pl_broker *b, const char *req, size_t req_len, 
 /**
  * pl_broker_listen - serve HTTP/1.1 on dir/broker.sock for this run.  dir
  * must not exist yet (it is created, and removed by pl_broker_free).
+ * access says who may connect (broker_sock.h): the provider makes the
+ * socket its sandbox's alone and checks each peer before a byte is read.
  */
-int pl_broker_listen(struct pl_broker *b, const char *dir, struct pl_error *err);
+int pl_broker_listen(struct pl_broker *b, const char *dir,
+                     const struct pl_broker_sock_access *access, struct pl_error *err);
+
+/* Stop serving the socket (idempotent; pl_broker_free does it too): a
+ * provider calls it before its run returns, so its access check is never
+ * called after the run's state is gone. */
+void pl_broker_unlisten(struct pl_broker *b);
+
+/* Connections the access check refused unread (for tests and metrics). */
+unsigned pl_broker_refused_peers(const struct pl_broker *b);
 
 /* Counters for the run record: requests forwarded to the API, and requests
  * the broker refused itself. */

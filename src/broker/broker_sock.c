@@ -49,6 +49,8 @@ struct pl_broker_sock {
     int stop_fd;
     pthread_t thread;
     atomic_uint accepted;
+    atomic_uint refused;
+    struct pl_broker_sock_access access;
 };
 
 /* What waiting on a connection can end in. */
@@ -324,6 +326,17 @@ static void *server_main(void *arg) {
             }
             continue;
         }
+        if (s->access.peer_ok) {
+            /* The peer is judged before a byte is read from it. */
+            struct ucred cr = {0};
+            socklen_t cl = sizeof(cr);
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+                !s->access.peer_ok(s->access.peer_userdata, fd, cr.pid, cr.uid, cr.gid)) {
+                atomic_fetch_add(&s->refused, 1);
+                close(fd);
+                continue;
+            }
+        }
         unsigned n = atomic_fetch_add(&s->accepted, 1) + 1;
         bool stopped = false;
         if (n > s->max_conn) {
@@ -371,6 +384,7 @@ int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broke
     s->handler = opts->handler;
     s->done = opts->done;
     s->userdata = opts->userdata;
+    s->access = opts->access;
     int n1 = snprintf(s->dir, sizeof(s->dir), "%s", opts->dir);
     int n2 = snprintf(s->path, sizeof(s->path), "%s/%s", opts->dir, opts->sock_name);
     if (n1 < 0 || (size_t)n1 >= sizeof(s->dir) || n2 < 0 || (size_t)n2 >= sizeof(s->path)) {
@@ -381,13 +395,15 @@ int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broke
     }
     int rc;
     bool made_dir = false, bound = false;
-    if (mkdir(s->dir, 0755) < 0) {
+    if (mkdir(s->dir, 0700) < 0) {
         rc = seterr(errbuf, errlen, -errno, "broker socket: mkdir %s: %s", s->dir, strerror(errno));
         goto fail;
     }
     made_dir = true;
-    if (chmod(s->dir, 0755) < 0) { /* the umask may have narrowed mkdir's mode */
-        rc = seterr(errbuf, errlen, -errno, "broker socket: chmod %s: %s", s->dir, strerror(errno));
+    /* Root's alone until the socket has its final owner and mode (below). */
+    if (chmod(s->dir, 0700) < 0) {
+        rc = seterr(errbuf, errlen, -errno, "broker socket: chown/chmod %s: %s", s->dir,
+                    strerror(errno));
         goto fail;
     }
     s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -402,9 +418,22 @@ int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broke
         goto fail;
     }
     bound = true;
-    /* A container's user, whatever its uid, must be able to connect. */
-    if (chmod(s->path, 0666) < 0 || listen(s->listen_fd, 64) < 0) {
+    /* The sandbox's uid alone may connect (with access set); without it,
+     * anyone.  The directory is still 0700 here, so nobody connects before
+     * the socket has its final owner and mode. */
+    if ((s->access.set ? (chown(s->path, s->access.sock_uid, s->access.sock_gid) < 0 ||
+                          chmod(s->path, 0600) < 0)
+                       : chmod(s->path, 0666) < 0) ||
+        listen(s->listen_fd, 64) < 0) {
         rc = seterr(errbuf, errlen, -errno, "broker socket: chmod/listen %s: %s", s->path,
+                    strerror(errno));
+        goto fail;
+    }
+    /* Now the directory: traverse-only for the sandbox's uid (nothing to
+     * list, nothing to create), or open to all without access set. */
+    if ((s->access.set && chown(s->dir, s->access.sock_uid, s->access.sock_gid) < 0) ||
+        chmod(s->dir, s->access.set ? 0100 : 0755) < 0) {
+        rc = seterr(errbuf, errlen, -errno, "broker socket: chown/chmod %s: %s", s->dir,
                     strerror(errno));
         goto fail;
     }
@@ -458,4 +487,8 @@ const char *pl_broker_sock_path(const struct pl_broker_sock *s) {
 
 unsigned pl_broker_sock_connections(const struct pl_broker_sock *s) {
     return s ? atomic_load(&s->accepted) : 0;
+}
+
+unsigned pl_broker_sock_refused(const struct pl_broker_sock *s) {
+    return s ? atomic_load(&s->refused) : 0;
 }

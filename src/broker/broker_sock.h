@@ -10,6 +10,9 @@
  */
 #pragma once
 
+#include <stdbool.h>
+#include <sys/types.h>
+
 #include "broker_http.h"
 
 #define PL_BROKER_DEFAULT_IDLE_TIMEOUT_MS 5000u
@@ -31,9 +34,26 @@ typedef void (*pl_broker_handler_fn)(void *userdata, const struct pl_http_reques
 /* Called after the handler's response was written (or failed to be); may be NULL. */
 typedef void (*pl_broker_done_fn)(void *userdata, struct pl_http_response *resp);
 
+/*
+ * Who may connect, decided before a byte is read.  The kernel enforces the
+ * files' owners and modes; peer_ok sees each accepted connection's
+ * SO_PEERCRED (the connecting process's host pid, uid, gid) and returns
+ * true to serve it.  A refused peer's connection is closed unread and
+ * counted (pl_broker_sock_refused).
+ */
+struct pl_broker_sock_access {
+    bool set;       /* false: the directory 0755 and the socket 0666 (anyone) */
+    uid_t sock_uid; /* the owner of the directory (mode 0100: traverse only) and of the
+                       socket (0600): the only uid besides root that may connect */
+    gid_t sock_gid; /* their group */
+    bool (*peer_ok)(void *userdata, int fd, pid_t pid, uid_t uid, gid_t gid); /* may be NULL */
+    void *peer_userdata;
+};
+
 struct pl_broker_sock_opts {
-    const char *dir;       /* created mode 0755; must not exist yet; parent must exist */
-    const char *sock_name; /* e.g. "broker.sock"; one path component; created mode 0666 */
+    const char *dir;       /* created (see access); must not exist yet; parent must exist */
+    const char *sock_name; /* e.g. "broker.sock"; one path component */
+    struct pl_broker_sock_access access;
     struct pl_http_limits
         limits;               /* 0 fields: defaults; above the PL_HTTP_CAP_* ceilings: refused */
     unsigned idle_timeout_ms; /* per connection: max wait for a complete request, and max
@@ -74,3 +94,6 @@ const char *pl_broker_sock_path(const struct pl_broker_sock *s);
 
 /* Connections accepted so far (those answered 429 included). */
 unsigned pl_broker_sock_connections(const struct pl_broker_sock *s);
+
+/* Connections closed unread because access.peer_ok refused their peer. */
+unsigned pl_broker_sock_refused(const struct pl_broker_sock *s);

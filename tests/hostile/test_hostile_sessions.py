@@ -5,6 +5,7 @@ and a session that cannot be proved clean ends instead of running the next
 call.  After each class the daemon is ready, no container is left, and fd
 and thread counts are back."""
 import os
+import secrets
 import sys
 import time
 import unittest
@@ -12,6 +13,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
 from harness import Daemon, error_info  # noqa: E402
+from hostcheck import marked_tasks  # noqa: E402
 from test_docker import docker_env, engine_up, ours  # noqa: E402
 from test_hostile import Hostile, proc_counts  # noqa: E402
 
@@ -20,6 +22,108 @@ COUNT_OTHERS = ("import os\n"
                 "n = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, me)\n"
                 "     and open('/proc/%s/comm' % p).read().strip() not in ('python3', 'node')]\n"
                 "print(len(n))\n")
+
+
+# Everything started after this inherits the name (comm), so the host can
+# find a survivor (runc: guests are host processes).
+MARK = ("import ctypes as _c\n"
+        "_c.CDLL(None).prctl(15, b'%s', 0, 0, 0)\n")
+
+COUNTER = ("import time\n"
+           "def count():\n"
+           "    while True:\n"
+           "        open('/work/count', 'w').write(str(time.time()))\n"
+           "        time.sleep(0.02)\n")
+
+# A process left between calls that tries to take a launch's cell channel.
+SURVIVOR = r"""
+import os, random, re, socket, struct, time
+log = open('/work/survivor.log', 'a')
+log.write('started\n'); log.flush()
+seen, tried, scanned, end = {}, set(), 0, time.time() + 12
+def frame(t, b):
+    return t + struct.pack('>I', len(b)) + b
+def greet(tok):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(0.2)
+    try:
+        s.connect('/run/plimsoll/cells.sock')
+        s.sendall(frame(b'H', b'javascript ' + tok))
+    except OSError:
+        s.close()
+        return
+    # Answer whatever cell comes, later, in the background.
+    if os.fork() == 0:
+        try:
+            s.settimeout(15)
+            head = s.recv(5)
+            if head[:1] == b'C':
+                log.write('accepted\n'); log.flush()
+                s.sendall(frame(b'O', b'FORGED\n') + frame(b'X', b'0'))
+                time.sleep(5)
+        except OSError:
+            pass
+        os._exit(0)
+    s.close()
+def steal(pid):
+    # Everything readable of a process: its environment and descriptors.
+    global scanned
+    paths = ['/proc/%s/environ' % pid]
+    try:
+        paths += ['/proc/%s/fd/%s' % (pid, fd) for fd in os.listdir('/proc/%s/fd' % pid)]
+    except OSError:
+        pass
+    found = set()
+    for path in paths:
+        try:
+            f = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            data = os.read(f, 65536)
+            os.close(f)
+        except OSError:
+            continue
+        scanned += 1
+        found.update(re.findall(rb'[0-9a-f]{48}', data))
+    return found
+rounds = 0
+while time.time() < end:
+    rounds += 1
+    # New processes first and fast: a launch's token is young.
+    for pid in os.listdir('/proc'):
+        # A young process is read again and again: its environment is its
+        # own only once its exec is done.
+        if pid.isdigit() and seen.setdefault(pid, rounds) > rounds - 300 and \
+                int(pid) != os.getpid():
+            try:
+                with open('/proc/%s/environ' % pid, 'rb') as f:
+                    toks = set(re.findall(rb'[0-9a-f]{48}', f.read())) - tried
+                scanned += 1
+            except OSError:
+                toks = set()
+            if toks:
+                # Hold the token's owner still while greeting in its place.
+                try:
+                    os.kill(int(pid), 19)  # SIGSTOP
+                except OSError:
+                    pass
+                for tok in toks:
+                    tried.add(tok)
+                    greet(tok)
+                time.sleep(0.3)
+                try:
+                    os.kill(int(pid), 18)  # SIGCONT
+                except OSError:
+                    pass
+    if rounds % 200 == 0:
+        # Then everything readable, environments and descriptors alike.
+        for pid in os.listdir('/proc'):
+            if pid.isdigit() and int(pid) != os.getpid():
+                for tok in steal(pid) - tried:
+                    tried.add(tok)
+                    greet(tok)
+        greet(('%048x' % random.getrandbits(192)).encode())
+        log.write('scanned %d tokens %d\n' % (scanned, len(tried)))
+        log.flush()
+"""
 
 
 class HostileSessions(Hostile):
@@ -31,6 +135,7 @@ class HostileSessions(Hostile):
             raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
         cls.instance = "hostile-sessions-" + cls.RUNTIME
         cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance, SANDBOX_MAX_SESSIONS="4",
+                                      SANDBOX_SESSION_DISK_MB="8",
                                       SANDBOX_DOCKER_WARM="0")).start(timeout=240)
         cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
 
@@ -105,26 +210,193 @@ class HostileSessions(Hostile):
                          "os.path.exists('/tmp/secret'))")
         self.assertEqual(out["stdout"], "False False\n")
 
-    def test_interpreter_socket_squatting_is_harmless(self):
-        # A call replaces the interpreter's socket with its own listener; the
-        # cleanup ends the impostor, and the next cell gets a real interpreter.
+    # ---- the cleanup ends everything a call left running -------------------
+    # Each survivor below writes a counter into /work every 20 ms; a later
+    # call reads it twice, half a second apart: a counter that moved means
+    # the survivor lives.  The host also looks for its name (hostcheck).
+
+    def frozen(self, sid, path="/work/count"):
+        b = self.ok(sid, "import time\n"
+                         "def read():\n"
+                         "    try:\n"
+                         "        return open(%r).read()\n"
+                         "    except OSError:\n"
+                         "        return ''\n"
+                         "a = read(); time.sleep(0.5); b = read()\n"
+                         "print('frozen' if a == b else 'moving')\n" % path)
+        return b["stdout"]
+
+    def assert_no_marked(self, marker):
+        if self.RUNTIME == "runc":  # gVisor's guests are not host processes
+            self.assertEqual(marked_tasks(marker), [])
+
+    def test_a_process_whose_main_thread_exited_alone(self):
         sid = self.open()
-        self.cell(sid, "python", "v = 1")
-        self.ok(sid, "import os, socket, subprocess\n"
-                     "p = '/tmp/.plimsoll/cell-python.sock'\n"
-                     "code = ('import socket, os, time\\n'\n"
-                     "        's = socket.socket(socket.AF_UNIX)\\n'\n"
-                     "        'try: os.unlink(%r)\\n'\n"
-                     "        'except OSError: pass\\n'\n"
-                     "        's.bind(%r); s.listen(1); time.sleep(600)\\n') % (p, p)\n"
-                     "subprocess.Popen(['python3', '-c', code], start_new_session=True)\n"
-                     "import time; time.sleep(0.5)\n")
-        b = self.cell(sid, "python", "'v' in dir()")
-        # Either the kept interpreter still answered, or a fresh one started;
-        # never the impostor (which would hang or answer garbage).
-        self.assertIn(b["stdout"], ("True\n", "False\n"), b)
+        marker = "plz" + secrets.token_hex(4)
+        self.ok(sid, MARK % marker + COUNTER + "import ctypes, os, threading\n"
+                     "if os.fork() == 0:\n"
+                     "    os.setsid()\n"
+                     "    threading.Thread(target=count).start()\n"
+                     "    time.sleep(0.2)\n"
+                     "    ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: the main thread only\n"
+                     "time.sleep(0.5)\n")
+        self.assertEqual(self.frozen(sid), "frozen\n")
+        self.assert_no_marked(marker)
+
+    def test_a_process_that_looks_like_a_kept_interpreter(self):
+        sid = self.open()
+        self.assertEqual(self.cell(sid, "python", "k = 7; k")["stdout"], "7\n")
+        marker = "python3"  # the interpreters' own name: found by pid, never by name
+        loop = ("import time\n"
+                "while True:\n"
+                "    open('/work/count', 'w').write(str(time.time())); time.sleep(0.02)\n")
+        self.ok(sid, "import subprocess, time\n"
+                     "subprocess.Popen(['python3', '-c', %r, 'interp', 'python'],\n"
+                     "                 start_new_session=True)\n"
+                     "subprocess.Popen(['node', '-e', 'setInterval(() => require(\"fs\")'\n"
+                     "                  '.writeFileSync(\"/work/count2\", String(Date.now())), 20)'],\n"
+                     "                 start_new_session=True)\n"
+                     "time.sleep(0.5)\n" % loop)
+        del marker
+        self.assertEqual(self.frozen(sid), "frozen\n")
+        self.assertEqual(self.frozen(sid, "/work/count2"), "frozen\n")
+        b = self.cell(sid, "python", "k + 1")
+        self.assertEqual((b["stdout"], b["interpreter_started"]), ("8\n", False), b)
+
+    def test_a_process_reparented_under_an_interpreter(self):
+        sid = self.open()
+        marker = "plr" + secrets.token_hex(4)
+        code = (COUNTER + "import ctypes, os\n"
+                "ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER\n"
+                "if os.fork() == 0:\n"
+                "    if os.fork() == 0:\n"
+                "        ctypes.CDLL(None).prctl(15, b'MARKER', 0, 0, 0)\n"
+                "        count()\n"
+                "    os._exit(0)\n"
+                "os.wait()\n"
+                "time.sleep(0.3)\n"
+                "kept = 'yes'\n").replace("MARKER", marker)
+        b = self.cell(sid, "python", code)
         self.assertEqual(b["exit_code"], 0, b)
-        self.assertEqual(self.ok(sid, COUNT_OTHERS)["stdout"], "0\n")
+        self.assertEqual(self.frozen(sid), "frozen\n")
+        self.assert_no_marked(marker)
+        b = self.cell(sid, "python", "kept")
+        self.assertEqual((b["stdout"], b["interpreter_started"]), ("'yes'\n", False), b)
+
+    def test_a_process_an_interpreters_timer_starts_lives_until_the_next_cleanup(self):
+        sid = self.open()
+        # The kept interpreter's timer starts a process once /work/go exists
+        # and notes it in /work/started; a later call writes /work/go.
+        b = self.cell(sid, "javascript",
+                      "const fs = require('fs'); let spawned = false;\n"
+                      "setInterval(() => { if (!spawned && fs.existsSync('/work/go')) {\n"
+                      "  spawned = true; fs.appendFileSync('/work/started', 'x');\n"
+                      "  require('child_process').spawn('sh', ['-c', 'while true; do "
+                      "date +%s%N > /work/count; sleep 0.02; done'], "
+                      "{detached: true, stdio: 'ignore'}); } }, 20); 'armed'")
+        self.assertEqual(b["stdout"], "'armed'\n", b)
+        self.ok(sid, "open('/work/go', 'w').write('go')")
+        time.sleep(1.5)
+        # It started between calls (or during that call's cleanup): it may
+        # live until the next cleanup, which runs after this call...
+        b = self.ok(sid, "import os\nprint(os.path.exists('/work/started'))")
+        self.assertEqual(b["stdout"], "True\n", b)
+        # ...and not past it.
+        self.assertEqual(self.frozen(sid), "frozen\n")
+        self.assertEqual(self.cell(sid, "javascript", "1 + 1")["stdout"], "2\n")
+
+    # ---- the cell channel belongs to the interpreter the daemon launched ------
+
+    def test_a_survivor_reads_everything_and_greets_with_what_it_found(self):
+        """A process the Python interpreter's timer starts between calls
+        reads every /proc/*/environ and /proc/*/fd it can, connects to the
+        cell socket with every token-looking string it finds (and random
+        ones), and answers any cell it gets with a forged result.  The next
+        cell launches the JavaScript interpreter while it runs: the result
+        comes from the real interpreter."""
+        sid = self.open()
+        self.assertEqual(self.cell(sid, "python", "threading_ok = 1; threading_ok")["stdout"],
+                         "1\n")
+        # The kept interpreter's own thread starts the survivor again
+        # whenever none runs, so one is there whenever a launch happens.
+        b = self.cell(sid, "python", "import subprocess, threading, time\n"
+                      "def keep():\n"
+                      "    p = None\n"
+                      "    while True:\n"
+                      "        if p is None or p.poll() is not None:\n"
+                      "            p = subprocess.Popen(['python3', '-c', %r],\n"
+                      "                                 start_new_session=True)\n"
+                      "        time.sleep(0.05)\n"
+                      "threading.Thread(target=keep, daemon=True).start()\n"
+                      "'armed'" % SURVIVOR)
+        self.assertEqual(b["stdout"], "'armed'\n", b)
+        time.sleep(1.5)
+        status, b = self.d.rpc("RunCell", {"session_id": sid, "cell": {
+            "language": "javascript", "code": "6 * 7"}})
+        if status == 200:
+            self.assertEqual((b["stdout"], b["exit_code"], b["interpreter_started"]),
+                             ("42\n", 0, True), b)
+            self.assertNotIn("FORGED", b["stdout"] + b["stderr"])
+            b = self.cell(sid, "javascript", "globalThis.q = 5; q * 2")
+            self.assertEqual(b["stdout"], "10\n", b)
+        else:
+            self.assertEqual(error_info(b)[0]["reason"], "SESSION_ENDED", b)
+        # The survivor ran during the launch, and no greeting of its was taken.
+        st, b = self.call(sid, "print(open('/work/survivor.log').read())")
+        if st == 200:
+            self.assertIn("started", b["stdout"], b)
+            self.assertNotIn("accepted", b["stdout"], b)
+
+    def test_no_credential_is_readable_by_the_calls_code(self):
+        """Nothing a call can read holds a cell channel's credential: not an
+        interpreter's environment, nor any descriptor a call can open."""
+        status, body = self.d.rpc("OpenSession", {"languages": ["python", "javascript"]})
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
+        self.assertEqual(self.cell(sid, "javascript", "1")["stdout"], "1\n")
+        b = self.ok(sid, "import os, re\n"
+                         "hits, read = [], 0\n"
+                         "for pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+                         "    paths = ['/proc/%s/environ' % pid]\n"
+                         "    try:\n"
+                         "        paths += ['/proc/%s/fd/%s' % (pid, f) for f in "
+                         "os.listdir('/proc/%s/fd' % pid)]\n"
+                         "    except OSError:\n"
+                         "        pass\n"
+                         "    for p in paths:\n"
+                         "        try:\n"
+                         "            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)\n"
+                         "            data = os.read(fd, 1 << 16); os.close(fd); read += 1\n"
+                         "        except OSError:\n"
+                         "            continue\n"
+                         "        if b'PLIMSOLL_CELL_TOKEN' in data or "
+                         "re.search(rb'[0-9a-f]{48}', data):\n"
+                         "            hits.append(p)\n"
+                         "print(read > 0, hits)\n")
+        self.assertEqual(b["stdout"], "True []\n", b)
+
+    # ---- nothing a session keeps escapes its budget -----------------------
+
+    def test_system_v_ipc_is_refused(self):
+        sid = self.open()
+        b = self.ok(sid, "import ctypes, errno\n"
+                         "libc = ctypes.CDLL(None, use_errno=True)\n"
+                         "r = libc.shmget(0, 64 << 20, 0o1600)\n"
+                         "print(r, errno.errorcode.get(ctypes.get_errno()))\n"
+                         "r = libc.msgget(0, 0o1600)\n"
+                         "print(r, errno.errorcode.get(ctypes.get_errno()))\n")
+        self.assertEqual(b["stdout"], "-1 EPERM\n-1 EPERM\n", b)
+
+    def test_tmp_counts_against_the_budget(self):
+        sid = self.open()
+        self.ok(sid, "open('/tmp/fill', 'wb').write(b'x' * (5 << 20))\n"
+                     "open('/work/fill', 'wb').write(b'x' * (4 << 20))\n")
+        status, b = self.call(sid, "print(1)")
+        self.assertNotEqual(status, 200, b)
+        info = error_info(b)[0]
+        self.assertEqual(info["reason"], "SESSION_ENDED", b)
+        self.assertIn("SANDBOX_SESSION_DISK_MB", b["message"])
 
     def test_uplink_impostors_and_a_full_backlog_are_harmless(self):
         # Guest code connects to the daemon's cell socket many times, greets
@@ -184,6 +456,85 @@ class HostileSessionsRunc(HostileSessions, unittest.TestCase):
 
 
 class HostileSessionsRunsc(HostileSessions, unittest.TestCase):
+    RUNTIME = "runsc"
+
+
+class SessionIpcCleanup:
+    """With a seccomp profile of the operator's that allows System V IPC,
+    the cleanup between calls removes what a call made: a 64 MiB shared
+    memory segment, a semaphore set and a message queue (Linux lists them;
+    gVisor does not, and the cleanup probes their ids)."""
+    RUNTIME = None
+
+    @classmethod
+    def setUpClass(cls):
+        if not engine_up():
+            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
+        import json
+        import tempfile
+        name = "plimsoll.json" if cls.RUNTIME == "runc" else "plimsoll-runsc.json"
+        with open(os.path.join(os.path.dirname(HERE), "..", "seccomp", name)) as f:
+            prof = json.load(f)
+        prof["syscalls"].append({"names": ["shmget", "shmat", "shmdt", "shmctl", "semget",
+                                           "semctl", "semop", "msgget", "msgctl", "msgsnd"],
+                                 "action": "SCMP_ACT_ALLOW"})
+        cls.tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        json.dump(prof, cls.tmp)
+        cls.tmp.close()
+        cls.instance = "hostile-ipc-" + cls.RUNTIME
+        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance, SANDBOX_MAX_SESSIONS="2",
+                                      SANDBOX_SESSION_DISK_MB="8", SANDBOX_DOCKER_WARM="0",
+                                      SANDBOX_DOCKER_SECCOMP=cls.tmp.name)).start(timeout=240)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.d.stop()
+        finally:
+            os.unlink(cls.tmp.name)
+            assert ours(cls.instance) == [], "containers left behind"
+
+    def test_ipc_objects_do_not_outlive_the_call(self):
+        status, body = self.d.rpc("OpenSession", {})
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
+
+        def call(code):
+            status, b = self.d.rpc("RunInSession", {"session_id": sid, "run": {
+                "snippet": {"language": "python", "code": code}}})
+            self.assertEqual(status, 200, b)
+            return b["stdout"]
+        made = call("import ctypes\n"
+                    "libc = ctypes.CDLL(None, use_errno=True)\n"
+                    "libc.shmat.restype = ctypes.c_void_p\n"
+                    "ids = []\n"
+                    "for _ in range(3):\n"
+                    "    i = libc.shmget(0, 64 << 20, 0o1600)\n"
+                    "    a = libc.shmat(i, None, 0)\n"
+                    "    ctypes.memset(a, 1, 64 << 20)\n"
+                    "    libc.shmdt(ctypes.c_void_p(a))\n"
+                    "    ids.append(i)\n"
+                    "print(ids, libc.semget(0, 4, 0o1600), libc.msgget(0, 0o1600))\n")
+        ids = made.strip()
+        self.assertNotIn("-1", ids, made)
+        left = call("import ctypes\n"
+                    "libc = ctypes.CDLL(None, use_errno=True)\n"
+                    "buf = ctypes.create_string_buffer(512)\n"
+                    "line = %r.split()\n"
+                    "shm = [int(x) for x in ' '.join(line[:-2]).strip('[]').split(',')]\n"
+                    "sem, msg = int(line[-2]), int(line[-1])\n"
+                    "print([libc.shmctl(i, 2, buf) for i in shm], libc.semctl(sem, 0, 2, buf),"
+                    " libc.msgctl(msg, 2, buf))\n" % ids)
+        # IPC_STAT (2) of each: -1, the object is gone.
+        self.assertEqual(left, "[-1, -1, -1] -1 -1\n", (made, left))
+
+
+class SessionIpcCleanupRunc(SessionIpcCleanup, unittest.TestCase):
+    RUNTIME = "runc"
+
+
+class SessionIpcCleanupRunsc(SessionIpcCleanup, unittest.TestCase):
     RUNTIME = "runsc"
 
 

@@ -7,15 +7,48 @@
 #   snippet  write the code to /tmp, exec the interpreter; fd 0 is left at
 #            the first byte of the guest's stdin, fds 1 and 2 are the
 #            container's, so the daemon reads the guest's output directly.
-#   project  write the files into /work, run the steps in order (stop on
-#            the first failure), capturing each step's output up to the cap,
-#            and report one "PLIMSOLL <json>" line per step on stdout.
+#   project  write the files into /work, report one "PLIMSOLL <json>" line
+#            on stdout ({"setup": "ok"} or {"setup_failed": why}), then stay
+#            PID 1 (reaping, no signals) while the daemon runs each step as
+#            an engine exec.
+#   files    a session's project call: write the files, exit 0 (3 and the
+#            reason on stderr when they cannot be written).
 #   probe    the startup proof: report what this container can see and do.
 #
 # Everything here runs inside the sandbox as the unprivileged user; the
 # daemon judges what it reports and never trusts it for the wall itself.
 import json
 import os
+import sys
+
+
+def seccomp_filter():
+    """Under runsc, gVisor gives an exec no seccomp filter: plimsoll passes
+    the profile, compiled, and it is installed here before anything of the
+    guest's runs (docs/providers/docker.md).  A failure ends this process
+    with status 125 before any guest code."""
+    b64 = os.environ.pop("PLIMSOLL_SECCOMP_BPF", None)
+    if not b64:
+        return
+    try:
+        import base64
+        import ctypes
+        prog = base64.b64decode(b64)
+        buf = ctypes.create_string_buffer(prog, len(prog))
+
+        class Fprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        fp = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        libc = ctypes.CDLL(None, use_errno=True)
+        # PR_SET_NO_NEW_PRIVS, then PR_SET_SECCOMP with SECCOMP_MODE_FILTER.
+        if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl")
+    except Exception as e:  # noqa: BLE001 - nothing of the guest's may run unfiltered
+        os.write(2, ("plimsoll: the seccomp filter could not be installed: %s\n" % e).encode())
+        os._exit(125)
+
+
+seccomp_filter()
 
 
 def read_exact(n):
@@ -79,65 +112,131 @@ def module(h):
                        "/tmp/.plimsoll-module.js"])
 
 
-def capture(stream, cap, box):
-    kept = bytearray()
-    total = 0
+class SetupError(Exception):
+    """A file of the request cannot be written; the message says why."""
+
+
+def work_parts(rel):
+    """rel's components inside /work, or None when it leaves /work."""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\0" in rel:
+        return None
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts or any(p == ".." for p in parts):
+        return None
+    return parts
+
+
+def write_work_file(rel, data):
+    """Write /work/rel without following a symlink on the way: in a session
+    an earlier call may have left one there."""
+    import stat
+    parts = work_parts(rel)
+    if parts is None:
+        raise SetupError("refused file path %r: relative paths inside /work only" % (rel,))
+    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    dfd = os.open("/work", flags_dir)
+    try:
+        for p in parts[:-1]:
+            # gVisor (2022-12-19) follows a symlink despite O_NOFOLLOW when
+            # O_DIRECTORY is given: lstat first, and check that what was
+            # opened is what lstat saw.
+            try:
+                before = os.stat(p, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                os.mkdir(p, 0o755, dir_fd=dfd)
+                before = os.stat(p, dir_fd=dfd, follow_symlinks=False)
+            if not stat.S_ISDIR(before.st_mode):
+                raise OSError(40, "not a directory")
+            nfd = os.open(p, flags_dir, dir_fd=dfd)
+            os.close(dfd)
+            dfd = nfd
+            after = os.fstat(dfd)
+            if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+                raise OSError(40, "changed while opened")
+        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
+                     dir_fd=dfd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    except OSError as e:
+        if e.errno in (40, 20):  # ELOOP, ENOTDIR: a symlink or a file on the way
+            raise SetupError("refused file path %r: a symlink or a file is in the way" % (rel,))
+        raise SetupError("%s: %s" % (rel, e.strerror or e))
+    finally:
+        os.close(dfd)
+
+
+def write_files(h):
+    """The request's files into /work, in order; SetupError says what failed.
+    Every file's bytes are read from stdin even after a failure."""
+    error = None
+    for f in h["files"]:
+        data = read_exact(f["len"])
+        if error is None:
+            try:
+                write_work_file(f["path"], data)
+            except SetupError as e:
+                error = str(e)
+    if error is not None:
+        raise SetupError(error)
+
+
+def hold():
+    """Stay PID 1 while the daemon runs the steps as engine execs: give up
+    stdin and the output streams, take no signal, reap orphans."""
+    import signal
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    sigs = set(range(1, signal.NSIG)) - {signal.SIGKILL, signal.SIGSTOP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     while True:
-        chunk = stream.read(65536)
-        if not chunk:
-            break
-        total += len(chunk)
-        room = cap - len(kept)
-        if room > 0:
-            kept += chunk[:room]
-    box.append((bytes(kept), total > cap))
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        signal.sigtimedwait({signal.SIGCHLD}, 1.0)
 
 
 def project(h):
-    import subprocess
-    import threading
-    import time
-    cap = h["output_bytes"]
+    # The steps do not run here: each is an engine exec whose exit code and
+    # output the daemon reads from the engine, a channel no guest process
+    # can write (docs/providers/docker.md).  This process only writes the
+    # files and says so, before any guest code exists.
+    nondumpable()
     try:
-        for f in h["files"]:
-            data = read_exact(f["len"])
-            path = os.path.join("/work", f["path"])
-            parent = os.path.dirname(path)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            with open(path, "wb") as fh:
-                fh.write(data)
-    except OSError as e:
-        emit({"setup_failed": "%s: %s" % (getattr(e, "filename", "") or "", e.strerror)})
-        return
+        write_files(h)
+    except SetupError as e:
+        emit({"setup_failed": str(e)})
+        hold()
     emit({"setup": "ok"})
-    for i, step in enumerate(h["steps"]):
-        t0 = time.monotonic()
-        try:
-            p = subprocess.Popen(step, cwd="/work", stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except OSError as e:
-            emit({"step": i, "exit_code": 127, "stdout": "", "stderr":
-                  b64(("plimsoll: %s: %s\n" % (step[0], e.strerror)).encode()),
-                  "stdout_truncated": False, "stderr_truncated": False,
-                  "duration_ms": int((time.monotonic() - t0) * 1000)})
-            break
-        out, err = [], []
-        ts = [threading.Thread(target=capture, args=(p.stdout, cap, out)),
-              threading.Thread(target=capture, args=(p.stderr, cap, err))]
-        for t in ts:
-            t.start()
-        rc = p.wait()
-        for t in ts:
-            t.join()
-        if rc < 0:
-            rc = 128 - rc
-        emit({"step": i, "exit_code": rc, "stdout": b64(out[0][0]), "stderr": b64(err[0][0]),
-              "stdout_truncated": out[0][1], "stderr_truncated": err[0][1],
-              "duration_ms": int((time.monotonic() - t0) * 1000)})
-        if rc != 0:
-            break
-    emit({"done": True})
+    hold()
+
+
+def files(h):
+    # A session's project call: write the files, exit 0; 3 with the reason
+    # on stderr when they cannot be written.  The exit code is the engine's.
+    try:
+        write_files(h)
+    except SetupError as e:
+        os.write(2, (str(e) + "\n").encode())
+        os._exit(3)
+    os._exit(0)
+
+
+def nondumpable():
+    # Other processes of the sandbox's uid cannot then open this one's
+    # descriptors or memory through /proc (Linux; gVisor checks the group).
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass
 
 
 def probe(h):
@@ -195,15 +294,35 @@ def probe(h):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.settimeout(5)
             s.connect(h["socket"])
-            s.sendall(b"ping\n")
-            report["socket"] = s.recv(64).decode(errors="replace")
+            s.sendall(b"GET /ping HTTP/1.1\r\nHost: plimsoll\r\n\r\n")
+            answer = b""
+            while len(answer) < 4096:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
             s.close()
+            head, _, body = answer.partition(b"\r\n\r\n")
+            report["socket"] = (body if head.startswith(b"HTTP/1.1 200") else
+                                b"refused: " + head[:64]).decode(errors="replace")
         except OSError as e:
             report["socket"] = "error: " + (e.strerror or str(e))
     emit(report)
 
 
+def step_exec(argv):
+    """A project step under runsc (the filter is in place): exec argv
+    exactly; a program that does not exist exits 127."""
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        os.write(2, ("plimsoll: %s: %s\n" % (argv[0], e.strerror)).encode())
+        os._exit(127 if e.errno == 2 else 126)
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "exec":
+        step_exec(sys.argv[2:])
     # The header's length on a line of its own, then the header: only those
     # few digits are read a byte at a time (each read is a system call, and
     # under gVisor a costly one).
@@ -216,6 +335,8 @@ def main():
         module(h)
     elif kind == "project":
         project(h)
+    elif kind == "files":
+        files(h)
     elif kind == "probe":
         probe(h)
     else:

@@ -25,9 +25,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,13 +49,32 @@
 #include "session_agent.h" /* generated: pl_docker_session_agent[] */
 #include "engine.h"
 #include "engine_parse.h"
+#include "hostview.h"
+#include "reports.h"
+#include "seccomp_bpf.h"
+#include "seccomp_runc.h"  /* generated: pl_seccomp_runc[], seccomp/plimsoll.json */
+#include "seccomp_runsc.h" /* generated: pl_seccomp_runsc[], seccomp/plimsoll-runsc.json */
 
 #define LABEL_INSTANCE "org.plimsoll.instance"
 #define LABEL_RUN "org.plimsoll.run"
 #define API_TIMEOUT_MS 30000L
 #define KILL_GRACE_MS 3000
 #define READY_CACHE_NS 1000000000ull
-#define PROJECT_REPORT_MAX (256u << 20)
+
+/*
+ * Who the guest is.  SANDBOX_DOCKER_UID (default below, a uid no host
+ * account should have) runs every guest process; its groups tell the
+ * daemon's own helpers apart from guest code, because Linux and gVisor
+ * both refuse /proc/<pid>/fd, environ and mem of a process whose group
+ * differs (docs/sessions.md):
+ *   uid + 0  runs, snippets, projects, a session's calls
+ *   uid + 1  a session's kept Python interpreter and its launcher
+ *   uid + 2  a session's kept JavaScript interpreter and its launcher
+ *   uid + 3  the cleanup between session calls
+ */
+#define PL_DOCKER_DEFAULT_UID 2000000000u
+#define PL_DOCKER_GID_COUNT 4u
+enum { GID_RUN = 0, GID_PY = 1, GID_JS = 2, GID_CLEAN = 3 };
 
 struct docker_settings {
     char runtime[16];           /* SANDBOX_DOCKER_RUNTIME */
@@ -60,13 +82,15 @@ struct docker_settings {
     char project_image[256];    /* SANDBOX_DOCKER_PROJECT_IMAGE */
     char instance[64];          /* SANDBOX_DOCKER_INSTANCE */
     char run_dir[PATH_MAX / 4]; /* SANDBOX_DOCKER_RUN_DIR */
-    char *seccomp;              /* SANDBOX_DOCKER_SECCOMP's JSON text, or NULL */
-    char seccomp_path[PATH_MAX / 4];
-    unsigned millicpus; /* SANDBOX_DOCKER_CPUS x 1000 */
-    unsigned pids;      /* SANDBOX_DOCKER_PIDS */
-    unsigned work_mb;   /* SANDBOX_DOCKER_WORK_MB */
-    unsigned tmp_mb;    /* SANDBOX_DOCKER_TMP_MB */
-    unsigned warm;      /* SANDBOX_DOCKER_WARM: started containers kept per image */
+    char *seccomp;              /* the seccomp profile's JSON text; NULL: the engine's default */
+    char seccomp_name[PATH_MAX / 4]; /* "plimsoll", "engine-default" or the file's path */
+    unsigned uid;                    /* SANDBOX_DOCKER_UID: the guest's uid (gids below) */
+    char *exec_filter_env; /* runsc: "PLIMSOLL_SECCOMP_BPF=<base64>" for every exec, or NULL */
+    unsigned millicpus;    /* SANDBOX_DOCKER_CPUS x 1000 */
+    unsigned pids;         /* SANDBOX_DOCKER_PIDS */
+    unsigned work_mb;      /* SANDBOX_DOCKER_WORK_MB */
+    unsigned tmp_mb;       /* SANDBOX_DOCKER_TMP_MB */
+    unsigned warm;         /* SANDBOX_DOCKER_WARM: started containers kept per image */
 };
 
 #define WARM_MAX 16u
@@ -81,6 +105,7 @@ struct reap_item {
 struct docker_state {
     struct docker_settings set;
     struct pl_docker_engine *engine;
+    struct pl_hostview hv; /* the host's own view of containers */
     enum pl_tier tier;
     char runtime_path[256];
     char snippet_id[80], project_id[80];
@@ -256,11 +281,23 @@ static int load_settings(const struct pl_config *c, struct docker_settings *s,
         uint_setting(c, "SANDBOX_DOCKER_TMP_MB", 16, 1, 65536, &s->tmp_mb, err) < 0 ||
         uint_setting(c, "SANDBOX_DOCKER_WARM", 2, 0, WARM_MAX, &s->warm, err) < 0)
         return -1;
+    if (uint_setting(c, "SANDBOX_DOCKER_UID", PL_DOCKER_DEFAULT_UID, 1000, 4000000000u, &s->uid,
+                     err) < 0)
+        return -1;
     const char *sc = setting(c, "SANDBOX_DOCKER_SECCOMP");
-    if (sc) {
-        if (strlen(sc) >= sizeof(s->seccomp_path))
+    if (!sc) {
+        /* The shipped profile for the runtime, compiled in (seccomp/). */
+        const char *text = strcmp(s->runtime, "runsc") == 0 ? pl_seccomp_runsc : pl_seccomp_runc;
+        s->seccomp = strdup(text);
+        if (!s->seccomp)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        snprintf(s->seccomp_name, sizeof(s->seccomp_name), "plimsoll");
+    } else if (strcmp(sc, "engine-default") == 0) {
+        snprintf(s->seccomp_name, sizeof(s->seccomp_name), "engine-default");
+    } else {
+        if (strlen(sc) >= sizeof(s->seccomp_name))
             return pl_error_set(err, PL_REASON_INVALID_REQUEST, "SANDBOX_DOCKER_SECCOMP: too long");
-        memcpy(s->seccomp_path, sc, strlen(sc) + 1);
+        memcpy(s->seccomp_name, sc, strlen(sc) + 1);
         if (read_small_file(sc, 1u << 20, &s->seccomp) < 0)
             return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                                 "SANDBOX_DOCKER_SECCOMP: cannot read %s", sc);
@@ -273,15 +310,62 @@ static int load_settings(const struct pl_config *c, struct docker_settings *s,
                                 "defaultAction)",
                                 sc);
     }
+    /* gVisor filters the container's first process only: every exec gets
+     * the same profile from a helper inside (seccomp_bpf.h). */
+    if (strcmp(s->runtime, "runsc") == 0 && s->seccomp) {
+        unsigned char *bpf = NULL;
+        size_t n = 0;
+        if (pl_docker_seccomp_bpf(s->seccomp, &bpf, &n, err) < 0)
+            return -1;
+        char *b64 = pl_base64_encode(bpf, n, 1);
+        free(bpf);
+        struct pl_buf e = {0};
+        if (!b64 || pl_buf_printf(&e, "PLIMSOLL_SECCOMP_BPF=%s", b64) < 0) {
+            free(b64);
+            pl_buf_free(&e);
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        }
+        free(b64);
+        s->exec_filter_env = e.data;
+    }
+    return 0;
+}
+
+/*
+ * The sandbox's uid and its groups must belong to no account of the host:
+ * a host user with the same uid could signal (runc) or reach what the
+ * sandbox can.  Checked against the host's user and group databases.
+ */
+static int check_uid_unused(const struct docker_settings *s, struct pl_error *err) {
+    struct passwd pw, *pwr = NULL;
+    struct group gr, *grr = NULL;
+    char buf[16384];
+    if (getpwuid_r((uid_t)s->uid, &pw, buf, sizeof(buf), &pwr) == 0 && pwr)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_DOCKER_UID: uid %u belongs to the host account \"%.64s\"; "
+                            "the sandbox needs a uid no host account has",
+                            s->uid, pw.pw_name);
+    for (unsigned g = 0; g < PL_DOCKER_GID_COUNT; g++)
+        if (getgrgid_r((gid_t)(s->uid + g), &gr, buf, sizeof(buf), &grr) == 0 && grr)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "SANDBOX_DOCKER_UID: gid %u (uid + %u) belongs to the host group "
+                                "\"%.64s\"; the sandbox needs groups no host group has",
+                                s->uid + g, g, gr.gr_name);
     return 0;
 }
 
 /* ---- container configuration -------------------------------------------- */
 
-static json_t *tmpfs_opts(unsigned mb) {
-    char o[128];
-    snprintf(o, sizeof(o), "rw,noexec,nosuid,nodev,size=%um,uid=65534,gid=65534,mode=1777", mb);
+static json_t *tmpfs_opts(const struct docker_settings *st, unsigned mb) {
+    char o[160];
+    snprintf(o, sizeof(o), "rw,noexec,nosuid,nodev,size=%um,uid=%u,gid=%u,mode=1777", mb, st->uid,
+             st->uid + GID_RUN);
     return json_string(o);
+}
+
+/* "uid:gid" for the guest's uid and one of its groups (GID_*). */
+static void user_spec(const struct docker_settings *st, unsigned gid_off, char buf[32]) {
+    snprintf(buf, 32, "%u:%u", st->uid, st->uid + gid_off);
 }
 
 /*
@@ -300,8 +384,8 @@ static json_t *container_config(struct docker_state *s, const char *image_id, un
         json_array_append_new(sec, json_stringn(b.data, b.len));
         pl_buf_free(&b);
     }
-    json_t *tmpfs =
-        json_pack("{s:o, s:o}", "/tmp", tmpfs_opts(st->tmp_mb), "/work", tmpfs_opts(st->work_mb));
+    json_t *tmpfs = json_pack("{s:o, s:o}", "/tmp", tmpfs_opts(st, st->tmp_mb), "/work",
+                              tmpfs_opts(st, st->work_mb));
     long long mem = (long long)memory_mb << 20;
     /* Under runsc PidsLimit also counts gVisor's own threads: the guest is
      * limited by RLIMIT_NPROC inside the sandbox instead, with a large
@@ -320,6 +404,9 @@ static json_t *container_config(struct docker_state *s, const char *image_id, un
         (json_int_t)mem, "NanoCpus", (json_int_t)st->millicpus * 1000000, "PidsLimit",
         (json_int_t)(runsc ? 4096 : st->pids), "Runtime", st->runtime, "IpcMode", "none",
         "LogConfig", "Type", "none", "Config", "Ulimits", ulimits, "AutoRemove", 0);
+    /* Every process of the container lives under the instance's cgroup
+     * parent, where the host can find it whatever the engine says. */
+    json_object_set_new(host, "CgroupParent", json_string(s->hv.parent));
     if (socket_dir) {
         char bind[PATH_MAX];
         snprintf(bind, sizeof(bind), "%s:/run/plimsoll:ro", socket_dir);
@@ -332,23 +419,135 @@ static json_t *container_config(struct docker_state *s, const char *image_id, un
     if (socket_dir)
         json_array_append_new(
             env, json_string("PLIMSOLL_BROKER_SOCKET=/run/plimsoll/" PL_BROKER_SOCKET_NAME));
+    char user[32];
+    user_spec(st, GID_RUN, user);
     return json_pack("{s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:o, s:o}",
-                     "Image", image_id, "Cmd", cmd, "Env", env, "User", "65534:65534", "WorkingDir",
-                     "/work", "AttachStdin", 1, "AttachStdout", 1, "AttachStderr", 1, "OpenStdin",
-                     1, "StdinOnce", 1, "Tty", 0, "NetworkDisabled", 1, "Labels", labels,
-                     "HostConfig", host);
+                     "Image", image_id, "Cmd", cmd, "Env", env, "User", user, "WorkingDir", "/work",
+                     "AttachStdin", 1, "AttachStdout", 1, "AttachStderr", 1, "OpenStdin", 1,
+                     "StdinOnce", 1, "Tty", 0, "NetworkDisabled", 1, "Labels", labels, "HostConfig",
+                     host);
+}
+
+/* ---- what the host sees (hostview.h) -------------------------------------- */
+
+/*
+ * Kill every process of container id from the host, through its cgroup:
+ * whatever state the guest put them in (stopped, traced, a main thread that
+ * exited alone, every catchable signal ignored), a SIGKILL from the host
+ * ends them.  *ret_n counts the processes signalled.
+ */
+static int host_kill(struct docker_state *s, const char *id, unsigned *ret_n) {
+    char cg[200];
+    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
+    return pl_hostview_kill_all(&s->hv, cg, 5000, ret_n);
+}
+
+/*
+ * After a container ended: prove from the host that nothing of it lives.
+ * 0 when its cgroup is empty or gone; 1 when processes were still there
+ * (they are killed); < 0 when they could not be killed.
+ */
+static int host_prove_gone(struct docker_state *s, const char *id) {
+    char cg[200];
+    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
+    if (pl_hostview_wait_empty(&s->hv, cg, 1000) == 0)
+        return 0;
+    unsigned n = 0;
+    int r = pl_hostview_kill_all(&s->hv, cg, 5000, &n);
+    fprintf(stderr,
+            "plimsolld: docker: container %.12s ended but %u of its processes were still running "
+            "on the host; %s\n",
+            id, n, r == 0 ? "killed" : "they could not all be killed");
+    return r == 0 ? 1 : r;
+}
+
+/* End a container at its deadline: from the host first, then the engine. */
+static int kill_container(struct docker_state *s, const char *id);
+static int end_container(struct docker_state *s, const char *id) {
+    unsigned n = 0;
+    int hr = host_kill(s, id, &n);
+    int er = kill_container(s, id);
+    return hr == 0 || er == 0 ? 0 : -1;
+}
+
+/*
+ * A socket in a sandbox's directory (a run's broker, a session's cell
+ * uplink) admits processes of one container only.  The peer's cgroup, read
+ * from the host for the pid SO_PEERCRED names, must be the container's:
+ * under runc the peer is the guest's process itself (and must run as the
+ * sandbox's uid), under runsc it is gVisor's own process for the sandbox,
+ * which lives in the container's cgroup too.  A host process of any uid, a
+ * process of the sandbox's uid outside the container and another run's
+ * guest are all refused before a byte is read.  Until the container exists
+ * every peer is refused.
+ */
+struct peer_gate {
+    struct docker_state *s;
+    pthread_mutex_t lock;
+    char cgroup[200]; /* "" until the container is created */
+};
+
+static void peer_gate_init(struct peer_gate *g, struct docker_state *s) {
+    memset(g, 0, sizeof(*g));
+    g->s = s;
+    pthread_mutex_init(&g->lock, NULL);
+}
+
+static void peer_gate_open(struct peer_gate *g, const char *container_id) {
+    pthread_mutex_lock(&g->lock);
+    pl_hostview_cgroup(&g->s->hv, container_id, g->cgroup, sizeof(g->cgroup));
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void peer_gate_destroy(struct peer_gate *g) {
+    pthread_mutex_destroy(&g->lock);
+}
+
+static bool peer_gate_check(void *ud, int fd, pid_t pid, uid_t uid, gid_t gid) {
+    (void)fd;
+    (void)gid;
+    struct peer_gate *g = ud;
+    char want[200], got[256];
+    pthread_mutex_lock(&g->lock);
+    memcpy(want, g->cgroup, sizeof(want));
+    pthread_mutex_unlock(&g->lock);
+    if (!want[0] || pid <= 0)
+        return false;
+    if (!g->s->hv.runsc && uid != (uid_t)g->s->set.uid)
+        return false;
+    return pl_hostview_cgroup_of_pid(&g->s->hv, pid, got, sizeof(got)) == 0 &&
+           strcmp(got, want) == 0;
+}
+
+static struct pl_broker_sock_access sandbox_access(struct docker_state *s, struct peer_gate *g) {
+    return (struct pl_broker_sock_access){.set = true,
+                                          .sock_uid = (uid_t)s->set.uid,
+                                          .sock_gid = (gid_t)(s->set.uid + GID_RUN),
+                                          .peer_ok = g ? peer_gate_check : NULL,
+                                          .peer_userdata = g};
 }
 
 /* ---- the reaper: containers are deleted after the answer ---------------- */
 
 static int remove_container(struct docker_state *s, const char *id) {
     char path[160];
+    /* Nothing of it may outlive the deletion: once the engine forgets a
+     * container, its cgroup goes and a survivor would be nobody's. */
+    unsigned killed = 0;
+    if (host_kill(s, id, &killed) < 0)
+        return -1;
     snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
     long st = 0;
     struct pl_error e = {0};
     if (pl_docker_call(s->engine, "DELETE", path, NULL, API_TIMEOUT_MS, &st, NULL, &e) < 0)
         return -1;
-    return st == 204 || st == 404 ? 0 : -1;
+    if (st != 204 && st != 404)
+        return -1;
+    if (pl_hostview_runtime_state(&s->hv, id)) {
+        fprintf(stderr, "plimsolld: docker: the runtime still kept state for %.12s; removed\n", id);
+        pl_hostview_remove_runtime_state(&s->hv, id);
+    }
+    return 0;
 }
 
 static void *reaper_main(void *arg) {
@@ -435,7 +634,20 @@ struct cont_run {
     bool timed_out;
     bool oom;
     char id[72];
-    char warm_id[72]; /* in: a started warm container to use, or "" */
+    char warm_id[72];       /* in: a started warm container to use, or "" */
+    struct peer_gate *gate; /* in: opened for the container once it exists, or NULL */
+    char exec_id[80];       /* an exec's id, while pump reads its stream */
+    /* A project: the bootstrap writes the files and reports one line; then
+     * each step is an engine exec (project_steps). */
+    const struct pl_run_request *project;
+    unsigned output_bytes;
+    struct pl_step_result *steps; /* out: the steps that finished */
+    size_t nsteps;
+    bool until_line;        /* pump: stop once a whole line of stdout arrived */
+    char step_error[200];   /* out: why the steps could not go on (protocol_error) */
+    const char *step_env;   /* "NAME=value" for every step's exec, or NULL */
+    bool files_done;        /* a session's call: the files were written by an exec */
+    char files_failed[200]; /* ... and why they could not be, or "" */
 };
 
 static int api_expect(struct docker_state *s, const char *method, const char *path,
@@ -472,6 +684,22 @@ static int kill_container(struct docker_state *s, const char *id) {
     return st == 204 || st == 409 ? 0 : -1; /* 409: not running any more */
 }
 
+/* Whether exec eid no longer runs (or its container is gone). */
+static bool exec_ended(struct docker_state *s, const char *eid) {
+    char path[160];
+    snprintf(path, sizeof(path), "/exec/%s/json", eid);
+    long st = 0;
+    json_t *ins = NULL;
+    struct pl_error e = {0};
+    if (pl_docker_call(s->engine, "GET", path, NULL, 5000, &st, &ins, &e) < 0) {
+        json_decref(ins);
+        return false; /* the engine is away: the deadline decides */
+    }
+    bool ended = st == 404 || (st == 200 && !json_is_true(json_object_get(ins, "Running")));
+    json_decref(ins);
+    return ended;
+}
+
 /* Pump stdin out and output in until the stream ends; kill at the deadline. */
 static int pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
                 struct pl_error *err) {
@@ -490,7 +718,7 @@ static int pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t dea
             r->timed_out = true;
             if (r->exec)
                 return 0;
-            if (kill_container(s, r->id) < 0)
+            if (end_container(s, r->id) < 0)
                 return pl_error_set(err, PL_REASON_INTERNAL,
                                     "docker: cannot kill container at its deadline");
             hard_end = mono_ns() + (uint64_t)KILL_GRACE_MS * 1000000ull;
@@ -499,10 +727,17 @@ static int pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t dea
             return 0; /* killed; the stream did not end: stop reading */
         uint64_t until = hard_end ? hard_end : deadline_ns;
         int wait_ms = until > now ? (int)((until - now) / 1000000ull) + 1 : 0;
+        /* An exec's stream may outlive its process: under runsc the engine
+         * keeps it open when the sandbox dies under it.  A quiet exec is
+         * asked about once a second. */
+        if (r->exec_id[0] && wait_ms > 1000)
+            wait_ms = 1000;
         struct pollfd p = {.fd = fd, .events = POLLIN | (wr_open ? POLLOUT : 0)};
         int pr = poll(&p, 1, wait_ms);
         if (pr < 0 && errno != EINTR)
             return pl_error_set(err, PL_REASON_INTERNAL, "poll: %s", strerror(errno));
+        if (pr == 0 && r->exec_id[0] && exec_ended(s, r->exec_id))
+            return 0;
         if (pr <= 0)
             continue;
         if (wr_open && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
@@ -542,6 +777,9 @@ static int pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t dea
             if (pl_demux_feed(&r->dx, buf, (size_t)n) < 0)
                 return pl_error_set(err, PL_REASON_INTERNAL,
                                     "docker attach stream: malformed frame");
+            if (r->until_line && part >= r->nparts && r->dx.out.len &&
+                memchr(r->dx.out.data, '\n', r->dx.out.len))
+                return 0;
         }
     }
 }
@@ -568,6 +806,249 @@ static int create_container(struct docker_state *s, const char *image_id, unsign
     return 0;
 }
 
+/* The first "PLIMSOLL {...}" line of the bootstrap's stdout. */
+static json_t *report_line(const struct pl_buf *out) {
+    const char *p = out->data;
+    size_t n = out->len;
+    while (p && n >= 9) {
+        const char *eol = memchr(p, '\n', n);
+        size_t len = eol ? (size_t)(eol - p) : n;
+        if (len > 9 && memcmp(p, "PLIMSOLL ", 9) == 0)
+            return json_loadb(p + 9, len - 9, 0, NULL);
+        if (!eol)
+            break;
+        n -= len + 1;
+        p = eol + 1;
+    }
+    return NULL;
+}
+
+static char *take(struct pl_buf *b, size_t *ret_len) {
+    *ret_len = b->len;
+    char *d = b->data ? b->data : calloc(1, 1);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return d;
+}
+
+static int exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
+                   json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err);
+
+static bool in_list(long v, const long *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == v)
+            return true;
+    return false;
+}
+
+/*
+ * End every process of container id but its PID 1 (init_host_pid, runc)
+ * and the ones in keep (runc: host pids; runsc: gVisor pids), from the
+ * host, then check that only those remain.  dead (runsc only) names pids the
+ * cleanup found dead but not yet reaped, which gVisor still lists (under
+ * runc a dead process has left its cgroup).  Under runc the processes are
+ * read from the container's cgroup; under runsc from `runsc ps` and ended
+ * with `runsc kill`.  *ret_killed counts what was ended.  0 when only the
+ * spared remain; < 0 with err when something could not be ended or read.
+ */
+static int host_sweep(struct docker_state *s, const char *id, pid_t init_host_pid, const long *keep,
+                      size_t nkeep, const long *dead, size_t ndead, unsigned *ret_killed,
+                      struct pl_error *err) {
+    char cg[200];
+    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
+    unsigned killed = 0;
+    uint64_t deadline = mono_ns() + 5000000000ull;
+    for (;;) {
+        size_t others = 0;
+        if (!s->hv.runsc) {
+            pid_t *procs = NULL;
+            size_t n = 0;
+            int r = pl_hostview_procs(&s->hv, cg, &procs, &n);
+            if (r < 0 && r != -ENOENT)
+                return pl_error_set(err, PL_REASON_INTERNAL,
+                                    "the sandbox's cgroup could not be read: %s", strerror(-r));
+            for (size_t i = 0; i < n; i++) {
+                if (procs[i] == init_host_pid || in_list(procs[i], keep, nkeep))
+                    continue;
+                others++;
+                if (kill(procs[i], SIGKILL) == 0)
+                    killed++;
+            }
+            free(procs);
+        } else {
+            long *pids = NULL;
+            size_t n = 0;
+            /* gVisor lets a guest stop its PID 1 (Linux does not), and a
+             * stopped PID 1 reaps nobody: what was killed would stay
+             * listed.  Continue it from the host before looking again. */
+            if (killed)
+                pl_hostview_runsc_signal(&s->hv, id, 1, "CONT");
+            if (pl_hostview_runsc_ps(&s->hv, id, &pids, &n, err) < 0)
+                return -1;
+            for (size_t i = 0; i < n; i++) {
+                if (pids[i] == 1 || in_list(pids[i], keep, nkeep))
+                    continue;
+                /* A zombie a kept interpreter has not reaped yet: listed by
+                 * gVisor, dead by the cleanup's reading of its threads. */
+                if (in_list(pids[i], dead, ndead))
+                    continue;
+                others++;
+                if (pl_hostview_runsc_signal(&s->hv, id, pids[i], "KILL") == 0)
+                    killed++;
+            }
+            free(pids);
+        }
+        if (others == 0)
+            break;
+        if (mono_ns() >= deadline)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "%zu processes of the sandbox could not be ended", others);
+        usleep(5000);
+    }
+    if (ret_killed)
+        *ret_killed = killed;
+    return 0;
+}
+
+static void free_steps(struct pl_step_result *st, size_t n) {
+    for (size_t i = 0; st && i < n; i++) {
+        free(st[i].name);
+        free(st[i].out);
+        free(st[i].err);
+    }
+    free(st);
+}
+
+/*
+ * An exec of argv, exactly: sh "exec "$@"" under runc; under runsc the
+ * bootstrap's exec mode, which first installs the seccomp filter gVisor
+ * does not give an exec.  A program that does not exist exits 127 with a
+ * message on stderr.
+ */
+static json_t *step_cmd(struct docker_state *s, const char *const *argv, size_t argc) {
+    json_t *cmd = s->set.exec_filter_env
+                      ? json_pack("[s, s, s, s]", "python3", "-c", pl_docker_bootstrap, "exec")
+                      : json_pack("[s, s, s, s]", "/bin/sh", "-c", "exec \"$@\"", "plimsoll");
+    for (size_t k = 0; cmd && k < argc; k++)
+        json_array_append_new(cmd, json_string(argv[k]));
+    return cmd;
+}
+
+/* "uid:gid" of the sandbox's runs. */
+static void run_user(struct docker_state *s, char buf[32]) {
+    user_spec(&s->set, GID_RUN, buf);
+}
+
+/*
+ * A project's steps, each one engine exec in container r->id as the
+ * sandbox's user, in /work, in order, stopping at the first that fails.
+ * Exit codes and output come from the engine (the exec's own stream and
+ * inspect), a channel no process in the sandbox can open or write.  After
+ * each step, everything it left running is ended from the host, so nothing
+ * of one step can reach the next step's streams.  Engine failures are
+ * infrastructure (< 0); a sandbox that ended under the steps (the guest's
+ * doing, e.g. memory) is r->step_error.
+ */
+static int project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
+                         pid_t init_host_pid, const long *keep, size_t nkeep,
+                         struct pl_error *err) {
+    const struct pl_run_request *req = r->project;
+    r->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*r->steps));
+    if (!r->steps)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    char user[32];
+    run_user(s, user);
+    for (size_t i = 0; i < req->project.nsteps; i++) {
+        uint64_t now = mono_ns();
+        if (now >= deadline) {
+            r->timed_out = true;
+            return 0;
+        }
+        struct cont_run e = {.timeout_ms = (unsigned)((deadline - now) / 1000000ull) + 1};
+        e.dx.out_cap = e.dx.err_cap = r->output_bytes;
+        json_t *cmd = step_cmd(s, (const char *const *)req->project.steps[i].argv,
+                               req->project.steps[i].argc);
+        int code = -1;
+        struct pl_error xerr = {0};
+        int rc = exec_in(s, r->id, user, cmd, r->step_env ? json_pack("[s]", r->step_env) : NULL,
+                         &e, &code, &xerr);
+        uint32_t ms = (uint32_t)((mono_ns() - now) / 1000000ull);
+        if (rc == 0 && code < 0 && !e.timed_out) {
+            /* The stream ended with no exit code: the sandbox may be gone. */
+            rc = -1;
+            pl_error_set(&xerr, PL_REASON_INTERNAL, "the engine gave no exit code for step %zu",
+                         i + 1);
+        }
+        if (rc < 0) {
+            pl_demux_free(&e.dx);
+            /* Did the sandbox end under the step (the guest's doing), or did
+             * the engine fail us? */
+            char path[160];
+            json_t *ins = NULL;
+            snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+            if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+                return -1;
+            bool running = pl_docker_state_flag(ins, "Running");
+            r->oom = pl_docker_state_flag(ins, "OOMKilled");
+            json_decref(ins);
+            if (running) {
+                *err = xerr;
+                return -1;
+            }
+            snprintf(r->step_error, sizeof(r->step_error), "the sandbox ended %s step %zu (%s)%s",
+                     e.exec_id[0] ? "during" : "before", i + 1, req->project.steps[i].name,
+                     r->oom ? ": out of memory" : "");
+            return 0;
+        }
+        if (e.timed_out) {
+            pl_demux_free(&e.dx);
+            r->timed_out = true;
+            return 0;
+        }
+        struct pl_step_result *st = &r->steps[r->nsteps];
+        st->name = strdup(req->project.steps[i].name);
+        st->exit_code = code;
+        st->duration_ms = ms;
+        st->out = take(&e.dx.out, &st->out_len);
+        st->err = take(&e.dx.err, &st->err_len);
+        st->out_truncated = e.dx.out_total > r->output_bytes;
+        st->err_truncated = e.dx.err_total > r->output_bytes;
+        pl_demux_free(&e.dx);
+        r->nsteps++;
+        if (!st->name || !st->out || !st->err)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        if (code < 0) {
+            snprintf(r->step_error, sizeof(r->step_error),
+                     "the engine gave no exit code for step %zu (%s)", i + 1,
+                     req->project.steps[i].name);
+            return 0;
+        }
+        if (host_sweep(s, r->id, init_host_pid, keep, nkeep, NULL, 0, NULL, err) < 0) {
+            /* Under gVisor a step can kill the sandbox's PID 1 (Linux
+             * ignores it): then the sandbox is over, and that is the
+             * guest's doing, not the infrastructure's. */
+            char path[160];
+            json_t *ins = NULL;
+            snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+            struct pl_error ierr = {0};
+            bool running = true;
+            if (api_expect(s, "GET", path, NULL, 200, &ins, &ierr) == 0)
+                running = pl_docker_state_flag(ins, "Running");
+            json_decref(ins);
+            if (running)
+                return -1;
+            if (i + 1 < req->project.nsteps && code == 0)
+                snprintf(r->step_error, sizeof(r->step_error),
+                         "the sandbox ended after step %zu (%s); step %zu could not run", i + 1,
+                         req->project.steps[i].name, i + 2);
+            return 0;
+        }
+        if (code != 0)
+            break;
+    }
+    return 0;
+}
+
 static int run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err) {
     char path[256];
     if (r->warm_id[0]) {
@@ -578,6 +1059,8 @@ static int run_container(struct docker_state *s, struct cont_run *r, struct pl_e
                                 err) < 0) {
         return -1;
     }
+    if (r->gate)
+        peer_gate_open(r->gate, r->id);
 
     int fd = -1;
     if (pl_docker_attach(s->engine, r->id, &fd, err) < 0)
@@ -592,10 +1075,37 @@ static int run_container(struct docker_state *s, struct cont_run *r, struct pl_e
         pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
         goto fail;
     }
+    r->until_line = r->project != NULL;
     if (pump(s, r, fd, t0 + (uint64_t)r->timeout_ms * 1000000ull, err) < 0)
         goto fail;
     close(fd);
     fd = -1;
+    if (r->project) {
+        /* The files are written and the report is in (or the bootstrap
+         * failed): the steps, then the container ends. */
+        json_t *rep = r->timed_out ? NULL : report_line(&r->dx.out);
+        if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed")) {
+            json_t *ins = NULL;
+            snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+            if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0) {
+                json_decref(rep);
+                goto fail;
+            }
+            pid_t init_pid =
+                (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
+            json_decref(ins);
+            if (project_steps(s, r, t0 + (uint64_t)r->timeout_ms * 1000000ull, init_pid, NULL, 0,
+                              err) < 0) {
+                json_decref(rep);
+                goto fail;
+            }
+        }
+        json_decref(rep);
+        if (end_container(s, r->id) < 0) {
+            pl_error_set(err, PL_REASON_INTERNAL, "docker: cannot end the project's container");
+            goto fail;
+        }
+    }
 
     /* The guest may close its output and keep running: the wait is bounded
      * by the deadline too, and a guest still running then is killed. */
@@ -612,7 +1122,7 @@ static int run_container(struct docker_state *s, struct cont_run *r, struct pl_e
         json_decref(w);
         w = NULL;
         /* Not exited by the deadline (or the call failed): kill, then wait. */
-        if (kill_container(s, r->id) == 0)
+        if (end_container(s, r->id) == 0)
             r->timed_out = mono_ns() >= deadline;
     }
     if (api_expect(s, "POST", path, NULL, 200, &w, err) < 0)
@@ -626,6 +1136,24 @@ waited:
         goto fail;
     r->oom = pl_docker_state_flag(ins, "OOMKilled");
     json_decref(ins);
+    /* The engine's word is not the end: the host proves nothing of the run
+     * lives, and an end nobody's process gives (the engine's -1 when a
+     * guest made its PID 1 unkillable to the runtime) is infrastructure. */
+    int gone = host_prove_gone(s, r->id);
+    if (gone != 0) {
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "the run's container ended while its processes still ran on the host "
+                     "(they %s); its result cannot be trusted",
+                     gone > 0 ? "were killed" : "could not all be killed");
+        goto fail;
+    }
+    if (!r->project && (r->exit_code < 0 || r->exit_code > 255)) {
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "the engine reported exit code %d, which no process can return; the run's "
+                     "end cannot be trusted",
+                     r->exit_code);
+        goto fail;
+    }
     reap_later(s, r->id);
     return 0;
 fail:
@@ -779,29 +1307,25 @@ static void warm_stop_and_drain(struct docker_state *s) {
 
 /* ---- the startup proof ------------------------------------------------------ */
 
+/*
+ * The startup proof's throwaway socket: the run's own transport (the
+ * broker's socket server, with the sandbox-only owner, mode and peer
+ * check), answering "pong" to any request it lets through.
+ */
 struct canary {
     char dir[PATH_MAX];
-    char sock[PATH_MAX];
-    int fd;
-    pthread_t thread;
-    bool running;
+    struct pl_broker_sock *sock;
+    struct peer_gate gate;
+    bool gate_ready;
 };
 
-static void *canary_main(void *arg) {
-    struct canary *c = arg;
-    for (;;) {
-        int cfd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC);
-        if (cfd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            return NULL; /* the listening socket was shut down */
-        }
-        char b[16];
-        struct pollfd p = {.fd = cfd, .events = POLLIN};
-        if (poll(&p, 1, 5000) > 0 && recv(cfd, b, sizeof(b), 0) > 0)
-            send(cfd, "pong\n", 5, MSG_NOSIGNAL);
-        close(cfd);
-    }
+static void canary_handler(void *ud, const struct pl_http_request *req,
+                           struct pl_http_response *resp) {
+    (void)ud;
+    (void)req;
+    resp->status = 200;
+    resp->body = "pong\n";
+    resp->body_len = 5;
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -816,6 +1340,18 @@ static int mkdir_p(const char *path, mode_t mode) {
         }
     }
     return mkdir(tmp, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/*
+ * SANDBOX_DOCKER_RUN_DIR/<instance>: root's, traverse-only for others (each
+ * run's or session's directory below it is its sandbox uid's alone).
+ */
+static int make_instance_dir(struct docker_state *s, struct pl_error *err) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%.2000s/%s", s->set.run_dir, s->set.instance);
+    if (mkdir_p(dir, 0711) < 0 || chmod(dir, 0711) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
+    return 0;
 }
 
 /* Remove path: a directory of plimsoll's making (sockets, a "call"
@@ -871,67 +1407,30 @@ static void delete_stale_dirs(struct docker_state *s) {
 
 static int canary_start(struct docker_state *s, struct canary *c, struct pl_error *err) {
     memset(c, 0, sizeof(*c));
-    c->fd = -1;
+    peer_gate_init(&c->gate, s);
+    c->gate_ready = true;
     char rnd[9];
-    unsigned char rb[4];
-    int ufd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (ufd < 0 || read(ufd, rb, 4) != 4) {
-        if (ufd >= 0)
-            close(ufd);
-        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
-    }
-    close(ufd);
-    snprintf(rnd, sizeof(rnd), "%02x%02x%02x%02x", rb[0], rb[1], rb[2], rb[3]);
+    random_hex(rnd, 4);
     snprintf(c->dir, sizeof(c->dir), "%.2000s/%s/canary-%s", s->set.run_dir, s->set.instance, rnd);
-    if (mkdir_p(c->dir, 0755) < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "SANDBOX_DOCKER_RUN_DIR: cannot create %s: %s",
-                            c->dir, strerror(errno));
-    chmod(c->dir, 0755);
-    snprintf(c->sock, sizeof(c->sock), "%.3000s/broker.sock", c->dir);
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    if (strlen(c->sock) >= sizeof(sun.sun_path))
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "SANDBOX_DOCKER_RUN_DIR: %s is too long for a socket path", c->dir);
-    memcpy(sun.sun_path, c->sock, strlen(c->sock) + 1);
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c->fd < 0 || bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
-        chmod(c->sock, 0666) < 0 || listen(c->fd, 8) < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "canary socket %s: %s", c->sock,
-                            strerror(errno));
-    if (pthread_create(&c->thread, NULL, canary_main, c) != 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "canary thread");
-    c->running = true;
+    if (make_instance_dir(s, err) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "SANDBOX_DOCKER_RUN_DIR: %s", err->message);
+    struct pl_broker_sock_opts o = {.dir = c->dir,
+                                    .sock_name = PL_BROKER_SOCKET_NAME,
+                                    .access = sandbox_access(s, &c->gate),
+                                    .handler = canary_handler};
+    char msg[256] = "";
+    if (pl_broker_sock_start(&o, &c->sock, msg, sizeof(msg)) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "SANDBOX_DOCKER_RUN_DIR: canary socket: %s",
+                            msg);
     return 0;
 }
 
 static void canary_stop(struct canary *c) {
-    if (c->fd >= 0)
-        shutdown(c->fd, SHUT_RDWR);
-    if (c->running)
-        pthread_join(c->thread, NULL);
-    if (c->fd >= 0)
-        close(c->fd);
-    if (c->sock[0])
-        unlink(c->sock);
-    if (c->dir[0])
-        rmdir(c->dir);
-}
-
-/* The first "PLIMSOLL {...}" line of the bootstrap's stdout. */
-static json_t *report_line(const struct pl_buf *out) {
-    const char *p = out->data;
-    size_t n = out->len;
-    while (p && n >= 9) {
-        const char *eol = memchr(p, '\n', n);
-        size_t len = eol ? (size_t)(eol - p) : n;
-        if (len > 9 && memcmp(p, "PLIMSOLL ", 9) == 0)
-            return json_loadb(p + 9, len - 9, 0, NULL);
-        if (!eol)
-            break;
-        n -= len + 1;
-        p = eol + 1;
-    }
-    return NULL;
+    pl_broker_sock_stop(c->sock);
+    c->sock = NULL;
+    if (c->gate_ready)
+        peer_gate_destroy(&c->gate);
+    c->gate_ready = false;
 }
 
 static bool has_opt(const char *opts, const char *want) {
@@ -960,8 +1459,8 @@ static int judge_probe(struct docker_state *s, const char *image, const json_t *
     } while (0)
     if (!rep)
         REFUSE("the canary container gave no report");
-    if (json_integer_value(json_object_get(rep, "uid")) != 65534)
-        REFUSE("the guest does not run as uid 65534");
+    if (json_integer_value(json_object_get(rep, "uid")) != (json_int_t)s->set.uid)
+        REFUSE("the guest does not run as uid %u (SANDBOX_DOCKER_UID)", s->set.uid);
     /* Mounts. */
     const char *mi = json_string_value(json_object_get(rep, "mountinfo"));
     bool root_ro = false, saw_tmp = false, saw_work = false;
@@ -1051,7 +1550,7 @@ static int judge_probe(struct docker_state *s, const char *image, const json_t *
                json_string_value(v) ? json_string_value(v) : "?",
                runsc && !s->set.seccomp
                    ? " (under runsc the engine's default seccomp profile breaks thread creation; "
-                     "set SANDBOX_DOCKER_SECCOMP to seccomp/plimsoll.json)"
+                     "leave SANDBOX_DOCKER_SECCOMP unset for plimsoll's own profile)"
                    : "");
     }
     json_object_foreach(json_object_get(rep, "interpreters"), k, v) {
@@ -1084,6 +1583,7 @@ static int probe_image(struct docker_state *s, const char *image, const char *im
     char run_id[40];
     snprintf(run_id, sizeof(run_id), "proof-%s-%.8s", strrchr(can->dir, '-') + 1, image_id + 7);
     r.run_id = run_id;
+    r.gate = &can->gate;
     r.dx.out_cap = 1u << 20;
     r.dx.err_cap = 64u << 10;
     int rc = run_container(s, &r, err);
@@ -1168,6 +1668,95 @@ static int check_runtime(struct docker_state *s, char *ret_path, size_t len, jso
     return 0;
 }
 
+/* One container this instance may have left behind: killed, deleted, and
+ * its runtime state and cgroup removed, whether or not the engine knew it. */
+static void remove_leftover(const char *id, void *ud) {
+    struct docker_state *s = ud;
+    char cg[200];
+    remove_container(s, id);
+    pl_hostview_remove_runtime_state(&s->hv, id);
+    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
+    pl_hostview_remove_cgroup(&s->hv, cg);
+}
+
+/*
+ * Startup: one started container (its bootstrap waiting on stdin) shows
+ * the host where a container's processes live and where the runtime keeps
+ * its state; both must be where the host-side proof will look.
+ */
+static int hostview_discover(struct docker_state *s, struct pl_error *err) {
+    char run_id[40] = "hostview-", id[72] = "";
+    random_hex(run_id + 9, 8);
+    if (create_container(s, s->snippet_id, s->default_memory_mb, run_id, NULL, id, err) < 0)
+        return -1;
+    int rc = -1;
+    char path[160], cg[200], got[256] = "";
+    json_t *ins = NULL;
+    snprintf(path, sizeof(path), "/containers/%s/start", id);
+    if (api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
+        goto out;
+    snprintf(path, sizeof(path), "/containers/%s/json", id);
+    if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        goto out;
+    json_int_t pid = json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
+    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
+    if (pid <= 0 || pl_hostview_cgroup_of_pid(&s->hv, (pid_t)pid, got, sizeof(got)) < 0 ||
+        strcmp(got, cg) != 0) {
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "SANDBOX_PROVIDER=docker: a container's processes are not in the cgroup "
+                     "plimsoll asked for (%s; found \"%s\"): the engine must use the cgroupfs "
+                     "driver",
+                     cg, got);
+        goto out;
+    }
+    if (pl_hostview_find_runtime_root(&s->hv, id, err) < 0)
+        goto out;
+    /* An exec meets the profile too (under runsc by plimsoll's own helper). */
+    if (s->set.seccomp) {
+        static const char *const argv[] = {"grep", "-E", "^Seccomp:", "/proc/self/status"};
+        struct cont_run e = {.timeout_ms = 20000};
+        e.dx.out_cap = e.dx.err_cap = 4096;
+        int code = -1;
+        char user[32];
+        run_user(s, user);
+        if (exec_in(s, id, user, step_cmd(s, argv, 4), NULL, &e, &code, err) < 0) {
+            pl_demux_free(&e.dx);
+            goto out;
+        }
+        bool filtered = code == 0 && e.dx.out.data && strstr(e.dx.out.data, "Seccomp:\t2");
+        pl_demux_free(&e.dx);
+        if (!filtered) {
+            pl_error_set(err, PL_REASON_INTERNAL,
+                         "SANDBOX_PROVIDER=docker: a process started with docker exec has no "
+                         "seccomp filter under %s (exit %d)",
+                         s->set.runtime, code);
+            goto out;
+        }
+    }
+    if (s->hv.runsc) {
+        long *pids = NULL;
+        size_t n = 0;
+        if (pl_hostview_runsc_ps(&s->hv, id, &pids, &n, err) < 0)
+            goto out;
+        free(pids);
+        if (n < 1) {
+            pl_error_set(err, PL_REASON_INTERNAL,
+                         "SANDBOX_PROVIDER=docker: runsc ps listed no process in a running "
+                         "sandbox");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    json_decref(ins);
+    if (id[0] && remove_container(s, id) < 0 && rc == 0)
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "SANDBOX_PROVIDER=docker: the startup container %.12s could not be "
+                          "removed",
+                          id);
+    return rc;
+}
+
 static void pool_stop_and_drain(struct docker_state *s);
 
 static void docker_destroy(void *state) {
@@ -1185,6 +1774,7 @@ static void docker_destroy(void *state) {
     }
     pl_docker_engine_free(s->engine);
     free(s->set.seccomp);
+    free(s->set.exec_filter_env);
     pthread_cond_destroy(&s->cond);
     pthread_cond_destroy(&s->pool_cond);
     pthread_mutex_destroy(&s->lock);
@@ -1208,7 +1798,7 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     pthread_cond_init(&s->pool_cond, NULL);
     json_t *langs = json_object();
     json_t *info = NULL;
-    struct canary can = {.fd = -1};
+    struct canary can = {0};
 
     if (load_settings(config, &s->set, err) < 0)
         goto fail;
@@ -1235,7 +1825,26 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     }
     if (pthread_create(&s->reaper, NULL, reaper_main, s) == 0)
         s->reaper_started = true;
-    unsigned removed = 0;
+    if (check_uid_unused(&s->set, err) < 0 ||
+        pl_hostview_init(&s->hv, s->set.instance, strcmp(s->set.runtime, "runsc") == 0,
+                         s->runtime_path, err) < 0)
+        goto fail;
+    if (hostview_discover(s, err) < 0) {
+        char why[sizeof(err->message)];
+        snprintf(why, sizeof(why), "%s", err->message);
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "SANDBOX_PROVIDER=docker: startup proof: the first container under %s "
+                     "failed: %.400s",
+                     s->set.runtime, why);
+        goto fail;
+    }
+    unsigned removed = pl_hostview_leftovers(&s->hv, remove_leftover, s);
+    if (removed)
+        fprintf(stderr,
+                "plimsolld: docker: killed and removed %u containers of instance %s found in the "
+                "cgroup tree or the runtime's state\n",
+                removed, s->set.instance);
+    removed = 0;
     if (delete_untracked(s, &removed, err) < 0)
         goto fail;
     delete_stale_dirs(s);
@@ -1249,9 +1858,6 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
         probe_image(s, s->set.project_image, s->project_id, &can, langs, err) < 0)
         goto fail;
     canary_stop(&can);
-    can.fd = -1;
-    can.running = false;
-    can.dir[0] = can.sock[0] = '\0';
     if (!json_object_get(langs, "python") || !json_object_get(langs, "javascript")) {
         pl_error_set(err, PL_REASON_INTERNAL,
                      "SANDBOX_PROVIDER=docker: the images must run python3 and node; the probe "
@@ -1260,8 +1866,10 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
         goto fail;
     }
     s->tier = strcmp(s->set.runtime, "runsc") == 0 ? PL_TIER_KERNEL : PL_TIER_CONTAINER;
-    snprintf(s->engine_desc, sizeof(s->engine_desc), "docker %.16s, %.8s; %.64s (%.19s); %.32s",
-             pl_docker_server_version(info), s->set.runtime, s->set.snippet_image, s->snippet_id,
+    snprintf(s->engine_desc, sizeof(s->engine_desc),
+             "docker %.16s, %.8s, seccomp %.40s; %.64s (%.19s); %.32s",
+             pl_docker_server_version(info), s->set.runtime, s->set.seccomp_name,
+             s->set.snippet_image, s->snippet_id,
              json_string_value(json_object_get(langs, "python")));
     /* langs' values read "Python 3.11.2" and "node v18.20.4". */
     snprintf(s->project_desc, sizeof(s->project_desc), "docker %.8s; %.64s (%.19s); %.32s",
@@ -1367,102 +1975,54 @@ static void invalidate_ready(struct docker_state *s) {
 
 /* ---- runs ----------------------------------------------------------------------- */
 
-static char *take(struct pl_buf *b, size_t *ret_len) {
-    *ret_len = b->len;
-    char *d = b->data ? b->data : calloc(1, 1);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    return d;
-}
-
-static int decode_b64_field(const json_t *o, const char *key, char **ret, size_t *ret_len) {
-    const char *v = json_string_value(json_object_get(o, key));
-    unsigned char *d = NULL;
-    size_t n = 0;
-    if (!v || pl_base64_decode(v, strlen(v), PROJECT_REPORT_MAX, &d, &n) < 0)
-        return -1;
-    *ret = (char *)d;
-    *ret_len = n;
-    return 0;
-}
-
-/* Turn the bootstrap's "PLIMSOLL {...}" lines into steps and an outcome. */
+/*
+ * A project's outcome.  The files report (one line, written before any
+ * guest code existed; setup_report) says whether the steps could start;
+ * the steps themselves came from the engine (project_steps).  A missing,
+ * torn, oversized or unreadable report is protocol_error, never skipped.
+ */
 static void project_outcome(const struct pl_run_request *req, struct cont_run *r,
+                            const char *setup_failed, bool setup_ok, const char *setup_problem,
                             struct pl_run_result *ret) {
-    bool setup = false, done = false, bad = false;
-    ret->steps = calloc(req->project.nsteps, sizeof(*ret->steps));
-    const char *p = r->dx.out.data;
-    size_t n = r->dx.out.len;
-    while (p && n > 0 && ret->steps) {
-        const char *eol = memchr(p, '\n', n);
-        if (!eol)
-            break; /* a torn last line: the reporter was cut off */
-        size_t len = (size_t)(eol - p);
-        json_t *j =
-            len > 9 && memcmp(p, "PLIMSOLL ", 9) == 0 ? json_loadb(p + 9, len - 9, 0, NULL) : NULL;
-        n -= len + 1;
-        p = eol + 1;
-        if (!j) {
-            bad = true;
-            continue;
-        }
-        json_t *step = json_object_get(j, "step");
-        if (json_object_get(j, "setup_failed")) {
-            ret->outcome = PL_OUTCOME_SETUP_FAILED;
-            snprintf(ret->detail, sizeof(ret->detail), "writing the project's files failed: %s",
-                     json_string_value(json_object_get(j, "setup_failed")));
-            json_decref(j);
-            return;
-        } else if (json_object_get(j, "setup")) {
-            setup = true;
-        } else if (json_object_get(j, "done")) {
-            done = true;
-        } else if (json_is_integer(step) && (size_t)json_integer_value(step) == ret->nsteps &&
-                   ret->nsteps < req->project.nsteps) {
-            struct pl_step_result *s = &ret->steps[ret->nsteps];
-            s->name = strdup(req->project.steps[ret->nsteps].name);
-            s->exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
-            s->duration_ms = (uint32_t)json_integer_value(json_object_get(j, "duration_ms"));
-            s->out_truncated = json_is_true(json_object_get(j, "stdout_truncated"));
-            s->err_truncated = json_is_true(json_object_get(j, "stderr_truncated"));
-            if (decode_b64_field(j, "stdout", &s->out, &s->out_len) < 0 ||
-                decode_b64_field(j, "stderr", &s->err, &s->err_len) < 0)
-                bad = true;
-            ret->nsteps++;
-        } else {
-            bad = true;
-        }
-        json_decref(j);
-    }
+    ret->steps = r->steps;
+    ret->nsteps = r->nsteps;
+    r->steps = NULL;
+    r->nsteps = 0;
     int last = ret->nsteps ? ret->steps[ret->nsteps - 1].exit_code : 0;
     ret->exit_code = last;
-    if (r->timed_out) {
+    if (setup_failed) {
+        ret->outcome = PL_OUTCOME_SETUP_FAILED;
+        snprintf(ret->detail, sizeof(ret->detail), "writing the project's files failed: %.200s",
+                 setup_failed);
+    } else if (r->timed_out) {
         ret->outcome = PL_OUTCOME_TIMED_OUT;
         ret->exit_code = 124;
         snprintf(ret->detail, sizeof(ret->detail),
-                 "the deadline of %u ms ended the run during step %zu of %zu", r->timeout_ms,
-                 ret->nsteps + 1, req->project.nsteps);
-    } else if (!setup && !bad && ret->nsteps == 0 && !done) {
-        ret->outcome = PL_OUTCOME_SETUP_FAILED;
-        snprintf(ret->detail, sizeof(ret->detail),
-                 "the sandbox ended before the project's files were written (exit %d%s)",
-                 r->exit_code, r->oom ? ", out of memory" : "");
-    } else if (bad || !done) {
+                 "the deadline of %u ms ended the run %s step %zu of %zu", r->timeout_ms,
+                 setup_ok ? "during" : "before", ret->nsteps + 1, req->project.nsteps);
+    } else if (!setup_ok) {
         ret->outcome = PL_OUTCOME_PROTOCOL_ERROR;
-        snprintf(ret->detail, sizeof(ret->detail),
-                 "the sandbox's step reporter %s (container exit %d%s)",
-                 bad ? "wrote something unreadable" : "ended before the last report", r->exit_code,
-                 r->oom ? ", out of memory" : "");
+        snprintf(ret->detail, sizeof(ret->detail), "%.250s", setup_problem);
         if (r->oom)
-            ret->exit_code = r->exit_code;
+            ret->exit_code = 137;
+    } else if (r->step_error[0]) {
+        ret->outcome = PL_OUTCOME_PROTOCOL_ERROR;
+        snprintf(ret->detail, sizeof(ret->detail), "%.250s", r->step_error);
+        if (r->oom)
+            ret->exit_code = 137;
     } else {
         ret->outcome = PL_OUTCOME_COMPLETED;
         if (last != 0)
             snprintf(ret->detail, sizeof(ret->detail),
-                     "step %zu (%s) exited %d; later steps "
-                     "did not run",
-                     ret->nsteps, ret->steps[ret->nsteps - 1].name, last);
+                     "step %zu (%s) exited %d; later steps did not run", ret->nsteps,
+                     ret->steps[ret->nsteps - 1].name, last);
     }
+}
+
+/* The bootstrap's files report (reports.h). */
+static json_t *setup_report(const struct cont_run *r, char *why, size_t len) {
+    return pl_docker_files_report(r->dx.out.data, r->dx.out.len, r->dx.out_total, r->dx.out_cap,
+                                  r->exit_code, why, len);
 }
 
 /*
@@ -1499,27 +2059,22 @@ static int prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
     }
     case PL_PAYLOAD_PROJECT: {
         r->image_id = s->project_id;
-        json_t *fl = json_array(), *steps = json_array();
+        json_t *fl = json_array();
         for (size_t i = 0; i < req->project.nfiles; i++) {
             json_array_append_new(fl, json_pack("{s:s, s:I}", "path", req->project.files[i].path,
                                                 "len", (json_int_t)req->project.files[i].len));
             pl_buf_append(files, req->project.files[i].content, req->project.files[i].len);
         }
-        for (size_t i = 0; i < req->project.nsteps; i++) {
-            json_t *argv = json_array();
-            for (size_t k = 0; k < req->project.steps[i].argc; k++)
-                json_array_append_new(argv, json_string(req->project.steps[i].argv[k]));
-            json_array_append_new(steps, argv);
-        }
-        h = json_pack("{s:s, s:o, s:o, s:I}", "kind", "project", "files", fl, "steps", steps,
-                      "output_bytes", (json_int_t)ctx->output_bytes);
+        h = json_pack("{s:s, s:o}", "kind", "project", "files", fl);
         r->parts[1] = files->data;
         r->part_len[1] = files->len;
         r->nparts = 2;
-        /* Reports carry each step's kept output in base64. */
-        uint64_t cap = (uint64_t)ctx->output_bytes * 2 * req->project.nsteps * 4 / 3 + (1u << 20);
-        r->dx.out_cap = cap > PROJECT_REPORT_MAX ? PROJECT_REPORT_MAX : (size_t)cap;
+        /* The bootstrap's stdout carries one short report line; the steps'
+         * output comes from their own execs. */
+        r->dx.out_cap = 64u << 10;
         r->dx.err_cap = 64u << 10;
+        r->project = req;
+        r->output_bytes = ctx->output_bytes;
         break;
     }
     default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
@@ -1546,14 +2101,24 @@ static int finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request 
     ret->timed_out = r->timed_out;
     ret->out_of_memory = r->oom;
     if (req->kind == PL_PAYLOAD_PROJECT) {
-        project_outcome(req, r, ret);
+        if (r->files_done) {
+            /* A session's call: the files exec's exit code said it. */
+            project_outcome(req, r, r->files_failed[0] ? r->files_failed : NULL,
+                            !r->files_failed[0], NULL, ret);
+        } else {
+            char why[160];
+            json_t *rep = setup_report(r, why, sizeof(why));
+            project_outcome(req, r, json_string_value(json_object_get(rep, "setup_failed")),
+                            json_is_string(json_object_get(rep, "setup")), why, ret);
+            json_decref(rep);
+        }
         ret->out = calloc(1, 1);
         ret->err = take(&r->dx.err, &ret->err_len);
         if (ret->err_len > ctx->output_bytes) {
             ret->err_len = ctx->output_bytes;
             ret->err_truncated = true;
         }
-        if (!ret->out || !ret->err || (req->project.nsteps && !ret->steps)) {
+        if (!ret->out || !ret->err) {
             pl_demux_free(&r->dx);
             return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
         }
@@ -1592,36 +2157,43 @@ static int docker_run(void *state, const struct pl_run_ctx *ctx, const struct pl
     }
     /* A grant's broker listens in a directory of its own, bind-mounted at
      * /run/plimsoll; a warm container has no such mount, so grant runs
-     * start cold. */
+     * start cold.  Only this run's container may connect (peer_gate). */
     char broker_dir[PATH_MAX];
+    struct peer_gate gate;
+    peer_gate_init(&gate, s);
     if (ctx->broker) {
         snprintf(broker_dir, sizeof(broker_dir), "%.2000s/%s/run-%s", s->set.run_dir,
                  s->set.instance, ctx->run_id);
-        char parent[PATH_MAX];
-        snprintf(parent, sizeof(parent), "%.2000s/%s", s->set.run_dir, s->set.instance);
-        if (mkdir_p(parent, 0755) < 0 || pl_broker_listen(ctx->broker, broker_dir, err) < 0) {
+        struct pl_broker_sock_access acc = sandbox_access(s, &gate);
+        if (make_instance_dir(s, err) < 0 ||
+            pl_broker_listen(ctx->broker, broker_dir, &acc, err) < 0) {
             pl_buf_free(&hdr);
             pl_buf_free(&files);
             pl_demux_free(&r.dx);
-            if (!err->message[0])
-                pl_error_set(err, PL_REASON_INTERNAL, "cannot create %s: %s", parent,
-                             strerror(errno));
+            peer_gate_destroy(&gate);
             return -1;
         }
         r.socket_dir = broker_dir;
+        r.gate = &gate;
     } else {
         take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
     }
     int rc = run_container(s, &r, err);
+    /* The gate lives on this stack: nothing may ask it once we return. */
+    pl_broker_unlisten(ctx->broker);
+    peer_gate_destroy(&gate);
     pl_buf_free(&hdr);
     pl_buf_free(&files);
     if (rc < 0) {
         pl_demux_free(&r.dx);
+        free_steps(r.steps, r.nsteps);
         invalidate_ready(s);
         return -1;
     }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-%.24s", ctx->run_id);
-    return finish_run(ctx, req, &r, ret, err);
+    rc = finish_run(ctx, req, &r, ret, err);
+    free_steps(r.steps, r.nsteps); /* what finish_run did not take */
+    return rc;
 }
 
 /* ---- sessions (docs/sessions.md) ----------------------------------------------- */
@@ -1635,19 +2207,23 @@ struct dsession {
     char dir[PATH_MAX]; /* host directory mounted at /run/plimsoll (grants) */
     char fp[65];        /* the security settings at open */
     struct {
-        long pid;
-        unsigned long long start;
+        long pid;                 /* in the sandbox's pid namespace */
+        unsigned long long start; /* its start time (clock ticks since boot) */
+        long host_pid;            /* runc: the host's pid; runsc: gVisor's (= pid) */
         bool up;
         bool fresh; /* no cell has run in it yet */
-        int fd;     /* its uplink, or -1: cells then go through an exec */
+        int fd;     /* its uplink: the connection its launcher greeted with */
     } in[2];        /* the kept interpreters, learnt from the launcher only */
-    int lfd;        /* listening at dir/cells.sock for the interpreters' uplinks */
+    int lfd;        /* listening at dir/cells.sock for the launchers' greetings */
+    pid_t init_pid; /* the host's pid of the sandbox's PID 1 (runc) */
+    long ipc_last;  /* the highest System V IPC id the last cleanup saw */
     pthread_t cleaner;
     bool cleaner_running;
     char verdict[256]; /* non-empty: the session must end, and why */
     struct docker_state *s;
-    bool pooled;   /* taken from the warm pool */
-    unsigned mask; /* the interpreters the pool started: 1 python, 2 javascript */
+    struct peer_gate gate; /* who may connect to the session's sockets */
+    bool pooled;           /* taken from the warm pool */
+    unsigned mask;         /* the interpreters the pool started: 1 python, 2 javascript */
 };
 
 static int lang_index(const char *name) {
@@ -1682,20 +2258,25 @@ static json_t *agent_cmd(const char *mode, const char *arg) {
  * r's parts, output into r->dx, bounded by r->timeout_ms.  *ret_exit is the
  * exec's exit code (-1 when it timed out or the code is unknown).
  */
-static int exec_call(struct docker_state *s, struct dsession *d, const char *user, json_t *cmd,
-                     json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err) {
+static int exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
+                   json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err) {
     char path[160];
     *ret_exit = -1;
     json_t *cfg = json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", r->nparts > 0,
                             "AttachStdout", 1, "AttachStderr", 1, "Tty", 0, "Cmd", cmd,
                             "WorkingDir", "/work", "User", user);
+    if (s->set.exec_filter_env) {
+        if (!env)
+            env = json_array();
+        json_array_append_new(env, json_string(s->set.exec_filter_env));
+    }
     if (cfg && env)
         json_object_set_new(cfg, "Env", env);
     else
         json_decref(env);
     if (!cfg)
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
-    snprintf(path, sizeof(path), "/containers/%s/exec", d->id);
+    snprintf(path, sizeof(path), "/containers/%s/exec", container_id);
     json_t *created = NULL;
     int rc = api_expect(s, "POST", path, cfg, 201, &created, err);
     json_decref(cfg);
@@ -1710,7 +2291,8 @@ static int exec_call(struct docker_state *s, struct dsession *d, const char *use
         return -1;
     uint64_t t0 = mono_ns();
     r->exec = true;
-    memcpy(r->id, d->id, sizeof(r->id));
+    snprintf(r->id, sizeof(r->id), "%s", container_id);
+    snprintf(r->exec_id, sizeof(r->exec_id), "%s", eid);
     if (set_nonblock(fd) < 0 ||
         pump(s, r, fd, t0 + (uint64_t)r->timeout_ms * 1000000ull, err) < 0) {
         close(fd);
@@ -1721,12 +2303,20 @@ static int exec_call(struct docker_state *s, struct dsession *d, const char *use
     close(fd);
     if (r->timed_out)
         return 0;
+    /* The stream ends as the process does; the engine may record its exit
+     * a moment later. */
     snprintf(path, sizeof(path), "/exec/%s/json", eid);
-    json_t *ins = NULL;
-    if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
-        return -1;
-    *ret_exit = pl_docker_exec_exit(ins);
-    json_decref(ins);
+    for (int i = 0; i < 100; i++) {
+        json_t *ins = NULL;
+        if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+            return -1;
+        *ret_exit = pl_docker_exec_exit(ins);
+        bool running = json_is_true(json_object_get(ins, "Running"));
+        json_decref(ins);
+        if (!running)
+            break;
+        usleep(10000);
+    }
     return 0;
 }
 
@@ -1737,22 +2327,22 @@ static int exec_call(struct docker_state *s, struct dsession *d, const char *use
  * agent made itself non-dumpable; see docs/sessions.md); added bytes make
  * the report unreadable, never a different report.
  */
-static int agent_json(struct docker_state *s, struct dsession *d, const char *mode, const char *arg,
-                      json_t *env, json_t **ret, struct pl_error *err) {
+static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, unsigned gid_off,
+                      json_t **ret, struct pl_error *err) {
     struct cont_run r = {.timeout_ms = 20000};
     r.dx.out_cap = 1u << 20;
     r.dx.err_cap = 64u << 10;
     int code = -1;
-    /* The cleanup runs with a group of its own: under runc no guest process
-     * may then open its descriptors (it still may signal them: same uid). */
-    const char *user = strcmp(mode, "cleanup") == 0 ? "65534:65533" : "65534:65534";
-    int rc = exec_call(s, d, user, agent_cmd(mode, arg), env, &r, &code, err);
+    char mode[16];
+    snprintf(mode, sizeof(mode), "%s", json_string_value(json_array_get(cmd, 3)) ?: "?");
+    /* A trusted mode runs with a group of its own: no guest process may
+     * open its descriptors or memory (it still may signal it: same uid). */
+    char user[32];
+    user_spec(&s->set, gid_off, user);
+    int rc = exec_in(s, d->id, user, cmd, NULL, &r, &code, err);
     json_t *j = NULL;
-    const char *o = r.dx.out.data;
-    size_t n = r.dx.out.len;
-    if (rc == 0 && code == 0 && !r.timed_out && o && n > 1 && o[n - 1] == '\n' &&
-        !memchr(o, '\n', n - 1))
-        j = json_loadb(o, n - 1, JSON_REJECT_DUPLICATES, NULL);
+    if (rc == 0 && code == 0 && !r.timed_out)
+        j = pl_docker_agent_report(r.dx.out.data, r.dx.out.len, "");
     if (rc == 0 && !j)
         pl_error_set(err, PL_REASON_INTERNAL,
                      "session agent %s: no well-formed report (exit %d%s): %.200s", mode, code,
@@ -1795,9 +2385,10 @@ static void uplink_listen(struct dsession *d) {
     if (fd < 0)
         return;
     unlink(path);
-    /* uid 65534 inside connects: the socket must be writable by it. */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666) < 0 ||
-        listen(fd, 4) < 0) {
+    /* The sandbox's uid alone may connect (and the gate checks the peer). */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        chown(path, (uid_t)d->s->set.uid, (gid_t)(d->s->set.uid + GID_RUN)) < 0 ||
+        chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
         close(fd);
         unlink(path);
         return;
@@ -1880,35 +2471,71 @@ static int write_full(int fd, const void *buf, size_t n, uint64_t deadline, size
     return 1;
 }
 
-/* After a launch: take the interpreter's uplink, if it greets in time. */
-static void uplink_accept(struct dsession *d, int lang, const char *token) {
+/*
+ * After a launch: take the connection the launcher greeted with.  Every
+ * connection waiting on the cell socket is judged: its peer must pass the
+ * session's gate (the sandbox's cgroup) and, under runc where the peer is
+ * the connecting process itself, run with the launched language's group
+ * (only the launcher has it now: it ended every other process of it);
+ * then its greeting must be "LANG TOKEN" with this launch's token,
+ * compared in constant time.  Exactly one may match; anything else is
+ * closed.  Two matches would mean the token leaked: the session ends.
+ */
+static int uplink_accept(struct dsession *d, int lang, const char *token, struct pl_error *err) {
     uplink_drop(d, lang);
     if (d->lfd < 0)
-        return;
+        return pl_error_set(err, PL_REASON_INTERNAL, "the session's cell socket is not open");
     char want[128];
     int wn = snprintf(want, sizeof(want), "%s %s", lang_name[lang], token);
     uint64_t deadline = mono_ns() + 2000000000ull;
-    while (wait_fd(d->lfd, POLLIN, deadline) == 1) {
+    int found = -1;
+    unsigned good = 0;
+    gid_t lang_gid = (gid_t)(d->s->set.uid + (lang == LANG_PY ? GID_PY : GID_JS));
+    for (;;) {
         int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+                break;
+            if (good > 0 || wait_fd(d->lfd, POLLIN, deadline) != 1)
+                break;
             continue;
+        }
+        struct ucred cr = {0};
+        socklen_t cl = sizeof(cr);
+        bool peer = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
+                    peer_gate_check(&d->gate, fd, cr.pid, cr.uid, cr.gid) &&
+                    (d->s->hv.runsc || cr.gid == lang_gid);
         unsigned char h[5];
         char got[128];
         uint32_t n = 0;
-        if (read_full(fd, h, 5, deadline) == 1 && h[0] == 'H' &&
+        uint64_t greet_by = mono_ns() + 500000000ull;
+        if (peer && read_full(fd, h, 5, greet_by) == 1 && h[0] == 'H' &&
             (n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4]) ==
                 (uint32_t)wn &&
-            read_full(fd, got, n, deadline) == 1) {
+            read_full(fd, got, n, greet_by) == 1) {
             unsigned char diff = 0;
             for (uint32_t i = 0; i < n; i++)
                 diff |= (unsigned char)(got[i] ^ want[i]);
             if (diff == 0) {
-                d->in[lang].fd = fd;
-                return;
+                good++;
+                if (found < 0) {
+                    found = fd;
+                    continue;
+                }
             }
         }
-        close(fd); /* not the interpreter we launched */
+        close(fd); /* not the launcher: an impostor, or a second claim */
     }
+    if (good == 1) {
+        d->in[lang].fd = found;
+        return 0;
+    }
+    if (found >= 0)
+        close(found);
+    return pl_error_set(err, PL_REASON_INTERNAL,
+                        good ? "the %s interpreter's cell channel was claimed twice"
+                             : "the %s interpreter's launcher did not greet the cell socket",
+                        lang_name[lang]);
 }
 
 enum uplink_end { UPLINK_UNUSABLE, UPLINK_RAN, UPLINK_ENDED, UPLINK_TIMED_OUT };
@@ -1979,6 +2606,150 @@ static enum uplink_end uplink_cell(struct dsession *d, int lang, const char *cod
     }
 }
 
+/*
+ * The launcher's exchange, one exec as the language's group: it says
+ * "ready" once it has ended every other process of that group; only then
+ * does the token go to its stdin (the exec's own stream, which nothing in
+ * the sandbox can read: the launcher's group is alone and others are
+ * refused its /proc).  It greets the cell socket, starts the interpreter
+ * and reports one JSON line; while it waits for the end of its stdin, the
+ * daemon takes the greeting (uplink_accept: its peer is the launcher,
+ * alive); then the daemon closes the stream and the launcher exits 0.
+ */
+static int launch_exchange(struct docker_state *s, struct dsession *d, int lang, const char *token,
+                           json_t **ret, struct pl_error *err) {
+    char user[32], path[160];
+    user_spec(&s->set, lang == LANG_PY ? GID_PY : GID_JS, user);
+    json_t *cfg =
+        json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", 1, "AttachStdout", 1,
+                  "AttachStderr", 1, "Tty", 0, "Cmd", agent_cmd("launch", lang_name[lang]),
+                  "WorkingDir", "/work", "User", user);
+    if (cfg && s->set.exec_filter_env)
+        json_object_set_new(cfg, "Env", json_pack("[s]", s->set.exec_filter_env));
+    if (!cfg)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+    snprintf(path, sizeof(path), "/containers/%s/exec", d->id);
+    json_t *created = NULL;
+    int rc = api_expect(s, "POST", path, cfg, 201, &created, err);
+    json_decref(cfg);
+    if (rc < 0)
+        return -1;
+    char eid[80];
+    snprintf(eid, sizeof(eid), "%s", json_string_value(json_object_get(created, "Id")) ?: "");
+    json_decref(created);
+    snprintf(path, sizeof(path), "/exec/%s/start", eid);
+    int fd = -1;
+    if (pl_docker_hijack(s->engine, path, "{\"Detach\":false,\"Tty\":false}", &fd, err) < 0)
+        return -1;
+    struct pl_demux dx = {.out_cap = 64u << 10, .err_cap = 64u << 10};
+    uint64_t deadline = mono_ns() + 30000000000ull;
+    bool sent = false, accepted = false;
+    json_t *j = NULL;
+    unsigned char buf[4096];
+    rc = set_nonblock(fd);
+    while (rc == 0) {
+        int w = wait_fd(fd, POLLIN, deadline);
+        if (w <= 0) {
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "the %s launcher did not finish in 30 s",
+                              lang_name[lang]);
+            break;
+        }
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (n <= 0)
+            break;
+        if (pl_demux_feed(&dx, buf, (size_t)n) < 0) {
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "docker exec stream: malformed frame");
+            break;
+        }
+        const char *o = dx.out.data;
+        size_t len = dx.out.len;
+        if (!sent && len >= 6) {
+            if (memcmp(o, "ready\n", 6) != 0)
+                break; /* not the launcher's first word: judged below */
+            char line[80];
+            int ln = snprintf(line, sizeof(line), "%s\n", token);
+            size_t wrote = 0;
+            if (write_full(fd, line, (size_t)ln, deadline, &wrote) != 1) {
+                rc = pl_error_set(err, PL_REASON_INTERNAL, "the %s launcher took no token",
+                                  lang_name[lang]);
+                break;
+            }
+            sent = true;
+        }
+        if (sent && !accepted && len > 7 && o[len - 1] == '\n') {
+            /* The report: exactly one line after "ready". */
+            j = pl_docker_agent_report(o, len, "ready\n");
+            if (!j)
+                break;
+            accepted = true;
+            if (json_is_integer(json_object_get(j, "pid")) &&
+                uplink_accept(d, lang, token, err) < 0)
+                rc = -1;
+            shutdown(fd, SHUT_WR); /* the launcher may go */
+        }
+    }
+    close(fd);
+    int code = -1;
+    snprintf(path, sizeof(path), "/exec/%s/json", eid);
+    for (int k = 0; rc == 0 && k < 100; k++) {
+        json_t *ins = NULL;
+        if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0) {
+            rc = -1;
+            break;
+        }
+        code = pl_docker_exec_exit(ins);
+        bool running = json_is_true(json_object_get(ins, "Running"));
+        json_decref(ins);
+        if (!running)
+            break;
+        usleep(10000);
+    }
+    /* Nothing may follow the report, even after the greeting was taken. */
+    json_t *whole = pl_docker_agent_report(dx.out.data, dx.out.len, "ready\n");
+    bool intact = whole != NULL;
+    json_decref(whole);
+    if (rc == 0 && (!accepted || !j || !intact || (code != 0 && code != 1)))
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "the %s launcher gave no well-formed report (exit %d): %.200s",
+                          lang_name[lang], code, dx.err.data ? dx.err.data : "");
+    pl_demux_free(&dx);
+    if (rc < 0) {
+        uplink_drop(d, lang);
+        json_decref(j);
+        return -1;
+    }
+    *ret = j;
+    return 0;
+}
+
+/*
+ * The host's pid of the sandbox's process `pid` that started at `start`
+ * (runc: the pid namespace's pid read from the host, in the container's
+ * cgroup; runsc: gVisor's pids are all the host can name, so pid itself).
+ * -1 when no such process is there.
+ */
+static long host_pid_of(struct docker_state *s, struct dsession *d, long pid,
+                        unsigned long long start) {
+    if (s->hv.runsc)
+        return pid;
+    char cg[200];
+    pl_hostview_cgroup(&s->hv, d->id, cg, sizeof(cg));
+    pid_t *procs = NULL;
+    size_t n = 0;
+    long found = -1;
+    if (pl_hostview_procs(&s->hv, cg, &procs, &n) == 0)
+        for (size_t i = 0; i < n && found < 0; i++)
+            if (pl_hostview_ns_pid(procs[i]) == pid && pl_hostview_start_time(procs[i]) == start)
+                found = procs[i];
+    free(procs);
+    return found;
+}
+
+/* Start a language's interpreter.  Its pid and start time come from the
+ * launcher, which runs no guest code; its uplink is the connection the
+ * launcher greeted with (docs/sessions.md). */
 static int launch(struct docker_state *s, struct dsession *d, int lang, struct pl_error *err) {
     json_t *j = NULL;
     unsigned char rnd[24];
@@ -1987,30 +2758,38 @@ static int launch(struct docker_state *s, struct dsession *d, int lang, struct p
         return pl_error_set(err, PL_REASON_INTERNAL, "no randomness for the uplink token");
     for (size_t i = 0; i < sizeof(rnd); i++)
         snprintf(token + 2 * i, 3, "%02x", rnd[i]);
-    char tenv[80];
-    snprintf(tenv, sizeof(tenv), "PLIMSOLL_CELL_TOKEN=%s", token);
-    json_t *env = d->lfd >= 0
-                      ? json_pack("[s, s]", "PLIMSOLL_CELL_UPLINK=/run/plimsoll/" UPLINK_NAME, tenv)
-                      : NULL;
-    /* Connections nobody greeted (guest code may connect too) go first, so
-     * the backlog has room for the interpreter about to start. */
+    uplink_drop(d, lang);
+    d->in[lang].up = false;
+    /* Connections waiting from before this launch are nobody's: close them. */
     for (int fd; d->lfd >= 0 && (fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
         close(fd);
-    if (agent_json(s, d, "launch", lang_name[lang], env, &j, err) < 0)
+    int rc = launch_exchange(s, d, lang, token, &j, err);
+    if (rc < 0) {
+        OPENSSL_cleanse(token, sizeof(token));
         return -1;
+    }
     json_t *pid = json_object_get(j, "pid"), *start = json_object_get(j, "start");
     if (!json_is_integer(pid) || !json_is_integer(start)) {
         pl_error_set(err, PL_REASON_INTERNAL, "the %s interpreter did not start: %.200s",
                      lang_name[lang], json_string_value(json_object_get(j, "error")) ?: "?");
         json_decref(j);
+        OPENSSL_cleanse(token, sizeof(token));
+        uplink_drop(d, lang);
         return -1;
     }
     d->in[lang].pid = (long)json_integer_value(pid);
     d->in[lang].start = (unsigned long long)json_integer_value(start);
+    json_decref(j);
+    OPENSSL_cleanse(token, sizeof(token));
+    d->in[lang].host_pid = host_pid_of(s, d, d->in[lang].pid, d->in[lang].start);
+    if (d->in[lang].host_pid < 0) {
+        uplink_drop(d, lang);
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the host does not see the %s interpreter the launcher reported",
+                            lang_name[lang]);
+    }
     d->in[lang].up = true;
     d->in[lang].fresh = true;
-    json_decref(j);
-    uplink_accept(d, lang, token);
     return 0;
 }
 
@@ -2024,13 +2803,20 @@ static void *cleaner_main(void *arg) {
         if (d->in[i].up)
             json_array_append_new(
                 keep, json_pack("[I, I]", (json_int_t)d->in[i].pid, (json_int_t)d->in[i].start));
+    char ipc[24];
+    snprintf(ipc, sizeof(ipc), "%ld", d->ipc_last);
     char *keep_s = json_dumps(keep, JSON_COMPACT);
     json_decref(keep);
+    json_t *cmd = keep_s ? json_pack("[s, s, s, s, s, s]", "python3", "-c", pl_docker_session_agent,
+                                     "cleanup", keep_s, ipc)
+                         : NULL;
     json_t *j = NULL;
     struct pl_error err = {0};
     bool running = false, paused = false;
     char fp[65];
-    if (!keep_s || agent_json(s, d, "cleanup", keep_s, NULL, &j, &err) < 0) {
+    long dead[256];
+    size_t ndead = 0;
+    if (!keep_s || !cmd || agent_json(s, d, cmd, GID_CLEAN, &j, &err) < 0) {
         /* A sandbox whose main process just ended refuses execs while the
          * engine is still tearing it down: give that a moment to show. */
         bool gone = false;
@@ -2058,16 +2844,51 @@ static void *cleaner_main(void *arg) {
                 if (json_integer_value(json_array_get(e, 0)) == d->in[i].pid)
                     still = true;
             }
+            if (d->in[i].up && !still)
+                uplink_drop(d, i);
             d->in[i].up = d->in[i].up && still;
         }
-        json_int_t used = json_integer_value(json_object_get(j, "work_used"));
-        json_int_t size = json_integer_value(json_object_get(j, "work_size"));
-        if (size > 0 && used >= size - (json_int_t)(64u << 10))
+        if (json_is_integer(json_object_get(j, "ipc_last")))
+            d->ipc_last = (long)json_integer_value(json_object_get(j, "ipc_last"));
+        json_t *dl = json_object_get(j, "dead");
+        for (size_t k = 0; k < json_array_size(dl) && ndead < sizeof(dead) / sizeof(dead[0]); k++)
+            if (json_is_integer(json_array_get(dl, k)))
+                dead[ndead++] = (long)json_integer_value(json_array_get(dl, k));
+        /* /work and /tmp both persist from call to call: both count. */
+        json_int_t used = json_integer_value(json_object_get(j, "work_used")) +
+                          json_integer_value(json_object_get(j, "tmp_used"));
+        json_int_t budget = (json_int_t)s->session_disk_mb << 20;
+        if (used >= budget - (json_int_t)(64u << 10))
             snprintf(d->verdict, sizeof(d->verdict),
-                     "the work directory reached its budget (SANDBOX_SESSION_DISK_MB)");
+                     "the session's files reached its budget (SANDBOX_SESSION_DISK_MB, /work and "
+                     "/tmp together)");
     }
-    free(keep_s);
+    free(keep_s); /* cmd went to agent_json */
     json_decref(j);
+    if (d->verdict[0])
+        return NULL;
+    /* The host's word, not the sandbox's: under runc the container's
+     * cgroup, under runsc gVisor's own process list, must hold nothing but
+     * PID 1 and the kept interpreters (the host's pids, their start times
+     * checked); anything else is ended from the host, and a sandbox where
+     * that fails ends. */
+    long keep_host[2];
+    size_t nkeep = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!d->in[i].up)
+            continue;
+        if (!s->hv.runsc && pl_hostview_start_time((pid_t)d->in[i].host_pid) != d->in[i].start) {
+            d->in[i].up = false; /* gone, or its pid is someone else's now */
+            uplink_drop(d, i);
+            continue;
+        }
+        keep_host[nkeep++] = d->in[i].host_pid;
+    }
+    unsigned killed = 0;
+    struct pl_error herr = {0};
+    if (host_sweep(s, d->id, d->init_pid, keep_host, nkeep, dead, ndead, &killed, &herr) < 0)
+        snprintf(d->verdict, sizeof(d->verdict),
+                 "the host could not prove the sandbox clean between calls: %.180s", herr.message);
     return NULL;
 }
 
@@ -2085,6 +2906,14 @@ static void cleaner_start(struct dsession *d) {
         snprintf(d->verdict, sizeof(d->verdict), "the cleanup between calls could not start");
 }
 
+/* Forget a session's sandbox (its container is the reaper's by now). */
+static void dsession_free(struct dsession *d) {
+    uplink_close(d);
+    rmdir(d->dir);
+    peer_gate_destroy(&d->gate);
+    free(d);
+}
+
 /* Create and start one session sandbox; start the interpreters in langs. */
 static int session_create(struct docker_state *s, const char *tag, unsigned memory_mb,
                           const bool langs[2], struct dsession **ret, struct pl_error *err) {
@@ -2093,19 +2922,26 @@ static int session_create(struct docker_state *s, const char *tag, unsigned memo
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     d->s = s;
     d->lfd = d->in[0].fd = d->in[1].fd = -1;
+    peer_gate_init(&d->gate, s);
     snprintf(d->tag, sizeof(d->tag), "%s", tag);
     char run_id[40];
     snprintf(run_id, sizeof(run_id), "session-%s", d->tag);
     snprintf(d->dir, sizeof(d->dir), "%.2000s/%s/%s", s->set.run_dir, s->set.instance, run_id);
-    if (mkdir_p(d->dir, 0755) < 0) {
-        pl_error_set(err, PL_REASON_INTERNAL, "cannot create %s: %s", d->dir, strerror(errno));
+    /* The session's directory: the sandbox uid's, traverse only; root
+     * creates the sockets in it (docs/security.md). */
+    if (make_instance_dir(s, err) < 0 || mkdir(d->dir, 0700) < 0 ||
+        chown(d->dir, (uid_t)s->set.uid, (gid_t)(s->set.uid + GID_RUN)) < 0 ||
+        chmod(d->dir, 0100) < 0) {
+        if (!err->message[0])
+            pl_error_set(err, PL_REASON_INTERNAL, "cannot create %s: %s", d->dir, strerror(errno));
+        rmdir(d->dir);
+        peer_gate_destroy(&d->gate);
         free(d);
         return -1;
     }
     json_t *cfg = container_config(s, s->project_id, memory_mb, run_id, d->dir);
     if (!cfg) {
-        rmdir(d->dir);
-        free(d);
+        dsession_free(d);
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
     }
     /* A run's walls; the main process is the agent, which runs no guest
@@ -2117,7 +2953,7 @@ static int session_create(struct docker_state *s, const char *tag, unsigned memo
     json_object_set_new(cfg, "AttachStdout", json_false());
     json_object_set_new(cfg, "AttachStderr", json_false());
     json_object_set_new(json_object_get(json_object_get(cfg, "HostConfig"), "Tmpfs"), "/work",
-                        tmpfs_opts(s->session_disk_mb));
+                        tmpfs_opts(&s->set, s->session_disk_mb));
     char path[256];
     snprintf(path, sizeof(path), "/containers/create?name=plimsoll-%s", run_id);
     json_t *created = NULL;
@@ -2125,11 +2961,11 @@ static int session_create(struct docker_state *s, const char *tag, unsigned memo
     json_decref(cfg);
     if (rc < 0 || pl_docker_created_id(created, d->id) < 0) {
         json_decref(created);
-        rmdir(d->dir);
-        free(d);
+        dsession_free(d);
         return rc < 0 ? -1 : pl_error_set(err, PL_REASON_INTERNAL, "docker: create gave no Id");
     }
     json_decref(created);
+    peer_gate_open(&d->gate, d->id);
     bool running = false, paused = false;
     snprintf(path, sizeof(path), "/containers/%s/start", d->id);
     if (api_expect(s, "POST", path, NULL, 204, NULL, err) < 0 ||
@@ -2139,6 +2975,12 @@ static int session_create(struct docker_state *s, const char *tag, unsigned memo
         pl_error_set(err, PL_REASON_INTERNAL, "the session's sandbox did not stay up");
         goto fail;
     }
+    json_t *ins = NULL;
+    snprintf(path, sizeof(path), "/containers/%s/json", d->id);
+    if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        goto fail;
+    d->init_pid = (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
+    json_decref(ins);
     uplink_listen(d);
     for (int lang = 0; lang < 2; lang++)
         if (langs[lang] && launch(s, d, lang, err) < 0)
@@ -2146,10 +2988,8 @@ static int session_create(struct docker_state *s, const char *tag, unsigned memo
     *ret = d;
     return 0;
 fail:
-    uplink_close(d);
     reap_later(s, d->id);
-    rmdir(d->dir);
-    free(d);
+    dsession_free(d);
     return -1;
 }
 
@@ -2200,9 +3040,7 @@ static void *session_pool_main(void *arg) {
         if (s->pool_stop || s->npool >= s->pool_n) {
             pthread_mutex_unlock(&s->lock);
             reap_later(s, d->id);
-            uplink_close(d);
-            rmdir(d->dir);
-            free(d);
+            dsession_free(d);
             pthread_mutex_lock(&s->lock);
             continue;
         }
@@ -2254,9 +3092,7 @@ static void pool_stop_and_drain(struct docker_state *s) {
     for (unsigned i = 0; i < s->npool; i++) {
         kill_container(s, s->pool[i]->id);
         reap_later(s, s->pool[i]->id);
-        uplink_close(s->pool[i]);
-        rmdir(s->pool[i]->dir);
-        free(s->pool[i]);
+        dsession_free(s->pool[i]);
     }
     s->npool = 0;
 }
@@ -2293,11 +3129,9 @@ static void docker_session_close(void *state, void *session) {
     struct docker_state *s = state;
     struct dsession *d = session;
     cleaner_join(d);
-    uplink_close(d);
     kill_container(s, d->id);
     reap_later(s, d->id);
-    rmdir(d->dir);
-    free(d);
+    dsession_free(d);
 }
 
 static int docker_session_pause(void *state, void *session) {
@@ -2318,106 +3152,168 @@ static int docker_session_resume(void *state, void *session, struct pl_error *er
     return api_expect(s, "POST", path, NULL, 204, NULL, err);
 }
 
-/* A cell: files and code to the agent's cell client, which hands the code
- * to the kept interpreter; exit 3 means none listens (start one, retry),
- * 4 that it ended during the cell. */
-static int session_cell(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
-                        const struct pl_run_request *req, struct pl_run_result *ret,
-                        struct pl_error *err) {
-    int lang = lang_index(req->cell.language);
+/*
+ * A session call's files, written into /work by the bootstrap's files mode
+ * in one exec as the calls' user (never through a symlink an earlier call
+ * left).  0 with ret_failed "" when written, or why not; *ret_timed_out at
+ * the deadline; < 0 when the engine failed.  The verdict is the exec's exit
+ * code, read from the engine.
+ */
+static int session_files(struct docker_state *s, struct dsession *d, const struct pl_file *files,
+                         size_t nfiles, uint64_t deadline, char *ret_failed, size_t flen,
+                         bool *ret_timed_out, struct pl_error *err) {
+    ret_failed[0] = '\0';
+    *ret_timed_out = false;
+    if (nfiles == 0)
+        return 0;
+    struct pl_buf hdr = {0}, body = {0};
     json_t *fl = json_array();
-    struct pl_buf files = {0}, hdr = {0};
-    for (size_t i = 0; i < req->cell.nfiles; i++) {
-        json_array_append_new(fl, json_pack("{s:s, s:I}", "path", req->cell.files[i].path, "len",
-                                            (json_int_t)req->cell.files[i].len));
-        pl_buf_append(&files, req->cell.files[i].content, req->cell.files[i].len);
+    for (size_t i = 0; i < nfiles; i++) {
+        json_array_append_new(
+            fl, json_pack("{s:s, s:I}", "path", files[i].path, "len", (json_int_t)files[i].len));
+        pl_buf_append(&body, files[i].content, files[i].len);
     }
-    json_t *h = json_pack("{s:s, s:I, s:o}", "language", lang_name[lang], "code_len",
-                          (json_int_t)req->cell.code_len, "files", fl);
+    json_t *h = json_pack("{s:s, s:o}", "kind", "files", "files", fl);
     char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
     json_decref(h);
     if (line)
         pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
     free(line);
+    uint64_t now = mono_ns();
+    struct cont_run r = {.timeout_ms =
+                             now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1,
+                         .parts = {hdr.data, body.data},
+                         .part_len = {hdr.len, body.len},
+                         .nparts = 2};
+    r.dx.out_cap = r.dx.err_cap = 4096;
+    char user[32];
+    run_user(s, user);
+    int code = -1;
+    int rc = hdr.data ? exec_in(s, d->id, user,
+                                json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), NULL,
+                                &r, &code, err)
+                      : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    if (rc == 0) {
+        *ret_timed_out = r.timed_out;
+        if (!r.timed_out && code == 3)
+            snprintf(ret_failed, flen, "%.*s",
+                     (int)(r.dx.err.len && r.dx.err.data[r.dx.err.len - 1] == '\n'
+                               ? r.dx.err.len - 1
+                               : r.dx.err.len),
+                     r.dx.err.data ? r.dx.err.data : "");
+        else if (!r.timed_out && code != 0)
+            snprintf(ret_failed, flen, "writing the files ended with exit %d", code);
+    }
+    pl_demux_free(&r.dx);
+    pl_buf_free(&hdr);
+    pl_buf_free(&body);
+    return rc;
+}
+
+/*
+ * A cell: its files first (an exec, when it has any), then its code to the
+ * kept interpreter over the uplink, started for it when none runs.  An
+ * uplink that is gone before anything was sent (the interpreter ended
+ * between calls) gets a fresh interpreter, once.
+ */
+static int session_cell(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                        const struct pl_run_request *req, struct pl_run_result *ret,
+                        struct pl_error *err) {
+    int lang = lang_index(req->cell.language);
     uint64_t deadline = mono_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
-    int rc = -1, code = -1;
-    struct cont_run r = {0};
-    for (int attempt = 0; attempt < 2; attempt++) {
+    char failed[200];
+    bool timed_out = false;
+    if (session_files(s, d, req->cell.files, req->cell.nfiles, deadline, failed, sizeof(failed),
+                      &timed_out, err) < 0)
+        return -1;
+    if (timed_out || failed[0]) {
+        ret->timed_out = timed_out;
+        ret->exit_code = timed_out ? 124 : 1;
+        ret->outcome = timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 timed_out ? "the deadline ended the cell while its files were written"
+                           : "the cell's files could not be written: %.180s",
+                 failed);
+        ret->out = calloc(1, 1);
+        ret->err = calloc(1, 1);
+        return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    struct pl_demux dx = {0};
+    int status = 1;
+    enum uplink_end e = UPLINK_UNUSABLE;
+    for (int attempt = 0; attempt < 2 && e == UPLINK_UNUSABLE; attempt++) {
         if (!d->in[lang].up && launch(s, d, lang, err) < 0)
-            goto out;
+            return -1;
         /* Started for this cell, or at open for a hint, or by the pool: the
          * cell begins where nothing defined earlier exists. */
         if (d->in[lang].fresh)
             ret->interpreter_started = true;
         d->in[lang].fresh = false;
-        if (d->in[lang].fd >= 0 && req->cell.nfiles == 0) {
-            memset(&r, 0, sizeof(r));
-            r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
-            int status = 1;
-            enum uplink_end e =
-                uplink_cell(d, lang, req->cell.code, req->cell.code_len, deadline, &r.dx, &status);
-            if (e != UPLINK_UNUSABLE) {
-                ret->cell_uplink = true;
-                r.timed_out = e == UPLINK_TIMED_OUT;
-                code = e == UPLINK_RAN ? status : e == UPLINK_ENDED ? 4 : -1;
-                break;
-            }
-            pl_demux_free(&r.dx); /* nothing was sent: the exec below runs the cell */
-        }
-        uint64_t now = mono_ns();
-        memset(&r, 0, sizeof(r));
-        r.timeout_ms = now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1;
-        r.parts[0] = hdr.data;
-        r.part_len[0] = hdr.len;
-        r.parts[1] = req->cell.code;
-        r.part_len[1] = req->cell.code_len;
-        r.parts[2] = files.data;
-        r.part_len[2] = files.len;
-        r.nparts = 3;
-        r.dx.out_cap = r.dx.err_cap = ctx->output_bytes;
-        if (exec_call(s, d, "65534:65534", agent_cmd("cell", NULL), NULL, &r, &code, err) < 0)
-            goto out;
-        if (code == 3 && !r.timed_out && attempt == 0) {
-            d->in[lang].up = false; /* nothing listened: a fresh one */
-            pl_demux_free(&r.dx);
-            continue;
-        }
-        break;
+        pl_demux_free(&dx);
+        memset(&dx, 0, sizeof(dx));
+        dx.out_cap = dx.err_cap = ctx->output_bytes;
+        e = uplink_cell(d, lang, req->cell.code, req->cell.code_len, deadline, &dx, &status);
+        if (e == UPLINK_UNUSABLE)
+            d->in[lang].up = false; /* it ended between calls: a fresh one */
     }
-    rc = 0;
-    ret->timed_out = r.timed_out;
-    if (r.timed_out || code == 4)
+    if (e == UPLINK_UNUSABLE) {
+        pl_demux_free(&dx);
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the %s interpreter's cell channel failed twice", lang_name[lang]);
+    }
+    ret->cell_uplink = true;
+    ret->timed_out = e == UPLINK_TIMED_OUT;
+    if (e == UPLINK_TIMED_OUT || e == UPLINK_ENDED) {
+        /* The interpreter is no longer kept: the cleanup after this call
+         * ends it, and the next cell starts a fresh one. */
         uplink_drop(d, lang);
-    if (r.timed_out) {
-        /* The deadline ends the interpreter too: the cleanup no longer spares it. */
         d->in[lang].up = false;
+    }
+    if (e == UPLINK_TIMED_OUT) {
         ret->exit_code = 124;
         ret->outcome = PL_OUTCOME_TIMED_OUT;
         snprintf(ret->detail, sizeof(ret->detail),
                  "the deadline of %u ms ended the cell and its interpreter", ctx->timeout_ms);
-    } else if (code == 4) {
-        d->in[lang].up = false;
+    } else if (e == UPLINK_ENDED) {
         ret->exit_code = 1;
         ret->outcome = PL_OUTCOME_COMPLETED;
         snprintf(ret->detail, sizeof(ret->detail), "the %s interpreter ended during the cell",
                  lang_name[lang]);
     } else {
-        ret->exit_code = code == 0 ? 0 : 1;
+        ret->exit_code = status == 0 ? 0 : 1;
         ret->outcome = PL_OUTCOME_COMPLETED;
-        if (code == 2)
-            snprintf(ret->detail, sizeof(ret->detail), "the cell's files could not be written");
-        else if (code != 0 && code != 1)
-            snprintf(ret->detail, sizeof(ret->detail), "the cell client exited %d", code);
     }
-    ret->out = take(&r.dx.out, &ret->out_len);
-    ret->err = take(&r.dx.err, &ret->err_len);
-    ret->out_truncated = r.dx.out_total > ctx->output_bytes;
-    ret->err_truncated = r.dx.err_total > ctx->output_bytes;
-out:
-    pl_demux_free(&r.dx);
-    pl_buf_free(&hdr);
-    pl_buf_free(&files);
-    return rc;
+    ret->out = take(&dx.out, &ret->out_len);
+    ret->err = take(&dx.err, &ret->err_len);
+    ret->out_truncated = dx.out_total > ctx->output_bytes;
+    ret->err_truncated = dx.err_total > ctx->output_bytes;
+    pl_demux_free(&dx);
+    return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+}
+
+/* A project in a session: its files (an exec), then its steps (an exec
+ * each, project_steps), sparing the kept interpreters between steps. */
+static int session_project(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                           const struct pl_run_request *req, struct cont_run *r,
+                           struct pl_error *err) {
+    uint64_t deadline = mono_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
+    bool timed_out = false;
+    if (session_files(s, d, req->project.files, req->project.nfiles, deadline, r->files_failed,
+                      sizeof(r->files_failed), &timed_out, err) < 0)
+        return -1;
+    r->files_done = true;
+    r->timed_out = timed_out;
+    if (timed_out || r->files_failed[0])
+        return 0;
+    long keep[2];
+    size_t nkeep = 0;
+    for (int i = 0; i < 2; i++)
+        if (d->in[i].up)
+            keep[nkeep++] = d->in[i].host_pid;
+    snprintf(r->id, sizeof(r->id), "%s", d->id);
+    if (ctx->broker)
+        r->step_env = "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME;
+    return project_steps(s, r, deadline, d->init_pid, keep, nkeep, err);
 }
 
 static int docker_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
@@ -2441,36 +3337,45 @@ static int docker_session_run(void *state, void *session, const struct pl_run_ct
                             "the sandbox's security settings changed since the session opened");
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-session-%s", d->tag);
     int rc;
+    char call_dir[PATH_MAX];
+    if (ctx->broker) {
+        /* The grant of the call in progress, for anything in the sandbox. */
+        snprintf(call_dir, sizeof(call_dir), "%.3000s/call", d->dir);
+        struct pl_broker_sock_access acc = sandbox_access(s, &d->gate);
+        if (pl_broker_listen(ctx->broker, call_dir, &acc, err) < 0) {
+            cleaner_start(d);
+            snprintf(ret->session_ended, sizeof(ret->session_ended), "%.200s", err->message);
+            return -1;
+        }
+    }
     if (req->kind == PL_PAYLOAD_CELL) {
         rc = session_cell(s, d, ctx, req, ret, err);
     } else {
         struct cont_run r = {.timeout_ms = ctx->timeout_ms};
         struct pl_buf hdr = {0}, files = {0};
-        json_t *env = NULL;
-        char call_dir[PATH_MAX];
         rc = prepare_run(s, ctx, req, &r, &hdr, &files, err);
-        if (rc == 0 && ctx->broker) {
-            /* The grant of the call in progress, for anything in the sandbox. */
-            snprintf(call_dir, sizeof(call_dir), "%.3000s/call", d->dir);
-            rc = pl_broker_listen(ctx->broker, call_dir, err);
-            env = json_pack("[s]",
-                            "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME);
+        if (rc == 0 && req->kind == PL_PAYLOAD_PROJECT) {
+            rc = session_project(s, d, ctx, req, &r, err);
+        } else if (rc == 0) {
+            json_t *env = ctx->broker ? json_pack("[s]", "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/"
+                                                         "call/" PL_BROKER_SOCKET_NAME)
+                                      : NULL;
+            char user[32];
+            run_user(s, user);
+            int code = -1;
+            rc = exec_in(s, d->id, user,
+                         json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &r,
+                         &code, err);
+            r.exit_code = code < 0 ? 137 : code;
         }
-        int code = -1;
-        if (rc == 0)
-            rc = exec_call(s, d, "65534:65534",
-                           json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &r,
-                           &code, err);
-        else
-            json_decref(env);
         pl_buf_free(&hdr);
         pl_buf_free(&files);
-        if (rc == 0) {
-            r.exit_code = code < 0 ? 137 : code;
+        if (rc == 0)
             rc = finish_run(ctx, req, &r, ret, err);
-        }
         pl_demux_free(&r.dx);
+        free_steps(r.steps, r.nsteps);
     }
+    pl_broker_unlisten(ctx->broker);
     /* Whatever the call left running ends now, after the answer. */
     cleaner_start(d);
     if (rc < 0)

@@ -294,7 +294,12 @@ unsigned pl_docker_list_ids(const json_t *list, int (*each)(const char *id, void
 }
 
 int pl_docker_wait_code(const json_t *wait) {
-    return (int)json_integer_value(json_object_get(wait, "StatusCode"));
+    /* No code, or one no process can return, reads as -1: never as a 0. */
+    json_t *c = json_object_get(wait, "StatusCode");
+    if (!json_is_integer(c))
+        return -1;
+    json_int_t v = json_integer_value(c);
+    return v < -1 || v > 255 ? -1 : (int)v;
 }
 
 bool pl_docker_state_flag(const json_t *inspect, const char *flag) {

@@ -1,39 +1,49 @@
-# plimsoll's in-container session agent (docs/providers/docker.md, Sessions).
+# plimsoll's in-container session agent (docs/sessions.md).
 #
 # A session keeps one container for many calls, with a Python and a Node
 # interpreter kept alive between cells.  plimsolld runs this file as
 # `python3 -c <this file> MODE [ARGS...]`, as the container's command and
-# through Engine API execs (user 65534, working directory /work):
+# through Engine API execs (working directory /work), always as the sandbox's
+# uid; the group tells the roles apart (docs/sessions.md, "Who can reach
+# what"): G+0 the calls' own code, G+1 the Python interpreter, G+2 the
+# JavaScript one, G+3 the cleanup.  Linux and gVisor both refuse
+# /proc/<pid>/fd, environ and mem of a process whose group differs, so a
+# process of one role cannot read another role's descriptors or memory.
 #
 #   main            PID 1: reaps orphans, sleeps, exits 0 on SIGTERM/SIGINT.
 #                   Runs no guest code.
-#   launch LANG     trusted: makes itself non-dumpable, starts the LANG
-#                   ("python" | "javascript") interpreter server detached
-#                   (double fork + setsid, reparented to PID 1), waits until
-#                   its socket /tmp/.plimsoll/cell-LANG.sock accepts, prints
-#                   {"pid": P, "start": S, "dumpable": B} and exits 0, or
-#                   {"error": "..."} and exits 1.
-#   cell            stdin: the header's length on a line, the JSON header
-#                   {"language", "code_len", "files": [{"path", "len"}]},
-#                   the code, then each file's bytes.  Writes the files under
-#                   /work, sends the code to the interpreter and relays its
-#                   output to fds 1 and 2.  Exit: 0 the code ran, 1 it raised,
-#                   2 bad header or file (a "plimsoll: " line on stderr),
-#                   3 no interpreter listens (nothing written at all),
-#                   4 the interpreter ended before the cell did.
-#   cleanup KEEP    trusted, non-dumpable: KEEP is [[pid, start], ...]; stops
-#                   then kills every process but PID 1, itself and the kept
-#                   ones (spared only if their starttime still matches), and
-#                   prints {"clean", "left", "alive", "work_used",
-#                   "work_size"}; exit 0.
+#   launch LANG     trusted, as the LANG interpreter's group: ends every
+#                   other process of that group, prints "ready", reads the
+#                   uplink token from stdin (only now: nothing else of its
+#                   group is left to read it), connects to plimsolld's cell
+#                   socket /run/plimsoll/cells.sock and greets with
+#                   "LANG TOKEN", starts the interpreter detached (double
+#                   fork + setsid, reparented to PID 1) holding that
+#                   connection as fd 3, waits until it says it is ready on fd
+#                   4, prints {"pid": P, "start": S}, waits for the end of
+#                   stdin (plimsolld checks the greeting's peer meanwhile)
+#                   and exits 0; or prints {"error": "..."} and exits 1.  The token never reaches
+#                   the interpreter; a connected socket cannot be reopened
+#                   through /proc.
+#   cleanup KEEP IPC  trusted, its own group: KEEP is [[pid, start], ...];
+#                   ends every process but PID 1, itself and the kept ones
+#                   (spared only if their start time still matches; a
+#                   process counts as alive while any of its threads is),
+#                   removes System V IPC objects and POSIX message queues,
+#                   and prints {"clean", "left", "alive", "dead", "work_used",
+#                   "work_size", "tmp_used", "ipc_removed", "ipc_last"}; exit
+#                   0.  IPC is the highest System V id seen by the last
+#                   cleanup (gVisor lists none: ids are probed up to it).
 #   ps              debugging: a JSON list of the container's processes.
-#   interp LANG SOCK  the Python interpreter server (what launch python
-#                   execs); the Node one is `node -e <NODE_SERVER> SOCK`.
+#   interp python   the Python interpreter server (what launch python execs,
+#                   fd 3 the uplink, fd 4 the ready pipe); the Node one is
+#                   `node -e <NODE_SERVER>` with the same descriptors.
 #
-# Socket framing, both directions: 1 type byte, a 4-byte big-endian length,
-# the data.  Client to server: "C" the cell's code (UTF-8), one frame per
-# connection.  Server to client: "O" stdout bytes, "E" stderr bytes, "X" the
-# end, its data the status in ASCII ("0" ran, "1" raised).
+# Uplink framing, both directions: 1 type byte, a 4-byte big-endian length,
+# the data.  plimsolld to interpreter: "C" a cell's code (UTF-8).
+# Interpreter to plimsolld: "O" stdout bytes, "E" stderr bytes, "X" the end
+# of a cell, its data the status in ASCII ("0" ran, "1" raised).  The
+# launcher's greeting is one "H" frame.
 #
 # Cell semantics.  Python: the last statement, when an expression whose
 # value is not None, is printed with repr(); top-level await works
@@ -48,15 +58,13 @@
 # body of an async function (a single expression's value is shown; other
 # such cells keep no declarations: assign to globalThis); console and
 # process.stdout/stderr write frames (a synchronous cell's output reaches
-# the client when it ends); an uncaught exception or unhandled rejection
+# plimsolld when it ends); an uncaught exception or unhandled rejection
 # while a cell runs makes it status 1.
 #
 # Only launch and cleanup are trusted with what they print; everything else
-# here runs next to (or is) the guest's code.  Non-dumpable protects their
-# stdout under runc from the prctl on (not during the interpreter's start);
-# gVisor (2022-12-19) does not enforce it: a guest process can open
-# /proc/<pid>/fd/1 and write (not read) there.  The daemon must accept a
-# report only when stdout is exactly one JSON line and the exit code is 0.
+# here runs next to (or is) the guest's code.  The daemon accepts a report
+# only when stdout is exactly what the mode prints and the exit code (from
+# the engine) is 0.
 import os
 import sys
 
@@ -77,7 +85,32 @@ def _nondumpable():
         return False, "prctl: %s" % e
 
 
-if MODE in ("launch", "cleanup"):
+def _seccomp_filter():
+    # Under runsc, gVisor gives an exec no seccomp filter: plimsoll passes
+    # the profile, compiled, and it is installed before anything else here
+    # (the interpreter a launch starts inherits it).  Failing, exit 125.
+    b64 = os.environ.pop("PLIMSOLL_SECCOMP_BPF", None)
+    if not b64:
+        return
+    try:
+        import base64
+        import ctypes
+        prog = base64.b64decode(b64)
+        buf = ctypes.create_string_buffer(prog, len(prog))
+
+        class Fprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        fp = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl")
+    except Exception as e:  # noqa: BLE001
+        os.write(2, ("plimsoll: the seccomp filter could not be installed: %s\n" % e).encode())
+        os._exit(125)
+
+
+_seccomp_filter()
+if MODE in ("launch", "cleanup", "main", "interp"):
     NONDUMPABLE = _nondumpable()
 
 import json  # noqa: E402
@@ -86,14 +119,11 @@ import socket  # noqa: E402
 import struct  # noqa: E402
 import time  # noqa: E402
 
-SOCK_DIR = "/tmp/.plimsoll"
 LANGS = ("python", "javascript")
+UPLINK = "/run/plimsoll/cells.sock"
 T_CODE, T_OUT, T_ERR, T_END, T_HELLO = b"C", b"O", b"E", b"X", b"H"
 MAX_CODE = 64 << 20
-
-
-def sock_path(lang):
-    return "%s/cell-%s.sock" % (SOCK_DIR, lang)
+UPLINK_FD, READY_FD = 3, 4
 
 
 def say(obj):
@@ -152,6 +182,18 @@ def proc_stat(pid):
         return None
 
 
+def proc_gid(pid):
+    """The real group of pid, or None when it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("Gid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def list_pids():
     out = []
     for name in os.listdir("/proc"):
@@ -161,8 +203,76 @@ def list_pids():
 
 
 def alive(pid):
-    st = proc_stat(pid)
-    return st is not None and st[0] not in ("Z", "X", "x")
+    """A process is alive while any of its threads is: a main thread that
+    exited alone reads as a zombie ("Z") while the others run on.  Linux
+    lists the threads (/proc/PID/task); gVisor lists none for a zombie
+    leader, but counts them in /proc/PID/status ("Threads: 2" while one
+    still runs, "1" once all are gone)."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        tids = None
+    if tids is not None:
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
+                    raw = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            state = raw[raw.rfind(")") + 2:][:1]
+            if state not in ("Z", "X", "x", ""):
+                return True
+        return False
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return False
+    state = fields.get("State", "").strip()[:1]
+    try:
+        threads = int(fields.get("Threads", "0"))
+    except ValueError:
+        threads = 2  # unreadable: assume it lives
+    return state not in ("Z", "X", "x") or threads > 1
+
+
+def end_all(spare):
+    """Stop, then kill, every process for which spare(pid) is false, until
+    none is alive.  Killing does not depend on the state /proc shows: a
+    zombie with a live thread dies of the SIGKILL, a true zombie ignores it.
+    Returns the pids still alive after ten rounds."""
+    def others():
+        return [p for p in list_pids() if not spare(p) and alive(p)]
+
+    left = others()
+    rounds = 0
+    while left and rounds < 10:
+        rounds += 1
+        # Stop everything first, rescanning until no new process shows up,
+        # so nothing forks during the kill.
+        stopped = set()
+        for _ in range(50):
+            fresh = [p for p in left if p not in stopped]
+            if not fresh:
+                break
+            for p in fresh:
+                try:
+                    os.kill(p, signal.SIGSTOP)
+                except OSError:
+                    pass
+                stopped.add(p)
+            left = others()
+        for p in stopped | set(left):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        for _ in range(40):
+            left = others()
+            if not left:
+                break
+            time.sleep(0.005)
+    return left
 
 
 # ---- main ----------------------------------------------------------------
@@ -188,30 +298,17 @@ def mode_main():
 
 # ---- launch --------------------------------------------------------------
 
-def prepare_sock_dir():
-    import stat
-    try:
-        os.mkdir(SOCK_DIR, 0o700)
-    except FileExistsError:
-        st = os.lstat(SOCK_DIR)
-        if not stat.S_ISDIR(st.st_mode):
-            os.unlink(SOCK_DIR)
-            os.mkdir(SOCK_DIR, 0o700)
-        elif st.st_uid != os.getuid():
-            raise OSError("%s belongs to uid %d" % (SOCK_DIR, st.st_uid))
-    os.chmod(SOCK_DIR, 0o700)
-
-
-def server_argv(lang, path):
+def server_argv(lang):
     if lang == "python":
         # sys.orig_argv keeps the -c source, which sys.argv drops.
         src = sys.orig_argv[sys.orig_argv.index("-c") + 1]
-        return ["python3", "-c", src, "interp", "python", path]
-    return ["node", "-e", NODE_SERVER, path]
+        return ["python3", "-c", src, "interp", "python"]
+    return ["node", "-e", NODE_SERVER]
 
 
-def spawn_detached(argv):
-    """Double fork with setsid; returns the pid that execs argv."""
+def spawn_detached(argv, uplink_fd, ready_fd):
+    """Double fork with setsid; the grandchild gets uplink_fd as fd 3 and
+    ready_fd as fd 4, /dev/null for 0-2, nothing else.  Returns its pid."""
     r, w = os.pipe()
     first = os.fork()
     if first == 0:
@@ -221,10 +318,16 @@ def spawn_detached(argv):
             second = os.fork()
             if second == 0:
                 try:
+                    os.dup2(uplink_fd, 10)
+                    os.dup2(ready_fd, 11)
+                    os.dup2(10, UPLINK_FD)
+                    os.dup2(11, READY_FD)
                     null = os.open("/dev/null", os.O_RDWR)
                     for fd in (0, 1, 2):
                         os.dup2(null, fd)
-                    os.closerange(3, 65536)
+                    os.closerange(READY_FD + 1, 65536)
+                    os.set_inheritable(UPLINK_FD, True)
+                    os.set_inheritable(READY_FD, True)
                     os.chdir("/work")
                     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
                     os.execvp(argv[0], argv)
@@ -243,7 +346,7 @@ def spawn_detached(argv):
     os.close(r)
     os.waitpid(first, 0)
     if not data:
-        raise OSError("the server could not be started")
+        raise OSError("the interpreter could not be started")
     return int(data)
 
 
@@ -253,186 +356,60 @@ def mode_launch(args):
         if len(args) != 1 or args[0] not in LANGS:
             raise ValueError("usage: launch python|javascript")
         lang = args[0]
-        path = sock_path(lang)
-        prepare_sock_dir()
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        pid = spawn_detached(server_argv(lang, path))
-        deadline = time.monotonic() + 10.0
-        while True:
-            if not alive(pid):
-                raise OSError("the %s server ended at startup" % lang)
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect(path)
-                cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-                peer = struct.unpack("3i", cred)[0]
-                # gVisor (2022-12-19) reports the caller's own pid here.
-                if peer not in (0, pid, os.getpid()):
-                    raise OSError("the socket is served by pid %d, not %d" % (peer, pid))
+        me, group = os.getpid(), os.getgid()
+        # Nothing else of this interpreter's group may live while the token
+        # is here: a process of the group could read this one's stdin.  Only
+        # a launch can make a process of the group (no capability, no
+        # set-group-id program), so after this sweep none exists but us.
+        # (gVisor shows group 0 for a zombie leader whose other threads run:
+        # no process here has group 0, so that reads as "maybe ours".)
+        left = end_all(lambda p: p in (1, me) or proc_gid(p) not in (group, 0))
+        if left:
+            raise OSError("processes of the %s group could not be ended: %s" % (lang, left))
+        os.write(1, b"ready\n")
+        token = b""
+        while not token.endswith(b"\n") and len(token) < 256:
+            chunk = os.read(0, 256)
+            if not chunk:
                 break
-            except (FileNotFoundError, ConnectionRefusedError):
-                pass
-            finally:
-                s.close()
-            if time.monotonic() > deadline:
-                raise OSError("the %s server did not listen within 10 s" % lang)
-            time.sleep(0.005)
+            token += chunk
+        token = token.strip()
+        if not token:
+            raise OSError("no uplink token")
+        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        up.settimeout(5.0)
+        up.connect(UPLINK)
+        up.sendall(frame(T_HELLO, lang.encode() + b" " + token))
+        up.settimeout(None)
+        token = None
+        rr, rw = os.pipe()
+        pid = spawn_detached(server_argv(lang), up.fileno(), rw)
+        up.close()
+        os.close(rw)
+        # The interpreter writes one byte to fd 4 once it serves cells.
+        import select
+        ok = select.select([rr], [], [], 10.0)[0] and os.read(rr, 1) == b"1"
+        os.close(rr)
+        if not ok:
+            raise OSError("the %s interpreter did not start within 10 s" % lang)
         st = proc_stat(pid)
-        if st is None or st[0] in ("Z", "X"):
-            raise OSError("the %s server ended at startup" % lang)
+        if st is None or not alive(pid):
+            raise OSError("the %s interpreter ended at startup" % lang)
         out = {"pid": pid, "start": st[2], "dumpable": not dumpable_off}
         if why:
             out["dumpable_error"] = why
         say(out)
+        # Stay until plimsolld has checked who greeted (it reads this
+        # process's credentials while it lives), then it closes stdin.
+        while os.read(0, 256):
+            pass
         os._exit(0)
     except Exception as e:  # noqa: BLE001
         say({"error": str(e) or type(e).__name__})
         os._exit(1)
 
 
-# ---- cell (the client) ---------------------------------------------------
-
-def fail2(msg):
-    os.write(2, ("plimsoll: %s\n" % msg).encode())
-    os._exit(2)
-
-
-def read_stdin_exact(n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = os.read(0, min(n - len(buf), 1 << 20))
-        if not chunk:
-            fail2("stdin ended early")
-        buf += chunk
-    return bytes(buf)
-
-
-def read_stdin_line(limit=16):
-    buf = bytearray()
-    while True:
-        c = os.read(0, 1)
-        if not c or c == b"\n":
-            return bytes(buf)
-        buf += c
-        if len(buf) > limit:
-            fail2("bad header length")
-
-
-def safe_parts(rel):
-    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\0" in rel:
-        return None
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    if not parts or any(p == ".." for p in parts):
-        return None
-    return parts
-
-
-def write_work_file(rel, data):
-    """Write /work/rel without following any symlink on the way."""
-    import stat
-    parts = safe_parts(rel)
-    if parts is None:
-        fail2("refused file path %r: relative paths inside /work only" % (rel,))
-    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    try:
-        dfd = os.open("/work", flags_dir)
-    except OSError as e:
-        fail2("/work: %s" % e.strerror)
-    try:
-        for p in parts[:-1]:
-            # gVisor (2022-12-19) follows a symlink despite O_NOFOLLOW when
-            # O_DIRECTORY is given: lstat first, and check that what was
-            # opened is what lstat saw.
-            try:
-                before = os.stat(p, dir_fd=dfd, follow_symlinks=False)
-            except FileNotFoundError:
-                os.mkdir(p, 0o755, dir_fd=dfd)
-                before = os.stat(p, dir_fd=dfd, follow_symlinks=False)
-            if not stat.S_ISDIR(before.st_mode):
-                raise OSError(40, "not a directory")
-            nfd = os.open(p, flags_dir, dir_fd=dfd)
-            os.close(dfd)
-            dfd = nfd
-            after = os.fstat(dfd)
-            if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-                raise OSError(40, "changed while opened")
-        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
-                     dir_fd=dfd)
-        try:
-            write_all(fd, data)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        if e.errno in (40, 20):  # ELOOP, ENOTDIR: a symlink or a file on the way
-            fail2("refused file path %r: a symlink or a file is in the way" % (rel,))
-        fail2("%s: %s" % (rel, e.strerror or e))
-    finally:
-        os.close(dfd)
-
-
-def mode_cell(args):
-    try:
-        n = int(read_stdin_line())
-        h = json.loads(read_stdin_exact(n))
-        lang = h["language"]
-        if lang not in LANGS:
-            fail2("unknown language %r" % (lang,))
-        code = read_stdin_exact(int(h["code_len"]))
-        files = []
-        for f in h.get("files", []):
-            files.append((f["path"], read_stdin_exact(int(f["len"]))))
-    except (ValueError, KeyError, TypeError) as e:
-        fail2("bad header: %s" % e)
-    for rel, data in files:
-        write_work_file(rel, data)
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(sock_path(lang))
-    except (FileNotFoundError, ConnectionRefusedError):
-        os._exit(3)
-    try:
-        s.sendall(frame(T_CODE, code))
-        while True:
-            kind, data = recv_frame(s, limit=1 << 30)
-            if kind is None:
-                break
-            if kind == T_OUT:
-                write_all(1, data)
-            elif kind == T_ERR:
-                write_all(2, data)
-            elif kind == T_END:
-                os._exit(0 if data == b"0" else 1)
-    except OSError:
-        pass
-    os.write(2, b"plimsoll: the interpreter ended\n")
-    os._exit(4)
-
-
 # ---- the Python interpreter server ---------------------------------------
-
-def uplink_connect(lang):
-    """Connect to plimsolld's cell socket and say hello with the launch's
-    token; None when there is none (cells then come through execs)."""
-    uplink = os.environ.pop("PLIMSOLL_CELL_UPLINK", "")
-    token = os.environ.pop("PLIMSOLL_CELL_TOKEN", "")
-    if not uplink or not token:
-        return None
-    up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    # Bounded: a backlog that guest code filled must not keep this server
-    # from listening (cells then come through execs).
-    up.settimeout(2.0)
-    try:
-        up.connect(uplink)
-        up.sendall(frame(T_HELLO, ("%s %s" % (lang, token)).encode()))
-    except OSError:
-        up.close()
-        return None
-    up.settimeout(None)
-    return up
-
 
 def mode_interp(args):
     import ast
@@ -443,7 +420,6 @@ def mode_interp(args):
     import traceback
     import types
 
-    path = args[1]
     os.chdir("/work")
     me = os.getpid()
     # fds 1 and 2 become pipes that a pump thread relays to the current
@@ -596,37 +572,20 @@ def mode_interp(args):
                 pass
             state["conn"] = None
 
-    # The uplink: a connection out to plimsolld's socket in the session's
-    # directory, made before this server listens (so the launcher's report
-    # comes after the hello), over which cells arrive without an exec.
-    up = uplink_connect("python")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(16)
-    import select
+    # The uplink: the connection the launcher opened and greeted with, fd 3.
+    # Cells arrive on it one at a time; when plimsolld closes it (a deadline,
+    # the session's end), this interpreter ends.
+    up = socket.socket(fileno=UPLINK_FD)
+    os.write(READY_FD, b"1")
+    os.close(READY_FD)
     while True:
-        ready = select.select([srv] + ([up] if up is not None else []), [], [])[0]
-        if up is not None and up in ready:
-            try:
-                kind, code = recv_frame(up)
-            except OSError:
-                kind = None
-            if kind != T_CODE:  # plimsolld closed it, or sent nonsense
-                up.close()
-                up = None
-                continue
-            serve(up, code)
-            continue
-        conn, _ = srv.accept()
         try:
-            kind, code = recv_frame(conn)
+            kind, code = recv_frame(up)
         except OSError:
             kind = None
-        if kind != T_CODE:
-            conn.close()
-            continue
-        serve(conn, code)
-        conn.close()
+        if kind != T_CODE:  # plimsolld closed it, or sent nonsense
+            os._exit(0)
+        serve(up, code)
 
 
 # ---- the Node interpreter server -----------------------------------------
@@ -635,7 +594,6 @@ NODE_SERVER = r"""
 'use strict';
 const net = require('net'), vm = require('vm'), util = require('util');
 const stream = require('stream'), Module = require('module');
-const path = process.argv[1];
 process.chdir('/work');
 let cur = null, running = false, failed = false;
 function send(conn, t, b) {
@@ -702,51 +660,87 @@ async function next() {
   while (queue.length) { const [c, code, keep] = queue.shift(); if (!c.destroyed) await run(c, code, keep); }
   busy = false;
 }
-function listen() {
-net.createServer(conn => {
-  let buf = Buffer.alloc(0), done = false;
-  conn.on('error', () => {});
-  conn.on('data', d => {
-    if (done) return;
-    buf = Buffer.concat([buf, d]);
-    if (buf.length < 5) return;
-    const n = buf.readUInt32BE(1);
-    if (buf[0] !== 0x43 || n > 64 * 1024 * 1024) { done = true; conn.destroy(); return; }
-    if (buf.length < 5 + n) return;
-    done = true;
-    queue.push([conn, buf.subarray(5, 5 + n).toString('utf8')]);
+// The uplink: the connection the launcher opened and greeted with, fd 3.
+// Cells arrive on it one at a time; when plimsolld closes it (a deadline,
+// the session's end), this interpreter ends.
+const fs = require('fs');
+const up = new net.Socket({ fd: 3, readable: true, writable: true });
+let ubuf = Buffer.alloc(0);
+up.on('error', () => process.exit(0));
+up.on('end', () => process.exit(0));
+up.on('close', () => process.exit(0));
+up.on('data', d => {
+  ubuf = Buffer.concat([ubuf, d]);
+  while (ubuf.length >= 5) {
+    const n = ubuf.readUInt32BE(1);
+    if (ubuf[0] !== 0x43 || n > 64 * 1024 * 1024) { up.destroy(); return; }
+    if (ubuf.length < 5 + n) return;
+    queue.push([up, ubuf.subarray(5, 5 + n).toString('utf8'), true]);
+    ubuf = ubuf.subarray(5 + n);
     next();
-  });
-}).listen(path);
-}
-// The uplink (see uplink_connect): connected and greeted before listening.
-const uplink = process.env.PLIMSOLL_CELL_UPLINK, token = process.env.PLIMSOLL_CELL_TOKEN;
-delete process.env.PLIMSOLL_CELL_UPLINK; delete process.env.PLIMSOLL_CELL_TOKEN;
-if (uplink && token) {
-  let buf = Buffer.alloc(0), listening = false;
-  const up = net.connect(uplink);
-  const start = () => { if (!listening) { listening = true; listen(); } };
-  up.on('connect', () => { send(up, 0x48, Buffer.from('javascript ' + token)); start(); });
-  up.on('error', start);
-  setTimeout(() => { if (!listening) { up.destroy(); start(); } }, 2000).unref();
-  up.on('data', d => {
-    buf = Buffer.concat([buf, d]);
-    while (buf.length >= 5) {
-      const n = buf.readUInt32BE(1);
-      if (buf[0] !== 0x43 || n > 64 * 1024 * 1024) { up.destroy(); return; }
-      if (buf.length < 5 + n) return;
-      queue.push([up, buf.subarray(5, 5 + n).toString('utf8'), true]);
-      buf = buf.subarray(5 + n);
-      next();
-    }
-  });
-} else {
-  listen();
-}
+  }
+});
+fs.writeSync(4, '1');
+fs.closeSync(4);
 """
 
 
 # ---- cleanup -------------------------------------------------------------
+
+def remove_sysv_ipc(last):
+    """Remove every System V shared memory segment, semaphore set and
+    message queue of the sandbox's IPC namespace.  Linux lists them in
+    /proc/sysvipc; gVisor does not, and numbers each kind from 1 up: there,
+    ids up to a fresh probe's (and up to `last`, the highest seen before)
+    are tried.  Returns (removed, highest id seen)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    IPC_RMID, IPC_PRIVATE = 0, 0
+    rm = {"shm": lambda i: libc.shmctl(i, IPC_RMID, None),
+          "sem": lambda i: libc.semctl(i, 0, IPC_RMID),
+          "msg": lambda i: libc.msgctl(i, IPC_RMID, None)}
+    removed, high = 0, last
+    if os.path.isdir("/proc/sysvipc"):
+        for kind in ("shm", "sem", "msg"):
+            with open("/proc/sysvipc/" + kind) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 1 and rm[kind](int(fields[1])) == 0:
+                        removed += 1
+        return removed, high
+    make = {"shm": lambda: libc.shmget(IPC_PRIVATE, 4096, 0o600),
+            "sem": lambda: libc.semget(IPC_PRIVATE, 1, 0o600),
+            "msg": lambda: libc.msgget(IPC_PRIVATE, 0o600)}
+    for kind in ("shm", "sem", "msg"):
+        probe = make[kind]()
+        if probe < 0:
+            continue  # refused (the shipped seccomp profile): none can exist
+        top = max(probe, last)
+        high = max(high, probe)
+        for i in range(0, top + 1):
+            if i != probe and rm[kind](i) == 0:
+                removed += 1
+        rm[kind](probe)
+    return removed, high
+
+
+def remove_mqueues():
+    """POSIX message queues, where the sandbox can list them (/dev/mqueue;
+    the shipped seccomp profile refuses mq_open outright)."""
+    removed = 0
+    try:
+        names = os.listdir("/dev/mqueue")
+    except OSError:
+        return 0
+    for name in names:
+        try:
+            os.unlink("/dev/mqueue/" + name)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
 
 def mode_cleanup(args):
     try:
@@ -754,55 +748,31 @@ def mode_cleanup(args):
         keep = {}
         for pid, start in json.loads(args[0] if args else "[]"):
             keep[int(pid)] = int(start)
+        last_ipc = int(args[1]) if len(args) > 1 else 0
 
         def spared(pid):
+            if pid in (1, me):
+                return True
             if pid not in keep:
                 return False
             st = proc_stat(pid)
             return st is not None and st[2] == keep[pid]
 
-        def others():
-            found = []
-            for pid in list_pids():
-                if pid in (1, me) or spared(pid):
-                    continue
-                if alive(pid):
-                    found.append(pid)
-            return found
-
-        left = others()
-        rounds = 0
-        while left and rounds < 10:
-            rounds += 1
-            # Stop everything first, rescanning until no new process shows
-            # up, so nothing forks during the kill.
-            stopped = set()
-            for _ in range(50):
-                fresh = [p for p in left if p not in stopped]
-                if not fresh:
-                    break
-                for p in fresh:
-                    try:
-                        os.kill(p, signal.SIGSTOP)
-                    except OSError:
-                        pass
-                    stopped.add(p)
-                left = others()
-            for p in stopped | set(left):
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
-            for _ in range(20):
-                left = others()
-                if not left:
-                    break
-                time.sleep(0.005)
+        left = end_all(spared)
         kept_alive = [[p, s] for p, s in sorted(keep.items()) if spared(p) and alive(p)]
+        # Dead but not yet reaped (a kept interpreter's child it has not
+        # waited for): gVisor's process list, which the host reads, still
+        # shows them, and only this kernel's view tells them from the living.
+        dead = [p for p in list_pids() if not spared(p) and not alive(p)]
+        ipc_removed, ipc_last = remove_sysv_ipc(last_ipc)
+        ipc_removed += remove_mqueues()
         st = os.statvfs("/work")
-        say({"clean": not left, "left": left, "alive": kept_alive,
+        tmp = os.statvfs("/tmp")
+        say({"clean": not left, "left": left, "alive": kept_alive, "dead": dead,
              "work_used": (st.f_blocks - st.f_bfree) * st.f_frsize,
-             "work_size": st.f_blocks * st.f_frsize})
+             "work_size": st.f_blocks * st.f_frsize,
+             "tmp_used": (tmp.f_blocks - tmp.f_bfree) * tmp.f_frsize,
+             "ipc_removed": ipc_removed, "ipc_last": ipc_last})
     except BaseException as e:  # noqa: BLE001 - never raises
         try:
             say({"clean": False, "error": str(e) or type(e).__name__})
@@ -826,13 +796,11 @@ def entry():
         mode_main()
     elif MODE == "launch":
         mode_launch(args)
-    elif MODE == "cell":
-        mode_cell(args)
     elif MODE == "cleanup":
         mode_cleanup(args)
     elif MODE == "ps":
         mode_ps(args)
-    elif MODE == "interp" and len(args) == 2 and args[0] == "python":
+    elif MODE == "interp" and len(args) == 1 and args[0] == "python":
         mode_interp(args)
     else:
         os.write(2, b"plimsoll: unknown mode\n")
