@@ -195,6 +195,17 @@ class HostileSessions(Hostile):
         self.assertEqual(b["stdout"], "-9\n", b)  # killed by the cleanup between the calls
         self.assertEqual(self.ok(sid, COUNT_OTHERS)["stdout"], "0\n")
 
+    def test_an_unreaped_child_of_an_interpreter_does_not_stop_a_project(self):
+        # The cleanup kills the interpreter's child; the interpreter has not
+        # waited for it, so it stays a zombie (gVisor lists it to the host).
+        sid = self.open()
+        self.cell(sid, "python", "import subprocess\np = subprocess.Popen(['sleep', '600'])")
+        status, b = self.d.rpc("RunInSession", {"session_id": sid, "run": {"project": {
+            "steps": [{"argv": ["true"]}, {"argv": ["sh", "-c", "echo two"]}]}}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual((b["outcome"], b["steps"][1]["stdout"]), ("completed", "two\n"), b)
+        self.assertEqual(self.cell(sid, "python", "p.poll()")["stdout"], "-9\n")
+
     def test_timed_out_call_leaves_nothing(self):
         sid = self.open()
         b = self.ok(sid, "import subprocess, time\n"

@@ -857,6 +857,8 @@ static int host_sweep(struct docker_state *s, const char *id, pid_t init_host_pi
     char cg[200];
     pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
     unsigned killed = 0;
+    long ended[256]; /* runsc: pids a SIGKILL from the host went to */
+    size_t nended = 0;
     uint64_t deadline = mono_ns() + 5000000000ull;
     for (;;) {
         size_t others = 0;
@@ -889,12 +891,17 @@ static int host_sweep(struct docker_state *s, const char *id, pid_t init_host_pi
                 if (pids[i] == 1 || in_list(pids[i], keep, nkeep))
                     continue;
                 /* A zombie a kept interpreter has not reaped yet: listed by
-                 * gVisor, dead by the cleanup's reading of its threads. */
-                if (in_list(pids[i], dead, ndead))
+                 * gVisor (which cannot tell it from the living), dead by the
+                 * cleanup's reading of its threads, or dead because the host
+                 * itself sent it a SIGKILL, which nothing survives. */
+                if (in_list(pids[i], dead, ndead) || in_list(pids[i], ended, nended))
                     continue;
                 others++;
-                if (pl_hostview_runsc_signal(&s->hv, id, pids[i], "KILL") == 0)
+                if (pl_hostview_runsc_signal(&s->hv, id, pids[i], "KILL") == 0) {
                     killed++;
+                    if (nended < sizeof(ended) / sizeof(ended[0]))
+                        ended[nended++] = pids[i];
+                }
             }
             free(pids);
         }
