@@ -193,6 +193,11 @@ json_t *pl_api_describe(struct pl_api *api) {
         "max_snippet_bytes", (json_int_t)PL_SNIPPET_MAX_BYTES, "max_request_bytes",
         (json_int_t)c->max_request_bytes, "memory_budget_applies",
         api->provider->ops->memory_budget_applies);
+    if (d && json_object_set_new(json_object_get(d, "limits"), "min_memory_mb",
+                                 json_integer((json_int_t)in->min_memory_mb)) < 0) {
+        json_decref(d);
+        return NULL;
+    }
     return d;
 }
 
@@ -433,6 +438,13 @@ static void run_request(struct pl_api *api, const char *principal, const char *b
             goto refused;
         }
         timeout = caps->max_timeout_ms;
+    }
+    if (req.memory_mb && req.memory_mb < in->min_memory_mb) {
+        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                     "memory_mb: %u is below %u, the least provider \"%s\" can start a sandbox "
+                     "with (Describe: limits.min_memory_mb)",
+                     req.memory_mb, in->min_memory_mb, prov->ops->name);
+        goto refused;
     }
     if (pl_provider_ready(prov, &err) < 0) {
         err.reason = PL_REASON_NOT_READY;

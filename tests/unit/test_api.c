@@ -38,6 +38,7 @@ static void probe_info(void *s, struct pl_provider_info *ret) {
     *ret = (struct pl_provider_info){
         .tier = PL_TIER_PROCESS,
         .runtime = "probe",
+        .min_memory_mb = 8,
         .snippet = {.supported = true,
                     .engine = "probe 1",
                     .max_timeout_ms = 5000,
@@ -475,6 +476,25 @@ static void test_bytes_in_flight(void **state) {
     fixture_free(f);
 }
 
+static void test_memory_below_the_provider_minimum(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new(4, 100);
+    int st;
+    json_t *j = call(f, "Run", JS("1") ",\"memory_mb\":7}", &st);
+    assert_refusal(j, st, 400, "invalid_argument", "INVALID_REQUEST", "false");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "message")), "below 8"));
+    json_decref(j);
+    assert_int_equal(probe.runs, 0);
+    j = call(f, "Run", JS("1") ",\"memory_mb\":8}", &st);
+    assert_int_equal(st, 200);
+    json_decref(j);
+    j = call(f, "Describe", "{}", &st);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(j, "limits"), "min_memory_mb")), 8);
+    json_decref(j);
+    fixture_free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusal_order),
@@ -487,6 +507,7 @@ int main(void) {
         cmocka_unit_test(test_describe_reports_limits),
         cmocka_unit_test(test_head_decides_before_the_body),
         cmocka_unit_test(test_bytes_in_flight),
+        cmocka_unit_test(test_memory_below_the_provider_minimum),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }
