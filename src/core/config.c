@@ -217,6 +217,19 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
                             "never be read",
                             c.request_bytes_in_flight, c.max_request_bytes);
 
+    /* One caller's share of them: half, at least one largest body. */
+    c.key_request_bytes_in_flight = c.request_bytes_in_flight / 2 > c.max_request_bytes
+                                        ? c.request_bytes_in_flight / 2
+                                        : c.max_request_bytes;
+    v = get(lookup, ud, "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT");
+    if (v && parse_uint("PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", v, c.max_request_bytes,
+                        c.request_bytes_in_flight, &c.key_request_bytes_in_flight, err) < 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT: \"%.64s\" must be a whole "
+                            "number from PLIMSOLL_MAX_REQUEST_BYTES (%u) to "
+                            "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT (%u)",
+                            v, c.max_request_bytes, c.request_bytes_in_flight);
+
     /* One address's share of the connections: a quarter by default, so one
      * address alone never holds them all. */
     c.max_connections_per_address = c.max_connections / 4 ? c.max_connections / 4 : 1;

@@ -58,6 +58,7 @@ struct pl_config {
     char grants_file[4096];           /* PLIMSOLL_GRANTS_FILE; "" when none */
     unsigned max_request_bytes;       /* PLIMSOLL_MAX_REQUEST_BYTES: one body */
     unsigned request_bytes_in_flight; /* PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT: every body held */
+    unsigned key_request_bytes_in_flight; /* PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT: one key's */
     unsigned
         request_read_timeout_ms; /* PLIMSOLL_REQUEST_READ_TIMEOUT_MS: head and body, absolute */
     unsigned max_connections;    /* PLIMSOLL_MAX_CONNECTIONS */

@@ -5,6 +5,7 @@
 #include "api.h"
 
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -756,7 +757,7 @@ static const char *authenticate(struct pl_api *api, const struct pl_api_request 
 struct pl_api_call {
     struct call_log lg;
     const char *method; /* "Run", "Describe" or a session method */
-    size_t held;        /* body bytes held against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT */
+    size_t held;        /* body bytes held against the bytes in flight */
 };
 
 static void refuse_too_large(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg) {
@@ -767,15 +768,61 @@ static void refuse_too_large(struct pl_api *api, struct pl_api_response *rs, str
     refuse(api, rs, lg, &err);
 }
 
-/* Hold n body bytes against the budget of every body in flight. */
-static int hold_body_bytes(struct pl_api *api, size_t n) {
-    size_t cap = api->config->request_bytes_in_flight;
-    size_t cur = atomic_load(&api->body_bytes);
-    do {
-        if (n > cap || cur > cap - n)
-            return -1;
-    } while (!atomic_compare_exchange_weak(&api->body_bytes, &cur, cur + n));
-    return 0;
+/*
+ * The request bodies in flight: every caller's together, and each
+ * caller's own (principals are the keys file's strings, so a pointer
+ * names one).  One lock: it is taken twice per call with a body.
+ */
+struct pl_key_bytes {
+    struct pl_key_bytes *next;
+    const char *principal;
+    size_t held;
+};
+
+static pthread_mutex_t body_bytes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct pl_key_bytes **key_bytes_find(struct pl_api *api, const char *principal) {
+    struct pl_key_bytes **k = &api->key_bytes;
+    while (*k && (*k)->principal != principal)
+        k = &(*k)->next;
+    return k;
+}
+
+/* Hold n bytes for principal; which bound refused it in *ret_which. */
+static int hold_body_bytes(struct pl_api *api, const char *principal, size_t n,
+                           const char **ret_which) {
+    const struct pl_config *c = api->config;
+    pthread_mutex_lock(&body_bytes_lock);
+    size_t all = atomic_load(&api->body_bytes);
+    struct pl_key_bytes **k = key_bytes_find(api, principal);
+    size_t mine = *k ? (*k)->held : 0;
+    int r = -1;
+    if (n > c->request_bytes_in_flight || all > c->request_bytes_in_flight - n)
+        *ret_which = "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT";
+    else if (n > c->key_request_bytes_in_flight || mine > c->key_request_bytes_in_flight - n)
+        *ret_which = "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT";
+    else if (!*k && !(*k = calloc(1, sizeof(**k))))
+        *ret_which = "memory"; /* out of it: refused like a spent budget */
+    else {
+        (*k)->principal = principal;
+        (*k)->held += n;
+        atomic_store(&api->body_bytes, all + n);
+        r = 0;
+    }
+    pthread_mutex_unlock(&body_bytes_lock);
+    return r;
+}
+
+static void release_body_bytes(struct pl_api *api, const char *principal, size_t n) {
+    pthread_mutex_lock(&body_bytes_lock);
+    atomic_fetch_sub(&api->body_bytes, n);
+    struct pl_key_bytes **k = key_bytes_find(api, principal);
+    if (*k && ((*k)->held -= n) == 0) {
+        struct pl_key_bytes *gone = *k;
+        *k = gone->next;
+        free(gone);
+    }
+    pthread_mutex_unlock(&body_bytes_lock);
 }
 
 /*
@@ -784,7 +831,8 @@ static int hold_body_bytes(struct pl_api *api, size_t n) {
  * body), an unknown path or method (404), a method other than POST (405),
  * the content type (415), authentication (401), the announced length
  * against PLIMSOLL_MAX_REQUEST_BYTES (400), and the bodies already held
- * against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT (429 AT_CAPACITY).  Returns
+ * against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT, then the caller's against
+ * PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (429 AT_CAPACITY).  Returns
  * true when rs holds the answer; false when the call needs its body, with
  * call->method set and the body's bytes held.
  */
@@ -882,12 +930,16 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     }
     /* A body of unknown length (chunked) may grow to the largest allowed. */
     size_t want = rq->length_known ? (size_t)rq->content_length : api->config->max_request_bytes;
-    if (hold_body_bytes(api, want) < 0) {
+    const char *which = NULL;
+    if (want && hold_body_bytes(api, lg->principal, want, &which) < 0) {
+        bool mine = strcmp(which, "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT") == 0;
         pl_error_set(&err, PL_REASON_AT_CAPACITY,
-                     "the daemon already holds request bodies up to "
-                     "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT (%u bytes); this body (%zu bytes) "
-                     "was not read; retry after a short wait",
-                     api->config->request_bytes_in_flight, want);
+                     "%s request bodies being read or decided are at %s (%u bytes); this body "
+                     "(%zu bytes) was not read; retry after a short wait",
+                     mine ? "this caller's" : "the daemon's", which,
+                     mine ? api->config->key_request_bytes_in_flight
+                          : api->config->request_bytes_in_flight,
+                     want);
         refuse(api, rs, lg, &err);
         return true;
     }
@@ -984,7 +1036,7 @@ void pl_api_call_free(struct pl_api *api, struct pl_api_call *call) {
     if (!call)
         return;
     if (call->held)
-        atomic_fetch_sub(&api->body_bytes, call->held);
+        release_body_bytes(api, call->lg.principal, call->held);
     free(call);
 }
 

@@ -12,7 +12,7 @@
  * The refusal order for Run, each decided before dispatch:
  *   (head) NOT_FOUND -> 405 -> 415 -> UNAUTHENTICATED -> INVALID_REQUEST
  *   (a body over PLIMSOLL_MAX_REQUEST_BYTES) -> AT_CAPACITY (the bodies in
- *   flight); (body) INVALID_REQUEST (including an unknown grant_profile)
+ *   flight, all and the caller's); (body) INVALID_REQUEST (including an unknown grant_profile)
  *   -> DISABLED -> INSUFFICIENT_ISOLATION -> UNSUPPORTED (including a grant
  *   on a kind the provider cannot broker) -> CALLER_NOT_ALLOWED -> NOT_READY
  *   -> (SHUTTING_DOWN | RATE_LIMITED | AT_CAPACITY) -> the grant's
@@ -34,6 +34,8 @@
 #include "../providers/provider.h"
 #include "sessions.h"
 
+struct pl_key_bytes; /* api.c */
+
 struct pl_api {
     const struct pl_config *config;
     struct pl_keys *keys;
@@ -46,7 +48,8 @@ struct pl_api {
     struct pl_sessions *sessions; /* NULL when sessions are off */
     unsigned effective_concurrency;
     atomic_bool draining;
-    atomic_size_t body_bytes; /* request bodies held now (PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT) */
+    atomic_size_t body_bytes;       /* request bodies held now, every caller's */
+    struct pl_key_bytes *key_bytes; /* each caller's share of them; NULL when none */
 };
 
 struct pl_api_request {
@@ -76,7 +79,8 @@ struct pl_api_call;
  * The head phase, before any body byte is read: route (404), method (405),
  * content type (415), authentication (401), the announced length against
  * PLIMSOLL_MAX_REQUEST_BYTES (400 INVALID_REQUEST), then the body's bytes
- * held against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT (429 AT_CAPACITY).
+ * held against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT and the caller's against
+ * PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (429 AT_CAPACITY).
  * rq's body fields are not looked at.
  *
  * Returns true when ret holds the answer (send it and read no body); the

@@ -250,41 +250,50 @@ class Shape(unittest.TestCase):
 
 
 class BytesInFlight(unittest.TestCase):
-    """PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT: two bodies of the largest size."""
+    """PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT (three bodies of the largest
+    size) and PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (two of them)."""
 
-    def test_budget_edge(self):
+    def hold(self, d, principal, length=65536):
+        s = raw_connect(d)
+        s.sendall(head(SERVICE + "Run", key=d.keys[principal], length=length))
+        return s
+
+    def refused_at_once(self, d, principal, setting):
+        s = self.hold(d, principal, 1)
+        try:
+            status, _, body = read_answer(s)
+        finally:
+            s.close()
+        self.assertEqual(status, 429)
+        info = error_info(json.loads(body))[0]
+        self.assertEqual((info["reason"], info["metadata"]["dispatched"]),
+                         ("AT_CAPACITY", "false"))
+        self.assertIn(setting, json.loads(body)["message"])
+
+    def test_budget_edges(self):
         d = Daemon(env={"PLIMSOLL_MAX_REQUEST_BYTES": "65536",
-                        "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT": "131072"}).start()
+                        "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT": "196608",
+                        "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT": "131072"}).start()
         held = []
         try:
-            key = d.keys["alice"]
-            # Two heads of 65536 bytes each: the budget exactly.
-            for _ in range(2):
-                s = raw_connect(d)
-                s.sendall(head(SERVICE + "Run", key=key, length=65536))
-                held.append(s)
-            time.sleep(0.2)
+            # alice at her share exactly: both heads wait for their bodies.
+            held += [self.hold(d, "alice"), self.hold(d, "alice")]
             for s in held:
                 with self.assertRaises(socket.timeout):
-                    read_answer(s, timeout=0.3)  # both wait for their bodies
-            # One byte more is refused at once, typed, its body never read.
-            s = raw_connect(d)
-            try:
-                s.sendall(head(SERVICE + "Run", key=key, length=1))
-                status, _, body = read_answer(s)
-            finally:
-                s.close()
-            self.assertEqual(status, 429)
-            self.assertEqual(reason_of(body), "AT_CAPACITY")
-            self.assertEqual(error_info(json.loads(body))[0]["metadata"]["dispatched"], "false")
-            self.assertIn("PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", json.loads(body)["message"])
+                    read_answer(s, timeout=0.3)
+            # One byte more of hers is refused at once, her body never read.
+            self.refused_at_once(d, "alice", "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (131072")
+            # bob takes the daemon's last 65536: the budget exactly.
+            held.append(self.hold(d, "bob"))
+            with self.assertRaises(socket.timeout):
+                read_answer(held[-1], timeout=0.3)
+            self.refused_at_once(d, "bob", "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT (196608")
             # A call without a body holds nothing and still passes.
             self.assertEqual(d.rpc("Describe", None, raw=b"")[0], 200)
-            # The held bodies complete; their bytes come back after the answer.
+            # The bodies complete; their bytes come back after the answers.
             for s in held:
                 s.sendall(snippet_body(65536))
-                status, _, body = read_answer(s)
-                self.assertEqual(reason_of(body), "DISABLED")
+                self.assertEqual(reason_of(read_answer(s)[2]), "DISABLED")
             deadline = time.monotonic() + AT_ONCE_S
             while True:
                 status, body = d.rpc("Run", None, raw=snippet_body(65536))

@@ -98,6 +98,7 @@ static struct fixture *fixture_new(unsigned capacity, unsigned burst) {
     f->config.output_bytes = 1024;
     f->config.max_request_bytes = 1 << 20;
     f->config.request_bytes_in_flight = 4u << 20;
+    f->config.key_request_bytes_in_flight = 4u << 20;
     f->config.max_concurrent = capacity;
     f->config.per_key_concurrent = capacity;
     f->config.rate_per_min = 60;
@@ -440,6 +441,7 @@ static void test_bytes_in_flight(void **state) {
     (void)state;
     struct fixture *f = fixture_new(4, 100);
     f->config.request_bytes_in_flight = 3u << 20; /* three bodies of the largest size */
+    f->config.key_request_bytes_in_flight = 3u << 20;
     struct pl_api_call *held[3];
     struct pl_api_response rs;
     for (int i = 0; i < 3; i++)
@@ -476,6 +478,47 @@ static void test_bytes_in_flight(void **state) {
     fixture_free(f);
 }
 
+/* One caller's share: its own bodies stop at it, another caller's pass. */
+static void test_bytes_in_flight_per_key(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new(4, 100);
+    char hex[65], lines[256];
+    pl_sha256_hex("other-key", strlen("other-key"), hex);
+    pl_keys_free(f->keys);
+    char tester[65];
+    pl_sha256_hex(KEY, strlen(KEY), tester);
+    snprintf(lines, sizeof(lines), "tester %s\nother %s\n", tester, hex);
+    struct pl_error err;
+    assert_int_equal(pl_keys_parse(lines, strlen(lines), &f->keys, &err), 0);
+    f->api.keys = f->keys;
+    f->config.request_bytes_in_flight = 3u << 20;
+    f->config.key_request_bytes_in_flight = 2u << 20;
+    struct pl_api_call *mine[2], *call;
+    struct pl_api_response rs;
+    int st;
+    for (int i = 0; i < 2; i++)
+        assert_false(head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1 << 20,
+                          &mine[i], &rs));
+    assert_true(head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1, &call, &rs));
+    json_t *j = answer(&rs, &st);
+    assert_refusal(j, st, 429, "resource_exhausted", "AT_CAPACITY", "false");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "message")),
+                           "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (2097152 bytes)"));
+    json_decref(j);
+    /* Another caller still has the rest of the daemon's bytes. */
+    assert_false(head(f, "POST", RUN_PATH, "application/json", "Bearer other-key", true, 1 << 20,
+                      &call, &rs));
+    pl_api_call_free(&f->api, call);
+    pl_api_call_free(&f->api, mine[0]);
+    assert_false(
+        head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1 << 20, &mine[0], &rs));
+    for (int i = 0; i < 2; i++)
+        pl_api_call_free(&f->api, mine[i]);
+    assert_int_equal(atomic_load(&f->api.body_bytes), 0);
+    assert_null(f->api.key_bytes);
+    fixture_free(f);
+}
+
 static void test_memory_below_the_provider_minimum(void **state) {
     (void)state;
     struct fixture *f = fixture_new(4, 100);
@@ -507,6 +550,7 @@ int main(void) {
         cmocka_unit_test(test_describe_reports_limits),
         cmocka_unit_test(test_head_decides_before_the_body),
         cmocka_unit_test(test_bytes_in_flight),
+        cmocka_unit_test(test_bytes_in_flight_per_key),
         cmocka_unit_test(test_memory_below_the_provider_minimum),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);

@@ -179,6 +179,23 @@ static void test_front_door(void **state) {
     assert_refused_naming(LOAD("PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS", "0"), &err,
                           "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS");
 
+    /* One key's share: half the bytes in flight, at least one largest body. */
+    assert_int_equal(load(&c, &err, NULL), 0);
+    assert_int_equal(c.key_request_bytes_in_flight, 32u << 20);
+    assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "65536",
+                          "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", "100000"),
+                     0);
+    assert_int_equal(c.key_request_bytes_in_flight, 65536);
+    assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "65536",
+                          "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", "65536"),
+                     0);
+    assert_refused_naming(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "65536",
+                               "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", "65535"),
+                          &err, "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT");
+    assert_int_equal(LOAD("PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", "67108864"), 0);
+    assert_refused_naming(LOAD("PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", "67108865"), &err,
+                          "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT");
+
     /* The bytes in flight hold at least one largest body. */
     assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "134217728"), 0);
     assert_int_equal(c.request_bytes_in_flight, 134217728);
