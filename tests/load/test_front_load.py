@@ -332,6 +332,31 @@ class _Prefixed:
         return self.s.recv(n)
 
 
+class ParserBombs(unittest.TestCase):
+    """Each body of the largest size, alone: what it costs the daemon."""
+
+    def test_each_alone(self):
+        for name in sorted(AMPLIFIERS):  # a daemon each: VmHWM only rises
+            d = Daemon(env={"SANDBOX_PROVIDER": "wasm"}).start()
+            try:
+                body = AMPLIFIERS[name](LARGEST)
+                before = status_kib(d.proc.pid, "VmHWM")
+                t0 = time.monotonic()
+                status, answer = d.rpc("Run", None, raw=body)
+                took = time.monotonic() - t0
+                after = status_kib(d.proc.pid, "VmHWM")
+                print("[bomb] %-13s %d bytes: %d %s in %.2f s; peak RSS %d -> %d KiB"
+                      % (name, len(body), status, answer["message"][:60], took, before, after),
+                      file=sys.stderr)
+                self.assertEqual(status, 400, answer)
+                self.assertEqual(error_info(answer)[0]["reason"], "INVALID_REQUEST")
+                # The body itself, and a parse of a legal shape: a few times
+                # its size at most, never the hundreds of MiB a tree costs.
+                self.assertLess((after - before) * 1024, 4 * len(body), name)
+            finally:
+                d.stop()
+
+
 class FrontDoorUnderAttack(unittest.TestCase):
     def test_front_door_holds(self):
         d = Daemon(env={"SANDBOX_PROVIDER": "wasm",
