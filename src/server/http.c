@@ -321,12 +321,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             clock_stop(h, c);
             return send_response(c, &rs, !rq.length_known || rq.content_length > 0);
         }
-        if (rq.length_known && rq.content_length > 0) {
-            /* Held against the budget already: one exact allocation. */
-            ctx->body.data = malloc((size_t)rq.content_length + 1);
+        /* What the head held against the bytes in flight, in one
+         * allocation (pages are touched only as bytes arrive): the
+         * announced length, or for a chunked body the largest. */
+        size_t want = rq.length_known ? (size_t)rq.content_length : limit;
+        if (want > 0) {
+            ctx->body.data = malloc(want + 1);
             if (!ctx->body.data)
                 return MHD_NO;
-            ctx->body.cap = (size_t)rq.content_length + 1;
+            ctx->body.cap = want + 1;
         }
         return MHD_YES;
     }
