@@ -21,7 +21,8 @@
     X(SANDBOX_TIMEOUT_MS, default_timeout_ms, 10000, 10, 3600000)                                  \
     X(SANDBOX_MAX_TIMEOUT_MS, max_timeout_ms, 60000, 10, 3600000)                                  \
     X(SANDBOX_OUTPUT_BYTES, output_bytes, 1048576, 1024, 67108864)                                 \
-    X(PLIMSOLL_MAX_REQUEST_BYTES, max_request_bytes, 16777216, 65536, 268435456)                   \
+    X(PLIMSOLL_MAX_REQUEST_BYTES, max_request_bytes, 14680064, 65536, 268435456)                   \
+    X(PLIMSOLL_REQUEST_READ_TIMEOUT_MS, request_read_timeout_ms, 30000, 100, 3600000)              \
     X(PLIMSOLL_MAX_CONNECTIONS, max_connections, 256, 4, 65536)                                    \
     X(SANDBOX_MAX_SESSIONS, max_sessions, 0, 0, 1024)                                              \
     X(SANDBOX_SESSION_DISK_MB, session_disk_mb, 64, 1, 65536)                                      \
@@ -34,6 +35,8 @@
 #define MEMORY_MB_MAX 1048576u
 #define MEMORY_MB_DEFAULT 256u
 #define DRAIN_MAX_MS 3600000u
+#define IN_FLIGHT_DEFAULT (64u << 20)
+#define IN_FLIGHT_MAX 4294967295ul
 
 const char *const pl_config_reserved_settings[] = {
     "E2B_GUARD_URL", /* hosted microVM providers */
@@ -199,6 +202,44 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
                             "SANDBOX_TIMEOUT_MS: the default %u ms exceeds "
                             "SANDBOX_MAX_TIMEOUT_MS=%u",
                             c.default_timeout_ms, c.max_timeout_ms);
+
+    /* The bodies held at once: at least one of the largest. */
+    c.request_bytes_in_flight =
+        c.max_request_bytes > IN_FLIGHT_DEFAULT ? c.max_request_bytes : IN_FLIGHT_DEFAULT;
+    v = get(lookup, ud, "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT");
+    if (v && parse_uint("PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", v, 65536, IN_FLIGHT_MAX,
+                        &c.request_bytes_in_flight, err) < 0)
+        return -1;
+    if (c.request_bytes_in_flight < c.max_request_bytes)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT: %u bytes is less than one "
+                            "body of PLIMSOLL_MAX_REQUEST_BYTES=%u; the largest request could "
+                            "never be read",
+                            c.request_bytes_in_flight, c.max_request_bytes);
+
+    /* One caller's share of them: half, at least one largest body. */
+    c.key_request_bytes_in_flight = c.request_bytes_in_flight / 2 > c.max_request_bytes
+                                        ? c.request_bytes_in_flight / 2
+                                        : c.max_request_bytes;
+    v = get(lookup, ud, "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT");
+    if (v && parse_uint("PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", v, c.max_request_bytes,
+                        c.request_bytes_in_flight, &c.key_request_bytes_in_flight, err) < 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT: \"%.64s\" must be a whole "
+                            "number from PLIMSOLL_MAX_REQUEST_BYTES (%u) to "
+                            "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT (%u)",
+                            v, c.max_request_bytes, c.request_bytes_in_flight);
+
+    /* One address's share of the connections: a quarter by default, so one
+     * address alone never holds them all. */
+    c.max_connections_per_address = c.max_connections / 4 ? c.max_connections / 4 : 1;
+    v = get(lookup, ud, "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS");
+    if (v && parse_uint("PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS", v, 1, c.max_connections,
+                        &c.max_connections_per_address, err) < 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS: \"%.64s\" must be a whole "
+                            "number from 1 to PLIMSOLL_MAX_CONNECTIONS (%u)",
+                            v, c.max_connections);
 
     c.drain_timeout_ms = c.max_timeout_ms + 5000;
     v = get(lookup, ud, "PLIMSOLL_DRAIN_TIMEOUT_MS");

@@ -53,12 +53,17 @@ struct pl_config {
     unsigned max_timeout_ms;     /* SANDBOX_MAX_TIMEOUT_MS */
     unsigned output_bytes;       /* SANDBOX_OUTPUT_BYTES, per stream */
 
-    struct pl_listen listen;    /* PLIMSOLL_LISTEN */
-    char keys_file[4096];       /* PLIMSOLL_KEYS_FILE */
-    char grants_file[4096];     /* PLIMSOLL_GRANTS_FILE; "" when none */
-    unsigned max_request_bytes; /* PLIMSOLL_MAX_REQUEST_BYTES */
-    unsigned max_connections;   /* PLIMSOLL_MAX_CONNECTIONS */
-    unsigned drain_timeout_ms;  /* PLIMSOLL_DRAIN_TIMEOUT_MS */
+    struct pl_listen listen;          /* PLIMSOLL_LISTEN */
+    char keys_file[4096];             /* PLIMSOLL_KEYS_FILE */
+    char grants_file[4096];           /* PLIMSOLL_GRANTS_FILE; "" when none */
+    unsigned max_request_bytes;       /* PLIMSOLL_MAX_REQUEST_BYTES: one body */
+    unsigned request_bytes_in_flight; /* PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT: every body held */
+    unsigned key_request_bytes_in_flight; /* PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT: one key's */
+    unsigned
+        request_read_timeout_ms; /* PLIMSOLL_REQUEST_READ_TIMEOUT_MS: head and body, absolute */
+    unsigned max_connections;    /* PLIMSOLL_MAX_CONNECTIONS */
+    unsigned max_connections_per_address; /* PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS */
+    unsigned drain_timeout_ms;            /* PLIMSOLL_DRAIN_TIMEOUT_MS */
 
     unsigned max_sessions;       /* SANDBOX_MAX_SESSIONS; 0 = sessions off */
     unsigned session_disk_mb;    /* SANDBOX_SESSION_DISK_MB: the work directory's size */

@@ -15,6 +15,7 @@
 
 #include "canon.h"
 #include "config.h"
+#include "jsonscan.h"
 
 enum ftype { F_STRING, F_UINT, F_MSG, F_MSG_LIST, F_STRING_LIST, F_REFUSED };
 
@@ -232,6 +233,9 @@ static json_t *normalize(const json_t *in, const struct msg *m, const char *wher
 static json_t *parse_body(const char *body, size_t len, struct pl_error *err) {
     if (len == 0)
         return json_object();
+    /* The shape first: jansson's tree can be many times the text. */
+    if (pl_json_check_bounds(body, len, err) < 0)
+        return NULL;
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {

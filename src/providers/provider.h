@@ -39,8 +39,9 @@ struct pl_op_caps {
 };
 
 struct pl_provider_info {
-    enum pl_tier tier;   /* the mark this provider painted at startup */
-    const char *runtime; /* evidence: e.g. "runc", "runsc", "wasm2c"; "" when none */
+    enum pl_tier tier;      /* the mark this provider painted at startup */
+    const char *runtime;    /* evidence: e.g. "runc", "runsc", "wasm2c"; "" when none */
+    unsigned min_memory_mb; /* the smallest memory_mb its engine accepts; 0 = no minimum */
     struct pl_op_caps snippet;
     struct pl_op_caps project;
     struct pl_op_caps module;

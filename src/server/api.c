@@ -5,6 +5,7 @@
 #include "api.h"
 
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "../broker/broker.h"
 #include "../core/buf.h"
 #include "../core/canon.h"
+#include "../core/jsonscan.h"
 #include "../core/log.h"
 #include "../core/record.h"
 #include "../core/request.h"
@@ -174,24 +176,30 @@ json_t *pl_api_describe(struct pl_api *api) {
     json_t *cell_langs = json_array();
     for (int i = 0; i < 4 && in->session.languages[i]; i++)
         json_array_append_new(cell_langs, json_string(in->session.languages[i]));
-    return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:{s:o, s:o, s:o, s:o},"
-                     " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}}",
-                     "version", "plimsolld " PL_VERSION, "provider", api->provider->ops->name,
-                     "isolation", pl_tier_name(in->tier), "runtime", in->runtime ? in->runtime : "",
-                     "ready", ready, "ready_detail", ready ? "" : err.message, "supports_sessions",
-                     in->session.supported, "languages", cell_langs, "operations", "snippet",
-                     op_json(&in->snippet, true), "project", op_json(&in->project, true), "module",
-                     op_json(&in->module, false), "session", op_json(&in->session, true), "limits",
-                     "memory_mb", (json_int_t)c->memory_mb, "total_memory_mb",
-                     (json_int_t)c->total_memory_mb, "max_concurrent",
-                     (json_int_t)c->max_concurrent, "effective_concurrency",
-                     (json_int_t)api->effective_concurrency, "per_key_concurrent",
-                     (json_int_t)c->per_key_concurrent, "rate_per_min", (json_int_t)c->rate_per_min,
-                     "rate_burst", (json_int_t)c->rate_burst, "default_timeout_ms",
-                     (json_int_t)c->default_timeout_ms, "output_bytes", (json_int_t)c->output_bytes,
-                     "max_snippet_bytes", (json_int_t)PL_SNIPPET_MAX_BYTES, "max_request_bytes",
-                     (json_int_t)c->max_request_bytes, "memory_budget_applies",
-                     api->provider->ops->memory_budget_applies);
+    json_t *d = json_pack(
+        "{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:{s:o, s:o, s:o, s:o},"
+        " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}}",
+        "version", "plimsolld " PL_VERSION, "provider", api->provider->ops->name, "isolation",
+        pl_tier_name(in->tier), "runtime", in->runtime ? in->runtime : "", "ready", ready,
+        "ready_detail", ready ? "" : err.message, "supports_sessions", in->session.supported,
+        "languages", cell_langs, "operations", "snippet", op_json(&in->snippet, true), "project",
+        op_json(&in->project, true), "module", op_json(&in->module, false), "session",
+        op_json(&in->session, true), "limits", "memory_mb", (json_int_t)c->memory_mb,
+        "total_memory_mb", (json_int_t)c->total_memory_mb, "max_concurrent",
+        (json_int_t)c->max_concurrent, "effective_concurrency",
+        (json_int_t)api->effective_concurrency, "per_key_concurrent",
+        (json_int_t)c->per_key_concurrent, "rate_per_min", (json_int_t)c->rate_per_min,
+        "rate_burst", (json_int_t)c->rate_burst, "default_timeout_ms",
+        (json_int_t)c->default_timeout_ms, "output_bytes", (json_int_t)c->output_bytes,
+        "max_snippet_bytes", (json_int_t)PL_SNIPPET_MAX_BYTES, "max_request_bytes",
+        (json_int_t)c->max_request_bytes, "memory_budget_applies",
+        api->provider->ops->memory_budget_applies);
+    if (d && json_object_set_new(json_object_get(d, "limits"), "min_memory_mb",
+                                 json_integer((json_int_t)in->min_memory_mb)) < 0) {
+        json_decref(d);
+        return NULL;
+    }
+    return d;
 }
 
 /* ---- Run ------------------------------------------------------------------ */
@@ -432,6 +440,13 @@ static void run_request(struct pl_api *api, const char *principal, const char *b
         }
         timeout = caps->max_timeout_ms;
     }
+    if (req.memory_mb && req.memory_mb < in->min_memory_mb) {
+        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                     "memory_mb: %u is below %u, the least provider \"%s\" can start a sandbox "
+                     "with (Describe: limits.min_memory_mb)",
+                     req.memory_mb, in->min_memory_mb, prov->ops->name);
+        goto refused;
+    }
     if (pl_provider_ready(prov, &err) < 0) {
         err.reason = PL_REASON_NOT_READY;
         goto refused;
@@ -557,6 +572,8 @@ static void handle_run(struct pl_api *api, const char *principal, const struct p
 static json_t *decode_outer(const char *body, size_t len, const char *what,
                             const char *const *fields, const char *const *camel,
                             struct pl_error *err) {
+    if (len && pl_json_check_bounds(body, len, err) < 0)
+        return NULL;
     json_error_t jerr;
     json_t *o = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr) : json_object();
     if (!o || !json_is_object(o)) {
@@ -736,15 +753,99 @@ static const char *authenticate(struct pl_api *api, const struct pl_api_request 
     return pl_keys_authenticate(api->keys, key, len);
 }
 
-static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl_api_response *rs,
-                  struct call_log *lg) {
+/* What the head decided, carried to the body phase. */
+struct pl_api_call {
+    struct call_log lg;
+    const char *method; /* "Run", "Describe" or a session method */
+    size_t held;        /* body bytes held against the bytes in flight */
+};
+
+static void refuse_too_large(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg) {
+    struct pl_error err = {0};
+    pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                 "request body exceeds PLIMSOLL_MAX_REQUEST_BYTES (%u bytes)",
+                 api->config->max_request_bytes);
+    refuse(api, rs, lg, &err);
+}
+
+/*
+ * The request bodies in flight: every caller's together, and each
+ * caller's own (principals are the keys file's strings, so a pointer
+ * names one).  One lock: it is taken twice per call with a body.
+ */
+struct pl_key_bytes {
+    struct pl_key_bytes *next;
+    const char *principal;
+    size_t held;
+};
+
+static pthread_mutex_t body_bytes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct pl_key_bytes **key_bytes_find(struct pl_api *api, const char *principal) {
+    struct pl_key_bytes **k = &api->key_bytes;
+    while (*k && (*k)->principal != principal)
+        k = &(*k)->next;
+    return k;
+}
+
+/* Hold n bytes for principal; which bound refused it in *ret_which. */
+static int hold_body_bytes(struct pl_api *api, const char *principal, size_t n,
+                           const char **ret_which) {
+    const struct pl_config *c = api->config;
+    pthread_mutex_lock(&body_bytes_lock);
+    size_t all = atomic_load(&api->body_bytes);
+    struct pl_key_bytes **k = key_bytes_find(api, principal);
+    size_t mine = *k ? (*k)->held : 0;
+    int r = -1;
+    if (n > c->request_bytes_in_flight || all > c->request_bytes_in_flight - n)
+        *ret_which = "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT";
+    else if (n > c->key_request_bytes_in_flight || mine > c->key_request_bytes_in_flight - n)
+        *ret_which = "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT";
+    else if (!*k && !(*k = calloc(1, sizeof(**k))))
+        *ret_which = "memory"; /* out of it: refused like a spent budget */
+    else {
+        (*k)->principal = principal;
+        (*k)->held += n;
+        atomic_store(&api->body_bytes, all + n);
+        r = 0;
+    }
+    pthread_mutex_unlock(&body_bytes_lock);
+    return r;
+}
+
+static void release_body_bytes(struct pl_api *api, const char *principal, size_t n) {
+    pthread_mutex_lock(&body_bytes_lock);
+    atomic_fetch_sub(&api->body_bytes, n);
+    struct pl_key_bytes **k = key_bytes_find(api, principal);
+    if (*k && ((*k)->held -= n) == 0) {
+        struct pl_key_bytes *gone = *k;
+        *k = gone->next;
+        free(gone);
+    }
+    pthread_mutex_unlock(&body_bytes_lock);
+}
+
+/*
+ * The head phase: everything the request line and the headers decide,
+ * before a body byte is read.  In order: the probes and /metrics (GET, no
+ * body), an unknown path or method (404), a method other than POST (405),
+ * the content type (415), authentication (401), the announced length
+ * against PLIMSOLL_MAX_REQUEST_BYTES (400), and the bodies already held
+ * against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT, then the caller's against
+ * PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (429 AT_CAPACITY).  Returns
+ * true when rs holds the answer; false when the call needs its body, with
+ * call->method set and the body's bytes held.
+ */
+static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct pl_api_call *call) {
+    struct call_log *lg = &call->lg;
     struct pl_error err = {0};
     bool get = strcmp(rq->http_method, "GET") == 0 || strcmp(rq->http_method, "HEAD") == 0;
 
     if (strcmp(rq->path, "/healthz") == 0 && get) {
         lg->method = "healthz";
         set_text(rs, 200, "ok\n");
-        return;
+        return true;
     }
     if (strcmp(rq->path, "/readyz") == 0 && get) {
         lg->method = "readyz";
@@ -757,7 +858,7 @@ static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl
         } else {
             set_text(rs, 200, "ready\n");
         }
-        return;
+        return true;
     }
     if (strcmp(rq->path, "/metrics") == 0 && get) {
         lg->method = "metrics";
@@ -767,7 +868,7 @@ static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl
             lg->outcome = "refused";
             lg->reason = PL_REASON_UNAUTHENTICATED;
             pl_metrics_refusal(api->metrics, PL_REASON_UNAUTHENTICATED);
-            return;
+            return true;
         }
         struct pl_buf b = {0};
         int ready = pl_provider_ready(api->provider, &err) == 0 && !atomic_load(&api->draining);
@@ -775,16 +876,16 @@ static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl
             0) {
             pl_buf_free(&b);
             set_text(rs, 500, "out of memory\n");
-            return;
+            return true;
         }
         set_body(rs, 200, "text/plain; version=0.0.4; charset=utf-8", b.data);
-        return;
+        return true;
     }
     if (strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) != 0) {
         lg->method = "other";
         pl_error_set(&err, PL_REASON_NOT_FOUND, "no route for %.128s", rq->path);
         refuse(api, rs, lg, &err);
-        return;
+        return true;
     }
     const char *method = rq->path + strlen(SERVICE_PREFIX);
     bool known = strcmp(method, "Run") == 0 || strcmp(method, "Describe") == 0;
@@ -802,38 +903,65 @@ static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl
         pl_error_set(&err, PL_REASON_NOT_FOUND, "no method %.64s in plimsoll.v1.SandboxService",
                      method);
         refuse(api, rs, lg, &err);
-        return;
+        return true;
     }
     if (strcmp(rq->http_method, "POST") != 0) {
         set_text(rs, 405, "method not allowed: Connect unary calls use POST\n");
         rs->allow = "POST";
         lg->outcome = "refused";
-        return;
+        return true;
     }
     if (!json_content_type(rq->content_type)) {
         set_text(rs, 415, "unsupported media type: send Content-Type: application/json\n");
         lg->outcome = "refused";
-        return;
+        return true;
     }
     lg->principal = authenticate(api, rq);
     if (!lg->principal) {
         pl_error_set(&err, PL_REASON_UNAUTHENTICATED,
                      "send Authorization: Bearer <key> with a key listed in the keys file");
         refuse(api, rs, lg, &err);
-        return;
+        return true;
     }
-    if (rq->body_too_large) {
-        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                     "request body exceeds PLIMSOLL_MAX_REQUEST_BYTES (%u bytes)",
-                     api->config->max_request_bytes);
+    if (rq->body_too_large ||
+        (rq->length_known && rq->content_length > api->config->max_request_bytes)) {
+        refuse_too_large(api, rs, lg);
+        return true;
+    }
+    /* A body of unknown length (chunked) may grow to the largest allowed. */
+    size_t want = rq->length_known ? (size_t)rq->content_length : api->config->max_request_bytes;
+    const char *which = NULL;
+    if (want && hold_body_bytes(api, lg->principal, want, &which) < 0) {
+        bool mine = strcmp(which, "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT") == 0;
+        pl_error_set(&err, PL_REASON_AT_CAPACITY,
+                     "%s request bodies being read or decided are at %s (%u bytes); this body "
+                     "(%zu bytes) was not read; retry after a short wait",
+                     mine ? "this caller's" : "the daemon's", which,
+                     mine ? api->config->key_request_bytes_in_flight
+                          : api->config->request_bytes_in_flight,
+                     want);
         refuse(api, rs, lg, &err);
+        return true;
+    }
+    call->held = want;
+    call->method = lg->method;
+    return false;
+}
+
+/* The body phase: the body is read (or was cut at the limit). */
+static void route_body(struct pl_api *api, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct pl_api_call *call) {
+    struct call_log *lg = &call->lg;
+    struct pl_error err = {0};
+    if (rq->body_too_large) {
+        refuse_too_large(api, rs, lg);
         return;
     }
-    if (reserved) {
-        handle_session_call(api, lg->principal, method, rq, rs, lg);
+    if (strcmp(call->method, "Run") == 0) {
+        handle_run(api, lg->principal, rq, rs, lg);
         return;
     }
-    if (strcmp(method, "Describe") == 0) {
+    if (strcmp(call->method, "Describe") == 0) {
         if (pl_empty_request_decode(rq->body, rq->body_len, &err) < 0) {
             refuse(api, rs, lg, &err);
             return;
@@ -847,34 +975,81 @@ static void route(struct pl_api *api, const struct pl_api_request *rq, struct pl
         set_json(rs, 200, d);
         return;
     }
-    handle_run(api, lg->principal, rq, rs, lg);
+    handle_session_call(api, lg->principal, call->method, rq, rs, lg);
 }
 
-void pl_api_handle(struct pl_api *api, const struct pl_api_request *rq,
-                   struct pl_api_response *rs) {
-    uint64_t t0 = mono_ns();
-    struct call_log lg = {.principal = NULL, .method = "other", .outcome = "ok"};
-    memset(rs, 0, sizeof(*rs));
-    route(api, rq, rs, &lg);
+/* Count the call, and log it unless it was a probe that succeeded. */
+static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, const struct call_log *lg, uint64_t t0) {
     if (!rs->body)
         set_text(rs, 500, "internal error\n");
-    bool quiet = strcmp(lg.method, "healthz") == 0 || strcmp(lg.method, "readyz") == 0;
-    if (strcmp(lg.method, "healthz") != 0 && strcmp(lg.method, "readyz") != 0) {
-        enum pl_code code = lg.reason ? pl_reason_code(lg.reason) : PL_CODE_UNKNOWN;
-        pl_metrics_request(api->metrics, lg.method, code, rs->status == 200);
+    bool quiet = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0;
+    if (!quiet) {
+        enum pl_code code = lg->reason ? pl_reason_code(lg->reason) : PL_CODE_UNKNOWN;
+        pl_metrics_request(api->metrics, lg->method, code, rs->status == 200);
     }
     if (quiet && rs->status == 200)
         return; /* probes answer often; log them only when they fail */
     json_t *f =
-        json_pack("{s:s?, s:s, s:s, s:s, s:s, s:i, s:f}", "principal", lg.principal, "method",
-                  lg.method, "path_kind",
+        json_pack("{s:s?, s:s, s:s, s:s, s:s, s:i, s:f}", "principal", lg->principal, "method",
+                  lg->method, "path_kind",
                   strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0 ? "rpc" : "http",
-                  "outcome", lg.outcome, "reason", lg.reason ? pl_reason_name(lg.reason) : "",
+                  "outcome", lg->outcome, "reason", lg->reason ? pl_reason_name(lg->reason) : "",
                   "status", (json_int_t)rs->status, "duration_ms", (double)(mono_ns() - t0) / 1e6);
-    if (f && lg.grant_profile) {
-        json_object_set_new(f, "grant_profile", json_string(lg.grant_profile));
-        json_object_set_new(f, "broker_calls", json_integer(lg.broker_calls));
-        json_object_set_new(f, "broker_refused", json_integer(lg.broker_refused));
+    if (f && lg->grant_profile) {
+        json_object_set_new(f, "grant_profile", json_string(lg->grant_profile));
+        json_object_set_new(f, "broker_calls", json_integer(lg->broker_calls));
+        json_object_set_new(f, "broker_refused", json_integer(lg->broker_refused));
     }
     pl_log("info", "request", f);
+}
+
+bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
+                  struct pl_api_call **ret_call, struct pl_api_response *rs) {
+    uint64_t t0 = mono_ns();
+    memset(rs, 0, sizeof(*rs));
+    *ret_call = NULL;
+    struct pl_api_call *call = calloc(1, sizeof(*call));
+    if (!call) {
+        set_text(rs, 500, "out of memory\n");
+        return true;
+    }
+    call->lg = (struct call_log){.principal = NULL, .method = "other", .outcome = "ok"};
+    if (route_head(api, rq, rs, call)) {
+        finish_log(api, rq, rs, &call->lg, t0);
+        free(call);
+        return true;
+    }
+    *ret_call = call;
+    return false;
+}
+
+void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
+                   struct pl_api_response *rs) {
+    uint64_t t0 = mono_ns();
+    memset(rs, 0, sizeof(*rs));
+    route_body(api, rq, rs, call);
+    finish_log(api, rq, rs, &call->lg, t0);
+}
+
+void pl_api_call_free(struct pl_api *api, struct pl_api_call *call) {
+    if (!call)
+        return;
+    if (call->held)
+        release_body_bytes(api, call->lg.principal, call->held);
+    free(call);
+}
+
+void pl_api_handle(struct pl_api *api, const struct pl_api_request *rq,
+                   struct pl_api_response *rs) {
+    struct pl_api_request head = *rq;
+    if (!head.length_known) { /* a body given whole: its length is known */
+        head.length_known = true;
+        head.content_length = rq->body_len;
+    }
+    struct pl_api_call *call;
+    if (pl_api_begin(api, &head, &call, rs))
+        return;
+    pl_api_finish(api, call, rq, rs);
+    pl_api_call_free(api, call);
 }

@@ -6,8 +6,13 @@
  * (authentication, routing, the refusal order, admission, dispatch, the
  * run record, metrics and the per-request log line) happens here.
  *
+ * A call is decided in two phases: the head (pl_api_begin), before the
+ * server reads a body byte, and the body (pl_api_finish).
+ *
  * The refusal order for Run, each decided before dispatch:
- *   UNAUTHENTICATED -> INVALID_REQUEST (including an unknown grant_profile)
+ *   (head) NOT_FOUND -> 405 -> 415 -> UNAUTHENTICATED -> INVALID_REQUEST
+ *   (a body over PLIMSOLL_MAX_REQUEST_BYTES) -> AT_CAPACITY (the bodies in
+ *   flight, all and the caller's); (body) INVALID_REQUEST (including an unknown grant_profile)
  *   -> DISABLED -> INSUFFICIENT_ISOLATION -> UNSUPPORTED (including a grant
  *   on a kind the provider cannot broker) -> CALLER_NOT_ALLOWED -> NOT_READY
  *   -> (SHUTTING_DOWN | RATE_LIMITED | AT_CAPACITY) -> the grant's
@@ -19,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../broker/grants.h"
 #include "../core/admission.h"
@@ -27,6 +33,8 @@
 #include "../core/metrics.h"
 #include "../providers/provider.h"
 #include "sessions.h"
+
+struct pl_key_bytes; /* api.c */
 
 struct pl_api {
     const struct pl_config *config;
@@ -40,6 +48,8 @@ struct pl_api {
     struct pl_sessions *sessions; /* NULL when sessions are off */
     unsigned effective_concurrency;
     atomic_bool draining;
+    atomic_size_t body_bytes;       /* request bodies held now, every caller's */
+    struct pl_key_bytes *key_bytes; /* each caller's share of them; NULL when none */
 };
 
 struct pl_api_request {
@@ -47,7 +57,9 @@ struct pl_api_request {
     const char *path;          /* URL path, no query */
     const char *content_type;  /* may be NULL */
     const char *authorization; /* may be NULL */
-    const char *body;
+    bool length_known;         /* the head announced the body's length (Content-Length) */
+    uint64_t content_length;   /* that length; a chunked body's is unknown until read */
+    const char *body;          /* the body phase only */
     size_t body_len;
     bool body_too_large; /* the server stopped reading at the limit */
 };
@@ -60,7 +72,38 @@ struct pl_api_response {
     const char *allow; /* Allow header for 405, else NULL */
 };
 
-/* Handle one call; always fills ret (status 500 on internal failure). */
+/* What the head phase decided about a call that needs its body. */
+struct pl_api_call;
+
+/*
+ * The head phase, before any body byte is read: route (404), method (405),
+ * content type (415), authentication (401), the announced length against
+ * PLIMSOLL_MAX_REQUEST_BYTES (400 INVALID_REQUEST), then the body's bytes
+ * held against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT and the caller's against
+ * PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (429 AT_CAPACITY).
+ * rq's body fields are not looked at.
+ *
+ * Returns true when ret holds the answer (send it and read no body); the
+ * call is logged and counted.  Returns false when the call needs its body:
+ * *ret_call then holds what the head decided, to pass to pl_api_finish once
+ * the body is read and to pl_api_call_free after the answer is sent.
+ */
+bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
+                  struct pl_api_call **ret_call, struct pl_api_response *ret);
+
+/* The body phase: rq carries the body (or body_too_large).  Always fills
+ * ret; logs and counts the call. */
+void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
+                   struct pl_api_response *ret);
+
+/* Give back the call's body bytes and free it.  NULL-safe. */
+void pl_api_call_free(struct pl_api *api, struct pl_api_call *call);
+
+/*
+ * Both phases at once, for a request whose body is already at hand (its
+ * length counts as announced unless rq says otherwise).  Always fills ret
+ * (status 500 on internal failure).
+ */
 void pl_api_handle(struct pl_api *api, const struct pl_api_request *rq,
                    struct pl_api_response *ret);
 

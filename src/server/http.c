@@ -5,21 +5,41 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdatomic.h>
-#include <time.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/buf.h"
+#include "../core/log.h"
 
+/*
+ * MHD's own timeout is idle-based: a byte every so often keeps a
+ * connection forever.  This is for a connection that sent nothing at all,
+ * and for an answer the client reads slowly; the absolute deadline on
+ * reading a request is PLIMSOLL_REQUEST_READ_TIMEOUT_MS (the watchdog).
+ */
 #define CONNECTION_IDLE_TIMEOUT_S 120
+
+/* One open connection, for the read deadline. */
+struct conn {
+    struct conn *prev, *next;
+    int fd;
+    uint64_t since_ns; /* when reading its current request began */
+    bool reading;      /* its head or body is being read: the deadline runs */
+    bool cut;          /* the watchdog shut it down */
+};
 
 struct pl_http {
     struct pl_api *api;
@@ -28,25 +48,203 @@ struct pl_http {
     int listen_fd;
     char address[160];
     char unix_path[108];
+
+    /* The read deadline: every open connection, and the thread that cuts
+     * the ones still reading past it. */
+    pthread_mutex_t lock; /* conns and every conn's fields, stopping */
+    pthread_cond_t wake;
+    struct conn *conns;
+    bool stopping;
+    bool watchdog_started;
+    pthread_t watchdog;
 };
 
 struct call_ctx {
+    struct pl_api_call *call; /* what the head decided; NULL when answered at the head */
     struct pl_buf body;
     bool too_large;
 };
 
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the read deadline ---------------------------------------------------- */
+
+/*
+ * MHD calls this from its accepting thread when a connection opens, and
+ * before it closes the fd when the connection ends: a conn is in the list
+ * exactly while its fd is open, so the watchdog never shuts down an fd
+ * that was closed and reused.
+ */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    struct pl_http *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct conn *k = ci ? calloc(1, sizeof(*k)) : NULL;
+        if (!k) {
+            /* Untracked, it would have no deadline: end it at once. */
+            if (ci)
+                shutdown(ci->connect_fd, SHUT_RDWR);
+            *socket_context = NULL;
+            return;
+        }
+        k->fd = ci->connect_fd;
+        k->since_ns = mono_ns();
+        k->reading = true;
+        pthread_mutex_lock(&h->lock);
+        k->next = h->conns;
+        if (h->conns)
+            h->conns->prev = k;
+        h->conns = k;
+        pthread_mutex_unlock(&h->lock);
+        *socket_context = k;
+        return;
+    }
+    struct conn *k = *socket_context;
+    if (!k)
+        return;
+    pthread_mutex_lock(&h->lock);
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        h->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    pthread_mutex_unlock(&h->lock);
+    free(k);
+    *socket_context = NULL;
+}
+
+static struct conn *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The request is read (or answered from its head): its clock stops.
+ * Returns false when the watchdog cut the connection first. */
+static bool clock_stop(struct pl_http *h, struct MHD_Connection *c) {
+    struct conn *k = conn_of(c);
+    if (!k)
+        return false;
+    pthread_mutex_lock(&h->lock);
+    bool alive = !k->cut;
+    k->reading = false;
+    pthread_mutex_unlock(&h->lock);
+    return alive;
+}
+
+/* The answer is sent: the clock runs again for the next request. */
+static void clock_restart(struct pl_http *h, struct MHD_Connection *c) {
+    struct conn *k = conn_of(c);
+    if (!k)
+        return;
+    pthread_mutex_lock(&h->lock);
+    k->reading = true;
+    k->since_ns = mono_ns();
+    pthread_mutex_unlock(&h->lock);
+}
+
+/*
+ * Shut down every connection still reading its request past the deadline.
+ * shutdown() wakes the connection's thread, which finds the end of its
+ * input and closes; a run in progress is never touched (its connection is
+ * not reading).  Logged at most once a second, with the count.
+ */
+static void *watchdog_main(void *arg) {
+    struct pl_http *h = arg;
+    uint64_t deadline = (uint64_t)h->api->config->request_read_timeout_ms * 1000000ull;
+    uint64_t tick = deadline / 10;
+    if (tick < 10000000ull)
+        tick = 10000000ull;
+    if (tick > 250000000ull)
+        tick = 250000000ull;
+    unsigned long pending = 0;
+    uint64_t last_log = 0;
+    pthread_mutex_lock(&h->lock);
+    while (!h->stopping) {
+        uint64_t now = mono_ns();
+        for (struct conn *k = h->conns; k; k = k->next) {
+            if (k->reading && !k->cut && now - k->since_ns >= deadline) {
+                shutdown(k->fd, SHUT_RDWR);
+                k->cut = true;
+                pending++;
+            }
+        }
+        if (pending && now - last_log >= 1000000000ull) {
+            unsigned long n = pending;
+            pending = 0;
+            last_log = now;
+            pthread_mutex_unlock(&h->lock);
+            pl_log("info", "read deadline",
+                   json_pack("{s:i, s:i}", "connections_cut", (json_int_t)n,
+                             "request_read_timeout_ms",
+                             (json_int_t)h->api->config->request_read_timeout_ms));
+            pthread_mutex_lock(&h->lock);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + tick;
+        until.tv_sec += (time_t)(ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&h->wake, &h->lock, &until);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+/*
+ * libmicrohttpd's own messages (a connection refused at a cap, a peer that
+ * went away) become JSON log lines, at most one a second with the count of
+ * the others: a caller who opens connections by the thousand must not
+ * write the daemon's log by the thousand.
+ */
+static pthread_mutex_t mhd_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    static uint64_t last_ns;
+    static unsigned long folded;
+    char text[256];
+    vsnprintf(text, sizeof(text), fmt, ap);
+    size_t n = strlen(text);
+    while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
+        text[--n] = '\0';
+    uint64_t now = mono_ns();
+    pthread_mutex_lock(&mhd_log_lock);
+    if (last_ns && now - last_ns < 1000000000ull) {
+        folded++;
+        pthread_mutex_unlock(&mhd_log_lock);
+        return;
+    }
+    unsigned long before = folded;
+    folded = 0;
+    last_ns = now;
+    pthread_mutex_unlock(&mhd_log_lock);
+    pl_log("info", "http",
+           json_pack("{s:s, s:i}", "detail", text, "folded_before", (json_int_t)before));
+}
+
+/* ---- requests ------------------------------------------------------------- */
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode toe) {
-    (void)c;
     (void)toe;
     struct pl_http *h = cls;
     struct call_ctx *ctx = *con_cls;
     if (ctx) {
         atomic_fetch_sub(&h->in_progress, 1);
+        pl_api_call_free(h->api, ctx->call);
         pl_buf_free(&ctx->body);
         free(ctx);
         *con_cls = NULL;
     }
+    clock_restart(h, c);
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_response *rs,
@@ -70,12 +268,33 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_res
     return ret;
 }
 
-static void fill_request(struct MHD_Connection *c, const char *url, const char *method,
-                         struct pl_api_request *rq) {
+/*
+ * The head's request: method, path, the two headers the API reads, and
+ * what it says about the body.  Transfer-Encoding wins over Content-Length
+ * (RFC 9112 6.3), so a chunked body's length is unknown, whatever else the
+ * head claims; with neither header there is no body.
+ */
+static void fill_head(struct MHD_Connection *c, const char *url, const char *method,
+                      struct pl_api_request *rq) {
     rq->http_method = method;
     rq->path = url;
     rq->content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     rq->authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    rq->length_known = true;
+    rq->content_length = 0;
+    if (te) {
+        rq->length_known = false;
+    } else if (cl) {
+        errno = 0;
+        char *end = NULL;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno != 0 || end == cl || *end != '\0' || cl[0] == '-')
+            rq->length_known = false; /* MHD refuses these first; never trust one */
+        else
+            rq->content_length = n;
+    }
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -87,26 +306,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     size_t limit = h->api->config->max_request_bytes;
 
     if (!ctx) {
+        /* The head is in; no body byte has been handed over yet. */
         ctx = calloc(1, sizeof(*ctx));
         if (!ctx)
             return MHD_NO;
         *con_cls = ctx;
         atomic_fetch_add(&h->in_progress, 1);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl) {
-            errno = 0;
-            char *end = NULL;
-            unsigned long long n = strtoull(cl, &end, 10);
-            if (errno == 0 && end != cl && n > limit) {
-                /* Answer at once; the unread body closes the connection. */
-                struct pl_api_request rq = {0};
-                fill_request(c, url, method, &rq);
-                rq.body = "";
-                rq.body_too_large = true;
-                struct pl_api_response rs;
-                pl_api_handle(h->api, &rq, &rs);
-                return send_response(c, &rs, true);
-            }
+        struct pl_api_request rq = {0};
+        fill_head(c, url, method, &rq);
+        struct pl_api_response rs;
+        if (pl_api_begin(h->api, &rq, &ctx->call, &rs)) {
+            /* Answered from the head.  A body it announced is never read,
+             * so the connection closes after the answer. */
+            clock_stop(h, c);
+            return send_response(c, &rs, !rq.length_known || rq.content_length > 0);
+        }
+        /* What the head held against the bytes in flight, in one
+         * allocation (pages are touched only as bytes arrive): the
+         * announced length, or for a chunked body the largest. */
+        size_t want = rq.length_known ? (size_t)rq.content_length : limit;
+        if (want > 0) {
+            ctx->body.data = malloc(want + 1);
+            if (!ctx->body.data)
+                return MHD_NO;
+            ctx->body.cap = want + 1;
         }
         return MHD_YES;
     }
@@ -122,13 +345,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
+    /* The whole request is read: from here on no deadline cuts it. */
+    if (!clock_stop(h, c))
+        return MHD_NO; /* cut at its deadline a moment ago: nothing is run */
     struct pl_api_request rq = {0};
-    fill_request(c, url, method, &rq);
+    fill_head(c, url, method, &rq);
     rq.body = ctx->body.data ? ctx->body.data : "";
     rq.body_len = ctx->body.len;
     rq.body_too_large = ctx->too_large;
     struct pl_api_response rs;
-    pl_api_handle(h->api, &rq, &rs);
+    pl_api_finish(h->api, ctx->call, &rq, &rs);
     return send_response(c, &rs, false);
 }
 
@@ -211,13 +437,37 @@ static int bind_unix(const struct pl_listen *l, int *ret_fd, struct pl_error *er
     return 0;
 }
 
+static void http_free(struct pl_http *h) {
+    pthread_cond_destroy(&h->wake);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+/*
+ * A freed request body must go back to the system, or the bytes-in-flight
+ * bound does not bound memory: glibc raises its mmap threshold to the size
+ * of each large block freed, after which 14 MiB bodies come from per-thread
+ * arenas that keep them (measured: a body-refusing load peaked at 154 MiB
+ * with 64 MiB in flight, 63 MiB with the threshold fixed).  Fixing it turns
+ * the adjustment off: every block from 1 MiB up is its own mapping.
+ */
+#define LARGE_BLOCK_BYTES (1 << 20)
+
 int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error *err) {
+    mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES);
     struct pl_http *h = calloc(1, sizeof(*h));
     if (!h)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     h->api = api;
     h->listen_fd = -1;
-    const struct pl_listen *l = &api->config->listen;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    const struct pl_config *cfg = api->config;
+    const struct pl_listen *l = &cfg->listen;
     int r;
     if (l->kind == PL_LISTEN_UNIX) {
         r = bind_unix(l, &h->listen_fd, err);
@@ -227,19 +477,30 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
         r = bind_tcp(l, &h->listen_fd, h->address, sizeof(h->address), err);
     }
     if (r < 0) {
-        free(h);
+        http_free(h);
         return -1;
     }
-    h->daemon =
-        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                             MHD_USE_POLL | MHD_USE_ERROR_LOG,
-                         0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)api->config->max_connections,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_END);
+    if (pthread_create(&h->watchdog, NULL, watchdog_main, h) != 0) {
+        close(h->listen_fd);
+        http_free(h);
+        return pl_error_set(err, PL_REASON_INTERNAL, "cannot start the read-deadline thread");
+    }
+    h->watchdog_started = true;
+    /* The per-address cap applies to TCP peers; MHD leaves Unix-socket
+     * peers (local processes the socket's mode admits) out of it. */
+    h->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+            MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_address,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (!h->daemon) {
         close(h->listen_fd);
-        free(h);
+        h->listen_fd = -1;
+        pl_http_stop(h);
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "PLIMSOLL_LISTEN: the HTTP server did not "
                             "start");
@@ -275,9 +536,16 @@ unsigned pl_http_wait_idle(struct pl_http *h, unsigned timeout_ms) {
 void pl_http_stop(struct pl_http *h) {
     if (!h)
         return;
+    if (h->watchdog_started) {
+        pthread_mutex_lock(&h->lock);
+        h->stopping = true;
+        pthread_cond_signal(&h->wake);
+        pthread_mutex_unlock(&h->lock);
+        pthread_join(h->watchdog, NULL);
+    }
     if (h->daemon)
         MHD_stop_daemon(h->daemon); /* closes a listen socket not yet quiesced */
     if (h->unix_path[0])
         unlink(h->unix_path);
-    free(h);
+    http_free(h);
 }

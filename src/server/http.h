@@ -2,9 +2,20 @@
  * http.h: the HTTP/1.1 server (libmicrohttpd) in front of the API layer.
  *
  * One thread per connection: a run blocks its connection's thread for its
- * whole duration, and PLIMSOLL_MAX_CONNECTIONS bounds the threads.  The
- * server only moves bytes: it reads the body up to
- * PLIMSOLL_MAX_REQUEST_BYTES and hands the call to pl_api_handle.
+ * whole duration, and PLIMSOLL_MAX_CONNECTIONS bounds the threads, at most
+ * PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS of them from one TCP address.
+ *
+ * The server moves bytes and keeps time.  When a request's head is in, it
+ * hands the head to pl_api_begin, which answers every call it can refuse
+ * (unknown path, method, content type, key, a body too large or over the
+ * bytes in flight) before a body byte is read; otherwise it reads the body
+ * up to PLIMSOLL_MAX_REQUEST_BYTES and hands it to pl_api_finish.
+ *
+ * Reading a request, head and body, has an absolute deadline,
+ * PLIMSOLL_REQUEST_READ_TIMEOUT_MS, counted from the connection's start or
+ * from the previous answer on a kept-alive connection; a connection still
+ * reading past it is shut down.  Once the request is read nothing cuts it:
+ * a run takes its own time.
  */
 #pragma once
 

@@ -38,6 +38,7 @@ static void probe_info(void *s, struct pl_provider_info *ret) {
     *ret = (struct pl_provider_info){
         .tier = PL_TIER_PROCESS,
         .runtime = "probe",
+        .min_memory_mb = 8,
         .snippet = {.supported = true,
                     .engine = "probe 1",
                     .max_timeout_ms = 5000,
@@ -96,6 +97,8 @@ static struct fixture *fixture_new(unsigned capacity, unsigned burst) {
     f->config.memory_mb = 256;
     f->config.output_bytes = 1024;
     f->config.max_request_bytes = 1 << 20;
+    f->config.request_bytes_in_flight = 4u << 20;
+    f->config.key_request_bytes_in_flight = 4u << 20;
     f->config.max_concurrent = capacity;
     f->config.per_key_concurrent = capacity;
     f->config.rate_per_min = 60;
@@ -369,12 +372,186 @@ static void test_describe_reports_limits(void **state) {
     fixture_free(f);
 }
 
+/* The head phase, as the server calls it: no body at hand yet. */
+static bool head(struct fixture *f, const char *method, const char *path, const char *ctype,
+                 const char *auth, bool length_known, uint64_t length, struct pl_api_call **call,
+                 struct pl_api_response *rs) {
+    struct pl_api_request rq = {.http_method = method,
+                                .path = path,
+                                .content_type = ctype,
+                                .authorization = auth,
+                                .length_known = length_known,
+                                .content_length = length};
+    return pl_api_begin(&f->api, &rq, call, rs);
+}
+
+static json_t *answer(struct pl_api_response *rs, int *ret_status) {
+    *ret_status = rs->status;
+    json_t *j = json_loadb(rs->body, rs->body_len, 0, NULL);
+    pl_api_response_clear(rs);
+    assert_non_null(j);
+    return j;
+}
+
+#define RUN_PATH "/plimsoll.v1.SandboxService/Run"
+
+static void test_head_decides_before_the_body(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new(4, 100);
+    struct pl_api_call *call;
+    struct pl_api_response rs;
+    /* Each refusal the head can make, in the documented order, with a body
+     * of the largest size announced: none of it is needed. */
+    assert_true(head(f, "POST", "/nope", "application/json", NULL, true, 1 << 20, &call, &rs));
+    assert_null(call);
+    assert_int_equal(rs.status, 404);
+    pl_api_response_clear(&rs);
+    assert_true(head(f, "GET", RUN_PATH, "application/json", NULL, true, 1 << 20, &call, &rs));
+    assert_int_equal(rs.status, 405);
+    pl_api_response_clear(&rs);
+    assert_true(head(f, "POST", RUN_PATH, "text/plain", NULL, true, 1 << 20, &call, &rs));
+    assert_int_equal(rs.status, 415);
+    pl_api_response_clear(&rs);
+    assert_true(
+        head(f, "POST", RUN_PATH, "application/json", "Bearer nope", true, 1 << 20, &call, &rs));
+    int st;
+    json_t *j = answer(&rs, &st);
+    assert_refusal(j, st, 401, "unauthenticated", "UNAUTHENTICATED", "false");
+    json_decref(j);
+    /* Past PLIMSOLL_MAX_REQUEST_BYTES by one byte: refused from the head. */
+    assert_true(head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, (1 << 20) + 1,
+                     &call, &rs));
+    j = answer(&rs, &st);
+    assert_refusal(j, st, 400, "invalid_argument", "INVALID_REQUEST", "false");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "message")),
+                           "PLIMSOLL_MAX_REQUEST_BYTES (1048576 bytes)"));
+    json_decref(j);
+    /* At the limit the call goes on to its body, which it holds. */
+    assert_false(
+        head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1 << 20, &call, &rs));
+    assert_non_null(call);
+    assert_int_equal(atomic_load(&f->api.body_bytes), 1 << 20);
+    pl_api_call_free(&f->api, call);
+    assert_int_equal(atomic_load(&f->api.body_bytes), 0);
+    assert_int_equal(probe.runs, 0);
+    fixture_free(f);
+}
+
+static void test_bytes_in_flight(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new(4, 100);
+    f->config.request_bytes_in_flight = 3u << 20; /* three bodies of the largest size */
+    f->config.key_request_bytes_in_flight = 3u << 20;
+    struct pl_api_call *held[3];
+    struct pl_api_response rs;
+    for (int i = 0; i < 3; i++)
+        assert_false(head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1 << 20,
+                          &held[i], &rs));
+    /* The budget is spent: one more byte is refused, typed, nothing read. */
+    struct pl_api_call *call;
+    assert_true(head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1, &call, &rs));
+    int st;
+    json_t *j = answer(&rs, &st);
+    assert_refusal(j, st, 429, "resource_exhausted", "AT_CAPACITY", "false");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "message")),
+                           "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT"));
+    json_decref(j);
+    /* A body with no length (chunked) holds the largest size. */
+    pl_api_call_free(&f->api, held[0]);
+    assert_false(
+        head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, false, 0, &held[0], &rs));
+    assert_int_equal(atomic_load(&f->api.body_bytes), 3u << 20);
+    /* An empty body holds nothing and always passes. */
+    assert_false(head(f, "POST", "/plimsoll.v1.SandboxService/Describe", "application/json",
+                      "Bearer " KEY, true, 0, &call, &rs));
+    struct pl_api_request rq = {.http_method = "POST",
+                                .path = "/plimsoll.v1.SandboxService/Describe",
+                                .body = "",
+                                .body_len = 0};
+    pl_api_finish(&f->api, call, &rq, &rs);
+    assert_int_equal(rs.status, 200);
+    pl_api_response_clear(&rs);
+    pl_api_call_free(&f->api, call);
+    for (int i = 0; i < 3; i++)
+        pl_api_call_free(&f->api, held[i]);
+    assert_int_equal(atomic_load(&f->api.body_bytes), 0);
+    fixture_free(f);
+}
+
+/* One caller's share: its own bodies stop at it, another caller's pass. */
+static void test_bytes_in_flight_per_key(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new(4, 100);
+    char hex[65], lines[256];
+    pl_sha256_hex("other-key", strlen("other-key"), hex);
+    pl_keys_free(f->keys);
+    char tester[65];
+    pl_sha256_hex(KEY, strlen(KEY), tester);
+    snprintf(lines, sizeof(lines), "tester %s\nother %s\n", tester, hex);
+    struct pl_error err;
+    assert_int_equal(pl_keys_parse(lines, strlen(lines), &f->keys, &err), 0);
+    f->api.keys = f->keys;
+    f->config.request_bytes_in_flight = 3u << 20;
+    f->config.key_request_bytes_in_flight = 2u << 20;
+    struct pl_api_call *mine[2], *call;
+    struct pl_api_response rs;
+    int st;
+    for (int i = 0; i < 2; i++)
+        assert_false(head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1 << 20,
+                          &mine[i], &rs));
+    assert_true(head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1, &call, &rs));
+    json_t *j = answer(&rs, &st);
+    assert_refusal(j, st, 429, "resource_exhausted", "AT_CAPACITY", "false");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "message")),
+                           "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (2097152 bytes)"));
+    json_decref(j);
+    /* Another caller still has the rest of the daemon's bytes. */
+    assert_false(head(f, "POST", RUN_PATH, "application/json", "Bearer other-key", true, 1 << 20,
+                      &call, &rs));
+    pl_api_call_free(&f->api, call);
+    pl_api_call_free(&f->api, mine[0]);
+    assert_false(
+        head(f, "POST", RUN_PATH, "application/json", "Bearer " KEY, true, 1 << 20, &mine[0], &rs));
+    for (int i = 0; i < 2; i++)
+        pl_api_call_free(&f->api, mine[i]);
+    assert_int_equal(atomic_load(&f->api.body_bytes), 0);
+    assert_null(f->api.key_bytes);
+    fixture_free(f);
+}
+
+static void test_memory_below_the_provider_minimum(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new(4, 100);
+    int st;
+    json_t *j = call(f, "Run", JS("1") ",\"memory_mb\":7}", &st);
+    assert_refusal(j, st, 400, "invalid_argument", "INVALID_REQUEST", "false");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "message")), "below 8"));
+    json_decref(j);
+    assert_int_equal(probe.runs, 0);
+    j = call(f, "Run", JS("1") ",\"memory_mb\":8}", &st);
+    assert_int_equal(st, 200);
+    json_decref(j);
+    j = call(f, "Describe", "{}", &st);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(j, "limits"), "min_memory_mb")), 8);
+    json_decref(j);
+    fixture_free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusal_order),     cmocka_unit_test(test_at_capacity),
-        cmocka_unit_test(test_rate_limited),      cmocka_unit_test(test_internal_is_not_a_result),
-        cmocka_unit_test(test_result_and_record), cmocka_unit_test(test_binary_output_kept_exactly),
-        cmocka_unit_test(test_draining),          cmocka_unit_test(test_describe_reports_limits),
+        cmocka_unit_test(test_refusal_order),
+        cmocka_unit_test(test_at_capacity),
+        cmocka_unit_test(test_rate_limited),
+        cmocka_unit_test(test_internal_is_not_a_result),
+        cmocka_unit_test(test_result_and_record),
+        cmocka_unit_test(test_binary_output_kept_exactly),
+        cmocka_unit_test(test_draining),
+        cmocka_unit_test(test_describe_reports_limits),
+        cmocka_unit_test(test_head_decides_before_the_body),
+        cmocka_unit_test(test_bytes_in_flight),
+        cmocka_unit_test(test_bytes_in_flight_per_key),
+        cmocka_unit_test(test_memory_below_the_provider_minimum),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

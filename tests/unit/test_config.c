@@ -149,6 +149,72 @@ static void test_integer_bounds(void **state) {
     assert_refused_naming(LOAD("SANDBOX_RATE_BURST", "0"), &err, "SANDBOX_RATE_BURST");
 }
 
+/* The front door's bounds: each default, and each edge (at it, one past). */
+static void test_front_door(void **state) {
+    (void)state;
+    struct pl_config c;
+    struct pl_error err;
+    assert_int_equal(load(&c, &err, NULL), 0);
+    assert_int_equal(c.max_request_bytes, 14680064);
+    assert_int_equal(c.request_bytes_in_flight, 64u << 20);
+    assert_int_equal(c.request_read_timeout_ms, 30000);
+    assert_int_equal(c.max_connections, 256);
+    assert_int_equal(c.max_connections_per_address, 64); /* a quarter */
+
+    assert_int_equal(LOAD("PLIMSOLL_REQUEST_READ_TIMEOUT_MS", "100"), 0);
+    assert_refused_naming(LOAD("PLIMSOLL_REQUEST_READ_TIMEOUT_MS", "99"), &err,
+                          "PLIMSOLL_REQUEST_READ_TIMEOUT_MS");
+    assert_int_equal(LOAD("PLIMSOLL_REQUEST_READ_TIMEOUT_MS", "3600000"), 0);
+    assert_refused_naming(LOAD("PLIMSOLL_REQUEST_READ_TIMEOUT_MS", "3600001"), &err,
+                          "PLIMSOLL_REQUEST_READ_TIMEOUT_MS");
+
+    assert_int_equal(LOAD("PLIMSOLL_MAX_CONNECTIONS", "4"), 0);
+    assert_int_equal(c.max_connections_per_address, 1);
+    assert_int_equal(
+        LOAD("PLIMSOLL_MAX_CONNECTIONS", "16", "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS", "16"), 0);
+    assert_int_equal(c.max_connections_per_address, 16);
+    assert_refused_naming(
+        LOAD("PLIMSOLL_MAX_CONNECTIONS", "16", "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS", "17"), &err,
+        "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS");
+    assert_refused_naming(LOAD("PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS", "0"), &err,
+                          "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS");
+
+    /* One key's share: half the bytes in flight, at least one largest body. */
+    assert_int_equal(load(&c, &err, NULL), 0);
+    assert_int_equal(c.key_request_bytes_in_flight, 32u << 20);
+    assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "65536",
+                          "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", "100000"),
+                     0);
+    assert_int_equal(c.key_request_bytes_in_flight, 65536);
+    assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "65536",
+                          "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", "65536"),
+                     0);
+    assert_refused_naming(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "65536",
+                               "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", "65535"),
+                          &err, "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT");
+    assert_int_equal(LOAD("PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", "67108864"), 0);
+    assert_refused_naming(LOAD("PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", "67108865"), &err,
+                          "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT");
+
+    /* The bytes in flight hold at least one largest body. */
+    assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "134217728"), 0);
+    assert_int_equal(c.request_bytes_in_flight, 134217728);
+    assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "65536",
+                          "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", "65536"),
+                     0);
+    assert_refused_naming(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "65537",
+                               "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", "65536"),
+                          &err, "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT");
+    assert_refused_naming(LOAD("PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", "65535"), &err,
+                          "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT");
+    assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", "4294967295"), 0);
+    assert_refused_naming(LOAD("PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT", "4294967296"), &err,
+                          "PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT");
+    assert_int_equal(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "268435456"), 0);
+    assert_refused_naming(LOAD("PLIMSOLL_MAX_REQUEST_BYTES", "268435457"), &err,
+                          "PLIMSOLL_MAX_REQUEST_BYTES");
+}
+
 static void test_listen(void **state) {
     (void)state;
     struct pl_listen l;
@@ -218,6 +284,7 @@ int main(void) {
         cmocka_unit_test(test_memory_pair),
         cmocka_unit_test(test_effective_concurrency),
         cmocka_unit_test(test_integer_bounds),
+        cmocka_unit_test(test_front_door),
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_keys_file_required),
         cmocka_unit_test(test_reserved_settings_refused),

@@ -1919,6 +1919,7 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
     *ret = (struct pl_provider_info){
         .tier = s->tier,
         .runtime = s->set.runtime,
+        .min_memory_mb = strcmp(s->set.runtime, "runsc") ? 6 : 16, /* engine: 6; runsc: 16 */
         .snippet = {.supported = true,
                     .engine = s->engine_desc,
                     .max_timeout_ms = s->max_timeout_ms,

@@ -276,6 +276,7 @@ static void wasm_info(void *state, struct pl_provider_info *ret) {
     *ret = (struct pl_provider_info){
         .tier = PL_TIER_PROCESS,
         .runtime = "wasm2c",
+        .min_memory_mb = 1, /* any cap: below what a run needs, the run is out of memory */
         .snippet = {.supported = true,
                     .engine = s->engine,
                     .max_timeout_ms = s->max_timeout_ms,
