@@ -77,9 +77,45 @@ int pl_error_set(struct pl_error *err, enum pl_reason reason, const char *fmt, .
     if (!err)
         return -1;
     err->reason = reason;
+    err->errnum = 0;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
     va_end(ap);
+    return -1;
+}
+
+int pl_error_errno(struct pl_error *err, enum pl_reason reason, int errnum, const char *fmt, ...) {
+    if (!err)
+        return -1;
+    err->reason = reason;
+    err->errnum = errnum < 0 ? -errnum : errnum;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof(err->message) && err->errnum)
+        snprintf(err->message + n, sizeof(err->message) - (size_t)n, ": %s", strerror(err->errnum));
+    return -1;
+}
+
+int pl_error_wrap(struct pl_error *err, const char *fmt, ...) {
+    if (!err)
+        return -1;
+    char prefix[256], old[sizeof(err->message)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    memcpy(old, err->message, sizeof(old));
+    /* The message is cut at its size, prefix first. */
+    size_t p = strnlen(prefix, sizeof(prefix) - 1);
+    memcpy(err->message, prefix, p);
+    size_t room = sizeof(err->message) - 1 - p;
+    size_t o = strnlen(old, sizeof(old) - 1);
+    if (o > room)
+        o = room;
+    memcpy(err->message + p, old, o);
+    err->message[p + o] = '\0';
     return -1;
 }

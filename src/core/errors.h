@@ -77,9 +77,15 @@ enum pl_reason {
         PL_REASON__COUNT
 };
 
-/* A message that must reach the caller, with its reason. */
+/*
+ * The one error object: a reason the API can send, the system error behind
+ * it (0 when none), and a message that gathers context as it travels up
+ * (pl_error_wrap).  Library code fills it and returns -1; the daemon and
+ * the API layer log it once, at the edge.
+ */
 struct pl_error {
     enum pl_reason reason;
+    int errnum; /* the errno behind the failure, or 0 */
     char message[512];
     bool before_dispatch; /* an INTERNAL failure that struck before dispatch */
     /* SESSION_ENDED: why the session ended, sent as ErrorInfo metadata
@@ -109,3 +115,18 @@ const char *pl_reason_doc(enum pl_reason reason);
  */
 int pl_error_set(struct pl_error *err, enum pl_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/*
+ * As pl_error_set, with a system error: errnum (positive or negative) is
+ * kept in err->errnum and its text is appended (": No such file or
+ * directory").  Returns -1.
+ */
+int pl_error_errno(struct pl_error *err, enum pl_reason reason, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * Add context in front of err's message as it travels up ("grant profile
+ * \"items\": " + what failed below); the reason and errnum stay.
+ * Returns -1.
+ */
+int pl_error_wrap(struct pl_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,48 @@
+/*
+ * capture.c: a guest's output, kept up to a cap (capture.h).
+ */
+#include "capture.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pl_capture_init(struct pl_capture *c, size_t cap) {
+    memset(c, 0, sizeof(*c));
+    c->cap = cap;
+}
+
+int pl_capture_add(struct pl_capture *c, const void *data, size_t len) {
+    size_t room = c->kept.len < c->cap ? c->cap - c->kept.len : 0;
+    size_t keep = len < room ? len : room;
+    c->total += len;
+    if (keep && pl_buf_append(&c->kept, data, keep) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+bool pl_capture_truncated(const struct pl_capture *c) {
+    return c->total > c->kept.len;
+}
+
+int pl_capture_finish(struct pl_capture *c, struct pl_output *out) {
+    out->truncated = pl_capture_truncated(c);
+    out->len = c->kept.len;
+    out->data = c->kept.data ? c->kept.data : calloc(1, 1);
+    c->kept.data = NULL;
+    c->kept.len = c->kept.cap = 0;
+    c->total = 0;
+    return out->data ? 0 : -ENOMEM;
+}
+
+void pl_capture_free(struct pl_capture *c) {
+    if (c)
+        pl_buf_free(&c->kept);
+}
+
+void pl_output_clear(struct pl_output *o) {
+    if (o) {
+        free(o->data);
+        *o = (struct pl_output){0};
+    }
+}

@@ -1,0 +1,52 @@
+/*
+ * capture.h: a guest's output, kept up to a cap, the rest counted.
+ *
+ * Every provider reads a guest's stdout and stderr the same way: bytes are
+ * kept until the stream's cap (SANDBOX_OUTPUT_BYTES), everything past it
+ * is counted and dropped, and the result says whether anything was cut.
+ * The kept bytes are never annotated (no "[truncated]" is written into
+ * them).  A capture ends as a pl_output, the triple every result carries.
+ * docs/internals/capture.md.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/* What a result carries of one stream. */
+struct pl_output {
+    char *data; /* malloc'd, len bytes and a NUL; NULL only before it is set */
+    size_t len;
+    bool truncated; /* the guest wrote more than was kept */
+};
+
+/* A stream being read. */
+struct pl_capture {
+    struct pl_buf kept;
+    size_t cap;     /* bytes kept at most */
+    uint64_t total; /* bytes offered, kept or not */
+};
+
+/* An empty capture keeping at most cap bytes. */
+void pl_capture_init(struct pl_capture *c, size_t cap);
+
+/* Offer len bytes: kept up to the cap, counted either way.  0 or -ENOMEM. */
+int pl_capture_add(struct pl_capture *c, const void *data, size_t len);
+
+/* Whether more was offered than kept. */
+bool pl_capture_truncated(const struct pl_capture *c);
+
+/*
+ * End the capture into out (its data malloc'd, an empty string when nothing
+ * was kept); c is empty afterwards.  0 or -ENOMEM.
+ */
+int pl_capture_finish(struct pl_capture *c, struct pl_output *out);
+
+/* Free a capture that was not finished (NULL-safe). */
+void pl_capture_free(struct pl_capture *c);
+
+/* Free an output's bytes (NULL-safe); the triple is zeroed. */
+void pl_output_clear(struct pl_output *o);
