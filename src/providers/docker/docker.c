@@ -2316,8 +2316,21 @@ static int exec_in(struct docker_state *s, const char *container_id, const char 
     snprintf(path, sizeof(path), "/exec/%s/json", eid);
     for (int i = 0; i < 100; i++) {
         json_t *ins = NULL;
-        if (api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        long st = 0;
+        if (pl_docker_call(s->engine, "GET", path, NULL, API_TIMEOUT_MS, &st, &ins, err) < 0)
             return -1;
+        if (st == 404) {
+            /* The exec went with its container (the guest ended the
+             * sandbox): no exit code; the caller decides. */
+            json_decref(ins);
+            return 0;
+        }
+        if (st != 200) {
+            pl_error_set(err, PL_REASON_INTERNAL, "docker: GET %s answered %ld: %.200s", path, st,
+                         pl_docker_message(ins));
+            json_decref(ins);
+            return -1;
+        }
         *ret_exit = pl_docker_exec_exit(ins);
         bool running = json_is_true(json_object_get(ins, "Running"));
         json_decref(ins);
