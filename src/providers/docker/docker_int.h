@@ -1,0 +1,359 @@
+/*
+ * docker_int.h: what the docker provider's files share, and nothing
+ * outside src/providers/docker/ includes (h2o's *_internal.h).
+ *
+ * The package (docs/internals/adding-a-provider.md):
+ *   docker.c     the ops table: create (the startup proof's order), destroy,
+ *                info, ready
+ *   settings.c   the provider's settings and the container configuration
+ *                they give; the session settings digest read back
+ *   container.c  one container: create, inspect, exec, the attach and exec
+ *                streams, the end, the reaper, the host's view (kill,
+ *                prove, sweep), the sockets' peer gate, run directories
+ *   pool.c       the warm pools: started containers waiting for one run,
+ *                session sandboxes waiting for one session
+ *   proof.c      the startup proof (the host's view, the canary per image,
+ *                one real session)
+ *   run.c        a run: snippets, modules and projects (steps as execs)
+ *   session.c    sessions: open, calls, cells, the cleanup between calls
+ *   uplink.c     a session's cell channel: the launch and the frames
+ *   engine.c     the Docker Engine API client (engine.h, engine_parse.h)
+ *   hostview.c   what the host sees of a container (hostview.h)
+ *   reports.c    the in-sandbox helpers' reports (reports.h)
+ *   seccomp_bpf.c  the profile compiled for execs under runsc
+ *   guest/       what runs inside the sandbox (bootstrap, session agent)
+ */
+#pragma once
+
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../broker/broker.h"
+#include "../../core/buf.h"
+#include "../../core/clock.h"
+#include "../../core/errors.h"
+#include "../../core/ids.h"
+#include "../provider.h"
+#include "engine.h"
+#include "engine_parse.h"
+#include "hostview.h"
+
+#define LABEL_INSTANCE "org.plimsoll.instance"
+#define LABEL_RUN "org.plimsoll.run"
+#define API_TIMEOUT_MS 30000L
+#define KILL_GRACE_MS 3000
+#define READY_CACHE_NS 1000000000ull
+
+/*
+ * Who the guest is.  SANDBOX_DOCKER_UID (default below, a uid no host
+ * account should have) runs every guest process; its groups tell the
+ * daemon's own helpers apart from guest code, because Linux and gVisor
+ * both refuse /proc/<pid>/fd, environ and mem of a process whose group
+ * differs (docs/sessions.md):
+ *   uid + 0  runs, snippets, projects, a session's calls
+ *   uid + 1  a session's kept Python interpreter and its launcher
+ *   uid + 2  a session's kept JavaScript interpreter and its launcher
+ *   uid + 3  the cleanup between session calls
+ */
+#define PL_DOCKER_DEFAULT_UID 2000000000u
+#define PL_DOCKER_GID_COUNT 4u
+enum { GID_RUN = 0, GID_PY = 1, GID_JS = 2, GID_CLEAN = 3 };
+
+struct docker_settings {
+    char runtime[16];           /* SANDBOX_DOCKER_RUNTIME */
+    char snippet_image[256];    /* SANDBOX_DOCKER_SNIPPET_IMAGE */
+    char project_image[256];    /* SANDBOX_DOCKER_PROJECT_IMAGE */
+    char instance[64];          /* SANDBOX_DOCKER_INSTANCE */
+    char run_dir[PATH_MAX / 4]; /* SANDBOX_DOCKER_RUN_DIR */
+    char *seccomp;              /* the seccomp profile's JSON text; NULL: the engine's default */
+    char seccomp_name[PATH_MAX / 4]; /* "plimsoll", "engine-default" or the file's path */
+    unsigned uid;                    /* SANDBOX_DOCKER_UID: the guest's uid (gids below) */
+    char *exec_filter_env; /* runsc: "PLIMSOLL_SECCOMP_BPF=<base64>" for every exec, or NULL */
+    unsigned millicpus;    /* SANDBOX_DOCKER_CPUS x 1000 */
+    unsigned pids;         /* SANDBOX_DOCKER_PIDS */
+    unsigned work_mb;      /* SANDBOX_DOCKER_WORK_MB */
+    unsigned tmp_mb;       /* SANDBOX_DOCKER_TMP_MB */
+    unsigned warm;         /* SANDBOX_DOCKER_WARM: started containers kept per image */
+};
+
+#define WARM_MAX 16u
+
+struct dsession; /* a session's sandbox, below */
+
+struct reap_item {
+    struct reap_item *next;
+    char id[72];
+};
+
+struct docker_state {
+    struct docker_settings set;
+    struct pl_docker_engine *engine;
+    struct pl_hostview hv; /* the host's own view of containers */
+    enum pl_tier tier;
+    char runtime_path[256];
+    char snippet_id[80], project_id[80];
+    char engine_desc[256], project_desc[256];
+    unsigned max_timeout_ms;
+    char host_version[512];
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct reap_item *reap_head;
+    bool reaper_stop;
+    unsigned reap_pending;
+    pthread_t reaper;
+    bool reaper_started;
+
+    uint64_t ready_at_ns; /* last time readiness held */
+
+    /* The warm pool: containers created and started with the run
+     * configuration at the default memory allowance, each waiting for its
+     * one run.  [0] snippet image, [1] project image. */
+    unsigned default_memory_mb;
+    char warm[2][WARM_MAX][72];
+    unsigned nwarm[2];
+    bool warm_stop;
+    pthread_t warmer;
+    bool warmer_started;
+
+    /* Sessions: on when SANDBOX_MAX_SESSIONS is set and the proof passed. */
+    bool sessions_on;
+    unsigned session_disk_mb;
+    /* The sessions' warm pool (SANDBOX_SESSION_POOL). */
+    unsigned pool_n;
+    struct dsession *pool[64];
+    unsigned npool;
+    /* What callers' hints asked for, by mask (1 python, 2 javascript, 3
+     * both; no hint counts as both), decayed: the filler makes more of the
+     * mix callers use. */
+    unsigned demand[4];
+    bool pool_stop;
+    bool pool_started;
+    pthread_t pool_thread;
+    pthread_cond_t pool_cond;
+    const char *session_langs[3]; /* the cell languages the proof showed */
+};
+
+/*
+ * A socket in a sandbox's directory (a run's broker, a session's cell
+ * uplink) admits processes of one container only.  The peer's cgroup, read
+ * from the host for the pid SO_PEERCRED names, must be the container's:
+ * under runc the peer is the guest's process itself (and must run as the
+ * sandbox's uid), under runsc it is gVisor's own process for the sandbox,
+ * which lives in the container's cgroup too.  A host process of any uid, a
+ * process of the sandbox's uid outside the container and another run's
+ * guest are all refused before a byte is read.  Until the container exists
+ * every peer is refused.
+ */
+struct peer_gate {
+    struct docker_state *s;
+    pthread_mutex_t lock;
+    char cgroup[200]; /* "" until the container is created */
+};
+
+struct cont_run {
+    /* in */
+    const char *image_id;
+    unsigned memory_mb;
+    const char *run_id;
+    const char *socket_dir; /* NULL: no socket mount */
+    const char *parts[4];   /* written to the bootstrap's stdin, in order */
+    size_t part_len[4];
+    int nparts;
+    unsigned timeout_ms;
+    bool exec; /* a session's exec: at the deadline stop reading; the cleanup kills */
+    /* out */
+    struct pl_demux dx; /* caps set by the caller */
+    int exit_code;
+    bool timed_out;
+    bool oom;
+    char id[72];
+    char warm_id[72];       /* in: a started warm container to use, or "" */
+    struct peer_gate *gate; /* in: opened for the container once it exists, or NULL */
+    char exec_id[80];       /* an exec's id, while pump reads its stream */
+    /* A project: the bootstrap writes the files and reports one line; then
+     * each step is an engine exec (dk_project_steps). */
+    const struct pl_run_request *project;
+    unsigned output_bytes;
+    struct pl_step_result *steps; /* out: the steps that finished */
+    size_t nsteps;
+    bool until_line;        /* pump: stop once a whole line of stdout arrived */
+    char step_error[200];   /* out: why the steps could not go on (protocol_error) */
+    const char *step_env;   /* "NAME=value" for every step's exec, or NULL */
+    bool files_done;        /* a session's call: the files were written by an exec */
+    char files_failed[200]; /* ... and why they could not be, or "" */
+};
+
+/*
+ * The startup proof's throwaway socket: the run's own transport (the
+ * broker's socket server, with the sandbox-only owner, mode and peer
+ * check), answering "pong" to any request it lets through.
+ */
+struct canary {
+    char dir[PATH_MAX];
+    struct pl_broker_sock *sock;
+    struct peer_gate gate;
+    bool gate_ready;
+};
+
+enum { LANG_PY = 0, LANG_JS = 1 };
+/* "python", "javascript": a session's languages by index. */
+extern const char *const dk_lang_name[2];
+
+struct dsession {
+    char id[72];        /* the container */
+    char tag[17];       /* non-secret label */
+    char dir[PATH_MAX]; /* host directory mounted at /run/plimsoll (grants) */
+    char fp[65];        /* the security settings at open */
+    struct {
+        long pid;                 /* in the sandbox's pid namespace */
+        unsigned long long start; /* its start time (clock ticks since boot) */
+        long host_pid;            /* runc: the host's pid; runsc: gVisor's (= pid) */
+        bool up;
+        bool fresh; /* no cell has run in it yet */
+        int fd;     /* its uplink: the connection its launcher greeted with */
+    } in[2];        /* the kept interpreters, learnt from the launcher only */
+    int lfd;        /* listening at dir/cells.sock for the launchers' greetings */
+    pid_t init_pid; /* the host's pid of the sandbox's PID 1 (runc) */
+    long ipc_last;  /* the highest System V IPC id the last cleanup saw */
+    pthread_t cleaner;
+    bool cleaner_running;
+    char verdict[256]; /* non-empty: the session must end, and why */
+    struct docker_state *s;
+    struct peer_gate gate; /* who may connect to the session's sockets */
+    bool pooled;           /* taken from the warm pool */
+    unsigned mask;         /* the interpreters the pool started: 1 python, 2 javascript */
+};
+
+/* Start a language's interpreter; its pid and start time come from the
+ * launcher, which runs no guest code (docs/sessions.md). */
+/*
+ * The cell uplink.  Each kept interpreter connects out to dir/cells.sock
+ * (/run/plimsoll/cells.sock inside, the session's read-only mount) before
+ * it listens, and greets with its language and the token its launch was
+ * given in the exec's environment.  Cells then travel over that connection
+ * with the agent's framing (docs/sessions.md), with no exec per cell.  What
+ * comes back is the interpreter's output, guest data like any cell's; the
+ * daemon bounds it (caps, deadline) and trusts nothing in it.  Without an
+ * uplink (it failed, or the cell carries files) a cell goes through an exec
+ * as before.
+ */
+#define UPLINK_NAME "cells.sock"
+#define UPLINK_MAX_FRAME (64u << 20)
+
+enum uplink_end { UPLINK_UNUSABLE, UPLINK_RAN, UPLINK_ENDED, UPLINK_TIMED_OUT };
+
+/* container.c */
+int dk_host_prove_gone(struct docker_state *s, const char *id);
+int dk_end_container(struct docker_state *s, const char *id);
+void dk_peer_gate_init(struct peer_gate *g, struct docker_state *s);
+void dk_peer_gate_open(struct peer_gate *g, const char *container_id);
+void dk_peer_gate_destroy(struct peer_gate *g);
+bool dk_peer_gate_check(void *ud, int fd, pid_t pid, uid_t uid, gid_t gid);
+struct pl_broker_sock_access dk_sandbox_access(struct docker_state *s, struct peer_gate *g);
+int dk_remove_container(struct docker_state *s, const char *id);
+void *dk_reaper_main(void *arg);
+void dk_reap_later(struct docker_state *s, const char *id);
+int dk_delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error *err);
+int dk_api_expect(struct docker_state *s, const char *method, const char *path,
+                      const json_t *body, long want, json_t **ret, struct pl_error *err);
+int dk_set_nonblock(int fd);
+int dk_kill_container(struct docker_state *s, const char *id);
+int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
+                struct pl_error *err);
+int dk_create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
+                            const char *run_id, const char *socket_dir, char ret_id[72],
+                            struct pl_error *err);
+int dk_host_sweep(struct docker_state *s, const char *id, pid_t init_host_pid, const long *keep,
+                      size_t nkeep, const long *dead, size_t ndead, unsigned *ret_killed,
+                      struct pl_error *err);
+int dk_make_instance_dir(struct docker_state *s, struct pl_error *err);
+void dk_delete_stale_dirs(struct docker_state *s);
+int dk_exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
+                   json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err);
+
+/* docker.c */
+void dk_invalidate_ready(struct docker_state *s);
+
+/* pool.c */
+void dk_flush_warm(struct docker_state *s);
+void *dk_warmer_main(void *arg);
+bool dk_take_warm(struct docker_state *s, int which, unsigned memory_mb, char ret_id[72]);
+void dk_warm_stop_and_drain(struct docker_state *s);
+void *dk_session_pool_main(void *arg);
+struct dsession *dk_pool_take(struct docker_state *s, unsigned memory_mb, unsigned want);
+void dk_pool_stop_and_drain(struct docker_state *s);
+
+/* proof.c */
+int dk_canary_start(struct docker_state *s, struct canary *c, struct pl_error *err);
+void dk_canary_stop(struct canary *c);
+int dk_probe_image(struct docker_state *s, const char *image, const char *image_id,
+                       struct canary *can, json_t *ret_langs, struct pl_error *err);
+int dk_inspect_image(struct docker_state *s, const char *setting_name, const char *ref,
+                         char *ret_id, size_t idlen, struct pl_error *err);
+int dk_check_runtime(struct docker_state *s, char *ret_path, size_t len, json_t **ret_info,
+                         struct pl_error *err);
+void dk_remove_leftover(const char *id, void *ud);
+int dk_hostview_discover(struct docker_state *s, struct pl_error *err);
+int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
+                         struct pl_error *err);
+
+/* run.c */
+json_t *dk_report_line(const struct pl_buf *out);
+char *dk_take(struct pl_buf *b, size_t *ret_len);
+void dk_free_steps(struct pl_step_result *st, size_t n);
+json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
+int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
+                         pid_t init_host_pid, const long *keep, size_t nkeep,
+                         struct pl_error *err);
+int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err);
+int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
+                       const struct pl_run_request *req, struct cont_run *r, struct pl_buf *hdr,
+                       struct pl_buf *files, struct pl_error *err);
+int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                      struct cont_run *r, struct pl_run_result *ret, struct pl_error *err);
+int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                      struct pl_run_result *ret, struct pl_error *err);
+
+/* session.c */
+json_t *dk_agent_cmd(const char *mode, const char *arg);
+void dk_cleaner_join(struct dsession *d);
+void dk_dsession_free(struct dsession *d);
+int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_mb,
+                          const bool langs[2], struct dsession **ret, struct pl_error *err);
+int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,
+                               struct pl_error *err);
+void dk_session_close(void *state, void *session);
+int dk_session_pause(void *state, void *session);
+int dk_session_resume(void *state, void *session, struct pl_error *err);
+int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
+                              const struct pl_run_request *req, struct pl_run_result *ret,
+                              struct pl_error *err);
+
+/* settings.c */
+const char *dk_setting(const struct pl_config *c, const char *name);
+int dk_read_small_file(const char *path, size_t max, char **ret);
+int dk_load_settings(const struct pl_config *c, struct docker_settings *s,
+                         struct pl_error *err);
+int dk_check_uid_unused(const struct docker_settings *s, struct pl_error *err);
+json_t *dk_tmpfs_opts(const struct docker_settings *st, unsigned mb);
+void dk_user_spec(const struct docker_settings *st, unsigned gid_off, char buf[32]);
+json_t *dk_container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
+                                const char *run_id, const char *socket_dir);
+void dk_run_user(struct docker_state *s, char buf[32]);
+int dk_session_state(struct docker_state *s, const char *id, char ret_fp[65], bool *running,
+                         bool *paused, struct pl_error *err);
+
+/* uplink.c */
+void dk_uplink_listen(struct dsession *d);
+void dk_uplink_drop(struct dsession *d, int lang);
+void dk_uplink_close(struct dsession *d);
+enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
+                                   uint64_t deadline, struct pl_demux *dx, int *status);
+int dk_launch(struct docker_state *s, struct dsession *d, int lang, struct pl_error *err);
+

@@ -1,0 +1,516 @@
+/*
+ * run.c: a run.  A snippet or module is the container's own process; a
+ * project's files are written by the bootstrap, then each step is an
+ * engine exec (docs/providers/docker.md, "A project").
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "docker_int.h"
+#include "reports.h"
+#include "bootstrap.h" /* generated: pl_docker_bootstrap[] */
+
+/* The first "PLIMSOLL {...}" line of the bootstrap's stdout. */
+json_t *dk_report_line(const struct pl_buf *out) {
+    const char *p = out->data;
+    size_t n = out->len;
+    while (p && n >= 9) {
+        const char *eol = memchr(p, '\n', n);
+        size_t len = eol ? (size_t)(eol - p) : n;
+        if (len > 9 && memcmp(p, "PLIMSOLL ", 9) == 0)
+            return json_loadb(p + 9, len - 9, 0, NULL);
+        if (!eol)
+            break;
+        n -= len + 1;
+        p = eol + 1;
+    }
+    return NULL;
+}
+
+char *dk_take(struct pl_buf *b, size_t *ret_len) {
+    *ret_len = b->len;
+    char *d = b->data ? b->data : calloc(1, 1);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return d;
+}
+
+void dk_free_steps(struct pl_step_result *st, size_t n) {
+    for (size_t i = 0; st && i < n; i++) {
+        free(st[i].name);
+        free(st[i].out);
+        free(st[i].err);
+    }
+    free(st);
+}
+
+/*
+ * An exec of argv, exactly: sh "exec "$@"" under runc; under runsc the
+ * bootstrap's exec mode, which first installs the seccomp filter gVisor
+ * does not give an exec.  A program that does not exist exits 127 with a
+ * message on stderr.
+ */
+json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc) {
+    json_t *cmd = s->set.exec_filter_env
+                      ? json_pack("[s, s, s, s]", "python3", "-c", pl_docker_bootstrap, "exec")
+                      : json_pack("[s, s, s, s]", "/bin/sh", "-c", "exec \"$@\"", "plimsoll");
+    for (size_t k = 0; cmd && k < argc; k++)
+        json_array_append_new(cmd, json_string(argv[k]));
+    return cmd;
+}
+
+/*
+ * A project's steps, each one engine exec in container r->id as the
+ * sandbox's user, in /work, in order, stopping at the first that fails.
+ * Exit codes and output come from the engine (the exec's own stream and
+ * inspect), a channel no process in the sandbox can open or write.  After
+ * each step, everything it left running is ended from the host, so nothing
+ * of one step can reach the next step's streams.  Engine failures are
+ * infrastructure (< 0); a sandbox that ended under the steps (the guest's
+ * doing, e.g. memory) is r->step_error.
+ */
+int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
+                         pid_t init_host_pid, const long *keep, size_t nkeep,
+                         struct pl_error *err) {
+    const struct pl_run_request *req = r->project;
+    r->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*r->steps));
+    if (!r->steps)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    char user[32];
+    dk_run_user(s, user);
+    for (size_t i = 0; i < req->project.nsteps; i++) {
+        uint64_t now = pl_now_ns();
+        if (now >= deadline) {
+            r->timed_out = true;
+            return 0;
+        }
+        struct cont_run e = {.timeout_ms = (unsigned)((deadline - now) / 1000000ull) + 1};
+        e.dx.out_cap = e.dx.err_cap = r->output_bytes;
+        json_t *cmd = dk_step_cmd(s, (const char *const *)req->project.steps[i].argv,
+                               req->project.steps[i].argc);
+        int code = -1;
+        struct pl_error xerr = {0};
+        int rc = dk_exec_in(s, r->id, user, cmd, r->step_env ? json_pack("[s]", r->step_env) : NULL,
+                         &e, &code, &xerr);
+        uint32_t ms = (uint32_t)((pl_now_ns() - now) / 1000000ull);
+        if (rc == 0 && code < 0 && !e.timed_out) {
+            /* The stream ended with no exit code: the sandbox may be gone. */
+            rc = -1;
+            pl_error_set(&xerr, PL_REASON_INTERNAL, "the engine gave no exit code for step %zu",
+                         i + 1);
+        }
+        if (rc < 0) {
+            pl_demux_free(&e.dx);
+            /* Did the sandbox end under the step (the guest's doing), or did
+             * the engine fail us? */
+            char path[160];
+            json_t *ins = NULL;
+            snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+            if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+                return -1;
+            bool running = pl_docker_state_flag(ins, "Running");
+            r->oom = pl_docker_state_flag(ins, "OOMKilled");
+            json_decref(ins);
+            if (running) {
+                *err = xerr;
+                return -1;
+            }
+            snprintf(r->step_error, sizeof(r->step_error), "the sandbox ended %s step %zu (%s)%s",
+                     e.exec_id[0] ? "during" : "before", i + 1, req->project.steps[i].name,
+                     r->oom ? ": out of memory" : "");
+            return 0;
+        }
+        if (e.timed_out) {
+            pl_demux_free(&e.dx);
+            r->timed_out = true;
+            return 0;
+        }
+        struct pl_step_result *st = &r->steps[r->nsteps];
+        st->name = strdup(req->project.steps[i].name);
+        st->exit_code = code;
+        st->duration_ms = ms;
+        st->out = dk_take(&e.dx.out, &st->out_len);
+        st->err = dk_take(&e.dx.err, &st->err_len);
+        st->out_truncated = e.dx.out_total > r->output_bytes;
+        st->err_truncated = e.dx.err_total > r->output_bytes;
+        pl_demux_free(&e.dx);
+        r->nsteps++;
+        if (!st->name || !st->out || !st->err)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        if (code < 0) {
+            snprintf(r->step_error, sizeof(r->step_error),
+                     "the engine gave no exit code for step %zu (%s)", i + 1,
+                     req->project.steps[i].name);
+            return 0;
+        }
+        if (dk_host_sweep(s, r->id, init_host_pid, keep, nkeep, NULL, 0, NULL, err) < 0) {
+            /* Under gVisor a step can kill the sandbox's PID 1 (Linux
+             * ignores it): then the sandbox is over, and that is the
+             * guest's doing, not the infrastructure's. */
+            char path[160];
+            json_t *ins = NULL;
+            snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+            struct pl_error ierr = {0};
+            bool running = true;
+            if (dk_api_expect(s, "GET", path, NULL, 200, &ins, &ierr) == 0)
+                running = pl_docker_state_flag(ins, "Running");
+            json_decref(ins);
+            if (running)
+                return -1;
+            if (i + 1 < req->project.nsteps && code == 0)
+                snprintf(r->step_error, sizeof(r->step_error),
+                         "the sandbox ended after step %zu (%s); step %zu could not run", i + 1,
+                         req->project.steps[i].name, i + 2);
+            return 0;
+        }
+        if (code != 0)
+            break;
+    }
+    return 0;
+}
+
+int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err) {
+    char path[256];
+    if (r->warm_id[0]) {
+        /* A warm container: created and started already, its bootstrap
+         * blocked on stdin.  The run begins when we attach. */
+        memcpy(r->id, r->warm_id, sizeof(r->id));
+    } else if (dk_create_container(s, r->image_id, r->memory_mb, r->run_id, r->socket_dir, r->id,
+                                err) < 0) {
+        return -1;
+    }
+    if (r->gate)
+        dk_peer_gate_open(r->gate, r->id);
+
+    int fd = -1;
+    if (pl_docker_attach(s->engine, r->id, &fd, err) < 0)
+        goto fail;
+    uint64_t t0 = pl_now_ns();
+    if (!r->warm_id[0]) {
+        snprintf(path, sizeof(path), "/containers/%s/start", r->id);
+        if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
+            goto fail;
+    }
+    if (dk_set_nonblock(fd) < 0) {
+        pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
+        goto fail;
+    }
+    r->until_line = r->project != NULL;
+    if (dk_pump(s, r, fd, t0 + (uint64_t)r->timeout_ms * 1000000ull, err) < 0)
+        goto fail;
+    close(fd);
+    fd = -1;
+    if (r->project) {
+        /* The files are written and the report is in (or the bootstrap
+         * failed): the steps, then the container ends. */
+        json_t *rep = r->timed_out ? NULL : dk_report_line(&r->dx.out);
+        if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed")) {
+            json_t *ins = NULL;
+            snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+            if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0) {
+                json_decref(rep);
+                goto fail;
+            }
+            pid_t init_pid =
+                (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
+            json_decref(ins);
+            if (dk_project_steps(s, r, t0 + (uint64_t)r->timeout_ms * 1000000ull, init_pid, NULL, 0,
+                              err) < 0) {
+                json_decref(rep);
+                goto fail;
+            }
+        }
+        json_decref(rep);
+        if (dk_end_container(s, r->id) < 0) {
+            pl_error_set(err, PL_REASON_INTERNAL, "docker: cannot end the project's container");
+            goto fail;
+        }
+    }
+
+    /* The guest may close its output and keep running: the wait is bounded
+     * by the deadline too, and a guest still running then is killed. */
+    json_t *w = NULL;
+    snprintf(path, sizeof(path), "/containers/%s/wait?condition=not-running", r->id);
+    uint64_t deadline = t0 + (uint64_t)r->timeout_ms * 1000000ull, now = pl_now_ns();
+    if (!r->timed_out && now < deadline) {
+        long st = 0;
+        long wait_ms = (long)((deadline - now) / 1000000ull) + 1;
+        struct pl_error werr = {0};
+        if (pl_docker_call(s->engine, "POST", path, NULL, wait_ms, &st, &w, &werr) == 0 &&
+            st == 200)
+            goto waited;
+        json_decref(w);
+        w = NULL;
+        /* Not exited by the deadline (or the call failed): kill, then wait. */
+        if (dk_end_container(s, r->id) == 0)
+            r->timed_out = pl_now_ns() >= deadline;
+    }
+    if (dk_api_expect(s, "POST", path, NULL, 200, &w, err) < 0)
+        goto fail;
+waited:
+    r->exit_code = pl_docker_wait_code(w);
+    json_decref(w);
+    json_t *ins = NULL;
+    snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+    if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        goto fail;
+    r->oom = pl_docker_state_flag(ins, "OOMKilled");
+    json_decref(ins);
+    /* The engine's word is not the end: the host proves nothing of the run
+     * lives, and an end nobody's process gives (the engine's -1 when a
+     * guest made its PID 1 unkillable to the runtime) is infrastructure. */
+    int gone = dk_host_prove_gone(s, r->id);
+    if (gone != 0) {
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "the run's container ended while its processes still ran on the host "
+                     "(they %s); its result cannot be trusted",
+                     gone > 0 ? "were killed" : "could not all be killed");
+        goto fail;
+    }
+    if (!r->project && (r->exit_code < 0 || r->exit_code > 255)) {
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "the engine reported exit code %d, which no process can return; the run's "
+                     "end cannot be trusted",
+                     r->exit_code);
+        goto fail;
+    }
+    dk_reap_later(s, r->id);
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    dk_reap_later(s, r->id);
+    return -1;
+}
+
+/*
+ * A project's outcome.  The files report (one line, written before any
+ * guest code existed; setup_report) says whether the steps could start;
+ * the steps themselves came from the engine (dk_project_steps).  A missing,
+ * torn, oversized or unreadable report is protocol_error, never skipped.
+ */
+static void project_outcome(const struct pl_run_request *req, struct cont_run *r,
+                            const char *setup_failed, bool setup_ok, const char *setup_problem,
+                            struct pl_run_result *ret) {
+    ret->steps = r->steps;
+    ret->nsteps = r->nsteps;
+    r->steps = NULL;
+    r->nsteps = 0;
+    int last = ret->nsteps ? ret->steps[ret->nsteps - 1].exit_code : 0;
+    ret->exit_code = last;
+    if (setup_failed) {
+        ret->outcome = PL_OUTCOME_SETUP_FAILED;
+        snprintf(ret->detail, sizeof(ret->detail), "writing the project's files failed: %.200s",
+                 setup_failed);
+    } else if (r->timed_out) {
+        ret->outcome = PL_OUTCOME_TIMED_OUT;
+        ret->exit_code = 124;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the deadline of %u ms ended the run %s step %zu of %zu", r->timeout_ms,
+                 setup_ok ? "during" : "before", ret->nsteps + 1, req->project.nsteps);
+    } else if (!setup_ok) {
+        ret->outcome = PL_OUTCOME_PROTOCOL_ERROR;
+        snprintf(ret->detail, sizeof(ret->detail), "%.250s", setup_problem);
+        if (r->oom)
+            ret->exit_code = 137;
+    } else if (r->step_error[0]) {
+        ret->outcome = PL_OUTCOME_PROTOCOL_ERROR;
+        snprintf(ret->detail, sizeof(ret->detail), "%.250s", r->step_error);
+        if (r->oom)
+            ret->exit_code = 137;
+    } else {
+        ret->outcome = PL_OUTCOME_COMPLETED;
+        if (last != 0)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "step %zu (%s) exited %d; later steps did not run", ret->nsteps,
+                     ret->steps[ret->nsteps - 1].name, last);
+    }
+}
+
+/* The bootstrap's files report (reports.h). */
+static json_t *setup_report(const struct cont_run *r, char *why, size_t len) {
+    return pl_docker_files_report(r->dx.out.data, r->dx.out.len, r->dx.out_total, r->dx.out_cap,
+                                  r->exit_code, why, len);
+}
+
+/*
+ * Set r up for a snippet, module or project: the image, the bytes for the
+ * bootstrap's stdin (the header in *hdr, a project's files in *files, which
+ * r's parts point into) and the output caps.
+ */
+int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
+                       const struct pl_run_request *req, struct cont_run *r, struct pl_buf *hdr,
+                       struct pl_buf *files, struct pl_error *err) {
+    json_t *h = NULL;
+    switch (req->kind) {
+    case PL_PAYLOAD_SNIPPET:
+        r->image_id = s->snippet_id;
+        h = json_pack("{s:s, s:s, s:I}", "kind", "snippet", "language", req->snippet.language,
+                      "code_len", (json_int_t)req->snippet.code_len);
+        r->parts[1] = req->snippet.code;
+        r->part_len[1] = req->snippet.code_len;
+        r->parts[2] = req->snippet.stdin_data;
+        r->part_len[2] = req->snippet.stdin_len;
+        break;
+    case PL_PAYLOAD_MODULE: {
+        r->image_id = s->snippet_id;
+        json_t *args = json_array();
+        for (size_t i = 0; i < req->module.nargs; i++)
+            json_array_append_new(args, json_string(req->module.args[i]));
+        h = json_pack("{s:s, s:I, s:o}", "kind", "module", "wasm_len",
+                      (json_int_t)req->module.wasm_len, "args", args);
+        r->parts[1] = (const char *)req->module.wasm;
+        r->part_len[1] = req->module.wasm_len;
+        r->parts[2] = req->module.stdin_data;
+        r->part_len[2] = req->module.stdin_len;
+        break;
+    }
+    case PL_PAYLOAD_PROJECT: {
+        r->image_id = s->project_id;
+        json_t *fl = json_array();
+        for (size_t i = 0; i < req->project.nfiles; i++) {
+            json_array_append_new(fl, json_pack("{s:s, s:I}", "path", req->project.files[i].path,
+                                                "len", (json_int_t)req->project.files[i].len));
+            pl_buf_append(files, req->project.files[i].content, req->project.files[i].len);
+        }
+        h = json_pack("{s:s, s:o}", "kind", "project", "files", fl);
+        r->parts[1] = files->data;
+        r->part_len[1] = files->len;
+        r->nparts = 2;
+        /* The bootstrap's stdout carries one short report line; the steps'
+         * output comes from their own execs. */
+        r->dx.out_cap = 64u << 10;
+        r->dx.err_cap = 64u << 10;
+        r->project = req;
+        r->output_bytes = ctx->output_bytes;
+        break;
+    }
+    default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
+    }
+    if (req->kind != PL_PAYLOAD_PROJECT) {
+        /* Snippets and modules: header, the code, then the guest's stdin;
+         * the guest's own output is the container's. */
+        r->nparts = 3;
+        r->dx.out_cap = r->dx.err_cap = ctx->output_bytes;
+    }
+    char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    json_decref(h);
+    if (line)
+        pl_buf_printf(hdr, "%zu\n%s", strlen(line), line);
+    free(line);
+    r->parts[0] = hdr->data;
+    r->part_len[0] = hdr->len;
+    return hdr->data ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+}
+
+/* Fill the result of a finished snippet, module or project from r. */
+int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                      struct cont_run *r, struct pl_run_result *ret, struct pl_error *err) {
+    ret->timed_out = r->timed_out;
+    ret->out_of_memory = r->oom;
+    if (req->kind == PL_PAYLOAD_PROJECT) {
+        if (r->files_done) {
+            /* A session's call: the files exec's exit code said it. */
+            project_outcome(req, r, r->files_failed[0] ? r->files_failed : NULL,
+                            !r->files_failed[0], NULL, ret);
+        } else {
+            char why[160];
+            json_t *rep = setup_report(r, why, sizeof(why));
+            project_outcome(req, r, json_string_value(json_object_get(rep, "setup_failed")),
+                            json_is_string(json_object_get(rep, "setup")), why, ret);
+            json_decref(rep);
+        }
+        ret->out = calloc(1, 1);
+        ret->err = dk_take(&r->dx.err, &ret->err_len);
+        if (ret->err_len > ctx->output_bytes) {
+            ret->err_len = ctx->output_bytes;
+            ret->err_truncated = true;
+        }
+        if (!ret->out || !ret->err) {
+            pl_demux_free(&r->dx);
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        }
+    } else {
+        ret->exit_code = r->timed_out ? 124 : r->exit_code;
+        ret->out = dk_take(&r->dx.out, &ret->out_len);
+        ret->err = dk_take(&r->dx.err, &ret->err_len);
+        ret->out_truncated = r->dx.out_total > ctx->output_bytes;
+        ret->err_truncated = r->dx.err_total > ctx->output_bytes;
+        ret->outcome = r->timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        if (r->timed_out)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "the deadline of %u ms ended the run; the container was killed",
+                     ctx->timeout_ms);
+        else if (r->oom)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "out of memory: the container's limit is %u MiB; the kernel killed the "
+                     "guest (exit %d)",
+                     ctx->memory_mb, r->exit_code);
+    }
+    pl_demux_free(&r->dx);
+    return 0;
+}
+
+int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                      struct pl_run_result *ret, struct pl_error *err) {
+    struct docker_state *s = state;
+    struct cont_run r = {
+        .memory_mb = ctx->memory_mb, .run_id = ctx->run_id, .timeout_ms = ctx->timeout_ms};
+    struct pl_buf hdr = {0}, files = {0};
+    if (dk_prepare_run(s, ctx, req, &r, &hdr, &files, err) < 0) {
+        pl_buf_free(&hdr);
+        pl_buf_free(&files);
+        pl_demux_free(&r.dx);
+        return -1;
+    }
+    /* A grant's broker listens in a directory of its own, bind-mounted at
+     * /run/plimsoll; a warm container has no such mount, so grant runs
+     * start cold.  Only this run's container may connect (peer_gate). */
+    char broker_dir[PATH_MAX];
+    struct peer_gate gate;
+    dk_peer_gate_init(&gate, s);
+    if (ctx->broker) {
+        snprintf(broker_dir, sizeof(broker_dir), "%.2000s/%s/run-%s", s->set.run_dir,
+                 s->set.instance, ctx->run_id);
+        struct pl_broker_sock_access acc = dk_sandbox_access(s, &gate);
+        if (dk_make_instance_dir(s, err) < 0 ||
+            pl_broker_listen(ctx->broker, broker_dir, &acc, err) < 0) {
+            pl_buf_free(&hdr);
+            pl_buf_free(&files);
+            pl_demux_free(&r.dx);
+            dk_peer_gate_destroy(&gate);
+            return -1;
+        }
+        r.socket_dir = broker_dir;
+        r.gate = &gate;
+    } else {
+        dk_take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
+    }
+    int rc = dk_run_container(s, &r, err);
+    /* The gate lives on this stack: nothing may ask it once we return. */
+    pl_broker_unlisten(ctx->broker);
+    dk_peer_gate_destroy(&gate);
+    pl_buf_free(&hdr);
+    pl_buf_free(&files);
+    if (rc < 0) {
+        pl_demux_free(&r.dx);
+        dk_free_steps(r.steps, r.nsteps);
+        dk_invalidate_ready(s);
+        return -1;
+    }
+    snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-%.24s", ctx->run_id);
+    rc = dk_finish_run(ctx, req, &r, ret, err);
+    dk_free_steps(r.steps, r.nsteps); /* what dk_finish_run did not take */
+    return rc;
+}

@@ -1,0 +1,554 @@
+/*
+ * session.c: sessions (docs/sessions.md): one sandbox for many calls, the
+ * calls and cells, the cleanup between calls inside and from the host.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "docker_int.h"
+#include "reports.h"
+#include "bootstrap.h"     /* generated: pl_docker_bootstrap[] */
+#include "session_agent.h" /* generated: pl_docker_session_agent[] */
+
+/* "python", "javascript": a session's languages by index. */
+const char *const dk_lang_name[2] = {"python", "javascript"};
+
+static int lang_index(const char *name) {
+    return strcmp(name, "python") == 0 ? LANG_PY : LANG_JS;
+}
+
+json_t *dk_agent_cmd(const char *mode, const char *arg) {
+    json_t *c = json_pack("[s, s, s, s]", "python3", "-c", pl_docker_session_agent, mode);
+    if (c && arg)
+        json_array_append_new(c, json_string(arg));
+    return c;
+}
+
+/*
+ * Run a trusted agent mode and take its report: exit 0 and exactly one JSON
+ * line, nothing before or after.  Other processes of the sandbox's uid may
+ * be able to add bytes to the exec's output (under gVisor even after the
+ * agent made itself non-dumpable; see docs/sessions.md); added bytes make
+ * the report unreadable, never a different report.
+ */
+static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, unsigned gid_off,
+                      json_t **ret, struct pl_error *err) {
+    struct cont_run r = {.timeout_ms = 20000};
+    r.dx.out_cap = 1u << 20;
+    r.dx.err_cap = 64u << 10;
+    int code = -1;
+    char mode[16];
+    snprintf(mode, sizeof(mode), "%s", json_string_value(json_array_get(cmd, 3)) ?: "?");
+    /* A trusted mode runs with a group of its own: no guest process may
+     * open its descriptors or memory (it still may signal it: same uid). */
+    char user[32];
+    dk_user_spec(&s->set, gid_off, user);
+    int rc = dk_exec_in(s, d->id, user, cmd, NULL, &r, &code, err);
+    json_t *j = NULL;
+    if (rc == 0 && code == 0 && !r.timed_out)
+        j = pl_docker_agent_report(r.dx.out.data, r.dx.out.len, "");
+    if (rc == 0 && !j)
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "session agent %s: no well-formed report (exit %d%s): %.200s", mode, code,
+                     r.timed_out ? ", timed out" : "", r.dx.err.data ? r.dx.err.data : "");
+    pl_demux_free(&r.dx);
+    if (!j)
+        return -1;
+    *ret = j;
+    return 0;
+}
+
+/* The cleanup between calls: every process but PID 1 and the kept
+ * interpreters ends; the verdict decides whether the session goes on. */
+static void *cleaner_main(void *arg) {
+    struct dsession *d = arg;
+    struct docker_state *s = d->s;
+    json_t *keep = json_array();
+    for (int i = 0; i < 2; i++)
+        if (d->in[i].up)
+            json_array_append_new(
+                keep, json_pack("[I, I]", (json_int_t)d->in[i].pid, (json_int_t)d->in[i].start));
+    char ipc[24];
+    snprintf(ipc, sizeof(ipc), "%ld", d->ipc_last);
+    char *keep_s = json_dumps(keep, JSON_COMPACT);
+    json_decref(keep);
+    json_t *cmd = keep_s ? json_pack("[s, s, s, s, s, s]", "python3", "-c", pl_docker_session_agent,
+                                     "cleanup", keep_s, ipc)
+                         : NULL;
+    json_t *j = NULL;
+    struct pl_error err = {0};
+    bool running = false, paused = false;
+    char fp[65];
+    long dead[256];
+    size_t ndead = 0;
+    if (!keep_s || !cmd || agent_json(s, d, cmd, GID_CLEAN, &j, &err) < 0) {
+        /* A sandbox whose main process just ended refuses execs while the
+         * engine is still tearing it down: give that a moment to show. */
+        bool gone = false;
+        for (int i = 0; i < 20 && !gone; i++) {
+            struct pl_error serr = {0};
+            gone = dk_session_state(s, d->id, fp, &running, &paused, &serr) < 0 || !running;
+            if (!gone)
+                usleep(100000);
+        }
+        if (gone)
+            snprintf(d->verdict, sizeof(d->verdict), "the sandbox's main process ended");
+        else
+            snprintf(d->verdict, sizeof(d->verdict),
+                     "the cleanup between calls could not run: %.200s", err.message);
+    } else if (!json_is_true(json_object_get(j, "clean"))) {
+        snprintf(d->verdict, sizeof(d->verdict),
+                 "the cleanup between calls could not prove the sandbox clean");
+    } else {
+        json_t *alive = json_object_get(j, "alive");
+        for (int i = 0; i < 2; i++) {
+            bool still = false;
+            size_t k;
+            json_t *e;
+            json_array_foreach(alive, k, e) {
+                if (json_integer_value(json_array_get(e, 0)) == d->in[i].pid)
+                    still = true;
+            }
+            if (d->in[i].up && !still)
+                dk_uplink_drop(d, i);
+            d->in[i].up = d->in[i].up && still;
+        }
+        if (json_is_integer(json_object_get(j, "ipc_last")))
+            d->ipc_last = (long)json_integer_value(json_object_get(j, "ipc_last"));
+        json_t *dl = json_object_get(j, "dead");
+        for (size_t k = 0; k < json_array_size(dl) && ndead < sizeof(dead) / sizeof(dead[0]); k++)
+            if (json_is_integer(json_array_get(dl, k)))
+                dead[ndead++] = (long)json_integer_value(json_array_get(dl, k));
+        /* /work and /tmp both persist from call to call: both count. */
+        json_int_t used = json_integer_value(json_object_get(j, "work_used")) +
+                          json_integer_value(json_object_get(j, "tmp_used"));
+        json_int_t budget = (json_int_t)s->session_disk_mb << 20;
+        if (used >= budget - (json_int_t)(64u << 10))
+            snprintf(d->verdict, sizeof(d->verdict),
+                     "the session's files reached its budget (SANDBOX_SESSION_DISK_MB, /work and "
+                     "/tmp together)");
+    }
+    free(keep_s); /* cmd went to agent_json */
+    json_decref(j);
+    if (d->verdict[0])
+        return NULL;
+    /* The host's word, not the sandbox's: under runc the container's
+     * cgroup, under runsc gVisor's own process list, must hold nothing but
+     * PID 1 and the kept interpreters (the host's pids, their start times
+     * checked); anything else is ended from the host, and a sandbox where
+     * that fails ends. */
+    long keep_host[2];
+    size_t nkeep = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!d->in[i].up)
+            continue;
+        if (!s->hv.runsc && pl_hostview_start_time((pid_t)d->in[i].host_pid) != d->in[i].start) {
+            d->in[i].up = false; /* gone, or its pid is someone else's now */
+            dk_uplink_drop(d, i);
+            continue;
+        }
+        keep_host[nkeep++] = d->in[i].host_pid;
+    }
+    unsigned killed = 0;
+    struct pl_error herr = {0};
+    if (dk_host_sweep(s, d->id, d->init_pid, keep_host, nkeep, dead, ndead, &killed, &herr) < 0)
+        snprintf(d->verdict, sizeof(d->verdict),
+                 "the host could not prove the sandbox clean between calls: %.180s", herr.message);
+    return NULL;
+}
+
+void dk_cleaner_join(struct dsession *d) {
+    if (d->cleaner_running) {
+        pthread_join(d->cleaner, NULL);
+        d->cleaner_running = false;
+    }
+}
+
+static void cleaner_start(struct dsession *d) {
+    if (pthread_create(&d->cleaner, NULL, cleaner_main, d) == 0)
+        d->cleaner_running = true;
+    else
+        snprintf(d->verdict, sizeof(d->verdict), "the cleanup between calls could not start");
+}
+
+/* Forget a session's sandbox (its container is the reaper's by now). */
+void dk_dsession_free(struct dsession *d) {
+    dk_uplink_close(d);
+    rmdir(d->dir);
+    dk_peer_gate_destroy(&d->gate);
+    free(d);
+}
+
+/* Create and start one session sandbox; start the interpreters in langs. */
+int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_mb,
+                          const bool langs[2], struct dsession **ret, struct pl_error *err) {
+    struct dsession *d = calloc(1, sizeof(*d));
+    if (!d)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    d->s = s;
+    d->lfd = d->in[0].fd = d->in[1].fd = -1;
+    dk_peer_gate_init(&d->gate, s);
+    snprintf(d->tag, sizeof(d->tag), "%s", tag);
+    char run_id[40];
+    snprintf(run_id, sizeof(run_id), "session-%s", d->tag);
+    snprintf(d->dir, sizeof(d->dir), "%.2000s/%s/%s", s->set.run_dir, s->set.instance, run_id);
+    /* The session's directory: the sandbox uid's, traverse only; root
+     * creates the sockets in it (docs/security.md). */
+    if (dk_make_instance_dir(s, err) < 0 || mkdir(d->dir, 0700) < 0 ||
+        chown(d->dir, (uid_t)s->set.uid, (gid_t)(s->set.uid + GID_RUN)) < 0 ||
+        chmod(d->dir, 0100) < 0) {
+        if (!err->message[0])
+            pl_error_set(err, PL_REASON_INTERNAL, "cannot create %s: %s", d->dir, strerror(errno));
+        rmdir(d->dir);
+        dk_peer_gate_destroy(&d->gate);
+        free(d);
+        return -1;
+    }
+    json_t *cfg = dk_container_config(s, s->project_id, memory_mb, run_id, d->dir);
+    if (!cfg) {
+        dk_dsession_free(d);
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+    }
+    /* A run's walls; the main process is the agent, which runs no guest
+     * code; the work directory is the session's disk budget. */
+    json_object_set_new(cfg, "Cmd", dk_agent_cmd("main", NULL));
+    json_object_set_new(cfg, "AttachStdin", json_false());
+    json_object_set_new(cfg, "OpenStdin", json_false());
+    json_object_set_new(cfg, "StdinOnce", json_false());
+    json_object_set_new(cfg, "AttachStdout", json_false());
+    json_object_set_new(cfg, "AttachStderr", json_false());
+    json_object_set_new(json_object_get(json_object_get(cfg, "HostConfig"), "Tmpfs"), "/work",
+                        dk_tmpfs_opts(&s->set, s->session_disk_mb));
+    char path[256];
+    snprintf(path, sizeof(path), "/containers/create?name=plimsoll-%s", run_id);
+    json_t *created = NULL;
+    int rc = dk_api_expect(s, "POST", path, cfg, 201, &created, err);
+    json_decref(cfg);
+    if (rc < 0 || pl_docker_created_id(created, d->id) < 0) {
+        json_decref(created);
+        dk_dsession_free(d);
+        return rc < 0 ? -1 : pl_error_set(err, PL_REASON_INTERNAL, "docker: create gave no Id");
+    }
+    json_decref(created);
+    dk_peer_gate_open(&d->gate, d->id);
+    bool running = false, paused = false;
+    snprintf(path, sizeof(path), "/containers/%s/start", d->id);
+    if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0 ||
+        dk_session_state(s, d->id, d->fp, &running, &paused, err) < 0)
+        goto fail;
+    if (!running) {
+        pl_error_set(err, PL_REASON_INTERNAL, "the session's sandbox did not stay up");
+        goto fail;
+    }
+    json_t *ins = NULL;
+    snprintf(path, sizeof(path), "/containers/%s/json", d->id);
+    if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        goto fail;
+    d->init_pid = (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
+    json_decref(ins);
+    dk_uplink_listen(d);
+    for (int lang = 0; lang < 2; lang++)
+        if (langs[lang] && dk_launch(s, d, lang, err) < 0)
+            goto fail;
+    *ret = d;
+    return 0;
+fail:
+    dk_reap_later(s, d->id);
+    dk_dsession_free(d);
+    return -1;
+}
+
+int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,
+                               struct pl_error *err) {
+    struct docker_state *s = state;
+    /* The hint starts those interpreters now, so the first cell answers at once. */
+    bool langs[2] = {false, false};
+    for (size_t i = 0; o->languages && o->languages[i]; i++)
+        langs[lang_index(o->languages[i])] = true;
+    unsigned want = (langs[0] ? 1u : 0u) | (langs[1] ? 2u : 0u);
+    struct dsession *d = dk_pool_take(s, o->memory_mb, want ? want : 3);
+    if (d) {
+        /* A waiting sandbox that lacks a hinted interpreter starts it now. */
+        d->pooled = true;
+        for (int lang = 0; lang < 2; lang++)
+            if (langs[lang] && !d->in[lang].up && dk_launch(s, d, lang, err) < 0) {
+                dk_session_close(s, d);
+                return -1;
+            }
+        *ret_session = d;
+        return 0;
+    }
+    if (dk_session_create(s, o->tag, o->memory_mb, langs, &d, err) < 0)
+        return -1;
+    *ret_session = d;
+    return 0;
+}
+
+void dk_session_close(void *state, void *session) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    dk_cleaner_join(d);
+    dk_kill_container(s, d->id);
+    dk_reap_later(s, d->id);
+    dk_dsession_free(d);
+}
+
+int dk_session_pause(void *state, void *session) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    dk_cleaner_join(d);
+    char path[160];
+    struct pl_error err = {0};
+    snprintf(path, sizeof(path), "/containers/%s/pause", d->id);
+    return dk_api_expect(s, "POST", path, NULL, 204, NULL, &err);
+}
+
+int dk_session_resume(void *state, void *session, struct pl_error *err) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    char path[160];
+    snprintf(path, sizeof(path), "/containers/%s/unpause", d->id);
+    return dk_api_expect(s, "POST", path, NULL, 204, NULL, err);
+}
+
+/*
+ * A session call's files, written into /work by the bootstrap's files mode
+ * in one exec as the calls' user (never through a symlink an earlier call
+ * left).  0 with ret_failed "" when written, or why not; *ret_timed_out at
+ * the deadline; < 0 when the engine failed.  The verdict is the exec's exit
+ * code, read from the engine.
+ */
+static int session_files(struct docker_state *s, struct dsession *d, const struct pl_file *files,
+                         size_t nfiles, uint64_t deadline, char *ret_failed, size_t flen,
+                         bool *ret_timed_out, struct pl_error *err) {
+    ret_failed[0] = '\0';
+    *ret_timed_out = false;
+    if (nfiles == 0)
+        return 0;
+    struct pl_buf hdr = {0}, body = {0};
+    json_t *fl = json_array();
+    for (size_t i = 0; i < nfiles; i++) {
+        json_array_append_new(
+            fl, json_pack("{s:s, s:I}", "path", files[i].path, "len", (json_int_t)files[i].len));
+        pl_buf_append(&body, files[i].content, files[i].len);
+    }
+    json_t *h = json_pack("{s:s, s:o}", "kind", "files", "files", fl);
+    char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    json_decref(h);
+    if (line)
+        pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
+    free(line);
+    uint64_t now = pl_now_ns();
+    struct cont_run r = {.timeout_ms =
+                             now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1,
+                         .parts = {hdr.data, body.data},
+                         .part_len = {hdr.len, body.len},
+                         .nparts = 2};
+    r.dx.out_cap = r.dx.err_cap = 4096;
+    char user[32];
+    dk_run_user(s, user);
+    int code = -1;
+    int rc = hdr.data ? dk_exec_in(s, d->id, user,
+                                json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), NULL,
+                                &r, &code, err)
+                      : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    if (rc == 0) {
+        *ret_timed_out = r.timed_out;
+        if (!r.timed_out && code == 3)
+            snprintf(ret_failed, flen, "%.*s",
+                     (int)(r.dx.err.len && r.dx.err.data[r.dx.err.len - 1] == '\n'
+                               ? r.dx.err.len - 1
+                               : r.dx.err.len),
+                     r.dx.err.data ? r.dx.err.data : "");
+        else if (!r.timed_out && code != 0)
+            snprintf(ret_failed, flen, "writing the files ended with exit %d", code);
+    }
+    pl_demux_free(&r.dx);
+    pl_buf_free(&hdr);
+    pl_buf_free(&body);
+    return rc;
+}
+
+/*
+ * A cell: its files first (an exec, when it has any), then its code to the
+ * kept interpreter over the uplink, started for it when none runs.  An
+ * uplink that is gone before anything was sent (the interpreter ended
+ * between calls) gets a fresh interpreter, once.
+ */
+static int session_cell(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                        const struct pl_run_request *req, struct pl_run_result *ret,
+                        struct pl_error *err) {
+    int lang = lang_index(req->cell.language);
+    uint64_t deadline = pl_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
+    char failed[200];
+    bool timed_out = false;
+    if (session_files(s, d, req->cell.files, req->cell.nfiles, deadline, failed, sizeof(failed),
+                      &timed_out, err) < 0)
+        return -1;
+    if (timed_out || failed[0]) {
+        ret->timed_out = timed_out;
+        ret->exit_code = timed_out ? 124 : 1;
+        ret->outcome = timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 timed_out ? "the deadline ended the cell while its files were written"
+                           : "the cell's files could not be written: %.180s",
+                 failed);
+        ret->out = calloc(1, 1);
+        ret->err = calloc(1, 1);
+        return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    struct pl_demux dx = {0};
+    int status = 1;
+    enum uplink_end e = UPLINK_UNUSABLE;
+    for (int attempt = 0; attempt < 2 && e == UPLINK_UNUSABLE; attempt++) {
+        if (!d->in[lang].up && dk_launch(s, d, lang, err) < 0)
+            return -1;
+        /* Started for this cell, or at open for a hint, or by the pool: the
+         * cell begins where nothing defined earlier exists. */
+        if (d->in[lang].fresh)
+            ret->interpreter_started = true;
+        d->in[lang].fresh = false;
+        pl_demux_free(&dx);
+        memset(&dx, 0, sizeof(dx));
+        dx.out_cap = dx.err_cap = ctx->output_bytes;
+        e = dk_uplink_cell(d, lang, req->cell.code, req->cell.code_len, deadline, &dx, &status);
+        if (e == UPLINK_UNUSABLE)
+            d->in[lang].up = false; /* it ended between calls: a fresh one */
+    }
+    if (e == UPLINK_UNUSABLE) {
+        pl_demux_free(&dx);
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the %s interpreter's cell channel failed twice", dk_lang_name[lang]);
+    }
+    ret->cell_uplink = true;
+    ret->timed_out = e == UPLINK_TIMED_OUT;
+    if (e == UPLINK_TIMED_OUT || e == UPLINK_ENDED) {
+        /* The interpreter is no longer kept: the cleanup after this call
+         * ends it, and the next cell starts a fresh one. */
+        dk_uplink_drop(d, lang);
+        d->in[lang].up = false;
+    }
+    if (e == UPLINK_TIMED_OUT) {
+        ret->exit_code = 124;
+        ret->outcome = PL_OUTCOME_TIMED_OUT;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the deadline of %u ms ended the cell and its interpreter", ctx->timeout_ms);
+    } else if (e == UPLINK_ENDED) {
+        ret->exit_code = 1;
+        ret->outcome = PL_OUTCOME_COMPLETED;
+        snprintf(ret->detail, sizeof(ret->detail), "the %s interpreter ended during the cell",
+                 dk_lang_name[lang]);
+    } else {
+        ret->exit_code = status == 0 ? 0 : 1;
+        ret->outcome = PL_OUTCOME_COMPLETED;
+    }
+    ret->out = dk_take(&dx.out, &ret->out_len);
+    ret->err = dk_take(&dx.err, &ret->err_len);
+    ret->out_truncated = dx.out_total > ctx->output_bytes;
+    ret->err_truncated = dx.err_total > ctx->output_bytes;
+    pl_demux_free(&dx);
+    return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+}
+
+/* A project in a session: its files (an exec), then its steps (an exec
+ * each, dk_project_steps), sparing the kept interpreters between steps. */
+static int session_project(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                           const struct pl_run_request *req, struct cont_run *r,
+                           struct pl_error *err) {
+    uint64_t deadline = pl_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
+    bool timed_out = false;
+    if (session_files(s, d, req->project.files, req->project.nfiles, deadline, r->files_failed,
+                      sizeof(r->files_failed), &timed_out, err) < 0)
+        return -1;
+    r->files_done = true;
+    r->timed_out = timed_out;
+    if (timed_out || r->files_failed[0])
+        return 0;
+    long keep[2];
+    size_t nkeep = 0;
+    for (int i = 0; i < 2; i++)
+        if (d->in[i].up)
+            keep[nkeep++] = d->in[i].host_pid;
+    snprintf(r->id, sizeof(r->id), "%s", d->id);
+    if (ctx->broker)
+        r->step_env = "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME;
+    return dk_project_steps(s, r, deadline, d->init_pid, keep, nkeep, err);
+}
+
+int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
+                              const struct pl_run_request *req, struct pl_run_result *ret,
+                              struct pl_error *err) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    dk_cleaner_join(d); /* the previous call's cleanup: this call waits for it */
+    char fp[65];
+    bool running = false, paused = false;
+    /* The sandbox's own state first: a main process that ended also makes
+     * the cleanup fail, and the first is the reason worth telling. */
+    if (dk_session_state(s, d->id, fp, &running, &paused, err) < 0)
+        return pl_error_set(err, PL_REASON_SESSION_ENDED, "the sandbox is gone");
+    if (!running)
+        return pl_error_set(err, PL_REASON_SESSION_ENDED, "the sandbox's main process ended");
+    if (d->verdict[0])
+        return pl_error_set(err, PL_REASON_SESSION_ENDED, "%s", d->verdict);
+    if (strcmp(fp, d->fp) != 0)
+        return pl_error_set(err, PL_REASON_SESSION_ENDED,
+                            "the sandbox's security settings changed since the session opened");
+    snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-session-%s", d->tag);
+    int rc;
+    char call_dir[PATH_MAX];
+    if (ctx->broker) {
+        /* The grant of the call in progress, for anything in the sandbox. */
+        snprintf(call_dir, sizeof(call_dir), "%.3000s/call", d->dir);
+        struct pl_broker_sock_access acc = dk_sandbox_access(s, &d->gate);
+        if (pl_broker_listen(ctx->broker, call_dir, &acc, err) < 0) {
+            cleaner_start(d);
+            snprintf(ret->session_ended, sizeof(ret->session_ended), "%.200s", err->message);
+            return -1;
+        }
+    }
+    if (req->kind == PL_PAYLOAD_CELL) {
+        rc = session_cell(s, d, ctx, req, ret, err);
+    } else {
+        struct cont_run r = {.timeout_ms = ctx->timeout_ms};
+        struct pl_buf hdr = {0}, files = {0};
+        rc = dk_prepare_run(s, ctx, req, &r, &hdr, &files, err);
+        if (rc == 0 && req->kind == PL_PAYLOAD_PROJECT) {
+            rc = session_project(s, d, ctx, req, &r, err);
+        } else if (rc == 0) {
+            json_t *env = ctx->broker ? json_pack("[s]", "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/"
+                                                         "call/" PL_BROKER_SOCKET_NAME)
+                                      : NULL;
+            char user[32];
+            dk_run_user(s, user);
+            int code = -1;
+            rc = dk_exec_in(s, d->id, user,
+                         json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &r,
+                         &code, err);
+            r.exit_code = code < 0 ? 137 : code;
+        }
+        pl_buf_free(&hdr);
+        pl_buf_free(&files);
+        if (rc == 0)
+            rc = dk_finish_run(ctx, req, &r, ret, err);
+        pl_demux_free(&r.dx);
+        dk_free_steps(r.steps, r.nsteps);
+    }
+    pl_broker_unlisten(ctx->broker);
+    /* Whatever the call left running ends now, after the answer. */
+    cleaner_start(d);
+    if (rc < 0)
+        snprintf(ret->session_ended, sizeof(ret->session_ended), "%.200s", err->message);
+    return rc;
+}
