@@ -38,10 +38,10 @@ static uint32_t next_rand(uint32_t *x) {
 }
 
 static bool same_demux(const struct pl_demux *a, const struct pl_demux *b) {
-    return a->broken == b->broken && a->out_total == b->out_total && a->err_total == b->err_total &&
-           a->out.len == b->out.len && a->err.len == b->err.len &&
-           (!a->out.len || memcmp(a->out.data, b->out.data, a->out.len) == 0) &&
-           (!a->err.len || memcmp(a->err.data, b->err.data, a->err.len) == 0) &&
+    return a->broken == b->broken && a->out.total == b->out.total && a->err.total == b->err.total &&
+           a->out.kept.len == b->out.kept.len && a->err.kept.len == b->err.kept.len &&
+           (!a->out.kept.len || memcmp(a->out.kept.data, b->out.kept.data, a->out.kept.len) == 0) &&
+           (!a->err.kept.len || memcmp(a->err.kept.data, b->err.kept.data, a->err.kept.len) == 0) &&
            (a->broken || (a->remaining == b->remaining && a->hdr_len == b->hdr_len));
 }
 
@@ -59,14 +59,14 @@ static void reference(const uint8_t *p, size_t n, struct pl_demux *ref) {
         uint32_t len = (uint32_t)h[4] << 24 | (uint32_t)h[5] << 16 | (uint32_t)h[6] << 8 | h[7];
         i += 8;
         size_t take = n - i < len ? n - i : len;
-        struct pl_buf *b = h[0] == 1 ? &ref->out : &ref->err;
-        size_t cap = h[0] == 1 ? ref->out_cap : ref->err_cap;
+        struct pl_buf *b = h[0] == 1 ? &ref->out.kept : &ref->err.kept;
+        size_t cap = h[0] == 1 ? ref->out.cap : ref->err.cap;
         size_t keep = b->len < cap ? cap - b->len : 0;
         if (keep > take)
             keep = take;
         if (keep && pl_buf_append(b, p + i, keep) < 0)
             abort();
-        *(h[0] == 1 ? &ref->out_total : &ref->err_total) += take;
+        *(h[0] == 1 ? &ref->out.total : &ref->err.total) += take;
         i += take;
     }
 }
@@ -79,7 +79,7 @@ static void fuzz_demux(const uint8_t *p, size_t n) {
     bool tiny = p[0] & 0x40; /* chunks of 1..4 bytes, else 1..256 */
     p += 2;
     n -= 2;
-    struct pl_demux chunked = {.out_cap = out_cap, .err_cap = err_cap};
+    struct pl_demux chunked = {.out = {.cap = out_cap}, .err = {.cap = err_cap}};
     struct pl_demux whole = chunked, ref = chunked;
     size_t off = 0;
     int last = 0;
@@ -98,14 +98,14 @@ static void fuzz_demux(const uint8_t *p, size_t n) {
     if (pl_demux_feed(&whole, p, n) < 0 && !whole.broken)
         abort();
     reference(p, n, &ref);
-    if (chunked.out.len > out_cap || chunked.err.len > err_cap ||
-        chunked.out_total < chunked.out.len || chunked.err_total < chunked.err.len)
+    if (chunked.out.kept.len > out_cap || chunked.err.kept.len > err_cap ||
+        chunked.out.total < chunked.out.kept.len || chunked.err.total < chunked.err.kept.len)
         abort();
     if (!same_demux(&chunked, &whole) || chunked.broken != ref.broken ||
-        chunked.out_total != ref.out_total || chunked.err_total != ref.err_total ||
-        chunked.out.len != ref.out.len || chunked.err.len != ref.err.len ||
-        (ref.out.len && memcmp(chunked.out.data, ref.out.data, ref.out.len) != 0) ||
-        (ref.err.len && memcmp(chunked.err.data, ref.err.data, ref.err.len) != 0))
+        chunked.out.total != ref.out.total || chunked.err.total != ref.err.total ||
+        chunked.out.kept.len != ref.out.kept.len || chunked.err.kept.len != ref.err.kept.len ||
+        (ref.out.kept.len && memcmp(chunked.out.kept.data, ref.out.kept.data, ref.out.kept.len) != 0) ||
+        (ref.err.kept.len && memcmp(chunked.err.kept.data, ref.err.kept.data, ref.err.kept.len) != 0))
         abort();
     pl_demux_free(&chunked);
     pl_demux_free(&whole);

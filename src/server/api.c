@@ -4,7 +4,6 @@
  */
 #include "api.h"
 
-#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +15,8 @@
 #include "../broker/broker.h"
 #include "../core/buf.h"
 #include "../core/canon.h"
+#include "../core/clock.h"
+#include "../core/ids.h"
 #include "../core/jsonscan.h"
 #include "../core/log.h"
 #include "../core/record.h"
@@ -27,12 +28,6 @@
 /* Methods in the proto that this build does not serve yet. */
 static const char *const session_methods[] = {"OpenSession", "RunInSession", "RunCell",
                                               "CloseSession", NULL};
-
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void pl_api_response_clear(struct pl_api_response *rs) {
     free(rs->body);
@@ -464,18 +459,15 @@ static void run_request(struct pl_api *api, const char *principal, const char *b
                              .timeout_ms = timeout,
                              .memory_mb = req.memory_mb ? req.memory_mb : cfg->memory_mb,
                              .output_bytes = cfg->output_bytes};
-    unsigned char rnd[16];
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+    if (pl_random_hex(ctx.run_id, sizeof(ctx.run_id), 16) < 0) {
         release_slot(api, principal, ss);
         pl_error_set(&err, PL_REASON_INTERNAL, "no randomness available");
         err.before_dispatch = true;
         goto refused;
     }
-    for (int i = 0; i < 16; i++)
-        snprintf(ctx.run_id + 2 * i, 3, "%02x", rnd[i]);
     if (grant) {
         /* The credential, once per run; the deadline bounds every call. */
-        uint64_t grant_deadline = mono_ns() + (uint64_t)timeout * 1000000ull;
+        uint64_t grant_deadline = pl_now_ns() + (uint64_t)timeout * 1000000ull;
         if (pl_broker_new(grant, api->env, api->env_userdata, principal, grant_deadline,
                           &ctx.broker, &err) < 0) {
             release_slot(api, principal, ss);
@@ -485,11 +477,11 @@ static void run_request(struct pl_api *api, const char *principal, const char *b
     }
     struct timespec started;
     clock_gettime(CLOCK_REALTIME, &started);
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = pl_now_ns();
     struct pl_run_result res = {0};
     int r = ss ? prov->ops->session_run(prov->state, pl_session_handle(ss), &ctx, &req, &res, &err)
                : prov->ops->run(prov->state, &ctx, &req, &res, &err);
-    uint64_t elapsed = mono_ns() - t0;
+    uint64_t elapsed = pl_now_ns() - t0;
     unsigned broker_calls = pl_broker_calls(ctx.broker);
     unsigned broker_refused = pl_broker_refused(ctx.broker);
     lg->broker_calls = broker_calls;
@@ -995,7 +987,7 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
                   lg->method, "path_kind",
                   strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0 ? "rpc" : "http",
                   "outcome", lg->outcome, "reason", lg->reason ? pl_reason_name(lg->reason) : "",
-                  "status", (json_int_t)rs->status, "duration_ms", (double)(mono_ns() - t0) / 1e6);
+                  "status", (json_int_t)rs->status, "duration_ms", (double)(pl_now_ns() - t0) / 1e6);
     if (f && lg->grant_profile) {
         json_object_set_new(f, "grant_profile", json_string(lg->grant_profile));
         json_object_set_new(f, "broker_calls", json_integer(lg->broker_calls));
@@ -1006,7 +998,7 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
 
 bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
                   struct pl_api_call **ret_call, struct pl_api_response *rs) {
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = pl_now_ns();
     memset(rs, 0, sizeof(*rs));
     *ret_call = NULL;
     struct pl_api_call *call = calloc(1, sizeof(*call));
@@ -1026,7 +1018,7 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
 
 void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
                    struct pl_api_response *rs) {
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = pl_now_ns();
     memset(rs, 0, sizeof(*rs));
     route_body(api, rq, rs, call);
     finish_log(api, rq, rs, &call->lg, t0);

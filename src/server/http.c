@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../core/buf.h"
+#include "../core/clock.h"
 #include "../core/log.h"
 
 /*
@@ -65,12 +66,6 @@ struct call_ctx {
     bool too_large;
 };
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the read deadline ---------------------------------------------------- */
 
 /*
@@ -94,7 +89,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             return;
         }
         k->fd = ci->connect_fd;
-        k->since_ns = mono_ns();
+        k->since_ns = pl_now_ns();
         k->reading = true;
         pthread_mutex_lock(&h->lock);
         k->next = h->conns;
@@ -146,7 +141,7 @@ static void clock_restart(struct pl_http *h, struct MHD_Connection *c) {
         return;
     pthread_mutex_lock(&h->lock);
     k->reading = true;
-    k->since_ns = mono_ns();
+    k->since_ns = pl_now_ns();
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -168,7 +163,7 @@ static void *watchdog_main(void *arg) {
     uint64_t last_log = 0;
     pthread_mutex_lock(&h->lock);
     while (!h->stopping) {
-        uint64_t now = mono_ns();
+        uint64_t now = pl_now_ns();
         for (struct conn *k = h->conns; k; k = k->next) {
             if (k->reading && !k->cut && now - k->since_ns >= deadline) {
                 shutdown(k->fd, SHUT_RDWR);
@@ -187,11 +182,7 @@ static void *watchdog_main(void *arg) {
                              (json_int_t)h->api->config->request_read_timeout_ms));
             pthread_mutex_lock(&h->lock);
         }
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + tick;
-        until.tv_sec += (time_t)(ns / 1000000000ull);
-        until.tv_nsec = (long)(ns % 1000000000ull);
+        struct timespec until = pl_timespec_of(pl_now_ns() + tick);
         pthread_cond_timedwait(&h->wake, &h->lock, &until);
     }
     pthread_mutex_unlock(&h->lock);
@@ -215,7 +206,7 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
     size_t n = strlen(text);
     while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
         text[--n] = '\0';
-    uint64_t now = mono_ns();
+    uint64_t now = pl_now_ns();
     pthread_mutex_lock(&mhd_log_lock);
     if (last_ns && now - last_ns < 1000000000ull) {
         folded++;

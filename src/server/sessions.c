@@ -2,7 +2,6 @@
 #include "sessions.h"
 
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,8 @@
 #include <time.h>
 
 #include "../core/canon.h"
+#include "../core/clock.h"
+#include "../core/ids.h"
 #include "../core/log.h"
 
 #define TOMBSTONE_S 600 /* an ended session's reason is kept this long */
@@ -44,12 +45,6 @@ struct pl_sessions {
     bool reaper_started;
 };
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static unsigned open_count_locked(struct pl_sessions *s) {
     unsigned n = 0;
     for (unsigned i = 0; i < s->nslots; i++)
@@ -79,7 +74,7 @@ static void end_locked(struct pl_sessions *s, struct pl_session *ss, const char 
     if (ss->ended)
         return;
     ss->ended = true;
-    ss->ended_ns = mono_ns();
+    ss->ended_ns = pl_now_ns();
     snprintf(ss->ended_reason, sizeof(ss->ended_reason), "%s", why);
     void *h = ss->handle;
     ss->handle = NULL;
@@ -102,17 +97,11 @@ static void *reaper_main(void *arg) {
     struct pl_sessions *s = arg;
     pthread_mutex_lock(&s->lock);
     while (!s->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = pl_timespec_of(pl_deadline_in_ms(250));
         pthread_cond_timedwait(&s->cond, &s->lock, &ts);
         if (s->stop)
             break;
-        uint64_t now = mono_ns();
+        uint64_t now = pl_now_ns();
         for (unsigned i = 0; i < s->nslots; i++) {
             struct pl_session *ss = &s->slots[i];
             if (!ss->used)
@@ -158,7 +147,7 @@ int pl_sessions_new(const struct pl_sessions_limits *limits, struct pl_provider 
     s->nslots = limits->max_sessions * 2;
     s->slots = calloc(s->nslots ? s->nslots : 1, sizeof(*s->slots));
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
+    pl_cond_init_monotonic(&s->cond);
     if (!s->slots || pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
         free(s->slots);
         free(s);
@@ -235,22 +224,18 @@ int pl_sessions_open(struct pl_sessions *s, const char *principal, const char *c
                             s->lim.max_sessions);
     }
     memset(ss, 0, sizeof(*ss));
-    unsigned char rnd[32];
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+    if (pl_random_hex(ss->id, sizeof(ss->id), 32) < 0) {
         pthread_mutex_unlock(&s->lock);
         pl_admission_release(s->adm, principal);
         return pl_error_set(err, PL_REASON_INTERNAL, "no randomness available");
     }
-    for (int i = 0; i < 32; i++)
-        snprintf(ss->id + 2 * i, 3, "%02x", rnd[i]);
-    OPENSSL_cleanse(rnd, sizeof(rnd));
     char digest[65];
     pl_sha256_hex(ss->id, PL_SESSION_ID_LEN, digest);
     memcpy(ss->tag, digest, 16);
     snprintf(ss->principal, sizeof(ss->principal), "%s", principal);
     ss->used = true;
     ss->busy = true; /* opening */
-    ss->opened_ns = ss->last_ns = mono_ns();
+    ss->opened_ns = ss->last_ns = pl_now_ns();
     pthread_mutex_unlock(&s->lock);
 
     struct pl_session_open o = {.principal = principal,
@@ -271,7 +256,7 @@ int pl_sessions_open(struct pl_sessions *s, const char *principal, const char *c
         return -1;
     }
     ss->handle = h;
-    ss->opened_ns = ss->last_ns = mono_ns();
+    ss->opened_ns = ss->last_ns = pl_now_ns();
     memcpy(ret_id, ss->id, PL_SESSION_ID_LEN + 1);
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
@@ -361,7 +346,7 @@ void pl_sessions_done(struct pl_sessions *s, struct pl_session *ss, const char *
     pthread_mutex_lock(&s->lock);
     if (digest)
         snprintf(ss->previous, sizeof(ss->previous), "%s", digest);
-    ss->last_ns = mono_ns();
+    ss->last_ns = pl_now_ns();
     ss->busy = false;
     if (ended_reason)
         end_locked(s, ss, ended_reason);

@@ -205,11 +205,6 @@ int dk_api_expect(struct docker_state *s, const char *method, const char *path,
     return 0;
 }
 
-int dk_set_nonblock(int fd) {
-    int fl = fcntl(fd, F_GETFL);
-    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 int dk_kill_container(struct docker_state *s, const char *id) {
     char path[128];
     snprintf(path, sizeof(path), "/containers/%s/kill", id);
@@ -313,8 +308,8 @@ int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadlin
             if (pl_demux_feed(&r->dx, buf, (size_t)n) < 0)
                 return pl_error_set(err, PL_REASON_INTERNAL,
                                     "docker attach stream: malformed frame");
-            if (r->until_line && part >= r->nparts && r->dx.out.len &&
-                memchr(r->dx.out.data, '\n', r->dx.out.len))
+            if (r->until_line && part >= r->nparts && r->dx.out.kept.len &&
+                memchr(r->dx.out.kept.data, '\n', r->dx.out.kept.len))
                 return 0;
         }
     }
@@ -542,7 +537,7 @@ int dk_exec_in(struct docker_state *s, const char *container_id, const char *use
     r->exec = true;
     snprintf(r->id, sizeof(r->id), "%s", container_id);
     snprintf(r->exec_id, sizeof(r->exec_id), "%s", eid);
-    if (dk_set_nonblock(fd) < 0 ||
+    if (pl_fd_set_nonblock(fd) < 0 ||
         dk_pump(s, r, fd, t0 + (uint64_t)r->timeout_ms * 1000000ull, err) < 0) {
         close(fd);
         if (!err->message[0])

@@ -48,12 +48,12 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     if (!s)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
+    pl_cond_init_monotonic(&s->cond);
     s->max_timeout_ms = config->max_timeout_ms;
     s->default_memory_mb = config->memory_mb;
     s->session_disk_mb = config->session_disk_mb;
     s->pool_n = config->session_pool;
-    pthread_cond_init(&s->pool_cond, NULL);
+    pl_cond_init_monotonic(&s->pool_cond);
     json_t *langs = json_object();
     json_t *info = NULL;
     struct canary can = {0};
@@ -77,9 +77,10 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
                       sizeof(s->project_id), err) < 0)
         goto fail;
     char *hv = NULL;
-    if (dk_read_small_file("/proc/version", sizeof(s->host_version) - 1, &hv) == 0) {
+    size_t hvlen = 0;
+    if (pl_file_read("/proc/version", sizeof(s->host_version) - 1, &hv, &hvlen) == 0) {
         snprintf(s->host_version, sizeof(s->host_version), "%s", hv);
-        free(hv);
+        pl_file_free(hv, hvlen);
     }
     if (pthread_create(&s->reaper, NULL, dk_reaper_main, s) == 0)
         s->reaper_started = true;

@@ -37,6 +37,8 @@
 #include "../../core/buf.h"
 #include "../../core/clock.h"
 #include "../../core/errors.h"
+#include "../../core/fdio.h"
+#include "../../core/fileread.h"
 #include "../../core/ids.h"
 #include "../provider.h"
 #include "engine.h"
@@ -262,7 +264,6 @@ void dk_reap_later(struct docker_state *s, const char *id);
 int dk_delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error *err);
 int dk_api_expect(struct docker_state *s, const char *method, const char *path,
                       const json_t *body, long want, json_t **ret, struct pl_error *err);
-int dk_set_nonblock(int fd);
 int dk_kill_container(struct docker_state *s, const char *id);
 int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
                 struct pl_error *err);
@@ -305,7 +306,7 @@ int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_lan
 
 /* run.c */
 json_t *dk_report_line(const struct pl_buf *out);
-char *dk_take(struct pl_buf *b, size_t *ret_len);
+char *dk_take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated);
 void dk_free_steps(struct pl_step_result *st, size_t n);
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
 int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
@@ -337,7 +338,6 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
 
 /* settings.c */
 const char *dk_setting(const struct pl_config *c, const char *name);
-int dk_read_small_file(const char *path, size_t max, char **ret);
 int dk_load_settings(const struct pl_config *c, struct docker_settings *s,
                          struct pl_error *err);
 int dk_check_uid_unused(const struct docker_settings *s, struct pl_error *err);

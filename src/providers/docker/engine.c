@@ -239,15 +239,8 @@ int pl_demux_feed(struct pl_demux *d, const unsigned char *p, size_t n) {
             continue;
         }
         size_t take = d->remaining < n ? d->remaining : n;
-        struct pl_buf *b = d->stream == 1 ? &d->out : &d->err;
-        size_t cap = d->stream == 1 ? d->out_cap : d->err_cap;
-        uint64_t *total = d->stream == 1 ? &d->out_total : &d->err_total;
-        size_t keep = b->len < cap ? cap - b->len : 0;
-        if (keep > take)
-            keep = take;
-        if (keep && pl_buf_append(b, p, keep) < 0)
+        if (pl_capture_add(d->stream == 1 ? &d->out : &d->err, p, take) < 0)
             return -1;
-        *total += take;
         d->remaining -= (uint32_t)take;
         p += take;
         n -= take;
@@ -256,8 +249,8 @@ int pl_demux_feed(struct pl_demux *d, const unsigned char *p, size_t n) {
 }
 
 void pl_demux_free(struct pl_demux *d) {
-    pl_buf_free(&d->out);
-    pl_buf_free(&d->err);
+    pl_capture_free(&d->out);
+    pl_capture_free(&d->err);
 }
 
 /* ---- readers of the engine's answers (engine_parse.h) ---------------------- */

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "../../core/buf.h"
+#include "../../core/capture.h"
 #include "../../core/errors.h"
 
 #define PL_DOCKER_API "/v1.41"
@@ -79,9 +80,7 @@ struct pl_demux {
     uint32_t remaining; /* payload bytes left in the current frame */
     int stream;         /* of the current frame */
     bool broken;        /* a frame header was invalid */
-    struct pl_buf out, err;
-    size_t out_cap, err_cap;
-    uint64_t out_total, err_total; /* bytes the guest wrote */
+    struct pl_capture out, err; /* caps set by the caller; totals count what the guest wrote */
 };
 
 /* Returns < 0 once the stream is broken (an invalid header). */

@@ -21,19 +21,9 @@
 #include <jansson.h>
 
 #include "../../core/buf.h"
+#include "../../core/clock.h"
 
 extern char **environ;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void pause_ms(unsigned ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* Read a small /proc or /sys file whole; -errno. */
 static int read_text(const char *path, struct pl_buf *b, size_t max) {
@@ -272,7 +262,7 @@ int pl_hostview_procs(const struct pl_hostview *hv, const char *rel, pid_t **ret
 int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms,
                          unsigned *ret_killed) {
     unsigned killed = 0;
-    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = pl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         pid_t *t = NULL;
         size_t n = 0;
@@ -298,17 +288,17 @@ int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned
                 *ret_killed = killed;
             return 0;
         }
-        if (now_ns() >= deadline) {
+        if (pl_now_ns() >= deadline) {
             if (ret_killed)
                 *ret_killed = killed;
             return -ETIMEDOUT;
         }
-        pause_ms(5);
+        pl_sleep_ns(PL_MS(5));
     }
 }
 
 int pl_hostview_wait_empty(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms) {
-    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = pl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         pid_t *t = NULL;
         size_t n = 0;
@@ -316,9 +306,9 @@ int pl_hostview_wait_empty(const struct pl_hostview *hv, const char *rel, unsign
         free(t);
         if (r == -ENOENT || (r == 0 && n == 0))
             return 0;
-        if (now_ns() >= deadline)
+        if (pl_now_ns() >= deadline)
             return r < 0 ? r : -ETIMEDOUT;
-        pause_ms(5);
+        pl_sleep_ns(PL_MS(5));
     }
 }
 
@@ -518,10 +508,10 @@ int pl_hostview_runsc_ps(const struct pl_hostview *hv, const char *id, long **re
         return pl_error_set(err, PL_REASON_INTERNAL, "runsc ps: %s", strerror(r));
     }
     struct pl_buf out = {0};
-    uint64_t deadline = now_ns() + 5000000000ull;
+    uint64_t deadline = pl_now_ns() + 5000000000ull;
     bool over = false;
     for (;;) {
-        uint64_t now = now_ns();
+        uint64_t now = pl_now_ns();
         if (now >= deadline) {
             over = true;
             break;

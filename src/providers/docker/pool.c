@@ -63,9 +63,7 @@ void *dk_warmer_main(void *arg) {
         if (which < 0) {
             /* Full: look at the engine once a second; if it went away, what
              * waits may be unusable when it comes back. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
+            struct timespec ts = pl_timespec_of(pl_deadline_in_ms(1000));
             if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT && !s->warm_stop) {
                 pthread_mutex_unlock(&s->lock);
                 long st = 0;
@@ -83,9 +81,7 @@ void *dk_warmer_main(void *arg) {
         pthread_mutex_lock(&s->lock);
         if (r < 0) {
             /* The engine may be away: try again in a second. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
+            struct timespec ts = pl_timespec_of(pl_deadline_in_ms(1000));
             pthread_cond_timedwait(&s->cond, &s->lock, &ts);
             continue;
         }
@@ -181,9 +177,7 @@ void *dk_session_pool_main(void *arg) {
         pthread_mutex_lock(&s->lock);
         if (r < 0) {
             /* The engine may be down: try again in a second. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
+            struct timespec ts = pl_timespec_of(pl_deadline_in_ms(1000));
             pthread_cond_timedwait(&s->pool_cond, &s->lock, &ts);
             continue;
         }

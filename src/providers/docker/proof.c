@@ -208,8 +208,8 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
     snprintf(run_id, sizeof(run_id), "proof-%s-%.8s", strrchr(can->dir, '-') + 1, image_id + 7);
     r.run_id = run_id;
     r.gate = &can->gate;
-    r.dx.out_cap = 1u << 20;
-    r.dx.err_cap = 64u << 10;
+    r.dx.out.cap = 1u << 20;
+    r.dx.err.cap = 64u << 10;
     int rc = dk_run_container(s, &r, err);
     pl_buf_free(&hdr);
     if (rc < 0) {
@@ -221,9 +221,9 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
                             "container did not run under %s: %.300s",
                             image, s->set.runtime, why);
     }
-    json_t *rep = dk_report_line(&r.dx.out);
-    if (!rep && r.dx.err.len)
-        fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)r.dx.err.len, r.dx.err.data);
+    json_t *rep = dk_report_line(&r.dx.out.kept);
+    if (!rep && r.dx.err.kept.len)
+        fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)r.dx.err.kept.len, r.dx.err.kept.data);
     pl_demux_free(&r.dx);
     rc = judge_probe(s, image, rep, ret_langs, err);
     json_decref(rep);
@@ -337,7 +337,7 @@ int dk_hostview_discover(struct docker_state *s, struct pl_error *err) {
     if (s->set.seccomp) {
         static const char *const argv[] = {"grep", "-E", "^Seccomp:", "/proc/self/status"};
         struct cont_run e = {.timeout_ms = 20000};
-        e.dx.out_cap = e.dx.err_cap = 4096;
+        e.dx.out.cap = e.dx.err.cap = 4096;
         int code = -1;
         char user[32];
         dk_run_user(s, user);
@@ -345,7 +345,7 @@ int dk_hostview_discover(struct docker_state *s, struct pl_error *err) {
             pl_demux_free(&e.dx);
             goto out;
         }
-        bool filtered = code == 0 && e.dx.out.data && strstr(e.dx.out.data, "Seccomp:\t2");
+        bool filtered = code == 0 && e.dx.out.kept.data && strstr(e.dx.out.kept.data, "Seccomp:\t2");
         pl_demux_free(&e.dx);
         if (!filtered) {
             pl_error_set(err, PL_REASON_INTERNAL,

@@ -38,12 +38,13 @@ json_t *dk_report_line(const struct pl_buf *out) {
     return NULL;
 }
 
-char *dk_take(struct pl_buf *b, size_t *ret_len) {
-    *ret_len = b->len;
-    char *d = b->data ? b->data : calloc(1, 1);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    return d;
+char *dk_take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated) {
+    struct pl_output o = {0};
+    (void)pl_capture_finish(c, &o); /* o.data is NULL when out of memory */
+    *ret_len = o.data ? o.len : 0;
+    if (ret_truncated)
+        *ret_truncated = o.truncated;
+    return o.data;
 }
 
 void dk_free_steps(struct pl_step_result *st, size_t n) {
@@ -96,7 +97,7 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
             return 0;
         }
         struct cont_run e = {.timeout_ms = (unsigned)((deadline - now) / 1000000ull) + 1};
-        e.dx.out_cap = e.dx.err_cap = r->output_bytes;
+        e.dx.out.cap = e.dx.err.cap = r->output_bytes;
         json_t *cmd = dk_step_cmd(s, (const char *const *)req->project.steps[i].argv,
                                req->project.steps[i].argc);
         int code = -1;
@@ -140,10 +141,8 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
         st->name = strdup(req->project.steps[i].name);
         st->exit_code = code;
         st->duration_ms = ms;
-        st->out = dk_take(&e.dx.out, &st->out_len);
-        st->err = dk_take(&e.dx.err, &st->err_len);
-        st->out_truncated = e.dx.out_total > r->output_bytes;
-        st->err_truncated = e.dx.err_total > r->output_bytes;
+        st->out = dk_take(&e.dx.out, &st->out_len, &st->out_truncated);
+        st->err = dk_take(&e.dx.err, &st->err_len, &st->err_truncated);
         pl_demux_free(&e.dx);
         r->nsteps++;
         if (!st->name || !st->out || !st->err)
@@ -202,7 +201,7 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
         if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
             goto fail;
     }
-    if (dk_set_nonblock(fd) < 0) {
+    if (pl_fd_set_nonblock(fd) < 0) {
         pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
         goto fail;
     }
@@ -214,7 +213,7 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
     if (r->project) {
         /* The files are written and the report is in (or the bootstrap
          * failed): the steps, then the container ends. */
-        json_t *rep = r->timed_out ? NULL : dk_report_line(&r->dx.out);
+        json_t *rep = r->timed_out ? NULL : dk_report_line(&r->dx.out.kept);
         if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed")) {
             json_t *ins = NULL;
             snprintf(path, sizeof(path), "/containers/%s/json", r->id);
@@ -340,7 +339,7 @@ static void project_outcome(const struct pl_run_request *req, struct cont_run *r
 
 /* The bootstrap's files report (reports.h). */
 static json_t *setup_report(const struct cont_run *r, char *why, size_t len) {
-    return pl_docker_files_report(r->dx.out.data, r->dx.out.len, r->dx.out_total, r->dx.out_cap,
+    return pl_docker_files_report(r->dx.out.kept.data, r->dx.out.kept.len, r->dx.out.total, r->dx.out.cap,
                                   r->exit_code, why, len);
 }
 
@@ -390,8 +389,8 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
         r->nparts = 2;
         /* The bootstrap's stdout carries one short report line; the steps'
          * output comes from their own execs. */
-        r->dx.out_cap = 64u << 10;
-        r->dx.err_cap = 64u << 10;
+        r->dx.out.cap = 64u << 10;
+        r->dx.err.cap = 64u << 10;
         r->project = req;
         r->output_bytes = ctx->output_bytes;
         break;
@@ -402,7 +401,7 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
         /* Snippets and modules: header, the code, then the guest's stdin;
          * the guest's own output is the container's. */
         r->nparts = 3;
-        r->dx.out_cap = r->dx.err_cap = ctx->output_bytes;
+        r->dx.out.cap = r->dx.err.cap = ctx->output_bytes;
     }
     char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
     json_decref(h);
@@ -432,7 +431,7 @@ int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req
             json_decref(rep);
         }
         ret->out = calloc(1, 1);
-        ret->err = dk_take(&r->dx.err, &ret->err_len);
+        ret->err = dk_take(&r->dx.err, &ret->err_len, NULL);
         if (ret->err_len > ctx->output_bytes) {
             ret->err_len = ctx->output_bytes;
             ret->err_truncated = true;
@@ -443,10 +442,8 @@ int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req
         }
     } else {
         ret->exit_code = r->timed_out ? 124 : r->exit_code;
-        ret->out = dk_take(&r->dx.out, &ret->out_len);
-        ret->err = dk_take(&r->dx.err, &ret->err_len);
-        ret->out_truncated = r->dx.out_total > ctx->output_bytes;
-        ret->err_truncated = r->dx.err_total > ctx->output_bytes;
+        ret->out = dk_take(&r->dx.out, &ret->out_len, &ret->out_truncated);
+        ret->err = dk_take(&r->dx.err, &ret->err_len, &ret->err_truncated);
         ret->outcome = r->timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
         if (r->timed_out)
             snprintf(ret->detail, sizeof(ret->detail),

@@ -45,8 +45,8 @@ json_t *dk_agent_cmd(const char *mode, const char *arg) {
 static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, unsigned gid_off,
                       json_t **ret, struct pl_error *err) {
     struct cont_run r = {.timeout_ms = 20000};
-    r.dx.out_cap = 1u << 20;
-    r.dx.err_cap = 64u << 10;
+    r.dx.out.cap = 1u << 20;
+    r.dx.err.cap = 64u << 10;
     int code = -1;
     char mode[16];
     snprintf(mode, sizeof(mode), "%s", json_string_value(json_array_get(cmd, 3)) ?: "?");
@@ -57,11 +57,11 @@ static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, u
     int rc = dk_exec_in(s, d->id, user, cmd, NULL, &r, &code, err);
     json_t *j = NULL;
     if (rc == 0 && code == 0 && !r.timed_out)
-        j = pl_docker_agent_report(r.dx.out.data, r.dx.out.len, "");
+        j = pl_docker_agent_report(r.dx.out.kept.data, r.dx.out.kept.len, "");
     if (rc == 0 && !j)
         pl_error_set(err, PL_REASON_INTERNAL,
                      "session agent %s: no well-formed report (exit %d%s): %.200s", mode, code,
-                     r.timed_out ? ", timed out" : "", r.dx.err.data ? r.dx.err.data : "");
+                     r.timed_out ? ", timed out" : "", r.dx.err.kept.data ? r.dx.err.kept.data : "");
     pl_demux_free(&r.dx);
     if (!j)
         return -1;
@@ -355,7 +355,7 @@ static int session_files(struct docker_state *s, struct dsession *d, const struc
                          .parts = {hdr.data, body.data},
                          .part_len = {hdr.len, body.len},
                          .nparts = 2};
-    r.dx.out_cap = r.dx.err_cap = 4096;
+    r.dx.out.cap = r.dx.err.cap = 4096;
     char user[32];
     dk_run_user(s, user);
     int code = -1;
@@ -367,10 +367,10 @@ static int session_files(struct docker_state *s, struct dsession *d, const struc
         *ret_timed_out = r.timed_out;
         if (!r.timed_out && code == 3)
             snprintf(ret_failed, flen, "%.*s",
-                     (int)(r.dx.err.len && r.dx.err.data[r.dx.err.len - 1] == '\n'
-                               ? r.dx.err.len - 1
-                               : r.dx.err.len),
-                     r.dx.err.data ? r.dx.err.data : "");
+                     (int)(r.dx.err.kept.len && r.dx.err.kept.data[r.dx.err.kept.len - 1] == '\n'
+                               ? r.dx.err.kept.len - 1
+                               : r.dx.err.kept.len),
+                     r.dx.err.kept.data ? r.dx.err.kept.data : "");
         else if (!r.timed_out && code != 0)
             snprintf(ret_failed, flen, "writing the files ended with exit %d", code);
     }
@@ -421,7 +421,7 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         d->in[lang].fresh = false;
         pl_demux_free(&dx);
         memset(&dx, 0, sizeof(dx));
-        dx.out_cap = dx.err_cap = ctx->output_bytes;
+        dx.out.cap = dx.err.cap = ctx->output_bytes;
         e = dk_uplink_cell(d, lang, req->cell.code, req->cell.code_len, deadline, &dx, &status);
         if (e == UPLINK_UNUSABLE)
             d->in[lang].up = false; /* it ended between calls: a fresh one */
@@ -453,10 +453,8 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         ret->exit_code = status == 0 ? 0 : 1;
         ret->outcome = PL_OUTCOME_COMPLETED;
     }
-    ret->out = dk_take(&dx.out, &ret->out_len);
-    ret->err = dk_take(&dx.err, &ret->err_len);
-    ret->out_truncated = dx.out_total > ctx->output_bytes;
-    ret->err_truncated = dx.err_total > ctx->output_bytes;
+    ret->out = dk_take(&dx.out, &ret->out_len, &ret->out_truncated);
+    ret->err = dk_take(&dx.err, &ret->err_len, &ret->err_truncated);
     pl_demux_free(&dx);
     return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
 }

@@ -96,29 +96,6 @@ static int cpus_setting(const struct pl_config *c, unsigned *ret, struct pl_erro
     return 0;
 }
 
-int dk_read_small_file(const char *path, size_t max, char **ret) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    struct pl_buf b = {0};
-    char chunk[8192];
-    ssize_t n;
-    while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
-        if (b.len + (size_t)n > max || pl_buf_append(&b, chunk, (size_t)n) < 0) {
-            close(fd);
-            pl_buf_free(&b);
-            return -1;
-        }
-    }
-    close(fd);
-    if (n < 0) {
-        pl_buf_free(&b);
-        return -1;
-    }
-    *ret = b.data ? b.data : strdup("");
-    return 0;
-}
-
 int dk_load_settings(const struct pl_config *c, struct docker_settings *s,
                          struct pl_error *err) {
     if (copy_setting(c, "SANDBOX_DOCKER_RUNTIME", "runc", s->runtime, sizeof(s->runtime), err) < 0)
@@ -166,9 +143,11 @@ int dk_load_settings(const struct pl_config *c, struct docker_settings *s,
         if (strlen(sc) >= sizeof(s->seccomp_name))
             return pl_error_set(err, PL_REASON_INVALID_REQUEST, "SANDBOX_DOCKER_SECCOMP: too long");
         memcpy(s->seccomp_name, sc, strlen(sc) + 1);
-        if (dk_read_small_file(sc, 1u << 20, &s->seccomp) < 0)
-            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                                "SANDBOX_DOCKER_SECCOMP: cannot read %s", sc);
+        size_t sclen = 0;
+        int rr = pl_file_read(sc, 1u << 20, &s->seccomp, &sclen);
+        if (rr < 0)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "SANDBOX_DOCKER_SECCOMP: %s %s",
+                                sc, pl_file_problem(rr));
         json_t *j = json_loads(s->seccomp, 0, NULL);
         bool ok = json_is_object(j) && json_object_get(j, "defaultAction");
         json_decref(j);

@@ -19,7 +19,6 @@
 
 #include "docker_int.h"
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 
 #include "reports.h"
 
@@ -67,63 +66,6 @@ void dk_uplink_close(struct dsession *d) {
     d->lfd = -1;
 }
 
-/* Wait for fd to be ready for events until deadline; 1 ready, 0 timed out, -1 error. */
-static int wait_fd(int fd, short events, uint64_t deadline) {
-    for (;;) {
-        uint64_t now = pl_now_ns();
-        if (now >= deadline)
-            return 0;
-        struct pollfd p = {.fd = fd, .events = events};
-        int ms = (int)((deadline - now) / 1000000ull) + 1;
-        int r = poll(&p, 1, ms);
-        if (r > 0)
-            return 1;
-        if (r < 0 && errno != EINTR)
-            return -1;
-    }
-}
-
-/* Read exactly n bytes: 1 done, 0 timed out, -1 EOF or error. */
-static int read_full(int fd, void *buf, size_t n, uint64_t deadline) {
-    unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t k = read(fd, p, n);
-        if (k > 0) {
-            p += k;
-            n -= (size_t)k;
-        } else if (k == 0) {
-            return -1;
-        } else if (errno == EAGAIN || errno == EINTR) {
-            int w = wait_fd(fd, POLLIN, deadline);
-            if (w <= 0)
-                return w;
-        } else {
-            return -1;
-        }
-    }
-    return 1;
-}
-
-/* Write all of buf: 1 done, 0 timed out, -1 error; *written counts what went. */
-static int write_full(int fd, const void *buf, size_t n, uint64_t deadline, size_t *written) {
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k > 0) {
-            p += k;
-            n -= (size_t)k;
-            *written += (size_t)k;
-        } else if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-            int w = wait_fd(fd, POLLOUT, deadline);
-            if (w <= 0)
-                return w;
-        } else {
-            return -1;
-        }
-    }
-    return 1;
-}
-
 /*
  * After a launch: take the connection the launcher greeted with.  Every
  * connection waiting on the cell socket is judged: its peer must pass the
@@ -149,7 +91,7 @@ static int uplink_accept(struct dsession *d, int lang, const char *token, struct
         if (fd < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
                 break;
-            if (good > 0 || wait_fd(d->lfd, POLLIN, deadline) != 1)
+            if (good > 0 || pl_fd_wait(d->lfd, POLLIN, deadline, -1) < 0)
                 break;
             continue;
         }
@@ -162,10 +104,10 @@ static int uplink_accept(struct dsession *d, int lang, const char *token, struct
         char got[128];
         uint32_t n = 0;
         uint64_t greet_by = pl_now_ns() + 500000000ull;
-        if (peer && read_full(fd, h, 5, greet_by) == 1 && h[0] == 'H' &&
+        if (peer && pl_fd_read_full(fd, h, 5, greet_by, -1) == 0 && h[0] == 'H' &&
             (n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4]) ==
                 (uint32_t)wn &&
-            read_full(fd, got, n, greet_by) == 1) {
+            pl_fd_read_full(fd, got, n, greet_by, -1) == 0) {
             unsigned char diff = 0;
             for (uint32_t i = 0; i < n; i++)
                 diff |= (unsigned char)(got[i] ^ want[i]);
@@ -212,46 +154,40 @@ enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, s
     }
     unsigned char h[5] = {'C', (unsigned char)(len >> 24), (unsigned char)(len >> 16),
                           (unsigned char)(len >> 8), (unsigned char)len};
-    size_t sent = 0;
-    int w = write_full(fd, h, 5, deadline, &sent);
-    if (w == 1)
-        w = write_full(fd, code, len, deadline, &sent);
-    if (w < 0 && sent == 0) {
+    size_t sent = 0, more = 0;
+    int w = pl_fd_write_full(fd, h, 5, deadline, -1, &sent);
+    if (w == 0)
+        w = pl_fd_write_full(fd, code, len, deadline, -1, &more);
+    if (w < 0 && w != -ETIMEDOUT && sent + more == 0) {
         dk_uplink_drop(d, lang);
         return UPLINK_UNUSABLE;
     }
-    if (w <= 0)
-        return w == 0 ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+    if (w < 0)
+        return w == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
     for (;;) {
-        int r = read_full(fd, h, 5, deadline);
-        if (r <= 0)
-            return r == 0 ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+        int r = pl_fd_read_full(fd, h, 5, deadline, -1);
+        if (r < 0)
+            return r == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
         uint32_t n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
         if ((h[0] != 'O' && h[0] != 'E' && h[0] != 'X') || n > UPLINK_MAX_FRAME ||
             (h[0] == 'X' && n > 8))
             return UPLINK_ENDED; /* not the agent's framing: the channel is lost */
         if (h[0] == 'X') {
             char st[9] = {0};
-            r = read_full(fd, st, n, deadline);
-            if (r <= 0)
-                return r == 0 ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+            r = pl_fd_read_full(fd, st, n, deadline, -1);
+            if (r < 0)
+                return r == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
             *status = strcmp(st, "0") == 0 ? 0 : 1;
             return UPLINK_RAN;
         }
-        struct pl_buf *b = h[0] == 'O' ? &dx->out : &dx->err;
-        size_t cap = h[0] == 'O' ? dx->out_cap : dx->err_cap;
-        uint64_t *total = h[0] == 'O' ? &dx->out_total : &dx->err_total;
+        struct pl_capture *c = h[0] == 'O' ? &dx->out : &dx->err;
         while (n > 0) {
             size_t chunk = n < sizeof(junk) ? n : sizeof(junk);
-            r = read_full(fd, junk, chunk, deadline);
-            if (r <= 0)
-                return r == 0 ? UPLINK_TIMED_OUT : UPLINK_ENDED;
-            size_t keep = b->len < cap ? cap - b->len : 0;
-            if (keep > chunk)
-                keep = chunk;
-            if (keep && pl_buf_append(b, junk, keep) < 0)
+            r = pl_fd_read_full(fd, junk, chunk, deadline, -1);
+            if (r < 0)
+                return r == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+            if (pl_capture_add(c, junk, chunk) < 0)
                 return UPLINK_ENDED;
-            *total += chunk;
             n -= (uint32_t)chunk;
         }
     }
@@ -292,15 +228,15 @@ static int launch_exchange(struct docker_state *s, struct dsession *d, int lang,
     int fd = -1;
     if (pl_docker_hijack(s->engine, path, "{\"Detach\":false,\"Tty\":false}", &fd, err) < 0)
         return -1;
-    struct pl_demux dx = {.out_cap = 64u << 10, .err_cap = 64u << 10};
+    struct pl_demux dx = {.out = {.cap = 64u << 10}, .err = {.cap = 64u << 10}};
     uint64_t deadline = pl_now_ns() + 30000000000ull;
     bool sent = false, accepted = false;
     json_t *j = NULL;
     unsigned char buf[4096];
-    rc = dk_set_nonblock(fd);
+    rc = pl_fd_set_nonblock(fd);
     while (rc == 0) {
-        int w = wait_fd(fd, POLLIN, deadline);
-        if (w <= 0) {
+        int w = pl_fd_wait(fd, POLLIN, deadline, -1);
+        if (w < 0) {
             rc = pl_error_set(err, PL_REASON_INTERNAL, "the %s launcher did not finish in 30 s",
                               dk_lang_name[lang]);
             break;
@@ -314,15 +250,15 @@ static int launch_exchange(struct docker_state *s, struct dsession *d, int lang,
             rc = pl_error_set(err, PL_REASON_INTERNAL, "docker exec stream: malformed frame");
             break;
         }
-        const char *o = dx.out.data;
-        size_t len = dx.out.len;
+        const char *o = dx.out.kept.data;
+        size_t len = dx.out.kept.len;
         if (!sent && len >= 6) {
             if (memcmp(o, "ready\n", 6) != 0)
                 break; /* not the launcher's first word: judged below */
             char line[80];
             int ln = snprintf(line, sizeof(line), "%s\n", token);
             size_t wrote = 0;
-            if (write_full(fd, line, (size_t)ln, deadline, &wrote) != 1) {
+            if (pl_fd_write_full(fd, line, (size_t)ln, deadline, -1, &wrote) < 0) {
                 rc = pl_error_set(err, PL_REASON_INTERNAL, "the %s launcher took no token",
                                   dk_lang_name[lang]);
                 break;
@@ -358,13 +294,13 @@ static int launch_exchange(struct docker_state *s, struct dsession *d, int lang,
         usleep(10000);
     }
     /* Nothing may follow the report, even after the greeting was taken. */
-    json_t *whole = pl_docker_agent_report(dx.out.data, dx.out.len, "ready\n");
+    json_t *whole = pl_docker_agent_report(dx.out.kept.data, dx.out.kept.len, "ready\n");
     bool intact = whole != NULL;
     json_decref(whole);
     if (rc == 0 && (!accepted || !j || !intact || (code != 0 && code != 1)))
         rc = pl_error_set(err, PL_REASON_INTERNAL,
                           "the %s launcher gave no well-formed report (exit %d): %.200s",
-                          dk_lang_name[lang], code, dx.err.data ? dx.err.data : "");
+                          dk_lang_name[lang], code, dx.err.kept.data ? dx.err.kept.data : "");
     pl_demux_free(&dx);
     if (rc < 0) {
         dk_uplink_drop(d, lang);
@@ -403,12 +339,9 @@ static long host_pid_of(struct docker_state *s, struct dsession *d, long pid,
  * launcher greeted with (docs/sessions.md). */
 int dk_launch(struct docker_state *s, struct dsession *d, int lang, struct pl_error *err) {
     json_t *j = NULL;
-    unsigned char rnd[24];
     char token[49];
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+    if (pl_random_hex(token, sizeof(token), 24) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "no randomness for the uplink token");
-    for (size_t i = 0; i < sizeof(rnd); i++)
-        snprintf(token + 2 * i, 3, "%02x", rnd[i]);
     dk_uplink_drop(d, lang);
     d->in[lang].up = false;
     /* Connections waiting from before this launch are nobody's: close them. */
