@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
         goto refused;
 
     unsigned capacity =
-        pl_config_effective_concurrency(&config, provider->ops->memory_budget_applies);
+        pl_config_effective_concurrency(&config, pl_provider_memory_budget_applies(provider));
     unsigned per_key = config.per_key_concurrent < capacity ? config.per_key_concurrent : capacity;
     struct pl_admission_limits limits = {.capacity = capacity,
                                          .per_key = per_key,
@@ -114,10 +114,10 @@ int main(int argc, char **argv) {
         goto refused;
     }
     if (config.max_sessions > 0) {
-        if (!provider->info.session.supported || !provider->ops->session_open) {
+        if (!pl_provider_keeps_sessions(provider)) {
             pl_error_set(&err, PL_REASON_INVALID_REQUEST,
                          "SANDBOX_MAX_SESSIONS: provider \"%s\" keeps no sessions",
-                         provider->ops->name);
+                         pl_provider_name(provider));
             goto refused;
         }
         struct pl_sessions_limits sl = {.max_sessions = config.max_sessions,

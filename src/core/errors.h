@@ -88,9 +88,6 @@ struct pl_error {
     int errnum; /* the errno behind the failure, or 0 */
     char message[512];
     bool before_dispatch; /* an INTERNAL failure that struck before dispatch */
-    /* SESSION_ENDED: why the session ended, sent as ErrorInfo metadata
-     * "ended_reason" so a client need not parse the message. */
-    char ended_reason[256];
 };
 
 /* Wire name of a Connect code ("invalid_argument"); never NULL. */

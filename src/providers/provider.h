@@ -155,10 +155,84 @@ int pl_provider_start(const struct pl_config *config, struct pl_provider **ret_p
                       struct pl_error *err);
 void pl_provider_stop(struct pl_provider *p);
 
+/*
+ * The core calls a provider only through these wrappers (valkey's
+ * connection.h): each optional method is checked here, once, so no
+ * `->ops->` appears outside src/providers/.
+ */
+
+/* The provider's name (SANDBOX_PROVIDER's value). */
+static inline const char *pl_provider_name(const struct pl_provider *p) {
+    return p->ops->name;
+}
+
+/* Whether it runs anything at all (the Disabled provider does not). */
+static inline bool pl_provider_runs(const struct pl_provider *p) {
+    return p->ops->run != NULL;
+}
+
+/* Whether its sandboxes count against this machine's memory. */
+static inline bool pl_provider_memory_budget_applies(const struct pl_provider *p) {
+    return p->ops->memory_budget_applies;
+}
+
+/* Whether it keeps sessions: it says so and has the methods. */
+static inline bool pl_provider_keeps_sessions(const struct pl_provider *p) {
+    return p->info.session.supported && p->ops->session_open && p->ops->session_run &&
+           p->ops->session_close;
+}
+
 /* Readiness, through the optional method. */
 static inline int pl_provider_ready(struct pl_provider *p, struct pl_error *err) {
     return p->ops->ready ? p->ops->ready(p->state, err) : 0;
 }
 
-/* Names every registry row knows, for messages and docs. */
-extern const char *const pl_provider_names[];
+/* Run one payload (only after pl_provider_runs; DISABLED otherwise). */
+static inline int pl_provider_run(struct pl_provider *p, const struct pl_run_ctx *ctx,
+                                  const struct pl_run_request *req, struct pl_run_result *ret,
+                                  struct pl_error *err) {
+    if (!p->ops->run)
+        return pl_error_set(err, PL_REASON_DISABLED, "provider \"%s\" runs nothing",
+                            p->ops->name);
+    return p->ops->run(p->state, ctx, req, ret, err);
+}
+
+static inline int pl_provider_session_open(struct pl_provider *p, const struct pl_session_open *o,
+                                           void **ret_session, struct pl_error *err) {
+    if (!pl_provider_keeps_sessions(p))
+        return pl_error_set(err, PL_REASON_UNSUPPORTED, "provider \"%s\" keeps no sessions",
+                            p->ops->name);
+    return p->ops->session_open(p->state, o, ret_session, err);
+}
+
+static inline int pl_provider_session_run(struct pl_provider *p, void *session,
+                                          const struct pl_run_ctx *ctx,
+                                          const struct pl_run_request *req,
+                                          struct pl_run_result *ret, struct pl_error *err) {
+    return p->ops->session_run(p->state, session, ctx, req, ret, err);
+}
+
+/* Whether it can pause an idle session's sandbox. */
+static inline bool pl_provider_pauses(const struct pl_provider *p) {
+    return p->ops->session_pause != NULL;
+}
+
+/* Pause an idle session's sandbox: 0, or < 0 when it could not. */
+static inline int pl_provider_session_pause(struct pl_provider *p, void *session) {
+    return p->ops->session_pause ? p->ops->session_pause(p->state, session) : -1;
+}
+
+static inline int pl_provider_session_resume(struct pl_provider *p, void *session,
+                                             struct pl_error *err) {
+    return p->ops->session_resume ? p->ops->session_resume(p->state, session, err) : 0;
+}
+
+static inline void pl_provider_session_close(struct pl_provider *p, void *session) {
+    p->ops->session_close(p->state, session);
+}
+
+/*
+ * The known providers' names, comma-separated ("disabled, wasm, docker, ..."),
+ * from the registry's ops tables, for messages and docs.
+ */
+const char *pl_provider_known_names(void);

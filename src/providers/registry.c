@@ -2,6 +2,8 @@
  * registry.c: SANDBOX_PROVIDER's table, and the startup sequence around a
  * provider's proof.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,22 +13,41 @@ extern const struct pl_provider_ops pl_disabled_ops;
 extern const struct pl_provider_ops pl_wasm_ops;
 extern const struct pl_provider_ops pl_docker_ops;
 
-static const struct {
-    const char *name;
-    const struct pl_provider_ops *ops; /* NULL: known, not in this build */
-} registry[] = {
-    /* clang-format off */
-    {"disabled",    &pl_disabled_ops},
-    {"wasm",        &pl_wasm_ops},
-    {"docker",      &pl_docker_ops},
-    {"e2b",         NULL},
-    {"dockercloud", NULL},
-    {"openshell",   NULL},
-    /* clang-format on */
+/* Every provider this build has, by its ops table: the name is the table's. */
+static const struct pl_provider_ops *const registry[] = {
+    &pl_disabled_ops,
+    &pl_wasm_ops,
+    &pl_docker_ops,
 };
 
-const char *const pl_provider_names[] = {"disabled",    "wasm",      "docker", "e2b",
-                                         "dockercloud", "openshell", NULL};
+/*
+ * Providers the specification names that this build does not have yet:
+ * SANDBOX_PROVIDER set to one of them is refused as "not available in this
+ * build", not as unknown.  A row leaves this list when its ops table joins
+ * the registry.
+ */
+static const char *const not_built[] = {"e2b", "dockercloud", "openshell"};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static char known_names[256];
+
+static void fill_known_names(void) {
+    size_t off = 0;
+    for (size_t i = 0; i < COUNT(registry) + COUNT(not_built); i++) {
+        const char *n = i < COUNT(registry) ? registry[i]->name : not_built[i - COUNT(registry)];
+        int k = snprintf(known_names + off, sizeof(known_names) - off, "%s%s", off ? ", " : "", n);
+        if (k < 0 || (size_t)k >= sizeof(known_names) - off)
+            break;
+        off += (size_t)k;
+    }
+}
+
+const char *pl_provider_known_names(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_known_names);
+    return known_names;
+}
 
 void pl_run_result_clear(struct pl_run_result *r) {
     if (!r)
@@ -46,17 +67,16 @@ int pl_provider_start(const struct pl_config *config, struct pl_provider **ret_p
                       struct pl_error *err) {
     const struct pl_provider_ops *ops = NULL;
     bool known = false;
-    for (size_t i = 0; i < sizeof(registry) / sizeof(registry[0]); i++) {
-        if (strcmp(registry[i].name, config->provider) == 0) {
+    for (size_t i = 0; i < COUNT(registry); i++)
+        if (strcmp(registry[i]->name, config->provider) == 0)
+            ops = registry[i];
+    for (size_t i = 0; i < COUNT(not_built); i++)
+        if (strcmp(not_built[i], config->provider) == 0)
             known = true;
-            ops = registry[i].ops;
-        }
-    }
-    if (!known)
+    if (!ops && !known)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "SANDBOX_PROVIDER: unknown provider \"%s\" (known: disabled, wasm, "
-                            "docker, e2b, dockercloud, openshell)",
-                            config->provider);
+                            "SANDBOX_PROVIDER: unknown provider \"%s\" (known: %s)",
+                            config->provider, pl_provider_known_names());
     if (!ops)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "SANDBOX_PROVIDER: provider \"%s\" is not available in this build "

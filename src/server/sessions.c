@@ -65,9 +65,10 @@ unsigned pl_sessions_open_count(struct pl_sessions *s) {
 /* End a session: the sandbox goes, the admission slot comes back, the
  * reason stays.  Called with the lock held and the session not busy; the
  * lock is dropped around the provider's close. */
-static void ended_error(struct pl_error *err, const char *why) {
-    pl_error_set(err, PL_REASON_SESSION_ENDED, "the session has ended: %s", why);
-    snprintf(err->ended_reason, sizeof(err->ended_reason), "%s", why);
+static int ended_error(struct pl_error *err, const char *why, char *ret_why, size_t why_size) {
+    if (ret_why && why_size)
+        snprintf(ret_why, why_size, "%s", why);
+    return pl_error_set(err, PL_REASON_SESSION_ENDED, "the session has ended: %s", why);
 }
 
 static void end_locked(struct pl_sessions *s, struct pl_session *ss, const char *why) {
@@ -84,7 +85,7 @@ static void end_locked(struct pl_sessions *s, struct pl_session *ss, const char 
     memcpy(tag, ss->tag, sizeof(tag));
     pthread_mutex_unlock(&s->lock);
     if (h)
-        s->prov->ops->session_close(s->prov->state, h);
+        pl_provider_session_close(s->prov, h);
     pl_admission_release(s->adm, principal);
     pl_log("info", "session ended",
            json_pack("{s:s, s:s, s:s}", "session", tag, "principal", principal, "reason", why));
@@ -115,12 +116,12 @@ static void *reaper_main(void *arg) {
                 continue; /* a call is running or waiting */
             if (now - ss->opened_ns >= (uint64_t)s->lim.lifetime_s * 1000000000ull) {
                 end_locked(s, ss, "the session reached SANDBOX_SESSION_LIFETIME");
-            } else if (!ss->paused && s->prov->ops->session_pause &&
+            } else if (!ss->paused && pl_provider_pauses(s->prov) &&
                        now - ss->last_ns >= (uint64_t)s->lim.idle_s * 1000000000ull) {
                 ss->busy = true;
                 void *h = ss->handle;
                 pthread_mutex_unlock(&s->lock);
-                int r = s->prov->ops->session_pause(s->prov->state, h);
+                int r = pl_provider_session_pause(s->prov, h);
                 pthread_mutex_lock(&s->lock);
                 ss->busy = false;
                 if (r == 0)
@@ -243,7 +244,7 @@ int pl_sessions_open(struct pl_sessions *s, const char *principal, const char *c
                                 .tag = ss->tag,
                                 .languages = languages};
     void *h = NULL;
-    int r = s->prov->ops->session_open(s->prov->state, &o, &h, err);
+    int r = pl_provider_session_open(s->prov, &o, &h, err);
     pthread_mutex_lock(&s->lock);
     ss->busy = false;
     if (r < 0) {
@@ -289,7 +290,8 @@ static int no_such(struct pl_error *err) {
 }
 
 int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *id,
-                      struct pl_session **ret_session, struct pl_error *err) {
+                      struct pl_session **ret_session, char *ret_ended_reason,
+                      size_t ended_reason_size, struct pl_error *err) {
     pthread_mutex_lock(&s->lock);
     struct pl_session *ss = find_locked(s, principal, id);
     if (!ss) {
@@ -306,7 +308,7 @@ int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *
     if (ss->ended) {
         ss->serving++;
         pthread_cond_broadcast(&s->cond);
-        ended_error(err, ss->ended_reason);
+        ended_error(err, ss->ended_reason, ret_ended_reason, ended_reason_size);
         pthread_mutex_unlock(&s->lock);
         return -1;
     }
@@ -315,7 +317,7 @@ int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *
         void *h = ss->handle;
         pthread_mutex_unlock(&s->lock);
         struct pl_error rerr = {0};
-        int r = s->prov->ops->session_resume(s->prov->state, h, &rerr);
+        int r = pl_provider_session_resume(s->prov, h, &rerr);
         pthread_mutex_lock(&s->lock);
         ss->paused = false;
         if (r < 0) {
@@ -323,7 +325,7 @@ int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *
             end_locked(s, ss, "the sandbox could not be resumed after a pause");
             ss->serving++;
             pthread_cond_broadcast(&s->cond);
-            ended_error(err, ss->ended_reason);
+            ended_error(err, ss->ended_reason, ret_ended_reason, ended_reason_size);
             pthread_mutex_unlock(&s->lock);
             return -1;
         }
@@ -358,7 +360,7 @@ void pl_sessions_done(struct pl_sessions *s, struct pl_session *ss, const char *
 int pl_sessions_close(struct pl_sessions *s, const char *principal, const char *id,
                       struct pl_error *err) {
     struct pl_session *ss = NULL;
-    int r = pl_sessions_begin(s, principal, id, &ss, err);
+    int r = pl_sessions_begin(s, principal, id, &ss, NULL, 0, err);
     if (r < 0 && err->reason == PL_REASON_SESSION_ENDED) {
         /* Closing an ended session forgets it; not an error. */
         pthread_mutex_lock(&s->lock);

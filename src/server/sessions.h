@@ -52,11 +52,14 @@ int pl_sessions_open(struct pl_sessions *s, const char *principal, const char *c
 /*
  * Take the session for one call: refuses an unknown id and another caller's
  * id alike (NOT_FOUND, "no such session"), an ended one with SESSION_ENDED
- * and its reason.  Waits for the calls before it (in arrival order) and
- * resumes a paused sandbox.  On success the caller must pl_sessions_done().
+ * and its reason (also copied to ret_ended_reason, when given, for the
+ * answer's ErrorInfo).  Waits for the calls before it (in arrival order)
+ * and resumes a paused sandbox.  On success the caller must
+ * pl_sessions_done().
  */
 int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *id,
-                      struct pl_session **ret_session, struct pl_error *err);
+                      struct pl_session **ret_session, char *ret_ended_reason,
+                      size_t ended_reason_size, struct pl_error *err);
 
 /* The provider's handle and the previous record's digest ("" at first). */
 void *pl_session_handle(struct pl_session *ss);

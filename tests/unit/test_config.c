@@ -269,9 +269,9 @@ static void test_provider_start(void **state) {
 
     assert_int_equal(LOAD("SANDBOX_MIN_ISOLATION", "none"), 0);
     assert_int_equal(pl_provider_start(&c, &p, &err), 0);
-    assert_string_equal(p->ops->name, "disabled");
+    assert_string_equal(pl_provider_name(p), "disabled");
     assert_int_equal(p->info.tier, PL_TIER_NONE);
-    assert_null(p->ops->run); /* Disabled never runs anything */
+    assert_false(pl_provider_runs(p)); /* Disabled never runs anything */
     pl_provider_stop(p);
 }
 

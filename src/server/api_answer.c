@@ -1,0 +1,210 @@
+/*
+ * api_answer.c: the bodies the API answers with: text, JSON, a refusal as
+ * a Connect error with its google.rpc.ErrorInfo, and a run's result.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/buf.h"
+#include "../core/canon.h"
+#include "../core/log.h"
+#include "api_int.h"
+
+void api_set_body(struct pl_api_response *rs, int status, const char *ctype, char *body) {
+    rs->status = status;
+    rs->content_type = ctype;
+    rs->body = body;
+    rs->body_len = body ? strlen(body) : 0;
+}
+
+void api_set_text(struct pl_api_response *rs, int status, const char *text) {
+    api_set_body(rs, status, "text/plain; charset=utf-8", strdup(text));
+}
+
+void api_set_json(struct pl_api_response *rs, int status, json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    if (!s) {
+        api_set_text(rs, 500, "out of memory\n");
+        return;
+    }
+    api_set_body(rs, status, "application/json", s);
+}
+
+/* ---- google.rpc.ErrorInfo in protobuf wire format ---------------------- */
+
+static int put_varint(struct pl_buf *b, uint64_t v) {
+    unsigned char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            tmp[n] |= 0x80;
+        n++;
+    } while (v);
+    return pl_buf_append(b, tmp, n);
+}
+
+static int put_bytes_field(struct pl_buf *b, unsigned field, const void *data, size_t len) {
+    if (put_varint(b, (uint64_t)field << 3 | 2) < 0 || put_varint(b, len) < 0)
+        return -1;
+    return pl_buf_append(b, data, len);
+}
+
+int pl_error_info_encode(const char *reason, const char *domain, const char *const *keys,
+                         const char *const *values, size_t n, unsigned char **ret,
+                         size_t *ret_len) {
+    struct pl_buf b = {0};
+    int r = put_bytes_field(&b, 1, reason, strlen(reason));
+    if (r == 0)
+        r = put_bytes_field(&b, 2, domain, strlen(domain));
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        struct pl_buf e = {0};
+        r = put_bytes_field(&e, 1, keys[i], strlen(keys[i]));
+        if (r == 0)
+            r = put_bytes_field(&e, 2, values[i], strlen(values[i]));
+        if (r == 0)
+            r = put_bytes_field(&b, 3, e.data ? e.data : "", e.len);
+        pl_buf_free(&e);
+    }
+    if (r < 0) {
+        pl_buf_free(&b);
+        return -1;
+    }
+    *ret = (unsigned char *)b.data;
+    *ret_len = b.len;
+    return 0;
+}
+
+/* ---- error answers -------------------------------------------------------- */
+
+void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg,
+                const struct pl_error *err, const char *ended_reason) {
+    enum pl_reason reason = err->reason == PL_REASON_NONE ? PL_REASON_INTERNAL : err->reason;
+    enum pl_code code = pl_reason_code(reason);
+    const char *dispatched =
+        pl_reason_dispatched(reason) && !err->before_dispatch ? "true" : "false";
+    const char *isolation = pl_tier_name(api->provider->info.tier);
+    const char *keys[] = {"dispatched", "isolation", "ended_reason"};
+    const char *vals[] = {dispatched, isolation, ended_reason ? ended_reason : ""};
+    size_t nmeta = reason == PL_REASON_SESSION_ENDED && ended_reason && ended_reason[0] ? 3 : 2;
+    unsigned char *pb = NULL;
+    size_t pblen = 0;
+    char *b64 = NULL;
+    if (pl_error_info_encode(pl_reason_name(reason), "plimsoll", keys, vals, nmeta, &pb, &pblen) ==
+        0)
+        b64 = pl_base64_encode(pb, pblen, 0);
+    free(pb);
+    json_t *meta = json_object();
+    for (size_t i = 0; meta && i < nmeta; i++)
+        json_object_set_new(meta, keys[i], json_string(vals[i]));
+    json_t *detail = json_pack("{s:s, s:s, s:{s:s, s:s, s:o}}", "type", "google.rpc.ErrorInfo",
+                               "value", b64 ? b64 : "", "debug", "reason", pl_reason_name(reason),
+                               "domain", "plimsoll", "metadata", meta);
+    free(b64);
+    json_t *body = json_pack("{s:s, s:s, s:[o]}", "code", pl_code_name(code), "message",
+                             err->message, "details", detail);
+    pl_metrics_refusal(api->metrics, reason);
+    lg->outcome = reason == PL_REASON_INTERNAL ? "error" : "refused";
+    lg->reason = reason;
+    if (!body) {
+        api_set_text(rs, 500, "out of memory\n");
+        return;
+    }
+    api_set_json(rs, pl_code_http_status(code), body);
+}
+
+/* ---- a run's result ------------------------------------------------------ */
+
+static bool utf8_valid(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            len = 2;
+            cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            len = 3;
+            cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (i + len > n)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/*
+ * Output is text when it is valid UTF-8.  Otherwise the string field holds
+ * a lossy copy (each byte outside ASCII becomes U+FFFD) and <name>_base64
+ * carries the exact bytes, so nothing the guest wrote is lost.
+ */
+static int put_output(json_t *o, const char *name, const char *data, size_t len) {
+    const unsigned char *p = (const unsigned char *)(data ? data : "");
+    if (utf8_valid(p, len))
+        return json_object_set_new(o, name, json_stringn((const char *)p, len));
+    struct pl_buf b = {0};
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < 0x80)
+            pl_buf_append(&b, &p[i], 1);
+        else
+            pl_buf_puts(&b, "\xef\xbf\xbd");
+    }
+    json_object_set_new(o, name, json_stringn(b.data ? b.data : "", b.len));
+    pl_buf_free(&b);
+    char *b64 = pl_base64_encode(p, len, 1);
+    char key[64];
+    snprintf(key, sizeof(key), "%s_base64", name);
+    int r = json_object_set_new(o, key, json_string(b64 ? b64 : ""));
+    free(b64);
+    return r;
+}
+
+json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32_t dur_ms) {
+    json_t *o = json_pack("{s:i, s:b, s:b, s:i, s:s, s:s, s:b, s:b, s:s, s:s}", "exit_code",
+                          (json_int_t)r->exit_code, "stdout_truncated", r->out_truncated,
+                          "stderr_truncated", r->err_truncated, "duration_ms", (json_int_t)dur_ms,
+                          "sandbox_name", r->sandbox_name, "isolation", pl_tier_name(tier),
+                          "timed_out", r->timed_out, "out_of_memory", r->out_of_memory, "outcome",
+                          r->outcome ? r->outcome : PL_OUTCOME_COMPLETED, "detail", r->detail);
+    if (!o)
+        return NULL;
+    put_output(o, "stdout", r->out, r->out_len);
+    put_output(o, "stderr", r->err, r->err_len);
+    json_t *steps = json_array();
+    for (size_t i = 0; i < r->nsteps; i++) {
+        const struct pl_step_result *s = &r->steps[i];
+        json_t *so = json_pack(
+            "{s:s, s:i, s:b, s:b, s:i, s:b}", "name", s->name ? s->name : "", "exit_code",
+            (json_int_t)s->exit_code, "stdout_truncated", s->out_truncated, "stderr_truncated",
+            s->err_truncated, "duration_ms", (json_int_t)s->duration_ms, "timed_out", s->timed_out);
+        if (so) {
+            put_output(so, "stdout", s->out, s->out_len);
+            put_output(so, "stderr", s->err, s->err_len);
+            json_array_append_new(steps, so);
+        }
+    }
+    json_object_set_new(o, "steps", steps);
+    return o;
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * api_int.h: what the API's files share and nothing outside them sees.
+ *
+ *   api.c           Describe, routing, the head and body phases
+ *   api_answer.c    answers: JSON and text bodies, refusals with their
+ *                   google.rpc.ErrorInfo, a run's result as JSON
+ *   api_run.c       Run, RunInSession and RunCell: the refusal ladder,
+ *                   dispatch, the run record
+ *   api_sessions.c  OpenSession, CloseSession and the outer messages of
+ *                   RunInSession and RunCell
+ */
+#pragma once
+
+#include "api.h"
+
+/* What the per-request log line says about a call. */
+struct call_log {
+    const char *principal;
+    const char *method;
+    const char *grant_profile; /* the name only; never a credential */
+    unsigned broker_calls, broker_refused;
+    const char *outcome;
+    enum pl_reason reason;
+};
+
+/* ---- api_answer.c ---- */
+
+/* body: malloc'd, NUL-terminated; rs takes it. */
+void api_set_body(struct pl_api_response *rs, int status, const char *ctype, char *body);
+void api_set_text(struct pl_api_response *rs, int status, const char *text);
+/* Takes v's reference. */
+void api_set_json(struct pl_api_response *rs, int status, json_t *v);
+
+/*
+ * Answer with err as a Connect error: its code, HTTP status and message,
+ * and an ErrorInfo with the reason, "dispatched" and "isolation" (and
+ * "ended_reason" when ended_reason is non-NULL, for SESSION_ENDED).  The
+ * refusal is counted and the log line gets its outcome.
+ */
+void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg,
+                const struct pl_error *err, const char *ended_reason);
+
+/* A run's result as the RunResponse JSON (without its record). */
+json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32_t dur_ms);
+
+/* ---- api_run.c ---- */
+
+/*
+ * Run, RunInSession and RunCell share one path.  body is a RunRequest (for
+ * RunCell one built from the cell and its timeout); session_id is NULL for
+ * Run.
+ */
+void api_run_request(struct pl_api *api, const char *principal, const char *body, size_t body_len,
+                     const char *session_id, bool cell, struct pl_api_response *rs,
+                     struct call_log *lg);
+
+/* ---- api_sessions.c ---- */
+
+/* The session methods: OpenSession, RunInSession, RunCell, CloseSession. */
+extern const char *const api_session_methods[];
+void api_handle_session_call(struct pl_api *api, const char *principal, const char *method,
+                             const struct pl_api_request *rq, struct pl_api_response *rs,
+                             struct call_log *lg);
