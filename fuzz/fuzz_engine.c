@@ -104,8 +104,10 @@ static void fuzz_demux(const uint8_t *p, size_t n) {
     if (!same_demux(&chunked, &whole) || chunked.broken != ref.broken ||
         chunked.out.total != ref.out.total || chunked.err.total != ref.err.total ||
         chunked.out.kept.len != ref.out.kept.len || chunked.err.kept.len != ref.err.kept.len ||
-        (ref.out.kept.len && memcmp(chunked.out.kept.data, ref.out.kept.data, ref.out.kept.len) != 0) ||
-        (ref.err.kept.len && memcmp(chunked.err.kept.data, ref.err.kept.data, ref.err.kept.len) != 0))
+        (ref.out.kept.len &&
+         memcmp(chunked.out.kept.data, ref.out.kept.data, ref.out.kept.len) != 0) ||
+        (ref.err.kept.len &&
+         memcmp(chunked.err.kept.data, ref.err.kept.data, ref.err.kept.len) != 0))
         abort();
     pl_demux_free(&chunked);
     pl_demux_free(&whole);

@@ -192,8 +192,7 @@ static inline int pl_provider_run(struct pl_provider *p, const struct pl_run_ctx
                                   const struct pl_run_request *req, struct pl_run_result *ret,
                                   struct pl_error *err) {
     if (!p->ops->run)
-        return pl_error_set(err, PL_REASON_DISABLED, "provider \"%s\" runs nothing",
-                            p->ops->name);
+        return pl_error_set(err, PL_REASON_DISABLED, "provider \"%s\" runs nothing", p->ops->name);
     return p->ops->run(p->state, ctx, req, ret, err);
 }
 

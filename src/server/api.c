@@ -57,9 +57,9 @@ json_t *pl_api_describe(struct pl_api *api) {
     json_t *d = json_pack(
         "{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:{s:o, s:o, s:o, s:o},"
         " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}}",
-        "version", "plimsolld " PL_VERSION, "provider", pl_provider_name(api->provider), "isolation",
-        pl_tier_name(in->tier), "runtime", in->runtime ? in->runtime : "", "ready", ready,
-        "ready_detail", ready ? "" : err.message, "supports_sessions", in->session.supported,
+        "version", "plimsolld " PL_VERSION, "provider", pl_provider_name(api->provider),
+        "isolation", pl_tier_name(in->tier), "runtime", in->runtime ? in->runtime : "", "ready",
+        ready, "ready_detail", ready ? "" : err.message, "supports_sessions", in->session.supported,
         "languages", cell_langs, "operations", "snippet", op_json(&in->snippet, true), "project",
         op_json(&in->project, true), "module", op_json(&in->module, false), "session",
         op_json(&in->session, true), "limits", "memory_mb", (json_int_t)c->memory_mb,
@@ -336,12 +336,12 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
     }
     if (quiet && rs->status == 200)
         return; /* probes answer often; log them only when they fail */
-    json_t *f =
-        json_pack("{s:s?, s:s, s:s, s:s, s:s, s:i, s:f}", "principal", lg->principal, "method",
-                  lg->method, "path_kind",
-                  strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0 ? "rpc" : "http",
-                  "outcome", lg->outcome, "reason", lg->reason ? pl_reason_name(lg->reason) : "",
-                  "status", (json_int_t)rs->status, "duration_ms", (double)(pl_now_ns() - t0) / 1e6);
+    json_t *f = json_pack(
+        "{s:s?, s:s, s:s, s:s, s:s, s:i, s:f}", "principal", lg->principal, "method", lg->method,
+        "path_kind",
+        strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0 ? "rpc" : "http", "outcome",
+        lg->outcome, "reason", lg->reason ? pl_reason_name(lg->reason) : "", "status",
+        (json_int_t)rs->status, "duration_ms", (double)(pl_now_ns() - t0) / 1e6);
     if (f && lg->grant_profile) {
         json_object_set_new(f, "grant_profile", json_string(lg->grant_profile));
         json_object_set_new(f, "broker_calls", json_integer(lg->broker_calls));

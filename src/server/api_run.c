@@ -253,8 +253,8 @@ static enum pl_run_outcome classify(const struct pl_run_result *r) {
 
 /* The run record over the canonical request and the answer; NULL when it
  * cannot be built. */
-static json_t *record_of(struct run_call *c, json_t *out, struct timespec started,
-                         uint64_t elapsed, unsigned calls, unsigned refused) {
+static json_t *record_of(struct run_call *c, json_t *out, struct timespec started, uint64_t elapsed,
+                         unsigned calls, unsigned refused) {
     const struct pl_provider *prov = c->api->provider;
     char req_sha[65], resp_sha[65];
     if (!out || pl_canon_sha256(c->req.canonical, req_sha) < 0 ||
@@ -269,8 +269,8 @@ static json_t *record_of(struct run_call *c, json_t *out, struct timespec starte
                                  .elapsed_ns = elapsed,
                                  .broker_calls = calls,
                                  .broker_refused = refused,
-                                 .previous_digest = c->ss ? pl_session_previous_digest(c->ss)
-                                                          : NULL};
+                                 .previous_digest =
+                                     c->ss ? pl_session_previous_digest(c->ss) : NULL};
     return pl_record_build(&ri);
 }
 
@@ -294,9 +294,8 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
         c->err.before_dispatch = true;
         return -1;
     }
-    if (c->grant &&
-        pl_broker_new(c->grant, api->env, api->env_userdata, c->principal,
-                      pl_deadline_in_ms(c->timeout_ms), &ctx.broker, &c->err) < 0) {
+    if (c->grant && pl_broker_new(c->grant, api->env, api->env_userdata, c->principal,
+                                  pl_deadline_in_ms(c->timeout_ms), &ctx.broker, &c->err) < 0) {
         release_place(c);
         c->err.before_dispatch = true;
         return -1;
@@ -323,8 +322,7 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
          * (e.g. a WebAssembly module that does not validate), or find the
          * session's sandbox unusable before the call (it then ends);
          * anything else it reports is infrastructure, and ends a session. */
-        if (c->err.reason != PL_REASON_INVALID_REQUEST &&
-            c->err.reason != PL_REASON_SESSION_ENDED)
+        if (c->err.reason != PL_REASON_INVALID_REQUEST && c->err.reason != PL_REASON_SESSION_ENDED)
             c->err.reason = PL_REASON_INTERNAL;
         if (c->ss)
             pl_sessions_done(api->sessions, c->ss, NULL,

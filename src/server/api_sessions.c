@@ -11,8 +11,8 @@
 #include "../core/jsonscan.h"
 #include "api_int.h"
 
-const char *const api_session_methods[] = {"OpenSession", "RunInSession", "RunCell",
-                                           "CloseSession", NULL};
+const char *const api_session_methods[] = {"OpenSession", "RunInSession", "RunCell", "CloseSession",
+                                           NULL};
 
 /* Decode a small outer message: a JSON object whose keys are all in
  * fields (snake_case, or its camelCase twin in camel). */
@@ -76,8 +76,8 @@ static int sessions_available(struct pl_api *api, struct pl_error *err) {
 }
 
 void api_handle_session_call(struct pl_api *api, const char *principal, const char *method,
-                                const struct pl_api_request *rq, struct pl_api_response *rs,
-                                struct call_log *lg) {
+                             const struct pl_api_request *rq, struct pl_api_response *rs,
+                             struct call_log *lg) {
     struct pl_error err = {0};
     json_t *m = NULL;
     if (strcmp(method, "OpenSession") == 0) {

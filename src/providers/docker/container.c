@@ -186,8 +186,8 @@ int dk_delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error
     return 0;
 }
 
-int dk_api_expect(struct docker_state *s, const char *method, const char *path,
-                      const json_t *body, long want, json_t **ret, struct pl_error *err) {
+int dk_api_expect(struct docker_state *s, const char *method, const char *path, const json_t *body,
+                  long want, json_t **ret, struct pl_error *err) {
     long st = 0;
     json_t *j = NULL;
     if (pl_docker_call(s->engine, method, path, body, API_TIMEOUT_MS, &st, &j, err) < 0)
@@ -233,7 +233,7 @@ static bool exec_ended(struct docker_state *s, const char *eid) {
 
 /* Pump stdin out and output in until the stream ends; kill at the deadline. */
 int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
-                struct pl_error *err) {
+            struct pl_error *err) {
     int part = 0;
     size_t off = 0;
     bool wr_open = true;
@@ -317,8 +317,8 @@ int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadlin
 
 /* Create a container with the run configuration; its ID into ret_id. */
 int dk_create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                            const char *run_id, const char *socket_dir, char ret_id[72],
-                            struct pl_error *err) {
+                        const char *run_id, const char *socket_dir, char ret_id[72],
+                        struct pl_error *err) {
     char path[256];
     json_t *cfg = dk_container_config(s, image_id, memory_mb, run_id, socket_dir);
     if (!cfg)
@@ -355,8 +355,8 @@ static bool in_list(long v, const long *list, size_t n) {
  * spared remain; < 0 with err when something could not be ended or read.
  */
 int dk_host_sweep(struct docker_state *s, const char *id, pid_t init_host_pid, const long *keep,
-                      size_t nkeep, const long *dead, size_t ndead, unsigned *ret_killed,
-                      struct pl_error *err) {
+                  size_t nkeep, const long *dead, size_t ndead, unsigned *ret_killed,
+                  struct pl_error *err) {
     char cg[200];
     pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
     unsigned killed = 0;
@@ -503,7 +503,7 @@ void dk_delete_stale_dirs(struct docker_state *s) {
  * exec's exit code (-1 when it timed out or the code is unknown).
  */
 int dk_exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
-                   json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err) {
+               json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err) {
     char path[160];
     *ret_exit = -1;
     json_t *cfg = json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", r->nparts > 0,

@@ -19,14 +19,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../core/log.h"
 #include "docker_int.h"
 
 static void docker_destroy(void *state) {
     struct docker_state *s = state;
     if (!s)
         return;
-    dk_warm_stop_and_drain(s);
-    dk_pool_stop_and_drain(s);
+    dk_pools_stop(s);
     if (s->reaper_started) {
         pthread_mutex_lock(&s->lock);
         s->reaper_stop = true;
@@ -38,7 +38,6 @@ static void docker_destroy(void *state) {
     free(s->set.seccomp);
     free(s->set.exec_filter_env);
     pthread_cond_destroy(&s->cond);
-    pthread_cond_destroy(&s->pool_cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -53,7 +52,6 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     s->default_memory_mb = config->memory_mb;
     s->session_disk_mb = config->session_disk_mb;
     s->pool_n = config->session_pool;
-    pl_cond_init_monotonic(&s->pool_cond);
     json_t *langs = json_object();
     json_t *info = NULL;
     struct canary can = {0};
@@ -72,9 +70,9 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     if (dk_check_runtime(s, s->runtime_path, sizeof(s->runtime_path), &info, err) < 0)
         goto fail;
     if (dk_inspect_image(s, "SANDBOX_DOCKER_SNIPPET_IMAGE", s->set.snippet_image, s->snippet_id,
-                      sizeof(s->snippet_id), err) < 0 ||
+                         sizeof(s->snippet_id), err) < 0 ||
         dk_inspect_image(s, "SANDBOX_DOCKER_PROJECT_IMAGE", s->set.project_image, s->project_id,
-                      sizeof(s->project_id), err) < 0)
+                         sizeof(s->project_id), err) < 0)
         goto fail;
     char *hv = NULL;
     size_t hvlen = 0;
@@ -148,14 +146,15 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
         if (pr < 0)
             goto fail;
         s->sessions_on = true;
-        if (s->pool_n && pthread_create(&s->pool_thread, NULL, dk_session_pool_main, s) == 0)
-            s->pool_started = true;
+        if (dk_session_pool_start(s) < 0)
+            pl_log("warn", "docker: the sessions' warm pool could not start; sessions open cold",
+                   NULL);
     }
     json_decref(info);
     json_decref(langs);
     s->ready_at_ns = pl_now_ns();
-    if (s->set.warm && pthread_create(&s->warmer, NULL, dk_warmer_main, s) == 0)
-        s->warmer_started = true;
+    if (dk_run_pool_start(s) < 0)
+        pl_log("warn", "docker: the warm pool could not start; runs start cold", NULL);
     *ret_state = s;
     return 0;
 fail:
@@ -209,14 +208,15 @@ static int docker_ready(void *state, struct pl_error *err) {
         return pl_error_set(err, PL_REASON_NOT_READY, "the docker engine does not answer");
     }
     char path[256], id[80];
-    if (dk_check_runtime(s, path, sizeof(path), NULL, err) < 0 || strcmp(path, s->runtime_path) != 0)
+    if (dk_check_runtime(s, path, sizeof(path), NULL, err) < 0 ||
+        strcmp(path, s->runtime_path) != 0)
         return pl_error_set(err, PL_REASON_NOT_READY,
                             "the runtime %s is no longer registered as at startup", s->set.runtime);
     if (dk_inspect_image(s, "SANDBOX_DOCKER_SNIPPET_IMAGE", s->set.snippet_image, id, sizeof(id),
-                      err) < 0 ||
+                         err) < 0 ||
         strcmp(id, s->snippet_id) != 0 ||
         dk_inspect_image(s, "SANDBOX_DOCKER_PROJECT_IMAGE", s->set.project_image, id, sizeof(id),
-                      err) < 0 ||
+                         err) < 0 ||
         strcmp(id, s->project_id) != 0)
         return pl_error_set(err, PL_REASON_NOT_READY,
                             "an image tag no longer names the image inspected at startup");

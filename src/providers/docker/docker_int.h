@@ -28,6 +28,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,7 @@
 #include "../../core/fdio.h"
 #include "../../core/fileread.h"
 #include "../../core/ids.h"
+#include "../../core/pool.h"
 #include "../provider.h"
 #include "engine.h"
 #include "engine_parse.h"
@@ -113,31 +115,21 @@ struct docker_state {
 
     uint64_t ready_at_ns; /* last time readiness held */
 
-    /* The warm pool: containers created and started with the run
-     * configuration at the default memory allowance, each waiting for its
-     * one run.  [0] snippet image, [1] project image. */
+    /* The warm pools (pool.c): started containers each waiting for one
+     * run at the default memory allowance; session sandboxes each waiting
+     * for one session. */
     unsigned default_memory_mb;
-    char warm[2][WARM_MAX][72];
-    unsigned nwarm[2];
-    bool warm_stop;
-    pthread_t warmer;
-    bool warmer_started;
+    struct pl_pool run_pool;
 
     /* Sessions: on when SANDBOX_MAX_SESSIONS is set and the proof passed. */
     bool sessions_on;
     unsigned session_disk_mb;
-    /* The sessions' warm pool (SANDBOX_SESSION_POOL). */
-    unsigned pool_n;
-    struct dsession *pool[64];
-    unsigned npool;
+    unsigned pool_n; /* SANDBOX_SESSION_POOL */
+    struct pl_pool session_pool;
     /* What callers' hints asked for, by mask (1 python, 2 javascript, 3
      * both; no hint counts as both), decayed: the filler makes more of the
      * mix callers use. */
-    unsigned demand[4];
-    bool pool_stop;
-    bool pool_started;
-    pthread_t pool_thread;
-    pthread_cond_t pool_cond;
+    atomic_uint demand[4];
     const char *session_langs[3]; /* the cell languages the proof showed */
 };
 
@@ -262,47 +254,46 @@ int dk_remove_container(struct docker_state *s, const char *id);
 void *dk_reaper_main(void *arg);
 void dk_reap_later(struct docker_state *s, const char *id);
 int dk_delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error *err);
-int dk_api_expect(struct docker_state *s, const char *method, const char *path,
-                      const json_t *body, long want, json_t **ret, struct pl_error *err);
+int dk_api_expect(struct docker_state *s, const char *method, const char *path, const json_t *body,
+                  long want, json_t **ret, struct pl_error *err);
 int dk_kill_container(struct docker_state *s, const char *id);
 int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
-                struct pl_error *err);
+            struct pl_error *err);
 int dk_create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                            const char *run_id, const char *socket_dir, char ret_id[72],
-                            struct pl_error *err);
+                        const char *run_id, const char *socket_dir, char ret_id[72],
+                        struct pl_error *err);
 int dk_host_sweep(struct docker_state *s, const char *id, pid_t init_host_pid, const long *keep,
-                      size_t nkeep, const long *dead, size_t ndead, unsigned *ret_killed,
-                      struct pl_error *err);
+                  size_t nkeep, const long *dead, size_t ndead, unsigned *ret_killed,
+                  struct pl_error *err);
 int dk_make_instance_dir(struct docker_state *s, struct pl_error *err);
 void dk_delete_stale_dirs(struct docker_state *s);
 int dk_exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
-                   json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err);
+               json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err);
 
 /* docker.c */
 void dk_invalidate_ready(struct docker_state *s);
 
 /* pool.c */
+int dk_run_pool_start(struct docker_state *s);
 void dk_flush_warm(struct docker_state *s);
-void *dk_warmer_main(void *arg);
 bool dk_take_warm(struct docker_state *s, int which, unsigned memory_mb, char ret_id[72]);
-void dk_warm_stop_and_drain(struct docker_state *s);
-void *dk_session_pool_main(void *arg);
+int dk_session_pool_start(struct docker_state *s);
 struct dsession *dk_pool_take(struct docker_state *s, unsigned memory_mb, unsigned want);
-void dk_pool_stop_and_drain(struct docker_state *s);
+void dk_pools_stop(struct docker_state *s);
 
 /* proof.c */
 int dk_canary_start(struct docker_state *s, struct canary *c, struct pl_error *err);
 void dk_canary_stop(struct canary *c);
 int dk_probe_image(struct docker_state *s, const char *image, const char *image_id,
-                       struct canary *can, json_t *ret_langs, struct pl_error *err);
+                   struct canary *can, json_t *ret_langs, struct pl_error *err);
 int dk_inspect_image(struct docker_state *s, const char *setting_name, const char *ref,
-                         char *ret_id, size_t idlen, struct pl_error *err);
+                     char *ret_id, size_t idlen, struct pl_error *err);
 int dk_check_runtime(struct docker_state *s, char *ret_path, size_t len, json_t **ret_info,
-                         struct pl_error *err);
+                     struct pl_error *err);
 void dk_remove_leftover(const char *id, void *ud);
 int dk_hostview_discover(struct docker_state *s, struct pl_error *err);
 int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
-                         struct pl_error *err);
+                     struct pl_error *err);
 
 /* run.c */
 json_t *dk_report_line(const struct pl_buf *out);
@@ -310,50 +301,47 @@ char *dk_take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated);
 void dk_free_steps(struct pl_step_result *st, size_t n);
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
 int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
-                         pid_t init_host_pid, const long *keep, size_t nkeep,
-                         struct pl_error *err);
+                     pid_t init_host_pid, const long *keep, size_t nkeep, struct pl_error *err);
 int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err);
 int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
-                       const struct pl_run_request *req, struct cont_run *r, struct pl_buf *hdr,
-                       struct pl_buf *files, struct pl_error *err);
+                   const struct pl_run_request *req, struct cont_run *r, struct pl_buf *hdr,
+                   struct pl_buf *files, struct pl_error *err);
 int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
-                      struct cont_run *r, struct pl_run_result *ret, struct pl_error *err);
+                  struct cont_run *r, struct pl_run_result *ret, struct pl_error *err);
 int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
-                      struct pl_run_result *ret, struct pl_error *err);
+           struct pl_run_result *ret, struct pl_error *err);
 
 /* session.c */
 json_t *dk_agent_cmd(const char *mode, const char *arg);
 void dk_cleaner_join(struct dsession *d);
 void dk_dsession_free(struct dsession *d);
 int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_mb,
-                          const bool langs[2], struct dsession **ret, struct pl_error *err);
+                      const bool langs[2], struct dsession **ret, struct pl_error *err);
 int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,
-                               struct pl_error *err);
+                    struct pl_error *err);
 void dk_session_close(void *state, void *session);
 int dk_session_pause(void *state, void *session);
 int dk_session_resume(void *state, void *session, struct pl_error *err);
 int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
-                              const struct pl_run_request *req, struct pl_run_result *ret,
-                              struct pl_error *err);
+                   const struct pl_run_request *req, struct pl_run_result *ret,
+                   struct pl_error *err);
 
 /* settings.c */
 const char *dk_setting(const struct pl_config *c, const char *name);
-int dk_load_settings(const struct pl_config *c, struct docker_settings *s,
-                         struct pl_error *err);
+int dk_load_settings(const struct pl_config *c, struct docker_settings *s, struct pl_error *err);
 int dk_check_uid_unused(const struct docker_settings *s, struct pl_error *err);
 json_t *dk_tmpfs_opts(const struct docker_settings *st, unsigned mb);
 void dk_user_spec(const struct docker_settings *st, unsigned gid_off, char buf[32]);
 json_t *dk_container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                                const char *run_id, const char *socket_dir);
+                            const char *run_id, const char *socket_dir);
 void dk_run_user(struct docker_state *s, char buf[32]);
 int dk_session_state(struct docker_state *s, const char *id, char ret_fp[65], bool *running,
-                         bool *paused, struct pl_error *err);
+                     bool *paused, struct pl_error *err);
 
 /* uplink.c */
 void dk_uplink_listen(struct dsession *d);
 void dk_uplink_drop(struct dsession *d, int lang);
 void dk_uplink_close(struct dsession *d);
 enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
-                                   uint64_t deadline, struct pl_demux *dx, int *status);
+                               uint64_t deadline, struct pl_demux *dx, int *status);
 int dk_launch(struct docker_state *s, struct dsession *d, int lang, struct pl_error *err);
-

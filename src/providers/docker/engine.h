@@ -77,9 +77,9 @@ int pl_docker_hijack(struct pl_docker_engine *e, const char *path, const char *j
 struct pl_demux {
     unsigned char hdr[8];
     size_t hdr_len;
-    uint32_t remaining; /* payload bytes left in the current frame */
-    int stream;         /* of the current frame */
-    bool broken;        /* a frame header was invalid */
+    uint32_t remaining;         /* payload bytes left in the current frame */
+    int stream;                 /* of the current frame */
+    bool broken;                /* a frame header was invalid */
     struct pl_capture out, err; /* caps set by the caller; totals count what the guest wrote */
 };
 

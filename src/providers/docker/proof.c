@@ -186,7 +186,7 @@ static int judge_probe(struct docker_state *s, const char *image, const json_t *
 }
 
 int dk_probe_image(struct docker_state *s, const char *image, const char *image_id,
-                       struct canary *can, json_t *ret_langs, struct pl_error *err) {
+                   struct canary *can, json_t *ret_langs, struct pl_error *err) {
     json_t *h = json_pack("{s:s, s:[s, s], s:[s,s,s,s,s,s,s,s,s,s,s,s], s:s}", "kind", "probe",
                           "tmpfs", "/tmp", "/work", "write_targets", "/", "/etc", "/usr", "/var",
                           "/var/tmp", "/root", "/home", "/opt", "/srv", "/run", "/tmp", "/work",
@@ -223,7 +223,8 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
     }
     json_t *rep = dk_report_line(&r.dx.out.kept);
     if (!rep && r.dx.err.kept.len)
-        fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)r.dx.err.kept.len, r.dx.err.kept.data);
+        fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)r.dx.err.kept.len,
+                r.dx.err.kept.data);
     pl_demux_free(&r.dx);
     rc = judge_probe(s, image, rep, ret_langs, err);
     json_decref(rep);
@@ -231,7 +232,7 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
 }
 
 int dk_inspect_image(struct docker_state *s, const char *setting_name, const char *ref,
-                         char *ret_id, size_t idlen, struct pl_error *err) {
+                     char *ret_id, size_t idlen, struct pl_error *err) {
     char *enc = pl_docker_urlencode(ref);
     char path[600];
     snprintf(path, sizeof(path), "/images/%s/json", enc ? enc : "");
@@ -268,7 +269,7 @@ int dk_inspect_image(struct docker_state *s, const char *setting_name, const cha
 
 /* The runtime's registration, from GET /info. */
 int dk_check_runtime(struct docker_state *s, char *ret_path, size_t len, json_t **ret_info,
-                         struct pl_error *err) {
+                     struct pl_error *err) {
     json_t *info = NULL;
     if (dk_api_expect(s, "GET", "/info", NULL, 200, &info, err) < 0)
         return -1;
@@ -345,7 +346,8 @@ int dk_hostview_discover(struct docker_state *s, struct pl_error *err) {
             pl_demux_free(&e.dx);
             goto out;
         }
-        bool filtered = code == 0 && e.dx.out.kept.data && strstr(e.dx.out.kept.data, "Seccomp:\t2");
+        bool filtered =
+            code == 0 && e.dx.out.kept.data && strstr(e.dx.out.kept.data, "Seccomp:\t2");
         pl_demux_free(&e.dx);
         if (!filtered) {
             pl_error_set(err, PL_REASON_INTERNAL,
@@ -381,7 +383,7 @@ out:
 
 /* With sessions on, one real session before serving (docs/sessions.md). */
 int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
-                         struct pl_error *err) {
+                     struct pl_error *err) {
 #define PROOF_FAIL(...)                                                                            \
     do {                                                                                           \
         pl_error_set(err, PL_REASON_INTERNAL,                                                      \

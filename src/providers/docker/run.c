@@ -82,8 +82,7 @@ json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc
  * doing, e.g. memory) is r->step_error.
  */
 int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
-                         pid_t init_host_pid, const long *keep, size_t nkeep,
-                         struct pl_error *err) {
+                     pid_t init_host_pid, const long *keep, size_t nkeep, struct pl_error *err) {
     const struct pl_run_request *req = r->project;
     r->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*r->steps));
     if (!r->steps)
@@ -99,11 +98,11 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
         struct cont_run e = {.timeout_ms = (unsigned)((deadline - now) / 1000000ull) + 1};
         e.dx.out.cap = e.dx.err.cap = r->output_bytes;
         json_t *cmd = dk_step_cmd(s, (const char *const *)req->project.steps[i].argv,
-                               req->project.steps[i].argc);
+                                  req->project.steps[i].argc);
         int code = -1;
         struct pl_error xerr = {0};
         int rc = dk_exec_in(s, r->id, user, cmd, r->step_env ? json_pack("[s]", r->step_env) : NULL,
-                         &e, &code, &xerr);
+                            &e, &code, &xerr);
         uint32_t ms = (uint32_t)((pl_now_ns() - now) / 1000000ull);
         if (rc == 0 && code < 0 && !e.timed_out) {
             /* The stream ended with no exit code: the sandbox may be gone. */
@@ -186,7 +185,7 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
          * blocked on stdin.  The run begins when we attach. */
         memcpy(r->id, r->warm_id, sizeof(r->id));
     } else if (dk_create_container(s, r->image_id, r->memory_mb, r->run_id, r->socket_dir, r->id,
-                                err) < 0) {
+                                   err) < 0) {
         return -1;
     }
     if (r->gate)
@@ -225,7 +224,7 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
                 (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
             json_decref(ins);
             if (dk_project_steps(s, r, t0 + (uint64_t)r->timeout_ms * 1000000ull, init_pid, NULL, 0,
-                              err) < 0) {
+                                 err) < 0) {
                 json_decref(rep);
                 goto fail;
             }
@@ -339,8 +338,8 @@ static void project_outcome(const struct pl_run_request *req, struct cont_run *r
 
 /* The bootstrap's files report (reports.h). */
 static json_t *setup_report(const struct cont_run *r, char *why, size_t len) {
-    return pl_docker_files_report(r->dx.out.kept.data, r->dx.out.kept.len, r->dx.out.total, r->dx.out.cap,
-                                  r->exit_code, why, len);
+    return pl_docker_files_report(r->dx.out.kept.data, r->dx.out.kept.len, r->dx.out.total,
+                                  r->dx.out.cap, r->exit_code, why, len);
 }
 
 /*
@@ -349,8 +348,8 @@ static json_t *setup_report(const struct cont_run *r, char *why, size_t len) {
  * r's parts point into) and the output caps.
  */
 int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
-                       const struct pl_run_request *req, struct cont_run *r, struct pl_buf *hdr,
-                       struct pl_buf *files, struct pl_error *err) {
+                   const struct pl_run_request *req, struct cont_run *r, struct pl_buf *hdr,
+                   struct pl_buf *files, struct pl_error *err) {
     json_t *h = NULL;
     switch (req->kind) {
     case PL_PAYLOAD_SNIPPET:
@@ -415,7 +414,7 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
 
 /* Fill the result of a finished snippet, module or project from r. */
 int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
-                      struct cont_run *r, struct pl_run_result *ret, struct pl_error *err) {
+                  struct cont_run *r, struct pl_run_result *ret, struct pl_error *err) {
     ret->timed_out = r->timed_out;
     ret->out_of_memory = r->oom;
     if (req->kind == PL_PAYLOAD_PROJECT) {
@@ -460,7 +459,7 @@ int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req
 }
 
 int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
-                      struct pl_run_result *ret, struct pl_error *err) {
+           struct pl_run_result *ret, struct pl_error *err) {
     struct docker_state *s = state;
     struct cont_run r = {
         .memory_mb = ctx->memory_mb, .run_id = ctx->run_id, .timeout_ms = ctx->timeout_ms};

@@ -61,7 +61,8 @@ static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, u
     if (rc == 0 && !j)
         pl_error_set(err, PL_REASON_INTERNAL,
                      "session agent %s: no well-formed report (exit %d%s): %.200s", mode, code,
-                     r.timed_out ? ", timed out" : "", r.dx.err.kept.data ? r.dx.err.kept.data : "");
+                     r.timed_out ? ", timed out" : "",
+                     r.dx.err.kept.data ? r.dx.err.kept.data : "");
     pl_demux_free(&r.dx);
     if (!j)
         return -1;
@@ -192,7 +193,7 @@ void dk_dsession_free(struct dsession *d) {
 
 /* Create and start one session sandbox; start the interpreters in langs. */
 int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_mb,
-                          const bool langs[2], struct dsession **ret, struct pl_error *err) {
+                      const bool langs[2], struct dsession **ret, struct pl_error *err) {
     struct dsession *d = calloc(1, sizeof(*d));
     if (!d)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
@@ -270,7 +271,7 @@ fail:
 }
 
 int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,
-                               struct pl_error *err) {
+                    struct pl_error *err) {
     struct docker_state *s = state;
     /* The hint starts those interpreters now, so the first cell answers at once. */
     bool langs[2] = {false, false};
@@ -360,8 +361,8 @@ static int session_files(struct docker_state *s, struct dsession *d, const struc
     dk_run_user(s, user);
     int code = -1;
     int rc = hdr.data ? dk_exec_in(s, d->id, user,
-                                json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), NULL,
-                                &r, &code, err)
+                                   json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap),
+                                   NULL, &r, &code, err)
                       : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     if (rc == 0) {
         *ret_timed_out = r.timed_out;
@@ -485,8 +486,8 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
 }
 
 int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
-                              const struct pl_run_request *req, struct pl_run_result *ret,
-                              struct pl_error *err) {
+                   const struct pl_run_request *req, struct pl_run_result *ret,
+                   struct pl_error *err) {
     struct docker_state *s = state;
     struct dsession *d = session;
     dk_cleaner_join(d); /* the previous call's cleanup: this call waits for it */
@@ -532,8 +533,8 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
             dk_run_user(s, user);
             int code = -1;
             rc = dk_exec_in(s, d->id, user,
-                         json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &r,
-                         &code, err);
+                            json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &r,
+                            &code, err);
             r.exit_code = code < 0 ? 137 : code;
         }
         pl_buf_free(&hdr);

@@ -96,8 +96,7 @@ static int cpus_setting(const struct pl_config *c, unsigned *ret, struct pl_erro
     return 0;
 }
 
-int dk_load_settings(const struct pl_config *c, struct docker_settings *s,
-                         struct pl_error *err) {
+int dk_load_settings(const struct pl_config *c, struct docker_settings *s, struct pl_error *err) {
     if (copy_setting(c, "SANDBOX_DOCKER_RUNTIME", "runc", s->runtime, sizeof(s->runtime), err) < 0)
         return -1;
     if (strcmp(s->runtime, "runc") != 0 && strcmp(s->runtime, "runsc") != 0)
@@ -146,8 +145,8 @@ int dk_load_settings(const struct pl_config *c, struct docker_settings *s,
         size_t sclen = 0;
         int rr = pl_file_read(sc, 1u << 20, &s->seccomp, &sclen);
         if (rr < 0)
-            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "SANDBOX_DOCKER_SECCOMP: %s %s",
-                                sc, pl_file_problem(rr));
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "SANDBOX_DOCKER_SECCOMP: %s %s", sc,
+                                pl_file_problem(rr));
         json_t *j = json_loads(s->seccomp, 0, NULL);
         bool ok = json_is_object(j) && json_object_get(j, "defaultAction");
         json_decref(j);
@@ -219,7 +218,7 @@ void dk_user_spec(const struct docker_settings *st, unsigned gid_off, char buf[3
  * read-only at /run/plimsoll (where a run's broker socket will live).
  */
 json_t *dk_container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                                const char *run_id, const char *socket_dir) {
+                            const char *run_id, const char *socket_dir) {
     const struct docker_settings *st = &s->set;
     json_t *sec = json_array();
     json_array_append_new(sec, json_string("no-new-privileges:true"));
@@ -283,7 +282,7 @@ void dk_run_user(struct docker_state *s, char buf[32]) {
  * between open and any call.  Read from the engine, not from inside.
  */
 int dk_session_state(struct docker_state *s, const char *id, char ret_fp[65], bool *running,
-                         bool *paused, struct pl_error *err) {
+                     bool *paused, struct pl_error *err) {
     char path[160];
     snprintf(path, sizeof(path), "/containers/%s/json", id);
     json_t *ins = NULL;

@@ -136,7 +136,7 @@ static int uplink_accept(struct dsession *d, int lang, const char *token, struct
 /* One cell over the uplink.  UPLINK_UNUSABLE: nothing was sent, use an
  * exec.  Otherwise *status (0 ran, 1 raised) and the output in dx. */
 enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
-                                   uint64_t deadline, struct pl_demux *dx, int *status) {
+                               uint64_t deadline, struct pl_demux *dx, int *status) {
     int fd = d->in[lang].fd;
     unsigned char junk[4096];
     ssize_t k;
