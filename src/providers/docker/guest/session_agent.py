@@ -1,4 +1,6 @@
-# plimsoll's in-container session agent (docs/sessions.md).
+# plimsoll's in-container session agent (docs/sessions.md).  The build
+# compiles it into plimsolld after common.py (the seccomp installer,
+# nondumpable, the stdin readers) and NODE_SERVER (cell_server.js).
 #
 # A session keeps one container for many calls, with a Python and a Node
 # interpreter kept alive between cells.  plimsolld runs this file as
@@ -37,7 +39,8 @@
 #   ps              debugging: a JSON list of the container's processes.
 #   interp python   the Python interpreter server (what launch python execs,
 #                   fd 3 the uplink, fd 4 the ready pipe); the Node one is
-#                   `node -e <NODE_SERVER>` with the same descriptors.
+#                   `node -e <NODE_SERVER>` with the same descriptors
+#                   (NODE_SERVER is cell_server.js, put in by the build).
 #
 # Uplink framing, both directions: 1 type byte, a 4-byte big-endian length,
 # the data.  plimsolld to interpreter: "C" a cell's code (UTF-8).
@@ -65,53 +68,14 @@
 # here runs next to (or is) the guest's code.  The daemon accepts a report
 # only when stdout is exactly what the mode prints and the exit code (from
 # the engine) is 0.
-import os
 import sys
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 
 
-def _nondumpable():
-    # First thing for the trusted modes: a same-uid guest process can open
-    # /proc/<pid>/fd/1 of a dumpable process and forge its report.
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3
-        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-            return False, "prctl: errno %d" % ctypes.get_errno()
-        return libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0, None
-    except Exception as e:  # noqa: BLE001 - never fatal, reported instead
-        return False, "prctl: %s" % e
-
-
-def _seccomp_filter():
-    # Under runsc, gVisor gives an exec no seccomp filter: plimsoll passes
-    # the profile, compiled, and it is installed before anything else here
-    # (the interpreter a launch starts inherits it).  Failing, exit 125.
-    b64 = os.environ.pop("PLIMSOLL_SECCOMP_BPF", None)
-    if not b64:
-        return
-    try:
-        import base64
-        import ctypes
-        prog = base64.b64decode(b64)
-        buf = ctypes.create_string_buffer(prog, len(prog))
-
-        class Fprog(ctypes.Structure):
-            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-        fp = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl")
-    except Exception as e:  # noqa: BLE001
-        os.write(2, ("plimsoll: the seccomp filter could not be installed: %s\n" % e).encode())
-        os._exit(125)
-
-
-_seccomp_filter()
+seccomp_filter()  # common.py
 if MODE in ("launch", "cleanup", "main", "interp"):
-    NONDUMPABLE = _nondumpable()
+    NONDUMPABLE = nondumpable()
 
 import json  # noqa: E402
 import signal  # noqa: E402
@@ -128,13 +92,6 @@ UPLINK_FD, READY_FD = 3, 4
 
 def say(obj):
     os.write(1, (json.dumps(obj, separators=(", ", ": ")) + "\n").encode())
-
-
-def write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 def frame(kind, data):
@@ -367,13 +324,7 @@ def mode_launch(args):
         if left:
             raise OSError("processes of the %s group could not be ended: %s" % (lang, left))
         os.write(1, b"ready\n")
-        token = b""
-        while not token.endswith(b"\n") and len(token) < 256:
-            chunk = os.read(0, 256)
-            if not chunk:
-                break
-            token += chunk
-        token = token.strip()
+        token = (read_line(256) or b"").strip()
         if not token:
             raise OSError("no uplink token")
         up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -420,7 +371,7 @@ def mode_interp(args):
     import traceback
     import types
 
-    os.chdir("/work")
+    os.chdir(os.environ.get("PLIMSOLL_WORK_DIR", "/work"))  # the host test's override
     me = os.getpid()
     # fds 1 and 2 become pipes that a pump thread relays to the current
     # cell, so print, os.write(1, ...), C extensions and child processes all
@@ -586,103 +537,6 @@ def mode_interp(args):
         if kind != T_CODE:  # plimsolld closed it, or sent nonsense
             os._exit(0)
         serve(up, code)
-
-
-# ---- the Node interpreter server -----------------------------------------
-
-NODE_SERVER = r"""
-'use strict';
-const net = require('net'), vm = require('vm'), util = require('util');
-const stream = require('stream'), Module = require('module');
-process.chdir('/work');
-let cur = null, running = false, failed = false;
-function send(conn, t, b) {
-  if (!conn || conn.destroyed) return;
-  const h = Buffer.allocUnsafe(5);
-  h[0] = t; h.writeUInt32BE(b.length, 1);
-  conn.write(Buffer.concat([h, b]));
-}
-function sink(t) {
-  const s = new stream.Writable({ write(c, e, cb) { send(cur, t, c); cb(); } });
-  s.isTTY = false; s.columns = 80; s.fd = t === 0x4f ? 1 : 2;
-  return s;
-}
-const out = sink(0x4f), err = sink(0x45);
-for (const [k, s] of [['stdout', out], ['stderr', err]])
-  Object.defineProperty(process, k, { configurable: true, enumerable: true, get() { return s; } });
-const con = new console.Console({ stdout: out, stderr: err, colorMode: false });
-const g = {
-  console: con, require: Module.createRequire('/work/'), process, Buffer,
-  setTimeout, clearTimeout, setInterval, clearInterval, setImmediate, clearImmediate,
-  queueMicrotask, URL, URLSearchParams, TextEncoder, TextDecoder, structuredClone,
-  AbortController, AbortSignal, Event, EventTarget, atob, btoa, performance,
-  __filename: '/work/cell', __dirname: '/work', module: { exports: {} },
-};
-g.exports = g.module.exports;
-const ctx = vm.createContext(g);
-function fmt(e) {
-  if (e && typeof e.stack === 'string')
-    return e.stack.split('\n').filter(l => !/^\s+at (.*\()?(node:|\[eval\])/.test(l)).join('\n');
-  return util.inspect(e);
-}
-process.on('uncaughtException', e => { if (running) { failed = true; err.write('Uncaught ' + fmt(e) + '\n'); } });
-process.on('unhandledRejection', e => { if (running) { failed = true; err.write('Uncaught (in promise) ' + fmt(e) + '\n'); } });
-function compile(code) {
-  try { return new vm.Script(code, { filename: 'cell' }); }
-  catch (e) {
-    if (!e || e.name !== 'SyntaxError' || !/\bawait\b/.test(code)) throw e;
-    // Top-level await: the cell runs as the body of an async function.  A
-    // single expression is returned (its value is shown); otherwise the
-    // cell's declarations are local to it.
-    try { return new vm.Script('(async () => { return (' + code.replace(/[\s;]+$/, '') + '\n) })()', { filename: 'cell' }); }
-    catch (e2) {}
-    try { return new vm.Script('(async () => {' + code + '\n})()', { filename: 'cell' }); }
-    catch (e3) { throw e; }
-  }
-}
-async function run(conn, code, keep) {
-  cur = conn; running = true; failed = false;
-  try {
-    let v = compile(code).runInContext(ctx);
-    if (v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function') v = await v;
-    if (v !== undefined) out.write(util.inspect(v) + '\n');
-  } catch (e) { failed = true; err.write(fmt(e) + '\n'); }
-  await new Promise(r => setImmediate(r));
-  send(conn, 0x58, Buffer.from(failed ? '1' : '0'));
-  running = false; cur = null;
-  if (!keep) conn.end();
-}
-const queue = [];
-let busy = false;
-async function next() {
-  if (busy) return;
-  busy = true;
-  while (queue.length) { const [c, code, keep] = queue.shift(); if (!c.destroyed) await run(c, code, keep); }
-  busy = false;
-}
-// The uplink: the connection the launcher opened and greeted with, fd 3.
-// Cells arrive on it one at a time; when plimsolld closes it (a deadline,
-// the session's end), this interpreter ends.
-const fs = require('fs');
-const up = new net.Socket({ fd: 3, readable: true, writable: true });
-let ubuf = Buffer.alloc(0);
-up.on('error', () => process.exit(0));
-up.on('end', () => process.exit(0));
-up.on('close', () => process.exit(0));
-up.on('data', d => {
-  ubuf = Buffer.concat([ubuf, d]);
-  while (ubuf.length >= 5) {
-    const n = ubuf.readUInt32BE(1);
-    if (ubuf[0] !== 0x43 || n > 64 * 1024 * 1024) { up.destroy(); return; }
-    if (ubuf.length < 5 + n) return;
-    queue.push([up, ubuf.subarray(5, 5 + n).toString('utf8'), true]);
-    ubuf = ubuf.subarray(5 + n);
-    next();
-  }
-});
-fs.writeSync(4, '1');
-fs.closeSync(4);
-"""
 
 
 # ---- cleanup -------------------------------------------------------------

@@ -2,7 +2,9 @@
 #
 # plimsolld starts every container with `python3 -c <this file>` and writes
 # to the container's stdin: the length of a JSON header on one line, the
-# header, then the payload's bytes, then (snippets) the guest's stdin.  This file is compiled into plimsolld.
+# header, then the payload's bytes, then (snippets) the guest's stdin.  This
+# file is compiled into plimsolld after common.py (the seccomp installer,
+# nondumpable, the stdin readers).
 #
 #   snippet  write the code to /tmp, exec the interpreter; fd 0 is left at
 #            the first byte of the guest's stdin, fds 1 and 2 are the
@@ -18,58 +20,18 @@
 # Everything here runs inside the sandbox as the unprivileged user; the
 # daemon judges what it reports and never trusts it for the wall itself.
 import json
-import os
 import sys
 
 
-def seccomp_filter():
-    """Under runsc, gVisor gives an exec no seccomp filter: plimsoll passes
-    the profile, compiled, and it is installed here before anything of the
-    guest's runs (docs/providers/docker.md).  A failure ends this process
-    with status 125 before any guest code."""
-    b64 = os.environ.pop("PLIMSOLL_SECCOMP_BPF", None)
-    if not b64:
-        return
-    try:
-        import base64
-        import ctypes
-        prog = base64.b64decode(b64)
-        buf = ctypes.create_string_buffer(prog, len(prog))
-
-        class Fprog(ctypes.Structure):
-            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-        fp = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
-        libc = ctypes.CDLL(None, use_errno=True)
-        # PR_SET_NO_NEW_PRIVS, then PR_SET_SECCOMP with SECCOMP_MODE_FILTER.
-        if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl")
-    except Exception as e:  # noqa: BLE001 - nothing of the guest's may run unfiltered
-        os.write(2, ("plimsoll: the seccomp filter could not be installed: %s\n" % e).encode())
-        os._exit(125)
+seccomp_filter()  # common.py
 
 
-seccomp_filter()
-
-
-def read_exact(n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = os.read(0, n - len(buf))
-        if not chunk:
-            os._exit(70)
-        buf += chunk
-    return bytes(buf)
-
-
-def read_line(limit=1 << 22):
-    buf = bytearray()
-    while True:
-        c = os.read(0, 1)
-        if not c or c == b"\n":
-            return bytes(buf)
-        buf += c
-        if len(buf) > limit:
-            os._exit(70)
+def need(data):
+    """What a stdin reader returned, or the end of this process (70) when
+    the daemon's stream ended early or broke a bound."""
+    if data is None:
+        os._exit(70)
+    return data
 
 
 def emit(obj):
@@ -82,7 +44,7 @@ def b64(data):
 
 
 def snippet(h):
-    code = read_exact(h["code_len"])
+    code = need(read_exact(h["code_len"]))
     ext = ".py" if h["language"] == "python" else ".js"
     path = "/tmp/.plimsoll-main" + ext
     with open(path, "wb") as f:
@@ -92,7 +54,7 @@ def snippet(h):
 
 
 def module(h):
-    wasm = read_exact(h["wasm_len"])
+    wasm = need(read_exact(h["wasm_len"]))
     with open("/tmp/.plimsoll-module.wasm", "wb") as f:
         f.write(wasm)
     runner = (
@@ -174,7 +136,7 @@ def write_files(h):
     Every file's bytes are read from stdin even after a failure."""
     error = None
     for f in h["files"]:
-        data = read_exact(f["len"])
+        data = need(read_exact(f["len"]))
         if error is None:
             try:
                 write_work_file(f["path"], data)
@@ -227,16 +189,6 @@ def files(h):
         os.write(2, (str(e) + "\n").encode())
         os._exit(3)
     os._exit(0)
-
-
-def nondumpable():
-    # Other processes of the sandbox's uid cannot then open this one's
-    # descriptors or memory through /proc (Linux; gVisor checks the group).
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-    except (OSError, AttributeError):
-        pass
 
 
 def probe(h):
@@ -326,8 +278,8 @@ def main():
     # The header's length on a line of its own, then the header: only those
     # few digits are read a byte at a time (each read is a system call, and
     # under gVisor a costly one).
-    n = int(read_line(limit=16))
-    h = json.loads(read_exact(n))
+    n = int(need(read_line(16)))
+    h = json.loads(need(read_exact(n)))
     kind = h["kind"]
     if kind == "snippet":
         snippet(h)
