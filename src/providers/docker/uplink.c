@@ -48,12 +48,6 @@ void dk_uplink_listen(struct dsession *d) {
     d->lfd = fd;
 }
 
-void dk_uplink_drop(struct dsession *d, int lang) {
-    if (d->in[lang].fd >= 0)
-        close(d->in[lang].fd);
-    d->in[lang].fd = -1;
-}
-
 void dk_uplink_close(struct dsession *d) {
     for (int i = 0; i < 2; i++)
         dk_uplink_drop(d, i);
@@ -131,66 +125,6 @@ static int uplink_accept(struct dsession *d, int lang, const char *token, struct
                         good ? "the %s interpreter's cell channel was claimed twice"
                              : "the %s interpreter's launcher did not greet the cell socket",
                         dk_lang_name[lang]);
-}
-
-/* One cell over the uplink.  UPLINK_UNUSABLE: nothing was sent, use an
- * exec.  Otherwise *status (0 ran, 1 raised) and the output in dx. */
-enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
-                               uint64_t deadline, struct pl_demux *dx, int *status) {
-    int fd = d->in[lang].fd;
-    unsigned char junk[4096];
-    ssize_t k;
-    /* Whatever the interpreter wrote between cells is not this cell's. */
-    int rounds = 0; /* bounded: an interpreter that never stops writing loses its uplink */
-    while ((k = read(fd, junk, sizeof(junk))) > 0 && ++rounds < 256)
-        ;
-    if (k > 0) {
-        dk_uplink_drop(d, lang);
-        return UPLINK_UNUSABLE;
-    }
-    if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
-        dk_uplink_drop(d, lang);
-        return UPLINK_UNUSABLE;
-    }
-    unsigned char h[5] = {'C', (unsigned char)(len >> 24), (unsigned char)(len >> 16),
-                          (unsigned char)(len >> 8), (unsigned char)len};
-    size_t sent = 0, more = 0;
-    int w = pl_fd_write_full(fd, h, 5, deadline, -1, &sent);
-    if (w == 0)
-        w = pl_fd_write_full(fd, code, len, deadline, -1, &more);
-    if (w < 0 && w != -ETIMEDOUT && sent + more == 0) {
-        dk_uplink_drop(d, lang);
-        return UPLINK_UNUSABLE;
-    }
-    if (w < 0)
-        return w == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
-    for (;;) {
-        int r = pl_fd_read_full(fd, h, 5, deadline, -1);
-        if (r < 0)
-            return r == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
-        uint32_t n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
-        if ((h[0] != 'O' && h[0] != 'E' && h[0] != 'X') || n > UPLINK_MAX_FRAME ||
-            (h[0] == 'X' && n > 8))
-            return UPLINK_ENDED; /* not the agent's framing: the channel is lost */
-        if (h[0] == 'X') {
-            char st[9] = {0};
-            r = pl_fd_read_full(fd, st, n, deadline, -1);
-            if (r < 0)
-                return r == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
-            *status = strcmp(st, "0") == 0 ? 0 : 1;
-            return UPLINK_RAN;
-        }
-        struct pl_capture *c = h[0] == 'O' ? &dx->out : &dx->err;
-        while (n > 0) {
-            size_t chunk = n < sizeof(junk) ? n : sizeof(junk);
-            r = pl_fd_read_full(fd, junk, chunk, deadline, -1);
-            if (r < 0)
-                return r == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
-            if (pl_capture_add(c, junk, chunk) < 0)
-                return UPLINK_ENDED;
-            n -= (uint32_t)chunk;
-        }
-    }
 }
 
 /*
