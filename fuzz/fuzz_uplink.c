@@ -42,15 +42,7 @@ static void *peer_main(void *arg) {
             break;
         got += (size_t)k;
     }
-    const uint8_t *s = p->data;
-    size_t left = p->size;
-    while (left) {
-        ssize_t k = send(p->fd, s, left, MSG_NOSIGNAL);
-        if (k <= 0)
-            break;
-        s += k;
-        left -= (size_t)k;
-    }
+    (void)pl_fd_write_full(p->fd, p->data, p->size, 0, -1, NULL); /* the daemon may stop reading */
     shutdown(p->fd, SHUT_RDWR);
     return NULL;
 }

@@ -119,42 +119,6 @@ void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log 
 
 /* ---- a run's result ------------------------------------------------------ */
 
-static bool utf8_valid(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            len = 2;
-            cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3;
-            cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (i + len > n)
-            return false;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + k] & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += len;
-    }
-    return true;
-}
-
 /*
  * Output is text when it is valid UTF-8.  Otherwise the string field holds
  * a lossy copy (each byte outside ASCII becomes U+FFFD) and <name>_base64
@@ -162,7 +126,7 @@ static bool utf8_valid(const unsigned char *s, size_t n) {
  */
 static int put_output(json_t *o, const char *name, const char *data, size_t len) {
     const unsigned char *p = (const unsigned char *)(data ? data : "");
-    if (utf8_valid(p, len))
+    if (pl_utf8_valid(p, len))
         return json_object_set_new(o, name, json_stringn((const char *)p, len));
     struct pl_buf b = {0};
     for (size_t i = 0; i < len; i++) {

@@ -125,6 +125,14 @@ static void open_ok(struct fixture *f, const char *who, char id[PL_SESSION_ID_LE
     assert_int_equal(pl_sessions_open(f->s, who, none, id, &err), 0);
 }
 
+/* Wait (at most 5 s) until counter reaches at least n. */
+static void wait_count(atomic_int *counter, int n) {
+    uint64_t until = pl_deadline_in_ms(5000);
+    while (atomic_load(counter) < n && pl_now_ns() < until)
+        pl_sleep_ns(PL_MS(20));
+    assert_true(atomic_load(counter) >= n);
+}
+
 /* ---- tests ------------------------------------------------------------------- */
 
 static void test_ids_are_long_random_hex(void **state) {
@@ -291,9 +299,7 @@ static void test_idle_pause_and_resume(void **state) {
     struct fixture *f = fixture_new(2, 600, 1, 8);
     char id[PL_SESSION_ID_LEN + 1];
     open_ok(f, "alice", id);
-    uint64_t until = pl_deadline_in_ms(5000);
-    while (atomic_load(&F.paused) == 0 && pl_now_ns() < until)
-        pl_sleep_ns(PL_MS(50));
+    wait_count(&F.paused, 1);
     assert_int_equal(atomic_load(&F.paused), 1);
     struct pl_session *ss = NULL;
     struct pl_error err = {0};
@@ -308,9 +314,7 @@ static void test_a_failed_resume_ends_the_session(void **state) {
     struct fixture *f = fixture_new(2, 600, 1, 8);
     char id[PL_SESSION_ID_LEN + 1];
     open_ok(f, "alice", id);
-    uint64_t until = pl_deadline_in_ms(5000);
-    while (atomic_load(&F.paused) == 0 && pl_now_ns() < until)
-        pl_sleep_ns(PL_MS(50));
+    wait_count(&F.paused, 1);
     atomic_store(&F.fail_resume, true);
     struct pl_session *ss = NULL;
     struct pl_error err = {0};
@@ -327,9 +331,7 @@ static void test_lifetime_ends_a_session(void **state) {
     struct fixture *f = fixture_new(2, 1, 600, 8);
     char id[PL_SESSION_ID_LEN + 1];
     open_ok(f, "alice", id);
-    uint64_t until = pl_deadline_in_ms(5000);
-    while (atomic_load(&F.closed) == 0 && pl_now_ns() < until)
-        pl_sleep_ns(PL_MS(50));
+    wait_count(&F.closed, 1);
     struct pl_session *ss = NULL;
     struct pl_error err = {0};
     char why[256] = "";

@@ -60,15 +60,8 @@ static void *peer_main(void *arg) {
         read_n(p->fd, p->got_code, p->got_len);
     if (p->hang)
         return NULL;
-    const unsigned char *s = (const unsigned char *)p->script.data;
-    size_t left = p->script.len;
-    while (left) {
-        ssize_t k = send(p->fd, s, left, MSG_NOSIGNAL);
-        if (k <= 0)
-            break;
-        s += k;
-        left -= (size_t)k;
-    }
+    (void)pl_fd_write_full(p->fd, p->script.data, p->script.len, 0, -1,
+                           NULL); /* the daemon may stop reading */
     if (p->close_after)
         shutdown(p->fd, SHUT_RDWR);
     return NULL;

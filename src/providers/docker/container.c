@@ -498,15 +498,15 @@ void dk_delete_stale_dirs(struct docker_state *s) {
 }
 
 /*
- * One exec in the session's container, as uid 65534 in /work: stdin from
- * r's parts, output into r->dx, bounded by r->timeout_ms.  *ret_exit is the
- * exec's exit code (-1 when it timed out or the code is unknown).
+ * Create an exec in container_id as user in /work (stdin attached when
+ * attach_stdin), with env plus the runtime's exec filter (runsc), and
+ * start it: *ret_fd is its hijacked stream, ret_eid its id.  Takes cmd's
+ * and env's references.
  */
-int dk_exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
-               json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err) {
+int dk_exec_start(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
+                  json_t *env, bool attach_stdin, int *ret_fd, char ret_eid[80], struct pl_error *err) {
     char path[160];
-    *ret_exit = -1;
-    json_t *cfg = json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", r->nparts > 0,
+    json_t *cfg = json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", attach_stdin,
                             "AttachStdout", 1, "AttachStderr", 1, "Tty", 0, "Cmd", cmd,
                             "WorkingDir", "/work", "User", user);
     if (s->set.exec_filter_env) {
@@ -526,12 +526,23 @@ int dk_exec_in(struct docker_state *s, const char *container_id, const char *use
     json_decref(cfg);
     if (rc < 0)
         return -1;
-    char eid[80];
-    snprintf(eid, sizeof(eid), "%s", json_string_value(json_object_get(created, "Id")) ?: "");
+    snprintf(ret_eid, 80, "%s", json_string_value(json_object_get(created, "Id")) ?: "");
     json_decref(created);
-    snprintf(path, sizeof(path), "/exec/%s/start", eid);
+    snprintf(path, sizeof(path), "/exec/%s/start", ret_eid);
+    return pl_docker_hijack(s->engine, path, "{\"Detach\":false,\"Tty\":false}", ret_fd, err);
+}
+
+/*
+ * One exec in the session's container, as uid 65534 in /work: stdin from
+ * r's parts, output into r->dx, bounded by r->timeout_ms.  *ret_exit is the
+ * exec's exit code (-1 when it timed out or the code is unknown).
+ */
+int dk_exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
+               json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err) {
+    char path[160], eid[80];
+    *ret_exit = -1;
     int fd = -1;
-    if (pl_docker_hijack(s->engine, path, "{\"Detach\":false,\"Tty\":false}", &fd, err) < 0)
+    if (dk_exec_start(s, container_id, user, cmd, env, r->nparts > 0, &fd, eid, err) < 0)
         return -1;
     uint64_t t0 = pl_now_ns();
     r->exec = true;

@@ -139,35 +139,18 @@ static int uplink_accept(struct dsession *d, int lang, const char *token, struct
  */
 static int launch_exchange(struct docker_state *s, struct dsession *d, int lang, const char *token,
                            json_t **ret, struct pl_error *err) {
-    char user[32], path[160];
+    char user[32], eid[80], path[160];
     dk_user_spec(&s->set, lang == LANG_PY ? GID_PY : GID_JS, user);
-    json_t *cfg =
-        json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", 1, "AttachStdout", 1,
-                  "AttachStderr", 1, "Tty", 0, "Cmd", dk_agent_cmd("launch", dk_lang_name[lang]),
-                  "WorkingDir", "/work", "User", user);
-    if (cfg && s->set.exec_filter_env)
-        json_object_set_new(cfg, "Env", json_pack("[s]", s->set.exec_filter_env));
-    if (!cfg)
-        return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
-    snprintf(path, sizeof(path), "/containers/%s/exec", d->id);
-    json_t *created = NULL;
-    int rc = dk_api_expect(s, "POST", path, cfg, 201, &created, err);
-    json_decref(cfg);
-    if (rc < 0)
-        return -1;
-    char eid[80];
-    snprintf(eid, sizeof(eid), "%s", json_string_value(json_object_get(created, "Id")) ?: "");
-    json_decref(created);
-    snprintf(path, sizeof(path), "/exec/%s/start", eid);
     int fd = -1;
-    if (pl_docker_hijack(s->engine, path, "{\"Detach\":false,\"Tty\":false}", &fd, err) < 0)
+    if (dk_exec_start(s, d->id, user, dk_agent_cmd("launch", dk_lang_name[lang]), NULL, true, &fd,
+                      eid, err) < 0)
         return -1;
     struct pl_demux dx = {.out = {.cap = 64u << 10}, .err = {.cap = 64u << 10}};
     uint64_t deadline = pl_now_ns() + 30000000000ull;
     bool sent = false, accepted = false;
     json_t *j = NULL;
     unsigned char buf[4096];
-    rc = pl_fd_set_nonblock(fd);
+    int rc = pl_fd_set_nonblock(fd);
     while (rc == 0) {
         int w = pl_fd_wait(fd, POLLIN, deadline, -1);
         if (w < 0) {
