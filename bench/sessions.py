@@ -16,9 +16,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "api"))
-from harness import Daemon  # noqa: E402
-from test_docker import docker_env, engine, ours  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "lib"))
+from plimsoll_test.docker import docker_env, engine, ours  # noqa: E402
+from plimsoll_test.harness import Daemon  # noqa: E402
 
 
 def waiting_pool(instance, timeout=120):

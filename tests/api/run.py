@@ -9,7 +9,8 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# The suites' shared helpers: the package plimsoll_test.
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 
 
 def main():

@@ -7,8 +7,8 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import CLI, Daemon  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.harness import CLI, Daemon  # noqa: E402
 
 
 def cli(args, env, stdin=None):

@@ -8,21 +8,13 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, SERVICE, error_info  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.harness import SERVICE, ClassDaemon, Daemon, error_info  # noqa: E402
 
 SNIPPET = {"snippet": {"language": "javascript", "code": "console.log(1)"}}
 
 
-class DisabledDaemon(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
-
+class DisabledDaemon(ClassDaemon, unittest.TestCase):
     def assertRefusal(self, status, body, http, code, reason):
         self.assertEqual(status, http, body)
         self.assertEqual(body["code"], code)

@@ -10,90 +10,18 @@ import io
 import threading
 import time
 import unittest
-import http.client
 import signal
-import socket
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import BUILD, ROOT, Daemon, error_info, run_startup  # noqa: E402
-
-SOCK = "/var/run/docker.sock"
-
-
-class Engine(http.client.HTTPConnection):
-    """A tiny Docker Engine API client for the tests' own checks."""
-
-    def __init__(self):
-        super().__init__("docker", timeout=60)
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(60)
-        s.connect(SOCK)
-        self.sock = s
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import RUN_TAG, DockerDaemon, docker_env, engine, ours  # noqa: E402
+from plimsoll_test.harness import BUILD, ROOT, Daemon, error_info, run_startup  # noqa: E402
+from plimsoll_test.payloads import py  # noqa: E402
 
 
-def engine(method, path, body=None, headers=None):
-    c = Engine()
-    try:
-        c.request(method, "/v1.41" + path, body=body, headers=headers or {})
-        r = c.getresponse()
-        data = r.read()
-        return r.status, (json.loads(data) if data and data[:1] in b"[{" else data)
-    finally:
-        c.close()
-
-
-def ours(instance):
-    f = json.dumps({"label": ["org.plimsoll.instance=%s" % (instance + RUN_TAG)]})
-    import urllib.parse
-    return engine("GET", "/containers/json?all=1&filters=" + urllib.parse.quote(f))[1]
-
-
-def engine_up():
-    try:
-        return engine("GET", "/_ping")[0] == 200
-    except OSError:
-        return False
-
-
-# Instance labels carry this process's pid, so two test runs sharing the
-# engine never delete each other's containers.
-RUN_TAG = "-%d" % os.getpid()
-
-
-def docker_env(runtime, instance, **extra):
-    env = {"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": runtime,
-           "SANDBOX_DOCKER_INSTANCE": instance + RUN_TAG, "SANDBOX_OUTPUT_BYTES": "4096",
-           "SANDBOX_MAX_CONCURRENT": "4", "SANDBOX_PER_KEY_CONCURRENT": "4",
-           "SANDBOX_RATE_PER_MIN": "100000", "SANDBOX_RATE_BURST": "10000",
-           "SANDBOX_DOCKER_PIDS": "64"}
-    env.update(extra)
-    return env
-
-
-def start_docker_daemon(runtime, instance):
-    """A docker-provider daemon for a test class; fails when no engine runs."""
-    if not engine_up():
-        raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
-    return Daemon(env=docker_env(runtime, instance)).start(timeout=120)
-
-
-def py(code, **extra):
-    m = {"snippet": {"language": "python", "code": code}}
-    m.update(extra)
-    return m
-
-
-class DockerRuns:
+class DockerRuns(DockerDaemon):
     """Shared by both runtimes; subclasses set RUNTIME and TIER."""
-    RUNTIME = None
+    INSTANCE = "test-"
     TIER = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls.instance = "test-" + cls.RUNTIME
-        cls.d = start_docker_daemon(cls.RUNTIME, cls.instance)
 
     @classmethod
     def tearDownClass(cls):

@@ -13,61 +13,13 @@ import json
 import os
 import socket
 import sys
-import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import SERVICE, Daemon, error_info  # noqa: E402
-
-# An answer that comes from the head alone arrives in milliseconds; the
-# guard is for a machine under load, and far below "never".
-AT_ONCE_S = 10.0
-
-
-def raw_connect(d, source="127.0.0.1"):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind((source, 0))
-    s.settimeout(AT_ONCE_S)
-    s.connect((d.host, d.port))
-    return s
-
-
-def head(path, key=None, length=None, ctype="application/json", method="POST", extra=""):
-    h = "%s %s HTTP/1.1\r\nHost: plimsoll\r\n" % (method, path)
-    if ctype:
-        h += "Content-Type: %s\r\n" % ctype
-    if key:
-        h += "Authorization: Bearer %s\r\n" % key
-    if length is not None:
-        h += "Content-Length: %d\r\n" % length
-    return (h + extra + "\r\n").encode()
-
-
-def read_answer(s, timeout=AT_ONCE_S):
-    """One HTTP answer from a raw socket: (status, headers, body bytes).
-    Raises socket.timeout when none arrives in time."""
-    s.settimeout(timeout)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed before an answer: %r" % data[:200])
-        data += chunk
-    top, _, rest = data.partition(b"\r\n\r\n")
-    lines = top.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        headers[k.strip().lower()] = v.strip()
-    n = int(headers.get("content-length", "0"))
-    while len(rest) < n:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return status, headers, rest[:n]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import docker_env, engine_up, ours  # noqa: E402
+from plimsoll_test.harness import SERVICE, ClassDaemon, Daemon, error_info  # noqa: E402
+from plimsoll_test.rawhttp import AT_ONCE_S, head, raw_connect, read_answer  # noqa: E402
 
 
 def closed_by_peer(s, timeout):
@@ -97,16 +49,9 @@ def snippet_body(size):
     return body
 
 
-class HeadDecides(unittest.TestCase):
+class HeadDecides(ClassDaemon, unittest.TestCase):
     """Everything the head decides is answered before a body byte is sent."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon(env={"PLIMSOLL_MAX_REQUEST_BYTES": "65536"}).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
+    DAEMON_ENV = {"PLIMSOLL_MAX_REQUEST_BYTES": "65536"}
 
     def answer_without_body(self, raw_head):
         s = raw_connect(self.d)
@@ -177,16 +122,8 @@ class HeadDecides(unittest.TestCase):
         self.assertIn("PLIMSOLL_MAX_REQUEST_BYTES", body["message"])
 
 
-class Shape(unittest.TestCase):
+class Shape(ClassDaemon, unittest.TestCase):
     """PL_JSON_MAX_DEPTH and PL_JSON_MAX_ELEMENTS over HTTP, Run and sessions."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
 
     def test_depth_edge(self):
         def nested(n):  # a snippet whose stdin nests n - 2 arrays: n levels in all
@@ -308,18 +245,11 @@ class BytesInFlight(unittest.TestCase):
             d.stop()
 
 
-class ReadDeadline(unittest.TestCase):
+class ReadDeadline(ClassDaemon, unittest.TestCase):
     """PLIMSOLL_REQUEST_READ_TIMEOUT_MS: an absolute deadline on reading a
     request, head and body; a request read in time is never cut."""
     TIMEOUT_MS = 1500
-
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon(env={"PLIMSOLL_REQUEST_READ_TIMEOUT_MS": str(cls.TIMEOUT_MS)}).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
+    DAEMON_ENV = {"PLIMSOLL_REQUEST_READ_TIMEOUT_MS": str(TIMEOUT_MS)}
 
     def trickle(self, first, drip, limit_s=15.0):
         """Send first, then drip one byte every 100 ms. Returns the seconds
@@ -490,7 +420,6 @@ class MinMemoryDocker(unittest.TestCase):
     dispatch (the old daemon answered INTERNAL after the engine refused)."""
 
     def edge(self, runtime, minimum):
-        from test_docker import docker_env, engine_up, ours
         self.assertTrue(engine_up(), "the docker engine is not running: run scripts/docker-setup")
         instance = "front-mem-" + runtime
         d = Daemon(env=docker_env(runtime, instance)).start(timeout=180)

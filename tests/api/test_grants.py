@@ -1,93 +1,22 @@
 """Grants through the real daemon: grant profiles checked at startup,
 refusals before dispatch, and the broker carrying a run's calls to a real
-test API on loopback (tests/api/upstream.py) that verifies the shared token
-or the minted JWT.  The wasm provider brokers snippets through
-plimsoll.request(); the docker provider through a Unix socket at
+test API on loopback (tests/lib/plimsoll_test/upstream.py) that verifies
+the shared token or the minted JWT.  The wasm provider brokers snippets
+through plimsoll.request(); the docker provider through a Unix socket at
 /run/plimsoll/broker.sock, under runc and under runsc."""
 import json
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, error_info, run_startup  # noqa: E402
-from upstream import Check, Upstream  # noqa: E402
-
-TOKEN = "tok-" + "7f3a9c" * 8 + "-never-in-a-log"
-HMAC_KEY = "hs256-key-" + "k" * 40
-SCOPES = ["items:read", "items:write"]
-ROUTES = ["GET /items/*", "POST /items/*/notes", "GET /reports/**", "GET /big", "GET /slow"]
-
-
-def profile(base_url, credential, callers=("alice", "bob"), routes=ROUTES, **extra):
-    p = {"base_url": base_url, "routes": list(routes), "allowed_callers": list(callers),
-         "scopes": SCOPES, "credential": credential}
-    p.update(extra)
-    return p
-
-
-class GrantFiles:
-    """A temporary folder with a grants file and keys."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="plimsoll-grants-")
-        self.path = os.path.join(self.dir, "grants.json")
-        for alg, args in (("rsa", ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]),
-                          ("ed", ["-algorithm", "ED25519"])):
-            key = os.path.join(self.dir, alg + ".pem")
-            subprocess.run(["openssl", "genpkey"] + args + ["-out", key], check=True,
-                           capture_output=True)
-            subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-out",
-                            os.path.join(self.dir, alg + ".pub")], check=True,
-                           capture_output=True)
-        # A private CA's certificate for an HTTPS API on 127.0.0.1.
-        self.cert = os.path.join(self.dir, "tls.crt")
-        self.cert_key = os.path.join(self.dir, "tls.key")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", self.cert_key,
-                        "-out", self.cert, "-days", "1", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
-                       capture_output=True)
-        os.chmod(self.dir, 0o755)
-
-    def key(self, alg):
-        return os.path.join(self.dir, alg + ".pem")
-
-    def pub(self, alg):
-        return os.path.join(self.dir, alg + ".pub")
-
-    def write(self, profiles):
-        with open(self.path, "w") as f:
-            json.dump({"profiles": profiles}, f)
-        return self.path
-
-    def close(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def token_cred():
-    return {"kind": "shared_token", "env": "ITEMS_TOKEN"}
-
-
-def jwt_cred(alg, files=None):
-    c = {"kind": "jwt", "alg": alg, "issuer": "plimsoll-test", "audience": "items-api",
-         "ttl_seconds": 120}
-    if alg == "HS256":
-        c["key_env"] = "ITEMS_JWT_KEY"
-    else:
-        c["key_file"] = files.key("rsa" if alg == "RS256" else "ed")
-    return c
-
-
-def grant_env(path, **extra):
-    env = {"PLIMSOLL_GRANTS_FILE": path, "ITEMS_TOKEN": TOKEN, "ITEMS_JWT_KEY": HMAC_KEY}
-    env.update(extra)
-    return env
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import per_runtime  # noqa: E402
+from plimsoll_test.grants import (HMAC_KEY, SCOPES, TOKEN, GrantDaemon, GrantFiles,  # noqa: E402
+                                  grant_env, jwt_cred, profile, token_cred)
+from plimsoll_test.harness import Daemon, error_info, run_startup  # noqa: E402
+from plimsoll_test.payloads import js, snippet  # noqa: E402
+from plimsoll_test.upstream import Check, Upstream  # noqa: E402
 
 
 class GrantsFileAtStartup(unittest.TestCase):
@@ -170,14 +99,6 @@ class GrantsFileAtStartup(unittest.TestCase):
         code, err = run_startup(grant_env(self.files.path))
         self.assertEqual(code, 2)
         self.assertIn("PLIMSOLL_GRANTS_FILE", err)
-
-
-def js(code, grant=None, **extra):
-    m = {"snippet": {"language": "javascript", "code": code}}
-    if grant:
-        m["grant_profile"] = grant
-    m.update(extra)
-    return m
 
 
 class WasmGrants(unittest.TestCase):
@@ -319,39 +240,29 @@ class WasmGrants(unittest.TestCase):
         self.assertEqual(body["stdout"], "502 response_too_large\n", body)
 
 
-class DockerGrants:
-    """Shared by both runtimes; subclasses set RUNTIME."""
-    RUNTIME = None
+class DockerGrants(GrantDaemon):
+    """Shared by both runtimes; per_runtime sets RUNTIME."""
+    INSTANCE = "grants-"
 
     @classmethod
-    def setUpClass(cls):
-        from test_docker import docker_env, engine_up
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
-        cls.files = GrantFiles()
-        cls.up = Upstream(Check(token=TOKEN))
-        cls.up_hs = Upstream(Check(alg="HS256", hmac_key=HMAC_KEY.encode(),
-                                   issuer="plimsoll-test", audience="items-api", scopes=SCOPES))
-        cls.up_rs = Upstream(Check(alg="RS256", pub_pem=cls.files.pub("rsa"),
-                                   issuer="plimsoll-test", audience="items-api", scopes=SCOPES))
-        cls.up_ed = Upstream(Check(alg="EdDSA", pub_pem=cls.files.pub("ed"),
-                                   issuer="plimsoll-test", audience="items-api", scopes=SCOPES))
-        path = cls.files.write({
+    def grants(cls):
+        jwt = {"issuer": "plimsoll-test", "audience": "items-api", "scopes": SCOPES}
+        cls.up_hs = Upstream(Check(alg="HS256", hmac_key=HMAC_KEY.encode(), **jwt))
+        cls.up_rs = Upstream(Check(alg="RS256", pub_pem=cls.files.pub("rsa"), **jwt))
+        cls.up_ed = Upstream(Check(alg="EdDSA", pub_pem=cls.files.pub("ed"), **jwt))
+        return {
             "items": profile(cls.up.url, token_cred()),
             "items-hs": profile(cls.up_hs.url, jwt_cred("HS256")),
             "items-rs": profile(cls.up_rs.url, jwt_cred("RS256", cls.files)),
             "items-ed": profile(cls.up_ed.url, jwt_cred("EdDSA", cls.files)),
-        })
-        env = docker_env(cls.RUNTIME, "grants-" + cls.RUNTIME)
-        env.update(grant_env(path))
-        cls.d = Daemon(env=env).start(timeout=120)
+        }
 
     @classmethod
     def tearDownClass(cls):
         cls.d.stop()
-        for u in (cls.up, cls.up_hs, cls.up_rs, cls.up_ed):
+        for u in (cls.up_hs, cls.up_rs, cls.up_ed):
             u.close()
-        cls.files.close()
+        cls.close_grants()
         assert TOKEN not in cls.d.log_text()
         assert HMAC_KEY not in cls.d.log_text()
 
@@ -375,9 +286,7 @@ class DockerGrants:
     )
 
     def py(self, code, grant, principal="alice"):
-        msg = {"snippet": {"language": "python", "code": self.CLIENT + code}}
-        if grant:
-            msg["grant_profile"] = grant
+        msg = snippet("python", self.CLIENT + code, grant)
         status, body = self.d.rpc("Run", msg, principal=principal)
         self.assertEqual(status, 200, body)
         self.assertNotIn(TOKEN, json.dumps(body))
@@ -481,12 +390,7 @@ class DockerGrants:
         self.assertEqual(body["code"], "unimplemented", body)
 
 
-class DockerGrantsRunc(DockerGrants, unittest.TestCase):
-    RUNTIME = "runc"
-
-
-class DockerGrantsRunsc(DockerGrants, unittest.TestCase):
-    RUNTIME = "runsc"
+DockerGrantsRunc, DockerGrantsRunsc = per_runtime(DockerGrants)
 
 
 if __name__ == "__main__":

@@ -2,59 +2,38 @@
 and under runsc: one sandbox for many calls, the cleanup between calls,
 cells with kept interpreters, pause on idle, lifetime and disk-budget ends,
 ownership, grants in sessions, and chained records (docs/sessions.md)."""
-import hashlib
-import json
 import os
 import sys
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, error_info, run_startup  # noqa: E402
-from test_docker import docker_env, engine, engine_up, ours  # noqa: E402
-from test_grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
-from upstream import Check, Upstream  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import DockerDaemon, ours, per_runtime  # noqa: E402
+from plimsoll_test.grants import GrantDaemon, profile, token_cred  # noqa: E402
+from plimsoll_test.harness import Daemon, error_info, run_startup  # noqa: E402
+from plimsoll_test.payloads import py, sha  # noqa: E402
 
 
-def canon(v):
-    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha(v):
-    return hashlib.sha256(canon(v).encode()).hexdigest()
-
-
-def py(code):
-    return {"snippet": {"language": "python", "code": code}}
-
-
-class Sessions:
-    """Shared by both runtimes; subclasses set RUNTIME."""
-    RUNTIME = None
+class Sessions(GrantDaemon):
+    """Shared by both runtimes; per_runtime sets RUNTIME."""
+    INSTANCE = "sessions-"
+    SETTINGS = {"SANDBOX_MAX_SESSIONS": "3", "SANDBOX_SESSION_DISK_MB": "8",
+                "SANDBOX_SESSION_IDLE": "2", "SANDBOX_SESSION_LIFETIME": "600",
+                "SANDBOX_DOCKER_WARM": "0"}
+    START_TIMEOUT = 240
 
     @classmethod
-    def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
-        cls.files = GrantFiles()
-        cls.up = Upstream(Check(token=TOKEN))
-        path = cls.files.write({
+    def grants(cls):
+        return {
             "in-sessions": profile(cls.up.url, token_cred(), allow_in_sessions=True),
             "not-in-sessions": profile(cls.up.url, token_cred()),
-        })
-        cls.instance = "sessions-" + cls.RUNTIME
-        env = docker_env(cls.RUNTIME, cls.instance, SANDBOX_MAX_SESSIONS="3",
-                         SANDBOX_SESSION_DISK_MB="8", SANDBOX_SESSION_IDLE="2",
-                         SANDBOX_SESSION_LIFETIME="600", SANDBOX_DOCKER_WARM="0")
-        env.update(grant_env(path))
-        cls.d = Daemon(env=env).start(timeout=240)
+        }
 
     @classmethod
     def tearDownClass(cls):
         cls.d.stop()
-        cls.up.close()
-        cls.files.close()
+        cls.close_grants()
         left = ours(cls.instance)
         assert left == [], "containers left behind: %r" % left
 
@@ -343,26 +322,16 @@ class Sessions:
         self.assertEqual(b["stdout"], "012\n", b)
 
 
-class SessionsRunc(Sessions, unittest.TestCase):
-    RUNTIME = "runc"
+SessionsRunc, SessionsRunsc = per_runtime(Sessions)
 
 
-class SessionsRunsc(Sessions, unittest.TestCase):
-    RUNTIME = "runsc"
-
-
-class SessionPool:
-    """SANDBOX_SESSION_POOL: waiting sandboxes with both interpreters up."""
-    RUNTIME = None
-
-    @classmethod
-    def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
-        cls.instance = "pool-" + cls.RUNTIME
-        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance, SANDBOX_MAX_SESSIONS="2",
-                                      SANDBOX_SESSION_POOL="1",
-                                      SANDBOX_DOCKER_WARM="0")).start(timeout=240)
+class SessionPool(DockerDaemon):
+    """SANDBOX_SESSION_POOL: waiting sandboxes with both interpreters up;
+    per_runtime sets RUNTIME."""
+    INSTANCE = "pool-"
+    SETTINGS = {"SANDBOX_MAX_SESSIONS": "2", "SANDBOX_SESSION_POOL": "1",
+                "SANDBOX_DOCKER_WARM": "0"}
+    START_TIMEOUT = 240
 
     @classmethod
     def tearDownClass(cls):
@@ -449,12 +418,7 @@ class SessionPool:
             self.d.rpc("CloseSession", {"session_id": sid})
 
 
-class SessionPoolRunc(SessionPool, unittest.TestCase):
-    RUNTIME = "runc"
-
-
-class SessionPoolRunsc(SessionPool, unittest.TestCase):
-    RUNTIME = "runsc"
+SessionPoolRunc, SessionPoolRunsc = per_runtime(SessionPool)
 
 
 class SessionSettings(unittest.TestCase):

@@ -1,8 +1,6 @@
 """The wasm provider (process tier) through the real daemon over HTTP:
 results, real limits, refusals that need a provider that runs, records,
 concurrency, readiness, a soak, and the CLI."""
-import base64
-import hashlib
 import json
 import os
 import shutil
@@ -15,42 +13,16 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "wasi"))
-from harness import BUILD, CLI, Daemon, build_is_sanitized, error_info, run_startup  # noqa: E402
+from plimsoll_test.harness import (BUILD, CLI, ClassDaemon, Daemon,  # noqa: E402
+                                   build_is_sanitized, error_info, run_startup)
+from plimsoll_test.payloads import built_module, js, module, sha  # noqa: E402
+from plimsoll_test.procs import children  # noqa: E402
 import wasmgen  # noqa: E402
 
 WASM = {"SANDBOX_PROVIDER": "wasm"}
 SANITIZED = build_is_sanitized()
-
-
-def js(code, **extra):
-    m = {"snippet": {"language": "javascript", "code": code}}
-    m.update(extra)
-    return m
-
-
-def canon(v):
-    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha(v):
-    return hashlib.sha256(canon(v).encode()).hexdigest()
-
-
-def children(pid):
-    """The daemon's worker processes: pids whose parent is pid."""
-    out = set()
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                out.add(int(d))
-    return out
 
 
 def proc_stats(pid):
@@ -61,18 +33,11 @@ def proc_stats(pid):
     return rss, fds, threads
 
 
-class WasmRuns(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon(env=dict(WASM, SANDBOX_MAX_CONCURRENT="4",
-                                SANDBOX_PER_KEY_CONCURRENT="4",
-                                SANDBOX_OUTPUT_BYTES="4096",
-                                SANDBOX_MEMORY_MB="128", SANDBOX_TOTAL_MEMORY_MB="512",
-                                SANDBOX_RATE_PER_MIN="100000", SANDBOX_RATE_BURST="10000")).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
+class WasmRuns(ClassDaemon, unittest.TestCase):
+    DAEMON_ENV = dict(WASM, SANDBOX_MAX_CONCURRENT="4", SANDBOX_PER_KEY_CONCURRENT="4",
+                      SANDBOX_OUTPUT_BYTES="4096",
+                      SANDBOX_MEMORY_MB="128", SANDBOX_TOTAL_MEMORY_MB="512",
+                      SANDBOX_RATE_PER_MIN="100000", SANDBOX_RATE_BURST="10000")
 
     def run_js(self, code, **extra):
         status, body = self.d.rpc("Run", js(code, **extra))
@@ -241,25 +206,12 @@ class WasmRuns(unittest.TestCase):
         self.assertEqual(children(self.d.proc.pid), before)
 
 
-def module(name):
-    with open(os.path.join(BUILD, "tests", name + ".wasm"), "rb") as f:
-        return base64.b64encode(f.read()).decode()
-
-
-class WasmModules(unittest.TestCase):
+class WasmModules(ClassDaemon, unittest.TestCase):
     """WASI modules, built by the test build from tests/wasi/modules."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon(env=dict(WASM, SANDBOX_OUTPUT_BYTES="4096")).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.d.stop()
+    DAEMON_ENV = dict(WASM, SANDBOX_OUTPUT_BYTES="4096")
 
     def run_module(self, name, **extra):
-        m = {"module": {"wasm_base64": module(name)}}
-        m["module"].update(extra.pop("module", {}))
+        m = module(built_module(name), **extra.pop("module", {}))
         m.update(extra)
         return self.d.rpc("Run", m)
 
@@ -321,10 +273,8 @@ class WasmModules(unittest.TestCase):
                 self.assertEqual(info["reason"], "INVALID_REQUEST")
                 self.assertEqual(info["metadata"]["dispatched"], "false")
 
-    def run_bytes(self, wasm, **module):
-        m = {"wasm_base64": base64.b64encode(wasm).decode()}
-        m.update(module)
-        return self.d.rpc("Run", {"module": m})
+    def run_bytes(self, wasm, **fields):
+        return self.d.rpc("Run", module(wasm, **fields))
 
     def assertRefused(self, status, body, message):
         self.assertEqual(status, 400, body)
@@ -340,7 +290,7 @@ class WasmModules(unittest.TestCase):
         for status_u32 in (0, 1, 3, 124, 126, 127, 255, 256, 2**31 - 1, 2**31,
                            2**32 - 1000, 2**32 - 1):
             with self.subTest(status_u32):
-                req = {"module": {"wasm_base64": module("exitcode"), "args": [str(status_u32)]}}
+                req = module(built_module("exitcode"), args=[str(status_u32)])
                 status, body = self.d.rpc("Run", req)
                 self.assertEqual(status, 200, body)
                 want = status_u32 - 2**32 if status_u32 >= 2**31 else status_u32

@@ -35,8 +35,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "api"))
-from harness import BUILD, Daemon, key_line, make_key  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from plimsoll_test.harness import BUILD, Daemon, key_line, make_key  # noqa: E402
 
 RUNNING_MESSAGES = ("Run", "RunInSession", "RunCell")
 HOSTILE_VECTORS = os.path.join(ROOT, "tests", "vectors", "hostile_answers.json")
@@ -293,8 +293,7 @@ def main(argv):
         })
         env.pop("PLIMSOLL_TEST_SESSION_URL", None)
         if sessions:
-            sys.path.insert(0, os.path.join(ROOT, "tests", "api"))
-            from test_docker import docker_env, engine_up
+            from plimsoll_test.docker import docker_env, engine_up
             if engine_up():
                 t0 = time.monotonic()
                 sd = start(docker_env("runc", "clients", SANDBOX_MAX_SESSIONS="6",

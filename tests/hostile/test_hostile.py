@@ -6,68 +6,21 @@ The wasm cases run JavaScript in the process tier; the docker cases run
 Python under runc and under runsc.  Shared expectations: a typed result
 or refusal, never an infrastructure error, and no effect outside the
 sandbox."""
-import base64
 import os
 import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
-from harness import Daemon, error_info  # noqa: E402
-from test_docker import ours, start_docker_daemon  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import per_runtime  # noqa: E402
+from plimsoll_test.harness import error_info  # noqa: E402
+from plimsoll_test.hostile import HostileDockerDaemon, HostileWasmDaemon  # noqa: E402
+from plimsoll_test.payloads import built_module, module, snippet  # noqa: E402
 
 
-def proc_counts(pid):
-    return (len(os.listdir("/proc/%d/fd" % pid)), len(os.listdir("/proc/%d/task" % pid)))
-
-
-class Hostile:
-    """Mixin: self.d is the daemon; run() sends one payload."""
-
-    def result(self, msg):
-        status, body = self.d.rpc("Run", msg)
-        self.assertEqual(status, 200, body)  # a result, never an infrastructure error
-        return body
-
-    def refusal(self, msg, reason):
-        status, body = self.d.rpc("Run", msg)
-        self.assertNotEqual(status, 200, body)
-        self.assertEqual(error_info(body)[0]["reason"], reason)
-        self.assertEqual(error_info(body)[0]["metadata"]["dispatched"], "false")
-
-    @classmethod
-    def tearDownClass(cls):
-        d = cls.d
-        try:
-            assert d.request("GET", "/readyz")[0] == 200, "not ready after the hostile suite"
-            # Background work (the docker reaper and warm pool) holds a socket
-            # while it talks to the engine: give it a moment to settle.
-            deadline = time.monotonic() + 15
-            while True:
-                fds, threads = proc_counts(d.proc.pid)
-                if (fds <= cls.fds0 + 2 and threads <= cls.threads0 + 2) or \
-                        time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
-            assert fds <= cls.fds0 + 2 and threads <= cls.threads0 + 2, \
-                "fds %d->%d threads %d->%d" % (cls.fds0, fds, cls.threads0, threads)
-        finally:
-            d.stop()
-
-
-class HostileWasm(Hostile, unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm", "SANDBOX_OUTPUT_BYTES": "4096",
-                            "SANDBOX_RATE_PER_MIN": "100000", "SANDBOX_RATE_BURST": "10000",
-                            "SANDBOX_MEMORY_MB": "64", "SANDBOX_TOTAL_MEMORY_MB": "512"}).start()
-        cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
-
+class HostileWasm(HostileWasmDaemon, unittest.TestCase):
     def js(self, code, **extra):
-        m = {"snippet": {"language": "javascript", "code": code}}
-        m.update(extra)
-        return self.result(m)
+        return self.result(snippet("javascript", code, **extra))
 
     def test_infinite_loop_stops_at_deadline(self):
         self.assertTrue(self.js("for(;;){}", timeout_ms=300)["timed_out"])
@@ -126,32 +79,15 @@ class HostileWasm(Hostile, unittest.TestCase):
                          "undefined undefined\n")
 
     def test_module_loop_and_grow(self):
-        with open(os.path.join(os.environ.get("PLIMSOLL_BUILD_DIR", os.path.join(
-                os.path.dirname(os.path.dirname(HERE)), "build")), "tests", "loop.wasm"),
-                "rb") as f:
-            wasm = base64.b64encode(f.read()).decode()
-        b = self.result({"module": {"wasm_base64": wasm}, "timeout_ms": 300})
+        b = self.result(dict(module(built_module("loop")), timeout_ms=300))
         self.assertTrue(b["timed_out"])
 
 
-class HostileDocker(Hostile):
-    RUNTIME = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls.instance = "hostile-" + cls.RUNTIME
-        cls.d = start_docker_daemon(cls.RUNTIME, cls.instance)
-        cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        assert ours(cls.instance) == [], "containers left behind"
+class HostileDocker(HostileDockerDaemon):
+    INSTANCE = "hostile-"  # per_runtime sets RUNTIME
 
     def py(self, code, **extra):
-        m = {"snippet": {"language": "python", "code": code}}
-        m.update(extra)
-        return self.result(m)
+        return self.result(snippet("python", code, **extra))
 
     def test_closed_output_then_sleep_past_deadline(self):
         t0 = time.monotonic()
@@ -265,12 +201,7 @@ class HostileDocker(Hostile):
         self.refusal({"project": {"steps": [{"argv": argv + ["x"] * 2}]}}, "INVALID_REQUEST")
 
 
-class HostileDockerRunc(HostileDocker, unittest.TestCase):
-    RUNTIME = "runc"
-
-
-class HostileDockerRunsc(HostileDocker, unittest.TestCase):
-    RUNTIME = "runsc"
+HostileDockerRunc, HostileDockerRunsc = per_runtime(HostileDocker)
 
 
 if __name__ == "__main__":

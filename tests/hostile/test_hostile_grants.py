@@ -9,13 +9,11 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
-from harness import Daemon  # noqa: E402
-from test_docker import docker_env, engine_up, ours  # noqa: E402
-from test_grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
-from test_hostile import Hostile, proc_counts  # noqa: E402
-from upstream import Check, Upstream  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import per_runtime  # noqa: E402
+from plimsoll_test.grants import TOKEN, GrantDaemon, profile, token_cred  # noqa: E402
+from plimsoll_test.hostile import HostileDockerDaemon  # noqa: E402
+from plimsoll_test.payloads import snippet  # noqa: E402
 
 CLIENT = (
     "import http.client, json, os, socket, time\n"
@@ -55,44 +53,31 @@ CLIENT = (
 )
 
 
-class HostileGrants(Hostile):
-    RUNTIME = None
+class HostileGrants(HostileDockerDaemon, GrantDaemon):
+    INSTANCE = "hostile-grants-"  # per_runtime sets RUNTIME
 
     @classmethod
-    def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
-        cls.files = GrantFiles()
-        cls.up = Upstream(Check(token=TOKEN))
+    def grants(cls):
         closed = "http://127.0.0.1:9"  # discard port: nothing listens there
-        path = cls.files.write({
+        return {
             "items": profile(cls.up.url, token_cred(), limits={"max_calls": 5}),
             "slow": profile(cls.up.url, token_cred(), limits={"call_timeout_ms": 500}),
             "down": profile(closed, token_cred()),
-        })
-        cls.instance = "hostile-grants-" + cls.RUNTIME
-        env = docker_env(cls.RUNTIME, cls.instance)
-        env.update(grant_env(path))
-        cls.d = Daemon(env=env).start(timeout=120)
-        cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
+        }
 
     @classmethod
     def tearDownClass(cls):
         try:
             super().tearDownClass()
-            assert ours(cls.instance) == [], "containers left behind"
             assert TOKEN not in cls.d.log_text(), "the token reached the log"
         finally:
-            cls.up.close()
-            cls.files.close()
+            cls.close_grants()
 
     def setUp(self):
         self.up.take()
 
     def py(self, code, grant="items", **extra):
-        m = {"snippet": {"language": "python", "code": CLIENT + code}, "grant_profile": grant}
-        m.update(extra)
-        b = self.result(m)
+        b = self.result(snippet("python", CLIENT + code, grant, **extra))
         self.assertNotIn(TOKEN, json.dumps(b))
         return b
 
@@ -205,12 +190,7 @@ class HostileGrants(Hostile):
         self.assertEqual(b["exit_code"], 0)
 
 
-class HostileGrantsRunc(HostileGrants, unittest.TestCase):
-    RUNTIME = "runc"
-
-
-class HostileGrantsRunsc(HostileGrants, unittest.TestCase):
-    RUNTIME = "runsc"
+HostileGrantsRunc, HostileGrantsRunsc = per_runtime(HostileGrants)
 
 
 if __name__ == "__main__":

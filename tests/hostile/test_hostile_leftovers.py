@@ -3,41 +3,53 @@ PID 1 (issue #12, section 1), and the shipped seccomp profile refuses what a
 guest does not need.
 
 Each case runs hostile Python through the real daemon under runc and under
-runsc, then checks from the host, the way an auditor would (hostcheck.py):
-no task in any cgroup of the daemon's instance and (runc) no host process
-running as the sandbox's uid.  The answer must be typed and the daemon
-ready.  A class repeats the worst case with the engine's own seccomp
-profile (SANDBOX_DOCKER_SECCOMP=engine-default, the explicit weaker
-setting), where ptrace is allowed: the host-side kill must hold there too."""
+runsc, then checks from the host, the way an auditor would
+(tests/lib/plimsoll_test/hostcheck.py): no task in any cgroup of the
+daemon's instance and (runc) no host process running as the sandbox's uid.
+The answer must be typed and the daemon ready.  A class repeats the worst
+case with the engine's own seccomp profile
+(SANDBOX_DOCKER_SECCOMP=engine-default, the explicit weaker setting),
+where ptrace is allowed: the host-side kill must hold there too."""
 import os
 import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
-from harness import Daemon, error_info  # noqa: E402
-from hostcheck import leftovers, unique_uid  # noqa: E402
-from test_docker import RUN_TAG, docker_env, engine_up, ours  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import RUN_TAG, ours, per_runtime, start_docker_daemon  # noqa: E402
+from plimsoll_test.harness import error_info  # noqa: E402
+from plimsoll_test.hostcheck import leftovers, unique_uid  # noqa: E402
+from plimsoll_test.payloads import py  # noqa: E402
+
+# Guest code first in the cases below: deaf_daemon(then) leaves a grandchild
+# in its own session (its parent exits) that ignores every catchable signal,
+# calls then() if given, and sleeps for ever.
+DEAF_DAEMON = r"""
+import os, signal, time
+def deaf_daemon(then=None):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            for s in range(1, 65):
+                try:
+                    signal.signal(s, signal.SIG_IGN)
+                except (OSError, ValueError, RuntimeError):
+                    pass
+            if then:
+                then()
+            while True:
+                time.sleep(0.2)
+        os._exit(0)
+"""
 
 # A PID 1 whose main thread exits alone (the raw exit system call, not
 # exit_group) reads as a zombie to the runtime, which then calls the
 # container stopped, while its other thread runs on; a grandchild in its own
 # session ignores every catchable signal.
-ZOMBIE_LEADER = r"""
-import ctypes, os, signal, threading, time
+ZOMBIE_LEADER = DEAF_DAEMON + r"""
+import ctypes, threading
 libc = ctypes.CDLL(None, use_errno=True)
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        for s in range(1, 65):
-            try:
-                signal.signal(s, signal.SIG_IGN)
-            except (OSError, ValueError, RuntimeError):
-                pass
-        while True:
-            time.sleep(0.2)
-    os._exit(0)
+deaf_daemon()
 def spin():
     while True:
         time.sleep(0.2)
@@ -49,22 +61,13 @@ libc.syscall(60, 0)
 
 # Trace PID 1 from a grandchild (the engine's default profile allows it):
 # PID 1 sits in a tracing stop; the tracer ignores every catchable signal.
-TRACE_PID1 = r"""
-import ctypes, os, signal, time
+TRACE_PID1 = DEAF_DAEMON + r"""
+import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        for s in range(1, 65):
-            try:
-                signal.signal(s, signal.SIG_IGN)
-            except (OSError, ValueError, RuntimeError):
-                pass
-        r = libc.ptrace(16, 1, 0, 0)  # PTRACE_ATTACH
-        os.write(1, b"attach %d errno %d\n" % (r, ctypes.get_errno()))
-        while True:
-            time.sleep(0.2)
-    os._exit(0)
+def attach():
+    r = libc.ptrace(16, 1, 0, 0)  # PTRACE_ATTACH
+    os.write(1, b"attach %d errno %d\n" % (r, ctypes.get_errno()))
+deaf_daemon(attach)
 time.sleep(0.5)
 print("pid1 still runs", flush=True)
 time.sleep(600)
@@ -86,20 +89,9 @@ except OSError as e:
 time.sleep(600)
 """
 
-DAEMONS_THEN_EXIT = r"""
-import os, signal, time
+DAEMONS_THEN_EXIT = DEAF_DAEMON + r"""
 for _ in range(5):
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            for s in range(1, 65):
-                try:
-                    signal.signal(s, signal.SIG_IGN)
-                except (OSError, ValueError, RuntimeError):
-                    pass
-            while True:
-                time.sleep(0.2)
-        os._exit(0)
+    deaf_daemon()
 print("bye")
 """
 
@@ -162,14 +154,12 @@ class Leftovers:
 
     @classmethod
     def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
         cls.uid = unique_uid()
         cls.instance = "leftovers-%s-%s" % (cls.RUNTIME, cls.SECCOMP or "shipped")
         extra = {"SANDBOX_DOCKER_UID": str(cls.uid), "SANDBOX_DOCKER_WARM": "1"}
         if cls.SECCOMP:
             extra["SANDBOX_DOCKER_SECCOMP"] = cls.SECCOMP
-        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance, **extra)).start(timeout=120)
+        cls.d = start_docker_daemon(cls.RUNTIME, cls.instance, **extra)
         cls.full_instance = cls.instance + RUN_TAG
 
     @classmethod
@@ -184,9 +174,7 @@ class Leftovers:
     def run_py(self, code, timeout_ms=2000):
         import secrets
         self.marker = "plh" + secrets.token_hex(4)
-        status, body = self.d.rpc("Run", {"snippet": {"language": "python",
-                                                      "code": MARK % self.marker + code},
-                                          "timeout_ms": timeout_ms})
+        status, body = self.d.rpc("Run", py(MARK % self.marker + code, timeout_ms=timeout_ms))
         return status, body
 
     def assert_nothing_left(self):
@@ -291,12 +279,7 @@ class ShippedProfile:
             self.assertNotIn("EPERM", body["stdout"].splitlines()[0])
 
 
-class LeftoversRunc(Leftovers, ShippedProfile, unittest.TestCase):
-    RUNTIME = "runc"
-
-
-class LeftoversRunsc(Leftovers, ShippedProfile, unittest.TestCase):
-    RUNTIME = "runsc"
+LeftoversRunc, LeftoversRunsc = per_runtime(Leftovers, ShippedProfile)
 
 
 class LeftoversRuncEngineProfile(Leftovers, unittest.TestCase):

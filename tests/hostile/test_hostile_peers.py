@@ -16,13 +16,11 @@ import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
-from harness import Daemon  # noqa: E402
-from hostcheck import unique_uid  # noqa: E402
-from test_docker import RUN_TAG, docker_env, engine_up, ours  # noqa: E402
-from test_grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
-from upstream import Check, Upstream  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import RUN_TAG, ours, per_runtime  # noqa: E402
+from plimsoll_test.grants import GrantDaemon  # noqa: E402
+from plimsoll_test.hostcheck import unique_uid  # noqa: E402
+from plimsoll_test.payloads import py  # noqa: E402
 
 REQUEST = b"GET /items/1 HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n"
 
@@ -85,28 +83,26 @@ def connect_as(path, uid, gid):
     return out
 
 
-class HostilePeers:
-    RUNTIME = None
+class HostilePeers(GrantDaemon):
+    """The grant "items" to the test API; the sandbox's uid is this
+    process's own (unique_uid).  per_runtime sets RUNTIME."""
+    INSTANCE = "hostile-peers-"
+
+    @classmethod
+    def settings(cls):
+        return dict(super().settings(), SANDBOX_DOCKER_UID=str(cls.uid))
 
     @classmethod
     def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
-        cls.files = GrantFiles()
-        cls.up = Upstream(Check(token=TOKEN))
-        path = cls.files.write({"items": profile(cls.up.url, token_cred())})
         cls.uid = unique_uid()
-        cls.instance = "hostile-peers-" + cls.RUNTIME
-        env = docker_env(cls.RUNTIME, cls.instance, SANDBOX_DOCKER_UID=str(cls.uid))
-        env.update(grant_env(path))
-        cls.d = Daemon(env=env).start(timeout=120)
+        super().setUpClass()
         cls.base = os.path.join("/run/plimsoll", cls.instance + RUN_TAG)
 
     @classmethod
     def tearDownClass(cls):
         try:
             cls.d.stop()
-            cls.up.close()
+            cls.close_grants()
         finally:
             assert ours(cls.instance) == [], "containers left behind"
 
@@ -115,9 +111,8 @@ class HostilePeers:
 
     def start_run(self, code, out):
         before = self.run_dirs()
-        t = threading.Thread(target=lambda: out.append(self.d.rpc("Run", {
-            "snippet": {"language": "python", "code": code}, "grant_profile": "items",
-            "timeout_ms": 30000})))
+        t = threading.Thread(target=lambda: out.append(self.d.rpc(
+            "Run", py(code, "items", timeout_ms=30000))))
         t.start()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -174,12 +169,7 @@ class HostilePeers:
         self.assertEqual(b_out[0][1]["record"]["broker_calls"], 0, b_out[0])
 
 
-class HostilePeersRunc(HostilePeers, unittest.TestCase):
-    RUNTIME = "runc"
-
-
-class HostilePeersRunsc(HostilePeers, unittest.TestCase):
-    RUNTIME = "runsc"
+HostilePeersRunc, HostilePeersRunsc = per_runtime(HostilePeers)
 
 
 if __name__ == "__main__":

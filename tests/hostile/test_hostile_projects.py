@@ -10,10 +10,8 @@ import os
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
-from harness import Daemon  # noqa: E402
-from test_docker import docker_env, engine_up, ours  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import DockerDaemon, ours, per_runtime  # noqa: E402
 
 # Forged reports in the old reporter's format and garbage, written into
 # every descriptor of every process this step can open, now and for as
@@ -81,16 +79,9 @@ print('tried')
 """
 
 
-class HostileProjects:
-    RUNTIME = None
-
-    @classmethod
-    def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
-        cls.instance = "hostile-projects-" + cls.RUNTIME
-        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance,
-                                      SANDBOX_OUTPUT_BYTES="65536")).start(timeout=120)
+class HostileProjects(DockerDaemon):
+    INSTANCE = "hostile-projects-"  # per_runtime sets RUNTIME
+    SETTINGS = {"SANDBOX_OUTPUT_BYTES": "65536"}
 
     @classmethod
     def tearDownClass(cls):
@@ -172,12 +163,7 @@ class HostileProjects:
         self.assertEqual(body["steps"][1]["stdout"], "0\n", body)
 
 
-class HostileProjectsRunc(HostileProjects, unittest.TestCase):
-    RUNTIME = "runc"
-
-
-class HostileProjectsRunsc(HostileProjects, unittest.TestCase):
-    RUNTIME = "runsc"
+HostileProjectsRunc, HostileProjectsRunsc = per_runtime(HostileProjects)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
-from harness import Daemon, error_info  # noqa: E402
-from hostcheck import marked_tasks  # noqa: E402
-from test_docker import docker_env, engine_up, ours  # noqa: E402
-from test_hostile import Hostile, proc_counts  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from plimsoll_test.docker import DockerDaemon, ours, per_runtime, require_engine  # noqa: E402
+from plimsoll_test.harness import error_info  # noqa: E402
+from plimsoll_test.hostcheck import marked_tasks  # noqa: E402
+from plimsoll_test.hostile import HostileDockerDaemon  # noqa: E402
+from plimsoll_test.payloads import py  # noqa: E402
 
 COUNT_OTHERS = ("import os\n"
                 "me = os.getpid()\n"
@@ -126,23 +127,11 @@ while time.time() < end:
 """
 
 
-class HostileSessions(Hostile):
-    RUNTIME = None
-
-    @classmethod
-    def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
-        cls.instance = "hostile-sessions-" + cls.RUNTIME
-        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance, SANDBOX_MAX_SESSIONS="4",
-                                      SANDBOX_SESSION_DISK_MB="8",
-                                      SANDBOX_DOCKER_WARM="0")).start(timeout=240)
-        cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        assert ours(cls.instance) == [], "containers left behind"
+class HostileSessions(HostileDockerDaemon):
+    INSTANCE = "hostile-sessions-"  # per_runtime sets RUNTIME
+    SETTINGS = {"SANDBOX_MAX_SESSIONS": "4", "SANDBOX_SESSION_DISK_MB": "8",
+                "SANDBOX_DOCKER_WARM": "0"}
+    START_TIMEOUT = 240
 
     def open(self):
         status, body = self.d.rpc("OpenSession", {})
@@ -152,9 +141,7 @@ class HostileSessions(Hostile):
         return sid
 
     def call(self, sid, code, **extra):
-        run = {"snippet": {"language": "python", "code": code}}
-        run.update(extra)
-        status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": run})
+        status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": py(code, **extra)})
         return status, body
 
     def ok(self, sid, code, **extra):
@@ -462,25 +449,26 @@ class HostileSessions(Hostile):
             self.assertEqual(error_info(b)[0]["reason"], "SESSION_ENDED", b)
 
 
-class HostileSessionsRunc(HostileSessions, unittest.TestCase):
-    RUNTIME = "runc"
+HostileSessionsRunc, HostileSessionsRunsc = per_runtime(HostileSessions)
 
 
-class HostileSessionsRunsc(HostileSessions, unittest.TestCase):
-    RUNTIME = "runsc"
-
-
-class SessionIpcCleanup:
+class SessionIpcCleanup(DockerDaemon):
     """With a seccomp profile of the operator's that allows System V IPC,
     the cleanup between calls removes what a call made: a 64 MiB shared
     memory segment, a semaphore set and a message queue (Linux lists them;
     gVisor does not, and the cleanup probes their ids)."""
-    RUNTIME = None
+    INSTANCE = "hostile-ipc-"  # per_runtime sets RUNTIME
+    SETTINGS = {"SANDBOX_MAX_SESSIONS": "2", "SANDBOX_SESSION_DISK_MB": "8",
+                "SANDBOX_DOCKER_WARM": "0"}
+    START_TIMEOUT = 240
+
+    @classmethod
+    def settings(cls):
+        return dict(super().settings(), SANDBOX_DOCKER_SECCOMP=cls.tmp.name)
 
     @classmethod
     def setUpClass(cls):
-        if not engine_up():
-            raise RuntimeError("the docker engine is not running: run scripts/docker-setup")
+        require_engine()
         import json
         import tempfile
         name = "plimsoll.json" if cls.RUNTIME == "runc" else "plimsoll-runsc.json"
@@ -492,10 +480,7 @@ class SessionIpcCleanup:
         cls.tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
         json.dump(prof, cls.tmp)
         cls.tmp.close()
-        cls.instance = "hostile-ipc-" + cls.RUNTIME
-        cls.d = Daemon(env=docker_env(cls.RUNTIME, cls.instance, SANDBOX_MAX_SESSIONS="2",
-                                      SANDBOX_SESSION_DISK_MB="8", SANDBOX_DOCKER_WARM="0",
-                                      SANDBOX_DOCKER_SECCOMP=cls.tmp.name)).start(timeout=240)
+        super().setUpClass()
 
     @classmethod
     def tearDownClass(cls):
@@ -512,8 +497,7 @@ class SessionIpcCleanup:
         self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
 
         def call(code):
-            status, b = self.d.rpc("RunInSession", {"session_id": sid, "run": {
-                "snippet": {"language": "python", "code": code}}})
+            status, b = self.d.rpc("RunInSession", {"session_id": sid, "run": py(code)})
             self.assertEqual(status, 200, b)
             return b["stdout"]
         made = call("import ctypes\n"
@@ -541,12 +525,7 @@ class SessionIpcCleanup:
         self.assertEqual(left, "[-1, -1, -1] -1 -1\n", (made, left))
 
 
-class SessionIpcCleanupRunc(SessionIpcCleanup, unittest.TestCase):
-    RUNTIME = "runc"
-
-
-class SessionIpcCleanupRunsc(SessionIpcCleanup, unittest.TestCase):
-    RUNTIME = "runsc"
+SessionIpcCleanupRunc, SessionIpcCleanupRunsc = per_runtime(SessionIpcCleanup)
 
 
 if __name__ == "__main__":

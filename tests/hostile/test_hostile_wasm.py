@@ -7,56 +7,21 @@ guest's result or a refusal before dispatch, never an infrastructure
 error; the module workers that refused or ran them are still the same
 processes unless the run had to end one; the daemon is ready after."""
 import base64
-import hashlib
-import json
 import os
 import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "wasi"))
-from harness import BUILD, Daemon, build_is_sanitized, error_info  # noqa: E402
-from test_hostile import Hostile, proc_counts  # noqa: E402
+from plimsoll_test.harness import build_is_sanitized, error_info  # noqa: E402
+from plimsoll_test.hostile import HostileWasmDaemon  # noqa: E402
+from plimsoll_test.payloads import built_module, module, sha  # noqa: E402
+from plimsoll_test.procs import children  # noqa: E402
 import wasmgen  # noqa: E402
 
 
-def module_bytes(name):
-    with open(os.path.join(BUILD, "tests", name + ".wasm"), "rb") as f:
-        return f.read()
-
-
-def children(pid):
-    out = set()
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                out.add(int(d))
-    return out
-
-
-def canon(v):
-    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-class HostileWasmModules(Hostile, unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm", "SANDBOX_OUTPUT_BYTES": "4096",
-                            "SANDBOX_RATE_PER_MIN": "100000", "SANDBOX_RATE_BURST": "10000",
-                            "SANDBOX_MEMORY_MB": "64", "SANDBOX_TOTAL_MEMORY_MB": "512"}).start()
-        cls.fds0, cls.threads0 = proc_counts(cls.d.proc.pid)
-
-    def module(self, wasm, **module):
-        m = {"wasm_base64": base64.b64encode(wasm).decode()}
-        m.update(module)
-        return {"module": m}
-
+class HostileWasmModules(HostileWasmDaemon, unittest.TestCase):
     def test_guest_picks_the_status_that_meant_refused(self):
         # proc_exit(4294966296) is -1000 as an int32: the status the module
         # worker once used in-band for "refused", with a stderr that reads
@@ -64,15 +29,13 @@ class HostileWasmModules(Hostile, unittest.TestCase):
         for status_u32, want in ((2**32 - 1000, -1000), (2**31, -2**31), (2**32 - 1, -1),
                                  (124, 124)):
             with self.subTest(status_u32):
-                msg = self.module(module_bytes("exitcode"), args=[str(status_u32)])
+                msg = module(built_module("exitcode"), args=[str(status_u32)])
                 b = self.result(msg)
                 self.assertEqual((b["exit_code"], b["stdout"], b["timed_out"], b["outcome"]),
                                  (want, "exit %d\n" % status_u32, False, "completed"))
                 rec = b.pop("record")
-                self.assertEqual(rec["request_sha256"],
-                                 hashlib.sha256(canon(msg).encode()).hexdigest())
-                self.assertEqual(rec["response_sha256"],
-                                 hashlib.sha256(canon(b).encode()).hexdigest())
+                self.assertEqual(rec["request_sha256"], sha(msg))
+                self.assertEqual(rec["response_sha256"], sha(b))
 
     def test_guest_output_that_is_protocol_frames(self):
         # The guest writes, on both streams, a REFUSED frame and a
@@ -85,7 +48,7 @@ class HostileWasmModules(Hostile, unittest.TestCase):
         frames = frame(5, bytes(8) + b"no")
         frames += frame(3, (2**32 - 1000).to_bytes(4, "little") + bytes([1, 0, 0, 0])
                         + bytes(16))
-        b = self.result(self.module(wasmgen.writer(out=frames, err=frames)))
+        b = self.result(module(wasmgen.writer(out=frames, err=frames)))
         self.assertEqual((b["exit_code"], b["timed_out"], b["out_of_memory"]), (0, False, False))
         self.assertEqual(base64.b64decode(b["stdout_base64"] or
                                           base64.b64encode(b["stdout"].encode())), frames)
@@ -97,7 +60,7 @@ class HostileWasmModules(Hostile, unittest.TestCase):
         before = children(self.d.proc.pid)
         with open(os.path.join(os.path.dirname(HERE), "wasi", "modules", "wasicalls.out")) as f:
             want = f.read()
-        b = self.result(self.module(module_bytes("wasicalls"), stdin="in"))
+        b = self.result(module(built_module("wasicalls"), stdin="in"))
         self.assertEqual((b["exit_code"], b["stdout"]), (7, want))
         self.assertEqual(children(self.d.proc.pid), before)
 
@@ -110,23 +73,23 @@ class HostileWasmModules(Hostile, unittest.TestCase):
                          ("data segments", {"datas": 2000000}),
                          ("exports", {"exports": 500000})):
             with self.subTest(what):
-                self.refusal(self.module(wasmgen.build(**kw)), "INVALID_REQUEST")
+                self.refusal(module(wasmgen.build(**kw)), "INVALID_REQUEST")
         # The worker that counted them is the one that refused: none ran out.
         self.assertEqual(children(self.d.proc.pid), before)
-        self.assertEqual(self.result(self.module(module_bytes("exit3")))["exit_code"], 3)
+        self.assertEqual(self.result(module(built_module("exit3")))["exit_code"], 3)
 
     def test_value_stack_flood_is_a_result(self):
         # 20000 live operands per frame make wabt's unbounded value stack
         # grow until the worker's address-space cap: the run's own result.
-        b = self.result(self.module(module_bytes("opstack")))
+        b = self.result(module(built_module("opstack")))
         self.assertEqual(b["exit_code"], 1)
         if not build_is_sanitized():  # no address-space cap under ASan
             self.assertTrue(b["out_of_memory"], b)
             self.assertIn("ran out of host memory", b["stderr"])
-        self.assertEqual(self.result(self.module(module_bytes("exit3")))["exit_code"], 3)
+        self.assertEqual(self.result(module(built_module("exit3")))["exit_code"], 3)
 
     def test_refusal_still_names_the_reason(self):
-        status, body = self.d.rpc("Run", self.module(wasmgen.build(funcs=100001)))
+        status, body = self.d.rpc("Run", module(wasmgen.build(funcs=100001)))
         self.assertEqual(status, 400, body)
         self.assertEqual(error_info(body)[0]["metadata"]["dispatched"], "false")
         self.assertIn("at most 100000", body["message"])

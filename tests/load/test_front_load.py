@@ -44,12 +44,10 @@ import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "hostile"))
-from harness import SERVICE, Daemon, error_info  # noqa: E402
-from test_front import head, read_answer  # noqa: E402
-from test_hostile import proc_counts  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.harness import SERVICE, Daemon, error_info  # noqa: E402
+from plimsoll_test.procs import proc_counts  # noqa: E402
+from plimsoll_test.rawhttp import head, read_answer  # noqa: E402
 
 ATTACKERS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 AMPLIFIER = "127.0.0.5"  # its own address: a connection it loses is never the cap's doing

@@ -28,12 +28,11 @@ import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "api"))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "hostile"))
-from harness import SERVICE, Daemon, error_info  # noqa: E402
-from test_docker import docker_env, engine_up, ours  # noqa: E402
-from test_hostile import proc_counts  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from plimsoll_test.docker import docker_env, engine_up, ours  # noqa: E402
+from plimsoll_test.harness import SERVICE, Daemon, error_info  # noqa: E402
+from plimsoll_test.payloads import js, py  # noqa: E402
+from plimsoll_test.procs import proc_counts  # noqa: E402
 
 # A refusal's p99 above this means it waited (for a slot, a lock, a run):
 # a hang guard, far above any refusal's real time, not a performance claim.
@@ -55,14 +54,6 @@ def _expected(n):
 
 JS_BUSY_OUT = _expected(30000)
 PY_BUSY_OUT = _expected(200000)
-
-
-def js(code):
-    return {"snippet": {"language": "javascript", "code": code}}
-
-
-def py(code):
-    return {"snippet": {"language": "python", "code": code}}
 
 
 def pct(xs, p):

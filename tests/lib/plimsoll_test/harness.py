@@ -3,7 +3,8 @@
 Every API test goes through this: a daemon process built from this tree
 (PLIMSOLL_BUILD_DIR, default ./build), its own keys file and a free port
 (PLIMSOLL_LISTEN=127.0.0.1:0; the port is read from the "listening" log
-line), standard library only.
+line), standard library only.  ClassDaemon gives a test class one daemon
+for all its tests.
 """
 import base64
 import hashlib
@@ -17,7 +18,8 @@ import subprocess
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# tests/lib/plimsoll_test/harness.py: the repository is four folders up.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BUILD = os.environ.get("PLIMSOLL_BUILD_DIR", os.path.join(ROOT, "build"))
 PLIMSOLLD = os.path.join(BUILD, "plimsolld")
 CLI = os.path.join(BUILD, "plimsoll")
@@ -154,6 +156,20 @@ class Daemon:
         body = raw if raw is not None else json.dumps(message).encode()
         status, _, data = self.request("POST", SERVICE + method, body, h, conn=conn)
         return status, json.loads(data) if data else None
+
+
+class ClassDaemon:
+    """Mixin for a TestCase: one daemon (cls.d) for all the class's tests,
+    started with the settings DAEMON_ENV and stopped after the last."""
+    DAEMON_ENV = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(env=cls.DAEMON_ENV).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):

@@ -1,0 +1,116 @@
+"""Grants for the tests: profiles, a temporary grants file with keys and a
+certificate (GrantFiles), the credentials' settings (grant_env), and
+GrantDaemon, a docker daemon holding grants to a test API (upstream.py) for
+a test class."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+from .docker import DockerDaemon, require_engine
+from .upstream import Check, Upstream
+
+TOKEN = "tok-" + "7f3a9c" * 8 + "-never-in-a-log"
+HMAC_KEY = "hs256-key-" + "k" * 40
+SCOPES = ["items:read", "items:write"]
+ROUTES = ["GET /items/*", "POST /items/*/notes", "GET /reports/**", "GET /big", "GET /slow"]
+
+
+def profile(base_url, credential, callers=("alice", "bob"), routes=ROUTES, **extra):
+    p = {"base_url": base_url, "routes": list(routes), "allowed_callers": list(callers),
+         "scopes": SCOPES, "credential": credential}
+    p.update(extra)
+    return p
+
+
+class GrantFiles:
+    """A temporary folder with a grants file and keys."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="plimsoll-grants-")
+        self.path = os.path.join(self.dir, "grants.json")
+        for alg, args in (("rsa", ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]),
+                          ("ed", ["-algorithm", "ED25519"])):
+            key = os.path.join(self.dir, alg + ".pem")
+            subprocess.run(["openssl", "genpkey"] + args + ["-out", key], check=True,
+                           capture_output=True)
+            subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-out",
+                            os.path.join(self.dir, alg + ".pub")], check=True,
+                           capture_output=True)
+        # A private CA's certificate for an HTTPS API on 127.0.0.1.
+        self.cert = os.path.join(self.dir, "tls.crt")
+        self.cert_key = os.path.join(self.dir, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", self.cert_key,
+                        "-out", self.cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                       capture_output=True)
+        os.chmod(self.dir, 0o755)
+
+    def key(self, alg):
+        return os.path.join(self.dir, alg + ".pem")
+
+    def pub(self, alg):
+        return os.path.join(self.dir, alg + ".pub")
+
+    def write(self, profiles):
+        with open(self.path, "w") as f:
+            json.dump({"profiles": profiles}, f)
+        return self.path
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def token_cred():
+    return {"kind": "shared_token", "env": "ITEMS_TOKEN"}
+
+
+def jwt_cred(alg, files=None):
+    c = {"kind": "jwt", "alg": alg, "issuer": "plimsoll-test", "audience": "items-api",
+         "ttl_seconds": 120}
+    if alg == "HS256":
+        c["key_env"] = "ITEMS_JWT_KEY"
+    else:
+        c["key_file"] = files.key("rsa" if alg == "RS256" else "ed")
+    return c
+
+
+def grant_env(path, **extra):
+    env = {"PLIMSOLL_GRANTS_FILE": path, "ITEMS_TOKEN": TOKEN, "ITEMS_JWT_KEY": HMAC_KEY}
+    env.update(extra)
+    return env
+
+
+class GrantDaemon(DockerDaemon):
+    """DockerDaemon whose daemon holds grants: setUpClass first makes
+    cls.files (GrantFiles) and cls.up (a test API that checks the shared
+    TOKEN) and writes the profiles cls.grants() returns; the daemon gets
+    grant_env's settings too.  A subclass's tearDownClass stops cls.d and
+    calls close_grants()."""
+
+    @classmethod
+    def grants(cls):
+        """The profiles, {name: profile(...)}: cls.files and cls.up are
+        there, and any other API a profile names is made here."""
+        return {"items": profile(cls.up.url, token_cred())}
+
+    @classmethod
+    def settings(cls):
+        env = super().settings()
+        env.update(grant_env(cls.files.path))
+        return env
+
+    @classmethod
+    def setUpClass(cls):
+        require_engine()
+        cls.files = GrantFiles()
+        cls.up = Upstream(Check(token=TOKEN))
+        cls.files.write(cls.grants())
+        super().setUpClass()
+
+    @classmethod
+    def close_grants(cls):
+        cls.up.close()
+        cls.files.close()
