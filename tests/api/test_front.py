@@ -397,7 +397,9 @@ class RunNotCut(unittest.TestCase):
                                          "timeout_ms": 20000})
             self.assertEqual(status, 200, body)
             self.assertEqual(body["stdout"], "done\n")
-            self.assertGreaterEqual(body["duration_ms"], 1500)
+            # It ran well past the 300 ms read deadline (the guest's clock and
+            # the daemon's are not the same: 1500 can read as 1499).
+            self.assertGreater(body["duration_ms"], 1000)
         finally:
             d.stop()
 
