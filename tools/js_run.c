@@ -1,5 +1,5 @@
 /*
- * js-run: run one JavaScript snippet through the plimsoll wasm engine pool,
+ * js-run: run one JavaScript snippet through the wasm provider's worker pool,
  * for manual checks.  Prints the guest's stdout and stderr, then the
  * result struct (on stderr), and exits with the run's exit code (or 70 on
  * an infrastructure error).
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/providers/wasm/engine/js_engine.h"
+#include "../src/providers/wasm/js_pool.h"
 
 /* Read a whole file ("-" = stdin) into a malloc'd buffer. */
 static int read_file(const char *path, char **ret_buf, size_t *ret_len) {
@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
     fprintf(stderr,
             "--- %s: exit_code=%d timed_out=%d out_of_memory=%d trapped=%d out_len=%zu "
             "out_truncated=%d err_len=%zu err_truncated=%d duration=%.3f ms guest=%.3f ms\n",
-            pl_js_engine_version(), res.exit_code, res.timed_out, res.out_of_memory, res.trapped,
+            pl_js_quickjs_version(), res.exit_code, res.timed_out, res.out_of_memory, res.trapped,
             res.out_len, res.out_truncated, res.err_len, res.err_truncated,
             (double)res.duration_ns / 1e6, (double)res.guest_ns / 1e6);
     r = res.exit_code;

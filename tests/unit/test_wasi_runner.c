@@ -28,8 +28,8 @@
 
 #include <cmocka.h>
 
-#include "../../src/providers/wasm/engine/worker_seccomp.h"
-#include "../../src/providers/wasm/wasi/wasi_runner.h"
+#include "../../src/providers/wasm/worker_seccomp.h"
+#include "../../src/providers/wasm/wasi_runner.h"
 
 static const char *g_modules_dir = PL_WASI_MODULES_DIR;
 

@@ -2,14 +2,14 @@
  * wasm.c: the wasm provider, the process tier ("P").
  *
  * JavaScript snippets run on QuickJS compiled to WebAssembly and translated
- * to C by wasm2c, inside a pool of worker processes (engine/js_engine.h);
+ * to C by wasm2c, inside a pool of worker processes (js_pool.h);
  * docs/providers/wasm.md has the design.  The wall is the WebAssembly
  * sandbox plus what the worker process is allowed to do (seccomp, no fds,
  * no privileges): enough for the edit-run-debug loop, too weak for hostile
  * code, which is why the tier is "process".
  *
  * WASI modules run on wabt's interpreter in a second pool of worker
- * processes (engine/wasi_worker_main.c), with the same limits.
+ * processes (wasi_worker.c), with the same limits.
  *
  * Startup proof (create): before the daemon serves, the provider runs
  * guests on itself and refuses to start unless
@@ -29,8 +29,8 @@
 
 #include "../../broker/broker.h"
 #include "../provider.h"
-#include "engine/js_engine.h"
-#include "engine/wasi_job.h"
+#include "js_pool.h"
+#include "wasi_job.h"
 
 #ifndef PL_LIBEXECDIR
 #define PL_LIBEXECDIR "/usr/local/libexec/plimsoll"
@@ -234,7 +234,7 @@ static int wasm_create(const struct pl_config *config, void **ret_state, struct 
     /* One worker per run slot: admission never lets more runs in. */
     s->workers = pl_config_effective_concurrency(config, true);
     s->max_timeout_ms = config->max_timeout_ms;
-    snprintf(s->engine, sizeof(s->engine), "%s", pl_js_engine_version());
+    snprintf(s->engine, sizeof(s->engine), "%s", pl_js_quickjs_version());
     memcpy(s->worker, worker, sizeof(s->worker));
     char msg[256] = "";
     int r = pl_js_pool_new_ex(s->workers, worker, &s->pool, msg, sizeof(msg));
@@ -318,7 +318,7 @@ static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_r
     struct pl_js_result r = {0};
     int rc;
     /* The JSON envelope can make a body up to six times longer (\u00XX
-     * escapes); the engine's frames stop at 16 MiB.  The broker's own
+     * escapes); the pool's frames stop at 16 MiB.  The broker's own
      * checks on the decoded body are the exact ones. */
     struct pl_js_broker broker = {.call = broker_call, .userdata = ctx->broker};
     if (ctx->broker) {

@@ -1,9 +1,9 @@
 /*
  * wasi_worker_main.c: plimsoll-wasi-worker, the process that runs WASI
- * modules for the wasm provider (wabt's interpreter, wasi/wasi_runner.h).
+ * modules for the wasm provider (wabt's interpreter, wasi_runner.h).
  *
  * It speaks the JS workers' protocol (js_proto.h) with the same pool
- * (js_engine.h), so a module run is queued, bounded and respawned exactly
+ * (js_pool.h), so a module run is queued, bounded and respawned exactly
  * like a snippet.  The RUN frame's "code" is a module job (pl_wasi_job_*);
  * its "stdin" is the guest's stdin.
  *
@@ -33,7 +33,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "../wasi/wasi_runner.h"
+#include "wasi_runner.h"
 #include "js_proto.h"
 #include "wasi_job.h"
 #include "worker_seccomp.h"

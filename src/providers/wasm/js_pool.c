@@ -1,5 +1,5 @@
 /*
- * The JS worker pool (daemon side of js_engine.h).
+ * js_pool.c: the worker pool (js_pool.h), in the daemon.
  *
  * Keeps N worker processes (plimsoll-js-worker), each connected by a
  * private socketpair, and hands each pl_js_pool_run() call to a free one.
@@ -32,7 +32,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* posix_spawn_file_actions_addclosefrom_np */
 #endif
-#include "js_engine.h"
+#include "js_pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,7 +86,7 @@ struct pl_js_pool {
     uint64_t respawns;
 };
 
-const char *pl_js_engine_version(void) {
+const char *pl_js_quickjs_version(void) {
     return "QuickJS 2021-03-27 (wasm32-wasi, wasm2c)";
 }
 

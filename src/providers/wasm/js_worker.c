@@ -1,6 +1,7 @@
 /*
- * The worker process: runs one QuickJS-in-wasm guest at a time for the
- * pool in the daemon (js_engine.c), talking over the socket on fd 3.
+ * js_worker.c: plimsoll-js-worker, the process that runs one
+ * QuickJS-in-wasm guest at a time for the worker pool in the daemon
+ * (js_pool.h), talking over the socket on fd 3 (js_proto.h).
  *
  * Why a process: wasm2c's runtime keeps the trap target and the call-depth
  * counter in process-global variables, and the only reliable way to stop
@@ -10,12 +11,12 @@
  * are only safe with exactly one guest per process.  A worker that dies
  * for any reason is simply replaced by the pool.
  *
- * Life cycle: main() (plimsoll-js-worker) calls pl_js_worker_main(), which
- * hardens the process (no_new_privs, no core dumps), blocks signals, and
- * starts the serving thread with a 16 MiB stack (the generated code's
- * largest frame is 448 bytes, times WASM_RT_MAX_CALL_STACK_DEPTH=20000 is
- * ~9 MB).  That thread initialises the module, installs a seccomp filter,
- * sends HELLO, and then serves RUN requests until the socket closes.
+ * Life cycle: main() hardens the process (no_new_privs, no core dumps),
+ * blocks signals, and starts the serving thread with a 16 MiB stack (the
+ * generated code's largest frame is 448 bytes, times
+ * WASM_RT_MAX_CALL_STACK_DEPTH=20000 is ~9 MB).  That thread initialises
+ * the module, installs a seccomp filter, sends HELLO, and then serves RUN
+ * requests until the socket closes.
  *
  * Per run: a fresh instance (all-zero linear memory capped at the
  * request's memory_bytes, data segments re-applied, new QuickJS runtime),
@@ -32,9 +33,6 @@
  * protocol in step.  Without a grant the call fails here and nothing is
  * sent.  Any protocol error ends the worker (the pool replaces it).
  */
-#include "js_worker.h"
-#include "worker_seccomp.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -59,6 +57,7 @@
 #include "qjs_wasm.h"
 #include "wasi_host.h"
 #include "wasm_rt_host.h"
+#include "worker_seccomp.h"
 
 #define WORKER_SOCKET_FD 3
 #define WORKER_STACK_SIZE (16u << 20)
@@ -463,7 +462,7 @@ static void *serve_thread(void *arg) {
     return NULL;
 }
 
-int pl_js_worker_main(int argc, char **argv) {
+int main(int argc, char **argv) {
     struct rlimit no_core = {0, 0};
     pthread_attr_t attr;
     pthread_t th;

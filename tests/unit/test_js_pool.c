@@ -1,6 +1,6 @@
 /*
- * Integration tests for the plimsoll wasm JavaScript engine, against the
- * real worker executable (PLIMSOLL_JS_WORKER, else the one in this build
+ * Integration tests for the wasm provider's worker pool (js_pool.h),
+ * against the real worker executable (PLIMSOLL_JS_WORKER, else the one in this build
  * tree).  Each group of CHECKs is one cmocka test, which fails when any of
  * its CHECKs did.  Measured figures (deadline stops, soak) are printed;
  * latency lives in bench/, never asserted here.
@@ -23,8 +23,8 @@
 
 #include <jansson.h>
 
-#include "../../src/providers/wasm/engine/js_engine.h"
-#include "../../src/providers/wasm/engine/js_proto.h"
+#include "../../src/providers/wasm/js_pool.h"
+#include "../../src/providers/wasm/js_proto.h"
 
 static int g_failures;
 
@@ -810,7 +810,7 @@ static const char *worker_path(void) {
 static int setup(void **state) {
     (void)state;
     char err[256];
-    printf("engine: %s\n", pl_js_engine_version());
+    printf("runtime: %s\n", pl_js_quickjs_version());
     if (pl_js_pool_new_ex(2, worker_path(), &g_pool, err, sizeof(err)) < 0 ||
         pl_js_pool_new_ex(1, worker_path(), &g_pool1, err, sizeof(err)) < 0) {
         fprintf(stderr, "pl_js_pool_new: %s\n", err);
@@ -1080,5 +1080,5 @@ int main(int argc, char **argv) {
         cmocka_unit_test(case_test_status_mapping),
         cmocka_unit_test(case_test_soak),
     };
-    return cmocka_run_group_tests_name("js_engine", tests, setup, teardown);
+    return cmocka_run_group_tests_name("js_pool", tests, setup, teardown);
 }

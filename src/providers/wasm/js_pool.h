@@ -1,7 +1,9 @@
 /*
- * plimsoll JavaScript engine: run untrusted JavaScript snippets in QuickJS
- * compiled to WebAssembly (wasm32-wasi, translated to C by wasm2c), inside
- * a pool of prefork'd, sandboxed worker processes.
+ * js_pool.h: the wasm provider's worker pool.  It runs untrusted
+ * JavaScript snippets in QuickJS compiled to WebAssembly (wasm32-wasi,
+ * translated to C by wasm2c) inside a pool of prefork'd, sandboxed worker
+ * processes (plimsoll-js-worker); a second pool of the same kind runs WASI
+ * modules (plimsoll-wasi-worker, PL_JS_POOL_MODULES).
  *
  * Each run gets a brand-new wasm instance (nothing survives between runs),
  * a linear-memory cap, a wall-clock deadline enforced inside the worker by
@@ -13,8 +15,8 @@
  *
  * docs/providers/wasm.md has the design and measured figures.
  */
-#ifndef PLIMSOLL_JS_ENGINE_H
-#define PLIMSOLL_JS_ENGINE_H
+#ifndef PLIMSOLL_JS_POOL_H
+#define PLIMSOLL_JS_POOL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -177,9 +179,10 @@ unsigned pl_js_pool_worker_pids(struct pl_js_pool *pool, int *pids, unsigned max
 uint64_t pl_js_pool_respawns(struct pl_js_pool *pool);
 
 /**
- * pl_js_engine_version - static description of the engine, e.g.
+ * pl_js_quickjs_version - static description of the JavaScript runtime the
+ * workers run (the API's snippet engine), e.g.
  * "QuickJS 2021-03-27 (wasm32-wasi, wasm2c)".
  */
-const char *pl_js_engine_version(void);
+const char *pl_js_quickjs_version(void);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * Wire protocol between the pool (js_engine.c, in the daemon) and a worker
+ * Wire protocol between the pool (js_pool.c, in the daemon) and a worker
  * process (js_worker.c), over a private AF_UNIX SOCK_STREAM socketpair.
  *
  * Every message is a 16-byte frame header followed by `len` payload bytes.
