@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <setjmp.h>
@@ -23,6 +24,8 @@
 
 #include <jansson.h>
 
+#include "../../src/core/clock.h"
+#include "../../src/core/fdio.h"
 #include "../../src/providers/wasm/js_pool.h"
 #include "../../src/providers/wasm/js_proto.h"
 
@@ -42,13 +45,6 @@ static const struct pl_js_limits k_default = {
     .stdout_cap = 1 << 20,
     .stderr_cap = 1 << 20,
 };
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Run code; on infrastructure failure print it and return the error. */
 static int run(struct pl_js_pool *pool, const char *code, const char *in,
@@ -194,10 +190,10 @@ static void test_deadlines(struct pl_js_pool *pool) {
     lim.timeout_ms = 300;
     for (size_t i = 0; i < sizeof(loops) / sizeof(loops[0]); i++) {
         struct pl_js_result r;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
 
         CHECK(run(pool, loops[i], NULL, &lim, &r) == 0);
-        double ms = (double)(now_ns() - t0) / 1e6;
+        double ms = (double)(pl_now_ns() - t0) / 1e6;
         printf("  %-58s -> exit %d timed_out=%d in %.1f ms\n", loops[i], r.exit_code, r.timed_out,
                ms);
         CHECK(r.exit_code == 124 && r.timed_out);
@@ -225,7 +221,7 @@ static void *bg_thread(void *arg) {
     struct bg_run *b = arg;
 
     b->rc = pl_js_pool_run(b->pool, b->code, strlen(b->code), NULL, 0, &b->lim, &b->res);
-    b->end_ns = now_ns();
+    b->end_ns = pl_now_ns();
     return NULL;
 }
 
@@ -241,15 +237,15 @@ static void test_concurrency(struct pl_js_pool *pool) {
     usleep(50 * 1000);
     for (int i = 0; i < 50; i++) {
         struct pl_js_result r;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
 
         if (run(pool, "console.log(2)", NULL, NULL, &r) == 0 && strcmp(r.out, "2\n") == 0)
             ok++;
-        if (now_ns() - t0 > worst)
-            worst = now_ns() - t0;
+        if (pl_now_ns() - t0 > worst)
+            worst = pl_now_ns() - t0;
         pl_js_result_free(&r);
     }
-    last_end = now_ns();
+    last_end = pl_now_ns();
     pthread_join(th, NULL);
     printf("  50/50 quick runs ok=%d, slowest %.2f ms, finished %.0f ms before the loop "
            "was stopped\n",
@@ -273,11 +269,11 @@ static void test_memory(struct pl_js_pool *pool) {
     printf("# memory cap 64 MiB\n");
     lim.timeout_ms = 10000;
     for (size_t i = 0; i < sizeof(hogs) / sizeof(hogs[0]); i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
 
         CHECK(run(pool, hogs[i], NULL, &lim, &r) == 0);
         printf("  %-66s -> exit %d oom=%d in %.0f ms: %.*s", hogs[i], r.exit_code, r.out_of_memory,
-               (double)(now_ns() - t0) / 1e6,
+               (double)(pl_now_ns() - t0) / 1e6,
                (int)(strchr(r.err, '\n') ? strchr(r.err, '\n') - r.err + 1 : (long)r.err_len),
                r.err);
         CHECK(r.exit_code == 1 && r.out_of_memory && !r.timed_out);
@@ -462,7 +458,7 @@ static void test_soak(struct pl_js_pool *pool) {
     rss0 = rss_kib(0);
     wrss0 = rss_kib(pid);
     fd0 = count_fds();
-    t0 = now_ns();
+    t0 = pl_now_ns();
     for (int i = 0; i < N; i++) {
         struct pl_js_result r;
 
@@ -471,7 +467,7 @@ static void test_soak(struct pl_js_pool *pool) {
             bad++;
         pl_js_result_free(&r);
     }
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(pl_now_ns() - t0) / 1e9;
     rss1 = rss_kib(0);
     wrss1 = rss_kib(pid);
     fd1 = count_fds();
@@ -530,9 +526,7 @@ static int tb_call(void *userdata, const char *req, size_t req_len, uint64_t dea
         *ret_reply_len = strlen("not json");
         return *ret_reply ? 0 : -1;
     case TB_SLEEP: {
-        uint64_t until = deadline_ns + (uint64_t)tb->sleep_past_ms * 1000000;
-        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
-                              .tv_nsec = (long)(until % 1000000000u)};
+        struct timespec ts = pl_timespec_of(deadline_ns + PL_MS(tb->sleep_past_ms));
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
             ;
         break;
@@ -639,9 +633,9 @@ static void test_broker_echo(struct pl_js_pool *pool) {
 
     /* The exact bytes of a default request, and the deadline handed over. */
     b = tb_broker(&tb, TB_ECHO);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = pl_now_ns();
     CHECK(run_broker(pool, "plimsoll.request({path: '/items/1?x=y'})", NULL, &b, &r) == 0);
-    uint64_t t1 = now_ns(), timeout_ns = (uint64_t)k_default.timeout_ms * 1000000;
+    uint64_t t1 = pl_now_ns(), timeout_ns = PL_MS(k_default.timeout_ms);
     CHECK(r.exit_code == 0 && tb.calls == 1);
     CHECK(strcmp(tb.last, "{\"method\":\"GET\",\"path\":\"/items/1?x=y\",\"headers\":{},"
                           "\"body\":\"\"}") == 0);
@@ -762,12 +756,12 @@ static void test_broker_deadline(struct pl_js_pool *pool1) {
     /* Returns 50 ms late: the guest is stopped as soon as the reply is in. */
     b = tb_broker(&tb, TB_SLEEP);
     tb.sleep_past_ms = 50;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = pl_now_ns();
     CHECK(run_broker(pool1,
                      "console.log('before'); plimsoll.request({path: '/slow'});"
                      "console.log('after')",
                      &lim, &b, &r) == 0);
-    double ms = (double)(now_ns() - t0) / 1e6;
+    double ms = (double)(pl_now_ns() - t0) / 1e6;
     printf("  callback 50 ms late -> exit %d timed_out=%d in %.1f ms, out %s", r.exit_code,
            r.timed_out, ms, r.out);
     CHECK(r.exit_code == 124 && r.timed_out && tb.calls == 1 && r.broker_calls == 1);
@@ -780,9 +774,9 @@ static void test_broker_deadline(struct pl_js_pool *pool1) {
     /* Returns past the pool's backstop: the worker is replaced. */
     b = tb_broker(&tb, TB_SLEEP);
     tb.sleep_past_ms = 400;
-    t0 = now_ns();
+    t0 = pl_now_ns();
     CHECK(run_broker(pool1, "plimsoll.request({path: '/slower'})", &lim, &b, &r) == 0);
-    ms = (double)(now_ns() - t0) / 1e6;
+    ms = (double)(pl_now_ns() - t0) / 1e6;
     printf("  callback 400 ms late -> exit %d timed_out=%d in %.1f ms\n", r.exit_code, r.timed_out,
            ms);
     CHECK(r.exit_code == 124 && r.timed_out && r.broker_calls == 1);
@@ -912,8 +906,8 @@ static int fake_worker(const char *mode) {
     for (;;) {
         struct pl_js_frame_hdr hdr;
         static char payload[1 << 16];
-        if (pl_js_read_full(3, &hdr, sizeof hdr, 0) < 0 || hdr.len > sizeof payload ||
-            pl_js_read_full(3, payload, hdr.len, 0) < 0)
+        if (pl_fd_read_full(3, &hdr, sizeof hdr, 0, -1) < 0 || hdr.len > sizeof payload ||
+            pl_fd_read_full(3, payload, hdr.len, 0, -1) < 0)
             return 0;
         if (strcmp(mode, "refuse") == 0) {
             fake_refuse("no, thanks");
@@ -1001,6 +995,95 @@ static void test_protocol_channels(struct pl_js_pool *unused) {
     pl_js_result_free(&r);
 }
 
+/* ---- framing on the pool's non-blocking end ------------------------------------- */
+
+struct frame_reader {
+    int fd;
+    struct pl_js_frame_hdr hdr;
+    unsigned char *payload;
+    int rc;
+};
+
+/* A worker's side: a blocking socket, no deadline, a slow start. */
+static void *read_one_frame(void *arg) {
+    struct frame_reader *fr = arg;
+    usleep(100 * 1000); /* let the writer fill the socket buffer first */
+    fr->rc = pl_fd_read_full(fr->fd, &fr->hdr, sizeof fr->hdr, 0, -1);
+    if (fr->rc == 0)
+        fr->rc = pl_js_check_hdr(&fr->hdr, PL_JS_MSG_RUN, 64u << 20);
+    if (fr->rc == 0) {
+        fr->payload = malloc(fr->hdr.len ? fr->hdr.len : 1);
+        fr->rc = fr->payload ? pl_fd_read_full(fr->fd, fr->payload, fr->hdr.len, 0, -1) : -ENOMEM;
+    }
+    return NULL;
+}
+
+/* The pool's end of a worker's socket is non-blocking, so its reads keep
+ * their deadlines; a frame larger than the socket buffer is still written
+ * whole (pl_js_write_frame waits for room), in order, and the reads tell a
+ * deadline from a peer that went away. */
+static void test_frames_on_a_nonblocking_end(struct pl_js_pool *unused) {
+    (void)unused;
+    int sv[2];
+    printf("# frames: a non-blocking writer, a blocking reader\n");
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(pl_fd_set_nonblock(sv[0]) == 0);
+
+    enum { A = 3 << 20, B = 5 << 20 };
+    unsigned char *a = malloc(A), *b = malloc(B);
+    CHECK(a && b);
+    if (!a || !b)
+        return;
+    for (size_t i = 0; i < A; i++)
+        a[i] = (unsigned char)(i * 7);
+    for (size_t i = 0; i < B; i++)
+        b[i] = (unsigned char)(i * 13 + 1);
+    struct frame_reader fr = {.fd = sv[1]};
+    pthread_t th;
+    pthread_create(&th, NULL, read_one_frame, &fr);
+    struct iovec parts[2] = {{a, A}, {b, B}};
+    CHECK(pl_js_write_frame(sv[0], PL_JS_MSG_RUN, parts, 2) == 0);
+    pthread_join(th, NULL);
+    CHECK(fr.rc == 0 && fr.hdr.len == A + B);
+    CHECK(fr.payload && memcmp(fr.payload, a, A) == 0 && memcmp(fr.payload + A, b, B) == 0);
+    free(fr.payload);
+    free(a);
+    free(b);
+
+    /* Nothing comes: the deadline ends the wait.  Half a frame, then the
+     * peer closes: the peer went away. */
+    struct pl_js_frame_hdr hdr;
+    uint64_t t0 = pl_now_ns();
+    CHECK(pl_fd_read_full(sv[0], &hdr, sizeof hdr, pl_deadline_in_ms(50), -1) == -ETIMEDOUT);
+    CHECK(pl_now_ns() - t0 >= PL_MS(50));
+    CHECK(write(sv[1], "PLJS", 4) == 4);
+    close(sv[1]);
+    CHECK(pl_fd_read_full(sv[0], &hdr, sizeof hdr, pl_deadline_in_ms(1000), -1) == -EPIPE);
+    /* Writing to a peer that went away is -EPIPE, never SIGPIPE. */
+    CHECK(pl_js_write_frame(sv[0], PL_JS_MSG_HELLO, NULL, 0) == -EPIPE);
+    close(sv[0]);
+
+    /* A header is refused for any field out of place. */
+    struct pl_js_frame_hdr ok = {.magic = PL_JS_PROTO_MAGIC,
+                                 .version = PL_JS_PROTO_VERSION,
+                                 .type = PL_JS_MSG_RESULT,
+                                 .len = 10};
+    CHECK(pl_js_check_hdr(&ok, PL_JS_MSG_RESULT, 10) == 0);
+    CHECK(pl_js_check_hdr(&ok, PL_JS_MSG_RESULT, 9) == -EPROTO);
+    CHECK(pl_js_check_hdr(&ok, PL_JS_MSG_REFUSED, 10) == -EPROTO);
+    struct pl_js_frame_hdr bad = ok;
+    bad.magic ^= 1;
+    CHECK(pl_js_check_hdr(&bad, PL_JS_MSG_RESULT, 10) == -EPROTO);
+    bad = ok;
+    bad.version++;
+    CHECK(pl_js_check_hdr(&bad, PL_JS_MSG_RESULT, 10) == -EPROTO);
+    bad = ok;
+    bad.reserved = 1;
+    CHECK(pl_js_check_hdr(&bad, PL_JS_MSG_RESULT, 10) == -EPROTO);
+    struct iovec five[5] = {{0}};
+    CHECK(pl_js_write_frame(-1, PL_JS_MSG_RUN, five, 5) == -EINVAL);
+}
+
 /* The WASI status (u32) as the protocol's int32: one to one, nothing special. */
 static void test_status_mapping(struct pl_js_pool *unused) {
     (void)unused;
@@ -1050,6 +1133,7 @@ CASE(test_broker_deadline, g_pool1)
 CASE(test_guest_reach_under_seccomp, g_pool1)
 CASE(test_protocol_channels, NULL)
 CASE(test_status_mapping, NULL)
+CASE(test_frames_on_a_nonblocking_end, NULL)
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--fake-worker") == 0)
@@ -1078,6 +1162,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(case_test_guest_reach_under_seccomp),
         cmocka_unit_test(case_test_protocol_channels),
         cmocka_unit_test(case_test_status_mapping),
+        cmocka_unit_test(case_test_frames_on_a_nonblocking_end),
         cmocka_unit_test(case_test_soak),
     };
     return cmocka_run_group_tests_name("js_pool", tests, setup, teardown);

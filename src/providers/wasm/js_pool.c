@@ -30,6 +30,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../core/clock.h"
+#include "../../core/fdio.h"
 #include "js_pool.h"
 #include "js_proto.h"
 #include "wasm_int.h"
@@ -40,7 +42,7 @@
 
 #define PL_JS_MAX_WORKERS 256
 /* How long a new worker may take to say HELLO. */
-#define PL_JS_SPAWN_TIMEOUT_NS (10ull * 1000000000)
+#define PL_JS_SPAWN_TIMEOUT_NS PL_MS(10000)
 
 const char *pl_js_quickjs_version(void) {
     return "QuickJS 2021-03-27 (wasm32-wasi, wasm2c)";
@@ -90,6 +92,15 @@ static int worker_start(char *const *argv, struct pl_js_worker *w, char *errbuf,
         set_err(errbuf, errlen, "socketpair: %s", strerror(-r));
         return r;
     }
+    /* The pool's end only: its reads wait against a deadline
+     * (pl_fd_read_full), the worker's end stays blocking. */
+    r = pl_fd_set_nonblock(sv[0]);
+    if (r < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        set_err(errbuf, errlen, "socketpair: %s", strerror(-r));
+        return r;
+    }
     if (sv[1] == 3) {
         /* dup2(3, 3) would keep FD_CLOEXEC set; move it first. */
         int moved = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
@@ -126,13 +137,14 @@ static int worker_start(char *const *argv, struct pl_js_worker *w, char *errbuf,
     w->pid = pid;
     w->fd = sv[0];
 
-    r = pl_js_read_full(w->fd, &hdr, sizeof(hdr), pl_js_now_ns() + PL_JS_SPAWN_TIMEOUT_NS);
+    uint64_t hello_by = pl_now_ns() + PL_JS_SPAWN_TIMEOUT_NS;
+    r = pl_fd_read_full(w->fd, &hdr, sizeof(hdr), hello_by, -1);
     if (r == 0)
         r = pl_js_check_hdr(&hdr, PL_JS_MSG_HELLO, sizeof(hello));
     if (r == 0 && hdr.len != sizeof(hello))
         r = -EPROTO;
     if (r == 0)
-        r = pl_js_read_full(w->fd, &hello, sizeof(hello), pl_js_now_ns() + PL_JS_SPAWN_TIMEOUT_NS);
+        r = pl_fd_read_full(w->fd, &hello, sizeof(hello), hello_by, -1);
     if (r < 0) {
         set_err(errbuf, errlen, "worker %s did not start (%s)", path, strerror(-r));
         pl_js_worker_stop(w);

@@ -26,16 +26,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/clock.h"
+#include "../../core/fdio.h"
 #include "js_pool.h"
 #include "js_proto.h"
 #include "wasm_int.h"
 
 #define PL_JS_MAX_TIMEOUT_MS 3600000u
 /* Extra time the pool grants beyond the deadline before it kills. */
-#define PL_JS_BACKSTOP_NS (250ull * 1000000)
+#define PL_JS_BACKSTOP_NS PL_MS(250)
 /* How long a module worker may take to validate and instantiate a module
  * (bounded by the module bounds in wasi_runner.h; well under a second). */
-#define PL_JS_CHECK_TIMEOUT_NS (10ull * 1000000000)
+#define PL_JS_CHECK_TIMEOUT_NS PL_MS(10000)
 /* Smallest accepted memory cap (one wasm page; below what QuickJS needs,
  * which then yields an out-of-memory result rather than an error). */
 #define PL_WASM_MIN_MEMORY 65536u
@@ -142,7 +144,7 @@ static int serve_broker(struct pl_js_worker *w, const struct pl_js_frame_hdr *hd
     req = malloc((size_t)hdr->len + 1);
     if (!req)
         return -ENOMEM;
-    r = pl_js_read_full(w->fd, req, hdr->len, read_deadline);
+    r = pl_fd_read_full(w->fd, req, hdr->len, read_deadline, -1);
     if (r < 0) {
         free(req);
         return r;
@@ -174,7 +176,7 @@ static int await_start(struct pl_js_worker *w, uint64_t deadline, struct pl_js_r
                        uint32_t *ret_flags) {
     struct pl_js_frame_hdr hdr;
     struct pl_js_refusal ref;
-    int r = pl_js_read_full(w->fd, &hdr, sizeof(hdr), deadline);
+    int r = pl_fd_read_full(w->fd, &hdr, sizeof(hdr), deadline, -1);
 
     if (r < 0)
         return r;
@@ -183,7 +185,7 @@ static int await_start(struct pl_js_worker *w, uint64_t deadline, struct pl_js_r
     if (pl_js_check_hdr(&hdr, PL_JS_MSG_REFUSED, sizeof(ref) + PL_JS_MAX_REFUSAL) < 0 ||
         hdr.len < sizeof(ref))
         return -EPROTO;
-    r = pl_js_read_full(w->fd, &ref, sizeof(ref), deadline);
+    r = pl_fd_read_full(w->fd, &ref, sizeof(ref), deadline, -1);
     if (r < 0)
         return r;
     if ((ref.flags & ~PL_JS_RESP_WORKER_ENDS) != 0 || ref.reserved != 0)
@@ -193,7 +195,7 @@ static int await_start(struct pl_js_worker *w, uint64_t deadline, struct pl_js_r
     res->err = malloc(len + 1);
     if (!res->out || !res->err)
         return -ENOMEM;
-    r = pl_js_read_full(w->fd, res->err, len, deadline);
+    r = pl_fd_read_full(w->fd, res->err, len, deadline, -1);
     if (r < 0)
         return r;
     res->err[len] = '\0';
@@ -215,20 +217,20 @@ static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
     int r;
 
     for (;;) {
-        r = pl_js_read_full(w->fd, &hdr, sizeof(hdr), deadline);
+        r = pl_fd_read_full(w->fd, &hdr, sizeof(hdr), deadline, -1);
         if (r < 0)
             return r;
         if (hdr.type != PL_JS_MSG_BROKER_REQ)
             break;
-        r = serve_broker(w, &hdr, b, run_deadline, deadline + 1000000000ull, res);
+        r = serve_broker(w, &hdr, b, run_deadline, deadline + PL_MS(1000), res);
         if (r < 0)
             return r;
     }
     if (pl_js_check_hdr(&hdr, PL_JS_MSG_RESULT, max_len) < 0 || hdr.len < sizeof(resp))
         return -EPROTO;
     /* The rest was written in one go right after the header. */
-    deadline += PL_JS_BACKSTOP_NS + 1000000000ull;
-    r = pl_js_read_full(w->fd, &resp, sizeof(resp), deadline);
+    deadline += PL_JS_BACKSTOP_NS + PL_MS(1000);
+    r = pl_fd_read_full(w->fd, &resp, sizeof(resp), deadline, -1);
     if (r < 0)
         return r;
     if (resp.out_len > l->stdout_cap || resp.err_len > l->stderr_cap + PL_JS_MAX_NOTE ||
@@ -238,9 +240,9 @@ static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
     res->err = malloc((size_t)resp.err_len + 1);
     if (!res->out || !res->err)
         return -ENOMEM;
-    r = pl_js_read_full(w->fd, res->out, resp.out_len, deadline);
+    r = pl_fd_read_full(w->fd, res->out, resp.out_len, deadline, -1);
     if (r == 0)
-        r = pl_js_read_full(w->fd, res->err, resp.err_len, deadline);
+        r = pl_fd_read_full(w->fd, res->err, resp.err_len, deadline, -1);
     if (r < 0)
         return r;
     res->out[resp.out_len] = '\0';
@@ -266,13 +268,13 @@ static int exchange(struct pl_js_pool *pool, struct pl_js_worker *w, const struc
     uint64_t run_deadline;
 
     if (pool->flags & PL_JS_POOL_MODULES) {
-        int r = await_start(w, pl_js_now_ns() + PL_JS_CHECK_TIMEOUT_NS, res, ret_flags);
+        int r = await_start(w, pl_now_ns() + PL_JS_CHECK_TIMEOUT_NS, res, ret_flags);
         if (r == 1)
             return 0;
         if (r < 0)
             return r == -ETIMEDOUT ? -EIO : r; /* nothing ran: not the guest's deadline */
     }
-    run_deadline = pl_js_now_ns() + (uint64_t)l->timeout_ms * 1000000;
+    run_deadline = pl_deadline_in_ms(l->timeout_ms);
     return read_result(w, l, b, run_deadline, run_deadline + PL_JS_BACKSTOP_NS, res, ret_flags);
 }
 
@@ -301,7 +303,7 @@ int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code
         return r;
 
     w = pl_js_pool_acquire(pool);
-    t0 = pl_js_now_ns();
+    t0 = pl_now_ns();
     r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits, broker);
     if (r == 0) {
         r = exchange(pool, w, limits, broker, ret_result, &flags);
@@ -323,7 +325,7 @@ int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code
         }
     }
     if (r == 0) {
-        ret_result->duration_ns = pl_js_now_ns() - t0;
+        ret_result->duration_ns = pl_now_ns() - t0;
         ret_result->broker_calls = calls;
     }
     pl_js_pool_release(pool, w);

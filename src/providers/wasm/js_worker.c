@@ -52,6 +52,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "../../core/clock.h"
+#include "../../core/fdio.h"
 #include "guest_abi.h"
 #include "js_proto.h"
 #include "qjs_wasm.h"
@@ -175,13 +177,13 @@ static int32_t broker_exchange(pl_broker_host_t *b, const uint8_t *req, uint32_t
 
     r = pl_js_write_frame(b->fd, PL_JS_MSG_BROKER_REQ, &iov, 1);
     if (r == 0)
-        r = pl_js_read_full(b->fd, &hdr, sizeof(hdr), 0);
+        r = pl_fd_read_full(b->fd, &hdr, sizeof(hdr), 0, -1);
     if (r == 0)
         r = pl_js_check_hdr(&hdr, PL_JS_MSG_BROKER_REPLY, sizeof(rep) + (uint64_t)b->max_reply);
     if (r == 0 && hdr.len < sizeof(rep))
         r = -EPROTO;
     if (r == 0)
-        r = pl_js_read_full(b->fd, &rep, sizeof(rep), 0);
+        r = pl_fd_read_full(b->fd, &rep, sizeof(rep), 0, -1);
     if (r < 0)
         broker_fatal(r);
     len = hdr.len - sizeof(rep);
@@ -189,7 +191,7 @@ static int32_t broker_exchange(pl_broker_host_t *b, const uint8_t *req, uint32_t
         broker_fatal(-EPROTO);
     if (buf_reserve(&g_reply, len + 1) < 0)
         broker_fatal(-ENOMEM); /* the unread bytes leave the socket out of step */
-    r = pl_js_read_full(b->fd, g_reply.p, len, 0);
+    r = pl_fd_read_full(b->fd, g_reply.p, len, 0, -1);
     if (r < 0)
         broker_fatal(r);
     switch (rep.status) {
@@ -270,7 +272,7 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
                     pl_wasi_t *wasi, pl_broker_host_t *broker, struct run_result *res) {
     volatile int32_t status = -1;
     volatile int jump;
-    uint64_t t0 = pl_js_now_ns();
+    uint64_t t0 = pl_now_ns();
     uint64_t pages = req->memory_bytes / PL_WASM_PAGE_SIZE;
 
     memset(res, 0, sizeof(*res));
@@ -302,7 +304,7 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
         pl_wasm_rt_reset_after_jump();
     }
     Z_qjs_free(&g_inst);
-    res->guest_ns = pl_js_now_ns() - t0;
+    res->guest_ns = pl_now_ns() - t0;
 
     if (jump == PL_WASM_JUMP_DEADLINE) {
         res->exit_code = 124;
@@ -369,7 +371,7 @@ static int serve_one(int fd) {
     size_t rest;
     int r;
 
-    r = pl_js_read_full(fd, &hdr, sizeof(hdr), 0);
+    r = pl_fd_read_full(fd, &hdr, sizeof(hdr), 0, -1);
     if (r == -EPIPE)
         return 1;
     if (r < 0)
@@ -378,7 +380,7 @@ static int serve_one(int fd) {
                         sizeof(req) + (uint64_t)PL_JS_MAX_CODE + PL_JS_MAX_STDIN);
     if (r < 0 || hdr.len < sizeof(req))
         return -EPROTO;
-    r = pl_js_read_full(fd, &req, sizeof(req), 0);
+    r = pl_fd_read_full(fd, &req, sizeof(req), 0, -1);
     if (r < 0)
         return r;
     rest = hdr.len - sizeof(req);
@@ -396,7 +398,7 @@ static int serve_one(int fd) {
     if (buf_reserve(&g_payload, rest + 1) < 0 || buf_reserve(&g_stdout, req.stdout_cap + 1) < 0 ||
         buf_reserve(&g_stderr, req.stderr_cap + 1) < 0)
         return -ENOMEM;
-    r = pl_js_read_full(fd, g_payload.p, rest, 0);
+    r = pl_fd_read_full(fd, g_payload.p, rest, 0, -1);
     if (r < 0)
         return r;
 

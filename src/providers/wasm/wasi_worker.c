@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "wasi_runner.h"
+#include "../../core/fdio.h"
 #include "js_proto.h"
 #include "wasi_job.h"
 #include "worker_seccomp.h"
@@ -139,7 +140,7 @@ static int reply(int fd, int32_t exit_code, uint32_t flags, const char *out, siz
 static int serve_one(int fd) {
     struct pl_js_frame_hdr hdr;
     struct pl_js_run_req req;
-    int r = pl_js_read_full(fd, &hdr, sizeof(hdr), 0);
+    int r = pl_fd_read_full(fd, &hdr, sizeof(hdr), 0, -1);
     if (r == -EPIPE)
         return 1;
     if (r < 0)
@@ -148,7 +149,7 @@ static int serve_one(int fd) {
                         sizeof(req) + (uint64_t)PL_JS_MAX_CODE + PL_JS_MAX_STDIN) < 0 ||
         hdr.len < sizeof(req))
         return -EPROTO;
-    if ((r = pl_js_read_full(fd, &req, sizeof(req), 0)) < 0)
+    if ((r = pl_fd_read_full(fd, &req, sizeof(req), 0, -1)) < 0)
         return r;
     size_t rest = hdr.len - sizeof(req);
     if ((uint64_t)req.code_len + req.stdin_len != rest || req.stdout_cap > PL_JS_MAX_STREAM ||
@@ -157,7 +158,7 @@ static int serve_one(int fd) {
     char *payload = malloc(rest + 1);
     if (!payload)
         return -ENOMEM;
-    if ((r = pl_js_read_full(fd, payload, rest, 0)) < 0) {
+    if ((r = pl_fd_read_full(fd, payload, rest, 0, -1)) < 0) {
         free(payload);
         return r;
     }
