@@ -124,14 +124,14 @@ int main(int argc, char **argv) {
         pl_js_pool_free(pool);
         return 70;
     }
-    fwrite(res.out, 1, res.out_len, stdout);
+    fwrite(res.out.data, 1, res.out.len, stdout);
     fflush(stdout);
-    fwrite(res.err, 1, res.err_len, stderr);
+    fwrite(res.err.data, 1, res.err.len, stderr);
     fprintf(stderr,
             "--- %s: exit_code=%d timed_out=%d out_of_memory=%d trapped=%d out_len=%zu "
             "out_truncated=%d err_len=%zu err_truncated=%d duration=%.3f ms guest=%.3f ms\n",
             pl_js_quickjs_version(), res.exit_code, res.timed_out, res.out_of_memory, res.trapped,
-            res.out_len, res.out_truncated, res.err_len, res.err_truncated,
+            res.out.len, res.out.truncated, res.err.len, res.err.truncated,
             (double)res.duration_ns / 1e6, (double)res.guest_ns / 1e6);
     r = res.exit_code;
     pl_js_result_free(&res);

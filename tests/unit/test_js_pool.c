@@ -54,14 +54,14 @@ static int run(struct pl_js_pool *pool, const char *code, const char *in,
     if (r < 0) {
         fprintf(stderr, "  run(%.40s...) failed: %s\n", code, strerror(-r));
         /* Keep the checks that follow from crashing on NULL. */
-        res->out = calloc(1, 1);
-        res->err = calloc(1, 1);
+        res->out.data = calloc(1, 1);
+        res->err.data = calloc(1, 1);
     }
     return r;
 }
 
 static bool contains(const struct pl_js_result *r, const char *stream, const char *needle) {
-    const char *hay = strcmp(stream, "out") == 0 ? r->out : r->err;
+    const char *hay = strcmp(stream, "out") == 0 ? r->out.data : r->err.data;
 
     return hay && strstr(hay, needle) != NULL;
 }
@@ -74,49 +74,49 @@ static void test_basics(struct pl_js_pool *pool) {
     printf("# basics\n");
     CHECK(run(pool, "console.log('hello world')", NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 0 && !r.timed_out && !r.out_of_memory);
-    CHECK(r.out_len == 12 && strcmp(r.out, "hello world\n") == 0);
-    CHECK(r.err_len == 0);
+    CHECK(r.out.len == 12 && strcmp(r.out.data, "hello world\n") == 0);
+    CHECK(r.err.len == 0);
     pl_js_result_free(&r);
 
     /* The completion value of the script is not printed. */
     CHECK(run(pool, "1 + 1; 'value'", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && r.out_len == 0 && r.err_len == 0);
+    CHECK(r.exit_code == 0 && r.out.len == 0 && r.err.len == 0);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "console.log('a', 1, 2.5, -0, true, null, undefined, 10n)", NULL, NULL, &r) ==
           0);
-    CHECK(strcmp(r.out, "a 1 2.5 -0 true null undefined 10n\n") == 0);
+    CHECK(strcmp(r.out.data, "a 1 2.5 -0 true null undefined 10n\n") == 0);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "console.log({a: 1, b: [1, 'x'], c: {d: null}}, [], {})", NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "{ a: 1, b: [ 1, 'x' ], c: { d: null } } [] {}\n") == 0);
+    CHECK(strcmp(r.out.data, "{ a: 1, b: [ 1, 'x' ], c: { d: null } } [] {}\n") == 0);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "console.log('%s=%d', 'n', 42); console.error('to stderr')", NULL, NULL, &r) ==
           0);
-    CHECK(strcmp(r.out, "n=42\n") == 0 && strcmp(r.err, "to stderr\n") == 0);
+    CHECK(strcmp(r.out.data, "n=42\n") == 0 && strcmp(r.err.data, "to stderr\n") == 0);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "let x = ;", NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 1 && !r.timed_out && !r.out_of_memory);
-    CHECK(strncmp(r.err, "Uncaught SyntaxError: ", 22) == 0);
-    printf("  syntax error -> exit %d, stderr: %.*s", r.exit_code, (int)r.err_len, r.err);
+    CHECK(strncmp(r.err.data, "Uncaught SyntaxError: ", 22) == 0);
+    printf("  syntax error -> exit %d, stderr: %.*s", r.exit_code, (int)r.err.len, r.err.data);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "function f() { throw new TypeError('bad thing'); }\nf();", NULL, NULL, &r) ==
           0);
-    CHECK(r.exit_code == 1 && strncmp(r.err, "Uncaught TypeError: bad thing\n", 30) == 0);
+    CHECK(r.exit_code == 1 && strncmp(r.err.data, "Uncaught TypeError: bad thing\n", 30) == 0);
     CHECK(contains(&r, "err", "at f (<snippet>"));
     pl_js_result_free(&r);
 
     CHECK(run(pool, "throw 42", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 1 && strcmp(r.err, "Uncaught 42\n") == 0);
+    CHECK(r.exit_code == 1 && strcmp(r.err.data, "Uncaught 42\n") == 0);
     pl_js_result_free(&r);
 
     /* Jobs run after the script; unhandled rejections fail the run. */
     CHECK(run(pool, "Promise.resolve(7).then(v => console.log('job', v)); console.log('sync')",
               NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "sync\njob 7\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "sync\njob 7\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool, "(async () => { await null; throw new Error('late'); })()", NULL, NULL, &r) ==
           0);
@@ -124,13 +124,13 @@ static void test_basics(struct pl_js_pool *pool) {
     pl_js_result_free(&r);
     CHECK(run(pool, "Promise.reject(new Error('x')).catch(() => console.log('caught'))", NULL, NULL,
               &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "caught\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "caught\n") == 0);
     pl_js_result_free(&r);
 
     /* Deep recursion is a RangeError, not a crash; stack printed briefly. */
     CHECK(run(pool, "function f(n) { return f(n + 1) + 1; } f(0)", NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 1 && !r.trapped &&
-          strncmp(r.err, "Uncaught InternalError: stack overflow", 38) == 0);
+          strncmp(r.err.data, "Uncaught InternalError: stack overflow", 38) == 0);
     CHECK(contains(&r, "err", "more frames"));
     pl_js_result_free(&r);
 
@@ -139,7 +139,7 @@ static void test_basics(struct pl_js_pool *pool) {
               "console.log(typeof std, typeof os, typeof require, typeof process, "
               "typeof scriptArgs, typeof print)",
               NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "undefined undefined undefined undefined undefined undefined\n") == 0);
+    CHECK(strcmp(r.out.data, "undefined undefined undefined undefined undefined undefined\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool, "import('os').then(m => console.log('imported'))", NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 1 && !contains(&r, "out", "imported"));
@@ -154,10 +154,10 @@ static void test_stdin(struct pl_js_pool *pool) {
               "const s = readStdin(); console.log(s.split('\\n').length, "
               "JSON.stringify(s), readStdin() === s)",
               "line one\nl\u00e9ne two\n", NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "3 \"line one\\nl\u00e9ne two\\n\" true\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "3 \"line one\\nl\u00e9ne two\\n\" true\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool, "console.log(JSON.stringify(readStdin()))", NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "\"\"\n") == 0);
+    CHECK(strcmp(r.out.data, "\"\"\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -169,10 +169,10 @@ static void test_fresh_state(struct pl_js_pool *pool1) {
               "globalThis.leak = 42; var v = 1; Object.prototype.polluted = 1;"
               "console.log(typeof leak)",
               NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "number\n") == 0);
+    CHECK(strcmp(r.out.data, "number\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool1, "console.log(typeof leak, typeof v, ({}).polluted)", NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "undefined undefined undefined\n") == 0);
+    CHECK(strcmp(r.out.data, "undefined undefined undefined\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -204,7 +204,7 @@ static void test_deadlines(struct pl_js_pool *pool) {
     /* The worker is fine afterwards. */
     struct pl_js_result r;
     CHECK(run(pool, "console.log('after')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "after\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "after\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -239,7 +239,7 @@ static void test_concurrency(struct pl_js_pool *pool) {
         struct pl_js_result r;
         uint64_t t0 = pl_now_ns();
 
-        if (run(pool, "console.log(2)", NULL, NULL, &r) == 0 && strcmp(r.out, "2\n") == 0)
+        if (run(pool, "console.log(2)", NULL, NULL, &r) == 0 && strcmp(r.out.data, "2\n") == 0)
             ok++;
         if (pl_now_ns() - t0 > worst)
             worst = pl_now_ns() - t0;
@@ -274,8 +274,9 @@ static void test_memory(struct pl_js_pool *pool) {
         CHECK(run(pool, hogs[i], NULL, &lim, &r) == 0);
         printf("  %-66s -> exit %d oom=%d in %.0f ms: %.*s", hogs[i], r.exit_code, r.out_of_memory,
                (double)(pl_now_ns() - t0) / 1e6,
-               (int)(strchr(r.err, '\n') ? strchr(r.err, '\n') - r.err + 1 : (long)r.err_len),
-               r.err);
+               (int)(strchr(r.err.data, '\n') ? strchr(r.err.data, '\n') - r.err.data + 1
+                                              : (long)r.err.len),
+               r.err.data);
         CHECK(r.exit_code == 1 && r.out_of_memory && !r.timed_out);
         CHECK(contains(&r, "err", "out of memory"));
         pl_js_result_free(&r);
@@ -284,7 +285,8 @@ static void test_memory(struct pl_js_pool *pool) {
     CHECK(run(pool,
               "try { new ArrayBuffer(1 << 30) } catch (e) { console.log('caught', e.message) }",
               NULL, &lim, &r) == 0);
-    CHECK(r.exit_code == 0 && !r.out_of_memory && strcmp(r.out, "caught out of memory\n") == 0);
+    CHECK(r.exit_code == 0 && !r.out_of_memory &&
+          strcmp(r.out.data, "caught out of memory\n") == 0);
     pl_js_result_free(&r);
 
     /* Below what the engine needs to start. */
@@ -295,7 +297,7 @@ static void test_memory(struct pl_js_pool *pool) {
 
     /* Workers are reused after OOM. */
     CHECK(run(pool, "console.log('fine')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "fine\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "fine\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -315,17 +317,17 @@ static void test_output_caps(struct pl_js_pool *pool) {
               "console.error('line ' + i) }",
               NULL, &lim, &r) == 0);
     CHECK(r.exit_code == 0);
-    CHECK(r.out_truncated && r.out_len == 1000 && memcmp(r.out, expect, 1000) == 0);
-    CHECK(r.err_truncated && r.err_len == 333 && memcmp(r.err, expect, 333) == 0);
+    CHECK(r.out.truncated && r.out.len == 1000 && memcmp(r.out.data, expect, 1000) == 0);
+    CHECK(r.err.truncated && r.err.len == 333 && memcmp(r.err.data, expect, 333) == 0);
     printf("  wrote %zu bytes per stream: kept out=%zu (truncated=%d) err=%zu (truncated=%d), "
            "exact prefixes\n",
-           n, r.out_len, r.out_truncated, r.err_len, r.err_truncated);
+           n, r.out.len, r.out.truncated, r.err.len, r.err.truncated);
     pl_js_result_free(&r);
 
     /* Exactly at the cap is not truncation. */
     lim.stdout_cap = 6;
     CHECK(run(pool, "console.log('12345')", NULL, &lim, &r) == 0);
-    CHECK(!r.out_truncated && r.out_len == 6);
+    CHECK(!r.out.truncated && r.out.len == 6);
     pl_js_result_free(&r);
 
     /* Flood + deadline: the kept prefix and the timeout line. */
@@ -333,9 +335,9 @@ static void test_output_caps(struct pl_js_pool *pool) {
     lim.stderr_cap = 50;
     lim.timeout_ms = 200;
     CHECK(run(pool, "for (;;) console.error('flooding stderr forever')", NULL, &lim, &r) == 0);
-    CHECK(r.timed_out && r.err_truncated &&
-          strncmp(r.err, "flooding stderr forever\nflooding stderr forever\nfl", 50) == 0 &&
-          strncmp(r.err + 50, "\nplimsoll: deadline of 200 ms exceeded", 38) == 0);
+    CHECK(r.timed_out && r.err.truncated &&
+          strncmp(r.err.data, "flooding stderr forever\nflooding stderr forever\nfl", 50) == 0 &&
+          strncmp(r.err.data + 50, "\nplimsoll: deadline of 200 ms exceeded", 38) == 0);
     pl_js_result_free(&r);
     free(expect);
 }
@@ -351,7 +353,7 @@ static void test_worker_crash(struct pl_js_pool *pool1) {
     kill(pid, SIGKILL);
     usleep(20 * 1000);
     CHECK(run(pool1, "console.log('ok')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "ok\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "ok\n") == 0);
     pl_js_result_free(&r);
     pl_js_pool_worker_pids(pool1, &pid2, 1);
     CHECK(pid2 > 0 && pid2 != pid);
@@ -370,7 +372,7 @@ static void test_worker_crash(struct pl_js_pool *pool1) {
     CHECK(b.rc == -EIO);
     pl_js_result_free(&b.res);
     CHECK(run(pool1, "console.log('still ok')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "still ok\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "still ok\n") == 0);
     pl_js_result_free(&r);
     printf("  respawns: %llu\n", (unsigned long long)(pl_js_pool_respawns(pool1) - respawns));
     CHECK(pl_js_pool_respawns(pool1) - respawns == 2);
@@ -463,7 +465,7 @@ static void test_soak(struct pl_js_pool *pool) {
         struct pl_js_result r;
 
         if (run(pool, "console.log(1+1)", NULL, NULL, &r) != 0 || r.exit_code != 0 ||
-            strcmp(r.out, "2\n") != 0)
+            strcmp(r.out.data, "2\n") != 0)
             bad++;
         pl_js_result_free(&r);
     }
@@ -550,8 +552,8 @@ static int run_broker(struct pl_js_pool *pool, const char *code, const struct pl
         pl_js_pool_run_broker(pool, code, strlen(code), NULL, 0, lim ? lim : &k_default, b, res);
     if (r < 0) {
         fprintf(stderr, "  run_broker(%.40s...) failed: %s\n", code, strerror(-r));
-        res->out = calloc(1, 1);
-        res->err = calloc(1, 1);
+        res->out.data = calloc(1, 1);
+        res->err.data = calloc(1, 1);
     }
     return r;
 }
@@ -590,7 +592,7 @@ static void test_broker_none(struct pl_js_pool *pool) {
               "try { plimsoll.request({path: '/x'}) } catch (e) { console.log(e.message) }",
               NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 0 &&
-          strcmp(r.out, "false\nplimsoll.request: this run has no grant\n") == 0);
+          strcmp(r.out.data, "false\nplimsoll.request: this run has no grant\n") == 0);
     CHECK(r.broker_calls == 0);
     pl_js_result_free(&r);
     /* The same through pl_js_pool_run_broker(NULL); uncaught, it fails the run. */
@@ -622,9 +624,9 @@ static void test_broker_echo(struct pl_js_pool *pool) {
                      "              JSON.stringify(got) === JSON.stringify(want));"
                      "}",
                      NULL, &b, &r) == 0);
-    printf("  out: %s", r.out);
+    printf("  out: %s", r.out.data);
     CHECK(r.exit_code == 0);
-    CHECK(strcmp(r.out, "true\n200 {} true\n200 {} true\n200 {} true\n") == 0);
+    CHECK(strcmp(r.out.data, "true\n200 {} true\n200 {} true\n200 {} true\n") == 0);
     CHECK(tb.calls == 3 && r.broker_calls == 3);
     CHECK(!tb.other_thread); /* called on the thread running the snippet */
     CHECK(strcmp(tb.last, "{\"method\":\"DELETE\",\"path\":\"/items/1\",\"headers\":{},"
@@ -652,13 +654,13 @@ static void test_broker_echo(struct pl_js_pool *pool) {
     b = tb_broker(&tb, TB_REFUSE);
     CHECK(run_broker(pool, "console.log(plimsoll.request({path: '/admin'}).status)", NULL, &b,
                      &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "403\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "403\n") == 0);
     pl_js_result_free(&r);
 
     /* A reply that is not JSON: the guest's JSON.parse throws. */
     b = tb_broker(&tb, TB_NOT_JSON);
     CHECK(run_try(pool, "t({path: '/'})", &b, &r) == 0);
-    CHECK(r.exit_code == 0 && strncmp(r.out, "SyntaxError: ", 13) == 0);
+    CHECK(r.exit_code == 0 && strncmp(r.out.data, "SyntaxError: ", 13) == 0);
     pl_js_result_free(&r);
 }
 
@@ -674,8 +676,8 @@ static void test_broker_limits(struct pl_js_pool *pool) {
     CHECK(run_try(pool,
                   "t({path: '/', body: 'x'.repeat(40)}); t({path: '/', body: 'x'.repeat(100)});",
                   &b, &r) == 0);
-    printf("  out: %s", r.out);
-    CHECK(r.exit_code == 0 && strncmp(r.out, "ok ", 3) == 0);
+    printf("  out: %s", r.out.data);
+    CHECK(r.exit_code == 0 && strncmp(r.out.data, "ok ", 3) == 0);
     CHECK(contains(&r, "out",
                    "\nError: plimsoll.request: request too large (150 bytes; this grant allows "
                    "100)\n"));
@@ -686,8 +688,8 @@ static void test_broker_limits(struct pl_js_pool *pool) {
     b = tb_broker(&tb, TB_ECHO);
     b.max_reply_bytes = 200;
     CHECK(run_try(pool, "t({path: '/'}); t({path: '/', body: 'y'.repeat(200)});", &b, &r) == 0);
-    printf("  out: %s", r.out);
-    CHECK(r.exit_code == 0 && strncmp(r.out, "ok ", 3) == 0);
+    printf("  out: %s", r.out.data);
+    CHECK(r.exit_code == 0 && strncmp(r.out.data, "ok ", 3) == 0);
     CHECK(
         contains(&r, "out", "\nError: plimsoll.request: broker reply too large for this grant\n"));
     CHECK(tb.calls == 2);
@@ -696,8 +698,9 @@ static void test_broker_limits(struct pl_js_pool *pool) {
     /* The callback fails. */
     b = tb_broker(&tb, TB_FAIL);
     CHECK(run_try(pool, "t({path: '/'}); t({path: '/'})", &b, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "Error: plimsoll.request: broker unavailable\n"
-                                            "Error: plimsoll.request: broker unavailable\n") == 0);
+    CHECK(r.exit_code == 0 &&
+          strcmp(r.out.data, "Error: plimsoll.request: broker unavailable\n"
+                             "Error: plimsoll.request: broker unavailable\n") == 0);
     CHECK(tb.calls == 2 && r.broker_calls == 2);
     pl_js_result_free(&r);
 
@@ -717,19 +720,19 @@ static void test_broker_limits(struct pl_js_pool *pool) {
                   "t({path: '/', headers: {a: 1}}); t({path: '/', body: {}});"
                   "t({path: '/', body: null});",
                   &b, &r) == 0);
-    printf("  out: %s", r.out);
+    printf("  out: %s", r.out.data);
     CHECK(r.exit_code == 0 && tb.calls == 0);
-    CHECK(strcmp(r.out, "TypeError: plimsoll.request: options must be an object\n"
-                        "TypeError: plimsoll.request: options must be an object\n"
-                        "TypeError: plimsoll.request: options must be an object\n"
-                        "TypeError: plimsoll.request: path must be a string\n"
-                        "TypeError: plimsoll.request: path must be a string\n"
-                        "TypeError: plimsoll.request: method must be a string\n"
-                        "TypeError: plimsoll.request: headers must be an object\n"
-                        "TypeError: plimsoll.request: headers must be an object\n"
-                        "TypeError: plimsoll.request: header values must be strings\n"
-                        "TypeError: plimsoll.request: body must be a string\n"
-                        "TypeError: plimsoll.request: body must be a string\n") == 0);
+    CHECK(strcmp(r.out.data, "TypeError: plimsoll.request: options must be an object\n"
+                             "TypeError: plimsoll.request: options must be an object\n"
+                             "TypeError: plimsoll.request: options must be an object\n"
+                             "TypeError: plimsoll.request: path must be a string\n"
+                             "TypeError: plimsoll.request: path must be a string\n"
+                             "TypeError: plimsoll.request: method must be a string\n"
+                             "TypeError: plimsoll.request: headers must be an object\n"
+                             "TypeError: plimsoll.request: headers must be an object\n"
+                             "TypeError: plimsoll.request: header values must be strings\n"
+                             "TypeError: plimsoll.request: body must be a string\n"
+                             "TypeError: plimsoll.request: body must be a string\n") == 0);
     pl_js_result_free(&r);
 
     /* Argument validation of the broker itself. */
@@ -763,9 +766,9 @@ static void test_broker_deadline(struct pl_js_pool *pool1) {
                      &lim, &b, &r) == 0);
     double ms = (double)(pl_now_ns() - t0) / 1e6;
     printf("  callback 50 ms late -> exit %d timed_out=%d in %.1f ms, out %s", r.exit_code,
-           r.timed_out, ms, r.out);
+           r.timed_out, ms, r.out.data);
     CHECK(r.exit_code == 124 && r.timed_out && tb.calls == 1 && r.broker_calls == 1);
-    CHECK(strcmp(r.out, "before\n") == 0); /* the output so far is kept */
+    CHECK(strcmp(r.out.data, "before\n") == 0); /* the output so far is kept */
     CHECK(contains(&r, "err", "plimsoll: deadline of 300 ms exceeded"));
     CHECK(ms >= 300 && ms < 300 + 200);
     pl_js_result_free(&r);
@@ -787,10 +790,10 @@ static void test_broker_deadline(struct pl_js_pool *pool1) {
     b = tb_broker(&tb, TB_ECHO);
     CHECK(run_broker(pool1, "console.log(plimsoll.request({path: '/'}).status)", NULL, &b, &r) ==
           0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "200\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "200\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool1, "console.log('after')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "after\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "after\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -858,9 +861,9 @@ static void test_guest_reach_under_seccomp(struct pl_js_pool *pool1) {
     lim.memory_bytes = 32u << 20;
     for (size_t i = 0; i < sizeof snippets / sizeof snippets[0]; i++) {
         CHECK(run(pool1, snippets[i], NULL, &lim, &r) == 0);
-        if (strcmp(r.out, want[i]) != 0)
-            fprintf(stderr, "  snippet %zu printed \"%s\"\n", i, r.out);
-        CHECK(strcmp(r.out, want[i]) == 0);
+        if (strcmp(r.out.data, want[i]) != 0)
+            fprintf(stderr, "  snippet %zu printed \"%s\"\n", i, r.out.data);
+        CHECK(strcmp(r.out.data, want[i]) == 0);
         pl_js_result_free(&r);
     }
     lim.timeout_ms = 100;
@@ -971,7 +974,7 @@ static void test_protocol_channels(struct pl_js_pool *unused) {
     (void)unused;
     printf("# protocol: refusals and ends only from their own frames\n");
     rc = fake_run("refuse", PL_JS_POOL_MODULES, &r);
-    CHECK(rc == 0 && r.refused && strcmp(r.err, "no, thanks") == 0 && r.exit_code == 0);
+    CHECK(rc == 0 && r.refused && strcmp(r.err.data, "no, thanks") == 0 && r.exit_code == 0);
     pl_js_result_free(&r);
     /* A refusal on a JavaScript pool, or once the guest has started, is
      * not a refusal: the run is an infrastructure error. */
@@ -991,7 +994,7 @@ static void test_protocol_channels(struct pl_js_pool *unused) {
     CHECK(rc == -EIO);
     /* Output that looks like frames is output, byte for byte. */
     rc = fake_run("frames-as-output", PL_JS_POOL_MODULES, &r);
-    CHECK(rc == 0 && !r.refused && r.exit_code == 0 && r.out_len == 16 + 8 + 2 + 16 + 24);
+    CHECK(rc == 0 && !r.refused && r.exit_code == 0 && r.out.len == 16 + 8 + 2 + 16 + 24);
     pl_js_result_free(&r);
 }
 

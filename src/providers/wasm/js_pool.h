@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../core/capture.h"
+
 /* Per-run limits.  All fields are required. */
 struct pl_js_limits {
     uint64_t memory_bytes; /* wasm linear memory cap (rounded down to 64 KiB);
@@ -36,16 +38,14 @@ struct pl_js_result {
                       trap), 124 deadline */
     bool timed_out;
     bool out_of_memory;
-    char *out; /* NUL-terminated for convenience; out_len excludes it */
-    size_t out_len;
-    bool out_truncated; /* guest wrote more than stdout_cap; out is a prefix */
-    char *err;          /* guest stderr prefix, then possibly one
-                           "plimsoll: ..." line (deadline, trap, OOM at start) */
-    size_t err_len;
-    bool err_truncated;   /* guest wrote more than stderr_cap */
-    uint64_t duration_ns; /* pool-side wall time of the run, from dispatch to
-                             a worker until the result (excludes queueing) */
-    /* Additions to the original interface: */
+    /* stdout: at most stdout_cap bytes, an exact prefix (truncated: the
+     * guest wrote more).  data is NUL-terminated; len excludes the NUL. */
+    struct pl_output out;
+    /* stderr: the guest's prefix (at most stderr_cap bytes), then possibly
+     * one "plimsoll: ..." line (deadline, trap, OOM at start). */
+    struct pl_output err;
+    uint64_t duration_ns;  /* pool-side wall time of the run, from dispatch to
+                              a worker until the result (excludes queueing) */
     bool trapped;          /* the engine hit a WebAssembly trap (e.g. call
                               stack exhausted); exit_code is 1 */
     uint64_t guest_ns;     /* worker-side time: instantiate .. end of guest */
@@ -80,9 +80,8 @@ struct pl_js_broker {
                                  never reaches call */
     size_t max_reply_bytes;   /* 1..16 MiB; a larger reply from call is replaced by an error
                                  (the guest's call throws "broker reply too large") */
-    /* Additions: */
-    unsigned max_calls; /* calls per run, 0 = no limit; past it the guest's call throws
-                           "call limit was reached" and call is not called */
+    unsigned max_calls;       /* calls per run, 0 = no limit; past it the guest's call throws
+                                 "call limit was reached" and call is not called */
 };
 
 struct pl_js_pool;

@@ -47,9 +47,24 @@
 void pl_js_result_free(struct pl_js_result *r) {
     if (!r)
         return;
-    free(r->out);
-    free(r->err);
+    pl_output_clear(&r->out);
+    pl_output_clear(&r->err);
     memset(r, 0, sizeof(*r));
+}
+
+/* Read len bytes of a stream into *o (NUL-terminated). */
+static int read_output(struct pl_js_worker *w, struct pl_output *o, size_t len, bool truncated,
+                       uint64_t deadline) {
+    o->data = malloc(len + 1);
+    if (!o->data)
+        return -ENOMEM;
+    int r = pl_fd_read_full(w->fd, o->data, len, deadline, -1);
+    if (r < 0)
+        return r;
+    o->data[len] = '\0';
+    o->len = len;
+    o->truncated = truncated;
+    return 0;
 }
 
 static int validate(const char *code, size_t code_len, const char *stdin_data, size_t stdin_len,
@@ -78,13 +93,13 @@ static int backstop_result(const struct pl_js_limits *l, struct pl_js_result *r)
 
     r->exit_code = 124;
     r->timed_out = true;
-    r->out = calloc(1, 1);
-    r->err = strdup(line);
-    if (!r->out || !r->err) {
+    r->out.data = calloc(1, 1);
+    r->err.data = strdup(line);
+    if (!r->out.data || !r->err.data) {
         pl_js_result_free(r);
         return -ENOMEM;
     }
-    r->err_len = (size_t)n;
+    r->err.len = (size_t)n;
     return 0;
 }
 
@@ -190,16 +205,12 @@ static int await_start(struct pl_js_worker *w, uint64_t deadline, struct pl_js_r
         return r;
     if ((ref.flags & ~PL_JS_RESP_WORKER_ENDS) != 0 || ref.reserved != 0)
         return -EPROTO;
-    size_t len = hdr.len - sizeof(ref);
-    res->out = calloc(1, 1);
-    res->err = malloc(len + 1);
-    if (!res->out || !res->err)
+    res->out.data = calloc(1, 1);
+    if (!res->out.data)
         return -ENOMEM;
-    r = pl_fd_read_full(w->fd, res->err, len, deadline, -1);
+    r = read_output(w, &res->err, hdr.len - sizeof(ref), false, deadline);
     if (r < 0)
         return r;
-    res->err[len] = '\0';
-    res->err_len = len;
     res->refused = true;
     *ret_flags = ref.flags;
     return 1;
@@ -236,24 +247,14 @@ static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
     if (resp.out_len > l->stdout_cap || resp.err_len > l->stderr_cap + PL_JS_MAX_NOTE ||
         (uint64_t)resp.out_len + resp.err_len != hdr.len - sizeof(resp))
         return -EPROTO;
-    res->out = malloc((size_t)resp.out_len + 1);
-    res->err = malloc((size_t)resp.err_len + 1);
-    if (!res->out || !res->err)
-        return -ENOMEM;
-    r = pl_fd_read_full(w->fd, res->out, resp.out_len, deadline, -1);
+    r = read_output(w, &res->out, resp.out_len, resp.flags & PL_JS_RESP_OUT_TRUNC, deadline);
     if (r == 0)
-        r = pl_fd_read_full(w->fd, res->err, resp.err_len, deadline, -1);
+        r = read_output(w, &res->err, resp.err_len, resp.flags & PL_JS_RESP_ERR_TRUNC, deadline);
     if (r < 0)
         return r;
-    res->out[resp.out_len] = '\0';
-    res->err[resp.err_len] = '\0';
-    res->out_len = resp.out_len;
-    res->err_len = resp.err_len;
     res->exit_code = resp.exit_code;
     res->timed_out = resp.flags & PL_JS_RESP_TIMED_OUT;
     res->out_of_memory = resp.flags & PL_JS_RESP_OOM;
-    res->out_truncated = resp.flags & PL_JS_RESP_OUT_TRUNC;
-    res->err_truncated = resp.flags & PL_JS_RESP_ERR_TRUNC;
     res->trapped = resp.flags & PL_JS_RESP_TRAPPED;
     res->guest_ns = resp.guest_ns;
     *ret_flags = resp.flags;

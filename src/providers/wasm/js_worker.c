@@ -127,14 +127,15 @@ static void disarm_deadline(void) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
-/* Buffers reused across runs.  Only g_reply grows during a run, inside a
- * host import, where the deadline cannot interrupt realloc. */
+/* Buffers reused across runs.  Only g_reply and the output captures
+ * (wasi_host.c) grow during a run, inside a host import, where the
+ * deadline cannot interrupt realloc. */
 struct reusable_buf {
     char *p;
     size_t cap;
 };
 
-static struct reusable_buf g_payload, g_stdout, g_stderr, g_reply;
+static struct reusable_buf g_payload, g_reply;
 
 static int buf_reserve(struct reusable_buf *b, size_t need) {
     char *n;
@@ -339,14 +340,15 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
         res->exit_code = 1;
     }
     /* Start plimsoll's line on a line of its own. */
-    if (res->note[0] && wasi->out[1].len > 0 && wasi->out[1].buf[wasi->out[1].len - 1] != '\n') {
+    const struct pl_buf *err = &wasi->out[1].kept;
+    if (res->note[0] && err->len > 0 && err->data[err->len - 1] != '\n') {
         memmove(res->note + 1, res->note, sizeof(res->note) - 1);
         res->note[0] = '\n';
         res->note[sizeof(res->note) - 1] = '\0';
     }
-    if (wasi->out[0].truncated)
+    if (pl_capture_truncated(&wasi->out[0]))
         res->flags |= PL_JS_RESP_OUT_TRUNC;
-    if (wasi->out[1].truncated)
+    if (pl_capture_truncated(&wasi->out[1]))
         res->flags |= PL_JS_RESP_ERR_TRUNC;
 }
 
@@ -395,14 +397,13 @@ static int serve_one(int fd) {
                    req.broker_max_reply == 0 || req.broker_max_reply > PL_JS_MAX_BROKER_MSG
              : req.broker_max_request != 0 || req.broker_max_reply != 0))
         return -EPROTO;
-    if (buf_reserve(&g_payload, rest + 1) < 0 || buf_reserve(&g_stdout, req.stdout_cap + 1) < 0 ||
-        buf_reserve(&g_stderr, req.stderr_cap + 1) < 0)
+    if (buf_reserve(&g_payload, rest + 1) < 0)
         return -ENOMEM;
     r = pl_fd_read_full(fd, g_payload.p, rest, 0, -1);
     if (r < 0)
         return r;
 
-    pl_wasi_init(&wasi, &g_inst.w2c_memory, g_stdout.p, req.stdout_cap, g_stderr.p, req.stderr_cap);
+    pl_wasi_init(&wasi, &g_inst.w2c_memory, req.stdout_cap, req.stderr_cap);
     broker = (pl_broker_host_t){
         .memory = &g_inst.w2c_memory,
         .fd = fd,
@@ -415,16 +416,18 @@ static int serve_one(int fd) {
         .exit_code = res.exit_code,
         .flags = res.flags,
         .guest_ns = res.guest_ns,
-        .out_len = (uint32_t)wasi.out[0].len,
-        .err_len = (uint32_t)(wasi.out[1].len + strlen(res.note)),
+        .out_len = (uint32_t)wasi.out[0].kept.len,
+        .err_len = (uint32_t)(wasi.out[1].kept.len + strlen(res.note)),
     };
     struct iovec parts[4] = {
         {&resp, sizeof(resp)},
-        {wasi.out[0].buf, wasi.out[0].len},
-        {wasi.out[1].buf, wasi.out[1].len},
+        {wasi.out[0].kept.data, wasi.out[0].kept.len},
+        {wasi.out[1].kept.data, wasi.out[1].kept.len},
         {res.note, strlen(res.note)},
     };
-    return pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 4);
+    r = pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 4);
+    pl_wasi_release(&wasi);
+    return r;
 }
 
 static void *serve_thread(void *arg) {

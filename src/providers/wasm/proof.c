@@ -57,7 +57,7 @@ static int snippet_proof(struct wasm_state *s, struct pl_error *err) {
 
     if (proof_run(s, "console.log(6 * 7)", 64u << 20, 5000, &r, err) < 0)
         return -1;
-    bool ok = r.exit_code == 0 && r.out_len == 3 && memcmp(r.out, "42\n", 3) == 0;
+    bool ok = r.exit_code == 0 && r.out.len == 3 && memcmp(r.out.data, "42\n", 3) == 0;
     pl_js_result_free(&r);
     if (!ok)
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -66,7 +66,7 @@ static int snippet_proof(struct wasm_state *s, struct pl_error *err) {
     if (proof_run(s, "const b = new ArrayBuffer(64 * 1024 * 1024); console.log(b.byteLength)",
                   16u << 20, 5000, &r, err) < 0)
         return -1;
-    ok = r.out_of_memory && r.exit_code != 0 && r.out_len == 0;
+    ok = r.out_of_memory && r.exit_code != 0 && r.out.len == 0;
     pl_js_result_free(&r);
     if (!ok)
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -77,7 +77,7 @@ static int snippet_proof(struct wasm_state *s, struct pl_error *err) {
                   PROOF_DEADLINE_MS, &r, err) < 0)
         return -1;
     uint64_t ms = r.duration_ns / 1000000u;
-    ok = r.timed_out && r.exit_code == 124 && r.out_len == 0 &&
+    ok = r.timed_out && r.exit_code == 124 && r.out.len == 0 &&
          ms < PROOF_DEADLINE_MS + PROOF_MARGIN_MS;
     pl_js_result_free(&r);
     if (!ok)
@@ -89,7 +89,7 @@ static int snippet_proof(struct wasm_state *s, struct pl_error *err) {
     /* The pool still answers after a guest was abandoned. */
     if (proof_run(s, "console.log('again')", 64u << 20, 5000, &r, err) < 0)
         return -1;
-    ok = r.exit_code == 0 && r.out_len == 6;
+    ok = r.exit_code == 0 && r.out.len == 6;
     pl_js_result_free(&r);
     if (!ok)
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -102,7 +102,7 @@ static int module_proof(struct wasm_state *s, struct pl_error *err) {
     struct pl_js_result r = {0};
 #define MOD(bytes) (const uint8_t *)(bytes), sizeof(bytes) - 1
     int rc = wasm_module_run(s, MOD(proof_hello), NULL, 0, NULL, 0, &l, &r);
-    bool ok = rc == 0 && r.exit_code == 0 && r.out_len == 3 && memcmp(r.out, "42\n", 3) == 0;
+    bool ok = rc == 0 && r.exit_code == 0 && r.out.len == 3 && memcmp(r.out.data, "42\n", 3) == 0;
     pl_js_result_free(&r);
     if (!ok)
         return pl_error_set(

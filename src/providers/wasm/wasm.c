@@ -178,18 +178,18 @@ static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_r
          * module's first instruction: nothing of the guest ran.  No exit
          * status means this; every status is a result below. */
         pl_error_set(err, PL_REASON_INVALID_REQUEST, "module.wasm_base64: %.*s",
-                     (int)(r.err_len > 400 ? 400 : r.err_len), r.err ? r.err : "");
+                     (int)(r.err.len > 400 ? 400 : r.err.len), r.err.data ? r.err.data : "");
         pl_js_result_free(&r);
         return -1;
     }
     ret->exit_code = r.exit_code;
-    ret->out = r.out;
-    ret->out_len = r.out_len;
-    ret->out_truncated = r.out_truncated;
-    ret->err = r.err;
-    ret->err_len = r.err_len;
-    ret->err_truncated = r.err_truncated;
-    r.out = r.err = NULL;
+    ret->out = r.out.data;
+    ret->out_len = r.out.len;
+    ret->out_truncated = r.out.truncated;
+    ret->err = r.err.data;
+    ret->err_len = r.err.len;
+    ret->err_truncated = r.err.truncated;
+    r.out.data = r.err.data = NULL;
     ret->timed_out = r.timed_out;
     ret->out_of_memory = r.out_of_memory;
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "wasm-%.12s", ctx->run_id);
