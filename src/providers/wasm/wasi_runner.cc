@@ -89,15 +89,23 @@ constexpr const char kArgv0[] = "module";
 /* Small helpers                                                     */
 /* ---------------------------------------------------------------- */
 
-/* Copy msg into errbuf as one line (newlines and control bytes replaced). */
-void set_err(char *errbuf, size_t errlen, const std::string &msg) {
-  if (errbuf == nullptr || errlen == 0) return;
-  size_t n = msg.size() < errlen - 1 ? msg.size() : errlen - 1;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = static_cast<unsigned char>(msg[i]);
-    errbuf[i] = (ch < 0x20 || ch == 0x7f) ? ' ' : static_cast<char>(ch);
+/* Fill err with msg as one line (newlines and control bytes replaced)
+ * and the reason the API sends for rc; returns rc.  Allocates nothing:
+ * it also reports running out of host memory. */
+int fail(pl_error *err, int rc, const char *msg) {
+  if (err == nullptr) return rc;
+  pl_error_set(err,
+               rc == PL_WASI_ERR_HOST ? PL_REASON_INTERNAL
+                                      : PL_REASON_INVALID_REQUEST,
+               "%s", msg);
+  for (char *p = err->message; *p != '\0'; p++) {
+    unsigned char u = static_cast<unsigned char>(*p);
+    if (u < 0x20 || u == 0x7f) *p = ' ';
   }
-  errbuf[n] = '\0';
+  return rc;
+}
+int fail(pl_error *err, int rc, const std::string &msg) {
+  return fail(err, rc, msg.c_str());
 }
 
 /* printf into a std::string (messages only; short). */
@@ -129,75 +137,6 @@ void st64(uint8_t *p, uint64_t v) {
 }
 
 /* ---------------------------------------------------------------- */
-/* Output capture                                                    */
-/* ---------------------------------------------------------------- */
-
-/* A malloc'd byte buffer that keeps at most `cap` bytes of what the guest
- * writes and remembers whether anything was dropped. */
-struct Sink {
-  char *buf = nullptr;
-  size_t len = 0;
-  size_t alloc = 0;
-  size_t cap = 0;
-  bool truncated = false;
-
-  Sink() = default;
-  Sink(const Sink &) = delete;
-  Sink &operator=(const Sink &) = delete;
-  ~Sink() { free(buf); }
-
-  /* Make room for `need` bytes in total.  Returns < 0 when out of memory. */
-  int reserve(size_t need, size_t limit) {
-    if (need <= alloc) return 0;
-    size_t want = alloc ? alloc : 4096;
-    while (want < need && want < SIZE_MAX / 2) want *= 2;
-    if (want < need) want = need;
-    if (want > limit && limit >= need) want = limit;
-    char *p = static_cast<char *>(realloc(buf, want));
-    if (p == nullptr) return -1;
-    buf = p;
-    alloc = want;
-    return 0;
-  }
-
-  /* Keep what fits under the cap, drop the rest and set `truncated`. */
-  void append(const uint8_t *data, size_t n) {
-    size_t room = cap - len;
-    size_t take = n < room ? n : room;
-    if (take < n) truncated = true;
-    if (take == 0) return;
-    if (reserve(len + take, cap) < 0) {
-      truncated = true; /* host memory pressure: drop, never crash */
-      return;
-    }
-    memcpy(buf + len, data, take);
-    len += take;
-  }
-
-  /* Append ignoring the cap (for the runner's own trap line).
-   * Returns < 0 when out of memory. */
-  int append_uncapped(const char *data, size_t n) {
-    if (n > SIZE_MAX - len - 1) return -1;
-    if (reserve(len + n, SIZE_MAX) < 0) return -1;
-    memcpy(buf + len, data, n);
-    len += n;
-    return 0;
-  }
-
-  /* Hand the buffer over, NUL-terminated.  Returns NULL when out of
-   * memory (the Sink still owns its buffer then). */
-  char *release(size_t *ret_len) {
-    char *p = static_cast<char *>(realloc(buf, len + 1));
-    if (p == nullptr) return nullptr;
-    p[len] = '\0';
-    *ret_len = len;
-    buf = nullptr;
-    len = alloc = 0;
-    return p;
-  }
-};
-
-/* ---------------------------------------------------------------- */
 /* Per-run state seen by the host functions                          */
 /* ---------------------------------------------------------------- */
 
@@ -211,8 +150,9 @@ struct Ctx {
   size_t in_len = 0;
   size_t in_pos = 0;
 
-  Sink out;
-  Sink err;
+  /* stdout and stderr, kept up to their caps (src/core/capture.h). */
+  pl_capture out;
+  pl_capture err;
   bool closed[3] = {false, false, false};
 
   bool exited = false;
@@ -234,6 +174,17 @@ struct Ctx {
 
   /* True when fd is one of 0, 1, 2 and has not been closed. */
   bool open_std(uint32_t fd) const { return fd < 3 && !closed[fd]; }
+
+  Ctx(size_t stdout_cap, size_t stderr_cap) {
+    pl_capture_init(&out, stdout_cap);
+    pl_capture_init(&err, stderr_cap);
+  }
+  Ctx(const Ctx &) = delete;
+  Ctx &operator=(const Ctx &) = delete;
+  ~Ctx() {
+    pl_capture_free(&out);
+    pl_capture_free(&err);
+  }
 };
 
 /* A guest iovec, copied out of linear memory before use so that a read
@@ -355,7 +306,7 @@ uint16_t wasi_clock_time_get(Ctx &c, const Values &p) {
 
 uint16_t wasi_fd_write(Ctx &c, const Values &p) {
   uint32_t fd = p32(p, 0);
-  Sink *sink = fd == 1 ? &c.out : fd == 2 ? &c.err : nullptr;
+  pl_capture *sink = fd == 1 ? &c.out : fd == 2 ? &c.err : nullptr;
   if (sink == nullptr || !c.open_std(fd)) return kEbadf;
   Iov iovs[PL_WASI_MAX_IOVS];
   uint64_t total = 0;
@@ -367,7 +318,9 @@ uint16_t wasi_fd_write(Ctx &c, const Values &p) {
   for (uint32_t i = 0; i < n; i++) {
     uint8_t *data;
     if (!c.span(iovs[i].base, iovs[i].len, &data)) return kEfault;
-    sink->append(data, iovs[i].len);
+    /* Kept up to the cap; past it, or when host memory is short, the
+     * bytes are dropped and the stream counts as cut, never an error. */
+    (void)pl_capture_add(sink, data, iovs[i].len);
   }
   /* Report everything as written even past the cap: a guest told "0
    * bytes" would retry forever. */
@@ -943,38 +896,48 @@ Ending call_guest(wi::Store &store, wi::Ref func_ref, wi::Trap::Ptr *ret_trap) {
   }
 }
 
+/* Add the runner's own line after the kept stderr: past the cap, not
+ * counted in it, and never setting truncated.  Returns < 0 when out of
+ * memory. */
+int append_line(pl_output *o, const char *line, size_t n) {
+  char *p = static_cast<char *>(realloc(o->data, o->len + n + 1));
+  if (p == nullptr) return -1;
+  memcpy(p + o->len, line, n);
+  o->len += n;
+  p[o->len] = '\0';
+  o->data = p;
+  return 0;
+}
+
 /* Move a finished run's outcome into *r.  Returns < 0 on allocation
  * failure. */
 int fill_result(Ctx &ctx, Ending ending, const std::string &trap_msg,
                 pl_wasi_result *r) {
-  bool trapped = ending == Ending::kTrapped;
+  if (pl_capture_finish(&ctx.out, &r->out) < 0 ||
+      pl_capture_finish(&ctx.err, &r->err) < 0)
+    return -1;
+  r->memory_bytes = ctx.mem != nullptr ? ctx.mem->ByteSize() : 0;
   if (ending == Ending::kHostExhausted) {
     r->host_exhausted = true;
     r->out_of_memory = true;
     r->exit_code = 1;
     static const char kLine[] =
         "plimsoll: module stopped: the interpreter ran out of host memory\n";
-    if (ctx.err.append_uncapped(kLine, sizeof kLine - 1) < 0) return -1;
-  } else if (ctx.exited) {
+    return append_line(&r->err, kLine, sizeof kLine - 1);
+  }
+  if (ctx.exited) {
     r->exited = true;
     r->exit_code = ctx.exit_code;
-  } else if (trapped) {
+  } else if (ending == Ending::kTrapped) {
     r->trapped = true;
     r->exit_code = 1;
     std::string line = "plimsoll: module trapped: " + trap_msg + "\n";
-    if (ctx.err.append_uncapped(line.data(), line.size()) < 0) return -1;
+    if (append_line(&r->err, line.data(), line.size()) < 0) return -1;
     r->trap_message = strdup(trap_msg.c_str());
     if (r->trap_message == nullptr) return -1;
   } else {
     r->exit_code = 0;
   }
-  r->memory_bytes = ctx.mem != nullptr ? ctx.mem->ByteSize() : 0;
-  r->out_truncated = ctx.out.truncated;
-  r->err_truncated = ctx.err.truncated;
-  r->out = ctx.out.release(&r->out_len);
-  if (r->out == nullptr) return -1;
-  r->err = ctx.err.release(&r->err_len);
-  if (r->err == nullptr) return -1;
   return 0;
 }
 
@@ -983,8 +946,8 @@ int run_module(const uint8_t *wasm, size_t len, const char *const *args,
                size_t nargs, const char *stdin_data, size_t stdin_len,
                const pl_wasi_limits &limits, pl_wasi_start_fn on_start,
                void *userdata, pl_wasi_result *r, std::string *why) {
-  /* Per-run context: argv, stdin, output sinks. */
-  Ctx ctx;
+  /* Per-run context: argv, stdin, output captures. */
+  Ctx ctx(limits.stdout_cap, limits.stderr_cap);
   if (nargs > PL_WASI_MAX_ARGS) {
     *why = fmt("too many arguments (%zu, at most %u)", nargs, PL_WASI_MAX_ARGS);
     return PL_WASI_ERR_ARGS;
@@ -1008,8 +971,6 @@ int run_module(const uint8_t *wasm, size_t len, const char *const *args,
   }
   ctx.in = reinterpret_cast<const uint8_t *>(stdin_data);
   ctx.in_len = stdin_data != nullptr ? stdin_len : 0;
-  ctx.out.cap = limits.stdout_cap;
-  ctx.err.cap = limits.stderr_cap;
 
   /* Declared before every RefPtr below so it is destroyed last. */
   wi::Store store(accepted_features());
@@ -1076,37 +1037,29 @@ int run_module(const uint8_t *wasm, size_t len, const char *const *args,
 extern "C" {
 
 int pl_wasi_validate(const uint8_t *wasm, size_t len,
-                     const struct pl_wasi_limits *limits, char *errbuf,
-                     size_t errlen) {
-  set_err(errbuf, errlen, "");
-  if ((wasm == nullptr && len != 0) || limits == nullptr) {
-    set_err(errbuf, errlen, "invalid arguments");
-    return PL_WASI_ERR_ARGS;
-  }
+                     const struct pl_wasi_limits *limits,
+                     struct pl_error *err) {
+  if ((wasm == nullptr && len != 0) || limits == nullptr)
+    return fail(err, PL_WASI_ERR_ARGS, "invalid arguments");
   try {
     std::string why;
     wi::ModuleDesc desc;
     int rc = parse_module(wasm, len, &desc, &why);
     if (rc == PL_WASI_OK) rc = check_module(&desc, *limits, &why);
-    if (rc < 0) set_err(errbuf, errlen, why);
-    return rc;
+    return rc < 0 ? fail(err, rc, why) : rc;
   } catch (const std::bad_alloc &) {
-    set_err(errbuf, errlen, "out of host memory while validating");
-    return PL_WASI_ERR_HOST;
+    return fail(err, PL_WASI_ERR_HOST, "out of host memory while validating");
   } catch (...) {
-    set_err(errbuf, errlen, "internal error while validating");
-    return PL_WASI_ERR_HOST;
+    return fail(err, PL_WASI_ERR_HOST, "internal error while validating");
   }
 }
 
 int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args,
                 size_t nargs, const char *stdin_data, size_t stdin_len,
                 const struct pl_wasi_limits *limits,
-                struct pl_wasi_result *ret_result, char *errbuf,
-                size_t errlen) {
+                struct pl_wasi_result *ret_result, struct pl_error *err) {
   return pl_wasi_run_hooked(wasm, len, args, nargs, stdin_data, stdin_len,
-                            limits, nullptr, nullptr, ret_result, errbuf,
-                            errlen);
+                            limits, nullptr, nullptr, ret_result, err);
 }
 
 int pl_wasi_run_hooked(const uint8_t *wasm, size_t len,
@@ -1114,19 +1067,14 @@ int pl_wasi_run_hooked(const uint8_t *wasm, size_t len,
                        const char *stdin_data, size_t stdin_len,
                        const struct pl_wasi_limits *limits,
                        pl_wasi_start_fn on_start, void *userdata,
-                       struct pl_wasi_result *ret_result, char *errbuf,
-                       size_t errlen) {
-  set_err(errbuf, errlen, "");
-  if (ret_result == nullptr) {
-    set_err(errbuf, errlen, "invalid arguments");
-    return PL_WASI_ERR_ARGS;
-  }
+                       struct pl_wasi_result *ret_result,
+                       struct pl_error *err) {
+  if (ret_result == nullptr)
+    return fail(err, PL_WASI_ERR_ARGS, "invalid arguments");
   memset(ret_result, 0, sizeof *ret_result);
   if ((wasm == nullptr && len != 0) || limits == nullptr ||
-      (args == nullptr && nargs != 0)) {
-    set_err(errbuf, errlen, "invalid arguments");
-    return PL_WASI_ERR_ARGS;
-  }
+      (args == nullptr && nargs != 0))
+    return fail(err, PL_WASI_ERR_ARGS, "invalid arguments");
   int rc;
   std::string why;
   try {
@@ -1141,15 +1089,15 @@ int pl_wasi_run_hooked(const uint8_t *wasm, size_t len,
   }
   if (rc < 0) {
     pl_wasi_result_free(ret_result);
-    set_err(errbuf, errlen, why);
+    return fail(err, rc, why);
   }
   return rc;
 }
 
 void pl_wasi_result_free(struct pl_wasi_result *r) {
   if (r == nullptr) return;
-  free(r->out);
-  free(r->err);
+  pl_output_clear(&r->out);
+  pl_output_clear(&r->err);
   free(r->trap_message);
   memset(r, 0, sizeof *r);
 }
