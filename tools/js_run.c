@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
     struct pl_js_result res;
     struct pl_js_pool *pool = NULL;
     const char *inline_code = NULL, *stdin_path = NULL;
-    char *code = NULL, *in = NULL, errbuf[256];
+    char *code = NULL, *in = NULL;
+    struct pl_error err = {0};
     size_t code_len = 0, in_len = 0;
     int opt, r;
 
@@ -112,10 +113,10 @@ int main(int argc, char **argv) {
             if (slash)
                 memcpy(slash + 1, "plimsoll-js-worker", sizeof("plimsoll-js-worker"));
         }
-        r = pl_js_pool_new_ex(1, path, &pool, errbuf, sizeof(errbuf));
+        r = pl_js_pool_new_ex(1, path, &pool, &err);
     }
     if (r < 0) {
-        fprintf(stderr, "js-run: %s\n", errbuf);
+        fprintf(stderr, "js-run: %s\n", err.message);
         return 70;
     }
     r = pl_js_pool_run(pool, code, code_len, in, in_len, &lim, &res);

@@ -806,11 +806,11 @@ static const char *worker_path(void) {
 
 static int setup(void **state) {
     (void)state;
-    char err[256];
+    struct pl_error err = {0};
     printf("runtime: %s\n", pl_js_quickjs_version());
-    if (pl_js_pool_new_ex(2, worker_path(), &g_pool, err, sizeof(err)) < 0 ||
-        pl_js_pool_new_ex(1, worker_path(), &g_pool1, err, sizeof(err)) < 0) {
-        fprintf(stderr, "pl_js_pool_new: %s\n", err);
+    if (pl_js_pool_new_ex(2, worker_path(), &g_pool, &err) < 0 ||
+        pl_js_pool_new_ex(1, worker_path(), &g_pool1, &err) < 0) {
+        fprintf(stderr, "pl_js_pool_new: %s\n", err.message);
         return -1;
     }
     return 0;
@@ -954,11 +954,11 @@ static int fake_run(const char *mode, unsigned flags, struct pl_js_result *r) {
     const char *args[] = {"--fake-worker", mode, NULL};
     struct pl_js_pool *pool = NULL;
     struct pl_js_limits lim = k_default;
-    char err[256];
-    int rc = pl_js_pool_new_args(1, g_self, args, flags, &pool, err, sizeof err);
+    struct pl_error err = {0};
+    int rc = pl_js_pool_new_args(1, g_self, args, flags, &pool, &err);
     CHECK(rc == 0);
     if (rc < 0) {
-        fprintf(stderr, "  fake pool: %s\n", err);
+        fprintf(stderr, "  fake pool: %s\n", err.message);
         return rc;
     }
     lim.timeout_ms = 100;
@@ -1108,6 +1108,22 @@ static void test_argument_validation(struct pl_js_pool *pool) {
     struct pl_js_limits bad = k_default;
     bad.timeout_ms = 0;
     CHECK(pl_js_pool_run(pool, "1", 1, NULL, 0, &bad, &res) == -EINVAL);
+
+    /* A pool that cannot start says what failed, with the errno. */
+    struct pl_js_pool *none = NULL;
+    struct pl_error err = {0};
+    CHECK(pl_js_pool_new_ex(1, "/nonexistent/plimsoll-js-worker", &none, &err) == -ENOENT);
+    CHECK(none == NULL && err.reason == PL_REASON_INTERNAL && err.errnum == ENOENT);
+    CHECK(strcmp(err.message, "worker executable /nonexistent/plimsoll-js-worker: "
+                              "No such file or directory") == 0);
+    err = (struct pl_error){0};
+    CHECK(pl_js_pool_new_ex(0, worker_path(), &none, &err) == -EINVAL);
+    CHECK(err.errnum == EINVAL && strstr(err.message, "workers must be 1..256") != NULL);
+    /* A worker that ends without saying HELLO (/bin/true) did not start. */
+    err = (struct pl_error){0};
+    CHECK(pl_js_pool_new_ex(1, "/bin/true", &none, &err) == -EPIPE);
+    CHECK(strncmp(err.message, "worker /bin/true did not start: ", 32) == 0);
+    CHECK(pl_js_pool_new_ex(1, "/nonexistent", &none, NULL) == -ENOENT); /* err may be NULL */
 }
 
 #define CASE(fn, pool)                                                                             \

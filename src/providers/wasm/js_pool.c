@@ -48,15 +48,18 @@ const char *pl_js_quickjs_version(void) {
     return "QuickJS 2021-03-27 (wasm32-wasi, wasm2c)";
 }
 
-__attribute__((format(printf, 3, 4))) static void set_err(char *errbuf, size_t errlen,
-                                                          const char *fmt, ...) {
+/* Fill err (which may be NULL) with what failed and the system error r
+ * (negative) behind it; returns r, so a caller can return the errno. */
+__attribute__((format(printf, 3, 4))) static int fail(struct pl_error *err, int r, const char *fmt,
+                                                      ...) {
+    char what[256];
     va_list ap;
 
-    if (!errbuf || errlen == 0)
-        return;
     va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
+    vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
+    pl_error_errno(err, PL_REASON_INTERNAL, r, "%s", what);
+    return r;
 }
 
 /* ---- worker processes ------------------------------------------------------ */
@@ -76,7 +79,7 @@ void pl_js_worker_stop(struct pl_js_worker *w) {
 }
 
 /* Start a worker in slot w (which must be empty) and wait for HELLO. */
-static int worker_start(char *const *argv, struct pl_js_worker *w, char *errbuf, size_t errlen) {
+static int worker_start(char *const *argv, struct pl_js_worker *w, struct pl_error *err) {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     struct pl_js_frame_hdr hdr;
@@ -87,19 +90,15 @@ static int worker_start(char *const *argv, struct pl_js_worker *w, char *errbuf,
     int sv[2], r;
     pid_t pid;
 
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        r = -errno;
-        set_err(errbuf, errlen, "socketpair: %s", strerror(-r));
-        return r;
-    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return fail(err, -errno, "socketpair");
     /* The pool's end only: its reads wait against a deadline
      * (pl_fd_read_full), the worker's end stays blocking. */
     r = pl_fd_set_nonblock(sv[0]);
     if (r < 0) {
         close(sv[0]);
         close(sv[1]);
-        set_err(errbuf, errlen, "socketpair: %s", strerror(-r));
-        return r;
+        return fail(err, r, "socketpair");
     }
     if (sv[1] == 3) {
         /* dup2(3, 3) would keep FD_CLOEXEC set; move it first. */
@@ -108,7 +107,7 @@ static int worker_start(char *const *argv, struct pl_js_worker *w, char *errbuf,
             r = -errno;
             close(sv[0]);
             close(sv[1]);
-            return r;
+            return fail(err, r, "socketpair");
         }
         close(sv[1]);
         sv[1] = moved;
@@ -131,8 +130,7 @@ static int worker_start(char *const *argv, struct pl_js_worker *w, char *errbuf,
     close(sv[1]);
     if (r != 0) {
         close(sv[0]);
-        set_err(errbuf, errlen, "cannot start %s: %s", path, strerror(r));
-        return -r;
+        return fail(err, -r, "cannot start %s", path);
     }
     w->pid = pid;
     w->fd = sv[0];
@@ -146,9 +144,8 @@ static int worker_start(char *const *argv, struct pl_js_worker *w, char *errbuf,
     if (r == 0)
         r = pl_fd_read_full(w->fd, &hello, sizeof(hello), hello_by, -1);
     if (r < 0) {
-        set_err(errbuf, errlen, "worker %s did not start (%s)", path, strerror(-r));
         pl_js_worker_stop(w);
-        return r;
+        return fail(err, r, "worker %s did not start", path);
     }
     return 0;
 }
@@ -166,7 +163,7 @@ int pl_js_worker_restart(struct pl_js_pool *pool, struct pl_js_worker *w) {
     int r;
 
     pl_js_worker_stop(w);
-    r = worker_start(pool->argv, w, NULL, 0);
+    r = worker_start(pool->argv, w, NULL);
     pthread_mutex_lock(&pool->lock);
     pool->respawns++;
     pthread_mutex_unlock(&pool->lock);
@@ -176,40 +173,34 @@ int pl_js_worker_restart(struct pl_js_pool *pool, struct pl_js_worker *w) {
 /* ---- pool ------------------------------------------------------------------ */
 
 int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_pool **ret_pool,
-                      char *errbuf, size_t errlen) {
-    return pl_js_pool_new_args(workers, worker_path, NULL, 0, ret_pool, errbuf, errlen);
+                      struct pl_error *err) {
+    return pl_js_pool_new_args(workers, worker_path, NULL, 0, ret_pool, err);
 }
 
 int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *const *args,
-                        unsigned flags, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen) {
+                        unsigned flags, struct pl_js_pool **ret_pool, struct pl_error *err) {
     struct pl_js_pool *pool;
     const char *path = worker_path;
     int r;
 
-    if (!ret_pool || workers == 0 || workers > PL_JS_MAX_WORKERS) {
-        set_err(errbuf, errlen, "invalid arguments (workers must be 1..%d)", PL_JS_MAX_WORKERS);
-        return -EINVAL;
-    }
+    if (!ret_pool || workers == 0 || workers > PL_JS_MAX_WORKERS)
+        return fail(err, -EINVAL, "invalid arguments (workers must be 1..%d)", PL_JS_MAX_WORKERS);
     *ret_pool = NULL;
     if (!path || !*path)
         path = PL_JS_WORKER_DEFAULT_PATH;
-    if (access(path, X_OK) != 0) {
-        r = -errno;
-        set_err(errbuf, errlen, "worker executable %s: %s", path, strerror(-r));
-        return r;
-    }
+    if (access(path, X_OK) != 0)
+        return fail(err, -errno, "worker executable %s", path);
 
     pool = calloc(1, sizeof(*pool));
     if (!pool)
-        return -ENOMEM;
+        return fail(err, -ENOMEM, "a pool of %u workers", workers);
     pool->w = calloc(workers, sizeof(*pool->w));
     pool->worker_path = strdup(path);
     if (!pool->w || !pool->worker_path) {
         free(pool->w);
         free(pool->worker_path);
         free(pool);
-        set_err(errbuf, errlen, "out of memory");
-        return -ENOMEM;
+        return fail(err, -ENOMEM, "a pool of %u workers", workers);
     }
     pool->argv[0] = pool->worker_path;
     for (int i = 0; args && args[i] && i < 6; i++) {
@@ -220,8 +211,7 @@ int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *c
             free(pool->w);
             free(pool->worker_path);
             free(pool);
-            set_err(errbuf, errlen, "out of memory");
-            return -ENOMEM;
+            return fail(err, -ENOMEM, "a pool of %u workers", workers);
         }
     }
     pthread_mutex_init(&pool->lock, NULL);
@@ -231,7 +221,7 @@ int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *c
     for (unsigned i = 0; i < workers; i++)
         pool->w[i].fd = -1;
     for (unsigned i = 0; i < workers; i++) {
-        r = worker_start(pool->argv, &pool->w[i], errbuf, errlen);
+        r = worker_start(pool->argv, &pool->w[i], err);
         if (r < 0) {
             pl_js_pool_free(pool);
             return r;
@@ -241,8 +231,8 @@ int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *c
     return 0;
 }
 
-int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen) {
-    return pl_js_pool_new_ex(workers, NULL, ret_pool, errbuf, errlen);
+int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, struct pl_error *err) {
+    return pl_js_pool_new_ex(workers, NULL, ret_pool, err);
 }
 
 void pl_js_pool_free(struct pl_js_pool *pool) {

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "../../core/capture.h"
+#include "../../core/errors.h"
 
 /* Per-run limits.  All fields are required. */
 struct pl_js_limits {
@@ -92,16 +93,17 @@ struct pl_js_pool;
  * The worker executable is the path compiled in as
  * PL_JS_WORKER_DEFAULT_PATH (see pl_js_pool_new_ex() to pass one
  * explicitly; the daemon always does).  Waits until every worker has reported ready.
- * On failure returns -errno and, if errbuf is not NULL, writes a message.
+ * On failure returns -errno and fills err (which may be NULL): what failed
+ * and the errno behind it, reason INTERNAL.
  */
-int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen);
+int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, struct pl_error *err);
 
 /**
  * pl_js_pool_new_ex - as pl_js_pool_new(), with an explicit worker path
  * (NULL means the same default as pl_js_pool_new()).
  */
 int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_pool **ret_pool,
-                      char *errbuf, size_t errlen);
+                      struct pl_error *err);
 
 /* pl_js_pool_new_args() flags.  PL_JS_POOL_MODULES: the workers run WASI
  * modules, and every run begins with STARTED or REFUSED. */
@@ -120,7 +122,7 @@ int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_po
  * is a protocol error (-EIO).
  */
 int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *const *args,
-                        unsigned flags, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen);
+                        unsigned flags, struct pl_js_pool **ret_pool, struct pl_error *err);
 
 /**
  * pl_js_pool_run - run `code` as a global script named "<snippet>" with

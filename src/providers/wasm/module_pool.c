@@ -33,13 +33,9 @@ int wasm_module_pool_new(struct wasm_state *s, const struct pl_config *config,
     char as[32];
     snprintf(as, sizeof(as), "%u", config->memory_mb + WASI_WORKER_OVERHEAD_MB);
     const char *margs[] = {"--address-space-mb", as, NULL};
-    char msg[256] = "";
-    int r = pl_js_pool_new_args(s->workers, s->wasi_worker, margs, PL_JS_POOL_MODULES, &s->mpool,
-                                msg, sizeof(msg));
-    if (r < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "SANDBOX_PROVIDER=wasm: cannot start the module workers: %s",
-                            msg[0] ? msg : strerror(-r));
+    if (pl_js_pool_new_args(s->workers, s->wasi_worker, margs, PL_JS_POOL_MODULES, &s->mpool, err) <
+        0)
+        return pl_error_wrap(err, "SANDBOX_PROVIDER=wasm: cannot start the module workers: ");
     return 0;
 }
 

@@ -46,9 +46,8 @@ static int proof_run(struct wasm_state *s, const char *code, uint64_t memory, un
         .memory_bytes = memory, .timeout_ms = timeout, .stdout_cap = 4096, .stderr_cap = 4096};
     int rc = pl_js_pool_run(s->pool, code, strlen(code), "", 0, &l, r);
     if (rc < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "SANDBOX_PROVIDER=wasm: startup proof: the worker failed (%s)",
-                            strerror(-rc));
+        return pl_error_errno(err, PL_REASON_INTERNAL, rc,
+                              "SANDBOX_PROVIDER=wasm: startup proof: the worker failed");
     return 0;
 }
 

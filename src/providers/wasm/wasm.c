@@ -87,14 +87,10 @@ static int wasm_create(const struct pl_config *config, void **ret_state, struct 
     s->max_timeout_ms = config->max_timeout_ms;
     snprintf(s->engine, sizeof(s->engine), "%s", pl_js_quickjs_version());
     memcpy(s->worker, worker, sizeof(s->worker));
-    char msg[256] = "";
-    int r = pl_js_pool_new_ex(s->workers, worker, &s->pool, msg, sizeof(msg));
-    if (r < 0) {
+    if (pl_js_pool_new_ex(s->workers, worker, &s->pool, err) < 0) {
         unsigned n = s->workers;
         free(s);
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "SANDBOX_PROVIDER=wasm: cannot start %u workers: %s", n,
-                            msg[0] ? msg : strerror(-r));
+        return pl_error_wrap(err, "SANDBOX_PROVIDER=wasm: cannot start %u workers: ", n);
     }
     if (wasm_module_pool_new(s, config, err) < 0 || wasm_startup_proof(s, err) < 0) {
         wasm_destroy(s);
@@ -170,9 +166,8 @@ static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_r
     else
         return pl_error_set(err, PL_REASON_INTERNAL, "wasm: payload not dispatched here");
     if (rc < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "the %s worker failed around the run (%s)",
-                            req->kind == PL_PAYLOAD_MODULE ? "module" : "JavaScript",
-                            strerror(-rc));
+        return pl_error_errno(err, PL_REASON_INTERNAL, rc, "the %s worker failed around the run",
+                              req->kind == PL_PAYLOAD_MODULE ? "module" : "JavaScript");
     if (r.refused) {
         /* The module worker's REFUSED frame, which it sends only before the
          * module's first instruction: nothing of the guest ran.  No exit
