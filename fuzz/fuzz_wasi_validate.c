@@ -11,7 +11,8 @@
  *
  * Each input is validated under a 64 MiB memory cap; the harness checks
  * that the call returns, that a refusal comes with a one-line,
- * NUL-terminated reason, and that it is never a host allocation failure:
+ * NUL-terminated reason sent as INVALID_REQUEST, and that it is never a
+ * host allocation failure:
  * the module bounds are there so that no input makes validation run out
  * of memory.
  */
@@ -20,16 +21,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/providers/wasm/wasi/wasi_runner.h"
+#include "../src/providers/wasm/wasi_runner.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const struct pl_wasi_limits limits = {
         .memory_bytes = 64u << 20, .stdout_cap = 4096, .stderr_cap = 4096};
-    char err[256];
-    int rc = pl_wasi_validate(data, size, &limits, err, sizeof err);
-    if (rc < 0 && (memchr(err, '\0', sizeof err) == NULL || strchr(err, '\n') != NULL))
+    struct pl_error err = {0};
+    int rc = pl_wasi_validate(data, size, &limits, &err);
+    if (rc < 0 && (memchr(err.message, '\0', sizeof err.message) == NULL ||
+                   strchr(err.message, '\n') != NULL || err.reason != PL_REASON_INVALID_REQUEST))
         abort();
     if (rc != 0 && rc != PL_WASI_ERR_MODULE)
         abort(); /* ARGS or HOST would be a bug here */

@@ -1,5 +1,5 @@
 /*
- * js-run: run one JavaScript snippet through the plimsoll wasm engine pool,
+ * js-run: run one JavaScript snippet through the wasm provider's worker pool,
  * for manual checks.  Prints the guest's stdout and stderr, then the
  * result struct (on stderr), and exits with the run's exit code (or 70 on
  * an infrastructure error).
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/providers/wasm/engine/js_engine.h"
+#include "../src/providers/wasm/js_pool.h"
 
 /* Read a whole file ("-" = stdin) into a malloc'd buffer. */
 static int read_file(const char *path, char **ret_buf, size_t *ret_len) {
@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
     struct pl_js_result res;
     struct pl_js_pool *pool = NULL;
     const char *inline_code = NULL, *stdin_path = NULL;
-    char *code = NULL, *in = NULL, errbuf[256];
+    char *code = NULL, *in = NULL;
+    struct pl_error err = {0};
     size_t code_len = 0, in_len = 0;
     int opt, r;
 
@@ -112,10 +113,10 @@ int main(int argc, char **argv) {
             if (slash)
                 memcpy(slash + 1, "plimsoll-js-worker", sizeof("plimsoll-js-worker"));
         }
-        r = pl_js_pool_new_ex(1, path, &pool, errbuf, sizeof(errbuf));
+        r = pl_js_pool_new_ex(1, path, &pool, &err);
     }
     if (r < 0) {
-        fprintf(stderr, "js-run: %s\n", errbuf);
+        fprintf(stderr, "js-run: %s\n", err.message);
         return 70;
     }
     r = pl_js_pool_run(pool, code, code_len, in, in_len, &lim, &res);
@@ -124,14 +125,14 @@ int main(int argc, char **argv) {
         pl_js_pool_free(pool);
         return 70;
     }
-    fwrite(res.out, 1, res.out_len, stdout);
+    fwrite(res.out.data, 1, res.out.len, stdout);
     fflush(stdout);
-    fwrite(res.err, 1, res.err_len, stderr);
+    fwrite(res.err.data, 1, res.err.len, stderr);
     fprintf(stderr,
             "--- %s: exit_code=%d timed_out=%d out_of_memory=%d trapped=%d out_len=%zu "
             "out_truncated=%d err_len=%zu err_truncated=%d duration=%.3f ms guest=%.3f ms\n",
-            pl_js_engine_version(), res.exit_code, res.timed_out, res.out_of_memory, res.trapped,
-            res.out_len, res.out_truncated, res.err_len, res.err_truncated,
+            pl_js_quickjs_version(), res.exit_code, res.timed_out, res.out_of_memory, res.trapped,
+            res.out.len, res.out.truncated, res.err.len, res.err.truncated,
             (double)res.duration_ns / 1e6, (double)res.guest_ns / 1e6);
     r = res.exit_code;
     pl_js_result_free(&res);

@@ -4,6 +4,7 @@
 #include "capture.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,11 +13,30 @@ void pl_capture_init(struct pl_capture *c, size_t cap) {
     c->cap = cap;
 }
 
+/* Room for len more bytes and the NUL, growing geometrically but never
+ * past the cap: a stream near a large cap holds the cap, not twice it. */
+static int reserve(struct pl_capture *c, size_t len) {
+    size_t need = c->kept.len + len + 1;
+    if (need <= c->kept.cap)
+        return 0;
+    size_t ncap = c->kept.cap ? c->kept.cap : 256;
+    while (ncap < need)
+        ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+    if (c->cap < SIZE_MAX && ncap > c->cap + 1)
+        ncap = c->cap + 1; /* need <= cap + 1: only kept bytes are stored */
+    char *nd = realloc(c->kept.data, ncap);
+    if (!nd)
+        return -ENOMEM;
+    c->kept.data = nd;
+    c->kept.cap = ncap;
+    return 0;
+}
+
 int pl_capture_add(struct pl_capture *c, const void *data, size_t len) {
     size_t room = c->kept.len < c->cap ? c->cap - c->kept.len : 0;
     size_t keep = len < room ? len : room;
     c->total += len;
-    if (keep && pl_buf_append(&c->kept, data, keep) < 0)
+    if (keep && (reserve(c, keep) < 0 || pl_buf_append(&c->kept, data, keep) < 0))
         return -ENOMEM;
     return 0;
 }

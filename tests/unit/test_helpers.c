@@ -167,6 +167,16 @@ static void test_capture(void **state) {
     assert_true(o.truncated);
     pl_output_clear(&o);
     pl_capture_free(&c);
+    /* A stream at a large cap holds the cap (and a NUL), not the next
+     * power of two past it. */
+    static char chunk[1000];
+    pl_capture_init(&c, 300000);
+    for (int i = 0; i < 400; i++)
+        assert_int_equal(pl_capture_add(&c, chunk, sizeof(chunk)), 0);
+    assert_int_equal(c.kept.len, 300000);
+    assert_int_equal(c.kept.cap, 300001);
+    assert_int_equal(c.total, 400000);
+    pl_capture_free(&c);
 }
 
 static void test_error_object(void **state) {

@@ -28,8 +28,9 @@
 
 #include <cmocka.h>
 
-#include "../../src/providers/wasm/engine/worker_seccomp.h"
-#include "../../src/providers/wasm/wasi/wasi_runner.h"
+#include "../../src/core/fileread.h"
+#include "../../src/providers/wasm/wasi_runner.h"
+#include "../../src/providers/wasm/worker_seccomp.h"
 
 static const char *g_modules_dir = PL_WASI_MODULES_DIR;
 
@@ -47,6 +48,9 @@ static const struct pl_wasi_limits k_limits = {
     .stderr_cap = 64u << 10,
 };
 
+/* The test modules are tens of KiB; pl_file_read() allocates the bound. */
+#define MAX_MODULE_BYTES (1u << 20)
+
 /* A module's bytes, loaded from g_modules_dir. */
 struct blob {
     uint8_t *data;
@@ -56,23 +60,12 @@ struct blob {
 static struct blob load(const char *name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.wasm", g_modules_dir, name);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        fail_msg("cannot open %s", path);
+    char *data;
     struct blob b = {NULL, 0};
-    size_t alloc = 0;
-    for (;;) {
-        if (b.len == alloc) {
-            alloc = alloc ? alloc * 2 : 65536;
-            b.data = realloc(b.data, alloc);
-            assert_non_null(b.data);
-        }
-        size_t n = fread(b.data + b.len, 1, alloc - b.len, f);
-        if (n == 0)
-            break;
-        b.len += n;
-    }
-    fclose(f);
+    int rc = pl_file_read(path, MAX_MODULE_BYTES, &data, &b.len);
+    if (rc < 0)
+        fail_msg("%s %s", path, pl_file_problem(rc));
+    b.data = (uint8_t *)data;
     return b;
 }
 
@@ -80,32 +73,33 @@ static struct blob load(const char *name) {
 static void run(const char *name, const char *const *args, size_t nargs, const char *in,
                 size_t in_len, const struct pl_wasi_limits *lim, struct pl_wasi_result *r) {
     struct blob b = load(name);
-    char err[256];
-    int rc = pl_wasi_validate(b.data, b.len, lim, err, sizeof err);
+    struct pl_error err = {0};
+    int rc = pl_wasi_validate(b.data, b.len, lim, &err);
     if (rc != 0)
-        fail_msg("validate %s: %d %s", name, rc, err);
-    rc = pl_wasi_run(b.data, b.len, args, nargs, in, in_len, lim, r, err, sizeof err);
+        fail_msg("validate %s: %d %s", name, rc, err.message);
+    rc = pl_wasi_run(b.data, b.len, args, nargs, in, in_len, lim, r, &err);
     if (rc != 0)
-        fail_msg("run %s: %d %s", name, rc, err);
+        fail_msg("run %s: %d %s", name, rc, err.message);
     free(b.data);
 }
 
 /* Validate `name`; expects refusal with `reason` in the message. */
 static void expect_refused(const char *name, const char *reason) {
     struct blob b = load(name);
-    char err[256];
-    int rc = pl_wasi_validate(b.data, b.len, &k_limits, err, sizeof err);
+    struct pl_error err = {0};
+    int rc = pl_wasi_validate(b.data, b.len, &k_limits, &err);
     assert_int_equal(rc, PL_WASI_ERR_MODULE);
-    if (strstr(err, reason) == NULL)
-        fail_msg("%s: reason \"%s\" does not contain \"%s\"", name, err, reason);
-    assert_null(strchr(err, '\n'));
+    if (strstr(err.message, reason) == NULL)
+        fail_msg("%s: reason \"%s\" does not contain \"%s\"", name, err.message, reason);
+    assert_null(strchr(err.message, '\n'));
+    assert_int_equal(err.reason, PL_REASON_INVALID_REQUEST);
     /* pl_wasi_run refuses the same module the same way. */
     struct pl_wasi_result r;
-    char err2[256];
-    rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err2, sizeof err2);
+    struct pl_error err2 = {0};
+    rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, &err2);
     assert_int_equal(rc, PL_WASI_ERR_MODULE);
-    assert_string_equal(err, err2);
-    assert_null(r.out);
+    assert_string_equal(err.message, err2.message);
+    assert_null(r.out.data);
     free(b.data);
 }
 
@@ -119,14 +113,14 @@ static void test_hello(void **state) {
     (void)state;
     struct pl_wasi_result r;
     run("hello", NULL, 0, NULL, 0, &k_limits, &r);
-    assert_string_equal(r.out, "hello, world\n");
-    assert_int_equal(r.out_len, 13);
-    assert_int_equal(r.err_len, 0);
-    assert_non_null(r.err);
+    assert_string_equal(r.out.data, "hello, world\n");
+    assert_int_equal(r.out.len, 13);
+    assert_int_equal(r.err.len, 0);
+    assert_non_null(r.err.data);
     assert_int_equal(r.exit_code, 0);
     assert_false(r.trapped);
     assert_false(r.exited);
-    assert_false(r.out_truncated);
+    assert_false(r.out.truncated);
     pl_wasi_result_free(&r);
     pl_wasi_result_free(&r); /* second free is harmless */
     pl_wasi_result_free(NULL);
@@ -137,8 +131,8 @@ static void test_args(void **state) {
     const char *args[] = {"one", "two words", ""};
     struct pl_wasi_result r;
     run("args", args, 3, NULL, 0, &k_limits, &r);
-    assert_string_equal(r.out, "argc=4\nargv[0]=module\nargv[1]=one\n"
-                               "argv[2]=two words\nargv[3]=\n");
+    assert_string_equal(r.out.data, "argc=4\nargv[0]=module\nargv[1]=one\n"
+                                    "argv[2]=two words\nargv[3]=\n");
     pl_wasi_result_free(&r);
 }
 
@@ -153,14 +147,14 @@ static void test_echo_stdin(void **state) {
     struct pl_wasi_result r;
     run("echo", NULL, 0, in, n, &k_limits, &r);
     assert_int_equal(r.exit_code, 0);
-    assert_int_equal(r.out_len, n);
-    assert_memory_equal(r.out, in, n);
-    assert_string_equal(r.err, "echoed 300000 bytes\n");
+    assert_int_equal(r.out.len, n);
+    assert_memory_equal(r.out.data, in, n);
+    assert_string_equal(r.err.data, "echoed 300000 bytes\n");
     pl_wasi_result_free(&r);
     /* No stdin at all: immediate end of file. */
     run("echo", NULL, 0, NULL, 0, &k_limits, &r);
-    assert_int_equal(r.out_len, 0);
-    assert_string_equal(r.err, "echoed 0 bytes\n");
+    assert_int_equal(r.out.len, 0);
+    assert_string_equal(r.err.data, "echoed 0 bytes\n");
     pl_wasi_result_free(&r);
     free(in);
 }
@@ -172,8 +166,8 @@ static void test_proc_exit(void **state) {
     assert_int_equal(r.exit_code, 3);
     assert_true(r.exited);
     assert_false(r.trapped);
-    assert_string_equal(r.out, "about to exit 3\n");
-    assert_int_equal(r.err_len, 0);
+    assert_string_equal(r.out.data, "about to exit 3\n");
+    assert_int_equal(r.err.len, 0);
     pl_wasi_result_free(&r);
 }
 
@@ -183,8 +177,8 @@ static void test_trap_unreachable(void **state) {
     run("trap", NULL, 0, NULL, 0, &k_limits, &r);
     assert_true(r.trapped);
     assert_int_equal(r.exit_code, 1);
-    assert_string_equal(r.out, "before trap\n");
-    assert_string_equal(r.err, "plimsoll: module trapped: unreachable executed\n");
+    assert_string_equal(r.out.data, "before trap\n");
+    assert_string_equal(r.err.data, "plimsoll: module trapped: unreachable executed\n");
     assert_string_equal(r.trap_message, "unreachable executed");
     pl_wasi_result_free(&r);
 }
@@ -195,7 +189,7 @@ static void test_trap_oob_store(void **state) {
     run("oob", NULL, 0, NULL, 0, &k_limits, &r);
     assert_true(r.trapped);
     assert_int_equal(r.exit_code, 1);
-    assert_non_null(strstr(r.err, "plimsoll: module trapped: out of bounds memory access"));
+    assert_non_null(strstr(r.err.data, "plimsoll: module trapped: out of bounds memory access"));
     pl_wasi_result_free(&r);
 }
 
@@ -204,7 +198,7 @@ static void test_trap_in_start_section(void **state) {
     struct pl_wasi_result r;
     run("startsec", NULL, 0, NULL, 0, &k_limits, &r);
     assert_true(r.trapped);
-    assert_string_equal(r.out, "in start\n");
+    assert_string_equal(r.out.data, "in start\n");
     pl_wasi_result_free(&r);
 }
 
@@ -212,9 +206,9 @@ static void test_memory_cap(void **state) {
     (void)state;
     struct pl_wasi_result r;
     run("grow", NULL, 0, NULL, 0, &k_limits, &r);
-    print_message("      grow: %s", r.out);
+    print_message("      grow: %s", r.out.data);
     /* Starts at 2 pages, +16 per step: 1010 pages fit, 1026 do not. */
-    assert_string_equal(r.out, "memory.grow returned -1 at 1010 pages (66191360 bytes)\n");
+    assert_string_equal(r.out.data, "memory.grow returned -1 at 1010 pages (66191360 bytes)\n");
     assert_true(r.memory_bytes <= k_limits.memory_bytes);
     assert_false(r.out_of_memory); /* not observable with wabt (documented) */
     assert_int_equal(r.exit_code, 0);
@@ -223,7 +217,7 @@ static void test_memory_cap(void **state) {
     struct pl_wasi_limits small = k_limits;
     small.memory_bytes = 1u << 20;
     run("grow", NULL, 0, NULL, 0, &small, &r);
-    assert_string_equal(r.out, "memory.grow returned -1 at 2 pages (131072 bytes)\n");
+    assert_string_equal(r.out.data, "memory.grow returned -1 at 2 pages (131072 bytes)\n");
     pl_wasi_result_free(&r);
 }
 
@@ -249,21 +243,17 @@ static void test_refused_modules(void **state) {
 
 static void test_validate_edge_inputs(void **state) {
     (void)state;
-    char err[256];
+    struct pl_error err = {0};
     static const uint8_t header_only[] = {0, 'a', 's', 'm', 1, 0, 0, 0};
-    assert_int_equal(pl_wasi_validate(NULL, 0, &k_limits, err, sizeof err), PL_WASI_ERR_MODULE);
-    assert_int_equal(pl_wasi_validate(NULL, 5, &k_limits, err, sizeof err), PL_WASI_ERR_ARGS);
-    assert_int_equal(pl_wasi_validate(header_only, 8, NULL, err, sizeof err), PL_WASI_ERR_ARGS);
+    assert_int_equal(pl_wasi_validate(NULL, 0, &k_limits, &err), PL_WASI_ERR_MODULE);
+    assert_int_equal(pl_wasi_validate(NULL, 5, &k_limits, &err), PL_WASI_ERR_ARGS);
+    assert_int_equal(pl_wasi_validate(header_only, 8, NULL, &err), PL_WASI_ERR_ARGS);
     /* An empty module is valid wasm but has no _start. */
-    assert_int_equal(pl_wasi_validate(header_only, 8, &k_limits, err, sizeof err),
-                     PL_WASI_ERR_MODULE);
-    assert_non_null(strstr(err, "_start"));
-    /* errbuf may be NULL / tiny. */
-    assert_int_equal(pl_wasi_validate(header_only, 8, &k_limits, NULL, 0), PL_WASI_ERR_MODULE);
-    char tiny[4];
-    assert_int_equal(pl_wasi_validate(header_only, 8, &k_limits, tiny, sizeof tiny),
-                     PL_WASI_ERR_MODULE);
-    assert_int_equal(strlen(tiny), 3);
+    assert_int_equal(pl_wasi_validate(header_only, 8, &k_limits, &err), PL_WASI_ERR_MODULE);
+    assert_non_null(strstr(err.message, "_start"));
+    assert_int_equal(err.reason, PL_REASON_INVALID_REQUEST);
+    /* err may be NULL. */
+    assert_int_equal(pl_wasi_validate(header_only, 8, &k_limits, NULL), PL_WASI_ERR_MODULE);
     /* A DataCount section claiming ~25 million segments with no data
      * section: refused before the parser reserves memory for them (found
      * by fuzz_wasi_validate as a multi-gigabyte allocation). */
@@ -273,27 +263,27 @@ static void test_validate_edge_inputs(void **state) {
         0x00, 0xac, 0x02, 0x07, 0x06, 0x13, 0x02, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79, 0x02, 0x00,
         0x06, 0x5f, 0x73, 0x74, 0x61, 0x72, 0x74, 0x00, 0x60, 0x00, 0x00, 0x03, 0x02, 0x01, 0x00,
         0x05, 0x04, 0x01, 0x00, 0x00, 0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b};
-    assert_int_equal(
-        pl_wasi_validate(huge_data_count, sizeof huge_data_count, &k_limits, err, sizeof err),
-        PL_WASI_ERR_MODULE);
-    assert_non_null(strstr(err, "data count"));
+    assert_int_equal(pl_wasi_validate(huge_data_count, sizeof huge_data_count, &k_limits, &err),
+                     PL_WASI_ERR_MODULE);
+    assert_non_null(strstr(err.message, "data count"));
     /* Every truncation of a real module is refused, never accepted. */
     struct blob b = load("hello");
     for (size_t n = 0; n < b.len; n += 97)
-        assert_int_not_equal(pl_wasi_validate(b.data, n, &k_limits, err, sizeof err), 0);
+        assert_int_not_equal(pl_wasi_validate(b.data, n, &k_limits, &err), 0);
     free(b.data);
 }
 
 static void test_instantiation_failure(void **state) {
     (void)state;
     struct blob b = load("dataoob");
-    char err[256];
+    struct pl_error err = {0};
     struct pl_wasi_result r;
-    assert_int_equal(pl_wasi_validate(b.data, b.len, &k_limits, err, sizeof err), 0);
-    int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
+    assert_int_equal(pl_wasi_validate(b.data, b.len, &k_limits, &err), 0);
+    int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, &err);
     assert_int_equal(rc, PL_WASI_ERR_INSTANTIATE);
-    assert_non_null(strstr(err, "instantiation failed"));
-    assert_null(r.out);
+    assert_non_null(strstr(err.message, "instantiation failed"));
+    assert_int_equal(err.reason, PL_REASON_INVALID_REQUEST);
+    assert_null(r.out.data);
     free(b.data);
 }
 
@@ -309,24 +299,24 @@ static void test_output_flood(void **state) {
     struct pl_wasi_result r;
     run("flood", NULL, 0, NULL, 0, &lim, &r);
     assert_int_equal(r.exit_code, 0);
-    assert_int_equal(r.out_len, lim.stdout_cap);
-    assert_true(r.out_truncated);
-    for (size_t i = 0; i < r.out_len; i++)
-        if (r.out[i] != flood_byte(i))
+    assert_int_equal(r.out.len, lim.stdout_cap);
+    assert_true(r.out.truncated);
+    for (size_t i = 0; i < r.out.len; i++)
+        if (r.out.data[i] != flood_byte(i))
             fail_msg("byte %zu differs", i);
-    assert_int_equal(r.out[r.out_len], '\0');
-    assert_string_equal(r.err, "wrote 10000000 bytes\n");
-    assert_false(r.err_truncated);
+    assert_int_equal(r.out.data[r.out.len], '\0');
+    assert_string_equal(r.err.data, "wrote 10000000 bytes\n");
+    assert_false(r.err.truncated);
     pl_wasi_result_free(&r);
 
     /* Zero caps: nothing kept, both flags set, the run still completes. */
     lim.stdout_cap = 0;
     lim.stderr_cap = 0;
     run("flood", NULL, 0, NULL, 0, &lim, &r);
-    assert_int_equal(r.out_len, 0);
-    assert_int_equal(r.err_len, 0);
-    assert_true(r.out_truncated);
-    assert_true(r.err_truncated);
+    assert_int_equal(r.out.len, 0);
+    assert_int_equal(r.err.len, 0);
+    assert_true(r.out.truncated);
+    assert_true(r.err.truncated);
     assert_int_equal(r.exit_code, 0);
     pl_wasi_result_free(&r);
 }
@@ -337,8 +327,8 @@ static void test_trap_line_beyond_err_cap(void **state) {
     lim.stderr_cap = 0;
     struct pl_wasi_result r;
     run("trap", NULL, 0, NULL, 0, &lim, &r);
-    assert_string_equal(r.err, "plimsoll: module trapped: unreachable executed\n");
-    assert_false(r.err_truncated);
+    assert_string_equal(r.err.data, "plimsoll: module trapped: unreachable executed\n");
+    assert_false(r.err.truncated);
     pl_wasi_result_free(&r);
 }
 
@@ -353,7 +343,7 @@ static void test_deep_recursion(void **state) {
     const char *shallow[] = {"1000"};
     run("recurse", shallow, 1, NULL, 0, &k_limits, &r);
     assert_false(r.trapped);
-    assert_string_equal(r.out, "depth 1000 ok (1)\n");
+    assert_string_equal(r.out.data, "depth 1000 ok (1)\n");
     pl_wasi_result_free(&r);
 
     const char *deep[] = {"10000000"};
@@ -383,7 +373,7 @@ static void test_bad_guest_pointers(void **state) {
         assert_true(r.exited);
         assert_false(r.trapped);
         /* Only the all-valid case may have written anything. */
-        assert_string_equal(r.out, c == 9 ? "x\n" : "");
+        assert_string_equal(r.out.data, c == 9 ? "x\n" : "");
         pl_wasi_result_free(&r);
     }
 }
@@ -413,21 +403,19 @@ static void test_repeated_runs_do_not_grow(void **state) {
     const char *env = getenv("PL_TEST_REPEAT");
     int runs = env ? atoi(env) : 1000;
     struct blob b = load("hello");
-    char err[256];
+    struct pl_error err = {0};
     /* Warm up allocator caches before the first measurement. */
     for (int i = 0; i < 20; i++) {
         struct pl_wasi_result r;
-        assert_int_equal(
-            pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err), 0);
+        assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, &err), 0);
         pl_wasi_result_free(&r);
     }
     long before = rss_kib();
     for (int i = 0; i < runs; i++) {
         struct pl_wasi_result r;
-        assert_int_equal(pl_wasi_validate(b.data, b.len, &k_limits, err, sizeof err), 0);
-        assert_int_equal(
-            pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err), 0);
-        assert_int_equal(r.out_len, 13);
+        assert_int_equal(pl_wasi_validate(b.data, b.len, &k_limits, &err), 0);
+        assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, &err), 0);
+        assert_int_equal(r.out.len, 13);
         pl_wasi_result_free(&r);
     }
     long after = rss_kib();
@@ -446,8 +434,8 @@ static void test_deadline_by_kill(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
         struct pl_wasi_result r;
-        char err[256];
-        pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
+        struct pl_error err = {0};
+        pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, &err);
         _exit(0); /* never reached: the module loops forever */
     }
     struct timespec ts = {0, 300 * 1000 * 1000};
@@ -488,15 +476,15 @@ static void test_host_oom_is_reported(void **state) {
         if (setrlimit(RLIMIT_AS, &rl) != 0)
             _exit(11);
         struct pl_wasi_result r;
-        char err[256];
-        int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
+        struct pl_error err = {0};
+        int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, &err);
         if (rc == PL_WASI_OK && r.host_exhausted && r.out_of_memory && r.exit_code == 1 &&
             !r.trapped &&
-            strcmp(r.err, "plimsoll: module stopped: the interpreter ran out of host memory\n") ==
-                0)
+            strcmp(r.err.data,
+                   "plimsoll: module stopped: the interpreter ran out of host memory\n") == 0)
             _exit(0);
         fprintf(stderr, "opstack: rc=%d trapped=%d exhausted=%d %s\n", rc, r.trapped,
-                r.host_exhausted, err);
+                r.host_exhausted, err.message);
         _exit(12);
     }
     int status = 0;
@@ -539,8 +527,8 @@ static void test_exit_status_edges(void **state) {
         assert_true(r.exited);
         assert_false(r.trapped);
         assert_false(r.host_exhausted);
-        assert_string_equal(r.out, line);
-        assert_string_equal(r.err, line);
+        assert_string_equal(r.out.data, line);
+        assert_string_equal(r.err.data, line);
         pl_wasi_result_free(&r);
     }
 }
@@ -567,8 +555,8 @@ static char *wasicalls_out(void) {
 }
 
 static void check_wasicalls(const struct pl_wasi_result *r) {
-    assert_string_equal(r->out, wasicalls_out());
-    assert_int_equal(r->err_len, 0);
+    assert_string_equal(r->out.data, wasicalls_out());
+    assert_int_equal(r->err.len, 0);
     assert_true(r->exited);
     assert_int_equal(r->exit_code, 7);
 }
@@ -591,11 +579,11 @@ static int wasicalls_under_filter(unsigned flags) {
     assert_true(pid >= 0);
     if (pid == 0) {
         struct pl_wasi_result r;
-        char err[256];
+        struct pl_error err = {0};
         if (pl_worker_seccomp(flags) != 0)
             _exit(2);
-        int rc = pl_wasi_run(b.data, b.len, NULL, 0, "in", 2, &k_limits, &r, err, sizeof err);
-        _exit(rc == 0 && r.exit_code == 7 && strcmp(r.out, want) == 0 ? 0 : 1);
+        int rc = pl_wasi_run(b.data, b.len, NULL, 0, "in", 2, &k_limits, &r, &err);
+        _exit(rc == 0 && r.exit_code == 7 && strcmp(r.out.data, want) == 0 ? 0 : 1);
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -868,19 +856,19 @@ static void test_module_bounds_at_and_past(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof k_bounds / sizeof k_bounds[0]; i++) {
         const struct bound_case *c = &k_bounds[i];
-        char err[256];
+        struct pl_error err = {0};
         struct blob at = build_module(&c->at), past = build_module(&c->past);
-        int rc = pl_wasi_validate(at.data, at.len, &k_limits, err, sizeof err);
+        int rc = pl_wasi_validate(at.data, at.len, &k_limits, &err);
         if (rc != PL_WASI_OK)
-            fail_msg("%s: the module at the bound was refused: %s", c->name, err);
+            fail_msg("%s: the module at the bound was refused: %s", c->name, err.message);
         struct pl_wasi_result r;
-        rc = pl_wasi_run(at.data, at.len, NULL, 0, NULL, 0, &k_limits, &r, err, sizeof err);
+        rc = pl_wasi_run(at.data, at.len, NULL, 0, NULL, 0, &k_limits, &r, &err);
         if (rc != PL_WASI_OK || r.exit_code != 0 || r.trapped)
-            fail_msg("%s: the module at the bound did not run: %d %s", c->name, rc, err);
+            fail_msg("%s: the module at the bound did not run: %d %s", c->name, rc, err.message);
         pl_wasi_result_free(&r);
-        rc = pl_wasi_validate(past.data, past.len, &k_limits, err, sizeof err);
-        if (rc != PL_WASI_ERR_MODULE || strstr(err, c->why) == NULL)
-            fail_msg("%s: one past the bound: %d \"%s\"", c->name, rc, err);
+        rc = pl_wasi_validate(past.data, past.len, &k_limits, &err);
+        if (rc != PL_WASI_ERR_MODULE || strstr(err.message, c->why) == NULL)
+            fail_msg("%s: one past the bound: %d \"%s\"", c->name, rc, err.message);
         free(at.data);
         free(past.data);
     }
@@ -920,11 +908,11 @@ static void test_module_bounds_checked_before_allocation(void **state) {
             rl.rlim_cur = rl.rlim_max = (rlim_t)(vm_kib + 64 * 1024) * 1024;
             if (setrlimit(RLIMIT_AS, &rl) != 0)
                 _exit(11);
-            char err[256];
-            int rc = pl_wasi_validate(b.data, b.len, &k_limits, err, sizeof err);
-            _exit(rc == PL_WASI_ERR_MODULE && strstr(err, "at most") != NULL ? 0
-                  : rc == PL_WASI_ERR_HOST                                   ? 12
-                                                                             : 13);
+            struct pl_error err = {0};
+            int rc = pl_wasi_validate(b.data, b.len, &k_limits, &err);
+            _exit(rc == PL_WASI_ERR_MODULE && strstr(err.message, "at most") != NULL ? 0
+                  : rc == PL_WASI_ERR_HOST                                           ? 12
+                                                                                     : 13);
         }
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -938,17 +926,16 @@ static void test_bad_arguments(void **state) {
     (void)state;
     struct blob b = load("hello");
     struct pl_wasi_result r;
-    char err[256];
-    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, NULL, &r, err, sizeof err),
+    struct pl_error err = {0};
+    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, NULL, &r, &err),
                      PL_WASI_ERR_ARGS);
-    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, NULL, err, sizeof err),
+    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, NULL, &err),
                      PL_WASI_ERR_ARGS);
-    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 2, NULL, 0, &k_limits, &r, err, sizeof err),
+    assert_int_equal(pl_wasi_run(b.data, b.len, NULL, 2, NULL, 0, &k_limits, &r, &err),
                      PL_WASI_ERR_ARGS);
     const char *with_null[] = {"a", NULL};
-    assert_int_equal(
-        pl_wasi_run(b.data, b.len, with_null, 2, NULL, 0, &k_limits, &r, err, sizeof err),
-        PL_WASI_ERR_ARGS);
+    assert_int_equal(pl_wasi_run(b.data, b.len, with_null, 2, NULL, 0, &k_limits, &r, &err),
+                     PL_WASI_ERR_ARGS);
     free(b.data);
 }
 

@@ -1,6 +1,6 @@
 /*
- * Integration tests for the plimsoll wasm JavaScript engine, against the
- * real worker executable (PLIMSOLL_JS_WORKER, else the one in this build
+ * Integration tests for the wasm provider's worker pool (js_pool.h),
+ * against the real worker executable (PLIMSOLL_JS_WORKER, else the one in this build
  * tree).  Each group of CHECKs is one cmocka test, which fails when any of
  * its CHECKs did.  Measured figures (deadline stops, soak) are printed;
  * latency lives in bench/, never asserted here.
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <setjmp.h>
@@ -23,8 +24,10 @@
 
 #include <jansson.h>
 
-#include "../../src/providers/wasm/engine/js_engine.h"
-#include "../../src/providers/wasm/engine/js_proto.h"
+#include "../../src/core/clock.h"
+#include "../../src/core/fdio.h"
+#include "../../src/providers/wasm/js_pool.h"
+#include "../../src/providers/wasm/js_proto.h"
 
 static int g_failures;
 
@@ -43,13 +46,6 @@ static const struct pl_js_limits k_default = {
     .stderr_cap = 1 << 20,
 };
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Run code; on infrastructure failure print it and return the error. */
 static int run(struct pl_js_pool *pool, const char *code, const char *in,
                const struct pl_js_limits *lim, struct pl_js_result *res) {
@@ -58,14 +54,14 @@ static int run(struct pl_js_pool *pool, const char *code, const char *in,
     if (r < 0) {
         fprintf(stderr, "  run(%.40s...) failed: %s\n", code, strerror(-r));
         /* Keep the checks that follow from crashing on NULL. */
-        res->out = calloc(1, 1);
-        res->err = calloc(1, 1);
+        res->out.data = calloc(1, 1);
+        res->err.data = calloc(1, 1);
     }
     return r;
 }
 
 static bool contains(const struct pl_js_result *r, const char *stream, const char *needle) {
-    const char *hay = strcmp(stream, "out") == 0 ? r->out : r->err;
+    const char *hay = strcmp(stream, "out") == 0 ? r->out.data : r->err.data;
 
     return hay && strstr(hay, needle) != NULL;
 }
@@ -78,49 +74,49 @@ static void test_basics(struct pl_js_pool *pool) {
     printf("# basics\n");
     CHECK(run(pool, "console.log('hello world')", NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 0 && !r.timed_out && !r.out_of_memory);
-    CHECK(r.out_len == 12 && strcmp(r.out, "hello world\n") == 0);
-    CHECK(r.err_len == 0);
+    CHECK(r.out.len == 12 && strcmp(r.out.data, "hello world\n") == 0);
+    CHECK(r.err.len == 0);
     pl_js_result_free(&r);
 
     /* The completion value of the script is not printed. */
     CHECK(run(pool, "1 + 1; 'value'", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && r.out_len == 0 && r.err_len == 0);
+    CHECK(r.exit_code == 0 && r.out.len == 0 && r.err.len == 0);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "console.log('a', 1, 2.5, -0, true, null, undefined, 10n)", NULL, NULL, &r) ==
           0);
-    CHECK(strcmp(r.out, "a 1 2.5 -0 true null undefined 10n\n") == 0);
+    CHECK(strcmp(r.out.data, "a 1 2.5 -0 true null undefined 10n\n") == 0);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "console.log({a: 1, b: [1, 'x'], c: {d: null}}, [], {})", NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "{ a: 1, b: [ 1, 'x' ], c: { d: null } } [] {}\n") == 0);
+    CHECK(strcmp(r.out.data, "{ a: 1, b: [ 1, 'x' ], c: { d: null } } [] {}\n") == 0);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "console.log('%s=%d', 'n', 42); console.error('to stderr')", NULL, NULL, &r) ==
           0);
-    CHECK(strcmp(r.out, "n=42\n") == 0 && strcmp(r.err, "to stderr\n") == 0);
+    CHECK(strcmp(r.out.data, "n=42\n") == 0 && strcmp(r.err.data, "to stderr\n") == 0);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "let x = ;", NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 1 && !r.timed_out && !r.out_of_memory);
-    CHECK(strncmp(r.err, "Uncaught SyntaxError: ", 22) == 0);
-    printf("  syntax error -> exit %d, stderr: %.*s", r.exit_code, (int)r.err_len, r.err);
+    CHECK(strncmp(r.err.data, "Uncaught SyntaxError: ", 22) == 0);
+    printf("  syntax error -> exit %d, stderr: %.*s", r.exit_code, (int)r.err.len, r.err.data);
     pl_js_result_free(&r);
 
     CHECK(run(pool, "function f() { throw new TypeError('bad thing'); }\nf();", NULL, NULL, &r) ==
           0);
-    CHECK(r.exit_code == 1 && strncmp(r.err, "Uncaught TypeError: bad thing\n", 30) == 0);
+    CHECK(r.exit_code == 1 && strncmp(r.err.data, "Uncaught TypeError: bad thing\n", 30) == 0);
     CHECK(contains(&r, "err", "at f (<snippet>"));
     pl_js_result_free(&r);
 
     CHECK(run(pool, "throw 42", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 1 && strcmp(r.err, "Uncaught 42\n") == 0);
+    CHECK(r.exit_code == 1 && strcmp(r.err.data, "Uncaught 42\n") == 0);
     pl_js_result_free(&r);
 
     /* Jobs run after the script; unhandled rejections fail the run. */
     CHECK(run(pool, "Promise.resolve(7).then(v => console.log('job', v)); console.log('sync')",
               NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "sync\njob 7\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "sync\njob 7\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool, "(async () => { await null; throw new Error('late'); })()", NULL, NULL, &r) ==
           0);
@@ -128,13 +124,13 @@ static void test_basics(struct pl_js_pool *pool) {
     pl_js_result_free(&r);
     CHECK(run(pool, "Promise.reject(new Error('x')).catch(() => console.log('caught'))", NULL, NULL,
               &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "caught\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "caught\n") == 0);
     pl_js_result_free(&r);
 
     /* Deep recursion is a RangeError, not a crash; stack printed briefly. */
     CHECK(run(pool, "function f(n) { return f(n + 1) + 1; } f(0)", NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 1 && !r.trapped &&
-          strncmp(r.err, "Uncaught InternalError: stack overflow", 38) == 0);
+          strncmp(r.err.data, "Uncaught InternalError: stack overflow", 38) == 0);
     CHECK(contains(&r, "err", "more frames"));
     pl_js_result_free(&r);
 
@@ -143,7 +139,7 @@ static void test_basics(struct pl_js_pool *pool) {
               "console.log(typeof std, typeof os, typeof require, typeof process, "
               "typeof scriptArgs, typeof print)",
               NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "undefined undefined undefined undefined undefined undefined\n") == 0);
+    CHECK(strcmp(r.out.data, "undefined undefined undefined undefined undefined undefined\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool, "import('os').then(m => console.log('imported'))", NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 1 && !contains(&r, "out", "imported"));
@@ -158,10 +154,10 @@ static void test_stdin(struct pl_js_pool *pool) {
               "const s = readStdin(); console.log(s.split('\\n').length, "
               "JSON.stringify(s), readStdin() === s)",
               "line one\nl\u00e9ne two\n", NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "3 \"line one\\nl\u00e9ne two\\n\" true\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "3 \"line one\\nl\u00e9ne two\\n\" true\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool, "console.log(JSON.stringify(readStdin()))", NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "\"\"\n") == 0);
+    CHECK(strcmp(r.out.data, "\"\"\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -173,10 +169,10 @@ static void test_fresh_state(struct pl_js_pool *pool1) {
               "globalThis.leak = 42; var v = 1; Object.prototype.polluted = 1;"
               "console.log(typeof leak)",
               NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "number\n") == 0);
+    CHECK(strcmp(r.out.data, "number\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool1, "console.log(typeof leak, typeof v, ({}).polluted)", NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out, "undefined undefined undefined\n") == 0);
+    CHECK(strcmp(r.out.data, "undefined undefined undefined\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -194,10 +190,10 @@ static void test_deadlines(struct pl_js_pool *pool) {
     lim.timeout_ms = 300;
     for (size_t i = 0; i < sizeof(loops) / sizeof(loops[0]); i++) {
         struct pl_js_result r;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
 
         CHECK(run(pool, loops[i], NULL, &lim, &r) == 0);
-        double ms = (double)(now_ns() - t0) / 1e6;
+        double ms = (double)(pl_now_ns() - t0) / 1e6;
         printf("  %-58s -> exit %d timed_out=%d in %.1f ms\n", loops[i], r.exit_code, r.timed_out,
                ms);
         CHECK(r.exit_code == 124 && r.timed_out);
@@ -208,7 +204,7 @@ static void test_deadlines(struct pl_js_pool *pool) {
     /* The worker is fine afterwards. */
     struct pl_js_result r;
     CHECK(run(pool, "console.log('after')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "after\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "after\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -225,7 +221,7 @@ static void *bg_thread(void *arg) {
     struct bg_run *b = arg;
 
     b->rc = pl_js_pool_run(b->pool, b->code, strlen(b->code), NULL, 0, &b->lim, &b->res);
-    b->end_ns = now_ns();
+    b->end_ns = pl_now_ns();
     return NULL;
 }
 
@@ -241,15 +237,15 @@ static void test_concurrency(struct pl_js_pool *pool) {
     usleep(50 * 1000);
     for (int i = 0; i < 50; i++) {
         struct pl_js_result r;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
 
-        if (run(pool, "console.log(2)", NULL, NULL, &r) == 0 && strcmp(r.out, "2\n") == 0)
+        if (run(pool, "console.log(2)", NULL, NULL, &r) == 0 && strcmp(r.out.data, "2\n") == 0)
             ok++;
-        if (now_ns() - t0 > worst)
-            worst = now_ns() - t0;
+        if (pl_now_ns() - t0 > worst)
+            worst = pl_now_ns() - t0;
         pl_js_result_free(&r);
     }
-    last_end = now_ns();
+    last_end = pl_now_ns();
     pthread_join(th, NULL);
     printf("  50/50 quick runs ok=%d, slowest %.2f ms, finished %.0f ms before the loop "
            "was stopped\n",
@@ -273,13 +269,14 @@ static void test_memory(struct pl_js_pool *pool) {
     printf("# memory cap 64 MiB\n");
     lim.timeout_ms = 10000;
     for (size_t i = 0; i < sizeof(hogs) / sizeof(hogs[0]); i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = pl_now_ns();
 
         CHECK(run(pool, hogs[i], NULL, &lim, &r) == 0);
         printf("  %-66s -> exit %d oom=%d in %.0f ms: %.*s", hogs[i], r.exit_code, r.out_of_memory,
-               (double)(now_ns() - t0) / 1e6,
-               (int)(strchr(r.err, '\n') ? strchr(r.err, '\n') - r.err + 1 : (long)r.err_len),
-               r.err);
+               (double)(pl_now_ns() - t0) / 1e6,
+               (int)(strchr(r.err.data, '\n') ? strchr(r.err.data, '\n') - r.err.data + 1
+                                              : (long)r.err.len),
+               r.err.data);
         CHECK(r.exit_code == 1 && r.out_of_memory && !r.timed_out);
         CHECK(contains(&r, "err", "out of memory"));
         pl_js_result_free(&r);
@@ -288,7 +285,8 @@ static void test_memory(struct pl_js_pool *pool) {
     CHECK(run(pool,
               "try { new ArrayBuffer(1 << 30) } catch (e) { console.log('caught', e.message) }",
               NULL, &lim, &r) == 0);
-    CHECK(r.exit_code == 0 && !r.out_of_memory && strcmp(r.out, "caught out of memory\n") == 0);
+    CHECK(r.exit_code == 0 && !r.out_of_memory &&
+          strcmp(r.out.data, "caught out of memory\n") == 0);
     pl_js_result_free(&r);
 
     /* Below what the engine needs to start. */
@@ -299,7 +297,7 @@ static void test_memory(struct pl_js_pool *pool) {
 
     /* Workers are reused after OOM. */
     CHECK(run(pool, "console.log('fine')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "fine\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "fine\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -319,17 +317,17 @@ static void test_output_caps(struct pl_js_pool *pool) {
               "console.error('line ' + i) }",
               NULL, &lim, &r) == 0);
     CHECK(r.exit_code == 0);
-    CHECK(r.out_truncated && r.out_len == 1000 && memcmp(r.out, expect, 1000) == 0);
-    CHECK(r.err_truncated && r.err_len == 333 && memcmp(r.err, expect, 333) == 0);
+    CHECK(r.out.truncated && r.out.len == 1000 && memcmp(r.out.data, expect, 1000) == 0);
+    CHECK(r.err.truncated && r.err.len == 333 && memcmp(r.err.data, expect, 333) == 0);
     printf("  wrote %zu bytes per stream: kept out=%zu (truncated=%d) err=%zu (truncated=%d), "
            "exact prefixes\n",
-           n, r.out_len, r.out_truncated, r.err_len, r.err_truncated);
+           n, r.out.len, r.out.truncated, r.err.len, r.err.truncated);
     pl_js_result_free(&r);
 
     /* Exactly at the cap is not truncation. */
     lim.stdout_cap = 6;
     CHECK(run(pool, "console.log('12345')", NULL, &lim, &r) == 0);
-    CHECK(!r.out_truncated && r.out_len == 6);
+    CHECK(!r.out.truncated && r.out.len == 6);
     pl_js_result_free(&r);
 
     /* Flood + deadline: the kept prefix and the timeout line. */
@@ -337,9 +335,9 @@ static void test_output_caps(struct pl_js_pool *pool) {
     lim.stderr_cap = 50;
     lim.timeout_ms = 200;
     CHECK(run(pool, "for (;;) console.error('flooding stderr forever')", NULL, &lim, &r) == 0);
-    CHECK(r.timed_out && r.err_truncated &&
-          strncmp(r.err, "flooding stderr forever\nflooding stderr forever\nfl", 50) == 0 &&
-          strncmp(r.err + 50, "\nplimsoll: deadline of 200 ms exceeded", 38) == 0);
+    CHECK(r.timed_out && r.err.truncated &&
+          strncmp(r.err.data, "flooding stderr forever\nflooding stderr forever\nfl", 50) == 0 &&
+          strncmp(r.err.data + 50, "\nplimsoll: deadline of 200 ms exceeded", 38) == 0);
     pl_js_result_free(&r);
     free(expect);
 }
@@ -355,7 +353,7 @@ static void test_worker_crash(struct pl_js_pool *pool1) {
     kill(pid, SIGKILL);
     usleep(20 * 1000);
     CHECK(run(pool1, "console.log('ok')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "ok\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "ok\n") == 0);
     pl_js_result_free(&r);
     pl_js_pool_worker_pids(pool1, &pid2, 1);
     CHECK(pid2 > 0 && pid2 != pid);
@@ -374,7 +372,7 @@ static void test_worker_crash(struct pl_js_pool *pool1) {
     CHECK(b.rc == -EIO);
     pl_js_result_free(&b.res);
     CHECK(run(pool1, "console.log('still ok')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "still ok\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "still ok\n") == 0);
     pl_js_result_free(&r);
     printf("  respawns: %llu\n", (unsigned long long)(pl_js_pool_respawns(pool1) - respawns));
     CHECK(pl_js_pool_respawns(pool1) - respawns == 2);
@@ -462,16 +460,16 @@ static void test_soak(struct pl_js_pool *pool) {
     rss0 = rss_kib(0);
     wrss0 = rss_kib(pid);
     fd0 = count_fds();
-    t0 = now_ns();
+    t0 = pl_now_ns();
     for (int i = 0; i < N; i++) {
         struct pl_js_result r;
 
         if (run(pool, "console.log(1+1)", NULL, NULL, &r) != 0 || r.exit_code != 0 ||
-            strcmp(r.out, "2\n") != 0)
+            strcmp(r.out.data, "2\n") != 0)
             bad++;
         pl_js_result_free(&r);
     }
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(pl_now_ns() - t0) / 1e9;
     rss1 = rss_kib(0);
     wrss1 = rss_kib(pid);
     fd1 = count_fds();
@@ -530,9 +528,7 @@ static int tb_call(void *userdata, const char *req, size_t req_len, uint64_t dea
         *ret_reply_len = strlen("not json");
         return *ret_reply ? 0 : -1;
     case TB_SLEEP: {
-        uint64_t until = deadline_ns + (uint64_t)tb->sleep_past_ms * 1000000;
-        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
-                              .tv_nsec = (long)(until % 1000000000u)};
+        struct timespec ts = pl_timespec_of(deadline_ns + PL_MS(tb->sleep_past_ms));
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
             ;
         break;
@@ -556,8 +552,8 @@ static int run_broker(struct pl_js_pool *pool, const char *code, const struct pl
         pl_js_pool_run_broker(pool, code, strlen(code), NULL, 0, lim ? lim : &k_default, b, res);
     if (r < 0) {
         fprintf(stderr, "  run_broker(%.40s...) failed: %s\n", code, strerror(-r));
-        res->out = calloc(1, 1);
-        res->err = calloc(1, 1);
+        res->out.data = calloc(1, 1);
+        res->err.data = calloc(1, 1);
     }
     return r;
 }
@@ -596,7 +592,7 @@ static void test_broker_none(struct pl_js_pool *pool) {
               "try { plimsoll.request({path: '/x'}) } catch (e) { console.log(e.message) }",
               NULL, NULL, &r) == 0);
     CHECK(r.exit_code == 0 &&
-          strcmp(r.out, "false\nplimsoll.request: this run has no grant\n") == 0);
+          strcmp(r.out.data, "false\nplimsoll.request: this run has no grant\n") == 0);
     CHECK(r.broker_calls == 0);
     pl_js_result_free(&r);
     /* The same through pl_js_pool_run_broker(NULL); uncaught, it fails the run. */
@@ -628,9 +624,9 @@ static void test_broker_echo(struct pl_js_pool *pool) {
                      "              JSON.stringify(got) === JSON.stringify(want));"
                      "}",
                      NULL, &b, &r) == 0);
-    printf("  out: %s", r.out);
+    printf("  out: %s", r.out.data);
     CHECK(r.exit_code == 0);
-    CHECK(strcmp(r.out, "true\n200 {} true\n200 {} true\n200 {} true\n") == 0);
+    CHECK(strcmp(r.out.data, "true\n200 {} true\n200 {} true\n200 {} true\n") == 0);
     CHECK(tb.calls == 3 && r.broker_calls == 3);
     CHECK(!tb.other_thread); /* called on the thread running the snippet */
     CHECK(strcmp(tb.last, "{\"method\":\"DELETE\",\"path\":\"/items/1\",\"headers\":{},"
@@ -639,9 +635,9 @@ static void test_broker_echo(struct pl_js_pool *pool) {
 
     /* The exact bytes of a default request, and the deadline handed over. */
     b = tb_broker(&tb, TB_ECHO);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = pl_now_ns();
     CHECK(run_broker(pool, "plimsoll.request({path: '/items/1?x=y'})", NULL, &b, &r) == 0);
-    uint64_t t1 = now_ns(), timeout_ns = (uint64_t)k_default.timeout_ms * 1000000;
+    uint64_t t1 = pl_now_ns(), timeout_ns = PL_MS(k_default.timeout_ms);
     CHECK(r.exit_code == 0 && tb.calls == 1);
     CHECK(strcmp(tb.last, "{\"method\":\"GET\",\"path\":\"/items/1?x=y\",\"headers\":{},"
                           "\"body\":\"\"}") == 0);
@@ -658,13 +654,13 @@ static void test_broker_echo(struct pl_js_pool *pool) {
     b = tb_broker(&tb, TB_REFUSE);
     CHECK(run_broker(pool, "console.log(plimsoll.request({path: '/admin'}).status)", NULL, &b,
                      &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "403\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "403\n") == 0);
     pl_js_result_free(&r);
 
     /* A reply that is not JSON: the guest's JSON.parse throws. */
     b = tb_broker(&tb, TB_NOT_JSON);
     CHECK(run_try(pool, "t({path: '/'})", &b, &r) == 0);
-    CHECK(r.exit_code == 0 && strncmp(r.out, "SyntaxError: ", 13) == 0);
+    CHECK(r.exit_code == 0 && strncmp(r.out.data, "SyntaxError: ", 13) == 0);
     pl_js_result_free(&r);
 }
 
@@ -680,8 +676,8 @@ static void test_broker_limits(struct pl_js_pool *pool) {
     CHECK(run_try(pool,
                   "t({path: '/', body: 'x'.repeat(40)}); t({path: '/', body: 'x'.repeat(100)});",
                   &b, &r) == 0);
-    printf("  out: %s", r.out);
-    CHECK(r.exit_code == 0 && strncmp(r.out, "ok ", 3) == 0);
+    printf("  out: %s", r.out.data);
+    CHECK(r.exit_code == 0 && strncmp(r.out.data, "ok ", 3) == 0);
     CHECK(contains(&r, "out",
                    "\nError: plimsoll.request: request too large (150 bytes; this grant allows "
                    "100)\n"));
@@ -692,8 +688,8 @@ static void test_broker_limits(struct pl_js_pool *pool) {
     b = tb_broker(&tb, TB_ECHO);
     b.max_reply_bytes = 200;
     CHECK(run_try(pool, "t({path: '/'}); t({path: '/', body: 'y'.repeat(200)});", &b, &r) == 0);
-    printf("  out: %s", r.out);
-    CHECK(r.exit_code == 0 && strncmp(r.out, "ok ", 3) == 0);
+    printf("  out: %s", r.out.data);
+    CHECK(r.exit_code == 0 && strncmp(r.out.data, "ok ", 3) == 0);
     CHECK(
         contains(&r, "out", "\nError: plimsoll.request: broker reply too large for this grant\n"));
     CHECK(tb.calls == 2);
@@ -702,8 +698,9 @@ static void test_broker_limits(struct pl_js_pool *pool) {
     /* The callback fails. */
     b = tb_broker(&tb, TB_FAIL);
     CHECK(run_try(pool, "t({path: '/'}); t({path: '/'})", &b, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "Error: plimsoll.request: broker unavailable\n"
-                                            "Error: plimsoll.request: broker unavailable\n") == 0);
+    CHECK(r.exit_code == 0 &&
+          strcmp(r.out.data, "Error: plimsoll.request: broker unavailable\n"
+                             "Error: plimsoll.request: broker unavailable\n") == 0);
     CHECK(tb.calls == 2 && r.broker_calls == 2);
     pl_js_result_free(&r);
 
@@ -723,19 +720,19 @@ static void test_broker_limits(struct pl_js_pool *pool) {
                   "t({path: '/', headers: {a: 1}}); t({path: '/', body: {}});"
                   "t({path: '/', body: null});",
                   &b, &r) == 0);
-    printf("  out: %s", r.out);
+    printf("  out: %s", r.out.data);
     CHECK(r.exit_code == 0 && tb.calls == 0);
-    CHECK(strcmp(r.out, "TypeError: plimsoll.request: options must be an object\n"
-                        "TypeError: plimsoll.request: options must be an object\n"
-                        "TypeError: plimsoll.request: options must be an object\n"
-                        "TypeError: plimsoll.request: path must be a string\n"
-                        "TypeError: plimsoll.request: path must be a string\n"
-                        "TypeError: plimsoll.request: method must be a string\n"
-                        "TypeError: plimsoll.request: headers must be an object\n"
-                        "TypeError: plimsoll.request: headers must be an object\n"
-                        "TypeError: plimsoll.request: header values must be strings\n"
-                        "TypeError: plimsoll.request: body must be a string\n"
-                        "TypeError: plimsoll.request: body must be a string\n") == 0);
+    CHECK(strcmp(r.out.data, "TypeError: plimsoll.request: options must be an object\n"
+                             "TypeError: plimsoll.request: options must be an object\n"
+                             "TypeError: plimsoll.request: options must be an object\n"
+                             "TypeError: plimsoll.request: path must be a string\n"
+                             "TypeError: plimsoll.request: path must be a string\n"
+                             "TypeError: plimsoll.request: method must be a string\n"
+                             "TypeError: plimsoll.request: headers must be an object\n"
+                             "TypeError: plimsoll.request: headers must be an object\n"
+                             "TypeError: plimsoll.request: header values must be strings\n"
+                             "TypeError: plimsoll.request: body must be a string\n"
+                             "TypeError: plimsoll.request: body must be a string\n") == 0);
     pl_js_result_free(&r);
 
     /* Argument validation of the broker itself. */
@@ -762,16 +759,16 @@ static void test_broker_deadline(struct pl_js_pool *pool1) {
     /* Returns 50 ms late: the guest is stopped as soon as the reply is in. */
     b = tb_broker(&tb, TB_SLEEP);
     tb.sleep_past_ms = 50;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = pl_now_ns();
     CHECK(run_broker(pool1,
                      "console.log('before'); plimsoll.request({path: '/slow'});"
                      "console.log('after')",
                      &lim, &b, &r) == 0);
-    double ms = (double)(now_ns() - t0) / 1e6;
+    double ms = (double)(pl_now_ns() - t0) / 1e6;
     printf("  callback 50 ms late -> exit %d timed_out=%d in %.1f ms, out %s", r.exit_code,
-           r.timed_out, ms, r.out);
+           r.timed_out, ms, r.out.data);
     CHECK(r.exit_code == 124 && r.timed_out && tb.calls == 1 && r.broker_calls == 1);
-    CHECK(strcmp(r.out, "before\n") == 0); /* the output so far is kept */
+    CHECK(strcmp(r.out.data, "before\n") == 0); /* the output so far is kept */
     CHECK(contains(&r, "err", "plimsoll: deadline of 300 ms exceeded"));
     CHECK(ms >= 300 && ms < 300 + 200);
     pl_js_result_free(&r);
@@ -780,9 +777,9 @@ static void test_broker_deadline(struct pl_js_pool *pool1) {
     /* Returns past the pool's backstop: the worker is replaced. */
     b = tb_broker(&tb, TB_SLEEP);
     tb.sleep_past_ms = 400;
-    t0 = now_ns();
+    t0 = pl_now_ns();
     CHECK(run_broker(pool1, "plimsoll.request({path: '/slower'})", &lim, &b, &r) == 0);
-    ms = (double)(now_ns() - t0) / 1e6;
+    ms = (double)(pl_now_ns() - t0) / 1e6;
     printf("  callback 400 ms late -> exit %d timed_out=%d in %.1f ms\n", r.exit_code, r.timed_out,
            ms);
     CHECK(r.exit_code == 124 && r.timed_out && r.broker_calls == 1);
@@ -793,10 +790,10 @@ static void test_broker_deadline(struct pl_js_pool *pool1) {
     b = tb_broker(&tb, TB_ECHO);
     CHECK(run_broker(pool1, "console.log(plimsoll.request({path: '/'}).status)", NULL, &b, &r) ==
           0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "200\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "200\n") == 0);
     pl_js_result_free(&r);
     CHECK(run(pool1, "console.log('after')", NULL, NULL, &r) == 0);
-    CHECK(r.exit_code == 0 && strcmp(r.out, "after\n") == 0);
+    CHECK(r.exit_code == 0 && strcmp(r.out.data, "after\n") == 0);
     pl_js_result_free(&r);
 }
 
@@ -809,11 +806,11 @@ static const char *worker_path(void) {
 
 static int setup(void **state) {
     (void)state;
-    char err[256];
-    printf("engine: %s\n", pl_js_engine_version());
-    if (pl_js_pool_new_ex(2, worker_path(), &g_pool, err, sizeof(err)) < 0 ||
-        pl_js_pool_new_ex(1, worker_path(), &g_pool1, err, sizeof(err)) < 0) {
-        fprintf(stderr, "pl_js_pool_new: %s\n", err);
+    struct pl_error err = {0};
+    printf("runtime: %s\n", pl_js_quickjs_version());
+    if (pl_js_pool_new_ex(2, worker_path(), &g_pool, &err) < 0 ||
+        pl_js_pool_new_ex(1, worker_path(), &g_pool1, &err) < 0) {
+        fprintf(stderr, "pl_js_pool_new: %s\n", err.message);
         return -1;
     }
     return 0;
@@ -864,9 +861,9 @@ static void test_guest_reach_under_seccomp(struct pl_js_pool *pool1) {
     lim.memory_bytes = 32u << 20;
     for (size_t i = 0; i < sizeof snippets / sizeof snippets[0]; i++) {
         CHECK(run(pool1, snippets[i], NULL, &lim, &r) == 0);
-        if (strcmp(r.out, want[i]) != 0)
-            fprintf(stderr, "  snippet %zu printed \"%s\"\n", i, r.out);
-        CHECK(strcmp(r.out, want[i]) == 0);
+        if (strcmp(r.out.data, want[i]) != 0)
+            fprintf(stderr, "  snippet %zu printed \"%s\"\n", i, r.out.data);
+        CHECK(strcmp(r.out.data, want[i]) == 0);
         pl_js_result_free(&r);
     }
     lim.timeout_ms = 100;
@@ -912,8 +909,8 @@ static int fake_worker(const char *mode) {
     for (;;) {
         struct pl_js_frame_hdr hdr;
         static char payload[1 << 16];
-        if (pl_js_read_full(3, &hdr, sizeof hdr, 0) < 0 || hdr.len > sizeof payload ||
-            pl_js_read_full(3, payload, hdr.len, 0) < 0)
+        if (pl_fd_read_full(3, &hdr, sizeof hdr, 0, -1) < 0 || hdr.len > sizeof payload ||
+            pl_fd_read_full(3, payload, hdr.len, 0, -1) < 0)
             return 0;
         if (strcmp(mode, "refuse") == 0) {
             fake_refuse("no, thanks");
@@ -957,11 +954,11 @@ static int fake_run(const char *mode, unsigned flags, struct pl_js_result *r) {
     const char *args[] = {"--fake-worker", mode, NULL};
     struct pl_js_pool *pool = NULL;
     struct pl_js_limits lim = k_default;
-    char err[256];
-    int rc = pl_js_pool_new_args(1, g_self, args, flags, &pool, err, sizeof err);
+    struct pl_error err = {0};
+    int rc = pl_js_pool_new_args(1, g_self, args, flags, &pool, &err);
     CHECK(rc == 0);
     if (rc < 0) {
-        fprintf(stderr, "  fake pool: %s\n", err);
+        fprintf(stderr, "  fake pool: %s\n", err.message);
         return rc;
     }
     lim.timeout_ms = 100;
@@ -977,7 +974,7 @@ static void test_protocol_channels(struct pl_js_pool *unused) {
     (void)unused;
     printf("# protocol: refusals and ends only from their own frames\n");
     rc = fake_run("refuse", PL_JS_POOL_MODULES, &r);
-    CHECK(rc == 0 && r.refused && strcmp(r.err, "no, thanks") == 0 && r.exit_code == 0);
+    CHECK(rc == 0 && r.refused && strcmp(r.err.data, "no, thanks") == 0 && r.exit_code == 0);
     pl_js_result_free(&r);
     /* A refusal on a JavaScript pool, or once the guest has started, is
      * not a refusal: the run is an infrastructure error. */
@@ -997,8 +994,97 @@ static void test_protocol_channels(struct pl_js_pool *unused) {
     CHECK(rc == -EIO);
     /* Output that looks like frames is output, byte for byte. */
     rc = fake_run("frames-as-output", PL_JS_POOL_MODULES, &r);
-    CHECK(rc == 0 && !r.refused && r.exit_code == 0 && r.out_len == 16 + 8 + 2 + 16 + 24);
+    CHECK(rc == 0 && !r.refused && r.exit_code == 0 && r.out.len == 16 + 8 + 2 + 16 + 24);
     pl_js_result_free(&r);
+}
+
+/* ---- framing on the pool's non-blocking end ------------------------------------- */
+
+struct frame_reader {
+    int fd;
+    struct pl_js_frame_hdr hdr;
+    unsigned char *payload;
+    int rc;
+};
+
+/* A worker's side: a blocking socket, no deadline, a slow start. */
+static void *read_one_frame(void *arg) {
+    struct frame_reader *fr = arg;
+    usleep(100 * 1000); /* let the writer fill the socket buffer first */
+    fr->rc = pl_fd_read_full(fr->fd, &fr->hdr, sizeof fr->hdr, 0, -1);
+    if (fr->rc == 0)
+        fr->rc = pl_js_check_hdr(&fr->hdr, PL_JS_MSG_RUN, 64u << 20);
+    if (fr->rc == 0) {
+        fr->payload = malloc(fr->hdr.len ? fr->hdr.len : 1);
+        fr->rc = fr->payload ? pl_fd_read_full(fr->fd, fr->payload, fr->hdr.len, 0, -1) : -ENOMEM;
+    }
+    return NULL;
+}
+
+/* The pool's end of a worker's socket is non-blocking, so its reads keep
+ * their deadlines; a frame larger than the socket buffer is still written
+ * whole (pl_js_write_frame waits for room), in order, and the reads tell a
+ * deadline from a peer that went away. */
+static void test_frames_on_a_nonblocking_end(struct pl_js_pool *unused) {
+    (void)unused;
+    int sv[2];
+    printf("# frames: a non-blocking writer, a blocking reader\n");
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK(pl_fd_set_nonblock(sv[0]) == 0);
+
+    enum { A = 3 << 20, B = 5 << 20 };
+    unsigned char *a = malloc(A), *b = malloc(B);
+    CHECK(a && b);
+    if (!a || !b)
+        return;
+    for (size_t i = 0; i < A; i++)
+        a[i] = (unsigned char)(i * 7);
+    for (size_t i = 0; i < B; i++)
+        b[i] = (unsigned char)(i * 13 + 1);
+    struct frame_reader fr = {.fd = sv[1]};
+    pthread_t th;
+    pthread_create(&th, NULL, read_one_frame, &fr);
+    struct iovec parts[2] = {{a, A}, {b, B}};
+    CHECK(pl_js_write_frame(sv[0], PL_JS_MSG_RUN, parts, 2) == 0);
+    pthread_join(th, NULL);
+    CHECK(fr.rc == 0 && fr.hdr.len == A + B);
+    CHECK(fr.payload && memcmp(fr.payload, a, A) == 0 && memcmp(fr.payload + A, b, B) == 0);
+    free(fr.payload);
+    free(a);
+    free(b);
+
+    /* Nothing comes: the deadline ends the wait.  Half a frame, then the
+     * peer closes: the peer went away. */
+    struct pl_js_frame_hdr hdr;
+    uint64_t t0 = pl_now_ns();
+    CHECK(pl_fd_read_full(sv[0], &hdr, sizeof hdr, pl_deadline_in_ms(50), -1) == -ETIMEDOUT);
+    CHECK(pl_now_ns() - t0 >= PL_MS(50));
+    CHECK(write(sv[1], "PLJS", 4) == 4);
+    close(sv[1]);
+    CHECK(pl_fd_read_full(sv[0], &hdr, sizeof hdr, pl_deadline_in_ms(1000), -1) == -EPIPE);
+    /* Writing to a peer that went away is -EPIPE, never SIGPIPE. */
+    CHECK(pl_js_write_frame(sv[0], PL_JS_MSG_HELLO, NULL, 0) == -EPIPE);
+    close(sv[0]);
+
+    /* A header is refused for any field out of place. */
+    struct pl_js_frame_hdr ok = {.magic = PL_JS_PROTO_MAGIC,
+                                 .version = PL_JS_PROTO_VERSION,
+                                 .type = PL_JS_MSG_RESULT,
+                                 .len = 10};
+    CHECK(pl_js_check_hdr(&ok, PL_JS_MSG_RESULT, 10) == 0);
+    CHECK(pl_js_check_hdr(&ok, PL_JS_MSG_RESULT, 9) == -EPROTO);
+    CHECK(pl_js_check_hdr(&ok, PL_JS_MSG_REFUSED, 10) == -EPROTO);
+    struct pl_js_frame_hdr bad = ok;
+    bad.magic ^= 1;
+    CHECK(pl_js_check_hdr(&bad, PL_JS_MSG_RESULT, 10) == -EPROTO);
+    bad = ok;
+    bad.version++;
+    CHECK(pl_js_check_hdr(&bad, PL_JS_MSG_RESULT, 10) == -EPROTO);
+    bad = ok;
+    bad.reserved = 1;
+    CHECK(pl_js_check_hdr(&bad, PL_JS_MSG_RESULT, 10) == -EPROTO);
+    struct iovec five[5] = {{0}};
+    CHECK(pl_js_write_frame(-1, PL_JS_MSG_RUN, five, 5) == -EINVAL);
 }
 
 /* The WASI status (u32) as the protocol's int32: one to one, nothing special. */
@@ -1022,6 +1108,22 @@ static void test_argument_validation(struct pl_js_pool *pool) {
     struct pl_js_limits bad = k_default;
     bad.timeout_ms = 0;
     CHECK(pl_js_pool_run(pool, "1", 1, NULL, 0, &bad, &res) == -EINVAL);
+
+    /* A pool that cannot start says what failed, with the errno. */
+    struct pl_js_pool *none = NULL;
+    struct pl_error err = {0};
+    CHECK(pl_js_pool_new_ex(1, "/nonexistent/plimsoll-js-worker", &none, &err) == -ENOENT);
+    CHECK(none == NULL && err.reason == PL_REASON_INTERNAL && err.errnum == ENOENT);
+    CHECK(strcmp(err.message, "worker executable /nonexistent/plimsoll-js-worker: "
+                              "No such file or directory") == 0);
+    err = (struct pl_error){0};
+    CHECK(pl_js_pool_new_ex(0, worker_path(), &none, &err) == -EINVAL);
+    CHECK(err.errnum == EINVAL && strstr(err.message, "workers must be 1..256") != NULL);
+    /* A worker that ends without saying HELLO (/bin/true) did not start. */
+    err = (struct pl_error){0};
+    CHECK(pl_js_pool_new_ex(1, "/bin/true", &none, &err) == -EPIPE);
+    CHECK(strncmp(err.message, "worker /bin/true did not start: ", 32) == 0);
+    CHECK(pl_js_pool_new_ex(1, "/nonexistent", &none, NULL) == -ENOENT); /* err may be NULL */
 }
 
 #define CASE(fn, pool)                                                                             \
@@ -1050,6 +1152,7 @@ CASE(test_broker_deadline, g_pool1)
 CASE(test_guest_reach_under_seccomp, g_pool1)
 CASE(test_protocol_channels, NULL)
 CASE(test_status_mapping, NULL)
+CASE(test_frames_on_a_nonblocking_end, NULL)
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--fake-worker") == 0)
@@ -1078,7 +1181,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(case_test_guest_reach_under_seccomp),
         cmocka_unit_test(case_test_protocol_channels),
         cmocka_unit_test(case_test_status_mapping),
+        cmocka_unit_test(case_test_frames_on_a_nonblocking_end),
         cmocka_unit_test(case_test_soak),
     };
-    return cmocka_run_group_tests_name("js_engine", tests, setup, teardown);
+    return cmocka_run_group_tests_name("js_pool", tests, setup, teardown);
 }

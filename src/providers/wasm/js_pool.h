@@ -1,7 +1,9 @@
 /*
- * plimsoll JavaScript engine: run untrusted JavaScript snippets in QuickJS
- * compiled to WebAssembly (wasm32-wasi, translated to C by wasm2c), inside
- * a pool of prefork'd, sandboxed worker processes.
+ * js_pool.h: the wasm provider's worker pool.  It runs untrusted
+ * JavaScript snippets in QuickJS compiled to WebAssembly (wasm32-wasi,
+ * translated to C by wasm2c) inside a pool of prefork'd, sandboxed worker
+ * processes (plimsoll-js-worker); a second pool of the same kind runs WASI
+ * modules (plimsoll-wasi-worker, PL_JS_POOL_MODULES).
  *
  * Each run gets a brand-new wasm instance (nothing survives between runs),
  * a linear-memory cap, a wall-clock deadline enforced inside the worker by
@@ -13,12 +15,15 @@
  *
  * docs/providers/wasm.md has the design and measured figures.
  */
-#ifndef PLIMSOLL_JS_ENGINE_H
-#define PLIMSOLL_JS_ENGINE_H
+#ifndef PLIMSOLL_JS_POOL_H
+#define PLIMSOLL_JS_POOL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../../core/capture.h"
+#include "../../core/errors.h"
 
 /* Per-run limits.  All fields are required. */
 struct pl_js_limits {
@@ -34,16 +39,14 @@ struct pl_js_result {
                       trap), 124 deadline */
     bool timed_out;
     bool out_of_memory;
-    char *out; /* NUL-terminated for convenience; out_len excludes it */
-    size_t out_len;
-    bool out_truncated; /* guest wrote more than stdout_cap; out is a prefix */
-    char *err;          /* guest stderr prefix, then possibly one
-                           "plimsoll: ..." line (deadline, trap, OOM at start) */
-    size_t err_len;
-    bool err_truncated;   /* guest wrote more than stderr_cap */
-    uint64_t duration_ns; /* pool-side wall time of the run, from dispatch to
-                             a worker until the result (excludes queueing) */
-    /* Additions to the original interface: */
+    /* stdout: at most stdout_cap bytes, an exact prefix (truncated: the
+     * guest wrote more).  data is NUL-terminated; len excludes the NUL. */
+    struct pl_output out;
+    /* stderr: the guest's prefix (at most stderr_cap bytes), then possibly
+     * one "plimsoll: ..." line (deadline, trap, OOM at start). */
+    struct pl_output err;
+    uint64_t duration_ns;  /* pool-side wall time of the run, from dispatch to
+                              a worker until the result (excludes queueing) */
     bool trapped;          /* the engine hit a WebAssembly trap (e.g. call
                               stack exhausted); exit_code is 1 */
     uint64_t guest_ns;     /* worker-side time: instantiate .. end of guest */
@@ -78,9 +81,8 @@ struct pl_js_broker {
                                  never reaches call */
     size_t max_reply_bytes;   /* 1..16 MiB; a larger reply from call is replaced by an error
                                  (the guest's call throws "broker reply too large") */
-    /* Additions: */
-    unsigned max_calls; /* calls per run, 0 = no limit; past it the guest's call throws
-                           "call limit was reached" and call is not called */
+    unsigned max_calls;       /* calls per run, 0 = no limit; past it the guest's call throws
+                                 "call limit was reached" and call is not called */
 };
 
 struct pl_js_pool;
@@ -91,16 +93,17 @@ struct pl_js_pool;
  * The worker executable is the path compiled in as
  * PL_JS_WORKER_DEFAULT_PATH (see pl_js_pool_new_ex() to pass one
  * explicitly; the daemon always does).  Waits until every worker has reported ready.
- * On failure returns -errno and, if errbuf is not NULL, writes a message.
+ * On failure returns -errno and fills err (which may be NULL): what failed
+ * and the errno behind it, reason INTERNAL.
  */
-int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen);
+int pl_js_pool_new(unsigned workers, struct pl_js_pool **ret_pool, struct pl_error *err);
 
 /**
  * pl_js_pool_new_ex - as pl_js_pool_new(), with an explicit worker path
  * (NULL means the same default as pl_js_pool_new()).
  */
 int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_pool **ret_pool,
-                      char *errbuf, size_t errlen);
+                      struct pl_error *err);
 
 /* pl_js_pool_new_args() flags.  PL_JS_POOL_MODULES: the workers run WASI
  * modules, and every run begins with STARTED or REFUSED. */
@@ -119,7 +122,7 @@ int pl_js_pool_new_ex(unsigned workers, const char *worker_path, struct pl_js_po
  * is a protocol error (-EIO).
  */
 int pl_js_pool_new_args(unsigned workers, const char *worker_path, const char *const *args,
-                        unsigned flags, struct pl_js_pool **ret_pool, char *errbuf, size_t errlen);
+                        unsigned flags, struct pl_js_pool **ret_pool, struct pl_error *err);
 
 /**
  * pl_js_pool_run - run `code` as a global script named "<snippet>" with
@@ -177,9 +180,10 @@ unsigned pl_js_pool_worker_pids(struct pl_js_pool *pool, int *pids, unsigned max
 uint64_t pl_js_pool_respawns(struct pl_js_pool *pool);
 
 /**
- * pl_js_engine_version - static description of the engine, e.g.
+ * pl_js_quickjs_version - static description of the JavaScript runtime the
+ * workers run (the API's snippet engine), e.g.
  * "QuickJS 2021-03-27 (wasm32-wasi, wasm2c)".
  */
-const char *pl_js_engine_version(void);
+const char *pl_js_quickjs_version(void);
 
 #endif

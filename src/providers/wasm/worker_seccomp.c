@@ -51,6 +51,14 @@
  * imports neither).  openat fails with EACCES; anything else (socket, exec,
  * kill, ptrace, ...) kills the whole worker, and the pool reports an
  * infrastructure error and respawns it.
+ *
+ * The src/core/ helpers a worker links stay inside this list: pl_now_ns()
+ * is clock_gettime; pl_fd_read_full() with no deadline on the worker's
+ * blocking socket is read() alone (it would poll only after EAGAIN, which
+ * a blocking socket does not return); frames go out with sendmsg()
+ * (pl_js_write_frame()).  test_js_pool, test_wasi_runner and the API
+ * tests run both workers under this filter in the release build, where a
+ * call outside it would kill the worker and fail the run.
  */
 int pl_worker_seccomp(unsigned flags) {
 #ifdef PL_AUDIT_ARCH

@@ -1,9 +1,9 @@
 /*
  * wasi_worker_main.c: plimsoll-wasi-worker, the process that runs WASI
- * modules for the wasm provider (wabt's interpreter, wasi/wasi_runner.h).
+ * modules for the wasm provider (wabt's interpreter, wasi_runner.h).
  *
  * It speaks the JS workers' protocol (js_proto.h) with the same pool
- * (js_engine.h), so a module run is queued, bounded and respawned exactly
+ * (js_pool.h), so a module run is queued, bounded and respawned exactly
  * like a snippet.  The RUN frame's "code" is a module job (pl_wasi_job_*);
  * its "stdin" is the guest's stdin.
  *
@@ -33,7 +33,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "../wasi/wasi_runner.h"
+#include "wasi_runner.h"
+#include "../../core/fdio.h"
 #include "js_proto.h"
 #include "wasi_job.h"
 #include "worker_seccomp.h"
@@ -116,21 +117,24 @@ static int send_hello(int fd) {
     return pl_js_write_frame(fd, PL_JS_MSG_HELLO, &v, 1);
 }
 
-/* The module was refused before any of its code ran. */
-static int refuse(int fd, uint32_t flags, const char *why) {
+/* The module was refused before any of its code ran: err's one line
+ * (shorter than PL_JS_MAX_REFUSAL) is the reason. */
+_Static_assert(sizeof(((struct pl_error *)0)->message) <= PL_JS_MAX_REFUSAL,
+               "a refusal's reason fits its frame");
+static int refuse(int fd, uint32_t flags, const struct pl_error *err) {
     struct pl_js_refusal ref = {.flags = flags};
-    size_t n = strnlen(why, PL_JS_MAX_REFUSAL);
-    struct iovec parts[2] = {{&ref, sizeof(ref)}, {(void *)why, n}};
+    size_t n = strnlen(err->message, sizeof(err->message));
+    struct iovec parts[2] = {{&ref, sizeof(ref)}, {(void *)err->message, n}};
     return pl_js_write_frame(fd, PL_JS_MSG_REFUSED, parts, 2);
 }
 
-static int reply(int fd, int32_t exit_code, uint32_t flags, const char *out, size_t out_len,
-                 const char *err, size_t err_len) {
+static int reply(int fd, int32_t exit_code, uint32_t flags, const struct pl_output *out,
+                 const struct pl_output *err) {
     struct pl_js_run_resp resp = {.exit_code = exit_code,
                                   .flags = flags,
-                                  .out_len = (uint32_t)out_len,
-                                  .err_len = (uint32_t)err_len};
-    struct iovec parts[3] = {{&resp, sizeof(resp)}, {(void *)out, out_len}, {(void *)err, err_len}};
+                                  .out_len = (uint32_t)out->len,
+                                  .err_len = (uint32_t)err->len};
+    struct iovec parts[3] = {{&resp, sizeof(resp)}, {out->data, out->len}, {err->data, err->len}};
     return pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 3);
 }
 
@@ -139,7 +143,7 @@ static int reply(int fd, int32_t exit_code, uint32_t flags, const char *out, siz
 static int serve_one(int fd) {
     struct pl_js_frame_hdr hdr;
     struct pl_js_run_req req;
-    int r = pl_js_read_full(fd, &hdr, sizeof(hdr), 0);
+    int r = pl_fd_read_full(fd, &hdr, sizeof(hdr), 0, -1);
     if (r == -EPIPE)
         return 1;
     if (r < 0)
@@ -148,7 +152,7 @@ static int serve_one(int fd) {
                         sizeof(req) + (uint64_t)PL_JS_MAX_CODE + PL_JS_MAX_STDIN) < 0 ||
         hdr.len < sizeof(req))
         return -EPROTO;
-    if ((r = pl_js_read_full(fd, &req, sizeof(req), 0)) < 0)
+    if ((r = pl_fd_read_full(fd, &req, sizeof(req), 0, -1)) < 0)
         return r;
     size_t rest = hdr.len - sizeof(req);
     if ((uint64_t)req.code_len + req.stdin_len != rest || req.stdout_cap > PL_JS_MAX_STREAM ||
@@ -157,7 +161,7 @@ static int serve_one(int fd) {
     char *payload = malloc(rest + 1);
     if (!payload)
         return -ENOMEM;
-    if ((r = pl_js_read_full(fd, payload, rest, 0)) < 0) {
+    if ((r = pl_fd_read_full(fd, payload, rest, 0, -1)) < 0) {
         free(payload);
         return r;
     }
@@ -169,12 +173,12 @@ static int serve_one(int fd) {
     struct pl_wasi_limits lim = {.memory_bytes = req.memory_bytes,
                                  .stdout_cap = req.stdout_cap,
                                  .stderr_cap = req.stderr_cap};
-    char msg[PL_JS_MAX_REFUSAL] = "";
+    struct pl_error err = {0};
     struct pl_wasi_result res = {0};
     struct start_ctx start = {.fd = fd, .timeout_ms = req.timeout_ms};
     int rc = pl_wasi_run_hooked(job.wasm, job.wasm_len, (const char *const *)job.args, job.nargs,
                                 payload + req.code_len, req.stdin_len, &lim, on_start, &start, &res,
-                                msg, sizeof(msg));
+                                &err);
     arm_timer(0);
     pl_wasi_job_free(&job);
     free(payload);
@@ -183,24 +187,23 @@ static int serve_one(int fd) {
          * memory loading the module (then wabt skipped its cleanup, and
          * this process ends after the answer). */
         if (rc == PL_WASI_ERR_HOST) {
-            r = refuse(fd, PL_JS_RESP_WORKER_ENDS, msg);
+            r = refuse(fd, PL_JS_RESP_WORKER_ENDS, &err);
             return r < 0 ? r : 2;
         }
-        return refuse(fd, 0, msg);
+        return refuse(fd, 0, &err);
     }
     if (rc != PL_WASI_OK) {
         /* The guest started but no result could be collected: end without
          * an answer, which the pool reports as an infrastructure error. */
-        fprintf(stderr, "plimsoll-wasi-worker[%d]: %s\n", (int)getpid(), msg);
+        fprintf(stderr, "plimsoll-wasi-worker[%d]: %s\n", (int)getpid(), err.message);
         return 2;
     }
     uint32_t flags = (res.trapped ? PL_JS_RESP_TRAPPED : 0) |
                      (res.out_of_memory ? PL_JS_RESP_OOM : 0) |
                      (res.host_exhausted ? PL_JS_RESP_WORKER_ENDS : 0) |
-                     (res.out_truncated ? PL_JS_RESP_OUT_TRUNC : 0) |
-                     (res.err_truncated ? PL_JS_RESP_ERR_TRUNC : 0);
-    r = reply(fd, pl_js_status_i32(res.exit_code), flags, res.out, res.out_len, res.err,
-              res.err_len);
+                     (res.out.truncated ? PL_JS_RESP_OUT_TRUNC : 0) |
+                     (res.err.truncated ? PL_JS_RESP_ERR_TRUNC : 0);
+    r = reply(fd, pl_js_status_i32(res.exit_code), flags, &res.out, &res.err);
     bool ends = res.host_exhausted;
     pl_wasi_result_free(&res);
     return r < 0 ? r : ends ? 2 : 0;

@@ -32,6 +32,9 @@
 extern "C" {
 #endif
 
+#include "../../core/capture.h"
+#include "../../core/errors.h"
+
 /* Return codes (all failures are < 0). */
 #define PL_WASI_OK 0
 #define PL_WASI_ERR_ARGS (-1)        /* bad arguments from the caller */
@@ -93,40 +96,45 @@ struct pl_wasi_result {
     bool out_of_memory;
     /* Size of the module's linear memory when the run ended, in bytes. */
     uint64_t memory_bytes;
-    /* Captured stdout.  Always non-NULL and NUL-terminated after a
-     * successful pl_wasi_run() (the NUL is not counted in out_len); the
-     * module may have written NUL bytes itself, so use out_len. */
-    char *out;
-    size_t out_len;
-    bool out_truncated;
+    /* Captured stdout.  out.data is non-NULL and NUL-terminated after a
+     * successful pl_wasi_run() (the NUL is not counted in out.len); the
+     * module may have written NUL bytes itself, so use out.len. */
+    struct pl_output out;
     /* Captured stderr, same conventions.  On a trap one line
      * "plimsoll: module trapped: <message>\n" is appended after whatever
      * the module wrote; that line is added even when the stream is at its
-     * cap and does not count towards the cap or set err_truncated. */
-    char *err;
-    size_t err_len;
-    bool err_truncated;
+     * cap and does not count towards the cap or set err.truncated (nor does
+     * the line for host memory running out). */
+    struct pl_output err;
     /* Trap message without the prefix (NUL-terminated), or NULL. */
     char *trap_message;
 };
 
 /*
+ * Errors: every function below returns one of the codes above and, on
+ * failure, fills err (which may be NULL) with a one-line reason (newlines
+ * and control bytes replaced) and the reason the API would send:
+ * PL_REASON_INVALID_REQUEST for a refused module or bad arguments,
+ * PL_REASON_INTERNAL for PL_WASI_ERR_HOST.  err is left alone on success.
+ */
+
+/*
  * Parse, validate and check a module without running it.
  *
- * Refuses (returns < 0, one-line reason in errbuf) when the bytes are not a
+ * Refuses (returns < 0, the reason in err) when the bytes are not a
  * valid WebAssembly module; import anything other than functions from
  * "wasi_snapshot_preview1"; import a known WASI function with the wrong
  * signature or an unknown one that does not return one i32; lack an exported
  * "_start" function of type () -> () or an exported memory named "memory";
  * declare an initial memory above limits->memory_bytes; or exceed the fixed
  * PL_WASI_MAX_* bounds above (checked before the reader allocates for the
- * items counted).  errbuf may be NULL when errlen is 0.
+ * items counted).
  *
  * Returns PL_WASI_OK, PL_WASI_ERR_ARGS, PL_WASI_ERR_MODULE or
  * PL_WASI_ERR_HOST.
  */
 int pl_wasi_validate(const uint8_t *wasm, size_t len, const struct pl_wasi_limits *limits,
-                     char *errbuf, size_t errlen);
+                     struct pl_error *err);
 
 /*
  * Run the module's start function (if any) and then "_start" to completion
@@ -137,7 +145,7 @@ int pl_wasi_validate(const uint8_t *wasm, size_t len, const struct pl_wasi_limit
  * pl_wasi_validate() (PL_WASI_ERR_MODULE), instantiation fails, e.g. a data
  * segment does not fit (PL_WASI_ERR_INSTANTIATE), bad arguments
  * (PL_WASI_ERR_ARGS) or a host allocation failed before the guest started
- * (PL_WASI_ERR_HOST; the worker process should then be recycled).  errbuf
+ * (PL_WASI_ERR_HOST; the worker process should then be recycled).  err
  * says why.  A trap, any proc_exit status, and host memory running out
  * while the guest runs (host_exhausted) are results: PL_WASI_OK with
  * *ret_result filled in.
@@ -148,7 +156,7 @@ int pl_wasi_validate(const uint8_t *wasm, size_t len, const struct pl_wasi_limit
  */
 int pl_wasi_run(const uint8_t *wasm, size_t len, const char *const *args, size_t nargs,
                 const char *stdin_data, size_t stdin_len, const struct pl_wasi_limits *limits,
-                struct pl_wasi_result *ret_result, char *errbuf, size_t errlen);
+                struct pl_wasi_result *ret_result, struct pl_error *err);
 
 /* Called once per run by pl_wasi_run_hooked(), after instantiation and
  * immediately before the first guest instruction (the start function,
@@ -165,8 +173,7 @@ typedef int (*pl_wasi_start_fn)(void *userdata);
 int pl_wasi_run_hooked(const uint8_t *wasm, size_t len, const char *const *args, size_t nargs,
                        const char *stdin_data, size_t stdin_len,
                        const struct pl_wasi_limits *limits, pl_wasi_start_fn on_start,
-                       void *userdata, struct pl_wasi_result *ret_result, char *errbuf,
-                       size_t errlen);
+                       void *userdata, struct pl_wasi_result *ret_result, struct pl_error *err);
 
 /* Release the buffers of a result and zero it.  NULL-safe; safe to call
  * twice. */

@@ -24,14 +24,16 @@
 #define WASI_FILETYPE_CHARACTER_DEVICE 2
 #define WASI_RIGHT_FD_WRITE (1u << 6)
 
-void pl_wasi_init(pl_wasi_t *w, wasm_rt_memory_t *memory, char *stdout_buf, size_t stdout_cap,
-                  char *stderr_buf, size_t stderr_cap) {
+void pl_wasi_init(pl_wasi_t *w, wasm_rt_memory_t *memory, size_t stdout_cap, size_t stderr_cap) {
     memset(w, 0, sizeof(*w));
     w->memory = memory;
-    w->out[0].buf = stdout_buf;
-    w->out[0].cap = stdout_cap;
-    w->out[1].buf = stderr_buf;
-    w->out[1].cap = stderr_cap;
+    pl_capture_init(&w->out[0], stdout_cap);
+    pl_capture_init(&w->out[1], stderr_cap);
+}
+
+void pl_wasi_release(pl_wasi_t *w) {
+    pl_capture_free(&w->out[0]);
+    pl_capture_free(&w->out[1]);
 }
 
 /* Pointer to len bytes at guest address addr, or NULL if out of bounds. */
@@ -58,22 +60,9 @@ static uint32_t get_u32(const uint8_t *p) {
     return v;
 }
 
-static void stream_append(struct pl_out_stream *s, const uint8_t *data, size_t len) {
-    size_t room = s->cap - s->len;
-    size_t keep = len < room ? len : room;
-
-    if (keep) {
-        memcpy(s->buf + s->len, data, keep);
-        s->len += keep;
-    }
-    if (keep < len)
-        s->truncated = true;
-    s->total += len;
-}
-
 static uint32_t do_fd_write(pl_wasi_t *w, uint32_t fd, uint32_t iovs, uint32_t iovs_len,
                             uint32_t nwritten_ptr) {
-    struct pl_out_stream *s;
+    struct pl_capture *s;
     uint8_t *vec, *nw;
     uint64_t total = 0;
 
@@ -91,7 +80,7 @@ static uint32_t do_fd_write(pl_wasi_t *w, uint32_t fd, uint32_t iovs, uint32_t i
 
         if (!data)
             return WASI_EFAULT;
-        stream_append(s, data, len);
+        (void)pl_capture_add(s, data, len); /* -ENOMEM: dropped, and counted as cut */
         total += len;
     }
     /* Report everything as written, kept or not, so the guest moves on. */

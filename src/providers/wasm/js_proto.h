@@ -1,5 +1,5 @@
 /*
- * Wire protocol between the pool (js_engine.c, in the daemon) and a worker
+ * Wire protocol between the pool (js_pool.c, in the daemon) and a worker
  * process (js_worker.c), over a private AF_UNIX SOCK_STREAM socketpair.
  *
  * Every message is a 16-byte frame header followed by `len` payload bytes.
@@ -130,18 +130,17 @@ struct pl_js_run_resp {
 };
 
 /**
- * pl_js_write_frame - send a header plus up to 4 payload pieces on fd.
- * Blocks (the peer always reads whole frames).  Uses MSG_NOSIGNAL, so a
- * dead peer yields -EPIPE rather than SIGPIPE.  Returns 0 or -errno.
+ * pl_js_write_frame - send a header plus up to 4 payload pieces on fd, in
+ * one sendmsg when the socket takes them.  Waits (without a deadline) for
+ * room on a non-blocking socket; the peer always reads whole frames.  Uses
+ * MSG_NOSIGNAL, so a dead peer yields -EPIPE rather than SIGPIPE.  Returns
+ * 0 or -errno.
+ *
+ * Frames are read with pl_fd_read_full() (src/core/fdio.h): the pool with
+ * a deadline on its non-blocking end, a worker with none on its blocking
+ * end, where a read is one read(2).
  */
 int pl_js_write_frame(int fd, uint16_t type, const struct iovec *parts, size_t nparts);
-
-/**
- * pl_js_read_full - read exactly len bytes from fd.  If deadline_ns is not
- * 0 (CLOCK_MONOTONIC), gives up with -ETIMEDOUT when it passes.  Returns 0,
- * -EPIPE on EOF, or -errno.
- */
-int pl_js_read_full(int fd, void *buf, size_t len, uint64_t deadline_ns);
 
 /**
  * pl_js_check_hdr - validate magic/version/type of a received header and
@@ -158,8 +157,5 @@ int pl_js_check_hdr(const struct pl_js_frame_hdr *hdr, uint16_t want_type, uint6
 static inline int32_t pl_js_status_i32(uint32_t status) {
     return status <= (uint32_t)INT32_MAX ? (int32_t)status : -(int32_t)~status - 1;
 }
-
-/** pl_js_now_ns - CLOCK_MONOTONIC in nanoseconds. */
-uint64_t pl_js_now_ns(void);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * The worker process: runs one QuickJS-in-wasm guest at a time for the
- * pool in the daemon (js_engine.c), talking over the socket on fd 3.
+ * js_worker.c: plimsoll-js-worker, the process that runs one
+ * QuickJS-in-wasm guest at a time for the worker pool in the daemon
+ * (js_pool.h), talking over the socket on fd 3 (js_proto.h).
  *
  * Why a process: wasm2c's runtime keeps the trap target and the call-depth
  * counter in process-global variables, and the only reliable way to stop
@@ -10,12 +11,12 @@
  * are only safe with exactly one guest per process.  A worker that dies
  * for any reason is simply replaced by the pool.
  *
- * Life cycle: main() (plimsoll-js-worker) calls pl_js_worker_main(), which
- * hardens the process (no_new_privs, no core dumps), blocks signals, and
- * starts the serving thread with a 16 MiB stack (the generated code's
- * largest frame is 448 bytes, times WASM_RT_MAX_CALL_STACK_DEPTH=20000 is
- * ~9 MB).  That thread initialises the module, installs a seccomp filter,
- * sends HELLO, and then serves RUN requests until the socket closes.
+ * Life cycle: main() hardens the process (no_new_privs, no core dumps),
+ * blocks signals, and starts the serving thread with a 16 MiB stack (the
+ * generated code's largest frame is 448 bytes, times
+ * WASM_RT_MAX_CALL_STACK_DEPTH=20000 is ~9 MB).  That thread initialises
+ * the module, installs a seccomp filter, sends HELLO, and then serves RUN
+ * requests until the socket closes.
  *
  * Per run: a fresh instance (all-zero linear memory capped at the
  * request's memory_bytes, data segments re-applied, new QuickJS runtime),
@@ -32,9 +33,6 @@
  * protocol in step.  Without a grant the call fails here and nothing is
  * sent.  Any protocol error ends the worker (the pool replaces it).
  */
-#include "js_worker.h"
-#include "worker_seccomp.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -54,11 +52,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "../../core/clock.h"
+#include "../../core/fdio.h"
 #include "guest_abi.h"
 #include "js_proto.h"
 #include "qjs_wasm.h"
 #include "wasi_host.h"
 #include "wasm_rt_host.h"
+#include "worker_seccomp.h"
 
 #define WORKER_SOCKET_FD 3
 #define WORKER_STACK_SIZE (16u << 20)
@@ -126,14 +127,15 @@ static void disarm_deadline(void) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
-/* Buffers reused across runs.  Only g_reply grows during a run, inside a
- * host import, where the deadline cannot interrupt realloc. */
+/* Buffers reused across runs.  Only g_reply and the output captures
+ * (wasi_host.c) grow during a run, inside a host import, where the
+ * deadline cannot interrupt realloc. */
 struct reusable_buf {
     char *p;
     size_t cap;
 };
 
-static struct reusable_buf g_payload, g_stdout, g_stderr, g_reply;
+static struct reusable_buf g_payload, g_reply;
 
 static int buf_reserve(struct reusable_buf *b, size_t need) {
     char *n;
@@ -176,13 +178,13 @@ static int32_t broker_exchange(pl_broker_host_t *b, const uint8_t *req, uint32_t
 
     r = pl_js_write_frame(b->fd, PL_JS_MSG_BROKER_REQ, &iov, 1);
     if (r == 0)
-        r = pl_js_read_full(b->fd, &hdr, sizeof(hdr), 0);
+        r = pl_fd_read_full(b->fd, &hdr, sizeof(hdr), 0, -1);
     if (r == 0)
         r = pl_js_check_hdr(&hdr, PL_JS_MSG_BROKER_REPLY, sizeof(rep) + (uint64_t)b->max_reply);
     if (r == 0 && hdr.len < sizeof(rep))
         r = -EPROTO;
     if (r == 0)
-        r = pl_js_read_full(b->fd, &rep, sizeof(rep), 0);
+        r = pl_fd_read_full(b->fd, &rep, sizeof(rep), 0, -1);
     if (r < 0)
         broker_fatal(r);
     len = hdr.len - sizeof(rep);
@@ -190,7 +192,7 @@ static int32_t broker_exchange(pl_broker_host_t *b, const uint8_t *req, uint32_t
         broker_fatal(-EPROTO);
     if (buf_reserve(&g_reply, len + 1) < 0)
         broker_fatal(-ENOMEM); /* the unread bytes leave the socket out of step */
-    r = pl_js_read_full(b->fd, g_reply.p, len, 0);
+    r = pl_fd_read_full(b->fd, g_reply.p, len, 0, -1);
     if (r < 0)
         broker_fatal(r);
     switch (rep.status) {
@@ -271,7 +273,7 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
                     pl_wasi_t *wasi, pl_broker_host_t *broker, struct run_result *res) {
     volatile int32_t status = -1;
     volatile int jump;
-    uint64_t t0 = pl_js_now_ns();
+    uint64_t t0 = pl_now_ns();
     uint64_t pages = req->memory_bytes / PL_WASM_PAGE_SIZE;
 
     memset(res, 0, sizeof(*res));
@@ -303,7 +305,7 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
         pl_wasm_rt_reset_after_jump();
     }
     Z_qjs_free(&g_inst);
-    res->guest_ns = pl_js_now_ns() - t0;
+    res->guest_ns = pl_now_ns() - t0;
 
     if (jump == PL_WASM_JUMP_DEADLINE) {
         res->exit_code = 124;
@@ -338,14 +340,15 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
         res->exit_code = 1;
     }
     /* Start plimsoll's line on a line of its own. */
-    if (res->note[0] && wasi->out[1].len > 0 && wasi->out[1].buf[wasi->out[1].len - 1] != '\n') {
+    const struct pl_buf *err = &wasi->out[1].kept;
+    if (res->note[0] && err->len > 0 && err->data[err->len - 1] != '\n') {
         memmove(res->note + 1, res->note, sizeof(res->note) - 1);
         res->note[0] = '\n';
         res->note[sizeof(res->note) - 1] = '\0';
     }
-    if (wasi->out[0].truncated)
+    if (pl_capture_truncated(&wasi->out[0]))
         res->flags |= PL_JS_RESP_OUT_TRUNC;
-    if (wasi->out[1].truncated)
+    if (pl_capture_truncated(&wasi->out[1]))
         res->flags |= PL_JS_RESP_ERR_TRUNC;
 }
 
@@ -370,7 +373,7 @@ static int serve_one(int fd) {
     size_t rest;
     int r;
 
-    r = pl_js_read_full(fd, &hdr, sizeof(hdr), 0);
+    r = pl_fd_read_full(fd, &hdr, sizeof(hdr), 0, -1);
     if (r == -EPIPE)
         return 1;
     if (r < 0)
@@ -379,7 +382,7 @@ static int serve_one(int fd) {
                         sizeof(req) + (uint64_t)PL_JS_MAX_CODE + PL_JS_MAX_STDIN);
     if (r < 0 || hdr.len < sizeof(req))
         return -EPROTO;
-    r = pl_js_read_full(fd, &req, sizeof(req), 0);
+    r = pl_fd_read_full(fd, &req, sizeof(req), 0, -1);
     if (r < 0)
         return r;
     rest = hdr.len - sizeof(req);
@@ -394,14 +397,13 @@ static int serve_one(int fd) {
                    req.broker_max_reply == 0 || req.broker_max_reply > PL_JS_MAX_BROKER_MSG
              : req.broker_max_request != 0 || req.broker_max_reply != 0))
         return -EPROTO;
-    if (buf_reserve(&g_payload, rest + 1) < 0 || buf_reserve(&g_stdout, req.stdout_cap + 1) < 0 ||
-        buf_reserve(&g_stderr, req.stderr_cap + 1) < 0)
+    if (buf_reserve(&g_payload, rest + 1) < 0)
         return -ENOMEM;
-    r = pl_js_read_full(fd, g_payload.p, rest, 0);
+    r = pl_fd_read_full(fd, g_payload.p, rest, 0, -1);
     if (r < 0)
         return r;
 
-    pl_wasi_init(&wasi, &g_inst.w2c_memory, g_stdout.p, req.stdout_cap, g_stderr.p, req.stderr_cap);
+    pl_wasi_init(&wasi, &g_inst.w2c_memory, req.stdout_cap, req.stderr_cap);
     broker = (pl_broker_host_t){
         .memory = &g_inst.w2c_memory,
         .fd = fd,
@@ -414,16 +416,18 @@ static int serve_one(int fd) {
         .exit_code = res.exit_code,
         .flags = res.flags,
         .guest_ns = res.guest_ns,
-        .out_len = (uint32_t)wasi.out[0].len,
-        .err_len = (uint32_t)(wasi.out[1].len + strlen(res.note)),
+        .out_len = (uint32_t)wasi.out[0].kept.len,
+        .err_len = (uint32_t)(wasi.out[1].kept.len + strlen(res.note)),
     };
     struct iovec parts[4] = {
         {&resp, sizeof(resp)},
-        {wasi.out[0].buf, wasi.out[0].len},
-        {wasi.out[1].buf, wasi.out[1].len},
+        {wasi.out[0].kept.data, wasi.out[0].kept.len},
+        {wasi.out[1].kept.data, wasi.out[1].kept.len},
         {res.note, strlen(res.note)},
     };
-    return pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 4);
+    r = pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 4);
+    pl_wasi_release(&wasi);
+    return r;
 }
 
 static void *serve_thread(void *arg) {
@@ -463,7 +467,7 @@ static void *serve_thread(void *arg) {
     return NULL;
 }
 
-int pl_js_worker_main(int argc, char **argv) {
+int main(int argc, char **argv) {
     struct rlimit no_core = {0, 0};
     pthread_attr_t attr;
     pthread_t th;

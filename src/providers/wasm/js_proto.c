@@ -1,8 +1,9 @@
 /*
- * Framing helpers for the pool <-> worker protocol described in
- * js_proto.h: whole-frame writes with sendmsg(MSG_NOSIGNAL) and exact
- * reads with an optional monotonic deadline.  Used by both processes; no
- * allocation, no global state.
+ * js_proto.c: framing for the pool <-> worker protocol described in
+ * js_proto.h: whole-frame writes with sendmsg(MSG_NOSIGNAL) (a frame's
+ * pieces gathered, so a worker answers with one system call) and header
+ * checks.  Exact reads are the core's pl_fd_read_full().  Used by both
+ * processes; no allocation, no global state.
  */
 #include "js_proto.h"
 
@@ -10,15 +11,8 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
-uint64_t pl_js_now_ns(void) {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "../../core/fdio.h"
 
 int pl_js_write_frame(int fd, uint16_t type, const struct iovec *parts, size_t nparts) {
     struct pl_js_frame_hdr hdr = {
@@ -51,7 +45,14 @@ int pl_js_write_frame(int fd, uint16_t type, const struct iovec *parts, size_t n
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return -errno;
+            /* The pool's end is non-blocking; a worker's never is, so a
+             * worker never waits here (poll is not in its filter). */
+            int w = pl_fd_wait(fd, POLLOUT, 0, -1);
+            if (w < 0)
+                return w;
+            continue;
         }
         /* Skip fully written pieces, trim a partially written one. */
         while (niov > 0 && (size_t)n >= cur->iov_len) {
@@ -63,43 +64,6 @@ int pl_js_write_frame(int fd, uint16_t type, const struct iovec *parts, size_t n
             cur->iov_base = (char *)cur->iov_base + n;
             cur->iov_len -= (size_t)n;
         }
-    }
-    return 0;
-}
-
-int pl_js_read_full(int fd, void *buf, size_t len, uint64_t deadline_ns) {
-    char *p = buf;
-
-    while (len > 0) {
-        ssize_t n;
-
-        if (deadline_ns) {
-            uint64_t now = pl_js_now_ns();
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            int timeout_ms, r;
-
-            if (now >= deadline_ns)
-                return -ETIMEDOUT;
-            timeout_ms = (int)((deadline_ns - now + 999999) / 1000000);
-            r = poll(&pfd, 1, timeout_ms);
-            if (r < 0) {
-                if (errno == EINTR)
-                    continue;
-                return -errno;
-            }
-            if (r == 0)
-                continue; /* re-check the deadline */
-        }
-        n = read(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EPIPE;
-        p += n;
-        len -= (size_t)n;
     }
     return 0;
 }

@@ -7,10 +7,12 @@
  * guest might try is not importable at all.  The guest has no file
  * descriptors besides 1 and 2 and no filesystem (no preopens).
  *
- * Output buffers are provided by the worker before the guest starts and
- * never grown, so an import can be interrupted by the deadline without
- * leaving the C heap inconsistent.  Bytes past a stream's cap are counted and dropped;
- * the kept bytes are always an exact prefix of what the guest wrote.
+ * Output is kept in a pl_capture per stream (src/core/capture.h): bytes
+ * past a stream's cap are counted and dropped, the kept bytes are always
+ * an exact prefix of what the guest wrote.  A capture grows inside
+ * fd_write, a host import, where the deadline is deferred
+ * (pl_wasi_host_enter), so realloc is never interrupted; if it fails, the
+ * bytes are dropped and the stream counts as truncated.
  */
 #ifndef PLIMSOLL_WASI_HOST_H
 #define PLIMSOLL_WASI_HOST_H
@@ -21,19 +23,12 @@
 
 #include <wasm-rt.h>
 
-/* One captured output stream. */
-struct pl_out_stream {
-    char *buf;
-    size_t len; /* kept bytes, <= cap */
-    size_t cap;
-    uint64_t total; /* bytes the guest wrote, kept or not */
-    bool truncated;
-};
+#include "../../core/capture.h"
 
 /* The WASI "instance" wasm2c passes to every import. */
 struct Z_wasi_snapshot_preview1_instance_t {
-    wasm_rt_memory_t *memory;    /* the guest's linear memory */
-    struct pl_out_stream out[2]; /* [0] = fd 1, [1] = fd 2 */
+    wasm_rt_memory_t *memory; /* the guest's linear memory */
+    struct pl_capture out[2]; /* [0] = fd 1, [1] = fd 2 */
 };
 
 typedef struct Z_wasi_snapshot_preview1_instance_t pl_wasi_t;
@@ -57,12 +52,13 @@ struct Z_plimsoll_instance_t {
 typedef struct Z_plimsoll_instance_t pl_broker_host_t;
 
 /**
- * pl_wasi_init - prepare w for one run.  stdout_buf/stderr_buf are
- * caller-owned buffers of at least stdout_cap/stderr_cap bytes (they are
- * reused across runs, so no allocation happens per run).
+ * pl_wasi_init - prepare w for one run: empty captures that keep at most
+ * stdout_cap and stderr_cap bytes.
  */
-void pl_wasi_init(pl_wasi_t *w, wasm_rt_memory_t *memory, char *stdout_buf, size_t stdout_cap,
-                  char *stderr_buf, size_t stderr_cap);
+void pl_wasi_init(pl_wasi_t *w, wasm_rt_memory_t *memory, size_t stdout_cap, size_t stderr_cap);
+
+/** pl_wasi_release - free a run's captures (after its RESULT was sent). */
+void pl_wasi_release(pl_wasi_t *w);
 
 /**
  * pl_wasi_host_enter / pl_wasi_host_leave - bracket host code called from

@@ -1,0 +1,100 @@
+/*
+ * wasm_int.h: what the wasm provider's daemon-side files share, and
+ * nothing outside src/providers/wasm/ includes.
+ *
+ *   wasm.c          the provider's ops (create, destroy, info, ready, run)
+ *   proof.c         the startup proof create runs before the daemon serves
+ *   module_pool.c   the module worker pool: starting it, one module run
+ *   js_pool.c       the worker pool's processes (js_pool.h)
+ *   js_pool_run.c   one run on the pool, over the protocol (js_proto.h)
+ *
+ * The worker executables' files (js_worker.c, wasi_worker.c and what they
+ * link) have headers of their own and never see this one.
+ */
+#pragma once
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../core/errors.h"
+#include "js_pool.h"
+
+struct pl_config;
+
+/* ---- the provider (wasm.c, proof.c, module_pool.c) ------------------------ */
+
+/* The worker executables, side by side in one directory. */
+#define WASM_JS_WORKER "plimsoll-js-worker"
+#define WASM_WASI_WORKER "plimsoll-wasi-worker"
+
+/* The provider's state, made by create. */
+struct wasm_state {
+    struct pl_js_pool *pool;  /* JavaScript snippets (plimsoll-js-worker) */
+    struct pl_js_pool *mpool; /* WASI modules (plimsoll-wasi-worker) */
+    char wasi_worker[PATH_MAX];
+    unsigned workers;
+    unsigned max_timeout_ms;
+    char engine[128];
+    char worker[PATH_MAX];
+};
+
+/*
+ * Run guests on the two pools and refuse to start unless each limit holds
+ * (proof.c has the list).  0, or -1 with err filled.
+ */
+int wasm_startup_proof(struct wasm_state *s, struct pl_error *err);
+
+/*
+ * Start s->mpool: s->workers module workers, found beside s->worker, each
+ * with its address space capped at the memory cap plus the interpreter's
+ * overhead.  0, or -1 with err filled.
+ */
+int wasm_module_pool_new(struct wasm_state *s, const struct pl_config *config,
+                         struct pl_error *err);
+
+/*
+ * Run one WASI module on s->mpool (args and stdin may be NULL when their
+ * counts are 0).  As pl_js_pool_run(): 0 with *r filled (r->refused when
+ * the worker refused the module), or -errno.
+ */
+int wasm_module_run(struct wasm_state *s, const uint8_t *wasm, size_t wasm_len,
+                    const char *const *args, size_t nargs, const char *in, size_t in_len,
+                    const struct pl_js_limits *l, struct pl_js_result *r);
+
+/* ---- the pool's insides (js_pool.c, js_pool_run.c) ------------------------ */
+
+/* One worker slot. */
+struct pl_js_worker {
+    pid_t pid; /* 0: none */
+    int fd;    /* -1: none */
+    bool busy;
+};
+
+struct pl_js_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    unsigned n;
+    struct pl_js_worker *w;
+    char *worker_path;
+    char *argv[8];  /* worker_path, extra arguments, NULL */
+    unsigned flags; /* PL_JS_POOL_* */
+    uint64_t respawns;
+};
+
+/* Kill and reap a worker, close its socket.  Safe on an empty slot. */
+void pl_js_worker_stop(struct pl_js_worker *w);
+
+/* True if an idle worker has died or sent something unexpected. */
+bool pl_js_worker_stale(const struct pl_js_worker *w);
+
+/* Replace the worker in slot w (counted in respawns).  0 or -errno; a
+ * failure leaves the slot empty, and the next run retries. */
+int pl_js_worker_restart(struct pl_js_pool *pool, struct pl_js_worker *w);
+
+/* Take a free worker, waiting until one is; give it back. */
+struct pl_js_worker *pl_js_pool_acquire(struct pl_js_pool *pool);
+void pl_js_pool_release(struct pl_js_pool *pool, struct pl_js_worker *w);
