@@ -7,7 +7,7 @@
  * closed peer), keeps no more than its caps and counts at least what it
  * kept; a status comes only with "ran".
  *
- *   CC=clang-14 CXX=clang++-14 scripts/build build-fuzz -Dfuzz=true \
+ *   CC=clang-14 CXX=clang++-14 scripts/build/configure build-fuzz -Dfuzz=true \
  *       -Db_sanitize=address,undefined -Db_lundef=false
  *   build-fuzz/fuzz/fuzz_uplink fuzz/corpus/uplink
  */

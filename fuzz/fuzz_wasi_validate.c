@@ -4,7 +4,7 @@
  * wabt's parser and validator, and plimsoll's module rules.
  *
  * Build and run (docs/security.md, "Fuzzing"):
- *   CC=clang-14 CXX=clang++-14 scripts/build build-fuzz -Dfuzz=true \
+ *   CC=clang-14 CXX=clang++-14 scripts/build/configure build-fuzz -Dfuzz=true \
  *     -Db_sanitize=address,undefined -Db_lundef=false
  *   build-fuzz/fuzz/fuzz_wasi_validate -max_total_time=300 -max_len=65536 \
  *     -rss_limit_mb=2048 CORPUS_COPY

@@ -1,7 +1,7 @@
 """The session's two interpreter servers on the host, as a launch starts
 them in the sandbox: the Node cell server (cell_server.js, `node -e`) and
 the Python one (`python3 -c <agent> interp python`), each with the uplink on
-fd 3 and the ready pipe on fd 4, assembled by scripts/embed exactly as
+fd 3 and the ready pipe on fd 4, assembled by scripts/build/embed exactly as
 plimsolld embeds them.  The uplink's framing both ways: "C" code in; "O",
 "E" output and "X" the status out (docs/sessions.md)."""
 import os
@@ -18,7 +18,7 @@ GUEST = os.path.join(ROOT, "src", "providers", "docker", "guest")
 
 
 def assemble(out, *inputs):
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "embed"), out, "x"] +
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "build", "embed"), out, "x"] +
                    list(inputs), check=True)
     with open(out) as f:
         return f.read()

@@ -335,9 +335,13 @@ class HostileSessions(HostileDockerDaemon):
             self.assertEqual((b["stdout"], b["exit_code"], b["interpreter_started"]),
                              ("42\n", 0, True), b)
             self.assertNotIn("FORGED", b["stdout"] + b["stderr"])
-            b = self.cell(sid, "javascript", "globalThis.q = 5; q * 2")
-            self.assertEqual(b["stdout"], "10\n", b)
-        else:
+            # The respawner may be caught by the sweep after any call: the
+            # session then ends (fail closed), which is also an answer.
+            status, b = self.d.rpc("RunCell", {"session_id": sid, "cell": {
+                "language": "javascript", "code": "globalThis.q = 5; q * 2"}})
+            if status == 200:
+                self.assertEqual(b["stdout"], "10\n", b)
+        if status != 200:
             self.assertEqual(error_info(b)[0]["reason"], "SESSION_ENDED", b)
         # The survivor ran during the launch, and no greeting of its was taken.
         st, b = self.call(sid, "print(open('/work/survivor.log').read())")

@@ -18,7 +18,7 @@ shared and noisy. The one timing bound, on the refusals' p99, is a hang
 guard (a refusal that waited for a run slot would take a run's time), not a
 performance claim. Figures are recorded in docs/load.md.
 
-    PLIMSOLL_BUILD_DIR=build python3 tests/api/run.py tests/load load
+    PLIMSOLL_BUILD_DIR=build python3 tests/run.py tests/load load
 """
 import http.client
 import json

@@ -504,7 +504,8 @@ void dk_delete_stale_dirs(struct docker_state *s) {
  * and env's references.
  */
 int dk_exec_start(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
-                  json_t *env, bool attach_stdin, int *ret_fd, char ret_eid[80], struct pl_error *err) {
+                  json_t *env, bool attach_stdin, int *ret_fd, char ret_eid[80],
+                  struct pl_error *err) {
     char path[160];
     json_t *cfg = json_pack("{s:b, s:b, s:b, s:b, s:o, s:s, s:s}", "AttachStdin", attach_stdin,
                             "AttachStdout", 1, "AttachStderr", 1, "Tty", 0, "Cmd", cmd,

@@ -268,7 +268,8 @@ int dk_host_sweep(struct docker_state *s, const char *id, pid_t init_host_pid, c
 int dk_make_instance_dir(struct docker_state *s, struct pl_error *err);
 void dk_delete_stale_dirs(struct docker_state *s);
 int dk_exec_start(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
-                  json_t *env, bool attach_stdin, int *ret_fd, char ret_eid[80], struct pl_error *err);
+                  json_t *env, bool attach_stdin, int *ret_fd, char ret_eid[80],
+                  struct pl_error *err);
 int dk_exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
                json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err);
 

@@ -245,7 +245,7 @@ int dk_inspect_image(struct docker_state *s, const char *setting_name, const cha
         json_decref(j);
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "%s: image %s is not present in the engine (build it with "
-                            "scripts/build-images)",
+                            "scripts/build/images)",
                             setting_name, ref);
     }
     const char *first = "";

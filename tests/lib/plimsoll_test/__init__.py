@@ -18,6 +18,6 @@ another.
              record's digests (canon, sha)
   rawhttp    HTTP by hand over a raw socket (head, read_answer)
 
-tests/api/run.py puts tests/lib on sys.path; each module that uses the
+tests/run.py puts tests/lib on sys.path; each module that uses the
 package also inserts it, so `python3 -m unittest test_x` works in its own
 folder."""

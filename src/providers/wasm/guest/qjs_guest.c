@@ -15,9 +15,9 @@
  * QuickJS's std/os modules are not compiled in, so there is no file,
  * network, process or environment access; the WASI calls the module
  * imports are fd_write, clock_time_get, fd_close, fd_seek and
- * fd_fdstat_get, all implemented by the host (engine/wasi_host.c), and its
+ * fd_fdstat_get, all implemented by the host (wasi_host.c), and its
  * only other imports are plimsoll.broker_call/broker_reply (guest_abi.h),
- * implemented by the worker (engine/js_worker.c).
+ * implemented by the worker (js_worker.c).
  *
  * Out of memory: QuickJS allocates through guest_malloc() and friends,
  * which set g_alloc_failed when malloc() returns NULL (linear memory could

@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""Run every test_*.py of a folder (default: this one, tests/api) against the
-build in PLIMSOLL_BUILD_DIR and print one summary line: "<label>: N passed,
-N failed". Exit 1 on any failure.
+"""Run every test_*.py of a folder (tests/api, tests/hostile, tests/load,
+tests/guest) against the build in PLIMSOLL_BUILD_DIR and print one summary
+line: "<label>: N passed, N failed". Exit 1 on any failure.  Each folder is
+registered with `meson test` (tests/meson.build) through this runner.
 
-    tests/api/run.py [FOLDER [LABEL]]"""
+    tests/run.py FOLDER LABEL"""
 import os
 import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The suites' shared helpers: the package plimsoll_test.
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+sys.path.insert(0, os.path.join(HERE, "lib"))
 
 
 def main():
-    folder = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    folder = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(HERE, "api")
     label = sys.argv[2] if len(sys.argv) > 2 else "api"
     sys.path.insert(0, folder)
     suite = unittest.defaultTestLoader.discover(folder, pattern="test_*.py", top_level_dir=folder)
