@@ -508,9 +508,8 @@ int pl_broker_listen(struct pl_broker *b, const char *dir,
         .done = on_done,
         .userdata = b,
     };
-    char msg[256] = "";
-    if (pl_broker_sock_start(&o, &b->sock, msg, sizeof(msg)) < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "broker socket: %s", msg);
+    if (pl_broker_sock_start(&o, &b->sock, err) < 0)
+        return pl_error_wrap(err, "broker socket: ");
     return 0;
 }
 
