@@ -68,13 +68,10 @@ int pl_broker_new(const struct pl_grant_profile *p, pl_grants_env_fn env, void *
     struct pl_broker *b = calloc(1, sizeof(*b));
     if (!b)
         return pl_error_set(err, PL_REASON_INTERNAL, "broker: out of memory");
-    char msg[256] = "";
-    if (pl_grant_credential(p, env, env_userdata, principal, time(NULL), &b->credential, msg,
-                            sizeof(msg)) < 0) {
+    if (pl_grant_credential(p, env, env_userdata, principal, time(NULL), &b->credential, err) < 0) {
         free(b);
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "grant profile \"%s\": could not obtain the credential: %s", p->name,
-                            msg);
+        return pl_error_wrap(err,
+                             "grant profile \"%s\": could not obtain the credential: ", p->name);
     }
     b->p = p;
     b->deadline_ns = deadline_ns;
