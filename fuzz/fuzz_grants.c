@@ -30,19 +30,21 @@ static const char *const METHODS[] = {"GET", "POST", "DELETE", "get"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct pl_grants *g = NULL;
-    char err[512];
-    memset(err, 'X', sizeof(err));
-    if (pl_grants_parse((const char *)data, size, env, NULL, &g, err, sizeof(err)) < 0) {
-        const char *nul = memchr(err, '\0', sizeof(err));
-        if (!nul || nul == err)
+    struct pl_error err;
+    memset(&err, 'X', sizeof(err));
+    if (pl_grants_parse((const char *)data, size, env, NULL, &g, &err) < 0) {
+        const char *nul = memchr(err.message, '\0', sizeof(err.message));
+        if (!nul || nul == err.message)
             abort(); /* unterminated or empty message */
-        for (const char *s = err; s < nul; s++)
+        for (const char *s = err.message; s < nul; s++)
             if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
                 abort(); /* not one printable line */
+        if (err.reason != PL_REASON_INVALID_REQUEST && err.reason != PL_REASON_INTERNAL)
+            abort(); /* a bad file, or out of memory */
         if (g)
             abort();
         /* the value only ever comes from env(), so it can only leak from there */
-        if (!memmem(data, size, ENV_VALUE, strlen(ENV_VALUE)) && strstr(err, ENV_VALUE))
+        if (!memmem(data, size, ENV_VALUE, strlen(ENV_VALUE)) && strstr(err.message, ENV_VALUE))
             abort();
         return 0;
     }
@@ -68,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         /* Every parsed profile can make a credential for its first caller. */
         char *v = NULL;
-        if (pl_grant_credential(p, env, NULL, p->callers[0], 1700000000, &v, err, sizeof(err)) < 0)
+        if (pl_grant_credential(p, env, NULL, p->callers[0], 1700000000, &v, &err) < 0)
             abort();
         size_t plen = strlen(p->prefix);
         if (strncmp(v, p->prefix, plen) != 0 ||

@@ -75,14 +75,9 @@ int main(int argc, char **argv) {
                      config.keys_file);
         goto refused;
     }
-    if (config.grants_file[0]) {
-        char msg[sizeof(err.message)];
-        if (pl_grants_load_file(config.grants_file, env_lookup, NULL, &grants, msg, sizeof(msg)) <
-            0) {
-            pl_error_set(&err, PL_REASON_INVALID_REQUEST, "%s", msg);
-            goto refused;
-        }
-    }
+    if (config.grants_file[0] &&
+        pl_grants_load_file(config.grants_file, env_lookup, NULL, &grants, &err) < 0)
+        goto refused;
     if (pl_provider_start(&config, &provider, &err) < 0)
         goto refused;
 

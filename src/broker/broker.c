@@ -14,6 +14,7 @@
 
 #include "../core/buf.h"
 #include "../core/canon.h"
+#include "../core/clock.h"
 #include "broker_sock.h"
 
 #define MAX_TARGET_BYTES 8192
@@ -42,12 +43,6 @@ static const char *const reply_headers[] = {
     "last-modified", "cache-control", "x-request-id",
 };
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static bool listed(const char *const *list, size_t n, const char *name) {
     for (size_t i = 0; i < n; i++)
         if (strcasecmp(list[i], name) == 0)
@@ -68,13 +63,10 @@ int pl_broker_new(const struct pl_grant_profile *p, pl_grants_env_fn env, void *
     struct pl_broker *b = calloc(1, sizeof(*b));
     if (!b)
         return pl_error_set(err, PL_REASON_INTERNAL, "broker: out of memory");
-    char msg[256] = "";
-    if (pl_grant_credential(p, env, env_userdata, principal, time(NULL), &b->credential, msg,
-                            sizeof(msg)) < 0) {
+    if (pl_grant_credential(p, env, env_userdata, principal, time(NULL), &b->credential, err) < 0) {
         free(b);
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "grant profile \"%s\": could not obtain the credential: %s", p->name,
-                            msg);
+        return pl_error_wrap(err,
+                             "grant profile \"%s\": could not obtain the credential: ", p->name);
     }
     b->p = p;
     b->deadline_ns = deadline_ns;
@@ -241,15 +233,17 @@ static void forward(struct pl_broker *b, const char *method, const char *target,
                     const struct pl_http_header *headers, size_t nheaders, const char *body,
                     size_t body_len, struct pl_broker_reply *r) {
     const struct pl_grant_profile *p = b->p;
-    uint64_t now = mono_ns();
-    if (now >= b->deadline_ns) {
-        own_reply(r, 504, "deadline", "the run's deadline has passed");
-        return;
+    long timeout_ms = (long)p->call_timeout_ms;
+    if (b->deadline_ns) {
+        uint64_t now = pl_now_ns();
+        if (now >= b->deadline_ns) {
+            own_reply(r, 504, "deadline", "the run's deadline has passed");
+            return;
+        }
+        uint64_t left_ms = (b->deadline_ns - now) / 1000000ull;
+        if (left_ms < p->call_timeout_ms)
+            timeout_ms = left_ms < 1 ? 1 : (long)left_ms;
     }
-    uint64_t left_ms = (b->deadline_ns - now) / 1000000ull;
-    long timeout_ms = (long)(left_ms < p->call_timeout_ms ? left_ms : p->call_timeout_ms);
-    if (timeout_ms < 1)
-        timeout_ms = 1;
 
     struct pl_buf url = {0};
     pl_buf_printf(&url, "%s%s", p->base_url, target);
@@ -508,9 +502,8 @@ int pl_broker_listen(struct pl_broker *b, const char *dir,
         .done = on_done,
         .userdata = b,
     };
-    char msg[256] = "";
-    if (pl_broker_sock_start(&o, &b->sock, msg, sizeof(msg)) < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "broker socket: %s", msg);
+    if (pl_broker_sock_start(&o, &b->sock, err) < 0)
+        return pl_error_wrap(err, "broker socket: ");
     return 0;
 }
 

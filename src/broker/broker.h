@@ -56,8 +56,9 @@ struct pl_broker_reply {
 /**
  * pl_broker_new - a broker for one run of `principal` under profile `p`
  * (borrowed; must outlive the broker).  Obtains the credential now.
- * deadline_ns (CLOCK_MONOTONIC) bounds every upstream call.  On failure the
- * message never contains the credential.
+ * deadline_ns (pl_now_ns's clock, clock.h; 0: none) bounds every upstream
+ * call, each also bounded by the profile's call_timeout_ms.  On failure err
+ * holds INTERNAL and a message that never contains the credential.
  */
 int pl_broker_new(const struct pl_grant_profile *p, pl_grants_env_fn env, void *env_userdata,
                   const char *principal, uint64_t deadline_ns, struct pl_broker **ret_broker,

@@ -2,21 +2,19 @@
  * broker_sock.c: the per-run broker socket.  See broker_sock.h.
  *
  * One thread, one connection at a time.  Every wait (accept, read, write,
- * the short drain after an error answer) is a poll that also watches the
- * stop eventfd, so pl_broker_sock_stop wakes the thread wherever it is,
- * except inside the handler, which it waits for.  Every connection is
- * bounded in time by the idle timeout and in bytes by the limits: the read
- * buffer never grows past max_head_bytes + max_body_bytes.
+ * the short drain after an error answer) is a pl_fd_wait with the stop
+ * eventfd as its stop descriptor, so pl_broker_sock_stop wakes the thread
+ * wherever it is, except inside the handler, which it waits for.  Every
+ * connection is bounded in time by the idle timeout and in bytes by the
+ * limits: the read buffer never grows past max_head_bytes + max_body_bytes.
  */
 #include "broker_sock.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,19 +24,21 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "../core/clock.h"
+#include "../core/fdio.h"
+
 /* After an error answer, read and discard what the client is still sending. */
-#define LINGER_MS 1000u
+#define LINGER_NS PL_MS(1000)
 #define LINGER_MAX_BYTES (4u * 1024 * 1024)
 /* accept() out of fds: back off this long before trying again. */
-#define ACCEPT_BACKOFF_MS 100
+#define ACCEPT_BACKOFF_NS PL_MS(100)
 #define READ_CHUNK_MIN 4096u
 
 struct pl_broker_sock {
     struct pl_http_limits limits;
-    unsigned idle_ms;
+    uint64_t idle_ns; /* per connection: reading the request, writing the answer */
     unsigned max_conn;
     pl_broker_handler_fn handler;
     pl_broker_done_fn done;
@@ -53,67 +53,10 @@ struct pl_broker_sock {
     struct pl_broker_sock_access access;
 };
 
-/* What waiting on a connection can end in. */
-enum { WAIT_READY = 1, WAIT_TIMEOUT = 0, WAIT_STOP = -1, WAIT_ERROR = -2 };
-
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int seterr(char *errbuf, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int seterr(char *errbuf, size_t errlen, int rc, const char *fmt, ...) {
-    if (errbuf && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(errbuf, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
-/* Wait for events on fd until deadline (ms, CLOCK_MONOTONIC), or for stop. */
-static int wait_fd(const struct pl_broker_sock *s, int fd, short events, uint64_t deadline) {
-    for (;;) {
-        uint64_t now = now_ms();
-        int timeout = now >= deadline ? 0 : (int)(deadline - now);
-        struct pollfd p[2] = {{.fd = s->stop_fd, .events = POLLIN}, {.fd = fd, .events = events}};
-        int r = poll(p, 2, timeout);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return WAIT_ERROR;
-        }
-        if (p[0].revents)
-            return WAIT_STOP;
-        if (p[1].revents & (events | POLLHUP | POLLERR))
-            return WAIT_READY;
-        if (r == 0 && now_ms() >= deadline)
-            return WAIT_TIMEOUT;
-    }
-}
-
-/* Send all of data before deadline.  Returns 0, or WAIT_TIMEOUT/STOP/ERROR. */
+/* Send all of data before deadline_ns: 0, -ECANCELED (stop) or another -errno. */
 static int send_all(const struct pl_broker_sock *s, int fd, const char *data, size_t len,
-                    uint64_t deadline) {
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = send(fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            return WAIT_ERROR;
-        int w = wait_fd(s, fd, POLLOUT, deadline);
-        if (w != WAIT_READY)
-            return w == WAIT_TIMEOUT ? WAIT_ERROR : w;
-    }
-    return 0;
+                    uint64_t deadline_ns) {
+    return pl_fd_write_full(fd, data, len, deadline_ns, s->stop_fd, NULL);
 }
 
 /* Append s as a JSON string body (quotes included) to out[cap] at *pos. */
@@ -158,7 +101,7 @@ static void send_error(const struct pl_broker_sock *s, int fd, int status, const
     size_t len = 0;
     if (pl_http_format_response(&resp, &out, &len) < 0)
         return;
-    send_all(s, fd, out, len, now_ms() + s->idle_ms);
+    send_all(s, fd, out, len, pl_now_ns() + s->idle_ns);
     free(out);
 }
 
@@ -169,11 +112,11 @@ static void send_error(const struct pl_broker_sock *s, int fd, int status, const
  */
 static void linger_drain(const struct pl_broker_sock *s, int fd) {
     shutdown(fd, SHUT_WR);
-    uint64_t deadline = now_ms() + (s->idle_ms < LINGER_MS ? s->idle_ms : LINGER_MS);
+    uint64_t deadline = pl_now_ns() + (s->idle_ns < LINGER_NS ? s->idle_ns : LINGER_NS);
     size_t total = 0;
     char sink[16384];
     while (total < LINGER_MAX_BYTES) {
-        if (wait_fd(s, fd, POLLIN, deadline) != WAIT_READY)
+        if (pl_fd_wait(fd, POLLIN, deadline, s->stop_fd) < 0)
             return;
         ssize_t n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
@@ -195,7 +138,7 @@ static int read_request(struct pl_broker_sock *s, int fd, struct pl_http_request
     size_t cap = 0, len = 0;
     bool sent_continue = false, reparse = true;
     struct pl_http_parse_info info = {0};
-    uint64_t deadline = now_ms() + s->idle_ms;
+    uint64_t deadline = pl_now_ns() + s->idle_ns;
     int rc;
     for (;;) {
         if (reparse) {
@@ -234,14 +177,14 @@ static int read_request(struct pl_broker_sock *s, int fd, struct pl_http_request
             buf = nb;
             cap = ncap;
         }
-        int w = wait_fd(s, fd, POLLIN, deadline);
-        if (w == WAIT_TIMEOUT) {
+        int w = pl_fd_wait(fd, POLLIN, deadline, s->stop_fd);
+        if (w == -ETIMEDOUT) {
             rc = -408;
             *ret_msg = "no complete request within the idle timeout";
             break;
         }
-        if (w != WAIT_READY) {
-            *ret_stopped = w == WAIT_STOP;
+        if (w < 0) {
+            *ret_stopped = w == -ECANCELED;
             rc = 0;
             break;
         }
@@ -293,7 +236,7 @@ static void serve(struct pl_broker_sock *s, int fd, bool *ret_stopped) {
         size_t n = len;
         if (strcmp(req.method, "HEAD") == 0)
             n -= resp.body_len;
-        if (send_all(s, fd, out, n, now_ms() + s->idle_ms) == WAIT_STOP)
+        if (send_all(s, fd, out, n, pl_now_ns() + s->idle_ns) == -ECANCELED)
             *ret_stopped = true;
         free(out);
     }
@@ -306,24 +249,13 @@ static void serve(struct pl_broker_sock *s, int fd, bool *ret_stopped) {
 static void *server_main(void *arg) {
     struct pl_broker_sock *s = arg;
     for (;;) {
-        struct pollfd p[2] = {{.fd = s->stop_fd, .events = POLLIN},
-                              {.fd = s->listen_fd, .events = POLLIN}};
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (p[0].revents)
-            break;
-        if (!(p[1].revents & POLLIN))
-            continue;
+        if (pl_fd_wait(s->listen_fd, POLLIN, 0, s->stop_fd) < 0)
+            break; /* stopped (or the listen socket is gone) */
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                struct pollfd q = {.fd = s->stop_fd, .events = POLLIN};
-                if (poll(&q, 1, ACCEPT_BACKOFF_MS) > 0)
-                    break;
-            }
+            if ((errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) &&
+                pl_fd_wait(s->stop_fd, POLLIN, pl_now_ns() + ACCEPT_BACKOFF_NS, -1) == 0)
+                break;
             continue;
         }
         if (s->access.peer_ok) {
@@ -352,34 +284,53 @@ static void *server_main(void *arg) {
     return NULL;
 }
 
+/* Keep the negative errno rc in err beside the message just set; returns rc. */
+static int with_errno(struct pl_error *err, int rc) {
+    if (err)
+        err->errnum = -rc;
+    return rc;
+}
+
 /* One path component, not "." or "..". */
 static bool name_ok(const char *n) {
     return n && n[0] && !strchr(n, '/') && strcmp(n, ".") != 0 && strcmp(n, "..") != 0;
 }
 
-int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
-                         char *errbuf, size_t errlen) {
-    if (!opts || !ret || !opts->handler || !opts->dir || !opts->dir[0])
-        return seterr(errbuf, errlen, -EINVAL, "broker socket: dir and handler are required");
-    if (!name_ok(opts->sock_name))
-        return seterr(errbuf, errlen, -EINVAL,
-                      "broker socket: sock_name must be one path component");
+int(pl_broker_sock_start)(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
+                          struct pl_error *err) {
+    const enum pl_reason internal = PL_REASON_INTERNAL;
+    if (!opts || !ret || !opts->handler || !opts->dir || !opts->dir[0]) {
+        pl_error_set(err, internal, "broker socket: dir and handler are required");
+        return with_errno(err, -EINVAL);
+    }
+    if (!name_ok(opts->sock_name)) {
+        pl_error_set(err, internal, "broker socket: sock_name must be one path component");
+        return with_errno(err, -EINVAL);
+    }
     const struct pl_http_limits *l = &opts->limits;
     if (l->max_head_bytes > PL_HTTP_CAP_MAX_HEAD_BYTES ||
-        l->max_headers > PL_HTTP_CAP_MAX_HEADERS || l->max_body_bytes > PL_HTTP_CAP_MAX_BODY_BYTES)
-        return seterr(errbuf, errlen, -EINVAL,
-                      "broker socket: limits above the ceilings (head %u, headers %u, body %u)",
-                      PL_HTTP_CAP_MAX_HEAD_BYTES, PL_HTTP_CAP_MAX_HEADERS,
-                      PL_HTTP_CAP_MAX_BODY_BYTES);
-    if (opts->idle_timeout_ms > PL_BROKER_MAX_IDLE_TIMEOUT_MS)
-        return seterr(errbuf, errlen, -EINVAL, "broker socket: idle_timeout_ms above %u",
-                      PL_BROKER_MAX_IDLE_TIMEOUT_MS);
+        l->max_headers > PL_HTTP_CAP_MAX_HEADERS ||
+        l->max_body_bytes > PL_HTTP_CAP_MAX_BODY_BYTES) {
+        pl_error_set(err, internal,
+                     "broker socket: limits above the ceilings (head %u, headers %u, body %u)",
+                     PL_HTTP_CAP_MAX_HEAD_BYTES, PL_HTTP_CAP_MAX_HEADERS,
+                     PL_HTTP_CAP_MAX_BODY_BYTES);
+        return with_errno(err, -EINVAL);
+    }
+    if (opts->idle_timeout_ms > PL_BROKER_MAX_IDLE_TIMEOUT_MS) {
+        pl_error_set(err, internal, "broker socket: idle_timeout_ms above %u",
+                     PL_BROKER_MAX_IDLE_TIMEOUT_MS);
+        return with_errno(err, -EINVAL);
+    }
     struct pl_broker_sock *s = calloc(1, sizeof(*s));
-    if (!s)
-        return seterr(errbuf, errlen, -ENOMEM, "broker socket: out of memory");
+    if (!s) {
+        pl_error_set(err, internal, "broker socket: out of memory");
+        return with_errno(err, -ENOMEM);
+    }
     s->listen_fd = s->stop_fd = -1;
     pl_http_limits_effective(l, &s->limits);
-    s->idle_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms : PL_BROKER_DEFAULT_IDLE_TIMEOUT_MS;
+    s->idle_ns =
+        PL_MS(opts->idle_timeout_ms ? opts->idle_timeout_ms : PL_BROKER_DEFAULT_IDLE_TIMEOUT_MS);
     s->max_conn = opts->max_connections ? opts->max_connections : PL_BROKER_DEFAULT_MAX_CONNECTIONS;
     s->handler = opts->handler;
     s->done = opts->done;
@@ -388,33 +339,36 @@ int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broke
     int n1 = snprintf(s->dir, sizeof(s->dir), "%s", opts->dir);
     int n2 = snprintf(s->path, sizeof(s->path), "%s/%s", opts->dir, opts->sock_name);
     if (n1 < 0 || (size_t)n1 >= sizeof(s->dir) || n2 < 0 || (size_t)n2 >= sizeof(s->path)) {
+        pl_error_set(err, internal, "broker socket: path longer than %zu bytes: %s/%s",
+                     sizeof(s->path) - 1, opts->dir, opts->sock_name);
         free(s);
-        return seterr(errbuf, errlen, -ENAMETOOLONG,
-                      "broker socket: path longer than %zu bytes: %s/%s", sizeof(s->path) - 1,
-                      opts->dir, opts->sock_name);
+        return with_errno(err, -ENAMETOOLONG);
     }
     int rc;
     bool made_dir = false, bound = false;
     if (mkdir(s->dir, 0700) < 0) {
-        rc = seterr(errbuf, errlen, -errno, "broker socket: mkdir %s: %s", s->dir, strerror(errno));
+        rc = -errno;
+        pl_error_errno(err, internal, rc, "broker socket: mkdir %s", s->dir);
         goto fail;
     }
     made_dir = true;
     /* Root's alone until the socket has its final owner and mode (below). */
     if (chmod(s->dir, 0700) < 0) {
-        rc = seterr(errbuf, errlen, -errno, "broker socket: chown/chmod %s: %s", s->dir,
-                    strerror(errno));
+        rc = -errno;
+        pl_error_errno(err, internal, rc, "broker socket: chown/chmod %s", s->dir);
         goto fail;
     }
     s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->listen_fd < 0) {
-        rc = seterr(errbuf, errlen, -errno, "broker socket: socket: %s", strerror(errno));
+        rc = -errno;
+        pl_error_errno(err, internal, rc, "broker socket: socket");
         goto fail;
     }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, s->path, (size_t)n2 + 1);
     if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        rc = seterr(errbuf, errlen, -errno, "broker socket: bind %s: %s", s->path, strerror(errno));
+        rc = -errno;
+        pl_error_errno(err, internal, rc, "broker socket: bind %s", s->path);
         goto fail;
     }
     bound = true;
@@ -425,21 +379,22 @@ int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broke
                           chmod(s->path, 0600) < 0)
                        : chmod(s->path, 0666) < 0) ||
         listen(s->listen_fd, 64) < 0) {
-        rc = seterr(errbuf, errlen, -errno, "broker socket: chmod/listen %s: %s", s->path,
-                    strerror(errno));
+        rc = -errno;
+        pl_error_errno(err, internal, rc, "broker socket: chmod/listen %s", s->path);
         goto fail;
     }
     /* Now the directory: traverse-only for the sandbox's uid (nothing to
      * list, nothing to create), or open to all without access set. */
     if ((s->access.set && chown(s->dir, s->access.sock_uid, s->access.sock_gid) < 0) ||
         chmod(s->dir, s->access.set ? 0100 : 0755) < 0) {
-        rc = seterr(errbuf, errlen, -errno, "broker socket: chown/chmod %s: %s", s->dir,
-                    strerror(errno));
+        rc = -errno;
+        pl_error_errno(err, internal, rc, "broker socket: chown/chmod %s", s->dir);
         goto fail;
     }
     s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (s->stop_fd < 0) {
-        rc = seterr(errbuf, errlen, -errno, "broker socket: eventfd: %s", strerror(errno));
+        rc = -errno;
+        pl_error_errno(err, internal, rc, "broker socket: eventfd");
         goto fail;
     }
     /* The server thread takes no signals: the daemon's handlers run elsewhere. */
@@ -449,7 +404,8 @@ int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broke
     int e = pthread_create(&s->thread, NULL, server_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e != 0) {
-        rc = seterr(errbuf, errlen, -e, "broker socket: pthread_create: %s", strerror(e));
+        rc = -e;
+        pl_error_errno(err, internal, rc, "broker socket: pthread_create");
         goto fail;
     }
     *ret = s;
@@ -464,6 +420,15 @@ fail:
     if (made_dir)
         rmdir(s->dir);
     free(s);
+    return rc;
+}
+
+int pl_broker_sock_start_errbuf(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
+                                char *errbuf, size_t errlen) {
+    struct pl_error err = {0};
+    int rc = (pl_broker_sock_start)(opts, ret, &err);
+    if (rc < 0 && errbuf && errlen)
+        snprintf(errbuf, errlen, "%s", err.message);
     return rc;
 }
 

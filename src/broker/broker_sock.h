@@ -11,8 +11,10 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
+#include "../core/errors.h"
 #include "broker_http.h"
 
 #define PL_BROKER_DEFAULT_IDLE_TIMEOUT_MS 5000u
@@ -73,12 +75,28 @@ struct pl_broker_sock_opts {
  * without calling the handler, an incomplete request at the timeout with 408,
  * else the handler is called and its response written (MSG_NOSIGNAL, bounded
  * by the idle timeout); then the connection is closed.  "Expect:
- * 100-continue" gets an interim 100 once the head is valid.  Returns 0 with
- * *ret set, or < 0 (negative errno) with errbuf saying what failed; on
- * failure nothing is left on disk.
+ * 100-continue" gets an interim 100 once the head is valid.  Every wait is
+ * pl_fd_wait (fdio.h) with the stop eventfd as its stop descriptor.
+ * Returns 0 with *ret set, or a negative errno with err (may be NULL)
+ * holding INTERNAL, that errno and what failed ("broker socket: mkdir DIR:
+ * File exists"); on failure nothing is left on disk.
  */
 int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
-                         char *errbuf, size_t errlen);
+                         struct pl_error *err);
+
+/*
+ * Transitional, for one caller: the docker provider's startup canary still
+ * calls pl_broker_sock_start(opts, ret, errbuf, errlen).  The macro below
+ * sends a four-argument call here (err's message copied into errbuf) and a
+ * three-argument call to the function above.  Delete both once that caller
+ * passes a struct pl_error.
+ */
+int pl_broker_sock_start_errbuf(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
+                                char *errbuf, size_t errlen);
+#define PL_BROKER_SOCK_START_FORM(a1, a2, a3, a4, form, ...) form
+#define pl_broker_sock_start(...)                                                                  \
+    PL_BROKER_SOCK_START_FORM(__VA_ARGS__, pl_broker_sock_start_errbuf, pl_broker_sock_start, )    \
+    (__VA_ARGS__)
 
 /*
  * Stop the thread, close the fds, unlink the socket and remove the directory

@@ -11,7 +11,6 @@
 #include "grants.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -22,10 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "../core/canon.h"
+#include "../core/fileread.h"
 #include "jwt.h"
 
 #define DEFAULT_HEADER "Authorization"
@@ -44,47 +42,46 @@
 
 /* ---- messages ----------------------------------------------------------- */
 
-/* Make errbuf one line of printable ASCII, whatever bytes went into it. */
-static void sanitize(char *errbuf, size_t errlen) {
-    if (!errbuf || errlen == 0)
+/* Make a message one line of printable ASCII, whatever bytes went into it. */
+static void sanitize(struct pl_error *err) {
+    if (!err)
         return;
-    for (char *s = errbuf; *s; s++) {
+    for (char *s = err->message; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch < 0x20 || ch >= 0x7f)
             *s = '?';
     }
 }
 
-__attribute__((format(printf, 4, 0))) static int
-vfail(char *errbuf, size_t errlen, const char *profile, const char *fmt, va_list ap) {
-    if (!errbuf || errlen == 0)
+__attribute__((format(printf, 3, 0))) static int vfail(struct pl_error *err, enum pl_reason reason,
+                                                       const char *fmt, va_list ap) {
+    if (!err)
         return -1;
-    int n = 0;
-    if (profile)
-        n = snprintf(errbuf, errlen, "grant profile \"%.64s\": ", profile);
-    if (n < 0)
-        n = 0;
-    if ((size_t)n < errlen)
-        vsnprintf(errbuf + n, errlen - (size_t)n, fmt, ap);
-    sanitize(errbuf, errlen);
+    char msg[sizeof(err->message)];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    pl_error_set(err, reason, "%s", msg);
+    sanitize(err);
     return -1;
 }
 
 /* A message that names no profile.  Always returns -1. */
-__attribute__((format(printf, 3, 4))) static int fail(char *errbuf, size_t errlen, const char *fmt,
-                                                      ...) {
+__attribute__((format(printf, 3, 4))) static int fail(struct pl_error *err, enum pl_reason reason,
+                                                      const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vfail(errbuf, errlen, NULL, fmt, ap);
+    vfail(err, reason, fmt, ap);
     va_end(ap);
     return -1;
 }
 
-/* What parsing one profile needs: where messages go and the environment. */
+/*
+ * What parsing one profile (or making its credential) needs: where messages
+ * go, with which reason, and the environment.
+ */
 struct pctx {
-    char *errbuf;
-    size_t errlen;
-    const char *name; /* the profile's name as written */
+    struct pl_error *err;
+    enum pl_reason reason; /* INVALID_REQUEST while parsing, INTERNAL at run time */
+    const char *name;      /* the profile's name as written */
     pl_grants_env_fn env;
     void *userdata;
 };
@@ -93,8 +90,10 @@ struct pctx {
 __attribute__((format(printf, 2, 3))) static int perr(struct pctx *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vfail(c->errbuf, c->errlen, c->name, fmt, ap);
+    vfail(c->err, c->reason, fmt, ap);
     va_end(ap);
+    pl_error_wrap(c->err, "grant profile \"%.64s\": ", c->name);
+    sanitize(c->err);
     return -1;
 }
 
@@ -105,75 +104,11 @@ static const char *env_get(pl_grants_env_fn env, void *userdata, const char *nam
     return (v && *v) ? v : NULL;
 }
 
-/* ---- bounded file reading ----------------------------------------------- */
-
-enum read_result {
-    READ_OK = 0,
-    READ_OPEN = -1,
-    READ_NOT_REGULAR = -2,
-    READ_TOO_BIG = -3,
-    READ_IO = -4,
-    READ_NOMEM = -5
-};
-
-/*
- * Read a regular file of at most max bytes into a malloc'd, NUL-terminated
- * buffer.  O_NONBLOCK keeps a FIFO from blocking the open.
- */
-static int read_bounded(const char *path, size_t max, char **ret_buf, size_t *ret_len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return READ_OPEN;
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return READ_NOT_REGULAR;
-    }
-    if (st.st_size > (off_t)max) {
-        close(fd);
-        return READ_TOO_BIG;
-    }
-    char *buf = malloc(max + 2);
-    if (!buf) {
-        close(fd);
-        return READ_NOMEM;
-    }
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, max + 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            OPENSSL_cleanse(buf, len);
-            free(buf);
-            close(fd);
-            return READ_IO;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > max) {
-            OPENSSL_cleanse(buf, len);
-            free(buf);
-            close(fd);
-            return READ_TOO_BIG;
-        }
-    }
-    close(fd);
-    buf[len] = '\0';
-    *ret_buf = buf;
-    *ret_len = len;
-    return READ_OK;
-}
-
-static const char *read_problem(int r) {
-    switch (r) {
-    case READ_OPEN: return "cannot be opened";
-    case READ_NOT_REGULAR: return "is not a regular file";
-    case READ_TOO_BIG: return "is too large";
-    case READ_IO: return "cannot be read";
-    default: return "cannot be read (out of memory)";
-    }
+/* Keep the errno behind a failure in err (the message says it in words). */
+static int keep_errno(struct pl_error *err, int rc) {
+    if (err)
+        err->errnum = rc < 0 ? -rc : rc;
+    return -1;
 }
 
 /* ---- paths -------------------------------------------------------------- */
@@ -743,17 +678,18 @@ static int no_passphrase(char *buf, int size, int rwflag, void *u) {
 static int load_key_file(struct pctx *c, const char *path, struct pl_grant_profile *p) {
     char *buf = NULL;
     size_t len = 0;
-    int r = read_bounded(path, PL_GRANT_KEY_FILE_MAX, &buf, &len);
-    if (r == READ_TOO_BIG)
-        return perr(c, "credential: key_file %s is larger than %u bytes", path,
-                    PL_GRANT_KEY_FILE_MAX);
-    if (r < 0)
-        return perr(c, "credential: key_file %s %s", path, read_problem(r));
+    int r = pl_file_read(path, PL_GRANT_KEY_FILE_MAX, &buf, &len);
+    if (r < 0) {
+        if (r == -EFBIG)
+            perr(c, "credential: key_file %s is larger than %u bytes", path, PL_GRANT_KEY_FILE_MAX);
+        else
+            perr(c, "credential: key_file %s %s", path, pl_file_problem(r));
+        return keep_errno(c->err, r);
+    }
     BIO *bio = BIO_new_mem_buf(buf, (int)len);
     EVP_PKEY *pkey = bio ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL) : NULL;
     BIO_free(bio);
-    OPENSSL_cleanse(buf, len);
-    free(buf);
+    pl_file_free(buf, len);
     ERR_clear_error();
     if (!pkey)
         return perr(c, "credential: key_file %s holds no unencrypted PEM private key", path);
@@ -914,11 +850,13 @@ static int parse_ca_file(struct pctx *c, json_t *prof, struct pl_grant_profile *
         return perr(c, "ca_file: %.256s must be an absolute path", path);
     char *pem = NULL;
     size_t len = 0;
-    int r = read_bounded(path, 1u << 20, &pem, &len);
-    if (r != READ_OK)
-        return perr(c, "ca_file: %.256s %s", path, read_problem(r));
+    int r = pl_file_read(path, PL_GRANT_CA_FILE_MAX, &pem, &len);
+    if (r < 0) {
+        perr(c, "ca_file: %.256s %s", path, pl_file_problem(r));
+        return keep_errno(c->err, r);
+    }
     bool looks_pem = strstr(pem, "-----BEGIN CERTIFICATE-----") != NULL;
-    free(pem);
+    pl_file_free(pem, len);
     if (!looks_pem)
         return perr(c, "ca_file: %.256s holds no PEM certificate", path);
     p->ca_file = strdup(path);
@@ -956,49 +894,48 @@ static int parse_profile(struct pctx *c, json_t *prof, struct pl_grant_profile *
 }
 
 int pl_grants_parse(const char *json, size_t len, pl_grants_env_fn env, void *userdata,
-                    struct pl_grants **ret_grants, char *errbuf, size_t errlen) {
+                    struct pl_grants **ret_grants, struct pl_error *err) {
+    const enum pl_reason bad = PL_REASON_INVALID_REQUEST;
     if (!json)
-        return fail(errbuf, errlen, "grants: no text");
+        return fail(err, bad, "grants: no text");
     if (len > PL_GRANTS_MAX_FILE)
-        return fail(errbuf, errlen, "grants: larger than %u bytes", PL_GRANTS_MAX_FILE);
+        return fail(err, bad, "grants: larger than %u bytes", PL_GRANTS_MAX_FILE);
     json_error_t jerr;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
-        return fail(errbuf, errlen, "grants: line %d column %d: %.200s", jerr.line, jerr.column,
+        return fail(err, bad, "grants: line %d column %d: %.200s", jerr.line, jerr.column,
                     jerr.text);
     struct pl_grants *g = NULL;
     int r = -1;
     if (!json_is_object(root)) {
-        fail(errbuf, errlen, "grants: the top level must be an object");
+        fail(err, bad, "grants: the top level must be an object");
         goto out;
     }
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
         if (strcmp(key, "profiles") != 0) {
-            fail(errbuf, errlen, "grants: unknown top-level field \"%.64s\" (only \"profiles\")",
-                 key);
+            fail(err, bad, "grants: unknown top-level field \"%.64s\" (only \"profiles\")", key);
             goto out;
         }
     }
     json_t *profiles = json_object_get(root, "profiles");
     if (!profiles || !json_is_object(profiles)) {
-        fail(errbuf, errlen, "grants: \"profiles\" must be an object");
+        fail(err, bad, "grants: \"profiles\" must be an object");
         goto out;
     }
     size_t n = json_object_size(profiles);
     if (n == 0 || n > PL_GRANTS_MAX_PROFILES) {
-        fail(errbuf, errlen, "grants: profiles: %zu profiles; 1..%u allowed", n,
-             PL_GRANTS_MAX_PROFILES);
+        fail(err, bad, "grants: profiles: %zu profiles; 1..%u allowed", n, PL_GRANTS_MAX_PROFILES);
         goto out;
     }
     g = calloc(1, sizeof(*g));
     if (!g || !(g->profiles = calloc(n, sizeof(*g->profiles)))) {
-        fail(errbuf, errlen, "grants: out of memory");
+        fail(err, PL_REASON_INTERNAL, "grants: out of memory");
         goto out;
     }
     json_object_foreach(profiles, key, v) {
-        struct pctx c = {errbuf, errlen, key, env, userdata};
+        struct pctx c = {err, bad, key, env, userdata};
         struct pl_grant_profile *p = &g->profiles[g->n++];
         if (parse_profile(&c, v, p) < 0)
             goto out;
@@ -1013,22 +950,25 @@ out:
 }
 
 int pl_grants_load_file(const char *path, pl_grants_env_fn env, void *userdata,
-                        struct pl_grants **ret_grants, char *errbuf, size_t errlen) {
+                        struct pl_grants **ret_grants, struct pl_error *err) {
+    const enum pl_reason bad = PL_REASON_INVALID_REQUEST;
     if (!path || !*path)
-        return fail(errbuf, errlen, "PLIMSOLL_GRANTS_FILE: no path");
+        return fail(err, bad, "PLIMSOLL_GRANTS_FILE: no path");
     char *buf = NULL;
     size_t len = 0;
-    int r = read_bounded(path, PL_GRANTS_MAX_FILE, &buf, &len);
-    if (r == READ_TOO_BIG)
-        return fail(errbuf, errlen, "PLIMSOLL_GRANTS_FILE: %.1024s is larger than %u bytes", path,
-                    PL_GRANTS_MAX_FILE);
+    int r = pl_file_read(path, PL_GRANTS_MAX_FILE, &buf, &len);
+    if (r < 0) {
+        if (r == -EFBIG)
+            fail(err, bad, "PLIMSOLL_GRANTS_FILE: %.1024s is larger than %u bytes", path,
+                 PL_GRANTS_MAX_FILE);
+        else
+            fail(err, bad, "PLIMSOLL_GRANTS_FILE: %.1024s %s", path, pl_file_problem(r));
+        return keep_errno(err, r);
+    }
+    r = pl_grants_parse(buf, len, env, userdata, ret_grants, err);
+    pl_file_free(buf, len);
     if (r < 0)
-        return fail(errbuf, errlen, "PLIMSOLL_GRANTS_FILE: %.1024s %s", path, read_problem(r));
-    char msg[1024] = "";
-    r = pl_grants_parse(buf, len, env, userdata, ret_grants, msg, sizeof(msg));
-    free(buf);
-    if (r < 0)
-        return fail(errbuf, errlen, "PLIMSOLL_GRANTS_FILE: %s", msg);
+        return pl_error_wrap(err, "PLIMSOLL_GRANTS_FILE: ");
     return 0;
 }
 
@@ -1100,11 +1040,10 @@ static char *join_prefix(const char *prefix, const char *value) {
 }
 
 int pl_grant_credential(const struct pl_grant_profile *p, pl_grants_env_fn env, void *userdata,
-                        const char *principal, time_t now, char **ret_value, char *errbuf,
-                        size_t errlen) {
+                        const char *principal, time_t now, char **ret_value, struct pl_error *err) {
     if (!p || !ret_value)
-        return fail(errbuf, errlen, "grants: no profile");
-    struct pctx c = {errbuf, errlen, p->name, env, userdata};
+        return fail(err, PL_REASON_INTERNAL, "grants: no profile");
+    struct pctx c = {err, PL_REASON_INTERNAL, p->name, env, userdata};
     if (!pl_grant_caller_allowed(p, principal))
         return perr(&c, "the caller is not in allowed_callers");
     if (p->kind == PL_CRED_SHARED_TOKEN) {
@@ -1119,7 +1058,7 @@ int pl_grant_credential(const struct pl_grant_profile *p, pl_grants_env_fn env, 
         return 0;
     }
     char *jwt = NULL;
-    if (pl_jwt_mint(p, principal, now, &jwt, errbuf, errlen) < 0)
+    if (pl_jwt_mint(p, principal, now, &jwt, err) < 0)
         return -1;
     char *out = join_prefix(p->prefix, jwt);
     OPENSSL_cleanse(jwt, strlen(jwt));

@@ -108,6 +108,8 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "../core/errors.h"
+
 #define PL_GRANTS_MAX_FILE (1u << 20)     /* bytes in PLIMSOLL_GRANTS_FILE */
 #define PL_GRANTS_MAX_PROFILES 256u       /* profiles in one file */
 #define PL_GRANT_NAME_MAX 64u             /* bytes in a profile name */
@@ -122,6 +124,7 @@
 #define PL_GRANT_HMAC_KEY_MIN 32u         /* bytes in an HS256 key */
 #define PL_GRANT_HMAC_KEY_MAX 4096u       /* bytes in an HS256 key */
 #define PL_GRANT_KEY_FILE_MAX (64u << 10) /* bytes in a PEM key file */
+#define PL_GRANT_CA_FILE_MAX (1u << 20)   /* bytes in a ca_file */
 #define PL_GRANT_TTL_MAX 3600u            /* jwt ttl_seconds */
 #define PL_GRANT_BODY_MAX (64u << 20)     /* max_request/response_bytes */
 #define PL_GRANT_MAX_CALLS_MAX 10000u     /* limits.max_calls */
@@ -183,18 +186,22 @@ struct pl_grants {
  * Parse and validate a grants file's text (rules above).  env is asked for
  * shared_token "env" variables (presence and shape only; the value is read
  * again by pl_grant_credential) and for HS256 "key_env" (copied into the
- * profile).  Returns 0 and sets *ret_grants, or < 0 with errbuf holding one
- * printable line; a profile's error names the profile.
+ * profile).  Returns 0 and sets *ret_grants, or -1 with err (may be NULL)
+ * holding INVALID_REQUEST (INTERNAL when out of memory) and one printable
+ * line; a profile's error names the profile.
  */
 int pl_grants_parse(const char *json, size_t len, pl_grants_env_fn env, void *userdata,
-                    struct pl_grants **ret_grants, char *errbuf, size_t errlen);
+                    struct pl_grants **ret_grants, struct pl_error *err);
 
 /*
- * Read a grants file (a regular file of at most PL_GRANTS_MAX_FILE bytes)
- * and parse it.  Every message starts with "PLIMSOLL_GRANTS_FILE: ".
+ * Read a grants file (pl_file_read: a regular file of at most
+ * PL_GRANTS_MAX_FILE bytes) and parse it.  Every message starts with
+ * "PLIMSOLL_GRANTS_FILE: "; when the file cannot be read, err->errnum holds
+ * the reason.  The key_file and ca_file a profile names are read the same
+ * way.
  */
 int pl_grants_load_file(const char *path, pl_grants_env_fn env, void *userdata,
-                        struct pl_grants **ret_grants, char *errbuf, size_t errlen);
+                        struct pl_grants **ret_grants, struct pl_error *err);
 
 /* Free grants (NULL-safe), wiping key material with OPENSSL_cleanse. */
 void pl_grants_free(struct pl_grants *g);
@@ -226,8 +233,8 @@ bool pl_grant_route_allows(const struct pl_grant_profile *p, const char *method,
  * variable's current value; for jwt, prefix + a freshly minted JWT (see
  * jwt.h) whose "sub" is principal.  principal must be in allowed_callers.
  * *ret_value is malloc'd; the caller wipes it (OPENSSL_cleanse) and frees it.
- * now is the wall clock.  Messages never hold the credential.
+ * now is the wall clock.  Returns 0, or -1 with err (may be NULL) holding
+ * INTERNAL and a message that names the profile and never the credential.
  */
 int pl_grant_credential(const struct pl_grant_profile *p, pl_grants_env_fn env, void *userdata,
-                        const char *principal, time_t now, char **ret_value, char *errbuf,
-                        size_t errlen);
+                        const char *principal, time_t now, char **ret_value, struct pl_error *err);

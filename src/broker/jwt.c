@@ -12,31 +12,22 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../core/ids.h"
 
 /* 9999-12-31T23:59:59Z: later clocks are refused rather than overflowed. */
 #define JWT_MAX_TIME 253402300799LL
 
-__attribute__((format(printf, 4, 5))) static int
-jwt_fail(char *errbuf, size_t errlen, const struct pl_grant_profile *p, const char *fmt, ...) {
-    if (!errbuf || errlen == 0)
+/* INTERNAL, "grant profile \"NAME\": jwt: " and what failed, one printable line.  -1. */
+static int jwt_fail(struct pl_error *err, const struct pl_grant_profile *p, const char *what) {
+    if (!err)
         return -1;
-    int n =
-        snprintf(errbuf, errlen, "grant profile \"%.64s\": jwt: ", p && p->name ? p->name : "?");
-    if (n < 0)
-        n = 0;
-    if ((size_t)n < errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(errbuf + n, errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    for (char *s = errbuf; *s; s++)
+    pl_error_set(err, PL_REASON_INTERNAL, "%s", what);
+    pl_error_wrap(err, "grant profile \"%.64s\": jwt: ", p && p->name ? p->name : "?");
+    for (char *s = err->message; *s; s++)
         if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
             *s = '?';
     return -1;
@@ -194,22 +185,19 @@ out:
 }
 
 int pl_jwt_mint(const struct pl_grant_profile *p, const char *principal, time_t now, char **ret_jwt,
-                char *errbuf, size_t errlen) {
+                struct pl_error *err) {
     if (!p || p->kind != PL_CRED_JWT || !alg_name(p->alg) || !p->issuer || !p->audience)
-        return jwt_fail(errbuf, errlen, p, "the profile's credential is not a JWT");
+        return jwt_fail(err, p, "the profile's credential is not a JWT");
     if (!principal || !*principal)
-        return jwt_fail(errbuf, errlen, p, "no principal");
+        return jwt_fail(err, p, "no principal");
     if (now < 0 || (long long)now > JWT_MAX_TIME)
-        return jwt_fail(errbuf, errlen, p, "the clock is out of range");
+        return jwt_fail(err, p, "the clock is out of range");
 
-    unsigned char rnd[PL_JWT_JTI_HEX / 2];
     char jti[PL_JWT_JTI_HEX + 1];
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+    if (pl_random_hex(jti, sizeof(jti), PL_JWT_JTI_HEX / 2) < 0) {
         ERR_clear_error();
-        return jwt_fail(errbuf, errlen, p, "no random bytes for jti");
+        return jwt_fail(err, p, "no random bytes for jti");
     }
-    for (size_t i = 0; i < sizeof(rnd); i++)
-        snprintf(jti + 2 * i, 3, "%02x", rnd[i]);
 
     const char *problem = "out of memory";
     char *hj = header_json(p);
@@ -221,13 +209,13 @@ int pl_jwt_mint(const struct pl_grant_profile *p, const char *principal, time_t 
     size_t siglen = 0;
     int r = -1;
     if (!hb || !cb) {
-        jwt_fail(errbuf, errlen, p, "%s", problem);
+        jwt_fail(err, p, problem);
         goto done;
     }
     size_t hl = strlen(hb), cl = strlen(cb);
     input = malloc(hl + 1 + cl + 1);
     if (!input) {
-        jwt_fail(errbuf, errlen, p, "out of memory");
+        jwt_fail(err, p, "out of memory");
         goto done;
     }
     memcpy(input, hb, hl);
@@ -235,13 +223,13 @@ int pl_jwt_mint(const struct pl_grant_profile *p, const char *principal, time_t 
     memcpy(input + hl + 1, cb, cl + 1);
     if (sign(p, input, hl + 1 + cl, &sig, &siglen) < 0) {
         ERR_clear_error();
-        jwt_fail(errbuf, errlen, p, "signing failed");
+        jwt_fail(err, p, "signing failed");
         goto done;
     }
     size_t il = hl + 1 + cl;
     out = malloc(il + 1 + pl_b64url_len(siglen) + 1);
     if (!out) {
-        jwt_fail(errbuf, errlen, p, "out of memory");
+        jwt_fail(err, p, "out of memory");
         goto done;
     }
     memcpy(out, input, il);

@@ -29,7 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/rand.h>
+#include <openssl/crypto.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +41,7 @@
 #include "../../include/plimsoll.h"
 #include "../core/buf.h"
 #include "../core/canon.h"
+#include "../core/ids.h"
 #include "../core/tier.h"
 
 enum {
@@ -311,7 +312,7 @@ static int cmd_keygen(int argc, char **argv) {
         return EXIT_USAGE;
     }
     unsigned char rnd[32];
-    if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+    if (pl_random_bytes(rnd, sizeof(rnd)) < 0) {
         fprintf(stderr, "plimsoll: no randomness available\n");
         return EXIT_INFRA;
     }

@@ -12,7 +12,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "clock.h"
 
 #define BUCKETS 256u
 
@@ -35,11 +36,10 @@ struct pl_admission {
     struct caller *table[BUCKETS];
 };
 
+/* The default clock: the daemon's (clock.h). */
 static uint64_t monotonic_ns(void *ud) {
     (void)ud;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return pl_now_ns();
 }
 
 static unsigned hash(const char *s) {
@@ -60,12 +60,12 @@ int pl_admission_new(const struct pl_admission_limits *limits, pl_clock_fn clock
     a->limits = *limits;
     a->clock = clock ? clock : monotonic_ns;
     a->clock_ud = ud;
+    int r = pl_cond_init_monotonic(&a->idle);
+    if (r < 0) {
+        free(a);
+        return r;
+    }
     pthread_mutex_init(&a->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->idle, &ca);
-    pthread_condattr_destroy(&ca);
     *ret_admission = a;
     return 0;
 }
@@ -174,14 +174,7 @@ void pl_admission_close(struct pl_admission *a) {
 }
 
 unsigned pl_admission_wait_idle(struct pl_admission *a, unsigned timeout_ms) {
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = pl_timespec_of(pl_deadline_in_ms(timeout_ms));
     pthread_mutex_lock(&a->lock);
     while (a->in_flight > 0) {
         if (pthread_cond_timedwait(&a->idle, &a->lock, &deadline) == ETIMEDOUT)

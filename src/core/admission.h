@@ -17,7 +17,7 @@
 
 #include "errors.h"
 
-/* Monotonic nanoseconds. */
+/* Nanoseconds on a monotonic clock (the daemon's is pl_now_ns, clock.h). */
 typedef uint64_t (*pl_clock_fn)(void *userdata);
 
 struct pl_admission_limits {
@@ -29,7 +29,7 @@ struct pl_admission_limits {
 
 struct pl_admission;
 
-/* clock may be NULL for CLOCK_MONOTONIC. */
+/* clock may be NULL for pl_now_ns.  0, -EINVAL (a zero limit) or -ENOMEM. */
 int pl_admission_new(const struct pl_admission_limits *limits, pl_clock_fn clock, void *userdata,
                      struct pl_admission **ret_admission);
 void pl_admission_free(struct pl_admission *adm);
@@ -48,5 +48,6 @@ unsigned pl_admission_in_flight(struct pl_admission *adm);
 /* Refuse every later acquire with SHUTTING_DOWN. */
 void pl_admission_close(struct pl_admission *adm);
 
-/* Wait until no run is in flight or timeout_ms passes; returns in-flight count left. */
+/* Wait until no run is in flight or timeout_ms passes (on pl_now_ns's clock,
+ * whatever clock the admission was given); returns in-flight count left. */
 unsigned pl_admission_wait_idle(struct pl_admission *adm, unsigned timeout_ms);

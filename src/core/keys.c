@@ -4,17 +4,16 @@
 #include "keys.h"
 
 #include <ctype.h>
-#include <fcntl.h>
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "canon.h"
+#include "fileread.h"
 
 struct pl_key_entry {
     char principal[PL_PRINCIPAL_MAX + 1];
@@ -148,33 +147,34 @@ fail:
 }
 
 int pl_keys_load(const char *path, struct pl_keys **ret_keys, struct pl_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: cannot open %s",
-                            path);
-    char *buf = malloc(PL_KEYS_MAX_FILE + 1);
-    if (!buf) {
-        close(fd);
-        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    }
+    char *buf = NULL;
     size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, PL_KEYS_MAX_FILE + 1 - len);
-        if (n < 0) {
-            free(buf);
-            close(fd);
-            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                                "PLIMSOLL_KEYS_FILE: cannot read %s", path);
+    int rc = pl_file_read(path, PL_KEYS_MAX_FILE, &buf, &len);
+    if (rc < 0) {
+        switch (rc) {
+        case -EFBIG:
+            pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: larger than %u bytes",
+                         PL_KEYS_MAX_FILE);
+            break;
+        case -EINVAL:
+            pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                         "PLIMSOLL_KEYS_FILE: %s is not a regular file", path);
+            break;
+        case -ENOMEM: pl_error_set(err, PL_REASON_INTERNAL, "out of memory"); break;
+        case -EIO:
+            pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: cannot read %s",
+                         path);
+            break;
+        default:
+            pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: cannot open %s",
+                         path);
         }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > PL_KEYS_MAX_FILE)
-            break;
+        if (err)
+            err->errnum = -rc; /* the message stays as it was; the errno is kept */
+        return -1;
     }
-    close(fd);
     int r = pl_keys_parse(buf, len, ret_keys, err);
-    free(buf);
+    pl_file_free(buf, len);
     return r;
 }
 

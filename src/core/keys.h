@@ -22,7 +22,11 @@ struct pl_keys;
 /* Parse a keys file's text.  err names the line at fault. */
 int pl_keys_parse(const char *text, size_t len, struct pl_keys **ret_keys, struct pl_error *err);
 
-/* Read and parse a keys file (bounded by PL_KEYS_MAX_FILE). */
+/*
+ * Read (pl_file_read: a regular file of at most PL_KEYS_MAX_FILE bytes,
+ * wiped after parsing) and parse a keys file.  Every message names
+ * PLIMSOLL_KEYS_FILE; when the file cannot be read, err->errnum says why.
+ */
 int pl_keys_load(const char *path, struct pl_keys **ret_keys, struct pl_error *err);
 
 void pl_keys_free(struct pl_keys *keys);

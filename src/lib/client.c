@@ -11,9 +11,7 @@
  * else PLIMSOLL_E_PROTOCOL.
  */
 #include <curl/curl.h>
-#include <errno.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +22,8 @@
 
 #include "../core/buf.h"
 #include "../core/canon.h"
+#include "../core/clock.h"
+#include "../core/ids.h"
 #include "../core/tier.h"
 #include "lib.h"
 
@@ -205,12 +205,6 @@ static int deadline_fail(struct plimsoll_error *err, const char *method, long ti
         err->dispatched = true;
     }
     return -1;
-}
-
-static long elapsed_ms(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
 enum kind { K_STRING, K_BOOL, K_INT32, K_UINT32, K_MESSAGE, K_ANY };
@@ -744,27 +738,24 @@ static void backoff(const struct plimsoll_retry *r, int n) {
     if (d > r->cap_ms)
         d = r->cap_ms;
     unsigned int rnd = 0;
-    if (RAND_bytes((unsigned char *)&rnd, sizeof(rnd)) != 1)
+    if (pl_random_bytes(&rnd, sizeof(rnd)) < 0)
         rnd = (unsigned int)time(NULL);
     long ms = d / 2 + (long)(rnd % (unsigned long)(d / 2 + 1));
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
+    pl_sleep_ns(PL_MS(ms));
 }
 
 /* One exchange and its decoding under one deadline: *ret is the 200
  * answer, an object whose known members have their types. */
 static int attempt(plimsoll_client *c, const char *method, const char *body, json_t **ret,
                    struct plimsoll_error *err) {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t deadline = pl_deadline_in_ms((uint64_t)c->timeout_ms);
     struct pl_buf answer = {0};
     long status = 0;
     char *ctype = NULL;
     int r = post(c, method, body, &status, &ctype, &answer, err);
     if (r == 0 && status != 200) {
         refusal(c, method, status, &answer, err);
-        if (elapsed_ms(&t0) > c->timeout_ms)
+        if (pl_now_ns() > deadline)
             deadline_fail(err, method, c->timeout_ms, "still decoding the error");
         r = -1;
     } else if (r == 0 && !media_type_is_json(ctype)) {
@@ -773,7 +764,7 @@ static int attempt(plimsoll_client *c, const char *method, const char *body, jso
     } else if (r == 0) {
         char why[256];
         json_t *j = parse_answer(&answer, response_shape(method), method, why, sizeof(why));
-        if (elapsed_ms(&t0) > c->timeout_ms) {
+        if (pl_now_ns() > deadline) {
             json_decref(j);
             r = deadline_fail(err, method, c->timeout_ms, "still decoding the answer");
         } else if (!j) {

@@ -18,6 +18,7 @@
 
 #include "../../src/broker/broker_http.h"
 #include "../../src/broker/broker_sock.h"
+#include "../../src/core/clock.h"
 
 /* ---- parser ------------------------------------------------------------- */
 
@@ -426,10 +427,10 @@ static void server_start(struct server *sv, unsigned idle_ms, unsigned max_conn)
         .done = echo_done,
         .userdata = &sv->echo,
     };
-    char err[256] = "";
-    int r = pl_broker_sock_start(&o, &sv->sock, err, sizeof(err));
+    struct pl_error err = {0};
+    int r = pl_broker_sock_start(&o, &sv->sock, &err);
     if (r < 0)
-        fail_msg("start: %s", err);
+        fail_msg("start: %s", err.message);
 }
 
 static void server_stop(struct server *sv) {
@@ -449,9 +450,7 @@ static int connect_to(const char *path) {
 }
 
 static uint64_t ms_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return pl_now_ns() / PL_MS(1);
 }
 
 /* Read until EOF (or 5 s); returns the bytes read, NUL-terminated in out. */
@@ -645,37 +644,69 @@ static void test_sock_start_errors(void **state) {
     (void)state;
     char parent[] = "/tmp/pl-broker-test.XXXXXX";
     assert_non_null(mkdtemp(parent));
-    char err[256];
+    struct pl_error err = {0};
     struct pl_broker_sock *s = NULL;
     struct pl_broker_sock_opts o = {
         .dir = parent, .sock_name = "broker.sock", .handler = echo_handler};
-    assert_int_equal(pl_broker_sock_start(&o, &s, err, sizeof(err)), -EEXIST);
-    assert_non_null(strstr(err, "mkdir"));
+    assert_int_equal(pl_broker_sock_start(&o, &s, &err), -EEXIST);
+    char want[256];
+    snprintf(want, sizeof(want), "broker socket: mkdir %s: %s", parent, strerror(EEXIST));
+    assert_string_equal(err.message, want);
+    assert_int_equal(err.errnum, EEXIST);
+    assert_int_equal(err.reason, PL_REASON_INTERNAL);
     char missing[128];
     snprintf(missing, sizeof(missing), "%s/no/such", parent);
     o.dir = missing;
-    assert_int_equal(pl_broker_sock_start(&o, &s, err, sizeof(err)), -ENOENT);
+    assert_int_equal(pl_broker_sock_start(&o, &s, &err), -ENOENT);
+    assert_int_equal(err.errnum, ENOENT);
     char dir[128];
     snprintf(dir, sizeof(dir), "%s/run", parent);
     o.dir = dir;
     o.sock_name = "../x";
-    assert_int_equal(pl_broker_sock_start(&o, &s, err, sizeof(err)), -EINVAL);
+    assert_int_equal(pl_broker_sock_start(&o, &s, &err), -EINVAL);
+    assert_string_equal(err.message, "broker socket: sock_name must be one path component");
+    assert_int_equal(err.errnum, EINVAL);
     o.sock_name = "broker.sock";
     o.limits.max_body_bytes = (size_t)PL_HTTP_CAP_MAX_BODY_BYTES + 1;
-    assert_int_equal(pl_broker_sock_start(&o, &s, err, sizeof(err)), -EINVAL);
+    assert_int_equal(pl_broker_sock_start(&o, &s, &err), -EINVAL);
     o.limits.max_body_bytes = 0;
     o.handler = NULL;
-    assert_int_equal(pl_broker_sock_start(&o, &s, err, sizeof(err)), -EINVAL);
+    assert_int_equal(pl_broker_sock_start(&o, &s, NULL), -EINVAL); /* err may be NULL */
     o.handler = echo_handler;
     char longdir[200];
     memset(longdir, 'd', sizeof(longdir) - 1);
     longdir[sizeof(longdir) - 1] = '\0';
     o.sock_name = longdir;
-    assert_int_equal(pl_broker_sock_start(&o, &s, err, sizeof(err)), -ENAMETOOLONG);
+    assert_int_equal(pl_broker_sock_start(&o, &s, &err), -ENAMETOOLONG);
     assert_null(s);
     struct stat st;
     assert_int_equal(stat(dir, &st), -1); /* nothing left behind */
     pl_broker_sock_stop(NULL);
+    assert_int_equal(rmdir(parent), 0);
+}
+
+/* The four-argument form the docker provider's canary still calls: the same
+ * server, the same message, copied into a caller's buffer (cut to fit). */
+static void test_sock_start_errbuf_form(void **state) {
+    (void)state;
+    char parent[] = "/tmp/pl-broker-test.XXXXXX";
+    assert_non_null(mkdtemp(parent));
+    char msg[256] = "", small[16], want[256];
+    struct pl_broker_sock *s = NULL;
+    struct pl_broker_sock_opts o = {
+        .dir = parent, .sock_name = "broker.sock", .handler = echo_handler};
+    assert_int_equal(pl_broker_sock_start(&o, &s, msg, sizeof(msg)), -EEXIST);
+    snprintf(want, sizeof(want), "broker socket: mkdir %s: %s", parent, strerror(EEXIST));
+    assert_string_equal(msg, want);
+    assert_int_equal(pl_broker_sock_start(&o, &s, small, sizeof(small)), -EEXIST);
+    assert_string_equal(small, "broker socket: ");
+    assert_int_equal(pl_broker_sock_start(&o, &s, NULL, 0), -EEXIST);
+    char dir[128];
+    snprintf(dir, sizeof(dir), "%s/run", parent);
+    o.dir = dir;
+    assert_int_equal(pl_broker_sock_start(&o, &s, msg, sizeof(msg)), 0);
+    assert_non_null(s);
+    pl_broker_sock_stop(s);
     assert_int_equal(rmdir(parent), 0);
 }
 
@@ -799,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_sock_max_connections),
         cmocka_unit_test(test_sock_stop_while_connected),
         cmocka_unit_test(test_sock_start_errors),
+        cmocka_unit_test(test_sock_start_errbuf_form),
         cmocka_unit_test(test_sock_python_client),
         cmocka_unit_test(test_sock_node_client),
         cmocka_unit_test(test_sock_curl_client),

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../src/broker/grants.h"
@@ -99,16 +101,17 @@ static int teardown_keys(void **state) {
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int parse(const char *json, struct pl_grants **g, char *err, size_t errlen) {
-    err[0] = '\0';
-    return pl_grants_parse(json, strlen(json), env_fn, NULL, g, err, errlen);
+static int parse(const char *json, struct pl_grants **g, struct pl_error *err) {
+    *err = (struct pl_error){0};
+    return pl_grants_parse(json, strlen(json), env_fn, NULL, g, err);
 }
 
 /* A parse that must fail with both needles in one printable line. */
 static void expect_error(const char *json, const char *needle1, const char *needle2) {
     struct pl_grants *g = NULL;
-    char err[512];
-    int r = parse(json, &g, err, sizeof(err));
+    struct pl_error e;
+    int r = parse(json, &g, &e);
+    const char *err = e.message;
     if (r == 0 || !strstr(err, needle1) || (needle2 && !strstr(err, needle2)))
         print_error("json: %s\nmessage: %s\nwanted: %s / %s\n", json, err, needle1,
                     needle2 ? needle2 : "");
@@ -120,6 +123,7 @@ static void expect_error(const char *json, const char *needle1, const char *need
     assert_null(strstr(err, TOKEN_VALUE));
     assert_null(strstr(err, "XYZZY"));
     assert_null(strchr(err, '\n'));
+    assert_int_equal(e.reason, PL_REASON_INVALID_REQUEST);
 }
 
 #define P_URL "\"base_url\":\"http://127.0.0.1:8080/api\""
@@ -174,10 +178,10 @@ static char *valid_file(void) {
 
 static struct pl_grants *load_valid(void) {
     struct pl_grants *g = NULL;
-    char err[512];
-    int r = parse(valid_file(), &g, err, sizeof(err));
+    struct pl_error e;
+    int r = parse(valid_file(), &g, &e);
     if (r != 0)
-        print_error("%s\n", err);
+        print_error("%s\n", e.message);
     assert_int_equal(r, 0);
     return g;
 }
@@ -286,10 +290,9 @@ static void test_top_level_errors(void **state) {
     free(big);
 
     struct pl_grants *g = NULL;
-    char err[256];
-    assert_int_equal(
-        pl_grants_parse("{}", PL_GRANTS_MAX_FILE + 1, env_fn, NULL, &g, err, sizeof(err)), -1);
-    assert_non_null(strstr(err, "larger than"));
+    struct pl_error e = {0};
+    assert_int_equal(pl_grants_parse("{}", PL_GRANTS_MAX_FILE + 1, env_fn, NULL, &g, &e), -1);
+    assert_non_null(strstr(e.message, "larger than"));
 }
 
 static void test_profile_field_errors(void **state) {
@@ -863,14 +866,14 @@ static void test_shared_token_credential(void **state) {
     struct pl_grants *g = load_valid();
     const struct pl_grant_profile *p = pl_grants_find(g, "items-read");
     char *v = NULL;
-    char err[256];
-    assert_int_equal(pl_grant_credential(p, env_fn, NULL, "alice", 1000, &v, err, sizeof(err)), 0);
+    struct pl_error e = {0};
+    const char *err = e.message;
+    assert_int_equal(pl_grant_credential(p, env_fn, NULL, "alice", 1000, &v, &e), 0);
     assert_string_equal(v, "Bearer " TOKEN_VALUE);
     free(v);
     v = NULL;
     /* not an allowed caller */
-    assert_int_equal(pl_grant_credential(p, env_fn, NULL, "mallory", 1000, &v, err, sizeof(err)),
-                     -1);
+    assert_int_equal(pl_grant_credential(p, env_fn, NULL, "mallory", 1000, &v, &e), -1);
     assert_null(v);
     assert_non_null(strstr(err, "grant profile \"items-read\": "));
     assert_non_null(strstr(err, "not in allowed_callers"));
@@ -888,12 +891,12 @@ static void test_token_never_in_messages(void **state) {
     struct pl_grants *g = load_valid();
     const struct pl_grant_profile *p = pl_grants_find(g, "items-read");
     char *v = NULL;
-    char err[256];
-    assert_int_equal(pl_grant_credential(p, later_env, NULL, "alice", 1, &v, err, sizeof(err)), -1);
+    struct pl_error e = {0};
+    const char *err = e.message;
+    assert_int_equal(pl_grant_credential(p, later_env, NULL, "alice", 1, &v, &e), -1);
     assert_non_null(strstr(err, "environment variable TOK is unset or empty"));
-    assert_int_equal(pl_grant_credential(p, later_env, TOKEN_VALUE "\r\nX-Evil: 1", "alice", 1, &v,
-                                         err, sizeof(err)),
-                     -1);
+    assert_int_equal(
+        pl_grant_credential(p, later_env, TOKEN_VALUE "\r\nX-Evil: 1", "alice", 1, &v, &e), -1);
     assert_non_null(strstr(err, "grant profile \"items-read\": "));
     assert_non_null(strstr(err, "TOK holds a space, control or non-ASCII byte"));
     assert_null(strstr(err, TOKEN_VALUE));
@@ -947,13 +950,13 @@ static void mint_and_check(const char *profile, const char *principal, EVP_PKEY 
     assert_non_null(p);
     const time_t now = 1700000000;
     char *v1 = NULL, *v2 = NULL;
-    char err[256];
-    int r = pl_grant_credential(p, env_fn, NULL, principal, now, &v1, err, sizeof(err));
+    struct pl_error e = {0};
+    const char *err = e.message;
+    int r = pl_grant_credential(p, env_fn, NULL, principal, now, &v1, &e);
     if (r != 0)
         print_error("%s\n", err);
     assert_int_equal(r, 0);
-    assert_int_equal(pl_grant_credential(p, env_fn, NULL, principal, now, &v2, err, sizeof(err)),
-                     0);
+    assert_int_equal(pl_grant_credential(p, env_fn, NULL, principal, now, &v2, &e), 0);
     assert_int_equal(strncmp(v1, prefix, strlen(prefix)), 0);
 
     struct jwt_parts a = {0}, b = {0};
@@ -1002,15 +1005,15 @@ static void test_jwt_refusals(void **state) {
     (void)state;
     struct pl_grants *g = load_valid();
     char *v = NULL;
-    char err[256];
+    struct pl_error e = {0};
+    const char *err = e.message;
     const struct pl_grant_profile *p = pl_grants_find(g, "items-jwt");
-    assert_int_equal(pl_jwt_mint(p, "alice", -1, &v, err, sizeof(err)), -1);
+    assert_int_equal(pl_jwt_mint(p, "alice", -1, &v, &e), -1);
     assert_non_null(strstr(err, "grant profile \"items-jwt\": jwt: the clock is out of range"));
-    assert_int_equal(pl_jwt_mint(p, "", 1, &v, err, sizeof(err)), -1);
-    assert_int_equal(pl_jwt_mint(p, "\xff", 1, &v, err, sizeof(err)), -1);
+    assert_int_equal(pl_jwt_mint(p, "", 1, &v, &e), -1);
+    assert_int_equal(pl_jwt_mint(p, "\xff", 1, &v, &e), -1);
     assert_non_null(strstr(err, "not valid UTF-8"));
-    assert_int_equal(pl_jwt_mint(pl_grants_find(g, "items-read"), "alice", 1, &v, err, sizeof(err)),
-                     -1);
+    assert_int_equal(pl_jwt_mint(pl_grants_find(g, "items-read"), "alice", 1, &v, &e), -1);
     assert_non_null(strstr(err, "not a JWT"));
     assert_null(v);
     assert_null(strstr(err, HMAC_KEY));
@@ -1037,12 +1040,13 @@ static void test_b64url(void **state) {
 
 static void test_load_file(void **state) {
     (void)state;
-    char path[160], err[512];
+    char path[160];
+    struct pl_error e = {0};
+    const char *err = e.message;
     struct pl_grants *g = NULL;
-    assert_int_equal(
-        pl_grants_load_file("/nonexistent/grants.json", env_fn, NULL, &g, err, sizeof(err)), -1);
+    assert_int_equal(pl_grants_load_file("/nonexistent/grants.json", env_fn, NULL, &g, &e), -1);
     assert_non_null(strstr(err, "PLIMSOLL_GRANTS_FILE: /nonexistent/grants.json cannot be opened"));
-    assert_int_equal(pl_grants_load_file(dir, env_fn, NULL, &g, err, sizeof(err)), -1);
+    assert_int_equal(pl_grants_load_file(dir, env_fn, NULL, &g, &e), -1);
     assert_int_equal(strncmp(err, "PLIMSOLL_GRANTS_FILE: ", 22), 0);
 
     snprintf(path, sizeof(path), "%s/grants.json", dir);
@@ -1050,7 +1054,7 @@ static void test_load_file(void **state) {
     assert_non_null(f);
     fputs(valid_file(), f);
     fclose(f);
-    assert_int_equal(pl_grants_load_file(path, env_fn, NULL, &g, err, sizeof(err)), 0);
+    assert_int_equal(pl_grants_load_file(path, env_fn, NULL, &g, &e), 0);
     assert_int_equal(g->n, 4);
     pl_grants_free(g);
     g = NULL;
@@ -1058,7 +1062,7 @@ static void test_load_file(void **state) {
     f = fopen(path, "w");
     fputs("{\"profiles\":{\"billing\":{\"routes\":[]}}}", f);
     fclose(f);
-    assert_int_equal(pl_grants_load_file(path, env_fn, NULL, &g, err, sizeof(err)), -1);
+    assert_int_equal(pl_grants_load_file(path, env_fn, NULL, &g, &e), -1);
     assert_string_equal(err, "PLIMSOLL_GRANTS_FILE: grant profile \"billing\": base_url is "
                              "required");
 
@@ -1067,22 +1071,64 @@ static void test_load_file(void **state) {
     for (size_t i = 0; i < PL_GRANTS_MAX_FILE; i++)
         fputc(' ', f);
     fclose(f);
-    assert_int_equal(pl_grants_load_file(path, env_fn, NULL, &g, err, sizeof(err)), -1);
+    assert_int_equal(pl_grants_load_file(path, env_fn, NULL, &g, &e), -1);
     assert_non_null(strstr(err, "PLIMSOLL_GRANTS_FILE: "));
     assert_non_null(strstr(err, "is larger than 1048576 bytes"));
     assert_null(g);
     unlink(path);
 }
 
-/* A tiny errbuf still ends up NUL-terminated. */
-static void test_small_errbuf(void **state) {
+/* The error object: NULL is accepted, the reason says who is at fault, the
+ * errno of a file that cannot be read is kept, and every file the grants
+ * name is read strictly: a FIFO is refused at once, never waited on. */
+static void test_error_object(void **state) {
     (void)state;
     struct pl_grants *g = NULL;
-    char err[8];
-    memset(err, 'x', sizeof(err));
-    assert_int_equal(pl_grants_parse("[]", 2, env_fn, NULL, &g, err, sizeof(err)), -1);
-    assert_int_equal(strlen(err), 7);
-    assert_int_equal(pl_grants_parse("[]", 2, env_fn, NULL, &g, NULL, 0), -1);
+    assert_int_equal(pl_grants_parse("[]", 2, env_fn, NULL, &g, NULL), -1);
+    assert_null(g);
+
+    struct pl_error e = {0};
+    assert_int_equal(pl_grants_load_file("/nonexistent/grants.json", env_fn, NULL, &g, &e), -1);
+    assert_string_equal(e.message,
+                        "PLIMSOLL_GRANTS_FILE: /nonexistent/grants.json cannot be opened");
+    assert_int_equal(e.errnum, ENOENT);
+    assert_int_equal(e.reason, PL_REASON_INVALID_REQUEST);
+
+    char fifo[160], body[1024];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    e = (struct pl_error){0};
+    assert_int_equal(pl_grants_load_file(fifo, env_fn, NULL, &g, &e), -1);
+    assert_non_null(strstr(e.message, "PLIMSOLL_GRANTS_FILE: "));
+    assert_non_null(strstr(e.message, "is not a regular file"));
+    assert_int_equal(e.errnum, EINVAL);
+    snprintf(body, sizeof(body),
+             P_URL "," P_ROUTES "," P_CALLERS
+                   ",\"credential\":{\"kind\":\"jwt\",\"alg\":\"RS256\",\"key_file\":\"%s\","
+                   "\"issuer\":\"i\",\"audience\":\"a\"}",
+             fifo);
+    expect_profile_error(body, "is not a regular file");
+    snprintf(body, sizeof(body),
+             "\"base_url\":\"https://127.0.0.1/api\"," P_ROUTES "," P_CALLERS "," P_CRED
+             ",\"ca_file\":\"%s\"",
+             fifo);
+    expect_profile_error(body, "ca_file: ");
+    expect_profile_error(body, "is not a regular file");
+    unlink(fifo);
+
+    /* A run-time failure is INTERNAL and names the profile. */
+    g = load_valid();
+    char *v = NULL;
+    e = (struct pl_error){0};
+    const struct pl_grant_profile *p = pl_grants_find(g, "items-read");
+    assert_int_equal(pl_grant_credential(p, env_fn, NULL, "mallory", 1, &v, &e), -1);
+    assert_int_equal(e.reason, PL_REASON_INTERNAL);
+    assert_int_equal(pl_grant_credential(p, env_fn, NULL, "mallory", 1, &v, NULL), -1);
+    e = (struct pl_error){0};
+    assert_int_equal(pl_jwt_mint(pl_grants_find(g, "items-jwt"), "alice", -1, &v, &e), -1);
+    assert_int_equal(e.reason, PL_REASON_INTERNAL);
+    assert_null(v);
+    pl_grants_free(g);
 }
 
 int main(void) {
@@ -1101,7 +1147,7 @@ int main(void) {
         cmocka_unit_test(test_jwt_refusals),
         cmocka_unit_test(test_b64url),
         cmocka_unit_test(test_load_file),
-        cmocka_unit_test(test_small_errbuf),
+        cmocka_unit_test(test_error_object),
     };
     return cmocka_run_group_tests(tests, setup_keys, teardown_keys);
 }

@@ -4,7 +4,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../src/core/canon.h"
 #include "../../src/core/keys.h"
@@ -111,7 +115,55 @@ static void test_load_missing_file(void **state) {
     struct pl_keys *k = NULL;
     struct pl_error err = {0};
     assert_int_equal(pl_keys_load("/nonexistent/keys", &k, &err), -1);
-    assert_non_null(strstr(err.message, "PLIMSOLL_KEYS_FILE"));
+    assert_string_equal(err.message, "PLIMSOLL_KEYS_FILE: cannot open /nonexistent/keys");
+    assert_int_equal(err.errnum, ENOENT);
+}
+
+/* The keys file is read strictly (pl_file_read): a FIFO is refused at once
+ * instead of hanging startup, so is a directory or a device; a file past
+ * PL_KEYS_MAX_FILE is refused; a regular file loads. */
+static void test_load_regular_files_only(void **state) {
+    (void)state;
+    char dir[] = "/tmp/pl-keys-XXXXXX", path[64], line[128], h[65];
+    assert_non_null(mkdtemp(dir));
+    struct pl_keys *k = NULL;
+    struct pl_error err = {0};
+
+    snprintf(path, sizeof(path), "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(pl_keys_load(path, &k, &err), -1);
+    assert_null(k);
+    snprintf(line, sizeof(line), "PLIMSOLL_KEYS_FILE: %s is not a regular file", path);
+    assert_string_equal(err.message, line);
+    assert_int_equal(err.errnum, EINVAL);
+    unlink(path);
+
+    err = (struct pl_error){0};
+    assert_int_equal(pl_keys_load(dir, &k, &err), -1);
+    assert_non_null(strstr(err.message, "is not a regular file"));
+    err = (struct pl_error){0};
+    assert_int_equal(pl_keys_load("/dev/null", &k, &err), -1);
+    assert_string_equal(err.message, "PLIMSOLL_KEYS_FILE: /dev/null is not a regular file");
+
+    snprintf(path, sizeof(path), "%s/keys", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    pl_sha256_hex("k", 1, h);
+    fprintf(f, "alice %s\n", h);
+    fclose(f);
+    assert_int_equal(pl_keys_load(path, &k, &err), 0);
+    assert_string_equal(pl_keys_authenticate(k, "k", 1), "alice");
+    pl_keys_free(k);
+    k = NULL;
+
+    assert_int_equal(truncate(path, PL_KEYS_MAX_FILE + 1), 0);
+    err = (struct pl_error){0};
+    assert_int_equal(pl_keys_load(path, &k, &err), -1);
+    assert_null(k);
+    snprintf(line, sizeof(line), "PLIMSOLL_KEYS_FILE: larger than %u bytes", PL_KEYS_MAX_FILE);
+    assert_string_equal(err.message, line);
+    unlink(path);
+    assert_int_equal(rmdir(dir), 0);
 }
 
 int main(void) {
@@ -122,6 +174,7 @@ int main(void) {
         cmocka_unit_test(test_principal_length_edge),
         cmocka_unit_test(test_bearer),
         cmocka_unit_test(test_load_missing_file),
+        cmocka_unit_test(test_load_regular_files_only),
     };
     return cmocka_run_group_tests_name("keys", tests, NULL, NULL);
 }
