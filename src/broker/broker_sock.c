@@ -296,8 +296,8 @@ static bool name_ok(const char *n) {
     return n && n[0] && !strchr(n, '/') && strcmp(n, ".") != 0 && strcmp(n, "..") != 0;
 }
 
-int(pl_broker_sock_start)(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
-                          struct pl_error *err) {
+int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
+                         struct pl_error *err) {
     const enum pl_reason internal = PL_REASON_INTERNAL;
     if (!opts || !ret || !opts->handler || !opts->dir || !opts->dir[0]) {
         pl_error_set(err, internal, "broker socket: dir and handler are required");
@@ -420,15 +420,6 @@ fail:
     if (made_dir)
         rmdir(s->dir);
     free(s);
-    return rc;
-}
-
-int pl_broker_sock_start_errbuf(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
-                                char *errbuf, size_t errlen) {
-    struct pl_error err = {0};
-    int rc = (pl_broker_sock_start)(opts, ret, &err);
-    if (rc < 0 && errbuf && errlen)
-        snprintf(errbuf, errlen, "%s", err.message);
     return rc;
 }
 

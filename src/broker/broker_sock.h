@@ -85,20 +85,6 @@ int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broke
                          struct pl_error *err);
 
 /*
- * Transitional, for one caller: the docker provider's startup canary still
- * calls pl_broker_sock_start(opts, ret, errbuf, errlen).  The macro below
- * sends a four-argument call here (err's message copied into errbuf) and a
- * three-argument call to the function above.  Delete both once that caller
- * passes a struct pl_error.
- */
-int pl_broker_sock_start_errbuf(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
-                                char *errbuf, size_t errlen);
-#define PL_BROKER_SOCK_START_FORM(a1, a2, a3, a4, form, ...) form
-#define pl_broker_sock_start(...)                                                                  \
-    PL_BROKER_SOCK_START_FORM(__VA_ARGS__, pl_broker_sock_start_errbuf, pl_broker_sock_start, )    \
-    (__VA_ARGS__)
-
-/*
  * Stop the thread, close the fds, unlink the socket and remove the directory
  * (left in place, silently, if something else was put in it).  A thread
  * waiting on a client wakes within a few milliseconds; a handler call in

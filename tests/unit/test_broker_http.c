@@ -685,26 +685,28 @@ static void test_sock_start_errors(void **state) {
     assert_int_equal(rmdir(parent), 0);
 }
 
-/* The four-argument form the docker provider's canary still calls: the same
- * server, the same message, copied into a caller's buffer (cut to fit). */
-static void test_sock_start_errbuf_form(void **state) {
+/* A socket that cannot start says why in the error: the errno kept, the
+ * step and the path in the message. */
+static void test_sock_start_failure_says_why(void **state) {
     (void)state;
     char parent[] = "/tmp/pl-broker-test.XXXXXX";
     assert_non_null(mkdtemp(parent));
-    char msg[256] = "", small[16], want[256];
+    char want[256];
     struct pl_broker_sock *s = NULL;
     struct pl_broker_sock_opts o = {
         .dir = parent, .sock_name = "broker.sock", .handler = echo_handler};
-    assert_int_equal(pl_broker_sock_start(&o, &s, msg, sizeof(msg)), -EEXIST);
+    struct pl_error err = {0};
+    assert_int_equal(pl_broker_sock_start(&o, &s, &err), -EEXIST); /* the directory exists */
     snprintf(want, sizeof(want), "broker socket: mkdir %s: %s", parent, strerror(EEXIST));
-    assert_string_equal(msg, want);
-    assert_int_equal(pl_broker_sock_start(&o, &s, small, sizeof(small)), -EEXIST);
-    assert_string_equal(small, "broker socket: ");
-    assert_int_equal(pl_broker_sock_start(&o, &s, NULL, 0), -EEXIST);
+    assert_string_equal(err.message, want);
+    assert_int_equal(err.errnum, EEXIST);
+    assert_int_equal(err.reason, PL_REASON_INTERNAL);
+    assert_null(s);
+    assert_int_equal(pl_broker_sock_start(&o, &s, NULL), -EEXIST); /* err may be NULL */
     char dir[128];
     snprintf(dir, sizeof(dir), "%s/run", parent);
     o.dir = dir;
-    assert_int_equal(pl_broker_sock_start(&o, &s, msg, sizeof(msg)), 0);
+    assert_int_equal(pl_broker_sock_start(&o, &s, NULL), 0);
     assert_non_null(s);
     pl_broker_sock_stop(s);
     assert_int_equal(rmdir(parent), 0);
@@ -830,7 +832,7 @@ int main(void) {
         cmocka_unit_test(test_sock_max_connections),
         cmocka_unit_test(test_sock_stop_while_connected),
         cmocka_unit_test(test_sock_start_errors),
-        cmocka_unit_test(test_sock_start_errbuf_form),
+        cmocka_unit_test(test_sock_start_failure_says_why),
         cmocka_unit_test(test_sock_python_client),
         cmocka_unit_test(test_sock_node_client),
         cmocka_unit_test(test_sock_curl_client),

@@ -42,10 +42,8 @@ int dk_canary_start(struct docker_state *s, struct canary *c, struct pl_error *e
                                     .sock_name = PL_BROKER_SOCKET_NAME,
                                     .access = dk_sandbox_access(s, &c->gate),
                                     .handler = canary_handler};
-    char msg[256] = "";
-    if (pl_broker_sock_start(&o, &c->sock, msg, sizeof(msg)) < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "SANDBOX_DOCKER_RUN_DIR: canary socket: %s",
-                            msg);
+    if (pl_broker_sock_start(&o, &c->sock, err) < 0)
+        return pl_error_wrap(err, "SANDBOX_DOCKER_RUN_DIR: canary socket: ");
     return 0;
 }
 
