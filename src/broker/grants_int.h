@@ -34,10 +34,9 @@ struct pctx {
 
 /* ---- grants.c: messages ---- */
 
-/*
- * Every message is sanitized to one line of printable ASCII.  Both always
- * return -1; err may be NULL.
- */
+/* Every message is sanitized to one line of printable ASCII; the error
+ * object may be NULL.  All three return -1. */
+
 /* A message that names no profile. */
 __attribute__((format(printf, 3, 4))) int gr_fail(struct pl_error *err, enum pl_reason reason,
                                                   const char *fmt, ...);
