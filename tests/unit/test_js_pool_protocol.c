@@ -431,22 +431,25 @@ static void test_protocol_channels(struct pl_js_pool *unused) {
     rc = fake_run("refuse", PL_JS_POOL_MODULES, &r);
     CHECK(rc == 0 && r.refused && strcmp(r.err.data, "no, thanks") == 0 && r.exit_code == 0);
     pl_js_result_free(&r);
-    /* A refusal on a JavaScript pool, or once the guest has started, is
-     * not a refusal: the run is an infrastructure error. */
-    rc = fake_run("refuse", 0, &r);
-    printf("  REFUSED on a JavaScript pool -> %d\n", rc);
-    CHECK(rc == -EIO);
-    rc = fake_run("refuse-after-start", PL_JS_POOL_MODULES, &r);
-    printf("  REFUSED after STARTED -> %d\n", rc);
-    CHECK(rc == -EIO);
-    rc = fake_run("result-without-start", PL_JS_POOL_MODULES, &r);
-    printf("  RESULT without STARTED on a module pool -> %d\n", rc);
-    CHECK(rc == -EIO);
-    /* A worker that dies with status 124 after the deadline, without its
-     * timed-out frame, is not a timed-out run. */
-    rc = fake_run("exit-124-after-start", PL_JS_POOL_MODULES, &r);
-    printf("  exit(124) after the deadline, no frame -> %d\n", rc);
-    CHECK(rc == -EIO);
+    /* Each an infrastructure error: a refusal on a JavaScript pool, or once
+     * the guest has started, is not a refusal; a worker that dies with
+     * status 124 after the deadline, without its timed-out frame, is not a
+     * timed-out run. */
+    static const struct {
+        const char *mode;
+        unsigned flags;
+        const char *what;
+    } infra[] = {
+        {"refuse", 0, "REFUSED on a JavaScript pool"},
+        {"refuse-after-start", PL_JS_POOL_MODULES, "REFUSED after STARTED"},
+        {"result-without-start", PL_JS_POOL_MODULES, "RESULT without STARTED on a module pool"},
+        {"exit-124-after-start", PL_JS_POOL_MODULES, "exit(124) after the deadline, no frame"},
+    };
+    for (size_t i = 0; i < sizeof infra / sizeof infra[0]; i++) {
+        rc = fake_run(infra[i].mode, infra[i].flags, &r);
+        printf("  %s -> %d\n", infra[i].what, rc);
+        CHECK(rc == -EIO);
+    }
     /* Output that looks like frames is output, byte for byte. */
     rc = fake_run("frames-as-output", PL_JS_POOL_MODULES, &r);
     CHECK(rc == 0 && !r.refused && r.exit_code == 0 && r.out.len == 16 + 8 + 2 + 16 + 24);

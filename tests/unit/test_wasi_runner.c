@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -346,16 +345,7 @@ static void test_host_oom_is_reported(void **state) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        struct rlimit rl;
-        long vm_kib = 0;
-        FILE *f = fopen("/proc/self/statm", "r");
-        if (f == NULL || fscanf(f, "%ld", &vm_kib) != 1)
-            _exit(10);
-        fclose(f);
-        vm_kib *= sysconf(_SC_PAGESIZE) / 1024;
-        rl.rlim_cur = rl.rlim_max = (rlim_t)(vm_kib + 200 * 1024) * 1024;
-        if (setrlimit(RLIMIT_AS, &rl) != 0)
-            _exit(11);
+        cap_address_space(200);
         struct pl_wasi_result r;
         struct pl_error err = {0};
         int rc = pl_wasi_run(b.data, b.len, NULL, 0, NULL, 0, &k_limits, &r, &err);
@@ -517,8 +507,7 @@ static void test_bad_arguments(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1)
-        g_modules_dir = argv[1];
+    modules_dir_from(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_version),
         cmocka_unit_test(test_hello),

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -374,16 +373,7 @@ static void test_module_bounds_checked_before_allocation(void **state) {
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            long vm_kib = 0;
-            FILE *f = fopen("/proc/self/statm", "r");
-            if (f == NULL || fscanf(f, "%ld", &vm_kib) != 1)
-                _exit(10);
-            fclose(f);
-            vm_kib *= sysconf(_SC_PAGESIZE) / 1024;
-            struct rlimit rl;
-            rl.rlim_cur = rl.rlim_max = (rlim_t)(vm_kib + 64 * 1024) * 1024;
-            if (setrlimit(RLIMIT_AS, &rl) != 0)
-                _exit(11);
+            cap_address_space(64);
             struct pl_error err = {0};
             int rc = pl_wasi_validate(b.data, b.len, &k_limits, &err);
             _exit(rc == PL_WASI_ERR_MODULE && strstr(err.message, "at most") != NULL ? 0
@@ -399,8 +389,6 @@ static void test_module_bounds_checked_before_allocation(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1)
-        g_modules_dir = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refused_modules),
         cmocka_unit_test(test_validate_edge_inputs),
@@ -408,5 +396,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_module_bounds_at_and_past),
         cmocka_unit_test(test_module_bounds_checked_before_allocation),
     };
+    modules_dir_from(argc, argv);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
 /*
  * wasi_test.h: what test_wasi_runner.c and test_wasi_validate.c share: the
  * directory of the test modules built from tests/wasi/modules (argv[1],
- * else the build's), the default limits, and load(), a module's bytes.
+ * else the build's), the default limits, load(), a module's bytes, and
+ * cap_address_space() for the tests of host memory in a child.
  */
 #pragma once
 #include <setjmp.h>
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -54,4 +57,26 @@ static inline struct blob load(const char *name) {
         fail_msg("%s %s", path, pl_file_problem(rc));
     b.data = (uint8_t *)data;
     return b;
+}
+
+/* In a child: cap the address space at what it maps now plus extra_mib
+ * MiB; _exit(10) when that cannot be read, _exit(11) when it cannot be
+ * set. */
+static inline void cap_address_space(long extra_mib) {
+    long vm_kib = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL || fscanf(f, "%ld", &vm_kib) != 1)
+        _exit(10);
+    fclose(f);
+    vm_kib *= sysconf(_SC_PAGESIZE) / 1024;
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = (rlim_t)(vm_kib + extra_mib * 1024) * 1024;
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+        _exit(11);
+}
+
+/* main()'s first step: argv[1], when given, is the modules' folder. */
+static inline void modules_dir_from(int argc, char **argv) {
+    if (argc > 1)
+        g_modules_dir = argv[1];
 }
