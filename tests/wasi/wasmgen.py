@@ -3,7 +3,7 @@ tests (tests/api, tests/hostile) and the fuzz corpus seeds.
 
 build(...) gives a valid WASI command module ("memory", "_start") with as
 many types, imports, functions, tables, globals, exports, element segments,
-elements and data segments as asked; tests/unit/test_wasi_runner.c builds
+elements and data segments as asked; tests/unit/test_wasi_validate.c builds
 the same modules in C.  writer(out, err) gives a module that writes those
 exact bytes to stdout and stderr.  Standard library only.
 

@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * calls.c: libplimsoll's calls: Describe, the runs and the sessions.
+ *
+ * Each call builds its message, sends it through plc_call() (client.c)
+ * and checks what comes back before handing it over: a run's answer must
+ * meet the floor the request or its session set, then carry a record that
+ * checks against what was sent (record.c); a session's answers must chain.
+ */
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/canon.h"
+#include "../core/tier.h"
+#include "lib.h"
+
+struct plimsoll_session {
+    plimsoll_client *c;
+    char id[65];
+    char *floor;
+    plimsoll_chain *chain;
+};
+
+/* ---- the checks of a run's answer ----------------------------------------- */
+
+/* A string member holding no NUL, or NULL: "vm\\u0000" is no tier. */
+static const char *exact_string(const json_t *v) {
+    const char *s = json_string_value(v);
+    return s && strlen(s) == json_string_length(v) ? s : NULL;
+}
+
+static int tier_rank(const char *s) {
+    enum pl_tier t;
+    return s && pl_tier_parse(s, &t) == 0 ? (int)t : -1;
+}
+
+/* The checks of a 200 answer to a run: the floor first, then the record. */
+static int check_answer(plimsoll_client *c, const json_t *sent, const json_t *answer,
+                        const char *floor, const char *previous, struct plimsoll_error *err) {
+    if (floor && *floor) {
+        const char *iso = exact_string(json_object_get(answer, "isolation"));
+        const char *riso =
+            exact_string(json_object_get(json_object_get(answer, "record"), "isolation"));
+        int want = tier_rank(floor);
+        if (tier_rank(iso) < want || tier_rank(riso) < want) {
+            plc_fail(err, PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH,
+                     "asked for at least %s, the answer says %s (record: %s); the code may "
+                     "have run",
+                     floor, iso ? iso : "(missing)", riso ? riso : "(missing)");
+            if (err) {
+                snprintf(err->code, sizeof(err->code), "data_loss");
+                snprintf(err->isolation, sizeof(err->isolation), "%s", iso ? iso : "");
+                err->dispatched = true;
+            }
+            return -1;
+        }
+    }
+    if (c->skip_checks)
+        return 0;
+    return plimsoll_check_record(sent, answer, NULL, previous, err);
+}
+
+static int run_call(plimsoll_client *c, const char *method, const json_t *msg, const json_t *sent,
+                    const char *floor, plimsoll_chain *chain, json_t **ret,
+                    struct plimsoll_error *err) {
+    json_t *answer = NULL;
+    if (!ret)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no place for the answer");
+    if (plc_call(c, method, msg, &answer, err) < 0)
+        return -1;
+    if (check_answer(c, sent, answer, floor, chain ? plimsoll_chain_head(chain) : NULL, err) < 0 ||
+        (chain && plimsoll_chain_append(chain, sent, answer, err) < 0)) {
+        json_decref(answer);
+        return -1;
+    }
+    *ret = answer;
+    return 0;
+}
+
+/* ---- the calls ------------------------------------------------------------ */
+
+int plimsoll_describe(plimsoll_client *c, json_t **ret, struct plimsoll_error *err) {
+    json_t *msg = json_object();
+    int r = msg ? plc_call(c, "Describe", msg, ret, err) : plc_fail(err, PLIMSOLL_E_USAGE, "oom");
+    json_decref(msg);
+    return r;
+}
+
+int plimsoll_run(plimsoll_client *c, const json_t *request, json_t **ret,
+                 struct plimsoll_error *err) {
+    if (!json_is_object(request))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a RunRequest is a JSON object");
+    const char *floor = json_string_value(json_object_get(request, "minimum_isolation"));
+    return run_call(c, "Run", request, request, floor, NULL, ret, err);
+}
+
+/* Add the run options to req (a new reference, stolen); NULL on OOM. */
+static json_t *with_options(json_t *req, const struct plimsoll_run_options *ro) {
+    if (!req || !ro)
+        return req;
+    int bad = 0;
+    if (ro->minimum_isolation)
+        bad |= json_object_set_new(req, "minimum_isolation", json_string(ro->minimum_isolation));
+    if (ro->grant_profile)
+        bad |= json_object_set_new(req, "grant_profile", json_string(ro->grant_profile));
+    if (ro->timeout_ms)
+        bad |= json_object_set_new(req, "timeout_ms", json_integer(ro->timeout_ms));
+    if (ro->memory_mb)
+        bad |= json_object_set_new(req, "memory_mb", json_integer(ro->memory_mb));
+    if (bad) {
+        json_decref(req);
+        return NULL;
+    }
+    return req;
+}
+
+static int run_built(plimsoll_client *c, json_t *req, json_t **ret, struct plimsoll_error *err) {
+    if (!req)
+        return plc_fail(err, PLIMSOLL_E_USAGE,
+                        "the request cannot be built (text must be valid UTF-8)");
+    int r = plimsoll_run(c, req, ret, err);
+    json_decref(req);
+    return r;
+}
+
+int plimsoll_run_snippet(plimsoll_client *c, const char *language, const char *code,
+                         const struct plimsoll_run_options *ro, json_t **ret,
+                         struct plimsoll_error *err) {
+    if (!language || !code)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a snippet needs a language and code");
+    json_t *sn = json_pack("{s:s, s:s}", "language", language, "code", code);
+    if (sn && ro && ro->stdin_data &&
+        json_object_set_new(sn, "stdin", json_string(ro->stdin_data)) < 0) {
+        json_decref(sn);
+        sn = NULL;
+    }
+    return run_built(c, with_options(sn ? json_pack("{s:o}", "snippet", sn) : NULL, ro), ret, err);
+}
+
+int plimsoll_run_project(plimsoll_client *c, const json_t *files, const json_t *steps,
+                         const struct plimsoll_run_options *ro, json_t **ret,
+                         struct plimsoll_error *err) {
+    if (!json_is_array(steps) || (files && !json_is_array(files)))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a project has an array of steps (and of files)");
+    json_t *p = json_pack("{s:O}", "steps", (json_t *)steps);
+    if (p && files && json_object_set(p, "files", (json_t *)files) < 0) {
+        json_decref(p);
+        p = NULL;
+    }
+    return run_built(c, with_options(p ? json_pack("{s:o}", "project", p) : NULL, ro), ret, err);
+}
+
+int plimsoll_run_module(plimsoll_client *c, const void *wasm, size_t len, const char *const *args,
+                        size_t nargs, const struct plimsoll_run_options *ro, json_t **ret,
+                        struct plimsoll_error *err) {
+    if (!wasm || !len)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a module needs its bytes");
+    char *b64 = pl_base64_encode(wasm, len, 1);
+    json_t *m = b64 ? json_pack("{s:s}", "wasm_base64", b64) : NULL;
+    free(b64);
+    if (m && nargs) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < nargs; i++)
+            if (json_array_append_new(a, json_string(args[i])) < 0) {
+                json_decref(a);
+                a = NULL;
+            }
+        if (!a || json_object_set_new(m, "args", a) < 0) {
+            json_decref(m);
+            m = NULL;
+        }
+    }
+    if (m && ro && ro->stdin_data &&
+        json_object_set_new(m, "stdin", json_string(ro->stdin_data)) < 0) {
+        json_decref(m);
+        m = NULL;
+    }
+    return run_built(c, with_options(m ? json_pack("{s:o}", "module", m) : NULL, ro), ret, err);
+}
+
+/* ---- sessions ------------------------------------------------------------- */
+
+static bool id_ok(const char *id) {
+    return id && strlen(id) == 64 && strspn(id, "0123456789abcdef") == 64;
+}
+
+int plimsoll_open_session(plimsoll_client *c, const char *const *languages, char ret_id[65],
+                          struct plimsoll_error *err) {
+    json_t *msg = json_object();
+    if (msg && languages) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && languages[i]; i++)
+            json_array_append_new(a, json_string(languages[i]));
+        json_object_set_new(msg, "languages", a);
+    }
+    if (!msg)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    json_t *answer = NULL;
+    int r = plc_call(c, "OpenSession", msg, &answer, err);
+    json_decref(msg);
+    if (r < 0)
+        return -1;
+    const char *id = exact_string(json_object_get(answer, "session_id"));
+    if (!id_ok(id)) {
+        json_decref(answer);
+        return plc_protocol_fail(err, "OpenSession", 200, "the answer names no session");
+    }
+    memcpy(ret_id, id, 65);
+    json_decref(answer);
+    return 0;
+}
+
+static int in_session(plimsoll_client *c, const char *id, const json_t *run, const char *floor,
+                      plimsoll_chain *chain, json_t **ret, struct plimsoll_error *err) {
+    if (!id_ok(id) || !json_is_object(run))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a session id and a RunRequest object");
+    /* A session's floor goes with every run that sets none, so the daemon
+     * refuses below it before anything runs. */
+    const char *f = json_string_value(json_object_get(run, "minimum_isolation"));
+    json_t *sent = json_copy((json_t *)run);
+    if (sent && !(f && *f) && floor && *floor &&
+        json_object_set_new(sent, "minimum_isolation", json_string(floor)) < 0) {
+        json_decref(sent);
+        sent = NULL;
+    }
+    json_t *msg = sent ? json_pack("{s:s, s:O}", "session_id", id, "run", sent) : NULL;
+    if (!msg) {
+        json_decref(sent);
+        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    }
+    int r = run_call(c, "RunInSession", msg, sent, f && *f ? f : floor, chain, ret, err);
+    json_decref(msg);
+    json_decref(sent);
+    return r;
+}
+
+static int cell_call(plimsoll_client *c, const char *id, const json_t *cell, unsigned timeout_ms,
+                     const char *floor, plimsoll_chain *chain, json_t **ret,
+                     struct plimsoll_error *err) {
+    if (!id_ok(id) || !json_is_object(cell))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a session id and a Cell object");
+    json_t *sent = json_pack("{s:O}", "cell", (json_t *)cell);
+    if (sent && timeout_ms)
+        json_object_set_new(sent, "timeout_ms", json_integer(timeout_ms));
+    json_t *msg = sent ? json_copy(sent) : NULL;
+    if (!msg || json_object_set_new(msg, "session_id", json_string(id)) < 0) {
+        json_decref(sent);
+        json_decref(msg);
+        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    }
+    int r = run_call(c, "RunCell", msg, sent, floor, chain, ret, err);
+    json_decref(msg);
+    json_decref(sent);
+    return r;
+}
+
+int plimsoll_run_in_session(plimsoll_client *c, const char *session_id, const json_t *run,
+                            json_t **ret, struct plimsoll_error *err) {
+    return in_session(c, session_id, run, NULL, NULL, ret, err);
+}
+
+int plimsoll_run_cell(plimsoll_client *c, const char *session_id, const json_t *cell,
+                      unsigned timeout_ms, json_t **ret, struct plimsoll_error *err) {
+    return cell_call(c, session_id, cell, timeout_ms, NULL, NULL, ret, err);
+}
+
+int plimsoll_close_session(plimsoll_client *c, const char *session_id, struct plimsoll_error *err) {
+    if (!id_ok(session_id))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a session id is 64 lowercase hex digits");
+    json_t *msg = json_pack("{s:s}", "session_id", session_id);
+    json_t *answer = NULL;
+    int r = msg ? plc_call(c, "CloseSession", msg, &answer, err)
+                : plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    json_decref(msg);
+    json_decref(answer);
+    return r;
+}
+
+plimsoll_session *plimsoll_session_open(plimsoll_client *c, const char *const *languages,
+                                        const char *floor, struct plimsoll_error *err) {
+    if (floor && tier_rank(floor) < 0) {
+        plc_fail(err, PLIMSOLL_E_USAGE, "the floor is none, process, container, kernel or vm");
+        return NULL;
+    }
+    plimsoll_session *s = calloc(1, sizeof(*s));
+    if (!s || !(s->chain = plimsoll_chain_new("")) || (floor && !(s->floor = strdup(floor)))) {
+        plimsoll_session_free(s);
+        plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+        return NULL;
+    }
+    s->c = c;
+    if (plimsoll_open_session(c, languages, s->id, err) < 0) {
+        plimsoll_session_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+const char *plimsoll_session_id(const plimsoll_session *s) {
+    return s ? s->id : "";
+}
+
+int plimsoll_session_run(plimsoll_session *s, const json_t *run, json_t **ret,
+                         struct plimsoll_error *err) {
+    if (!s)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
+    return in_session(s->c, s->id, run, s->floor, s->chain, ret, err);
+}
+
+int plimsoll_session_cell(plimsoll_session *s, const char *language, const char *code,
+                          const json_t *files, unsigned timeout_ms, json_t **ret,
+                          struct plimsoll_error *err) {
+    if (!s || !language || !code)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a session, a language and code");
+    json_t *cell = json_pack("{s:s, s:s}", "language", language, "code", code);
+    if (cell && files && json_object_set(cell, "files", (json_t *)files) < 0) {
+        json_decref(cell);
+        cell = NULL;
+    }
+    if (!cell)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "the cell cannot be built (valid UTF-8 text)");
+    int r = cell_call(s->c, s->id, cell, timeout_ms, s->floor, s->chain, ret, err);
+    json_decref(cell);
+    return r;
+}
+
+int plimsoll_session_close(plimsoll_session *s, struct plimsoll_error *err) {
+    if (!s)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
+    return plimsoll_close_session(s->c, s->id, err);
+}
+
+const plimsoll_chain *plimsoll_session_chain(const plimsoll_session *s) {
+    return s ? s->chain : NULL;
+}
+
+void plimsoll_session_free(plimsoll_session *s) {
+    if (!s)
+        return;
+    plimsoll_chain_free(s->chain);
+    free(s->floor);
+    OPENSSL_cleanse(s->id, sizeof(s->id));
+    free(s);
+}
