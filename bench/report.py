@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Turn bench/run's JSON series into a table of ratios and regenerate
 docs/performance.md with the machine described."""
 import datetime

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Sessions benchmark: OpenSession + the first cell (+ CloseSession after the
 clock stops), and a later cell once the cleanup between calls has finished,
 with the warm pool (SANDBOX_SESSION_POOL) and without it,

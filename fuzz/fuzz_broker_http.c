@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_broker_http.c: libFuzzer harness for the broker's HTTP parser and
  * response writer.  The first two bytes pick small limits (so the limit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_config.c: libFuzzer harness for the settings parser.  The input is
  * NAME=VALUE lines fed through the lookup function the daemon uses. */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_engine.c: libFuzzer harness for what the Docker Engine answers.
  *
  * The first byte picks the target, the rest is the engine's bytes:

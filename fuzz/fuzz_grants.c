@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_grants.c: libFuzzer harness for the grants file parser.  Every
  * variable the file names holds the same 40-byte value, so shared_token and
  * HS256 profiles can parse; key_file profiles read whatever path the input

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_jsonscan.c: libFuzzer harness for the JSON shape pass, the first code
  * that reads a request body.  Besides memory safety (ASan, UBSan) it checks
  * the pass against jansson: on every text jansson accepts, the counts equal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_keys.c: libFuzzer harness for the keys file and Authorization header. */
 #include <stddef.h>
 #include <stdint.h>

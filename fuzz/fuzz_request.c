@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_request.c: libFuzzer harness for the Run request decoder and the
  * canonical form it feeds (the bytes every caller controls). */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_uplink.c: the daemon's reader of a session interpreter's uplink
  * (src/providers/docker/uplink_cell.c).  The input is what a hostile

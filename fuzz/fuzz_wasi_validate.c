@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_wasi_validate.c - libFuzzer harness for pl_wasi_validate(): the
  * module bounds' counting pass (wabt's binary reader with BoundsCounter),

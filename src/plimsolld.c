@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * plimsolld.c: the daemon's main, an ordered recipe of checked steps.
  *

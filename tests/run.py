@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Run every test_*.py of a folder (tests/api, tests/hostile, tests/load,
 tests/guest) against the build in PLIMSOLL_BUILD_DIR and print one summary
 line: "<label>: N passed, N failed". Exit 1 on any failure.  Each folder is

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Count what one `meson test` run reported, test case by test case.
 
     tests/summarize.py LABEL MESON_LOG.json

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * js-run: run one JavaScript snippet through the wasm provider's worker pool,
  * for manual checks.  Prints the guest's stdout and stderr, then the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package plimsoll
 
 // What an answer may be (docs/clients.md, "What a client reads"): JSON

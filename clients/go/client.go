@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Package plimsoll is the Go client of plimsolld, a daemon that runs
 // untrusted code behind a stated isolation tier (docs/clients.md).
 //

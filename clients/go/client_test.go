@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package plimsoll
 
 // Tests that need no daemon: what is sent, how answers are read, retries.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package plimsoll
 
 // Tests against real daemons: run under the clients' harness, which starts

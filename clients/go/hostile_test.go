@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package plimsoll
 
 // The client against the hostile daemon of tests/clients/harness.py, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* broker.c: one run's broker: decide, forward, answer (see broker.h). */
 #include "broker.h"
 

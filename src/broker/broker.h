@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * broker.h: one run's broker, the part of plimsoll that makes a grant's
  * calls and holds its credential outside the sandbox.

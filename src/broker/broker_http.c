@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * broker_http.c: the broker's strict HTTP/1.1 parser and response writer.
  *

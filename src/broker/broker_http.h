@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * broker_http.h: the strict HTTP/1.1 request parser and response writer of
  * the broker's guest-facing socket.

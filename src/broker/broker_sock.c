@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * broker_sock.c: the per-run broker socket.  See broker_sock.h.
  *

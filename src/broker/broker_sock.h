@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * broker_sock.h: the per-run Unix-socket server a sandbox with a grant talks
  * HTTP/1.1 to.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * grants.c: parse and validate a grants file, look its profiles up, and
  * free them.

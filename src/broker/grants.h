@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * grants.h: grant profiles, the operator's list of API routes a run may call.
  *

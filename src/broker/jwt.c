@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jwt.c: mint the compact JWS a "jwt" grant profile sends.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jwt.h: short-lived JSON Web Tokens for grant profiles whose credential kind
  * is "jwt".

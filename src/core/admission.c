@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * admission.c: in-flight counting and per-caller token buckets.
  *

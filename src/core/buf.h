@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * buf.h: a growable byte buffer, NUL-terminated for convenience.
  */

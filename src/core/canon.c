@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * canon.c: RFC 8785 canonical JSON (the subset described in canon.h),
  * SHA-256 and base64.

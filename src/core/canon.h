@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * canon.h: the canonical JSON form that run records hash, and the hashing
  * and encoding helpers around it.

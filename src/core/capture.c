@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * capture.c: a guest's output, kept up to a cap (capture.h).
  */

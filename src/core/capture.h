@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * capture.h: a guest's output, kept up to a cap, the rest counted.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config.h: the daemon's settings, read once at startup from the
  * environment, validated, and frozen.  docs/configuration.md lists every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * errors.c: lookups over the two X-macro tables in errors.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fdio.c: reading and writing a descriptor against a deadline (fdio.h).
  */

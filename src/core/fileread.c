@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fileread.c: reading a whole file, strictly (fileread.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fileread.h: reading a whole file the daemon was told to trust, strictly.
  *

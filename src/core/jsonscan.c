@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jsonscan.c: count a JSON text's elements and depth in one pass (see
  * jsonscan.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jsonscan.h: the shape of a JSON text, measured before a parser builds it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log.c: one JSON line per event, written with a single write(2). */
 #include "log.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* metrics.c: fixed-shape counters rendered in Prometheus text format. */
 #include "metrics.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.h: counters behind GET /metrics (Prometheus text format 0.0.4).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pool.h: a warm pool.  Things that are slow to make (a started container,
  * a session's sandbox with its interpreters up) are made ahead by one

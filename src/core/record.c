@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* record.c: build and check run records (see record.h). */
 #include "record.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * request.h: the Run request as the daemon understands it, and its decoder.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tier.c: names of the isolation tiers. */
 #include "tier.h"
 

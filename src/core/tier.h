@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tier.h: the isolation tiers, weakest first.  The order is the contract:
  * a floor is met when the provider's tier compares >= the floor.

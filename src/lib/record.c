@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record.c: libplimsoll's record and chain checks (docs/clients.md).
  *

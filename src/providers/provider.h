@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * provider.h: the one interface every sandbox back-end implements.
  *

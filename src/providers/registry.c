@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * registry.c: SANDBOX_PROVIDER's table, and the startup sequence around a
  * provider's proof.

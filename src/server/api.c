@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api.c: Describe, routing and the two phases of a call (the head, before
  * any body byte is read; the body).  The Run path is api_run.c, the

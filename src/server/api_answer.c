@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api_answer.c: the bodies the API answers with: text, JSON, a refusal as
  * a Connect error with its google.rpc.ErrorInfo, and a run's result.

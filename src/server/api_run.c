@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api_run.c: Run, RunInSession and RunCell, from the decoded request to
  * the answer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api_sessions.c: the session methods' outer messages.  OpenSession and
  * CloseSession are answered here; RunInSession and RunCell unwrap their

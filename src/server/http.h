@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http.h: the HTTP/1.1 server (libmicrohttpd) in front of the API layer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sessions.c: the table of sessions (see sessions.h). */
 #include "sessions.h"
 

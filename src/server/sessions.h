@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sessions.h: the daemon's table of sessions (docs/sessions.md).
  *

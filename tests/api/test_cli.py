@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The plimsoll CLI against the real daemon: exit statuses a shell script
 can branch on, keygen, and describe."""
 import hashlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The real daemon, Disabled provider, over HTTP: routes, authentication,
 every refusal it can reach, metrics, logs and shutdown."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The docker provider through the real daemon and the real docker engine,
 under runc (container tier) and under runsc (kernel tier)."""
 import base64

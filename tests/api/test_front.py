@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The front door, through the real daemon over raw sockets: what is decided
 from a request's head before any body byte is read, the absolute deadline on
 reading a request, the per-address connection cap, the request bytes in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Grants through the real daemon: grant profiles checked at startup,
 refusals before dispatch, and the broker carrying a run's calls to a real
 test API on loopback (tests/lib/plimsoll_test/upstream.py) that verifies

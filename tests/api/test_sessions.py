@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sessions through the real daemon and the real docker engine, under runc
 and under runsc: one sandbox for many calls, the cleanup between calls,
 cells with kept interpreters, pause on idle, lifetime and disk-budget ends,

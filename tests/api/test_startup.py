@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Startup refusals: for each bad setting the daemon exits non-zero before
 serving, with a message that names the setting."""
 import os

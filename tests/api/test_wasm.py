@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The wasm provider (process tier) through the real daemon over HTTP:
 results, real limits, refusals that need a provider that runs, records,
 concurrency, readiness, a soak, and the CLI."""

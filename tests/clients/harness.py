@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Start real daemons for the clients' test suites and run a command.
 
     python3 tests/clients/harness.py [--no-sessions] -- COMMAND [ARG...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Run every official client's own test suite with its ecosystem's runner.
 
     python3 tests/clients/harness.py -- python3 tests/clients/run_suites.py LOGDIR [NAME...]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The session's two interpreter servers on the host, as a launch starts
 them in the sandbox: the Node cell server (cell_server.js, `node -e`) and
 the Python one (`python3 -c <agent> interp python`), each with the uplink on

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hostile code against every provider on this machine (issue #8's suite,
 first slice): each case states what must happen, and after each class the
 daemon must still be ready with nothing left behind.

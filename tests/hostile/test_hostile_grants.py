@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hostile code that holds a grant (docker, runc and runsc): the broker
 socket is the only way out, it reaches only the listed routes of its own
 run, it survives garbage, floods and injection attempts, and a slow or dead

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A run's processes never outlive it, whatever the guest does to its own
 PID 1 (issue #12, section 1), and the shipped seccomp profile refuses what a
 guest does not need.

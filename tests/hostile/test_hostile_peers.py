@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A grant is usable only by its own run (issue #12, section 3), under runc
 and runsc.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A project's result comes over a channel guest code cannot write
 (issue #12, section 2), under runc and runsc.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hostile code in a session (docker, runc and runsc): what one call leaves
 behind must not outlive the cleanup, the kept interpreters must not become
 a way to keep other processes, one session must not see another's files,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hostile WASI modules against the wasm provider (issue #12, sections 4
 and 6): a guest that picks the exit status, or writes the bytes, that the
 worker protocol once used to mean something, a guest that calls every

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The front door under attack, against the real daemon (wasm provider), on
 loopback only, every loop bounded in count and in time.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Load and soak against the real daemon and the real docker engine.
 
 Load: a client loop (threads, one keep-alive HTTP connection each, Runs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_admission.c: admission arithmetic and the token bucket, on an
  * injected clock (no sleeping, no timing assertions). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_api.c: the API layer's refusal order, admission, dispatch and run
  * records, driven through pl_api_handle.

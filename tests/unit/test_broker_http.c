@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_broker_http.c: the broker's HTTP parser, response writer and Unix-socket server. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_canon.c: the canonical form and hashes against the vectors that an
  * independent implementation (tests/vectors/make_vectors.py) produced. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_config.c: settings validation, each startup error by name. */
 #include <setjmp.h>
 #include <stdarg.h>

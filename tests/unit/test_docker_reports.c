@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_docker_reports.c: the readers of the docker provider's in-sandbox
  * helpers' reports (src/providers/docker/reports.h): a report is read only
  * when it has exactly its shape. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_docker_settings.c: the docker provider's settings (settings.c:
  * defaults, every bound at its edge, the seccomp profile's forms) and the
  * session settings digest (engine.c: what must not change between a

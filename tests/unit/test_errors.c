@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_errors.c: every row of the error tables. */
 #include <setjmp.h>
 #include <stdarg.h>

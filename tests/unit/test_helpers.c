@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_helpers.c: the shared helper layer in src/core (the clock, descriptor
  * I/O, random ids, strict file reading, output capture, the error object). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_jsonscan.c: the JSON shape pass (elements, depth) and its bounds. */
 #include <setjmp.h>
 #include <stdarg.h>

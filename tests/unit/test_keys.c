@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_keys.c: the keys file and bearer authentication. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_pool.c: the core warm pool (src/core/pool.c) with an owner that
  * makes numbered items and counts what it made and dropped. */
 #include <setjmp.h>

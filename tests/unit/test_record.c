@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_record.c: run records against the vectors, and the monotonic end. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_request.c: the Run request decoder, each bound at its edge. */
 #include <setjmp.h>
 #include <stdarg.h>

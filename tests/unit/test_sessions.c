@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_sessions.c: the daemon's session table (src/server/sessions.c)
  * over a provider that keeps sessions in memory and counts what it was
  * asked to do: ids, owners, admission held from open to end, the ended

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_uplink.c: the daemon's side of a session's cell uplink
  * (src/providers/docker/uplink.c, dk_uplink_cell) against an interpreter
  * played by the test over a socketpair: the framing both ways, the output

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # build_modules.sh - build the WebAssembly test modules for wasi-runner.
 #
 # Usage: tests/build_modules.sh OUTDIR

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build WebAssembly modules with chosen counts, for the module bounds' edge
 tests (tests/api, tests/hostile) and the fuzz corpus seeds.
 

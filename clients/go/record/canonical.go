@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Package record checks plimsoll's run records and keeps a session's chain
 // of them (docs/records.md, docs/clients.md).
 //

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared test helpers: the harness's environment, the vectors, a fake
 Connect server for the offline tests."""
 from __future__ import annotations

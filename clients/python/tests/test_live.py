@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The client against real daemons started by tests/clients/harness.py."""
 from __future__ import annotations
 

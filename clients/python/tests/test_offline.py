@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The client against a fake daemon: what it sends, how it maps answers to
 results and errors, the tier re-check and the retry policy."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The README's ten-line example runs as written against the wasm daemon."""
 from __future__ import annotations
 

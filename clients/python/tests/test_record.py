@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The canonical form's edges and the chain keeper's behaviour, offline."""
 from __future__ import annotations
 

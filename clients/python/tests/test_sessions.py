@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sessions against the docker (runc) daemon of the harness; skipped, with
 a clear message, when PLIMSOLL_TEST_SESSION_URL is not set."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shared vectors in tests/vectors/ (docs/clients.md, "Shared test vectors")."""
 from __future__ import annotations
 

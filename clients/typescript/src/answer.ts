@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an answer may be (docs/clients.md, "What a client reads"): JSON text
 // in UTF-8, no deeper than MAX_ANSWER_DEPTH, no member twice, integers only and
 // none past MAX_ANSWER_INTEGER, and the known members of each message of their

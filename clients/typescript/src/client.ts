@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plimsoll client: Connect unary calls with JSON bodies over fetch
 // (docs/api.md), checked as docs/clients.md says.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The errors of the plimsoll client (docs/clients.md, "Three channels").
 //
 // A run that ran is a result, whatever its exit code; everything else is one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // plimsoll's TypeScript client (docs/clients.md).
 
 export {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Run records and session chains (docs/records.md, docs/clients.md).
 //
 // The daemon only computes the hashes; this module checks them.  SHA-256 is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The opt-in retry policy (docs/clients.md, "Retries").
 
 import { AtCapacityError, RateLimitedError } from "./errors.js";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shapes of plimsoll's messages (proto/plimsoll/v1/sandbox.proto): the
 // wire objects in proto field names, and the client's camelCase views.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client against fake daemons: what goes on the wire, how answers are
 // read, the retry policy, the tier re-check.  No daemon needed.
 import { test } from "node:test";

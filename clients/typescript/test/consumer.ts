@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Type-checked only (tsconfig.consumer.json): what a TypeScript caller
 // writes, resolved through package.json's "exports" and "types".
 import { Client, RefusalError, SessionEndedError, type RunResult } from "@plimsoll/client";

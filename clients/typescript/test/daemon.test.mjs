@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client against real daemons started by tests/clients/harness.py.
 import { test } from "node:test";
 import assert from "node:assert/strict";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the tests: the harness's environment and fake daemons.
 import { canonical, sha256Hex } from "../dist/index.js";
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client against the hostile daemon of tests/clients/harness.py, which
 // serves tests/vectors/hostile_answers.json: huge, nested, wrong-typed,
 // NUL-holding and slow answers (docs/clients.md, "What a client reads").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sessions against the docker (runc) daemon of tests/clients/harness.py;
 // skipped, saying so, when the harness has no PLIMSOLL_TEST_SESSION_URL.
 import { test, after } from "node:test";

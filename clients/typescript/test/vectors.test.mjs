@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared vectors (tests/vectors, docs/clients.md): every client passes them.
 import { test } from "node:test";
 import assert from "node:assert/strict";

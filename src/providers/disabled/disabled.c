@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * disabled.c: the Disabled provider, the daemon's state when
  * SANDBOX_PROVIDER is unset.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * container.c: one container, from create to delete.  The Engine API calls
  * plimsoll makes for a container, the attach and exec streams read against

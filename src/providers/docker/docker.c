@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * docker.c: the docker provider.  Hardened containers through the local
  * Docker Engine, on runc (paints "container") or on verified gVisor runsc

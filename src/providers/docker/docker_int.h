@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * docker_int.h: what the docker provider's files share, and nothing
  * outside src/providers/docker/ includes (h2o's *_internal.h).

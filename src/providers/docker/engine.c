@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * engine.c: Docker Engine API calls (libcurl over a Unix socket), the
  * attach stream, and the stdout/stderr demultiplexer.  See engine.h.

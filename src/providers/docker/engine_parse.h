@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * engine_parse.h: the readers of what the Docker Engine answers, apart from
  * the calls that fetch it, so the fuzzer (fuzz/fuzz_engine.c) reaches them

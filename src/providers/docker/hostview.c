@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hostview.c: the host's own view of a container (hostview.h).
  */

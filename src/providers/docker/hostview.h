@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hostview.h: what the host itself sees of a container, independent of what
  * the engine reports and of anything inside the sandbox.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pool.c: docker's two warm pools, both the core's pool (core/pool.h).
  *

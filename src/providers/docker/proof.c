@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proof.c: the startup proof (docs/providers/docker.md, "The startup
  * proof"): the host's view of a first container, one canary per image

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reports.c: the readers of plimsoll's in-sandbox helpers' reports
  * (reports.h).

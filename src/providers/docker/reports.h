@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reports.h: the readers of what plimsoll's own helpers inside a sandbox
  * report (the bootstrap's files report, the session agent's launch and

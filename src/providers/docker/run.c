@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run.c: a run.  A snippet or module is the container's own process; a
  * project's files are written by the bootstrap, then each step is an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * seccomp_bpf.c: a seccomp profile compiled to BPF with libseccomp
  * (seccomp_bpf.h).

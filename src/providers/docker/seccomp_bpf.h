@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * seccomp_bpf.h: a seccomp profile (the engine's JSON format) compiled to
  * the classic BPF program the kernel takes, for the processes the runtime

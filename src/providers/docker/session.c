@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session.c: sessions (docs/sessions.md): one sandbox for many calls, the
  * calls and cells, the cleanup between calls inside and from the host.

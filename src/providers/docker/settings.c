@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * settings.c: the docker provider's settings (docs/providers/docker.md) and
  * the container configuration they give every run, session and proof; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * uplink.c: a session's cell channel (docs/sessions.md, "The uplink"):
  * the launch of a kept interpreter, the greeting taken only from its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * uplink_cell.c: one cell over a kept interpreter's uplink, the daemon's
  * side of the framing (docs/sessions.md, "The uplink"): the cell goes out

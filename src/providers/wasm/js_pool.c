@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * js_pool.c: the worker pool's processes (js_pool.h), in the daemon.
  *

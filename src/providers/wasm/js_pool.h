@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * js_pool.h: the wasm provider's worker pool.  It runs untrusted
  * JavaScript snippets in QuickJS compiled to WebAssembly (wasm32-wasi,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * js_pool_run.c: one run on the worker pool (js_pool.h), in the daemon.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * js_proto.c: framing for the pool <-> worker protocol described in
  * js_proto.h: whole-frame writes with sendmsg(MSG_NOSIGNAL) (a frame's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Wire protocol between the pool (js_pool.c, in the daemon) and a worker
  * process (js_worker.c), over a private AF_UNIX SOCK_STREAM socketpair.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * js_worker.c: plimsoll-js-worker, the process that runs one
  * QuickJS-in-wasm guest at a time for the worker pool in the daemon

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * module_pool.c: the wasm provider's second pool, which runs WASI modules.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasi_calls.cc: the WASI preview 1 calls a module can make (the table in
  * docs/providers/wasm-modules.md), bound to one run's Ctx.

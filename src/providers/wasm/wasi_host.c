@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * WASI imports for the QuickJS guest; see wasi_host.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Minimal WASI (wasi_snapshot_preview1) host for the QuickJS guest.
  *

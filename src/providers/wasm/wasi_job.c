@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wasi_job.c: the module job encoding (see wasi_job.h). */
 #include "wasi_job.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasi_job.h: how a module run travels in the pool's RUN frame.
  *

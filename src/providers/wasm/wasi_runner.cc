@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasi_runner.cc - the C API of wasi_runner.h on top of the wabt
  * interpreter (libwabt 1.0.32, built without WITH_WASI).

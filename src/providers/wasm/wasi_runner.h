@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasi_runner.h - run an untrusted WebAssembly (WASI preview 1) module
  * inside the calling process, with a linear-memory cap, bounded output

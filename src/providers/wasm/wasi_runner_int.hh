@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasi_runner_int.hh: what the module runner's three files share, and
  * nothing outside src/providers/wasm/ includes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasi_validate.cc: whether a module may run, decided before any of it
  * does.

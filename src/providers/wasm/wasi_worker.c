@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasi_worker_main.c: plimsoll-wasi-worker, the process that runs WASI
  * modules for the wasm provider (wabt's interpreter, wasi_runner.h).

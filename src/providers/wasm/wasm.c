@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasm.c: the wasm provider, the process tier ("P").
  *

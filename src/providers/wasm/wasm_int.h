@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasm_int.h: what the wasm provider's daemon-side files share, and
  * nothing outside src/providers/wasm/ includes.

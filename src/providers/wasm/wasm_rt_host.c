@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * plimsoll's implementation of the wasm2c runtime (wabt 1.0.32 ABI).
  *

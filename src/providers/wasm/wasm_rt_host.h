@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal interface of plimsoll's own wasm2c runtime (wasm_rt_host.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * worker_seccomp.c: the system-call filter both worker executables
  * (plimsoll-js-worker, plimsoll-wasi-worker) install before they serve.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * worker_seccomp.h: the filter shared by the worker executables.
  */

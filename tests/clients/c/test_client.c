@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_client.c: libplimsoll against the shared vectors and real daemons.
  *

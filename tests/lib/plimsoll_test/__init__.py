@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers shared by the Python suites (tests/api, tests/hostile, tests/load),
 the clients' harness (tests/clients) and bench/: no test module imports
 another.

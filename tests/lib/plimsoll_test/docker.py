@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The docker engine as the tests see it: a tiny Engine API client for their
 own checks (engine, ours, engine_up), the settings of a docker-provider
 daemon (docker_env), one started for a test class (start_docker_daemon,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Grants for the tests: profiles, a temporary grants file with keys and a
 certificate (GrantFiles), the credentials' settings (grant_env), and
 GrantDaemon, a docker daemon holding grants to a test API (upstream.py) for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Start the real plimsolld and talk to it over HTTP.
 
 Every API test goes through this: a daemon process built from this tree

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the host sees of a daemon instance's sandboxes, read the way an
 auditor would: from the kernel (the cgroup tree, /proc), never from the
 daemon or the engine.  Shared by tests/api and tests/hostile.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every hostile suite (tests/hostile) asks of its daemon: a typed
 result or refusal for each payload, and after the class a daemon that is
 ready with its descriptor and thread counts back where they started (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run requests as the tests send them, and the digests a record holds of
 a request or an answer."""
 import base64

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's own process seen from /proc: how many descriptors and
 threads it holds, and its children (the wasm provider's workers)."""
 import os

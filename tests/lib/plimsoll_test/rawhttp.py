@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """HTTP by hand over a raw socket, for what an HTTP client library will not
 send: a head alone, a body that trickles, a connection from another
 loopback address."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A test API server: the upstream a grant's broker forwards to.
 
 A real HTTP server on loopback (standard library only) that checks the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* args.c - prints argc and then each argv entry on its own line. */
 #include <stdio.h>
 

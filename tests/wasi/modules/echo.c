@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* echo.c - copies stdin to stdout until end of input, then reports the
  * byte count on stderr. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * entropy: what a C program sees of randomness and clocks through
  * wasi-libc: getentropy (random_get), clock_getres and clock_gettime on

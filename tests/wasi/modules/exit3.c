@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* exit3.c - writes a line and exits with status 3 via proc_exit. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * exitcode: prints "exit N" on stdout and stderr, then calls proc_exit(N)
  * with N = argv[1], any unsigned 32-bit decimal (0 .. 4294967295).  A bad

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flood.c - writes 10,000,000 bytes to stdout: a repeating, position
  * dependent pattern so a test can check that the kept bytes are an exact
  * prefix.  Then one line on stderr. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* grow.c - grows linear memory 1 MiB (16 pages) at a time until
  * memory.grow fails, then reports how far it got. */
 #include <stdio.h>

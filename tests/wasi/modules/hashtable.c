@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hashtable: a hash table keyed with SipHash-2-4 under a 128-bit seed from
  * random_get, the way hardened hash tables seed themselves.  Inserts

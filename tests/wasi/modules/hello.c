@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hello.c - the smallest useful WASI command: one line on stdout. */
 #include <stdio.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* recurse.c - recurses to the depth given as argv[1] (default 10^7), then
  * prints "depth N ok".  Deep enough values exhaust the interpreter's call
  * stack and must trap. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wasicalls: calls every WASI preview 1 function once or more and prints
  * one line per call, "name=errno" plus what came back, then exits through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command example runs one snippet on the daemon at $PLIMSOLL_URL.
 package main
 

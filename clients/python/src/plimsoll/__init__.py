@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """plimsoll: the Python client of plimsolld (docs/clients.md).
 
     import plimsoll

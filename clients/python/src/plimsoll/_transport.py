@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One Connect unary call over HTTP/1.1 (standard library only), and the
 mapping of its answer onto results and errors."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The client: Describe, Run, sessions, the tier re-check, record checks and
 retries (docs/clients.md)."""
 from __future__ import annotations

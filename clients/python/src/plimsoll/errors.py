@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The errors a plimsoll client raises (docs/clients.md, "Three channels").
 
 * :class:`RefusalError` and one subclass per reason: the daemon refused the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Run records: the canonical form, checking one record, keeping a chain.
 
 See docs/records.md and docs/clients.md ("Records and chains"). Entries are

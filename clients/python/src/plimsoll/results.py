@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the daemon answers, as dataclasses. Each keeps the answer as
 received in ``raw``; a field the daemon left out takes its proto3 default."""
 from __future__ import annotations

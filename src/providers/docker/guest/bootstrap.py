@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # plimsoll's in-container bootstrap (docs/providers/docker.md).
 #
 # plimsolld starts every container with `python3 -c <this file>` and writes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // plimsoll's Node cell server (docs/sessions.md): the JavaScript
 // interpreter a session keeps between cells.  The build puts this file into
 // session_agent.py as NODE_SERVER; a launch runs it as `node -e` with the

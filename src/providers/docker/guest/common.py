@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # plimsoll's guest-side common part (docs/providers/docker.md, "Guest
 # scripts").  The build puts this file first in both scripts compiled into
 # plimsolld (bootstrap.py, session_agent.py), so what they share is written

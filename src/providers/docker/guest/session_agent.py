@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # plimsoll's in-container session agent (docs/sessions.md).  The build
 # compiles it into plimsolld after common.py (the seccomp installer,
 # nondumpable, the stdin readers) and NODE_SERVER (cell_server.js).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ABI between the wasm guest (guest/qjs_guest.c) and the host worker
  * (src/js_worker.c).  Shared by both sides so the status codes and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Guest shim: the only C code compiled together with QuickJS to wasm32-wasi.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * No-op pthread.h for building QuickJS for wasm32-wasi.
  *
