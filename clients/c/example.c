@@ -1,4 +1,3 @@
-/* SPDX-License-Identifier: Apache-2.0 */
 #include <plimsoll.h>
 #include <stdio.h>
 #include <stdlib.h>

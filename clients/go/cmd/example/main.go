@@ -1,4 +1,3 @@
-// SPDX-License-Identifier: Apache-2.0
 // Command example runs one snippet on the daemon at $PLIMSOLL_URL.
 package main
 
