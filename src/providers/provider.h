@@ -47,6 +47,8 @@ struct pl_provider_info {
     struct pl_op_caps project;
     struct pl_op_caps module;
     struct pl_op_caps session;
+    /* What the startup test proved, one sentence each; NULL-terminated. */
+    const char *checks[8];
 };
 
 struct pl_broker; /* broker/broker.h */
@@ -110,6 +112,13 @@ struct pl_session_open {
 };
 
 void pl_run_result_clear(struct pl_run_result *r);
+
+/*
+ * A project whose steps all ran as far as they went (no deadline, no
+ * protocol error): outcome completed, the exit code the last step's, and
+ * the detail naming the step that stopped it when one failed.
+ */
+void pl_run_result_steps_completed(struct pl_run_result *r);
 
 struct pl_provider_ops {
     const char *name;

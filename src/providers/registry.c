@@ -13,12 +13,14 @@
 extern const struct pl_provider_ops pl_disabled_ops;
 extern const struct pl_provider_ops pl_wasm_ops;
 extern const struct pl_provider_ops pl_docker_ops;
+extern const struct pl_provider_ops pl_e2b_ops;
 
 /* Every provider this build has, by its ops table: the name is the table's. */
 static const struct pl_provider_ops *const registry[] = {
     &pl_disabled_ops,
     &pl_wasm_ops,
     &pl_docker_ops,
+    &pl_e2b_ops,
 };
 
 /*
@@ -27,7 +29,7 @@ static const struct pl_provider_ops *const registry[] = {
  * build", not as unknown.  A row leaves this list when its ops table joins
  * the registry.
  */
-static const char *const not_built[] = {"e2b", "dockercloud", "openshell"};
+static const char *const not_built[] = {"dockercloud", "openshell"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -62,6 +64,15 @@ void pl_run_result_clear(struct pl_run_result *r) {
     }
     free(r->steps);
     memset(r, 0, sizeof(*r));
+}
+
+void pl_run_result_steps_completed(struct pl_run_result *r) {
+    int last = r->nsteps ? r->steps[r->nsteps - 1].exit_code : 0;
+    r->exit_code = last;
+    r->outcome = PL_OUTCOME_COMPLETED;
+    if (last != 0)
+        snprintf(r->detail, sizeof(r->detail), "step %zu (%s) exited %d; later steps did not run",
+                 r->nsteps, r->steps[r->nsteps - 1].name, last);
 }
 
 int pl_provider_start(const struct pl_config *config, struct pl_provider **ret_provider,

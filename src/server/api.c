@@ -73,6 +73,12 @@ json_t *pl_api_describe(struct pl_api *api) {
         "max_snippet_bytes", (json_int_t)PL_SNIPPET_MAX_BYTES, "max_request_bytes",
         (json_int_t)c->max_request_bytes, "memory_budget_applies",
         pl_provider_memory_budget_applies(api->provider));
+    json_t *checks = json_array();
+    for (size_t i = 0; checks && i < 8 && in->checks[i]; i++)
+        json_array_append_new(checks, json_string(in->checks[i]));
+    if (d && checks && in->checks[0])
+        json_object_set(d, "startup_checks", checks);
+    json_decref(checks);
     if (d && json_object_set_new(json_object_get(d, "limits"), "min_memory_mb",
                                  json_integer((json_int_t)in->min_memory_mb)) < 0) {
         json_decref(d);

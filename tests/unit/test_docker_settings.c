@@ -16,21 +16,9 @@
 #include <unistd.h>
 
 #include "../../src/providers/docker/docker_int.h"
+#include "settings_test.h"
 
 /* ---- settings ------------------------------------------------------------ */
-
-struct env {
-    const char *name[8];
-    const char *value[8];
-};
-
-static const char *lookup(const char *name, void *userdata) {
-    const struct env *e = userdata;
-    for (int i = 0; i < 8 && e->name[i]; i++)
-        if (strcmp(e->name[i], name) == 0)
-            return e->value[i];
-    return NULL;
-}
 
 /* Load with one setting (name may be NULL: none). */
 static int load1(const char *name, const char *value, struct docker_settings *s,

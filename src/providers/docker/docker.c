@@ -22,6 +22,7 @@
 
 #include "../../core/log.h"
 #include "docker_int.h"
+#include "../settings.h"
 
 static void docker_destroy(void *state) {
     struct docker_state *s = state;
@@ -59,7 +60,7 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
 
     if (dk_load_settings(config, &s->set, err) < 0)
         goto fail;
-    if (pl_docker_engine_new(dk_setting(config, "DOCKER_HOST"), &s->engine, err) < 0)
+    if (pl_docker_engine_new(pl_setting(config, "DOCKER_HOST"), &s->engine, err) < 0)
         goto fail;
     long st = 0;
     if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 5000, &st, NULL, err) < 0 || st != 200) {

@@ -331,7 +331,6 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
                    struct pl_error *err);
 
 /* settings.c */
-const char *dk_setting(const struct pl_config *c, const char *name);
 int dk_load_settings(const struct pl_config *c, struct docker_settings *s, struct pl_error *err);
 int dk_check_uid_unused(const struct docker_settings *s, struct pl_error *err);
 json_t *dk_tmpfs_opts(const struct docker_settings *st, unsigned mb);

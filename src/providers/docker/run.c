@@ -329,11 +329,7 @@ static void project_outcome(const struct pl_run_request *req, struct cont_run *r
         if (r->oom)
             ret->exit_code = 137;
     } else {
-        ret->outcome = PL_OUTCOME_COMPLETED;
-        if (last != 0)
-            snprintf(ret->detail, sizeof(ret->detail),
-                     "step %zu (%s) exited %d; later steps did not run", ret->nsteps,
-                     ret->steps[ret->nsteps - 1].name, last);
+        pl_run_result_steps_completed(ret);
     }
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "docker_int.h"
+#include "../settings.h"
 #include <grp.h>
 #include <pwd.h>
 
@@ -28,43 +29,9 @@
 #include "seccomp_runc.h"  /* generated: seccomp/plimsoll.json */
 #include "seccomp_runsc.h" /* generated: seccomp/plimsoll-runsc.json */
 
-const char *dk_setting(const struct pl_config *c, const char *name) {
-    const char *v = c->lookup ? c->lookup(name, c->lookup_userdata) : NULL;
-    return v && *v ? v : NULL;
-}
-
-static int copy_setting(const struct pl_config *c, const char *name, const char *def, char *dst,
-                        size_t len, struct pl_error *err) {
-    const char *v = dk_setting(c, name);
-    if (!v)
-        v = def;
-    if (strlen(v) >= len)
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: too long", name);
-    memcpy(dst, v, strlen(v) + 1);
-    return 0;
-}
-
-static int uint_setting(const struct pl_config *c, const char *name, unsigned def, unsigned min,
-                        unsigned max, unsigned *ret, struct pl_error *err) {
-    const char *v = dk_setting(c, name);
-    if (!v) {
-        *ret = def;
-        return 0;
-    }
-    char *end = NULL;
-    errno = 0;
-    unsigned long n = strtoul(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || n < min || n > max)
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "%s: \"%.32s\" must be a whole number from %u to %u", name, v, min,
-                            max);
-    *ret = (unsigned)n;
-    return 0;
-}
-
 /* "1", "0.5", "2.25": CPUs with up to three decimals, 0.01 to 64. */
 static int cpus_setting(const struct pl_config *c, unsigned *ret, struct pl_error *err) {
-    const char *v = dk_setting(c, "SANDBOX_DOCKER_CPUS");
+    const char *v = pl_setting(c, "SANDBOX_DOCKER_CPUS");
     if (!v) {
         *ret = 1000;
         return 0;
@@ -98,19 +65,20 @@ static int cpus_setting(const struct pl_config *c, unsigned *ret, struct pl_erro
 }
 
 int dk_load_settings(const struct pl_config *c, struct docker_settings *s, struct pl_error *err) {
-    if (copy_setting(c, "SANDBOX_DOCKER_RUNTIME", "runc", s->runtime, sizeof(s->runtime), err) < 0)
+    if (pl_setting_copy(c, "SANDBOX_DOCKER_RUNTIME", "runc", s->runtime, sizeof(s->runtime), err) <
+        0)
         return -1;
     if (strcmp(s->runtime, "runc") != 0 && strcmp(s->runtime, "runsc") != 0)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "SANDBOX_DOCKER_RUNTIME: \"%s\" is neither runc nor runsc", s->runtime);
-    if (copy_setting(c, "SANDBOX_DOCKER_SNIPPET_IMAGE", "plimsoll/snippet:latest", s->snippet_image,
-                     sizeof(s->snippet_image), err) < 0 ||
-        copy_setting(c, "SANDBOX_DOCKER_PROJECT_IMAGE", "plimsoll/project:latest", s->project_image,
-                     sizeof(s->project_image), err) < 0 ||
-        copy_setting(c, "SANDBOX_DOCKER_INSTANCE", "default", s->instance, sizeof(s->instance),
-                     err) < 0 ||
-        copy_setting(c, "SANDBOX_DOCKER_RUN_DIR", "/run/plimsoll", s->run_dir, sizeof(s->run_dir),
-                     err) < 0)
+    if (pl_setting_copy(c, "SANDBOX_DOCKER_SNIPPET_IMAGE", "plimsoll/snippet:latest",
+                        s->snippet_image, sizeof(s->snippet_image), err) < 0 ||
+        pl_setting_copy(c, "SANDBOX_DOCKER_PROJECT_IMAGE", "plimsoll/project:latest",
+                        s->project_image, sizeof(s->project_image), err) < 0 ||
+        pl_setting_copy(c, "SANDBOX_DOCKER_INSTANCE", "default", s->instance, sizeof(s->instance),
+                        err) < 0 ||
+        pl_setting_copy(c, "SANDBOX_DOCKER_RUN_DIR", "/run/plimsoll", s->run_dir,
+                        sizeof(s->run_dir), err) < 0)
         return -1;
     for (const char *p = s->instance; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
@@ -121,15 +89,15 @@ int dk_load_settings(const struct pl_config *c, struct docker_settings *s, struc
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "SANDBOX_DOCKER_RUN_DIR: must be an absolute path");
     if (cpus_setting(c, &s->millicpus, err) < 0 ||
-        uint_setting(c, "SANDBOX_DOCKER_PIDS", 128, 8, 4096, &s->pids, err) < 0 ||
-        uint_setting(c, "SANDBOX_DOCKER_WORK_MB", 64, 1, 65536, &s->work_mb, err) < 0 ||
-        uint_setting(c, "SANDBOX_DOCKER_TMP_MB", 16, 1, 65536, &s->tmp_mb, err) < 0 ||
-        uint_setting(c, "SANDBOX_DOCKER_WARM", 2, 0, WARM_MAX, &s->warm, err) < 0)
+        pl_setting_uint(c, "SANDBOX_DOCKER_PIDS", 128, 8, 4096, &s->pids, err) < 0 ||
+        pl_setting_uint(c, "SANDBOX_DOCKER_WORK_MB", 64, 1, 65536, &s->work_mb, err) < 0 ||
+        pl_setting_uint(c, "SANDBOX_DOCKER_TMP_MB", 16, 1, 65536, &s->tmp_mb, err) < 0 ||
+        pl_setting_uint(c, "SANDBOX_DOCKER_WARM", 2, 0, WARM_MAX, &s->warm, err) < 0)
         return -1;
-    if (uint_setting(c, "SANDBOX_DOCKER_UID", PL_DOCKER_DEFAULT_UID, 1000, 4000000000u, &s->uid,
-                     err) < 0)
+    if (pl_setting_uint(c, "SANDBOX_DOCKER_UID", PL_DOCKER_DEFAULT_UID, 1000, 4000000000u, &s->uid,
+                        err) < 0)
         return -1;
-    const char *sc = dk_setting(c, "SANDBOX_DOCKER_SECCOMP");
+    const char *sc = pl_setting(c, "SANDBOX_DOCKER_SECCOMP");
     if (!sc) {
         /* The shipped profile for the runtime, compiled in (seccomp/). */
         const char *text = strcmp(s->runtime, "runsc") == 0 ? pl_seccomp_runsc : pl_seccomp_runc;

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * api.c: E2B's control plane (spec/openapi.yml of e2b-dev/E2B): create,
+ * read, list and delete sandboxes, with the API key in X-API-Key.  Every
+ * failure of the service itself (unreachable, 5xx) is remembered as an
+ * outage, which readiness reads without calling anything.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/clock.h"
+#include "../hosted/hosted.h"
+#include "e2b_int.h"
+
+#define EB_MAX_ANSWER (1u << 20)
+#define EB_MAX_PAGES 100
+
+void eb_outage(struct e2b_state *s, const struct pl_error *why) {
+    pthread_mutex_lock(&s->lock);
+    if (why)
+        snprintf(s->outage, sizeof(s->outage), "%.255s", why->message);
+    else
+        s->outage[0] = '\0';
+    s->outage_at_ns = pl_now_ns();
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* One call; 5xx and transport failures are outages and errors. */
+static int call(struct e2b_state *s, const char *method, const char *path, const json_t *body,
+                const char *want_header, long *ret_status, json_t **ret_json, char *ret_header,
+                size_t header_len, struct pl_error *err) {
+    char url[1024], key[300];
+    snprintf(url, sizeof(url), "%s%s", s->set.api_url, path);
+    snprintf(key, sizeof(key), "X-API-Key: %s", s->set.api_key);
+    const char *headers[] = {key, "Accept: application/json", NULL};
+    struct ph_request rq = {.method = method,
+                            .url = url,
+                            .headers = headers,
+                            .json = body,
+                            .timeout_ms = s->set.call_timeout_ms,
+                            .max_response = EB_MAX_ANSWER,
+                            .want_header = want_header,
+                            .stop_fd = -1};
+    struct ph_response rs;
+    if (ph_call(&rq, &rs, err) < 0) {
+        pl_error_wrap(err, "E2B's API: ");
+        eb_outage(s, err);
+        return -1;
+    }
+    *ret_status = rs.status;
+    if (ret_json)
+        *ret_json = ph_response_json(&rs);
+    if (ret_header)
+        snprintf(ret_header, header_len, "%s", rs.header);
+    ph_response_free(&rs);
+    if (rs.status >= 500) {
+        pl_error_set(err, PL_REASON_INTERNAL, "E2B's API: %s %s answered %ld", method, path,
+                     rs.status);
+        eb_outage(s, err);
+        if (ret_json) {
+            json_decref(*ret_json);
+            *ret_json = NULL;
+        }
+        return -1;
+    }
+    eb_outage(s, NULL);
+    return 0;
+}
+
+/* E2B's error message ({"code", "message"}), or "". */
+static const char *message_of(const json_t *j) {
+    const char *m = json_string_value(json_object_get(j, "message"));
+    return m ? m : "";
+}
+
+static bool id_ok(const char *v, size_t max) {
+    size_t n = v ? strlen(v) : 0;
+    return n > 0 && n < max &&
+           strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == n;
+}
+
+static bool domain_ok(const char *v, size_t max) {
+    size_t n = v ? strlen(v) : 0;
+    return n > 0 && n < max &&
+           strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") == n &&
+           v[0] != '.' && v[0] != '-';
+}
+
+/* The domain when the answer names none: the API's host without "api.". */
+static void default_domain(const struct eb_settings *set, char *out, size_t len) {
+    const char *h = strstr(set->api_url, "://");
+    h = h ? h + 3 : set->api_url;
+    if (strncmp(h, "api.", 4) == 0)
+        h += 4;
+    snprintf(out, len, "%.*s", (int)strcspn(h, ":/"), h);
+}
+
+/*
+ * Read a create's (or connect's) answer.  Both access tokens are required:
+ * the provider never lowers its access requirements, so an answer without
+ * either is refused (the caller deletes the VM).
+ */
+static int read_sandbox(struct e2b_state *s, const json_t *a, struct eb_sandbox *ret,
+                        struct pl_error *err) {
+    const char *id = json_string_value(json_object_get(a, "sandboxID"));
+    if (!id_ok(id, sizeof(ret->id)))
+        return pl_error_set(err, PL_REASON_INTERNAL, "E2B's answer has no usable sandboxID");
+    snprintf(ret->id, sizeof(ret->id), "%s", id);
+    const char *tok = json_string_value(json_object_get(a, "envdAccessToken"));
+    if (!tok || !*tok || strlen(tok) >= sizeof(ret->envd_token) || strpbrk(tok, "\r\n"))
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "E2B's answer for sandbox %s lacks envdAccessToken (created with "
+                            "secure: true): refused, the VM is deleted",
+                            ret->id);
+    snprintf(ret->envd_token, sizeof(ret->envd_token), "%s", tok);
+    tok = json_string_value(json_object_get(a, "trafficAccessToken"));
+    if (!tok || !*tok || strlen(tok) >= sizeof(ret->traffic_token) || strpbrk(tok, "\r\n"))
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "E2B's answer for sandbox %s lacks trafficAccessToken (created with "
+                            "allowPublicTraffic: false): refused, the VM is deleted",
+                            ret->id);
+    snprintf(ret->traffic_token, sizeof(ret->traffic_token), "%s", tok);
+    const char *dom = json_string_value(json_object_get(a, "domain"));
+    if (dom && *dom) {
+        if (!domain_ok(dom, sizeof(ret->domain)))
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "E2B's answer for sandbox %s has an unusable domain", ret->id);
+        snprintf(ret->domain, sizeof(ret->domain), "%s", dom);
+    } else {
+        default_domain(&s->set, ret->domain, sizeof(ret->domain));
+    }
+    const char *v = json_string_value(json_object_get(a, "envdVersion"));
+    snprintf(ret->envd_version, sizeof(ret->envd_version), "%s", v ? v : "");
+    snprintf(ret->envd_url, sizeof(ret->envd_url), "%s://%d-%s.%s%s", s->set.scheme, EB_ENVD_PORT,
+             ret->id, ret->domain, s->set.port_suffix);
+    return 0;
+}
+
+int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, struct eb_sandbox *ret,
+              struct pl_error *err) {
+    memset(ret, 0, sizeof(*ret));
+    json_t *body = json_pack("{s:s, s:i, s:b, s:b, s:b, s:{s:b, s:[s]}, s:{s:s, s:s}}",
+                             "templateID", s->set.template_id, "timeout", (int)timeout_s, "secure",
+                             1, "allow_internet_access", 0, "autoPause", 0, "network",
+                             "allowPublicTraffic", 0, "denyOut", "0.0.0.0/0", "metadata",
+                             EB_LABEL_INSTANCE, s->set.instance, EB_LABEL_RUN, run_id);
+    if (!body)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    long st = 0;
+    json_t *a = NULL;
+    int rc = call(s, "POST", "/sandboxes", body, NULL, &st, &a, NULL, 0, err);
+    json_decref(body);
+    if (rc < 0)
+        return pl_error_wrap(err, "creating a VM: ");
+    if (st != 201) {
+        pl_error_set(err, PL_REASON_INTERNAL, "E2B refused the create (%ld): %.200s", st,
+                     message_of(a));
+        json_decref(a);
+        return -1;
+    }
+    rc = read_sandbox(s, a, ret, err);
+    json_decref(a);
+    if (rc < 0 && ret->id[0]) {
+        struct pl_error ignored = {0};
+        (void)eb_delete(s, ret->id, &ignored);
+    }
+    return rc;
+}
+
+int eb_get(struct e2b_state *s, const char *id, json_t **ret_detail, long *ret_status,
+           struct pl_error *err) {
+    char path[128];
+    snprintf(path, sizeof(path), "/sandboxes/%s", id);
+    *ret_detail = NULL;
+    if (call(s, "GET", path, NULL, NULL, ret_status, ret_detail, NULL, 0, err) < 0)
+        return -1;
+    if (*ret_status != 200) {
+        pl_error_set(err, PL_REASON_INTERNAL, "E2B: reading sandbox %s answered %ld: %.200s", id,
+                     *ret_status, message_of(*ret_detail));
+        json_decref(*ret_detail);
+        *ret_detail = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err) {
+    char path[128];
+    snprintf(path, sizeof(path), "/sandboxes/%s", id);
+    long st = 0;
+    json_t *a = NULL;
+    if (call(s, "DELETE", path, NULL, NULL, &st, &a, NULL, 0, err) < 0)
+        return pl_error_wrap(err, "deleting sandbox %s: ", id);
+    int rc = 0;
+    if (st != 204 && st != 404)
+        rc = pl_error_set(err, PL_REASON_INTERNAL, "E2B: deleting sandbox %s answered %ld: %.200s",
+                          id, st, message_of(a));
+    json_decref(a);
+    return rc;
+}
+
+int eb_list_ours(struct e2b_state *s, json_t **ret_list, struct pl_error *err) {
+    char filter[128];
+    snprintf(filter, sizeof(filter), "%s=%s", EB_LABEL_INSTANCE, s->set.instance);
+    char *q = ph_urlencode(filter);
+    json_t *all = json_array();
+    char token[512] = "";
+    int rc = -1;
+    if (!q || !all) {
+        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        goto out;
+    }
+    for (int page = 0; page < EB_MAX_PAGES; page++) {
+        char path[1024], next[512] = "";
+        char *tq = ph_urlencode(token);
+        if (!tq) {
+            pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+            goto out;
+        }
+        snprintf(path, sizeof(path), "/v2/sandboxes?metadata=%s&state=running,paused&limit=100%s%s",
+                 q, *token ? "&nextToken=" : "", tq);
+        free(tq);
+        long st = 0;
+        json_t *a = NULL;
+        if (call(s, "GET", path, NULL, "X-Next-Token", &st, &a, next, sizeof(next), err) < 0)
+            goto out;
+        if (st != 200 || !json_is_array(a)) {
+            pl_error_set(err, PL_REASON_INTERNAL, "E2B: listing sandboxes answered %ld: %.200s", st,
+                         message_of(a));
+            json_decref(a);
+            goto out;
+        }
+        json_array_extend(all, a);
+        json_decref(a);
+        if (!*next) {
+            rc = 0;
+            goto out;
+        }
+        snprintf(token, sizeof(token), "%s", next);
+    }
+    pl_error_set(err, PL_REASON_INTERNAL, "E2B: more than %d pages of sandboxes", EB_MAX_PAGES);
+out:
+    free(q);
+    if (rc < 0)
+        json_decref(all);
+    else
+        *ret_list = all;
+    return rc;
+}
+
+int eb_track(struct e2b_state *s, const char *run_id) {
+    int rc = -1;
+    pthread_mutex_lock(&s->lock);
+    if (s->ntracked < EB_MAX_TRACKED) {
+        snprintf(s->tracked[s->ntracked++], sizeof(s->tracked[0]), "%s", run_id);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+void eb_untrack(struct e2b_state *s, const char *run_id) {
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->ntracked; i++)
+        if (strcmp(s->tracked[i], run_id) == 0) {
+            memmove(s->tracked[i], s->tracked[s->ntracked - 1], sizeof(s->tracked[0]));
+            s->ntracked--;
+            break;
+        }
+    pthread_mutex_unlock(&s->lock);
+}
+
+bool eb_tracked(struct e2b_state *s, const char *run_id) {
+    bool found = false;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->ntracked && !found; i++)
+        found = strcmp(s->tracked[i], run_id) == 0;
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}

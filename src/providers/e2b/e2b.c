@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * e2b.c: the e2b provider (docs/providers/e2b.md): one E2B microVM per run,
+ * painted vm only after the startup test on a real throwaway VM.
+ *
+ *   create   settings → the reaper's first pass (VMs this instance left) →
+ *            the startup test (proof.c) → the periodic reaper
+ *   ready    cached: the last word from E2B's API; it never calls E2B, so
+ *            an unauthenticated /readyz poll costs nothing
+ *   run      run.c
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/clock.h"
+#include "e2b_int.h"
+
+static void e2b_destroy(void *state) {
+    struct e2b_state *s = state;
+    if (!s)
+        return;
+    eb_reaper_stop(s);
+    explicit_bzero(s->set.api_key, sizeof(s->set.api_key));
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static int e2b_create(const struct pl_config *config, void **ret_state, struct pl_error *err) {
+    struct e2b_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    pthread_mutex_init(&s->lock, NULL);
+    pl_cond_init_monotonic(&s->cond);
+    s->max_timeout_ms = config->max_timeout_ms;
+    if (eb_load_settings(config, &s->set, err) < 0)
+        goto fail;
+    if (config->max_sessions > 0) {
+        pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                     "SANDBOX_MAX_SESSIONS: this build's e2b provider keeps no sessions yet; "
+                     "unset it");
+        goto fail;
+    }
+    if (eb_reap_once(s, err) < 0) {
+        pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: E2B's API at %s: ", s->set.api_url);
+        goto fail;
+    }
+    if (eb_prove(s, err) < 0) {
+        pl_error_wrap(err,
+                      "SANDBOX_PROVIDER=e2b: the startup test (template %s): ", s->set.template_id);
+        goto fail;
+    }
+    if (eb_reaper_start(s, err) < 0)
+        goto fail;
+    *ret_state = s;
+    return 0;
+fail:
+    e2b_destroy(s);
+    return -1;
+}
+
+static void e2b_info(void *state, struct pl_provider_info *ret) {
+    struct e2b_state *s = state;
+    *ret = (struct pl_provider_info){.tier = PL_TIER_VM, .runtime = "e2b"};
+    struct pl_op_caps caps = {.supported = true,
+                              .engine = "E2B microVM (Firecracker)",
+                              .max_timeout_ms = s->max_timeout_ms,
+                              .languages = {"javascript", "python", NULL},
+                              .grants = false};
+    ret->snippet = caps;
+    ret->project = caps;
+    ret->project.languages[0] = NULL;
+    ret->module = (struct pl_op_caps){.supported = false, .engine = ""};
+    ret->session = (struct pl_op_caps){.supported = false, .engine = ""};
+    snprintf(s->checks[0], sizeof(s->checks[0]),
+             "a throwaway VM of template %s was created with secure: true, public traffic off "
+             "and the internet denied, and its answer carried both access tokens",
+             s->set.template_id);
+    snprintf(s->checks[1], sizeof(s->checks[1]),
+             "its resources read back from the API and seen from inside: %u CPUs, %u MiB",
+             s->proof.cpu_count, s->proof.memory_mb);
+    snprintf(s->checks[2], sizeof(s->checks[2]),
+             "%u files uploaded into %s and a test program ran there as a project's steps do "
+             "(python3, node)",
+             s->proof.files_uploaded, s->set.workdir);
+    snprintf(s->checks[3], sizeof(s->checks[3]),
+             "egress tried live from inside: nothing reached (%s)", s->proof.probe_detail);
+    snprintf(s->checks[4], sizeof(s->checks[4]),
+             "the VM was deleted and the delete read back (404)");
+    for (int i = 0; i < 5; i++)
+        ret->checks[i] = s->checks[i];
+}
+
+static int e2b_ready(void *state, struct pl_error *err) {
+    struct e2b_state *s = state;
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->outage[0])
+        rc = pl_error_set(err, PL_REASON_NOT_READY, "the last call to E2B's API failed: %s",
+                          s->outage);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+const struct pl_provider_ops pl_e2b_ops = {
+    .name = "e2b",
+    .max_tier = PL_TIER_VM,
+    .memory_budget_applies = false, /* the VMs run on E2B's machines */
+    .create = e2b_create,
+    .destroy = e2b_destroy,
+    .info = e2b_info,
+    .ready = e2b_ready,
+    .run = eb_run,
+};

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * e2b_int.h: the e2b provider's internals (docs/providers/e2b.md).
+ * Nothing outside src/providers/e2b/ includes this file; every name here
+ * starts with eb_.
+ *
+ * The provider drives two APIs of E2B: the control plane (create, read,
+ * list, delete a sandbox: api.c) and envd, the agent inside each microVM
+ * (files, processes: envd.c).  A run is one VM: create, upload, start the
+ * steps or the snippet, collect the output, delete (run.c).  The startup
+ * proof is one throwaway VM (proof.c); the reaper deletes VMs carrying this
+ * instance's label that no run tracks (reaper.c).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../core/capture.h"
+#include "../../core/errors.h"
+#include "../hosted/hosted.h"
+#include "../provider.h"
+
+#define EB_LABEL_INSTANCE "plimsoll-instance"
+#define EB_LABEL_RUN "plimsoll-run"
+#define EB_ENVD_PORT 49983
+#define EB_MAX_TRACKED 1024
+
+struct eb_settings {
+    char api_key[256];        /* E2B_API_KEY: a secret, never logged */
+    char api_url[512];        /* SANDBOX_E2B_API_URL */
+    char template_id[128];    /* SANDBOX_E2B_TEMPLATE */
+    char instance[64];        /* SANDBOX_E2B_INSTANCE */
+    unsigned cpu_count;       /* SANDBOX_E2B_CPU_COUNT: expected */
+    unsigned memory_mb;       /* SANDBOX_E2B_MEMORY_MB: expected */
+    char workdir[256];        /* SANDBOX_E2B_WORKDIR: a project's directory */
+    char egress_probe[512];   /* SANDBOX_E2B_EGRESS_PROBE: host:port[,host:port...] */
+    unsigned call_timeout_ms; /* SANDBOX_E2B_CALL_TIMEOUT_MS: one control-plane call */
+    unsigned reap_interval_s; /* SANDBOX_E2B_REAP_INTERVAL_S */
+    unsigned vm_slack_s;      /* SANDBOX_E2B_VM_SLACK_S: a VM's TTL past its run's deadline */
+    /* Derived from api_url: the scheme and the port envd is reached on. */
+    char scheme[8];
+    char port_suffix[8]; /* ":8080" or "" */
+};
+
+/* What the startup proof showed (Describe). */
+struct eb_proof {
+    char envd_version[64];
+    unsigned cpu_count, memory_mb;
+    unsigned files_uploaded;
+    bool project_path_ran;
+    bool egress_blocked;
+    char probe_detail[512];
+};
+
+struct e2b_state {
+    struct eb_settings set;
+    struct eb_proof proof;
+    unsigned max_timeout_ms;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    /* Runs (by run id) holding a VM right now: the reaper spares them. */
+    char tracked[EB_MAX_TRACKED][64];
+    size_t ntracked;
+    /* The last control-plane failure (readiness reads it, never calls). */
+    char outage[256];
+    uint64_t outage_at_ns;
+    pthread_t reaper;
+    bool reaper_started, reaper_stop;
+    unsigned reaped;     /* VMs the reaper deleted, ever */
+    char checks[5][768]; /* Describe's startup_checks */
+};
+
+/* A sandbox as the control plane answered its create (or connect). */
+struct eb_sandbox {
+    char id[64];
+    char domain[256];
+    char envd_token[256];
+    char traffic_token[256];
+    char envd_version[64];
+    char envd_url[512]; /* scheme://49983-<id>.<domain><:port> */
+};
+
+/* settings.c */
+int eb_load_settings(const struct pl_config *c, struct eb_settings *s, struct pl_error *err);
+
+/* api.c: the control plane.  Each call records an outage on failure. */
+int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, struct eb_sandbox *ret,
+              struct pl_error *err);
+int eb_get(struct e2b_state *s, const char *id, json_t **ret_detail, long *ret_status,
+           struct pl_error *err);
+int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err);
+/* Sandboxes carrying this instance's label, every page: a JSON array. */
+int eb_list_ours(struct e2b_state *s, json_t **ret_list, struct pl_error *err);
+/* Runs whose VMs the reaper must spare, by run id (the label), from before
+ * the create is sent until the delete. */
+int eb_track(struct e2b_state *s, const char *run_id);
+void eb_untrack(struct e2b_state *s, const char *run_id);
+bool eb_tracked(struct e2b_state *s, const char *run_id);
+void eb_outage(struct e2b_state *s, const struct pl_error *why);
+
+/* envd.c: the agent in the VM. */
+struct eb_file {
+    const char *path; /* absolute, in the VM */
+    const void *data;
+    size_t len;
+};
+int eb_upload(struct e2b_state *s, const struct eb_sandbox *sb, const char *user,
+              const struct eb_file *files, size_t n, struct pl_error *err);
+
+/* One process: argv run in cwd as user, until it ends or the deadline. */
+struct eb_proc {
+    const char *user;
+    const char *const *argv;
+    size_t argc;
+    const char *cwd;
+    const void *stdin_data; /* written through a file: see envd.c */
+    size_t stdin_len;
+    uint64_t deadline_ns;
+    size_t output_cap;
+    /* filled */
+    struct pl_capture out, err;
+    int exit_code;
+    bool ended;     /* the end event arrived */
+    bool timed_out; /* the deadline ended it */
+    char status[64];
+    char error[256]; /* infrastructure: why the stream broke */
+};
+void eb_proc_init(struct eb_proc *p, size_t output_cap);
+void eb_proc_free(struct eb_proc *p);
+/* Returns 0 when the process ran to an end or to its deadline (see
+ * timed_out); < 0 (INTERNAL) when the stream broke or envd refused. */
+int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc *p,
+               struct pl_error *err);
+int eb_metrics(struct e2b_state *s, const struct eb_sandbox *sb, json_t **ret,
+               struct pl_error *err);
+
+/* events.c: envd's process stream, as it arrives (a fuzz target). */
+#define EB_MAX_EVENT (4u << 20) /* one event of the process stream */
+struct eb_stream {
+    struct eb_proc *p;
+    struct ph_envelopes env;
+    unsigned pid;            /* from the start event; 0 before it */
+    bool trailer;            /* the end-of-stream message arrived */
+    char trailer_error[200]; /* its error, "code: message" */
+};
+void eb_stream_init(struct eb_stream *st, struct eb_proc *p);
+/* ph_request.on_data: < 0 once the stream is broken. */
+int eb_stream_feed(void *stream, const unsigned char *data, size_t len);
+void eb_stream_free(struct eb_stream *st);
+/* One event's JSON into p (output, the end); the start's pid. */
+int eb_process_event(struct eb_proc *p, const unsigned char *msg, size_t len, unsigned *ret_pid);
+
+/* proof.c */
+int eb_prove(struct e2b_state *s, struct pl_error *err);
+
+/* run.c */
+int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+           struct pl_run_result *ret, struct pl_error *err);
+/* A project's files and steps in sb, exactly as a run does it (the proof
+ * takes this path too). */
+int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+               struct pl_error *err);
+/* Create a VM for a run (checks the answer), track it. */
+int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, struct eb_sandbox *ret,
+            struct pl_error *err);
+/* Delete a run's VM and stop tracking it; a failure leaves it to the reaper. */
+void eb_close(struct e2b_state *s, const char *run_id, const struct eb_sandbox *sb);
+
+/* reaper.c */
+int eb_reap_once(struct e2b_state *s, struct pl_error *err);
+int eb_reaper_start(struct e2b_state *s, struct pl_error *err);
+void eb_reaper_stop(struct e2b_state *s);

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * run.c: one run, one VM (docs/providers/e2b.md, "A run"): create it with
+ * this instance's label, upload, run the snippet or each step over envd's
+ * process stream under the run's deadline, collect the output under the
+ * caps, delete it.  Any failure after the create deletes the VM; one the
+ * delete cannot reach is left to the reaper, which finds it by its label.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/clock.h"
+#include "e2b_int.h"
+
+#define EB_SNIPPET_DIR "/tmp/plimsoll"
+
+int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, struct eb_sandbox *ret,
+            struct pl_error *err) {
+    /* Tracked before the create is sent: the reaper spares a VM whose
+     * answer has not come back yet. */
+    if (eb_track(s, run_id) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "too many VMs in flight");
+    unsigned ttl = (timeout_ms + 999) / 1000 + s->set.vm_slack_s;
+    if (eb_create(s, run_id, ttl, ret, err) < 0) {
+        eb_untrack(s, run_id);
+        return -1;
+    }
+    return 0;
+}
+
+void eb_close(struct e2b_state *s, const char *run_id, const struct eb_sandbox *sb) {
+    struct pl_error err = {0};
+    if (sb->id[0])
+        (void)eb_delete(s, sb->id, &err); /* a VM left behind keeps its label: reaped */
+    eb_untrack(s, run_id);
+}
+
+/* The output of a capture, owned by the result. */
+static char *take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated) {
+    struct pl_output o = {0};
+    (void)pl_capture_finish(c, &o);
+    *ret_len = o.data ? o.len : 0;
+    *ret_truncated = o.truncated;
+    return o.data;
+}
+
+static int snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
+                   const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+                   struct pl_error *err) {
+    bool py = strcmp(req->snippet.language, "python") == 0;
+    const char *main_path = py ? EB_SNIPPET_DIR "/main.py" : EB_SNIPPET_DIR "/main.js";
+    struct eb_file files[] = {
+        {main_path, req->snippet.code, req->snippet.code_len},
+        {EB_SNIPPET_DIR "/stdin", req->snippet.stdin_data ? req->snippet.stdin_data : "",
+         req->snippet.stdin_len},
+    };
+    if (eb_upload(s, sb, "user", files, 2, err) < 0)
+        return -1;
+    const char *argv[] = {"/bin/sh",
+                          "-c",
+                          "exec \"$0\" \"$1\" < \"$2\"",
+                          py ? "python3" : "node",
+                          main_path,
+                          EB_SNIPPET_DIR "/stdin"};
+    struct eb_proc p;
+    eb_proc_init(&p, ctx->output_bytes);
+    p.user = "user";
+    p.argv = argv;
+    p.argc = 6;
+    p.cwd = EB_SNIPPET_DIR;
+    p.deadline_ns = deadline;
+    int rc = eb_process(s, sb, &p, err);
+    if (rc == 0) {
+        ret->timed_out = p.timed_out;
+        ret->exit_code = p.timed_out ? 124 : p.exit_code;
+        ret->out = take(&p.out, &ret->out_len, &ret->out_truncated);
+        ret->err = take(&p.err, &ret->err_len, &ret->err_truncated);
+        ret->outcome = p.timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        if (p.timed_out)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "the deadline of %u ms ended the run; the VM was deleted", ctx->timeout_ms);
+        if (!ret->out || !ret->err)
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    eb_proc_free(&p);
+    return rc;
+}
+
+int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+               struct pl_error *err) {
+    size_t nf = req->project.nfiles;
+    struct eb_file *files = calloc(nf ? nf : 1, sizeof(*files));
+    char(*paths)[PL_PATH_MAX_BYTES + 300] = calloc(nf ? nf : 1, sizeof(*paths));
+    ret->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*ret->steps));
+    if (!files || !paths || !ret->steps) {
+        free(files);
+        free(paths);
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    for (size_t i = 0; i < nf; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "%s/%s", s->set.workdir, req->project.files[i].path);
+        files[i] =
+            (struct eb_file){paths[i], req->project.files[i].content, req->project.files[i].len};
+    }
+    int rc = eb_upload(s, sb, "user", files, nf, err);
+    free(files);
+    free(paths);
+    if (rc < 0)
+        return -1;
+    bool timed_out = false;
+    for (size_t i = 0; i < req->project.nsteps && rc == 0; i++) {
+        const struct pl_step *step = &req->project.steps[i];
+        struct pl_step_result *sr = &ret->steps[ret->nsteps];
+        struct eb_proc p;
+        eb_proc_init(&p, ctx->output_bytes);
+        p.user = "user";
+        p.argv = step->argv;
+        p.argc = step->argc;
+        p.cwd = s->set.workdir;
+        p.deadline_ns = deadline;
+        uint64_t t0 = pl_now_ns();
+        rc = eb_process(s, sb, &p, err);
+        if (rc == 0) {
+            sr->name = strdup(step->name);
+            sr->timed_out = p.timed_out;
+            sr->exit_code = p.timed_out ? 124 : p.exit_code;
+            sr->out = take(&p.out, &sr->out_len, &sr->out_truncated);
+            sr->err = take(&p.err, &sr->err_len, &sr->err_truncated);
+            sr->duration_ms = (uint32_t)((pl_now_ns() - t0) / 1000000);
+            ret->nsteps++;
+            if (!sr->name || !sr->out || !sr->err)
+                rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+            timed_out = p.timed_out;
+        }
+        eb_proc_free(&p);
+        if (rc < 0 || timed_out || sr->exit_code != 0)
+            break;
+    }
+    if (rc < 0)
+        return -1;
+    ret->timed_out = timed_out;
+    if (timed_out) {
+        ret->outcome = PL_OUTCOME_TIMED_OUT;
+        ret->exit_code = 124;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the deadline of %u ms ended the run during step %zu of %zu", ctx->timeout_ms,
+                 ret->nsteps, req->project.nsteps);
+    } else {
+        pl_run_result_steps_completed(ret);
+    }
+    ret->out = calloc(1, 1);
+    ret->err = calloc(1, 1);
+    if (!ret->out || !ret->err)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    return 0;
+}
+
+int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+           struct pl_run_result *ret, struct pl_error *err) {
+    struct e2b_state *s = state;
+    if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT)
+        return pl_error_set(err, PL_REASON_UNSUPPORTED, "e2b runs snippets and projects only");
+    if (ctx->broker)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "e2b: a grant reached a provider that brokers none");
+    uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
+    struct eb_sandbox sb;
+    if (eb_open(s, ctx->run_id, ctx->timeout_ms, &sb, err) < 0)
+        return -1;
+    snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.id);
+    int rc = req->kind == PL_PAYLOAD_SNIPPET ? snippet(s, &sb, ctx, req, deadline, ret, err)
+                                             : eb_project(s, &sb, ctx, req, deadline, ret, err);
+    eb_close(s, ctx->run_id, &sb);
+    if (rc < 0)
+        pl_error_wrap(err, "e2b sandbox %s: ", sb.id);
+    return rc;
+}

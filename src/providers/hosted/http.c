@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * http.c: one call to a hosted service's HTTP API (hosted.h), on libcurl.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "hosted.h"
+
+struct call {
+    const struct ph_request *req;
+    struct ph_response *resp;
+    size_t max;
+    bool too_large;
+    bool aborted;
+    bool stopped;
+};
+
+static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
+    struct call *c = userdata;
+    size_t len = size * n;
+    if (c->req->on_data) {
+        if (c->req->on_data(c->req->userdata, (const unsigned char *)p, len) < 0) {
+            c->aborted = true;
+            return 0;
+        }
+        return len;
+    }
+    if (c->resp->body.len + len > c->max) {
+        c->too_large = true;
+        return 0;
+    }
+    return pl_buf_append(&c->resp->body, p, len) < 0 ? 0 : len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *userdata) {
+    struct call *c = userdata;
+    size_t len = size * n;
+    const char *want = c->req->want_header;
+    size_t wl = want ? strlen(want) : 0;
+    if (wl && len > wl + 1 && p[wl] == ':' && strncasecmp(p, want, wl) == 0) {
+        const char *v = p + wl + 1;
+        size_t vl = len - wl - 1;
+        while (vl && (*v == ' ' || *v == '\t'))
+            v++, vl--;
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+            vl--;
+        if (vl >= sizeof(c->resp->header))
+            vl = sizeof(c->resp->header) - 1;
+        memcpy(c->resp->header, v, vl);
+        c->resp->header[vl] = '\0';
+    }
+    return len;
+}
+
+static int on_progress(void *userdata, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+    (void)dt, (void)dn, (void)ut, (void)un;
+    struct call *c = userdata;
+    if (c->req->stop_fd < 0)
+        return 0;
+    struct pollfd p = {.fd = c->req->stop_fd, .events = POLLIN};
+    if (poll(&p, 1, 0) > 0) {
+        c->stopped = true;
+        return 1;
+    }
+    return 0;
+}
+
+int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_error *err) {
+    memset(ret, 0, sizeof(*ret));
+    struct call c = {
+        .req = req, .resp = ret, .max = req->max_response ? req->max_response : 1u << 20};
+    CURL *h = curl_easy_init();
+    if (!h)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    struct curl_slist *hdrs = NULL;
+    char *payload = NULL;
+    curl_mime *mime = NULL;
+    int rc = -1;
+    for (const char *const *l = req->headers; l && *l; l++)
+        if (!(hdrs = curl_slist_append(hdrs, *l)))
+            goto oom;
+    /* libcurl's own "Expect: 100-continue" only costs a round trip. */
+    if (!(hdrs = curl_slist_append(hdrs, "Expect:")))
+        goto oom;
+    curl_easy_setopt(h, CURLOPT_URL, req->url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(req->timeout_ms ? req->timeout_ms : 30000));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &c);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &c);
+    if (req->stop_fd >= 0) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, &c);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
+    if (req->json) {
+        if (!(payload = json_dumps(req->json, JSON_COMPACT)))
+            goto oom;
+        if (!(hdrs = curl_slist_append(hdrs, "Content-Type: application/json")))
+            goto oom;
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
+    } else if (req->body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)req->body_len);
+    } else if (req->parts) {
+        if (!(mime = curl_mime_init(h)))
+            goto oom;
+        for (size_t i = 0; i < req->nparts; i++) {
+            curl_mimepart *p = curl_mime_addpart(mime);
+            if (!p || curl_mime_name(p, req->parts[i].name) != CURLE_OK ||
+                curl_mime_data(p, req->parts[i].data, req->parts[i].len) != CURLE_OK ||
+                (req->parts[i].filename &&
+                 curl_mime_filename(p, req->parts[i].filename) != CURLE_OK))
+                goto oom;
+        }
+        curl_easy_setopt(h, CURLOPT_MIMEPOST, mime);
+    } else if (strcmp(req->method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    CURLcode cc = curl_easy_perform(h);
+    if (cc != CURLE_OK) {
+        if (c.too_large)
+            pl_error_set(err, PL_REASON_INTERNAL, "%s %s: the answer is larger than %zu bytes",
+                         req->method, req->url, c.max);
+        else if (c.stopped)
+            pl_error_errno(err, PL_REASON_INTERNAL, ECANCELED, "%s %s: stopped", req->method,
+                           req->url);
+        else if (c.aborted)
+            pl_error_set(err, PL_REASON_INTERNAL, "%s %s: the answer's stream was refused",
+                         req->method, req->url);
+        else
+            pl_error_errno(err, PL_REASON_INTERNAL,
+                           cc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED, "%s %s: %s",
+                           req->method, req->url, curl_easy_strerror(cc));
+        goto out;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);
+    rc = 0;
+    goto out;
+oom:
+    pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+out:
+    curl_easy_cleanup(h);
+    curl_mime_free(mime);
+    curl_slist_free_all(hdrs);
+    free(payload);
+    if (rc < 0)
+        ph_response_free(ret);
+    return rc;
+}
+
+void ph_response_free(struct ph_response *r) {
+    pl_buf_free(&r->body);
+    r->body = (struct pl_buf){0};
+}
+
+json_t *ph_response_json(const struct ph_response *r) {
+    if (!r->body.data || r->body.len == 0)
+        return NULL;
+    return json_loadb(r->body.data, r->body.len, 0, NULL);
+}
+
+char *ph_urlencode(const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *out = malloc(3 * n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
+            *o++ = (char)*p;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*p >> 4];
+            *o++ = hex[*p & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
