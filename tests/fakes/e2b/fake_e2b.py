@@ -1150,29 +1150,38 @@ class Handler(BaseHTTPRequestHandler):
 
     def envd_signal(self, sbx):
         """SendSignal (Connect unary, JSON): signal a process's group."""
+        if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+            self.drain_body()
+            raise HttpError(415, {"code": "unknown", "message": "content type must be application/json"})
+        body = self.read_body()
         try:
-            if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
-                self.drain_body()
-                raise HttpError(415, {"code": "unknown", "message": "content type must be application/json"})
             self.basic_user()
-            body = self.read_json()
-            if not isinstance(body, dict) or not isinstance(body.get("process"), dict):
-                raise ConnectError("invalid_argument", "process is required")
-            pid = body["process"].get("pid")
-            if pid is None and "tag" in body["process"]:
-                raise ConnectError("unimplemented", "process tags are not served by the fake")
-            sig = body.get("signal")
-            name = SIGNALS.get(sig) if isinstance(sig, (str, int)) else None
-            if name is None:
-                raise ConnectError("unimplemented", "invalid signal: %s" % sig)
-            proc = sbx.processes.get(pid) if isinstance(pid, int) else None
-            if proc is None:
-                raise ConnectError("not_found", "process with pid %s not found" % pid)
-            if not proc.signal(name):
-                raise ConnectError("internal", "error sending signal")
+            self.signal_process(sbx, body)
         except ConnectError as e:
             raise HttpError(CONNECT_STATUS[e.code], e.body()) from None
         self.send_json(200, {})
+
+    @staticmethod
+    def signal_process(sbx, body):
+        """Carry out a SendSignalRequest (JSON bytes) or raise ConnectError."""
+        try:
+            request = json.loads(body)
+        except ValueError as e:
+            raise ConnectError("invalid_argument", "bad JSON: %s" % e) from None
+        if not isinstance(request, dict) or not isinstance(request.get("process"), dict):
+            raise ConnectError("invalid_argument", "process is required")
+        pid = request["process"].get("pid")
+        if pid is None and "tag" in request["process"]:
+            raise ConnectError("unimplemented", "process tags are not served by the fake")
+        sig = request.get("signal")
+        name = SIGNALS.get(sig) if isinstance(sig, (str, int)) else None
+        if name is None:
+            raise ConnectError("unimplemented", "invalid signal: %s" % sig)
+        proc = sbx.processes.get(pid) if isinstance(pid, int) else None
+        if proc is None:
+            raise ConnectError("not_found", "process with pid %s not found" % pid)
+        if not proc.signal(name):
+            raise ConnectError("internal", "error sending signal")
 
     def envd_start(self, sbx):
         """Start (Connect server streaming, JSON): run a process and stream
