@@ -16,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from plimsoll_test.e2b import FakeE2B, bridge_gateway  # noqa: E402
+from plimsoll_test.e2b import FakeE2B  # noqa: E402
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
 
 TEMPLATE = "plimsoll-project"
@@ -49,12 +49,12 @@ def creates(state):
 
 
 class Listener:
-    """A TCP listener on the docker bridge's gateway: reachable from a VM
-    whose egress is open, and from nothing with the network off."""
+    """A TCP listener on the host's address on the fake's network: reachable
+    from a VM whose egress is open, and from nothing with the network off."""
 
-    def __init__(self):
+    def __init__(self, fake):
         self.sock = socket.socket()
-        self.sock.bind((bridge_gateway(), 0))
+        self.sock.bind((fake.gateway(), 0))
         self.sock.listen(16)
         self.target = "%s:%d" % self.sock.getsockname()
         self.accepted = 0
@@ -323,7 +323,7 @@ class StartupRefusals(unittest.TestCase):
         self.refused("the settings expect 2 and 512")
 
     def test_open_egress(self):
-        lst = Listener()
+        lst = Listener(self.fake)
         try:
             self.fake.misbehave(egress_open=True)
             self.refused("egress is open", SANDBOX_E2B_EGRESS_PROBE=lst.target)
@@ -332,7 +332,7 @@ class StartupRefusals(unittest.TestCase):
             lst.close()
 
     def test_closed_egress_passes_with_the_same_probe(self):
-        lst = Listener()
+        lst = Listener(self.fake)
         try:
             with Daemon(env=e2b_env(self.fake, SANDBOX_E2B_EGRESS_PROBE=lst.target)) as d:
                 status, desc = d.rpc("Describe", {})

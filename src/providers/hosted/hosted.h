@@ -38,8 +38,9 @@ struct ph_request {
     uint64_t timeout_ms;     /* the whole call, connect included; 0 = 30 s */
     size_t max_response;     /* bytes of answer kept; more is an error; 0 = 1 MiB */
     const char *want_header; /* a response header to keep (e.g. "X-Next-Token"), or NULL */
-    /* Streaming: when set, answer bytes go here instead of into the body
-     * buffer (max_response does not apply); return < 0 to abort the call. */
+    /* Streaming: when set, the bytes of a 2xx answer go here instead of
+     * into the body buffer (max_response does not apply to them); an error
+     * answer is still kept as a body.  Return < 0 to abort the call. */
     int (*on_data)(void *userdata, const unsigned char *data, size_t len);
     void *userdata;
     /* A descriptor that, when readable, aborts the call (a stop signal). */

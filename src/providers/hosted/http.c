@@ -12,6 +12,7 @@
 #include "hosted.h"
 
 struct call {
+    CURL *h;
     const struct ph_request *req;
     struct ph_response *resp;
     size_t max;
@@ -23,7 +24,10 @@ struct call {
 static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
     struct call *c = userdata;
     size_t len = size * n;
-    if (c->req->on_data) {
+    long status = 0;
+    curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
+    /* Only a success is a stream; an error answer is kept as a body. */
+    if (c->req->on_data && status >= 200 && status < 300) {
         if (c->req->on_data(c->req->userdata, (const unsigned char *)p, len) < 0) {
             c->aborted = true;
             return 0;
@@ -77,6 +81,7 @@ int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_err
     CURL *h = curl_easy_init();
     if (!h)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    c.h = h;
     struct curl_slist *hdrs = NULL;
     char *payload = NULL;
     curl_mime *mime = NULL;

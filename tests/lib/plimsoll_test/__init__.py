@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Helpers shared by the Python suites (tests/api, tests/hostile, tests/load),
+"""Helpers shared by the Python suites (tests/api, tests/hostile, tests/e2b,
+tests/load),
 the clients' harness (tests/clients) and bench/: no test module imports
 another.
 
@@ -18,6 +19,8 @@ another.
   payloads   run requests (snippet, py, js, module, built_module) and the
              record's digests (canon, sha)
   rawhttp    HTTP by hand over a raw socket (head, read_answer)
+  e2b        the local fake of E2B's API (FakeE2B: start, misbehave, plant,
+             state, envd, run), Connect envelopes, bridge_gateway
 
 tests/run.py puts tests/lib on sys.path; each module that uses the
 package also inserts it, so `python3 -m unittest test_x` works in its own
