@@ -108,6 +108,14 @@ def main(d, out):
             ratios.append("| sessions/%s: open + first cell, pool off p50 / pool on p50 | "
                           "**%.2f×** |" % (rt, off[0]["p50_ms"] / on[0]["p50_ms"]))
     sess_table = "\n".join(sess_lines) if sess else "(not measured: no docker engine)"
+    e2b = load(d, "e2b") or []
+    e2b_lines = ["| payload | wall p50 | the fake's share p50 | plimsoll's own p50 | p95 |"
+                 " calls per run |", "|---|---|---|---|---|---|"]
+    for r in e2b:
+        e2b_lines.append("| %s | %.1f ms | %.1f ms | **%.1f ms** | %.1f ms | %.0f |" % (
+            r["name"], r["wall_p50_ms"], r["fake_p50_ms"], r["overhead_p50_ms"],
+            r["overhead_p95_ms"], r["calls_per_run"]))
+    e2b_table = "\n".join(e2b_lines) if e2b else "(not measured: no docker engine)"
     table = "\n".join(lines)
     ratio_table = "\n".join(["| ratio | value |", "|---|---|"] + ratios)
     print(table)
@@ -156,6 +164,19 @@ container (usage minus inactive file cache), both interpreters included.
 The spec's figures for comparison: about 20 ms (runc) and 30–50 ms (gVisor)
 with the pool, 750 / 850 ms without; 39 / 66 MiB per waiting sandbox.
 
+## e2b provider: plumbing only
+
+{e2b_table}
+
+Measured by `bench/e2b.py` against the local fake of E2B's API
+(`tests/fakes/e2b`), whose "VMs" are local containers: its times say
+nothing about E2B, so only plimsoll's own share is reported. For each run,
+the wall time the caller saw minus the time the fake spent answering that
+run's calls (the fake times each request; a run's calls are sequential):
+the HTTP front, admission, the control-plane and envd clients, the stream
+reader, the record. On the real service a run also pays E2B's create
+(hundreds of milliseconds) and the network's round trips.
+
 ## Ratios
 
 {ratios}
@@ -180,7 +201,8 @@ what the p95 and p99 show.
 Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
 `PL_BENCH_DOCKER_N` for the docker series).
 """.format(when=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), machine=machine(),
-           table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table)
+           table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table,
+           e2b_table=e2b_table)
     with open(out, "w") as f:
         f.write(doc)
     print("\nwrote", out)

@@ -181,6 +181,15 @@ class Runs(E2BDaemon):
         self.assertIn("later steps did not run", r["detail"])
         self.assert_no_vm_left()
 
+    def test_project_without_files_and_a_missing_program(self):
+        # No upload makes the directory; a program that does not exist is
+        # the guest's result (127), as on docker, not a failure of envd's.
+        r = self.run_ok({"project": {"steps": [{"name": "pwd", "argv": ["pwd"]},
+                                               {"name": "nope", "argv": ["no-such-tool"]}]}})
+        self.assertEqual(r["steps"][0]["stdout"], "/home/user/project\n")
+        self.assertEqual((r["outcome"], r["exit_code"]), ("completed", 127))
+        self.assertIn("not found", r["steps"][1]["stderr"])
+
     def test_deadline_kills_and_deletes(self):
         t0 = time.monotonic()
         r = self.run_ok({"snippet": {"language": "javascript", "code": "for(;;){}"},

@@ -115,13 +115,29 @@ int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl
         struct pl_step_result *sr = &ret->steps[ret->nsteps];
         struct eb_proc p;
         eb_proc_init(&p, ctx->output_bytes);
+        /* argv exactly, in the project directory, through a shell that
+         * makes the directory (a project may have no files) and execs: a
+         * program that does not exist exits 127 with the shell's message
+         * on stderr, a result as on docker, not a failure of envd's. */
+        const char **argv = calloc(step->argc + 4, sizeof(*argv));
+        if (!argv) {
+            eb_proc_free(&p);
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+            break;
+        }
+        argv[0] = "/bin/sh";
+        argv[1] = "-c";
+        argv[2] = "mkdir -p \"$0\" && cd \"$0\" && exec \"$@\"";
+        argv[3] = s->set.workdir;
+        memcpy(argv + 4, step->argv, step->argc * sizeof(*argv));
         p.user = "user";
-        p.argv = step->argv;
-        p.argc = step->argc;
-        p.cwd = s->set.workdir;
+        p.argv = argv;
+        p.argc = step->argc + 4;
+        p.cwd = "/";
         p.deadline_ns = deadline;
         uint64_t t0 = pl_now_ns();
         rc = eb_process(s, sb, &p, err);
+        free(argv);
         if (rc == 0) {
             sr->name = strdup(step->name);
             sr->timed_out = p.timed_out;
