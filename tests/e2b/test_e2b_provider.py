@@ -244,6 +244,13 @@ class MidRunFailures(E2BDaemon):
         self.assertIn("502", body["message"])
         self.assert_no_vm_left()
 
+    def test_upload_refused_is_internal_and_the_vm_is_deleted(self):
+        self.fake.misbehave(fail={"match": "^POST /files", "status": 500, "times": 1})
+        body = self.refused_internal({"project": {"files": [{"path": "a", "content": "x"}],
+                                                  "steps": [{"argv": ["cat", "a"]}]}})
+        self.assertIn("uploading", body["message"])
+        self.assert_no_vm_left()
+
     def test_vm_gone_mid_run_is_internal_not_guest_output(self):
         self.fake.misbehave(vanish_during_process=True)
         body = self.refused_internal({"snippet": {"language": "python",

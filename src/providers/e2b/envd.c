@@ -109,18 +109,6 @@ int eb_metrics(struct e2b_state *s, const struct eb_sandbox *sb, json_t **ret,
     return 0;
 }
 
-void eb_proc_init(struct eb_proc *p, size_t output_cap) {
-    memset(p, 0, sizeof(*p));
-    pl_capture_init(&p->out, output_cap);
-    pl_capture_init(&p->err, output_cap);
-    p->exit_code = -1;
-}
-
-void eb_proc_free(struct eb_proc *p) {
-    pl_capture_free(&p->out);
-    pl_capture_free(&p->err);
-}
-
 /* SendSignal SIGKILL to pid (the deadline, or a broken stream). */
 static void kill_pid(struct e2b_state *s, const struct eb_sandbox *sb, unsigned pid) {
     char url[768], body[128];

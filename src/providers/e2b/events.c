@@ -11,6 +11,18 @@
 #include "../../core/canon.h"
 #include "e2b_int.h"
 
+void eb_proc_init(struct eb_proc *p, size_t output_cap) {
+    memset(p, 0, sizeof(*p));
+    pl_capture_init(&p->out, output_cap);
+    pl_capture_init(&p->err, output_cap);
+    p->exit_code = -1;
+}
+
+void eb_proc_free(struct eb_proc *p) {
+    pl_capture_free(&p->out);
+    pl_capture_free(&p->err);
+}
+
 /* Output bytes of a data event (base64 in proto3 JSON) into a capture. */
 static int add_output(struct pl_capture *c, const json_t *v) {
     const char *b = json_string_value(v);
