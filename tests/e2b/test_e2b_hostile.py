@@ -13,7 +13,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from test_e2b_provider import E2BDaemon, Listener  # noqa: E402
+from test_e2b_provider import E2BDaemon, Listener  # noqa: E402  (puts tests/lib on the path)
+from plimsoll_test.hostile import Hostile  # noqa: E402
 
 
 def py(code, **extra):
@@ -23,6 +24,67 @@ def py(code, **extra):
 
 
 class HostileGuest(E2BDaemon):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        Hostile.baseline.__func__(cls)
+
+    @classmethod
+    def tearDownClass(cls):
+        # The daemon's descriptors and threads come back, and it is ready
+        # (the hostile suite's own check), then the fake goes too.
+        try:
+            Hostile.tearDownClass.__func__(cls)
+        finally:
+            cls.fake.stop()
+
+    def test_what_a_step_leaves_running_ends_before_the_next(self):
+        # A detached sleep, and one that made itself non-dumpable (so its
+        # /proc entry is root's): neither reaches the next step.
+        leave = ("import ctypes, os, subprocess\n"
+                 "subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+                 "if os.fork() == 0:\n"
+                 "    os.setsid()\n"
+                 "    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
+                 "    os.execvp('sleep', ['sleep', '601'])\n")
+        look = ("import os\n"
+                "print(sum(1 for p in os.listdir('/proc') if p.isdigit() and\n"
+                "          open('/proc/%s/cmdline' % p).read() in\n"
+                "          ('sleep\\x00600\\x00', 'sleep\\x00601\\x00')))\n")
+        r = self.run_ok({"project": {"steps": [
+            {"name": "leave", "argv": ["python3", "-c", leave]},
+            {"name": "look", "argv": ["python3", "-c", look]}]}})
+        self.assertEqual(r["steps"][1]["stdout"], "0\n", r)
+
+    def test_kill_everything_it_can(self):
+        r = self.run_ok({"project": {"steps": [
+            {"name": "kill", "argv": ["sh", "-c", "kill -9 -1; echo survived"]},
+            {"name": "after", "argv": ["echo", "next"]}]}})
+        # Whatever the guest could signal was its own; the run goes on.
+        self.assertEqual(r["steps"][-1]["stdout"], "next\n", r)
+
+    def test_closed_output_then_sleep_past_the_deadline(self):
+        r = self.run_ok(py("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)",
+                           timeout_ms=2000))
+        self.assertTrue(r["timed_out"], r)
+        self.assert_no_vm_left()
+
+    def test_udp_and_dns_out(self):
+        r = self.run_ok(py(
+            "import socket\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "try:\n"
+            "    s.sendto(b'x', ('192.0.2.1', 53))\n"
+            "    print('sent')\n"
+            "except OSError as e:\n"
+            "    print('refused', e.errno)\n"
+            "try:\n"
+            "    socket.getaddrinfo('example.com', 443)\n"
+            "    print('resolved')\n"
+            "except OSError as e:\n"
+            "    print('no dns', e.errno)\n"))
+        self.assertIn("no dns", r["stdout"])
+        self.assertNotIn("resolved", r["stdout"])
     def test_the_api_key_never_enters_the_vm(self):
         # Everything a guest can read of its own VM's processes.
         r = self.run_ok(py(

@@ -60,6 +60,7 @@ struct e2b_state {
     struct eb_settings set;
     struct eb_proof proof;
     unsigned max_timeout_ms;
+    unsigned user_uid; /* the guest's user, from the proof (0: not known yet) */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     /* Runs (by run id) holding a VM right now: the reaper spares them. */

@@ -25,7 +25,8 @@ static const char check_files[] =
     "        got = f.read()\n"
     "    if body is not None and got != body:\n"
     "        sys.exit('%s: wrong content' % path)\n"
-    "print(os.getcwd())\n";
+    "print(os.getcwd())\n"
+    "print(os.getuid())\n";
 
 /* Step 3: every probe target is unreachable.  Prints one line per target:
  * "reached host:port" or "blocked host:port why". */
@@ -110,13 +111,23 @@ static int proof_project(struct e2b_state *s, const struct eb_sandbox *sb, struc
                             last ? last->name : "?", last ? last->exit_code : -1,
                             last && last->err ? last->err : "");
     }
-    /* Step 1 printed its working directory: the project directory. */
+    /* Step 1 printed its working directory (the project directory) and
+     * its uid: the guest's user, which must not be root. */
     const struct pl_step_result *files_step = &r->steps[0];
     size_t wl = strlen(s->set.workdir);
-    if (files_step->out_len != wl + 1 || memcmp(files_step->out, s->set.workdir, wl) != 0)
+    if (files_step->out_len <= wl + 1 || memcmp(files_step->out, s->set.workdir, wl) != 0 ||
+        files_step->out[wl] != '\n')
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "the test project ran in %.100s, not in SANDBOX_E2B_WORKDIR %s",
                             files_step->out, s->set.workdir);
+    char *end = NULL;
+    unsigned long uid = strtoul(files_step->out + wl + 1, &end, 10);
+    if (end == files_step->out + wl + 1 || *end != '\n' || uid == 0 || uid > 0x7fffffff)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the guest's user \"user\" has uid %.16s: a run's code must not run "
+                            "as root",
+                            files_step->out + wl + 1);
+    s->user_uid = (unsigned)uid;
     s->proof.project_path_ran = true;
     /* Step 3: nothing reached. */
     const struct pl_step_result *eg = &r->steps[2];
