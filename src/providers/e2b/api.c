@@ -279,3 +279,53 @@ bool eb_tracked(struct e2b_state *s, const char *run_id) {
     pthread_mutex_unlock(&s->lock);
     return found;
 }
+
+int eb_pause(struct e2b_state *s, const char *id, struct pl_error *err) {
+    char path[128];
+    snprintf(path, sizeof(path), "/sandboxes/%s/pause", id);
+    long st = 0;
+    json_t *a = NULL;
+    if (call(s, "POST", path, NULL, NULL, &st, &a, NULL, 0, err) < 0)
+        return pl_error_wrap(err, "pausing sandbox %s: ", id);
+    int rc = 0;
+    if (st != 204 && st != 409) /* 409: already paused */
+        rc = pl_error_set(err, st == 404 ? PL_REASON_SESSION_ENDED : PL_REASON_INTERNAL,
+                          "E2B: pausing sandbox %s answered %ld: %.200s", id, st, message_of(a));
+    json_decref(a);
+    return rc;
+}
+
+int eb_connect(struct e2b_state *s, struct eb_sandbox *sb, unsigned timeout_s,
+               struct pl_error *err) {
+    char path[128];
+    snprintf(path, sizeof(path), "/sandboxes/%s/connect", sb->id);
+    /* Always an explicit timeout: without one a connect resets the TTL. */
+    json_t *body = json_pack("{s:i}", "timeout", (int)timeout_s);
+    long st = 0;
+    json_t *a = NULL;
+    int rc = body ? call(s, "POST", path, body, NULL, &st, &a, NULL, 0, err)
+                  : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    json_decref(body);
+    if (rc < 0)
+        return pl_error_wrap(err, "resuming sandbox %s: ", sb->id);
+    if (st != 200 && st != 201) {
+        rc = pl_error_set(err, st == 404 ? PL_REASON_SESSION_ENDED : PL_REASON_INTERNAL,
+                          "E2B: resuming sandbox %s answered %ld: %.200s", sb->id, st,
+                          message_of(a));
+        json_decref(a);
+        return rc;
+    }
+    /* The answer's sandboxID is the one to keep (a resume may change it),
+     * and it must carry both access tokens again. */
+    struct eb_sandbox now;
+    memset(&now, 0, sizeof(now));
+    rc = read_sandbox(s, a, &now, err);
+    json_decref(a);
+    if (rc < 0) {
+        struct pl_error ignored = {0};
+        (void)eb_delete(s, now.id[0] ? now.id : sb->id, &ignored);
+        return pl_error_wrap(err, "resuming sandbox %s: ", sb->id);
+    }
+    *sb = now;
+    return 0;
+}

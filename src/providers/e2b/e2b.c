@@ -36,12 +36,7 @@ static int e2b_create(const struct pl_config *config, void **ret_state, struct p
     s->max_timeout_ms = config->max_timeout_ms;
     if (eb_load_settings(config, &s->set, err) < 0)
         goto fail;
-    if (config->max_sessions > 0) {
-        pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                     "SANDBOX_MAX_SESSIONS: this build's e2b provider keeps no sessions yet; "
-                     "unset it");
-        goto fail;
-    }
+    s->session_lifetime_s = config->max_sessions > 0 ? config->session_lifetime_s : 0;
     if (eb_reap_once(s, err) < 0) {
         pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: E2B's API at %s: ", s->set.api_url);
         goto fail;
@@ -49,6 +44,10 @@ static int e2b_create(const struct pl_config *config, void **ret_state, struct p
     if (eb_prove(s, err) < 0) {
         pl_error_wrap(err,
                       "SANDBOX_PROVIDER=e2b: the startup test (template %s): ", s->set.template_id);
+        goto fail;
+    }
+    if (s->session_lifetime_s && eb_prove_session(s, err) < 0) {
+        pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: SANDBOX_MAX_SESSIONS: ");
         goto fail;
     }
     if (eb_reaper_start(s, err) < 0)
@@ -72,7 +71,10 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
     ret->project = caps;
     ret->project.languages[0] = NULL;
     ret->module = (struct pl_op_caps){.supported = false, .engine = ""};
-    ret->session = (struct pl_op_caps){.supported = false, .engine = ""};
+    /* Sessions run snippets and projects; no cell language yet. */
+    ret->session = (struct pl_op_caps){.supported = s->session_lifetime_s > 0,
+                                       .engine = "E2B microVM (Firecracker), paused when idle",
+                                       .max_timeout_ms = s->max_timeout_ms};
     snprintf(s->checks[0], sizeof(s->checks[0]),
              "a throwaway VM of template %s was created with secure: true, public traffic off "
              "and the internet denied, and its answer carried both access tokens",
@@ -88,7 +90,12 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
              "egress tried live from inside: nothing reached (%s)", s->proof.probe_detail);
     snprintf(s->checks[4], sizeof(s->checks[4]),
              "the VM was deleted and the delete read back (404)");
-    for (int i = 0; i < 5; i++)
+    int n = 5;
+    if (s->session_lifetime_s)
+        snprintf(s->checks[n++], sizeof(s->checks[0]),
+                 "one real session: a call's file was kept and its processes ended across a "
+                 "pause and a resume");
+    for (int i = 0; i < n; i++)
         ret->checks[i] = s->checks[i];
 }
 
@@ -112,4 +119,9 @@ const struct pl_provider_ops pl_e2b_ops = {
     .info = e2b_info,
     .ready = e2b_ready,
     .run = eb_run,
+    .session_open = eb_session_open,
+    .session_run = eb_session_run,
+    .session_pause = eb_session_pause,
+    .session_resume = eb_session_resume,
+    .session_close = eb_session_close,
 };

@@ -60,7 +60,8 @@ struct e2b_state {
     struct eb_settings set;
     struct eb_proof proof;
     unsigned max_timeout_ms;
-    unsigned user_uid; /* the guest's user, from the proof (0: not known yet) */
+    unsigned user_uid;           /* the guest's user, from the proof (0: not known yet) */
+    unsigned session_lifetime_s; /* SANDBOX_SESSION_LIFETIME; sessions on when > 0 */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     /* Runs (by run id) holding a VM right now: the reaper spares them. */
@@ -72,7 +73,7 @@ struct e2b_state {
     pthread_t reaper;
     bool reaper_started, reaper_stop;
     unsigned reaped;     /* VMs the reaper deleted, ever */
-    char checks[5][768]; /* Describe's startup_checks */
+    char checks[6][768]; /* Describe's startup_checks */
 };
 
 /* A sandbox as the control plane answered its create (or connect). */
@@ -94,6 +95,11 @@ int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, struc
 int eb_get(struct e2b_state *s, const char *id, json_t **ret_detail, long *ret_status,
            struct pl_error *err);
 int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err);
+/* Pause (409, already paused, is fine); resume with an explicit timeout,
+ * keeping the answer's sandboxID.  404 is SESSION_ENDED: the VM is gone. */
+int eb_pause(struct e2b_state *s, const char *id, struct pl_error *err);
+int eb_connect(struct e2b_state *s, struct eb_sandbox *sb, unsigned timeout_s,
+               struct pl_error *err);
 /* Sandboxes carrying this instance's label, every page: a JSON array. */
 int eb_list_ours(struct e2b_state *s, json_t **ret_list, struct pl_error *err);
 /* Runs whose VMs the reaper must spare, by run id (the label), from before
@@ -171,6 +177,26 @@ int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, struct
             struct pl_error *err);
 /* Delete a run's VM and stop tracking it; a failure leaves it to the reaper. */
 void eb_close(struct e2b_state *s, const char *run_id, const struct eb_sandbox *sb);
+
+/* A snippet in sb, as a run does it. */
+int eb_snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+               struct pl_error *err);
+/* As root, end every process of the guest's uid and prove none is left;
+ * `after` names what left them, for the message. */
+int eb_end_leftovers(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadline,
+                     const char *after, struct pl_error *err);
+
+/* session.c (docs/providers/e2b.md, "Sessions") */
+int eb_session_open(void *state, const struct pl_session_open *o, void **ret_session,
+                    struct pl_error *err);
+int eb_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
+                   const struct pl_run_request *req, struct pl_run_result *ret,
+                   struct pl_error *err);
+int eb_session_pause(void *state, void *session);
+int eb_session_resume(void *state, void *session, struct pl_error *err);
+void eb_session_close(void *state, void *session);
+int eb_prove_session(struct e2b_state *s, struct pl_error *err);
 
 /* reaper.c */
 int eb_reap_once(struct e2b_state *s, struct pl_error *err);

@@ -45,9 +45,9 @@ static char *take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated) {
     return o.data;
 }
 
-static int snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
-                   const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
-                   struct pl_error *err) {
+int eb_snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+               struct pl_error *err) {
     bool py = strcmp(req->snippet.language, "python") == 0;
     const char *main_path = py ? EB_SNIPPET_DIR "/main.py" : EB_SNIPPET_DIR "/main.js";
     struct eb_file files[] = {
@@ -120,8 +120,8 @@ static const char end_user_processes[] =
     "else:\n"
     "    print('left', theirs())\n";
 
-static int end_leftovers(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadline,
-                         size_t step, struct pl_error *err) {
+int eb_end_leftovers(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadline,
+                     const char *after, struct pl_error *err) {
     char uid[16];
     snprintf(uid, sizeof(uid), "%u", s->user_uid);
     const char *argv[] = {"python3", "-c", end_user_processes, uid};
@@ -137,9 +137,9 @@ static int end_leftovers(struct e2b_state *s, const struct eb_sandbox *sb, uint6
     int rc = eb_process(s, sb, &p, err);
     if (rc == 0 && (p.timed_out || p.exit_code != 0 || p.out.kept.len != 6 ||
                     memcmp(p.out.kept.data, "clean\n", 6) != 0))
-        rc = pl_error_set(err, PL_REASON_INTERNAL,
-                          "what step %zu left running could not be ended: %.100s", step + 1,
-                          p.out.kept.data ? p.out.kept.data : "");
+        rc =
+            pl_error_set(err, PL_REASON_INTERNAL, "what %s left running could not be ended: %.100s",
+                         after, p.out.kept.data ? p.out.kept.data : "");
     eb_proc_free(&p);
     return rc;
 }
@@ -211,8 +211,11 @@ int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl
         if (rc < 0 || timed_out || sr->exit_code != 0)
             break;
         /* (The proof's first step learns the uid; it ends nothing before.) */
-        if (i + 1 < req->project.nsteps && s->user_uid)
-            rc = end_leftovers(s, sb, deadline, i, err);
+        if (i + 1 < req->project.nsteps && s->user_uid) {
+            char after[64];
+            snprintf(after, sizeof(after), "step %zu", i + 1);
+            rc = eb_end_leftovers(s, sb, deadline, after, err);
+        }
     }
     if (rc < 0)
         return -1;
@@ -246,7 +249,7 @@ int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
     if (eb_open(s, ctx->run_id, ctx->timeout_ms, &sb, err) < 0)
         return -1;
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.id);
-    int rc = req->kind == PL_PAYLOAD_SNIPPET ? snippet(s, &sb, ctx, req, deadline, ret, err)
+    int rc = req->kind == PL_PAYLOAD_SNIPPET ? eb_snippet(s, &sb, ctx, req, deadline, ret, err)
                                              : eb_project(s, &sb, ctx, req, deadline, ret, err);
     eb_close(s, ctx->run_id, &sb);
     if (rc < 0)
