@@ -185,19 +185,26 @@ int eb_get(struct e2b_state *s, const char *id, json_t **ret_detail, long *ret_s
     return 0;
 }
 
-int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err) {
+/* A call on one sandbox with no answer to read: 0 when the status is one of
+ * the two that mean done; a 404 outside them is SESSION_ENDED. */
+static int on_sandbox(struct e2b_state *s, const char *method, const char *id, const char *suffix,
+                      const char *what, long ok1, long ok2, struct pl_error *err) {
     char path[128];
-    snprintf(path, sizeof(path), "/sandboxes/%s", id);
+    snprintf(path, sizeof(path), "/sandboxes/%s%s", id, suffix);
     long st = 0;
     json_t *a = NULL;
-    if (call(s, "DELETE", path, NULL, NULL, &st, &a, NULL, 0, err) < 0)
-        return pl_error_wrap(err, "deleting sandbox %s: ", id);
+    if (call(s, method, path, NULL, NULL, &st, &a, NULL, 0, err) < 0)
+        return pl_error_wrap(err, "%s sandbox %s: ", what, id);
     int rc = 0;
-    if (st != 204 && st != 404)
-        rc = pl_error_set(err, PL_REASON_INTERNAL, "E2B: deleting sandbox %s answered %ld: %.200s",
-                          id, st, message_of(a));
+    if (st != ok1 && st != ok2)
+        rc = pl_error_set(err, st == 404 ? PL_REASON_SESSION_ENDED : PL_REASON_INTERNAL,
+                          "E2B: %s sandbox %s answered %ld: %.200s", what, id, st, message_of(a));
     json_decref(a);
     return rc;
+}
+
+int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err) {
+    return on_sandbox(s, "DELETE", id, "", "deleting", 204, 404, err);
 }
 
 int eb_list_ours(struct e2b_state *s, json_t **ret_list, struct pl_error *err) {
@@ -281,18 +288,7 @@ bool eb_tracked(struct e2b_state *s, const char *run_id) {
 }
 
 int eb_pause(struct e2b_state *s, const char *id, struct pl_error *err) {
-    char path[128];
-    snprintf(path, sizeof(path), "/sandboxes/%s/pause", id);
-    long st = 0;
-    json_t *a = NULL;
-    if (call(s, "POST", path, NULL, NULL, &st, &a, NULL, 0, err) < 0)
-        return pl_error_wrap(err, "pausing sandbox %s: ", id);
-    int rc = 0;
-    if (st != 204 && st != 409) /* 409: already paused */
-        rc = pl_error_set(err, st == 404 ? PL_REASON_SESSION_ENDED : PL_REASON_INTERNAL,
-                          "E2B: pausing sandbox %s answered %ld: %.200s", id, st, message_of(a));
-    json_decref(a);
-    return rc;
+    return on_sandbox(s, "POST", id, "/pause", "pausing", 204, 409, err); /* 409: paused */
 }
 
 int eb_connect(struct e2b_state *s, struct eb_sandbox *sb, unsigned timeout_s,
