@@ -108,6 +108,27 @@ static void test_settings_bounds(void **state) {
         assert_int_equal(load("SANDBOX_E2B_EGRESS_PROBE", bad[i], &s, &err), -1);
 }
 
+static void test_settings_guard(void **state) {
+    (void)state;
+    struct eb_settings s;
+    struct pl_error err = {0};
+    assert_int_equal(load(NULL, NULL, &s, &err), 0);
+    assert_string_equal(s.guard_url, ""); /* no guard: grants off */
+    assert_int_equal(load("E2B_GUARD_URL", "http://10.1.2.3:7480", &s, &err), 0);
+    assert_string_equal(s.guard_ip, "10.1.2.3");
+    assert_int_equal(s.guard_port, 7480);
+    assert_string_equal(s.guard_listen, "0.0.0.0");
+    const char *bad[] = {"https://10.1.2.3:1",      "http://guard.example:80",
+                         "http://10.1.2.3",         "http://10.1.2.3:0",
+                         "http://10.1.2.3:65536",   "http://10.1.2.300:80",
+                         "http://10.1.2.3:80/path", "http://10.1.2.3:80x",
+                         "http://1.2.3:80",         NULL};
+    for (int i = 0; bad[i]; i++) {
+        assert_int_equal(load("E2B_GUARD_URL", bad[i], &s, &err), -1);
+        assert_non_null(strstr(err.message, "E2B_GUARD_URL"));
+    }
+}
+
 /* ---- envelopes ------------------------------------------------------------ */
 
 struct seen {
@@ -292,11 +313,11 @@ static void test_events_hostile(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_settings_defaults),   cmocka_unit_test(test_settings_required),
-        cmocka_unit_test(test_settings_api_url),    cmocka_unit_test(test_settings_bounds),
-        cmocka_unit_test(test_envelopes_any_split), cmocka_unit_test(test_envelopes_bounds),
-        cmocka_unit_test(test_events_a_run),        cmocka_unit_test(test_events_endings),
-        cmocka_unit_test(test_events_hostile),
+        cmocka_unit_test(test_settings_defaults), cmocka_unit_test(test_settings_required),
+        cmocka_unit_test(test_settings_api_url),  cmocka_unit_test(test_settings_bounds),
+        cmocka_unit_test(test_settings_guard),    cmocka_unit_test(test_envelopes_any_split),
+        cmocka_unit_test(test_envelopes_bounds),  cmocka_unit_test(test_events_a_run),
+        cmocka_unit_test(test_events_endings),    cmocka_unit_test(test_events_hostile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,14 +137,20 @@ static int read_sandbox(struct e2b_state *s, const json_t *a, struct eb_sandbox 
     return 0;
 }
 
-int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, struct eb_sandbox *ret,
-              struct pl_error *err) {
+int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, const char *allow_out,
+              struct eb_sandbox *ret, struct pl_error *err) {
     memset(ret, 0, sizeof(*ret));
     json_t *body = json_pack("{s:s, s:i, s:b, s:b, s:b, s:{s:b, s:[s]}, s:{s:s, s:s}}",
                              "templateID", s->set.template_id, "timeout", (int)timeout_s, "secure",
                              1, "allow_internet_access", 0, "autoPause", 0, "network",
                              "allowPublicTraffic", 0, "denyOut", "0.0.0.0/0", "metadata",
                              EB_LABEL_INSTANCE, s->set.instance, EB_LABEL_RUN, run_id);
+    if (body && allow_out) {
+        /* Deny-all stays; one address is allowed (E2B: allowOut wins). */
+        char cidr[32];
+        snprintf(cidr, sizeof(cidr), "%s/32", allow_out);
+        json_object_set_new(json_object_get(body, "network"), "allowOut", json_pack("[s]", cidr));
+    }
     if (!body)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     long st = 0;

@@ -21,6 +21,7 @@ static void e2b_destroy(void *state) {
     if (!s)
         return;
     eb_reaper_stop(s);
+    ph_guard_stop(s->guard);
     explicit_bzero(s->set.api_key, sizeof(s->set.api_key));
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
@@ -37,6 +38,13 @@ static int e2b_create(const struct pl_config *config, void **ret_state, struct p
     if (eb_load_settings(config, &s->set, err) < 0)
         goto fail;
     s->session_lifetime_s = config->max_sessions > 0 ? config->session_lifetime_s : 0;
+    if (s->set.guard_url[0]) {
+        struct ph_guard_opts go = {.host = s->set.guard_listen, .port = s->set.guard_port};
+        if (ph_guard_start(&go, &s->guard, err) < 0) {
+            pl_error_wrap(err, "E2B_GUARD_URL: ");
+            goto fail;
+        }
+    }
     if (eb_reap_once(s, err) < 0) {
         pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: E2B's API at %s: ", s->set.api_url);
         goto fail;
@@ -66,7 +74,7 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
                               .engine = "E2B microVM (Firecracker)",
                               .max_timeout_ms = s->max_timeout_ms,
                               .languages = {"javascript", "python", NULL},
-                              .grants = false};
+                              .grants = s->guard != NULL};
     ret->snippet = caps;
     ret->project = caps;
     ret->project.languages[0] = NULL;

@@ -21,6 +21,7 @@
 
 #include "../../core/capture.h"
 #include "../../core/errors.h"
+#include "../hosted/guard.h"
 #include "../hosted/hosted.h"
 #include "../provider.h"
 
@@ -30,14 +31,18 @@
 #define EB_MAX_TRACKED 1024
 
 struct eb_settings {
-    char api_key[256];        /* E2B_API_KEY: a secret, never logged */
-    char api_url[512];        /* SANDBOX_E2B_API_URL */
-    char template_id[128];    /* SANDBOX_E2B_TEMPLATE */
-    char instance[64];        /* SANDBOX_E2B_INSTANCE */
-    unsigned cpu_count;       /* SANDBOX_E2B_CPU_COUNT: expected */
-    unsigned memory_mb;       /* SANDBOX_E2B_MEMORY_MB: expected */
-    char workdir[256];        /* SANDBOX_E2B_WORKDIR: a project's directory */
-    char egress_probe[512];   /* SANDBOX_E2B_EGRESS_PROBE: host:port[,host:port...] */
+    char api_key[256];      /* E2B_API_KEY: a secret, never logged */
+    char api_url[512];      /* SANDBOX_E2B_API_URL */
+    char template_id[128];  /* SANDBOX_E2B_TEMPLATE */
+    char instance[64];      /* SANDBOX_E2B_INSTANCE */
+    unsigned cpu_count;     /* SANDBOX_E2B_CPU_COUNT: expected */
+    unsigned memory_mb;     /* SANDBOX_E2B_MEMORY_MB: expected */
+    char workdir[256];      /* SANDBOX_E2B_WORKDIR: a project's directory */
+    char egress_probe[512]; /* SANDBOX_E2B_EGRESS_PROBE: host:port[,host:port...] */
+    char guard_url[256];    /* E2B_GUARD_URL: http://IPv4:port, as a VM dials it; "" none */
+    char guard_ip[16];      /* its address: the one a VM with a grant may reach */
+    char guard_listen[64];  /* SANDBOX_E2B_GUARD_LISTEN: the IPv4 the guard listens on */
+    unsigned guard_port;
     unsigned call_timeout_ms; /* SANDBOX_E2B_CALL_TIMEOUT_MS: one control-plane call */
     unsigned reap_interval_s; /* SANDBOX_E2B_REAP_INTERVAL_S */
     unsigned vm_slack_s;      /* SANDBOX_E2B_VM_SLACK_S: a VM's TTL past its run's deadline */
@@ -60,6 +65,7 @@ struct e2b_state {
     struct eb_settings set;
     struct eb_proof proof;
     unsigned max_timeout_ms;
+    struct ph_guard *guard;      /* when E2B_GUARD_URL is set */
     unsigned user_uid;           /* the guest's user, from the proof (0: not known yet) */
     unsigned session_lifetime_s; /* SANDBOX_SESSION_LIFETIME; sessions on when > 0 */
     pthread_mutex_t lock;
@@ -83,15 +89,17 @@ struct eb_sandbox {
     char envd_token[256];
     char traffic_token[256];
     char envd_version[64];
-    char envd_url[512]; /* scheme://49983-<id>.<domain><:port> */
+    char envd_url[512];   /* scheme://49983-<id>.<domain><:port> */
+    char guard_token[72]; /* a run with a grant: its guard token ("" none) */
 };
 
 /* settings.c */
 int eb_load_settings(const struct pl_config *c, struct eb_settings *s, struct pl_error *err);
 
 /* api.c: the control plane.  Each call records an outage on failure. */
-int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, struct eb_sandbox *ret,
-              struct pl_error *err);
+/* allow_out: the one address the VM may reach (the guard's), or NULL. */
+int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, const char *allow_out,
+              struct eb_sandbox *ret, struct pl_error *err);
 int eb_get(struct e2b_state *s, const char *id, json_t **ret_detail, long *ret_status,
            struct pl_error *err);
 int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err);
@@ -173,8 +181,8 @@ int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err);
 /* Create a VM for a run (checks the answer), track it. */
-int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, struct eb_sandbox *ret,
-            struct pl_error *err);
+int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, const char *allow_out,
+            struct eb_sandbox *ret, struct pl_error *err);
 /* Delete a run's VM and stop tracking it; a failure leaves it to the reaper. */
 void eb_close(struct e2b_state *s, const char *run_id, const struct eb_sandbox *sb);
 

@@ -142,8 +142,13 @@ int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc 
     json_t *args = json_array();
     for (size_t i = 1; args && i < p->argc; i++)
         json_array_append_new(args, json_string(p->argv[i]));
-    json_t *req = json_pack("{s:{s:s, s:o, s:{}, s:s}}", "process", "cmd", p->argv[0], "args", args,
-                            "envs", "cwd", p->cwd ? p->cwd : "/");
+    /* A run with a grant: where its guard is and its token, nothing else. */
+    json_t *envs = sb->guard_token[0]
+                       ? json_pack("{s:s, s:s}", "PLIMSOLL_GUARD_URL", s->set.guard_url,
+                                   "PLIMSOLL_GUARD_TOKEN", sb->guard_token)
+                       : json_object();
+    json_t *req = json_pack("{s:{s:s, s:o, s:o, s:s}}", "process", "cmd", p->argv[0], "args", args,
+                            "envs", envs, "cwd", p->cwd ? p->cwd : "/");
     char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     struct pl_buf body = {0};

@@ -145,7 +145,7 @@ int eb_prove(struct e2b_state *s, struct pl_error *err) {
     if (pl_random_hex(run_id, sizeof(run_id), 16) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
     struct eb_sandbox sb;
-    if (eb_open(s, run_id, 60000, &sb, err) < 0)
+    if (eb_open(s, run_id, 60000, NULL, &sb, err) < 0)
         return pl_error_wrap(err, "the startup VM: ");
     snprintf(s->proof.envd_version, sizeof(s->proof.envd_version), "%s", sb.envd_version);
     struct pl_run_result r = {0};

@@ -15,14 +15,14 @@
 
 #define EB_SNIPPET_DIR "/tmp/plimsoll"
 
-int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, struct eb_sandbox *ret,
-            struct pl_error *err) {
+int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, const char *allow_out,
+            struct eb_sandbox *ret, struct pl_error *err) {
     /* Tracked before the create is sent: the reaper spares a VM whose
      * answer has not come back yet. */
     if (eb_track(s, run_id) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "too many VMs in flight");
     unsigned ttl = (timeout_ms + 999) / 1000 + s->set.vm_slack_s;
-    if (eb_create(s, run_id, ttl, ret, err) < 0) {
+    if (eb_create(s, run_id, ttl, allow_out, ret, err) < 0) {
         eb_untrack(s, run_id);
         return -1;
     }
@@ -241,16 +241,25 @@ int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
     struct e2b_state *s = state;
     if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT)
         return pl_error_set(err, PL_REASON_UNSUPPORTED, "e2b runs snippets and projects only");
-    if (ctx->broker)
+    if (ctx->broker && !s->guard)
         return pl_error_set(err, PL_REASON_INTERNAL,
-                            "e2b: a grant reached a provider that brokers none");
+                            "e2b: a grant reached a provider without E2B_GUARD_URL");
     uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
     struct eb_sandbox sb;
-    if (eb_open(s, ctx->run_id, ctx->timeout_ms, &sb, err) < 0)
+    if (eb_open(s, ctx->run_id, ctx->timeout_ms, ctx->broker ? s->set.guard_ip : NULL, &sb, err) <
+        0)
         return -1;
+    /* The run's guard token: the VM's only way to its broker. */
+    if (ctx->broker && ph_guard_admit(s->guard, ctx->broker, sb.guard_token, err) < 0) {
+        eb_close(s, ctx->run_id, &sb);
+        return -1;
+    }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.id);
     int rc = req->kind == PL_PAYLOAD_SNIPPET ? eb_snippet(s, &sb, ctx, req, deadline, ret, err)
                                              : eb_project(s, &sb, ctx, req, deadline, ret, err);
+    if (sb.guard_token[0])
+        ph_guard_revoke(s->guard, sb.guard_token); /* after its last request was answered */
+    explicit_bzero(sb.guard_token, sizeof(sb.guard_token));
     eb_close(s, ctx->run_id, &sb);
     if (rc < 0)
         pl_error_wrap(err, "e2b sandbox %s: ", sb.id);

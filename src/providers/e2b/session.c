@@ -37,7 +37,7 @@ int eb_session_open(void *state, const struct pl_session_open *o, void **ret_ses
         return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
     }
     snprintf(ss->run_id, sizeof(ss->run_id), "session-%s", hex);
-    if (eb_open(s, ss->run_id, s->session_lifetime_s * 1000u, &ss->sb, err) < 0) {
+    if (eb_open(s, ss->run_id, s->session_lifetime_s * 1000u, NULL, &ss->sb, err) < 0) {
         free(ss);
         return pl_error_wrap(err, "opening a session's VM: ");
     }

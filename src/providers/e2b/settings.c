@@ -81,6 +81,29 @@ static int check_probe(const char *v, struct pl_error *err) {
     return 0;
 }
 
+/* E2B_GUARD_URL: http://IPv4:port and nothing more (a VM's allowOut is an
+ * address, so the guard's must be one). */
+static int parse_guard(const struct pl_config *c, struct eb_settings *s, struct pl_error *err) {
+    const char *u = pl_setting(c, "E2B_GUARD_URL");
+    if (!u)
+        return 0;
+    unsigned a, b, cc, d, port;
+    char tail;
+    if (strlen(u) >= sizeof(s->guard_url) ||
+        sscanf(u, "http://%u.%u.%u.%u:%u%c", &a, &b, &cc, &d, &port, &tail) != 5 || a > 255 ||
+        b > 255 || cc > 255 || d > 255 || port == 0 || port > 65535 ||
+        strspn(u + 7, "0123456789.:") != strlen(u + 7))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "E2B_GUARD_URL: \"%.64s\" must be http://IPv4:port, the address a "
+                            "VM dials (its only allowed egress)",
+                            u);
+    snprintf(s->guard_url, sizeof(s->guard_url), "%s", u);
+    snprintf(s->guard_ip, sizeof(s->guard_ip), "%u.%u.%u.%u", a, b, cc, d);
+    s->guard_port = port;
+    return pl_setting_copy(c, "SANDBOX_E2B_GUARD_LISTEN", "0.0.0.0", s->guard_listen,
+                           sizeof(s->guard_listen), err);
+}
+
 int eb_load_settings(const struct pl_config *c, struct eb_settings *s, struct pl_error *err) {
     memset(s, 0, sizeof(*s));
     const char *key = pl_setting(c, "E2B_API_KEY");
@@ -116,7 +139,8 @@ int eb_load_settings(const struct pl_config *c, struct eb_settings *s, struct pl
                         err) < 0 ||
         pl_setting_uint(c, "SANDBOX_E2B_REAP_INTERVAL_S", 60, 5, 3600, &s->reap_interval_s, err) <
             0 ||
-        pl_setting_uint(c, "SANDBOX_E2B_VM_SLACK_S", 30, 5, 3600, &s->vm_slack_s, err) < 0)
+        pl_setting_uint(c, "SANDBOX_E2B_VM_SLACK_S", 30, 5, 3600, &s->vm_slack_s, err) < 0 ||
+        parse_guard(c, s, err) < 0)
         return -1;
     if (s->workdir[0] != '/' || strstr(s->workdir, "..") ||
         strspn(s->workdir, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") !=

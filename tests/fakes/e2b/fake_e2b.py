@@ -576,10 +576,13 @@ class Fake:
         cpu = resources.get("cpuCount", self.cpu)
         memory_mb = resources.get("memoryMB", self.memory_mb)
         egress_open = self.behaviour("egress_open", False)
-        network_mode = "none" if spec.egress_denied and not egress_open else self.network
+        allowed = self.allowed_out(spec) if not egress_open else []
+        network_mode = ("none" if spec.egress_denied and not egress_open and not allowed
+                        else self.network)
         sbx = Sandbox(spec, self.instance, cpu, memory_mb, network_mode)
         try:
             docker_ok(self.run_argv(sbx))
+            self.firewall(sbx, allowed)
             docker_ok(["exec", "-u", "0", sbx.container, "sh", "-c", HOME_SCRIPT])
         except HttpError:
             docker(["rm", "-f", sbx.container])
@@ -587,6 +590,33 @@ class Fake:
         with self.lock:
             self.sandboxes[sbx.id] = sbx
         return sbx
+
+    @staticmethod
+    def allowed_out(spec):
+        """The addresses a deny-all VM may still reach (allowOut wins over
+        denyOut, as in E2B); [] when its egress is not denied."""
+        if not spec.egress_denied:
+            return []
+        return [a for a in (spec.network or {}).get("allowOut", []) if is_ip_or_cidr(a)]
+
+    def firewall(self, sbx, allowed):
+        """A deny-all VM with allowOut: inside its network namespace (the
+        engine runs without iptables), loopback and the allowed addresses
+        pass, every other packet out is rejected.  E2B enforces the same
+        rule outside the VM; here it is the container's own netns, which
+        its processes (no NET_ADMIN) cannot change."""
+        if not allowed:
+            return
+        pid = docker_ok(["inspect", "-f", "{{.State.Pid}}", sbx.container]).stdout.decode().strip()
+        rules = [["-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT"]]
+        rules += [["-A", "OUTPUT", "-d", a, "-j", "ACCEPT"] for a in allowed]
+        rules += [["-A", "OUTPUT", "-j", "REJECT"]]
+        for r in rules:
+            p = subprocess.run(["nsenter", "-t", pid, "-n", "iptables"] + r,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            if p.returncode != 0:
+                raise api_error(500, "firewall: %s" % p.stderr.decode(errors="replace"))
+        sbx.allowed_out = allowed
 
     def run_argv(self, sbx):
         """`docker run` of a sandbox: locked down, PID 1 doing nothing."""
@@ -632,6 +662,7 @@ class Fake:
                 sbx.end_at = max(sbx.end_at, deadline)
                 return 200, sbx
             docker_ok(["start", sbx.container])
+            self.firewall(sbx, getattr(sbx, "allowed_out", []))  # a new netns
             sbx.state, sbx.end_at = "running", deadline
             if self.behaviour("resume_new_id", False):
                 with self.lock:

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * guard.h: the guard, the one address on the plimsoll server a microVM may
+ * reach (docs/grants.md, "From a microVM: the guard").  A run with a grant
+ * is admitted with its broker and gets a fresh token; its guest sends
+ * plain HTTP/1.1 requests to the guard with that token in
+ * X-Plimsoll-Guard; the guard finds the run's broker by the token and hands
+ * it the request (routes, limits and the record's counts are the broker's,
+ * exactly as on docker's socket).  A request without a token of a run in
+ * progress is answered 401 and reaches no broker.  When the run ends its
+ * token is revoked, after every request of it in flight has been answered.
+ *
+ * The bytes come from the guest: the parser is broker_http's (strict,
+ * bounded, fuzzed), every wait has a deadline, one request per connection,
+ * and the connections in progress are capped.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "../../broker/broker.h"
+#include "../../core/errors.h"
+
+#define PH_GUARD_HEADER "x-plimsoll-guard"
+#define PH_GUARD_TOKEN_LEN 64 /* hex characters */
+
+struct ph_guard;
+
+struct ph_guard_opts {
+    const char *host;         /* an IPv4 literal to listen on ("0.0.0.0": every address) */
+    unsigned port;            /* 0: any free port (ph_guard_port says which) */
+    unsigned max_connections; /* in progress at once; past it 503 unread; 0: 64 */
+    unsigned idle_timeout_ms; /* reading a request, writing the answer; 0: 5000 */
+};
+
+int ph_guard_start(const struct ph_guard_opts *o, struct ph_guard **ret, struct pl_error *err);
+/* Stop serving; waits for the connections in progress.  NULL-safe. */
+void ph_guard_stop(struct ph_guard *g);
+unsigned ph_guard_port(const struct ph_guard *g);
+
+/* Admit a run's broker (borrowed until revoked); a fresh token into
+ * token (PH_GUARD_TOKEN_LEN + 1 bytes). */
+int ph_guard_admit(struct ph_guard *g, struct pl_broker *b, char *token, struct pl_error *err);
+/* Revoke a token: from now on it is unknown; returns once no request of
+ * it is in flight.  Unknown tokens are ignored. */
+void ph_guard_revoke(struct ph_guard *g, const char *token);
+/* Requests answered 401 (no token, or not one of a run in progress). */
+unsigned ph_guard_refused(const struct ph_guard *g);
