@@ -34,7 +34,7 @@ CALL = ("import http.client, json, os, sys\n"
         "tok = os.environ.get('PLIMSOLL_GUARD_TOKEN')\n"
         "print(json.dumps({'ok': call('/items/1', tok), 'route': call('/admin', tok),\n"
         "                  'none': call('/items/2', None), 'wrong': call('/items/3', 'f' * 64),\n"
-        "                  'env': sorted(k for k in os.environ if 'PLIMSOLL' in k)}))\n")
+        "                  'env': sorted(k for k in os.environ if k.startswith('PLIMSOLL_GUARD'))}))\n")
 
 
 def free_port(host):
