@@ -237,6 +237,19 @@ static void *accept_main(void *arg) {
     return NULL;
 }
 
+/* Close and free what start made (no thread may be running). */
+static void guard_free(struct ph_guard *g) {
+    if (g->listen_fd >= 0)
+        close(g->listen_fd);
+    if (g->stop_fd >= 0)
+        close(g->stop_fd);
+    for (size_t i = 0; i < GUARD_MAX_RUNS; i++)
+        pthread_mutex_destroy(&g->runs[i].serial);
+    pthread_cond_destroy(&g->cond);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
 int ph_guard_start(const struct ph_guard_opts *o, struct ph_guard **ret, struct pl_error *err) {
     struct ph_guard *g = calloc(1, sizeof(*g));
     if (!g)
@@ -274,15 +287,7 @@ int ph_guard_start(const struct ph_guard_opts *o, struct ph_guard **ret, struct 
     *ret = g;
     return 0;
 fail:
-    if (g->listen_fd >= 0)
-        close(g->listen_fd);
-    if (g->stop_fd >= 0)
-        close(g->stop_fd);
-    for (size_t i = 0; i < GUARD_MAX_RUNS; i++)
-        pthread_mutex_destroy(&g->runs[i].serial);
-    pthread_cond_destroy(&g->cond);
-    pthread_mutex_destroy(&g->lock);
-    free(g);
+    guard_free(g);
     return -1;
 }
 
@@ -296,13 +301,7 @@ void ph_guard_stop(struct ph_guard *g) {
     while (g->active > 0)
         pthread_cond_wait(&g->cond, &g->lock);
     pthread_mutex_unlock(&g->lock);
-    close(g->listen_fd);
-    close(g->stop_fd);
-    for (size_t i = 0; i < GUARD_MAX_RUNS; i++)
-        pthread_mutex_destroy(&g->runs[i].serial);
-    pthread_cond_destroy(&g->cond);
-    pthread_mutex_destroy(&g->lock);
-    free(g);
+    guard_free(g);
 }
 
 unsigned ph_guard_port(const struct ph_guard *g) {
