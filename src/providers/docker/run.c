@@ -158,13 +158,20 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
              * ignores it): then the sandbox is over, and that is the
              * guest's doing, not the infrastructure's. */
             char path[160];
-            json_t *ins = NULL;
             snprintf(path, sizeof(path), "/containers/%s/json", r->id);
-            struct pl_error ierr = {0};
+            /* A sandbox whose PID 1 was just killed can fail `runsc ps`
+             * a moment before the engine marks it exited: give the state
+             * up to 2 s to settle before calling it the infrastructure's. */
             bool running = true;
-            if (dk_api_expect(s, "GET", path, NULL, 200, &ins, &ierr) == 0)
-                running = pl_docker_state_flag(ins, "Running");
-            json_decref(ins);
+            for (int tries = 0; tries < 20 && running; tries++) {
+                json_t *ins = NULL;
+                struct pl_error ierr = {0};
+                if (dk_api_expect(s, "GET", path, NULL, 200, &ins, &ierr) == 0)
+                    running = pl_docker_state_flag(ins, "Running");
+                json_decref(ins);
+                if (running)
+                    usleep(100000);
+            }
             if (running)
                 return -1;
             if (i + 1 < req->project.nsteps && code == 0)
