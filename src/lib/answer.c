@@ -159,19 +159,13 @@ static const struct field operations_shape[] = {
     {NULL, K_ANY, false, NULL},
 };
 static const struct field limits_shape[] = {
-    {"memory_mb", K_UINT32, false, NULL},
-    {"total_memory_mb", K_UINT32, false, NULL},
-    {"max_concurrent", K_UINT32, false, NULL},
-    {"effective_concurrency", K_UINT32, false, NULL},
-    {"per_key_concurrent", K_UINT32, false, NULL},
-    {"rate_per_min", K_UINT32, false, NULL},
-    {"rate_burst", K_UINT32, false, NULL},
-    {"default_timeout_ms", K_UINT32, false, NULL},
-    {"output_bytes", K_UINT32, false, NULL},
-    {"max_snippet_bytes", K_UINT32, false, NULL},
-    {"max_request_bytes", K_UINT32, false, NULL},
-    {"memory_budget_applies", K_BOOL, false, NULL},
-    {NULL, K_ANY, false, NULL},
+    {"memory_mb", K_UINT32, false, NULL},          {"total_memory_mb", K_UINT32, false, NULL},
+    {"max_concurrent", K_UINT32, false, NULL},     {"effective_concurrency", K_UINT32, false, NULL},
+    {"per_key_concurrent", K_UINT32, false, NULL}, {"rate_per_min", K_UINT32, false, NULL},
+    {"rate_burst", K_UINT32, false, NULL},         {"default_timeout_ms", K_UINT32, false, NULL},
+    {"output_bytes", K_UINT32, false, NULL},       {"max_snippet_bytes", K_UINT32, false, NULL},
+    {"max_request_bytes", K_UINT32, false, NULL},  {"memory_budget_applies", K_BOOL, false, NULL},
+    {"min_memory_mb", K_UINT32, false, NULL},      {NULL, K_ANY, false, NULL},
 };
 static const struct field describe_shape[] = {
     {"version", K_STRING, false, NULL},
@@ -184,6 +178,7 @@ static const struct field describe_shape[] = {
     {"languages", K_STRING, true, NULL},
     {"operations", K_MESSAGE, false, operations_shape},
     {"limits", K_MESSAGE, false, limits_shape},
+    {"startup_checks", K_STRING, true, NULL},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field open_session_shape[] = {

@@ -17,9 +17,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from test_e2b_provider import e2b_env, start_fake  # noqa: E402  (tests/lib on the path)
+from test_e2b_provider import E2BDaemon  # noqa: E402  (tests/lib on the path)
 from plimsoll_test.grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
-from plimsoll_test.harness import Daemon, error_info  # noqa: E402
+from plimsoll_test.harness import error_info  # noqa: E402
 from plimsoll_test.upstream import Check, Upstream  # noqa: E402
 
 CALL = ("import http.client, json, os, sys\n"
@@ -45,36 +45,30 @@ def free_port(host):
     return port
 
 
-class GuardDaemon(unittest.TestCase):
-    """A fake, a test API, a grants file and a daemon with the guard."""
+class GuardDaemon(E2BDaemon):
+    """E2BDaemon with the guard, a test API and a grants file to it."""
+
+    @classmethod
+    def settings(cls):
+        gw = cls.fake.gateway()
+        cls.guard = "http://%s:%d" % (gw, free_port(gw))
+        env = super().settings()
+        env.update(E2B_GUARD_URL=cls.guard, SANDBOX_E2B_GUARD_LISTEN=gw)
+        env.update(grant_env(cls.files.path))
+        return env
 
     @classmethod
     def setUpClass(cls):
-        cls.fake = start_fake()
         cls.files = GrantFiles()
         cls.up = Upstream(Check(token=TOKEN))
         cls.files.write({"items": profile(cls.up.url, token_cred())})
-        gw = cls.fake.gateway()
-        cls.guard = "http://%s:%d" % (gw, free_port(gw))
-        env = e2b_env(cls.fake, E2B_GUARD_URL=cls.guard, SANDBOX_E2B_GUARD_LISTEN=gw)
-        env.update(grant_env(cls.files.path))
-        try:
-            cls.d = Daemon(env=env).start(timeout=120)
-        except Exception:
-            cls.fake.stop()
-            raise
+        super().setUpClass()
 
     @classmethod
     def tearDownClass(cls):
-        cls.d.stop()
-        cls.fake.stop()
+        super().tearDownClass()
         cls.up.close()
         cls.files.close()
-
-    def run_ok(self, msg):
-        status, body = self.d.rpc("Run", msg)
-        self.assertEqual(status, 200, body)
-        return body
 
 
 class Guard(GuardDaemon):

@@ -78,10 +78,15 @@ class E2BDaemon(unittest.TestCase):
     EXTRA = {}
 
     @classmethod
+    def settings(cls):
+        """The daemon's settings, once cls.fake runs."""
+        return e2b_env(cls.fake, **cls.EXTRA)
+
+    @classmethod
     def setUpClass(cls):
         cls.fake = start_fake()
         try:
-            cls.d = Daemon(env=e2b_env(cls.fake, **cls.EXTRA)).start(timeout=120)
+            cls.d = Daemon(env=cls.settings()).start(timeout=120)
         except Exception:
             cls.fake.stop()
             raise

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/clock.h"
 #include "../hosted/hosted.h"
 #include "e2b_int.h"
 
@@ -22,7 +21,6 @@ void eb_outage(struct e2b_state *s, const struct pl_error *why) {
         snprintf(s->outage, sizeof(s->outage), "%.255s", why->message);
     else
         s->outage[0] = '\0';
-    s->outage_at_ns = pl_now_ns();
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -40,8 +38,7 @@ static int call(struct e2b_state *s, const char *method, const char *path, const
                             .json = body,
                             .timeout_ms = s->set.call_timeout_ms,
                             .max_response = EB_MAX_ANSWER,
-                            .want_header = want_header,
-                            .stop_fd = -1};
+                            .want_header = want_header};
     struct ph_response rs;
     if (ph_call(&rq, &rs, err) < 0) {
         pl_error_wrap(err, "E2B's API: ");

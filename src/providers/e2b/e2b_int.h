@@ -56,8 +56,6 @@ struct eb_proof {
     char envd_version[64];
     unsigned cpu_count, memory_mb;
     unsigned files_uploaded;
-    bool project_path_ran;
-    bool egress_blocked;
     char probe_detail[512];
 };
 
@@ -75,10 +73,8 @@ struct e2b_state {
     size_t ntracked;
     /* The last control-plane failure (readiness reads it, never calls). */
     char outage[256];
-    uint64_t outage_at_ns;
     pthread_t reaper;
     bool reaper_started, reaper_stop;
-    unsigned reaped;     /* VMs the reaper deleted, ever */
     char checks[6][768]; /* Describe's startup_checks */
 };
 
@@ -132,17 +128,13 @@ struct eb_proc {
     const char *const *argv;
     size_t argc;
     const char *cwd;
-    const void *stdin_data; /* written through a file: see envd.c */
-    size_t stdin_len;
     uint64_t deadline_ns;
-    size_t output_cap;
     /* filled */
     struct pl_capture out, err;
     int exit_code;
     bool ended;     /* the end event arrived */
     bool timed_out; /* the deadline ended it */
     char status[64];
-    char error[256]; /* infrastructure: why the stream broke */
 };
 void eb_proc_init(struct eb_proc *p, size_t output_cap);
 void eb_proc_free(struct eb_proc *p);

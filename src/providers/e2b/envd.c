@@ -72,8 +72,7 @@ int eb_upload(struct e2b_state *s, const struct eb_sandbox *sb, const char *user
                             .parts = parts,
                             .nparts = n,
                             .timeout_ms = s->set.call_timeout_ms,
-                            .max_response = EB_MAX_SMALL,
-                            .stop_fd = -1};
+                            .max_response = EB_MAX_SMALL};
     struct ph_response rs;
     int rc = ph_call(&rq, &rs, err);
     free(parts);
@@ -96,8 +95,7 @@ int eb_metrics(struct e2b_state *s, const struct eb_sandbox *sb, json_t **ret,
                             .url = url,
                             .headers = h.list,
                             .timeout_ms = s->set.call_timeout_ms,
-                            .max_response = EB_MAX_SMALL,
-                            .stop_fd = -1};
+                            .max_response = EB_MAX_SMALL};
     struct ph_response rs;
     if (ph_call(&rq, &rs, err) < 0)
         return pl_error_wrap(err, "envd: reading /metrics: ");
@@ -110,7 +108,7 @@ int eb_metrics(struct e2b_state *s, const struct eb_sandbox *sb, json_t **ret,
 }
 
 /* SendSignal SIGKILL to pid (the deadline, or a broken stream). */
-static void kill_pid(struct e2b_state *s, const struct eb_sandbox *sb, unsigned pid) {
+static void kill_pid(const struct eb_sandbox *sb, unsigned pid) {
     char url[768], body[128];
     url_of(sb, "/process.Process/SendSignal", url, sizeof(url));
     snprintf(body, sizeof(body), "{\"process\":{\"pid\":%u},\"signal\":\"SIGNAL_SIGKILL\"}", pid);
@@ -122,13 +120,11 @@ static void kill_pid(struct e2b_state *s, const struct eb_sandbox *sb, unsigned 
                             .body = body,
                             .body_len = strlen(body),
                             .timeout_ms = 5000,
-                            .max_response = EB_MAX_SMALL,
-                            .stop_fd = -1};
+                            .max_response = EB_MAX_SMALL};
     struct ph_response rs;
     struct pl_error ignored = {0};
     if (ph_call(&rq, &rs, &ignored) == 0)
         ph_response_free(&rs);
-    (void)s;
 }
 
 int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc *p,
@@ -173,8 +169,7 @@ int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc 
                             .body_len = body.len,
                             .timeout_ms = left_ms, /* the client's deadline too */
                             .on_data = eb_stream_feed,
-                            .userdata = &st,
-                            .stop_fd = -1};
+                            .userdata = &st};
     struct ph_response rs;
     int rc = ph_call(&rq, &rs, err);
     pl_buf_free(&body);
@@ -185,7 +180,7 @@ int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc 
     if (deadline && !p->ended) {
         /* envd was told the deadline too; this makes sure. */
         if (st.pid)
-            kill_pid(s, sb, st.pid);
+            kill_pid(sb, st.pid);
         p->timed_out = true;
         eb_stream_free(&st);
         *err = (struct pl_error){0};
@@ -194,7 +189,7 @@ int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc 
     eb_stream_free(&st);
     if (rc < 0) {
         if (st.pid && !p->ended)
-            kill_pid(s, sb, st.pid);
+            kill_pid(sb, st.pid);
         return pl_error_wrap(err, "envd: the process stream broke: ");
     }
     if (status != 200)
@@ -209,7 +204,7 @@ int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc 
             return 0;
         }
         if (st.pid)
-            kill_pid(s, sb, st.pid);
+            kill_pid(sb, st.pid);
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "envd: the process stream ended without the process's end%s%s",
                             st.trailer_error[0] ? ": " : "", st.trailer_error);

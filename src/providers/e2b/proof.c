@@ -128,14 +128,12 @@ static int proof_project(struct e2b_state *s, const struct eb_sandbox *sb, struc
                             "as root",
                             files_step->out + wl + 1);
     s->user_uid = (unsigned)uid;
-    s->proof.project_path_ran = true;
     /* Step 3: nothing reached. */
     const struct pl_step_result *eg = &r->steps[2];
     if (!eg->out || strstr(eg->out, "reached ") || !strstr(eg->out, "blocked "))
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "egress is open: a VM without a grant reached %.160s",
                             eg->out ? eg->out : "(no report)");
-    s->proof.egress_blocked = true;
     snprintf(s->proof.probe_detail, sizeof(s->proof.probe_detail), "%s", s->set.egress_probe);
     return 0;
 }

@@ -39,9 +39,6 @@ int eb_reap_once(struct e2b_state *s, struct pl_error *err) {
         }
     }
     json_decref(list);
-    pthread_mutex_lock(&s->lock);
-    s->reaped += (unsigned)deleted;
-    pthread_mutex_unlock(&s->lock);
     return deleted;
 }
 

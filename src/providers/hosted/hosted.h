@@ -43,8 +43,6 @@ struct ph_request {
      * answer is still kept as a body.  Return < 0 to abort the call. */
     int (*on_data)(void *userdata, const unsigned char *data, size_t len);
     void *userdata;
-    /* A descriptor that, when readable, aborts the call (a stop signal). */
-    int stop_fd;
 };
 
 struct ph_response {
@@ -56,9 +54,8 @@ struct ph_response {
 /*
  * Make one call.  Returns 0 when the server answered at all (any status),
  * with ret filled; < 0 with err when it could not be reached, the deadline
- * passed, the answer was larger than allowed, on_data aborted, or stop_fd
- * became readable.  err->errnum is ETIMEDOUT for the deadline.
- * Release ret with ph_response_free.
+ * passed, the answer was larger than allowed, on_data aborted.  err->errnum is ETIMEDOUT for the
+ * deadline. Release ret with ph_response_free.
  */
 int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_error *err);
 void ph_response_free(struct ph_response *r);

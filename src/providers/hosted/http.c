@@ -4,7 +4,6 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,7 +17,6 @@ struct call {
     size_t max;
     bool too_large;
     bool aborted;
-    bool stopped;
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
@@ -61,19 +59,6 @@ static size_t on_header(char *p, size_t size, size_t n, void *userdata) {
     return len;
 }
 
-static int on_progress(void *userdata, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
-    (void)dt, (void)dn, (void)ut, (void)un;
-    struct call *c = userdata;
-    if (c->req->stop_fd < 0)
-        return 0;
-    struct pollfd p = {.fd = c->req->stop_fd, .events = POLLIN};
-    if (poll(&p, 1, 0) > 0) {
-        c->stopped = true;
-        return 1;
-    }
-    return 0;
-}
-
 int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_error *err) {
     memset(ret, 0, sizeof(*ret));
     struct call c = {
@@ -102,11 +87,6 @@ int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_err
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &c);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &c);
-    if (req->stop_fd >= 0) {
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, &c);
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    }
     if (req->json) {
         if (!(payload = json_dumps(req->json, JSON_COMPACT)))
             goto oom;
@@ -140,9 +120,6 @@ int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_err
         if (c.too_large)
             pl_error_set(err, PL_REASON_INTERNAL, "%s %s: the answer is larger than %zu bytes",
                          req->method, req->url, c.max);
-        else if (c.stopped)
-            pl_error_errno(err, PL_REASON_INTERNAL, ECANCELED, "%s %s: stopped", req->method,
-                           req->url);
         else if (c.aborted)
             pl_error_set(err, PL_REASON_INTERNAL, "%s %s: the answer's stream was refused",
                          req->method, req->url);
