@@ -22,12 +22,12 @@ from plimsoll_test.e2b import FakeE2B  # noqa: E402
 from plimsoll_test.harness import Daemon  # noqa: E402
 
 
-def series(d, fake, name, message, n):
+def series(d, fake, name, message, n, method="Run"):
     walls, fakes, calls = [], [], 0
     for i in range(n + 2):  # two warm-up runs not counted
         fake.reset()
         t0 = time.monotonic()
-        status, body = d.rpc("Run", message)
+        status, body = d.rpc(method, message)
         wall = (time.monotonic() - t0) * 1000
         if status != 200 or body.get("isolation") != "vm":
             raise RuntimeError("%s: %s %s" % (name, status, body))
@@ -51,6 +51,7 @@ def main():
                         "SANDBOX_E2B_TEMPLATE": "plimsoll-project",
                         "SANDBOX_E2B_API_URL": fake.url, "SANDBOX_E2B_INSTANCE": "bench",
                         "SANDBOX_E2B_EGRESS_PROBE": "192.0.2.1:80",
+                        "SANDBOX_MAX_SESSIONS": "2", "SANDBOX_SESSION_LIFETIME": "3600",
                         "SANDBOX_RATE_PER_MIN": "100000", "SANDBOX_RATE_BURST": "10000"})
         d.start(timeout=300)
         try:
@@ -58,6 +59,16 @@ def main():
                                                             "code": "print(1)"}}, n),
                     series(d, fake, "project, 3 steps", {"project": {"steps": [
                         {"argv": ["python3", "-c", "print(1)"]}] * 3}}, n)]
+            # A session's cells: a kept interpreter, one envd process per
+            # cell plus the cleanup after it.
+            status, body = d.rpc("OpenSession", {})
+            if status != 200:
+                raise RuntimeError("OpenSession: %s %s" % (status, body))
+            sid = body["session_id"]
+            rows.append(series(d, fake, "session cell `x + 1`", {
+                "session_id": sid, "cell": {"language": "python", "code": "x = 1\nx + 1"}},
+                n, method="RunCell"))
+            d.rpc("CloseSession", {"session_id": sid})
         finally:
             d.stop()
     for r in rows:

@@ -3,10 +3,17 @@
 "VMs" are real containers: what a guest could do to the wall the vm mark
 promises, to the credentials around it, and to the daemon reading it.
 
+The programs that try to outlive their run are the docker suite's own
+(plimsoll_test.leftover_programs): here they run as a project's step, with
+the next step looking for a survivor, and as a session's call next to kept
+interpreters, with the VM searched from outside (as root, through the
+engine) after the call.
+
 Run: cd tests/e2b && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_e2b_hostile
 """
 import base64
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -15,6 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from test_e2b_provider import E2BDaemon, Listener  # noqa: E402  (puts tests/lib on the path)
 from plimsoll_test.hostile import Hostile  # noqa: E402
+from plimsoll_test.leftover_programs import (COUNT_MARKED, LEFTOVER_PROGRAMS,  # noqa: E402
+                                             StepLeftovers)
 
 
 def py(code, **extra):
@@ -158,6 +167,53 @@ class HostileGuest(E2BDaemon):
             "        print('refused', p, e.errno)\n"))
         self.assertNotIn("wrote", r["stdout"])
 
+
+class Leftovers(StepLeftovers, E2BDaemon):
+    """The docker suite's leftover programs against the e2b cleanup:
+    between a project's steps (StepLeftovers) and after a session's call,
+    next to kept interpreters."""
+    EXTRA = {"SANDBOX_MAX_SESSIONS": "2", "SANDBOX_SESSION_LIFETIME": "600"}
+
+    def count_in_vm(self, sandbox_id, marker):
+        """From outside the guest's reach: root in the VM, through the engine."""
+        for s in self.fake.state()["sandboxes"]:
+            if s["sandboxID"] == sandbox_id:
+                p = subprocess.run(["docker", "exec", "-u", "0", s["container"], "python3", "-c",
+                                    COUNT_MARKED, marker], capture_output=True, text=True,
+                                   timeout=60)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                return int(p.stdout)
+        self.fail("no VM %s" % sandbox_id)
+
+    def check_session(self, name):
+        status, body = self.d.rpc("OpenSession", {})
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        try:
+            self.session_calls(sid, name)
+        finally:
+            self.d.rpc("CloseSession", {"session_id": sid})
+
+    def session_calls(self, sid, name):
+        status, b = self.d.rpc("RunCell", {"session_id": sid,
+                                           "cell": {"language": "python", "code": "kept = 7"}})
+        self.assertEqual((status, b.get("exit_code", 0)), (200, 0), b)
+        marker, code = self.marked(name)
+        status, b = self.d.rpc("RunInSession", {"session_id": sid, "run": {
+            "snippet": {"language": "python", "code": code}, "timeout_ms": 2000}})
+        self.assertEqual(status, 200, b)
+        self.assertIn(b["outcome"], ("completed", "timed_out"), b)
+        self.assertEqual(self.count_in_vm(b["sandbox_name"], marker), 0)
+        # The kept interpreter was spared, and still answers.
+        status, b = self.d.rpc("RunCell", {"session_id": sid,
+                                           "cell": {"language": "python", "code": "kept"}})
+        self.assertEqual((status, b["stdout"], b.get("interpreter_started", False)),
+                         (200, "7\n", False), b)
+
+    def test_programs_that_try_to_outlive_a_session_call(self):
+        for name in LEFTOVER_PROGRAMS:
+            with self.subTest(name):
+                self.check_session(name)
 
 if __name__ == "__main__":
     unittest.main()

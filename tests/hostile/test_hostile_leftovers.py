@@ -20,81 +20,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from plimsoll_test.docker import RUN_TAG, ours, per_runtime, start_docker_daemon  # noqa: E402
 from plimsoll_test.harness import error_info  # noqa: E402
 from plimsoll_test.hostcheck import leftovers, unique_uid  # noqa: E402
+from plimsoll_test.leftover_programs import (DAEMONS_THEN_EXIT, MARK, STOP_SELF,  # noqa: E402
+                                             TRACE_PID1, ZOMBIE_LEADER)
 from plimsoll_test.payloads import py  # noqa: E402
-
-# Guest code first in the cases below: deaf_daemon(then) leaves a grandchild
-# in its own session (its parent exits) that ignores every catchable signal,
-# calls then() if given, and sleeps for ever.
-DEAF_DAEMON = r"""
-import os, signal, time
-def deaf_daemon(then=None):
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            for s in range(1, 65):
-                try:
-                    signal.signal(s, signal.SIG_IGN)
-                except (OSError, ValueError, RuntimeError):
-                    pass
-            if then:
-                then()
-            while True:
-                time.sleep(0.2)
-        os._exit(0)
-"""
-
-# A PID 1 whose main thread exits alone (the raw exit system call, not
-# exit_group) reads as a zombie to the runtime, which then calls the
-# container stopped, while its other thread runs on; a grandchild in its own
-# session ignores every catchable signal.
-ZOMBIE_LEADER = DEAF_DAEMON + r"""
-import ctypes, threading
-libc = ctypes.CDLL(None, use_errno=True)
-deaf_daemon()
-def spin():
-    while True:
-        time.sleep(0.2)
-threading.Thread(target=spin).start()
-print("leader exits", flush=True)
-time.sleep(0.2)
-libc.syscall(60, 0)
-"""
-
-# Trace PID 1 from a grandchild (the engine's default profile allows it):
-# PID 1 sits in a tracing stop; the tracer ignores every catchable signal.
-TRACE_PID1 = DEAF_DAEMON + r"""
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-def attach():
-    r = libc.ptrace(16, 1, 0, 0)  # PTRACE_ATTACH
-    os.write(1, b"attach %d errno %d\n" % (r, ctypes.get_errno()))
-deaf_daemon(attach)
-time.sleep(0.5)
-print("pid1 still runs", flush=True)
-time.sleep(600)
-"""
-
-STOP_SELF = r"""
-import os, signal, time
-for _ in range(3):
-    if os.fork() == 0:
-        os.setsid()
-        os.kill(os.getpid(), signal.SIGSTOP)
-        time.sleep(600)
-        os._exit(0)
-print("children stopped", flush=True)
-try:
-    os.kill(1, signal.SIGSTOP)  # PID 1 itself: Linux ignores it; gVisor stops it
-except OSError as e:
-    print("stop pid 1 refused", e.errno)
-time.sleep(600)
-"""
-
-DAEMONS_THEN_EXIT = DEAF_DAEMON + r"""
-for _ in range(5):
-    deaf_daemon()
-print("bye")
-"""
 
 # Each system call the shipped profile refuses, by number (x86_64), with
 # arguments that would succeed or fail differently if it were allowed.
@@ -129,14 +57,6 @@ calls = {
 for name, args in sorted(calls.items()):
     r = libc.syscall(*[ctypes.c_long(a) for a in args])
     print(name, r, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
-"""
-
-
-# Everything a hostile snippet starts inherits this name (comm), so the
-# host can find a survivor whatever the daemon's settings.
-MARK = """
-import ctypes as _c
-_c.CDLL(None).prctl(15, b"%s", 0, 0, 0)
 """
 
 

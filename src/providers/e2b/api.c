@@ -15,15 +15,6 @@
 #define EB_MAX_ANSWER (1u << 20)
 #define EB_MAX_PAGES 100
 
-void eb_outage(struct e2b_state *s, const struct pl_error *why) {
-    pthread_mutex_lock(&s->lock);
-    if (why)
-        snprintf(s->outage, sizeof(s->outage), "%.255s", why->message);
-    else
-        s->outage[0] = '\0';
-    pthread_mutex_unlock(&s->lock);
-}
-
 /* One call; 5xx and transport failures are outages and errors. */
 static int call(struct e2b_state *s, const char *method, const char *path, const json_t *body,
                 const char *want_header, long *ret_status, json_t **ret_json, char *ret_header,
@@ -42,7 +33,7 @@ static int call(struct e2b_state *s, const char *method, const char *path, const
     struct ph_response rs;
     if (ph_call(&rq, &rs, err) < 0) {
         pl_error_wrap(err, "E2B's API: ");
-        eb_outage(s, err);
+        ph_outage(&s->books, err);
         return -1;
     }
     *ret_status = rs.status;
@@ -54,14 +45,14 @@ static int call(struct e2b_state *s, const char *method, const char *path, const
     if (rs.status >= 500) {
         pl_error_set(err, PL_REASON_INTERNAL, "E2B's API: %s %s answered %ld", method, path,
                      rs.status);
-        eb_outage(s, err);
+        ph_outage(&s->books, err);
         if (ret_json) {
             json_decref(*ret_json);
             *ret_json = NULL;
         }
         return -1;
     }
-    eb_outage(s, NULL);
+    ph_outage(&s->books, NULL);
     return 0;
 }
 
@@ -257,37 +248,6 @@ out:
     else
         *ret_list = all;
     return rc;
-}
-
-int eb_track(struct e2b_state *s, const char *run_id) {
-    int rc = -1;
-    pthread_mutex_lock(&s->lock);
-    if (s->ntracked < EB_MAX_TRACKED) {
-        snprintf(s->tracked[s->ntracked++], sizeof(s->tracked[0]), "%s", run_id);
-        rc = 0;
-    }
-    pthread_mutex_unlock(&s->lock);
-    return rc;
-}
-
-void eb_untrack(struct e2b_state *s, const char *run_id) {
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->ntracked; i++)
-        if (strcmp(s->tracked[i], run_id) == 0) {
-            memmove(s->tracked[i], s->tracked[s->ntracked - 1], sizeof(s->tracked[0]));
-            s->ntracked--;
-            break;
-        }
-    pthread_mutex_unlock(&s->lock);
-}
-
-bool eb_tracked(struct e2b_state *s, const char *run_id) {
-    bool found = false;
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->ntracked && !found; i++)
-        found = strcmp(s->tracked[i], run_id) == 0;
-    pthread_mutex_unlock(&s->lock);
-    return found;
 }
 
 int eb_pause(struct e2b_state *s, const char *id, struct pl_error *err) {

@@ -20,11 +20,9 @@ static void e2b_destroy(void *state) {
     struct e2b_state *s = state;
     if (!s)
         return;
-    eb_reaper_stop(s);
+    ph_books_destroy(&s->books); /* stops the reaper first */
     ph_guard_stop(s->guard);
     explicit_bzero(s->set.api_key, sizeof(s->set.api_key));
-    pthread_cond_destroy(&s->cond);
-    pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
@@ -32,8 +30,7 @@ static int e2b_create(const struct pl_config *config, void **ret_state, struct p
     struct e2b_state *s = calloc(1, sizeof(*s));
     if (!s)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    pthread_mutex_init(&s->lock, NULL);
-    pl_cond_init_monotonic(&s->cond);
+    ph_books_init(&s->books, "E2B's API");
     s->max_timeout_ms = config->max_timeout_ms;
     if (eb_load_settings(config, &s->set, err) < 0)
         goto fail;
@@ -58,7 +55,7 @@ static int e2b_create(const struct pl_config *config, void **ret_state, struct p
         pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: SANDBOX_MAX_SESSIONS: ");
         goto fail;
     }
-    if (eb_reaper_start(s, err) < 0)
+    if (ph_reaper_start(&s->books, s->set.reap_interval_s, eb_reap_once, s, err) < 0)
         goto fail;
     *ret_state = s;
     return 0;
@@ -79,10 +76,13 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
     ret->project = caps;
     ret->project.languages[0] = NULL;
     ret->module = (struct pl_op_caps){.supported = false, .engine = ""};
-    /* Sessions run snippets and projects; no cell language yet. */
+    /* Sessions run snippets, projects and cells of the languages the
+     * startup session proved. */
     ret->session = (struct pl_op_caps){.supported = s->session_lifetime_s > 0,
                                        .engine = "E2B microVM (Firecracker), paused when idle",
                                        .max_timeout_ms = s->max_timeout_ms};
+    for (size_t i = 0; i < 3 && s->cell_langs[i]; i++)
+        ret->session.languages[i] = s->cell_langs[i];
     snprintf(s->checks[0], sizeof(s->checks[0]),
              "a throwaway VM of template %s was created with secure: true, public traffic off "
              "and the internet denied, and its answer carried both access tokens",
@@ -102,20 +102,18 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
     if (s->session_lifetime_s)
         snprintf(s->checks[n++], sizeof(s->checks[0]),
                  "one real session: a call's file was kept and its processes ended across a "
-                 "pause and a resume");
+                 "pause and a resume; cells kept a value in %s%s and began in a fresh "
+                 "interpreter after the resume%s%s",
+                 s->cell_langs[0] ? s->cell_langs[0] : "no language",
+                 s->cell_langs[1] ? " and javascript" : "",
+                 s->cell_note[0] ? "; javascript cells are not offered: " : "", s->cell_note);
     for (int i = 0; i < n; i++)
         ret->checks[i] = s->checks[i];
 }
 
 static int e2b_ready(void *state, struct pl_error *err) {
     struct e2b_state *s = state;
-    int rc = 0;
-    pthread_mutex_lock(&s->lock);
-    if (s->outage[0])
-        rc = pl_error_set(err, PL_REASON_NOT_READY, "the last call to E2B's API failed: %s",
-                          s->outage);
-    pthread_mutex_unlock(&s->lock);
-    return rc;
+    return ph_books_ready(&s->books, err);
 }
 
 const struct pl_provider_ops pl_e2b_ops = {

@@ -21,6 +21,7 @@
 
 #include "../../core/capture.h"
 #include "../../core/errors.h"
+#include "../hosted/books.h"
 #include "../hosted/guard.h"
 #include "../hosted/hosted.h"
 #include "../provider.h"
@@ -28,7 +29,7 @@
 #define EB_LABEL_INSTANCE "plimsoll-instance"
 #define EB_LABEL_RUN "plimsoll-run"
 #define EB_ENVD_PORT 49983
-#define EB_MAX_TRACKED 1024
+#define EB_MAX_KEEP 4 /* kept processes: two languages' interpreters and relays */
 
 struct eb_settings {
     char api_key[256];      /* E2B_API_KEY: a secret, never logged */
@@ -66,16 +67,13 @@ struct e2b_state {
     struct ph_guard *guard;      /* when E2B_GUARD_URL is set */
     unsigned user_uid;           /* the guest's user, from the proof (0: not known yet) */
     unsigned session_lifetime_s; /* SANDBOX_SESSION_LIFETIME; sessions on when > 0 */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    /* Runs (by run id) holding a VM right now: the reaper spares them. */
-    char tracked[EB_MAX_TRACKED][64];
-    size_t ntracked;
-    /* The last control-plane failure (readiness reads it, never calls). */
-    char outage[256];
-    pthread_t reaper;
-    bool reaper_started, reaper_stop;
-    char checks[6][768]; /* Describe's startup_checks */
+    /* Runs holding a VM, the last outage, the reaper (hosted/books.h). */
+    struct ph_books books;
+    char checks[7][768]; /* Describe's startup_checks */
+    /* Cell languages the startup session proved (Describe), and why one
+     * was not. */
+    const char *cell_langs[3];
+    char cell_note[256];
 };
 
 /* A sandbox as the control plane answered its create (or connect). */
@@ -87,6 +85,9 @@ struct eb_sandbox {
     char envd_version[64];
     char envd_url[512];   /* scheme://49983-<id>.<domain><:port> */
     char guard_token[72]; /* a run with a grant: its guard token ("" none) */
+    /* "PID:START ..." of the guest user's processes the cleanup spares (a
+     * session's interpreters and their relays); "" in a run. */
+    char keep[EB_MAX_KEEP * 32];
 };
 
 /* settings.c */
@@ -106,12 +107,6 @@ int eb_connect(struct e2b_state *s, struct eb_sandbox *sb, unsigned timeout_s,
                struct pl_error *err);
 /* Sandboxes carrying this instance's label, every page: a JSON array. */
 int eb_list_ours(struct e2b_state *s, json_t **ret_list, struct pl_error *err);
-/* Runs whose VMs the reaper must spare, by run id (the label), from before
- * the create is sent until the delete. */
-int eb_track(struct e2b_state *s, const char *run_id);
-void eb_untrack(struct e2b_state *s, const char *run_id);
-bool eb_tracked(struct e2b_state *s, const char *run_id);
-void eb_outage(struct e2b_state *s, const struct pl_error *why);
 
 /* envd.c: the agent in the VM. */
 struct eb_file {
@@ -182,10 +177,13 @@ void eb_close(struct e2b_state *s, const char *run_id, const struct eb_sandbox *
 int eb_snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err);
-/* As root, end every process of the guest's uid and prove none is left;
- * `after` names what left them, for the message. */
+/* As root, end every process of the guest's uid but sb->keep's and prove
+ * none is left; `after` names what left them, for the message.  eb_cleanup
+ * also returns " PID:START..." of the kept ones still alive. */
 int eb_end_leftovers(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadline,
                      const char *after, struct pl_error *err);
+int eb_cleanup(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadline,
+               const char *after, char *ret_alive, size_t alive_size, struct pl_error *err);
 
 /* session.c (docs/providers/e2b.md, "Sessions") */
 int eb_session_open(void *state, const struct pl_session_open *o, void **ret_session,
@@ -199,6 +197,4 @@ void eb_session_close(void *state, void *session);
 int eb_prove_session(struct e2b_state *s, struct pl_error *err);
 
 /* reaper.c */
-int eb_reap_once(struct e2b_state *s, struct pl_error *err);
-int eb_reaper_start(struct e2b_state *s, struct pl_error *err);
-void eb_reaper_stop(struct e2b_state *s);
+int eb_reap_once(void *state, struct pl_error *err); /* the deleted count, or < 0 */

@@ -16,12 +16,16 @@
 #include <stdint.h>
 
 #include "../../core/buf.h"
+#include "../../core/capture.h"
 #include "../../core/errors.h"
+#include "../../core/request.h"
+#include "../provider.h"
 
 /* One multipart/form-data part (a file upload). */
 struct ph_part {
     const char *name;     /* the form field */
     const char *filename; /* NULL: none */
+    const char *type;     /* its Content-Type; NULL: none */
     const void *data;
     size_t len;
 };
@@ -98,3 +102,91 @@ int ph_envelope_append(struct pl_buf *b, unsigned flags, const void *msg, size_t
 
 #define PH_FLAG_COMPRESSED 0x01u
 #define PH_FLAG_END_STREAM 0x02u /* Connect: the end-of-stream message */
+
+/*
+ * Settings every hosted provider has in some form (hsettings.c).  Each
+ * message starts with the setting's name; a secret is never in one.
+ */
+struct pl_config;
+/* scheme://host[:port][/path]: https, or plain http to this machine only;
+ * a path only when allow_path; trailing slashes dropped. */
+int ph_setting_url(const struct pl_config *c, const char *name, const char *def, bool allow_path,
+                   char *dst, size_t len, struct pl_error *err);
+/* Required; no line break.  why completes "NAME: required ...". */
+int ph_setting_secret(const struct pl_config *c, const char *name, const char *why, char *dst,
+                      size_t len, struct pl_error *err);
+/* [A-Za-z0-9._-]+ */
+int ph_setting_name(const struct pl_config *c, const char *name, const char *def, char *dst,
+                    size_t len, struct pl_error *err);
+/* An absolute path of [A-Za-z0-9._-/], no "..". */
+int ph_setting_workdir(const struct pl_config *c, const char *name, const char *def, char *dst,
+                       size_t len, struct pl_error *err);
+/* host:port[,host:port...]: the egress probe's targets. */
+int ph_setting_probe(const struct pl_config *c, const char *name, const char *def, char *dst,
+                     size_t len, struct pl_error *err);
+
+/* The guard's URL as a VM dials it (http://IPv4:port: a VM's allowed
+ * egress is an address) and the address the guard listens on. */
+struct ph_guard_setting {
+    char url[256]; /* "" when unset: grants are refused */
+    char ip[16];
+    unsigned port;
+    char listen[64];
+};
+int ph_setting_guard(const struct pl_config *c, const char *url_name, const char *listen_name,
+                     struct ph_guard_setting *g, struct pl_error *err);
+
+/*
+ * The cleanup between a project's steps (and after a session's call), run
+ * as root in the sandbox by `python3 -c`: argv UID [PID:START...] ends
+ * every process of UID but the kept ones and prints "clean", then "alive"
+ * and the kept ones still alive (cleanup.c says how).
+ */
+extern const char ph_end_user_processes[];
+/* Whether a cleanup's output says clean; *ret_alive (may be NULL) gets the
+ * " PID:START..." that follows "alive". */
+bool ph_cleanup_clean(const char *out, size_t len, char *ret_alive, size_t alive_size);
+
+/*
+ * The startup test's project (proofproject.c): ph_proof_project fills pp
+ * (which owns every pointer in pp->req); ph_proof_judge reads the result:
+ * every step passed, in workdir, as a uid other than root (*ret_uid), and
+ * no egress probe target reached.
+ */
+struct ph_proof_project {
+    struct pl_run_request req;
+    struct pl_file files[3];
+    struct pl_step steps[3];
+    const char *step1[2], *step2[3], *step3[4];
+};
+void ph_proof_project(struct ph_proof_project *pp, const char *egress_probe);
+int ph_proof_judge(const struct pl_run_result *r, const char *workdir, const char *workdir_setting,
+                   unsigned *ret_uid, struct pl_error *err);
+
+/*
+ * A project's steps (project.c), the same on every hosted provider: each
+ * step through the shell that makes the work directory and execs its argv;
+ * results, the deadline (124, timed_out) and the first failing step as on
+ * docker.  The provider runs one process (step) and the cleanup between
+ * steps (between, may be NULL); o's captures are set up with the run's
+ * output cap.
+ */
+struct ph_proc_out {
+    struct pl_capture out, err;
+    int exit_code;
+    bool timed_out;
+};
+struct ph_project_ops {
+    int (*step)(void *ud, const char *const *argv, size_t argc, uint64_t deadline,
+                struct ph_proc_out *o, struct pl_error *err);
+    int (*between)(void *ud, uint64_t deadline, const char *after, struct pl_error *err);
+};
+int ph_project_steps(const struct ph_project_ops *ops, void *ud, const char *workdir,
+                     const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                     uint64_t deadline, struct pl_run_result *ret, struct pl_error *err);
+/* "workdir/path" of each of the project's files (malloc'd). */
+int ph_project_paths(const char *workdir, const struct pl_run_request *req, char ***ret_paths,
+                     struct pl_error *err);
+void ph_project_paths_free(char **paths, size_t n);
+/* A capture's bytes, owned by the caller (a result's out or err). */
+char *ph_take_output(struct pl_capture *c, size_t *ret_len, bool *ret_truncated);

@@ -105,7 +105,8 @@ int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_err
             if (!p || curl_mime_name(p, req->parts[i].name) != CURLE_OK ||
                 curl_mime_data(p, req->parts[i].data, req->parts[i].len) != CURLE_OK ||
                 (req->parts[i].filename &&
-                 curl_mime_filename(p, req->parts[i].filename) != CURLE_OK))
+                 curl_mime_filename(p, req->parts[i].filename) != CURLE_OK) ||
+                (req->parts[i].type && curl_mime_type(p, req->parts[i].type) != CURLE_OK))
                 goto oom;
         }
         curl_easy_setopt(h, CURLOPT_MIMEPOST, mime);

@@ -38,6 +38,9 @@
 #                   0.  IPC is the highest System V id seen by the last
 #                   cleanup (gVisor lists none: ids are probed up to it).
 #   ps              debugging: a JSON list of the container's processes.
+#   vmlaunch LANG NAME, vmcell NAME FILE
+#                   the same interpreters in a hosted VM (e2b), reached
+#                   through a relay on an abstract socket: see "hosted VMs".
 #   interp python   the Python interpreter server (what launch python execs,
 #                   fd 3 the uplink, fd 4 the ready pipe); the Node one is
 #                   `node -e <NODE_SERVER>` with the same descriptors
@@ -286,7 +289,7 @@ def spawn_detached(argv, uplink_fd, ready_fd):
                     os.closerange(READY_FD + 1, 65536)
                     os.set_inheritable(UPLINK_FD, True)
                     os.set_inheritable(READY_FD, True)
-                    os.chdir("/work")
+                    os.chdir(os.environ.get("PLIMSOLL_WORK_DIR", "/work"))
                     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
                     os.execvp(argv[0], argv)
                 finally:
@@ -306,6 +309,22 @@ def spawn_detached(argv, uplink_fd, ready_fd):
     if not data:
         raise OSError("the interpreter could not be started")
     return int(data)
+
+
+def start_interpreter(lang, uplink):
+    """Start lang's interpreter detached with uplink as fd 3 (closed here),
+    and wait until it serves cells: it writes one byte to fd 4 then.
+    Returns its pid."""
+    import select
+    rr, rw = os.pipe()
+    pid = spawn_detached(server_argv(lang), uplink.fileno(), rw)
+    uplink.close()
+    os.close(rw)
+    ok = select.select([rr], [], [], 10.0)[0] and os.read(rr, 1) == b"1"
+    os.close(rr)
+    if not ok:
+        raise OSError("the %s interpreter did not start within 10 s" % lang)
+    return pid
 
 
 def mode_launch(args):
@@ -334,16 +353,7 @@ def mode_launch(args):
         up.sendall(frame(T_HELLO, lang.encode() + b" " + token))
         up.settimeout(None)
         token = None
-        rr, rw = os.pipe()
-        pid = spawn_detached(server_argv(lang), up.fileno(), rw)
-        up.close()
-        os.close(rw)
-        # The interpreter writes one byte to fd 4 once it serves cells.
-        import select
-        ok = select.select([rr], [], [], 10.0)[0] and os.read(rr, 1) == b"1"
-        os.close(rr)
-        if not ok:
-            raise OSError("the %s interpreter did not start within 10 s" % lang)
+        pid = start_interpreter(lang, up)
         st = proc_stat(pid)
         if st is None or not alive(pid):
             raise OSError("the %s interpreter ended at startup" % lang)
@@ -359,6 +369,141 @@ def mode_launch(args):
     except Exception as e:  # noqa: BLE001
         say({"error": str(e) or type(e).__name__})
         os._exit(1)
+
+
+# ---- hosted VMs (e2b): no uplink to plimsolld -----------------------------
+#
+# A VM cannot reach plimsolld's cell socket, so there each cell is an envd
+# process of its own (vmcell) that reaches the kept interpreter through a
+# relay in the VM.  Both run as the session's user: the VM holds that one
+# caller's code and nothing else of anyone's.  plimsolld knows an
+# interpreter as kept only while its pid and start time, and its relay's,
+# survive the root cleanup after each call (docs/providers/e2b.md, "Cells").
+
+VM_NO_INTERPRETER, VM_CHANNEL_ENDED = 3, 4
+
+
+def relay(lsock, up):
+    """Pass one client of lsock at a time to up (the interpreter's end),
+    bytes both ways; end when the interpreter's end closes.  Output the
+    interpreter sends while no client is connected is dropped (plimsolld
+    ends an interpreter whose cell did not finish cleanly)."""
+    import select
+    conn = None
+    while True:
+        watch = [up, conn if conn is not None else lsock]
+        ready = select.select(watch, [], [])[0]
+        if up in ready:
+            data = up.recv(65536)
+            if not data:
+                os._exit(0)
+            if conn is not None:
+                try:
+                    conn.sendall(data)
+                except OSError:
+                    conn.close()
+                    conn = None
+        if conn is None and lsock in ready:
+            try:
+                conn = lsock.accept()[0]
+            except OSError:
+                conn = None
+        elif conn is not None and conn in ready:
+            try:
+                data = conn.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                conn.close()
+                conn = None
+            else:
+                up.sendall(data)
+
+
+def mode_vmlaunch(args):
+    try:
+        if len(args) != 2 or args[0] not in LANGS or not args[1].isalnum():
+            raise ValueError("usage: vmlaunch python|javascript NAME")
+        lang, name = args
+        os.environ["PLIMSOLL_WORK_DIR"] = os.getcwd()
+        # An abstract socket: no file the guest could replace, and its name
+        # (random, from plimsolld) cannot be taken before this bind.
+        lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lsock.bind("\0plimsoll-cell-" + name)
+        lsock.listen(8)
+        mine, theirs = socket.socketpair()
+        pid = start_interpreter(lang, theirs)
+        # The relay: detached as the interpreter is, holding both sockets.
+        pr, pw = os.pipe()
+        first = os.fork()
+        if first == 0:
+            try:
+                os.close(pr)
+                os.setsid()
+                second = os.fork()
+                if second == 0:
+                    os.close(pw)
+                    null = os.open("/dev/null", os.O_RDWR)
+                    for fd in (0, 1, 2):
+                        os.dup2(null, fd)
+                    relay(lsock, mine)
+                os.write(pw, str(second).encode())
+            finally:
+                os._exit(0)
+        os.close(pw)
+        data = os.read(pr, 64)
+        os.close(pr)
+        os.waitpid(first, 0)
+        lsock.close()
+        mine.close()
+        rpid = int(data) if data else 0
+        st, rst = proc_stat(pid), proc_stat(rpid) if rpid else None
+        if st is None or rst is None or not alive(pid):
+            raise OSError("the %s interpreter or its relay ended at startup" % lang)
+        say({"pid": pid, "start": st[2], "relay": rpid, "relay_start": rst[2]})
+        os._exit(0)
+    except Exception as e:  # noqa: BLE001
+        say({"error": str(e) or type(e).__name__})
+        os._exit(1)
+
+
+def mode_vmcell(args):
+    """One cell: exit 0 or 1 as the interpreter's "X" says; VM_NO_INTERPRETER
+    when nothing listens (no code was sent); VM_CHANNEL_ENDED when the
+    channel ends before "X"."""
+    name, path = args
+    with open(path, "rb") as f:
+        code = f.read()
+    status = b""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("\0plimsoll-cell-" + name)
+    except OSError:
+        os._exit(VM_NO_INTERPRETER)
+    try:
+        s.sendall(frame(T_CODE, code))
+        while True:
+            head = recv_exact(s, 5)
+            if head is None:
+                break
+            n = struct.unpack(">I", head[1:])[0]
+            kind = head[:1]
+            while n > 0:
+                chunk = s.recv(min(n, 65536))
+                if not chunk:
+                    os._exit(VM_CHANNEL_ENDED)
+                n -= len(chunk)
+                if kind == T_OUT:
+                    write_all(1, chunk)
+                elif kind == T_ERR:
+                    write_all(2, chunk)
+                elif kind == T_END:
+                    status += chunk[:8]
+            if kind == T_END:
+                os._exit(0 if status == b"0" else 1)
+    except OSError:
+        pass
+    os._exit(VM_CHANNEL_ENDED)
 
 
 # ---- the Python interpreter server ---------------------------------------
@@ -655,6 +800,10 @@ def entry():
         mode_cleanup(args)
     elif MODE == "ps":
         mode_ps(args)
+    elif MODE == "vmlaunch":
+        mode_vmlaunch(args)
+    elif MODE == "vmcell" and len(args) == 2:
+        mode_vmcell(args)
     elif MODE == "interp" and len(args) == 1 and args[0] == "python":
         mode_interp(args)
     else:

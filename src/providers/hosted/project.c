@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * project.c: a project's steps in a hosted sandbox, the same on every
+ * hosted provider (docs/internals/hosted.md, "A project's steps"): each
+ * step's argv exactly, in the work directory, through a shell that makes
+ * the directory (a project may have no files) and execs, so a program that
+ * does not exist exits 127 with the shell's message; the output under the
+ * caps; the cleanup between steps; the first step that fails, or the
+ * deadline, ends the project.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/clock.h"
+#include "hosted.h"
+
+char *ph_take_output(struct pl_capture *c, size_t *ret_len, bool *ret_truncated) {
+    struct pl_output o = {0};
+    (void)pl_capture_finish(c, &o);
+    *ret_len = o.data ? o.len : 0;
+    *ret_truncated = o.truncated;
+    return o.data;
+}
+
+int ph_project_steps(const struct ph_project_ops *ops, void *ud, const char *workdir,
+                     const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                     uint64_t deadline, struct pl_run_result *ret, struct pl_error *err) {
+    ret->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*ret->steps));
+    if (!ret->steps)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    int rc = 0;
+    bool timed_out = false;
+    for (size_t i = 0; i < req->project.nsteps && rc == 0; i++) {
+        const struct pl_step *step = &req->project.steps[i];
+        struct pl_step_result *sr = &ret->steps[ret->nsteps];
+        const char **argv = calloc(step->argc + 4, sizeof(*argv));
+        if (!argv) {
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+            break;
+        }
+        argv[0] = "/bin/sh";
+        argv[1] = "-c";
+        argv[2] = "mkdir -p \"$0\" && cd \"$0\" && exec \"$@\"";
+        argv[3] = workdir;
+        memcpy(argv + 4, step->argv, step->argc * sizeof(*argv));
+        struct ph_proc_out o;
+        pl_capture_init(&o.out, ctx->output_bytes);
+        pl_capture_init(&o.err, ctx->output_bytes);
+        o.exit_code = -1;
+        o.timed_out = false;
+        uint64_t t0 = pl_now_ns();
+        rc = ops->step(ud, argv, step->argc + 4, deadline, &o, err);
+        free(argv);
+        if (rc == 0) {
+            sr->name = strdup(step->name);
+            sr->timed_out = o.timed_out;
+            sr->exit_code = o.timed_out ? 124 : o.exit_code;
+            sr->out = ph_take_output(&o.out, &sr->out_len, &sr->out_truncated);
+            sr->err = ph_take_output(&o.err, &sr->err_len, &sr->err_truncated);
+            sr->duration_ms = (uint32_t)((pl_now_ns() - t0) / 1000000);
+            ret->nsteps++;
+            if (!sr->name || !sr->out || !sr->err)
+                rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+            timed_out = o.timed_out;
+        }
+        pl_capture_free(&o.out);
+        pl_capture_free(&o.err);
+        if (rc < 0 || timed_out || sr->exit_code != 0)
+            break;
+        if (i + 1 < req->project.nsteps && ops->between) {
+            char after[64];
+            snprintf(after, sizeof(after), "step %zu", i + 1);
+            rc = ops->between(ud, deadline, after, err);
+        }
+    }
+    if (rc < 0)
+        return -1;
+    ret->timed_out = timed_out;
+    if (timed_out) {
+        ret->outcome = PL_OUTCOME_TIMED_OUT;
+        ret->exit_code = 124;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the deadline of %u ms ended the run during step %zu of %zu", ctx->timeout_ms,
+                 ret->nsteps, req->project.nsteps);
+    } else {
+        pl_run_result_steps_completed(ret);
+    }
+    ret->out = calloc(1, 1);
+    ret->err = calloc(1, 1);
+    if (!ret->out || !ret->err)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    return 0;
+}
+
+int ph_project_paths(const char *workdir, const struct pl_run_request *req, char ***ret_paths,
+                     struct pl_error *err) {
+    size_t nf = req->project.nfiles;
+    char **paths = calloc(nf ? nf : 1, sizeof(*paths));
+    if (!paths)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    for (size_t i = 0; i < nf; i++) {
+        size_t len = strlen(workdir) + 1 + strlen(req->project.files[i].path) + 1;
+        paths[i] = malloc(len);
+        if (!paths[i]) {
+            ph_project_paths_free(paths, nf);
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        }
+        snprintf(paths[i], len, "%s/%s", workdir, req->project.files[i].path);
+    }
+    *ret_paths = paths;
+    return 0;
+}
+
+void ph_project_paths_free(char **paths, size_t n) {
+    for (size_t i = 0; paths && i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
