@@ -14,13 +14,11 @@ extern const struct pl_provider_ops pl_disabled_ops;
 extern const struct pl_provider_ops pl_wasm_ops;
 extern const struct pl_provider_ops pl_docker_ops;
 extern const struct pl_provider_ops pl_e2b_ops;
+extern const struct pl_provider_ops pl_dockercloud_ops;
 
 /* Every provider this build has, by its ops table: the name is the table's. */
 static const struct pl_provider_ops *const registry[] = {
-    &pl_disabled_ops,
-    &pl_wasm_ops,
-    &pl_docker_ops,
-    &pl_e2b_ops,
+    &pl_disabled_ops, &pl_wasm_ops, &pl_docker_ops, &pl_e2b_ops, &pl_dockercloud_ops,
 };
 
 /*
@@ -29,7 +27,7 @@ static const struct pl_provider_ops *const registry[] = {
  * build", not as unknown.  A row leaves this list when its ops table joins
  * the registry.
  */
-static const char *const not_built[] = {"dockercloud", "openshell"};
+static const char *const not_built[] = {"openshell"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -320,10 +320,13 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
     if (r < 0) {
         pl_run_result_clear(&res);
         /* A provider may refuse the payload itself before the guest started
-         * (e.g. a WebAssembly module that does not validate), or find the
-         * session's sandbox unusable before the call (it then ends);
-         * anything else it reports is infrastructure, and ends a session. */
-        if (c->err.reason != PL_REASON_INVALID_REQUEST && c->err.reason != PL_REASON_SESSION_ENDED)
+         * (e.g. a WebAssembly module that does not validate), find the
+         * session's sandbox unusable before the call (it then ends), or
+         * find its sandbox's wall not in place before any code ran
+         * (NOT_READY: a hosted sandbox's policy read back); anything else
+         * it reports is infrastructure, and ends a session. */
+        if (c->err.reason != PL_REASON_INVALID_REQUEST &&
+            c->err.reason != PL_REASON_SESSION_ENDED && c->err.reason != PL_REASON_NOT_READY)
             c->err.reason = PL_REASON_INTERNAL;
         if (c->ss)
             pl_sessions_done(api->sessions, c->ss, NULL,

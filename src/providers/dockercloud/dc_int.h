@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dc_int.h: the dockercloud provider's internals (docs/providers/dockercloud.md).
+ * Nothing outside src/providers/dockercloud/ includes this file; every name
+ * here starts with dc_.
+ *
+ * The provider drives the Docker Sandboxes API v1: the management surface
+ * (token exchange, sandboxes, network policies, endpoint credentials:
+ * api.c) and each sandbox's own endpoint (files, processes: endpoint.c).
+ * A run is one sandbox: create, read the seal back, upload, run the steps
+ * or the snippet, collect the output, delete (run.c).  The startup proof
+ * is one throwaway sandbox (proof.c); the reaper deletes sandboxes
+ * carrying this instance's name prefix that no run holds (reaper.c).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../core/capture.h"
+#include "../../core/errors.h"
+#include "../hosted/books.h"
+#include "../hosted/hosted.h"
+#include "../provider.h"
+
+struct dc_settings {
+    char account[256];   /* SANDBOX_DOCKERCLOUD_ACCOUNT: a secret, never logged */
+    char secret[512];    /* SANDBOX_DOCKERCLOUD_TOKEN: a secret, never logged */
+    char auth_url[512];  /* SANDBOX_DOCKERCLOUD_AUTH_URL: Docker's token endpoint */
+    char api_url[512];   /* SANDBOX_DOCKERCLOUD_API_URL */
+    char image[256];     /* SANDBOX_DOCKERCLOUD_IMAGE: imageRef */
+    unsigned cpus;       /* SANDBOX_DOCKERCLOUD_CPUS */
+    unsigned memory_mib; /* SANDBOX_DOCKERCLOUD_MEMORY_MIB: a documented pair with cpus */
+    char instance[25];   /* SANDBOX_DOCKERCLOUD_INSTANCE: in every display name */
+    char workdir[256];   /* SANDBOX_DOCKERCLOUD_WORKDIR */
+    char egress_probe[512];
+    unsigned call_timeout_ms; /* one API call */
+    unsigned reap_interval_s;
+    unsigned slack_s; /* a sandbox's timeout past its run's deadline */
+    unsigned poll_ms; /* between two reads of a process's output */
+    struct ph_guard_setting guard;
+    char prefix[40]; /* "pl-<instance>-": every display name starts so */
+};
+
+/* What the startup proof showed (Describe). */
+struct dc_proof {
+    unsigned files_uploaded;
+    unsigned user_uid;
+    char probe_detail[512];
+    char account_policy[128];
+};
+
+struct dc_state {
+    struct dc_settings set;
+    struct dc_proof proof;
+    unsigned max_timeout_ms;
+    struct ph_books books; /* runs holding a sandbox, the last outage, the reaper */
+    pthread_mutex_t token_lock;
+    char access_token[4096]; /* from the exchange; "" before it */
+    char checks[6][768];
+};
+
+/* A sandbox as the API answered its create (and the reads after it). */
+struct dc_sandbox {
+    char uid[64];
+    char display_name[72];
+    char etag[128];
+    char endpoint[512]; /* core.endpoint.uri */
+    char cred[4096];    /* the scoped endpoint credential */
+    uint64_t cred_until_ns;
+};
+
+/* settings.c */
+int dc_load_settings(const struct pl_config *c, struct dc_settings *s, struct pl_error *err);
+
+/* api.c: the management surface.  A 401 exchanges the token again, once. */
+int dc_exchange_token(struct dc_state *s, struct pl_error *err);
+/* One management call: status, JSON answer (may be NULL), ETag. */
+int dc_call(struct dc_state *s, const char *method, const char *path, const json_t *body,
+            const char *const *extra_headers, long *ret_status, json_t **ret_json, char *ret_etag,
+            size_t etag_len, struct pl_error *err);
+/* The API's error message ("code: message"), or "". */
+void dc_error_text(const json_t *j, char *out, size_t len);
+int dc_create(struct dc_state *s, const char *run_id, unsigned timeout_s, struct dc_sandbox *ret,
+              struct pl_error *err);
+int dc_delete(struct dc_state *s, const char *uid, struct pl_error *err);
+/* The effective policy of a sandbox (uid) or, with uid NULL, the account's:
+ * < 0 unless it is deny-all with nothing allowed; why says what it is. */
+int dc_policy_sealed(struct dc_state *s, const char *uid, char *why, size_t why_len,
+                     struct pl_error *err);
+int dc_credential(struct dc_state *s, struct dc_sandbox *sb, struct pl_error *err);
+/* Every sandbox whose display name carries this instance's prefix. */
+int dc_list_ours(struct dc_state *s, json_t **ret_list, struct pl_error *err);
+
+/* endpoint.c: the sandbox's own endpoint, with its scoped credential. */
+struct dc_file {
+    const char *path; /* absolute, in the sandbox */
+    const void *data;
+    size_t len;
+};
+int dc_upload(struct dc_state *s, struct dc_sandbox *sb, const struct dc_file *files, size_t n,
+              struct pl_error *err);
+
+/* One process: argv in cwd as user (NULL: the sandbox's default user),
+ * until it exits or the deadline. */
+struct dc_proc {
+    const char *user;
+    const char *const *argv;
+    size_t argc;
+    const char *cwd;
+    uint64_t deadline_ns;
+    /* filled */
+    struct pl_capture out, err;
+    int exit_code;
+    bool timed_out;
+};
+void dc_proc_init(struct dc_proc *p, size_t output_cap);
+void dc_proc_free(struct dc_proc *p);
+/* 0 when the process exited or met its deadline (timed_out); < 0 when the
+ * endpoint failed. */
+int dc_process(struct dc_state *s, struct dc_sandbox *sb, struct dc_proc *p, struct pl_error *err);
+
+/* run.c */
+int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+           struct pl_run_result *ret, struct pl_error *err);
+/* Create a run's sandbox (tracked first), wait for it, read its seal back,
+ * get its endpoint credential.  Any failure deletes it. */
+int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, struct dc_sandbox *ret,
+            struct pl_error *err);
+void dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb);
+int dc_project(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+               struct pl_error *err);
+
+/* proof.c */
+int dc_prove(struct dc_state *s, struct pl_error *err);
+
+/* reaper.c */
+int dc_reap_once(void *state, struct pl_error *err);

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * proof.c: the startup test (docs/providers/dockercloud.md, "What the
+ * startup test proves").  First the token, exchanged; then the permissions
+ * a run needs, each by the cheapest documented call that needs it (no call
+ * lists a token's permissions): read (list one sandbox), network-policy
+ * read (the account's policy, which must be deny-all with nothing
+ * allowed); then one throwaway sandbox, which proves create, credential
+ * and delete: created as every run's is, its seal read back, a directory
+ * made and files uploaded into it, the test project run through exactly a
+ * project step's path, egress tried from inside, and the delete read back.
+ * The daemon serves nothing unless all of it holds.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/clock.h"
+#include "../../core/ids.h"
+#include "dc_int.h"
+
+/* A probe of one permission: 403 names it. */
+static int probe(struct dc_state *s, const char *path, const char *permission,
+                 struct pl_error *err) {
+    json_t *j = NULL;
+    long st = 0;
+    if (dc_call(s, "GET", path, NULL, NULL, &st, &j, NULL, 0, err) < 0)
+        return -1;
+    char text[400];
+    dc_error_text(j, text, sizeof(text));
+    json_decref(j);
+    if (st == 403)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the token lacks the %s permission (GET %s answered 403: %s)",
+                            permission, path, text);
+    if (st != 200)
+        return pl_error_set(err, PL_REASON_INTERNAL, "GET %s answered %ld: %s", path, st, text);
+    return 0;
+}
+
+/* After the delete: read back until the sandbox is gone (404). */
+static int gone(struct dc_state *s, const char *uid, struct pl_error *err) {
+    char path[160];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", uid);
+    uint64_t until = pl_deadline_in_ms(s->set.call_timeout_ms);
+    for (;;) {
+        json_t *j = NULL;
+        long st = 0;
+        if (dc_call(s, "GET", path, NULL, NULL, &st, &j, NULL, 0, err) < 0)
+            return -1;
+        const char *status =
+            json_string_value(json_object_get(json_object_get(j, "core"), "status"));
+        bool deleting = st == 200 && status && strcmp(status, "deleting") == 0;
+        json_decref(j);
+        if (st == 404)
+            return 0;
+        if (!deleting || pl_now_ns() >= until)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "the startup sandbox %s is still there after its delete (%ld)", uid,
+                                st);
+        pl_sleep_ns(100000000ull);
+    }
+}
+
+int dc_prove(struct dc_state *s, struct pl_error *err) {
+    if (dc_exchange_token(s, err) < 0)
+        return -1;
+    if (probe(s, "/v1/sandboxes?pageSize=1", "sandboxesRead", err) < 0 ||
+        probe(s, "/v1/network-policies", "networkPoliciesRead", err) < 0)
+        return -1;
+    if (dc_policy_sealed(s, NULL, s->proof.account_policy, sizeof(s->proof.account_policy), err) <
+        0)
+        return pl_error_wrap(err, "the account's policy must default to deny-all (the spec's "
+                                  "`policy init deny-all`): ");
+    char run_id[33];
+    if (pl_random_hex(run_id, sizeof(run_id), 16) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
+    struct dc_sandbox sb;
+    if (dc_open(s, run_id, 60000, &sb, err) < 0)
+        return pl_error_wrap(err, "the startup sandbox: ");
+    struct ph_proof_project pp;
+    ph_proof_project(&pp, s->set.egress_probe);
+    struct pl_run_ctx ctx = {.timeout_ms = 60000, .output_bytes = 64 * 1024};
+    struct pl_run_result r = {0};
+    int rc = dc_project(s, &sb, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
+    if (rc == 0)
+        rc = ph_proof_judge(&r, s->set.workdir, "SANDBOX_DOCKERCLOUD_WORKDIR", &s->proof.user_uid,
+                            err);
+    pl_run_result_clear(&r);
+    char uid[sizeof(sb.uid)];
+    snprintf(uid, sizeof(uid), "%s", sb.uid);
+    dc_close(s, run_id, &sb);
+    if (rc < 0)
+        return pl_error_wrap(err, "the startup sandbox %s: ", uid);
+    s->proof.files_uploaded = 3;
+    snprintf(s->proof.probe_detail, sizeof(s->proof.probe_detail), "%s", s->set.egress_probe);
+    /* The delete is read back: a sandbox that outlives its run costs money. */
+    return gone(s, uid, err);
+}

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * run.c: one run, one sandbox (docs/providers/dockercloud.md, "A run"):
+ * its name recorded, then the create; its network policy read back (the
+ * seal: deny-all with nothing allowed, or the run is refused before any
+ * code and the sandbox deleted); its endpoint credential; the upload; the
+ * snippet or each step as a process under the run's deadline; the output
+ * under the caps; the delete.  Any failure after the create deletes the
+ * sandbox; one the delete cannot reach is left to the reaper, which finds
+ * it by its name.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/clock.h"
+#include "dc_int.h"
+
+#define DC_SNIPPET_DIR "/tmp/plimsoll"
+
+int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, struct dc_sandbox *ret,
+            struct pl_error *err) {
+    /* Recorded before the create is sent: the reaper spares a sandbox
+     * whose answer has not come back yet. */
+    if (ph_track(&s->books, run_id) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "too many sandboxes in flight");
+    unsigned ttl = (timeout_ms + 999) / 1000 + s->set.slack_s;
+    int rc = dc_create(s, run_id, ttl, ret, err);
+    char why[400];
+    struct pl_error seal = {0};
+    if (rc == 0 && dc_policy_sealed(s, ret->uid, why, sizeof(why), &seal) < 0) {
+        /* Typed and not dispatched when the wall is not there; a read that
+         * failed is the infrastructure's. */
+        *err = seal;
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = dc_credential(s, ret, err);
+    if (rc < 0) {
+        dc_close(s, run_id, ret);
+        return -1;
+    }
+    return 0;
+}
+
+void dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb) {
+    struct pl_error err = {0};
+    if (sb->uid[0])
+        (void)dc_delete(s, sb->uid, &err); /* a sandbox left behind keeps its name: reaped */
+    ph_untrack(&s->books, run_id);
+}
+
+static int snippet(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ctx *ctx,
+                   const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+                   struct pl_error *err) {
+    bool py = strcmp(req->snippet.language, "python") == 0;
+    const char *main_path = py ? DC_SNIPPET_DIR "/main.py" : DC_SNIPPET_DIR "/main.js";
+    struct dc_file files[] = {
+        {main_path, req->snippet.code, req->snippet.code_len},
+        {DC_SNIPPET_DIR "/stdin", req->snippet.stdin_data ? req->snippet.stdin_data : "",
+         req->snippet.stdin_len},
+    };
+    if (dc_upload(s, sb, files, 2, err) < 0)
+        return -1;
+    const char *argv[] = {"/bin/sh",
+                          "-c",
+                          "exec \"$0\" \"$1\" < \"$2\"",
+                          py ? "python3" : "node",
+                          main_path,
+                          DC_SNIPPET_DIR "/stdin"};
+    struct dc_proc p;
+    dc_proc_init(&p, ctx->output_bytes);
+    p.argv = argv;
+    p.argc = 6;
+    p.cwd = DC_SNIPPET_DIR;
+    p.deadline_ns = deadline;
+    int rc = dc_process(s, sb, &p, err);
+    if (rc == 0) {
+        ret->timed_out = p.timed_out;
+        ret->exit_code = p.timed_out ? 124 : p.exit_code;
+        ret->out = ph_take_output(&p.out, &ret->out_len, &ret->out_truncated);
+        ret->err = ph_take_output(&p.err, &ret->err_len, &ret->err_truncated);
+        ret->outcome = p.timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        if (p.timed_out)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "the deadline of %u ms ended the run; the sandbox was deleted",
+                     ctx->timeout_ms);
+        if (!ret->out || !ret->err)
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    dc_proc_free(&p);
+    return rc;
+}
+
+/* Between two steps, as root: nothing a step left running reaches the
+ * next one (hosted/cleanup.c). */
+static int end_leftovers(struct dc_state *s, struct dc_sandbox *sb, uint64_t deadline,
+                         const char *after, struct pl_error *err) {
+    char uid[16];
+    snprintf(uid, sizeof(uid), "%u", s->proof.user_uid);
+    const char *argv[] = {"python3", "-c", ph_end_user_processes, uid};
+    struct dc_proc p;
+    dc_proc_init(&p, 4096);
+    p.user = "root";
+    p.argv = argv;
+    p.argc = 4;
+    p.cwd = "/";
+    uint64_t now = pl_now_ns();
+    p.deadline_ns = deadline > now + 2000000000ull ? deadline : now + 2000000000ull;
+    int rc = dc_process(s, sb, &p, err);
+    const char *out = p.out.kept.data ? (const char *)p.out.kept.data : "";
+    size_t len = p.out.kept.data ? p.out.kept.len : 0;
+    if (rc == 0 && (p.timed_out || p.exit_code != 0 || !ph_cleanup_clean(out, len, NULL, 0)))
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "what %s left running could not be ended: %.100s", after, out);
+    dc_proc_free(&p);
+    return rc;
+}
+
+/* One step's process as the sandbox's user (hosted/project.c runs the
+ * rest). */
+struct step_ud {
+    struct dc_state *s;
+    struct dc_sandbox *sb;
+};
+
+static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadline,
+                struct ph_proc_out *o, struct pl_error *err) {
+    struct step_ud *u = ud;
+    struct dc_proc p;
+    dc_proc_init(&p, o->out.cap);
+    p.argv = argv;
+    p.argc = argc;
+    p.cwd = "/";
+    p.deadline_ns = deadline;
+    int rc = dc_process(u->s, u->sb, &p, err);
+    if (rc == 0) {
+        struct pl_capture t = o->out;
+        o->out = p.out;
+        p.out = t;
+        t = o->err;
+        o->err = p.err;
+        p.err = t;
+        o->exit_code = p.exit_code;
+        o->timed_out = p.timed_out;
+    }
+    dc_proc_free(&p);
+    return rc;
+}
+
+static int between(void *ud, uint64_t deadline, const char *after, struct pl_error *err) {
+    struct step_ud *u = ud;
+    /* The proof's first step learns the uid; it ends nothing before. */
+    return u->s->proof.user_uid ? end_leftovers(u->s, u->sb, deadline, after, err) : 0;
+}
+
+int dc_project(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+               struct pl_error *err) {
+    size_t nf = req->project.nfiles;
+    char **paths = NULL;
+    if (ph_project_paths(s->set.workdir, req, &paths, err) < 0)
+        return -1;
+    struct dc_file *files = calloc(nf ? nf : 1, sizeof(*files));
+    if (!files) {
+        ph_project_paths_free(paths, nf);
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    for (size_t i = 0; i < nf; i++)
+        files[i] =
+            (struct dc_file){paths[i], req->project.files[i].content, req->project.files[i].len};
+    int rc = dc_upload(s, sb, files, nf, err);
+    free(files);
+    ph_project_paths_free(paths, nf);
+    if (rc < 0)
+        return -1;
+    static const struct ph_project_ops ops = {.step = step, .between = between};
+    struct step_ud u = {s, sb};
+    return ph_project_steps(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+}
+
+int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+           struct pl_run_result *ret, struct pl_error *err) {
+    struct dc_state *s = state;
+    if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT)
+        return pl_error_set(err, PL_REASON_UNSUPPORTED,
+                            "dockercloud runs snippets and projects only");
+    if (ctx->broker)
+        return pl_error_set(err, PL_REASON_UNSUPPORTED,
+                            "dockercloud: a grant needs SANDBOX_DOCKERCLOUD_GUARD_URL, which this "
+                            "build does not have yet");
+    uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
+    struct dc_sandbox sb;
+    if (dc_open(s, ctx->run_id, ctx->timeout_ms, &sb, err) < 0)
+        return -1;
+    snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.uid);
+    int rc = req->kind == PL_PAYLOAD_SNIPPET ? snippet(s, &sb, ctx, req, deadline, ret, err)
+                                             : dc_project(s, &sb, ctx, req, deadline, ret, err);
+    dc_close(s, ctx->run_id, &sb);
+    explicit_bzero(sb.cred, sizeof(sb.cred));
+    return rc;
+}
