@@ -40,7 +40,6 @@
 #define IN_FLIGHT_MAX 4294967295ul
 
 const char *const pl_config_reserved_settings[] = {
-    "SANDBOX_DOCKERCLOUD_GUARD_URL",
     NULL,
 };
 

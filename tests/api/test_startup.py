@@ -21,7 +21,7 @@ class StartupRefusals(unittest.TestCase):
         self.refuse({"SANDBOX_PROVIDER": "local-node"}, "SANDBOX_PROVIDER")
 
     def test_provider_not_in_build(self):
-        self.refuse({"SANDBOX_PROVIDER": "dockercloud"}, "SANDBOX_PROVIDER")
+        self.refuse({"SANDBOX_PROVIDER": "openshell"}, "SANDBOX_PROVIDER")
 
     def test_malformed_tier(self):
         self.refuse({"SANDBOX_MIN_ISOLATION": "medium"}, "SANDBOX_MIN_ISOLATION")

@@ -96,6 +96,7 @@ class Runs(DockerCloudDaemon):
         self.assertEqual((status, d["provider"], d["isolation"]), (200, "dockercloud", "vm"), d)
         self.assertFalse(d.get("supports_sessions", False), d)
         self.assertFalse(d.get("supports_modules", False), d)
+        self.assertFalse(d["operations"]["snippet"].get("grants", False), d)
         checks = " | ".join(d["startup_checks"])
         for phrase in ("read and network-policy-read", "deny-all with nothing allowed",
                        "not root", "nothing reached", "delete read back"):
@@ -277,8 +278,8 @@ class Startup(unittest.TestCase):
         self.refused("not a documented size", SANDBOX_DOCKERCLOUD_MEMORY_MIB="8192")
         self.refused("plain http is allowed only to this machine",
                      SANDBOX_DOCKERCLOUD_API_URL="http://example.com/sandboxes")
-        self.refused("SANDBOX_DOCKERCLOUD_GUARD_URL: not supported",
-                     SANDBOX_DOCKERCLOUD_GUARD_URL="http://127.0.0.1:9")
+        self.refused("must be http://IPv4:port",
+                     SANDBOX_DOCKERCLOUD_GUARD_URL="http://localhost:9")
         self.assertEqual(self.fake.state()["requests"], [])
 
     def test_a_wrong_secret(self):
@@ -298,6 +299,10 @@ class Startup(unittest.TestCase):
         self.refused("the account's policy must default to deny-all")
         self.fake.set_account_policy(allow=["203.0.113.0/24"])
         self.refused("allowing 203.0.113.0/24")
+        # With a guard, its address alone may be allowed; another is refused.
+        self.refused("but the guard's 127.0.0.1/32",
+                     SANDBOX_DOCKERCLOUD_GUARD_URL="http://127.0.0.1:%d" % (40000 + os.getpid() % 20000),
+                     SANDBOX_DOCKERCLOUD_GUARD_LISTEN="127.0.0.1")
 
     def test_open_egress_is_refused(self):
         self.fake.misbehave(policy_open=True)

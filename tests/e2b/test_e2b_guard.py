@@ -18,32 +18,10 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from test_e2b_provider import E2BDaemon  # noqa: E402  (tests/lib on the path)
-from plimsoll_test.grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
+from plimsoll_test.grants import (GUARD_CALL as CALL, TOKEN, GrantFiles, free_port,  # noqa: E402
+                                  grant_env, profile, token_cred)
 from plimsoll_test.harness import error_info  # noqa: E402
 from plimsoll_test.upstream import Check, Upstream  # noqa: E402
-
-CALL = ("import http.client, json, os, sys\n"
-        "u = os.environ.get('PLIMSOLL_GUARD_URL', '')\n"
-        "host, port = u[len('http://'):].rsplit(':', 1)\n"
-        "def call(path, token):\n"
-        "    c = http.client.HTTPConnection(host, int(port), timeout=10)\n"
-        "    h = {'X-Plimsoll-Guard': token} if token is not None else {}\n"
-        "    c.request('GET', path, headers=h)\n"
-        "    r = c.getresponse()\n"
-        "    return r.status, r.read().decode()\n"
-        "tok = os.environ.get('PLIMSOLL_GUARD_TOKEN')\n"
-        "print(json.dumps({'ok': call('/items/1', tok), 'route': call('/admin', tok),\n"
-        "                  'none': call('/items/2', None), 'wrong': call('/items/3', 'f' * 64),\n"
-        "                  'env': sorted(k for k in os.environ if k.startswith('PLIMSOLL_GUARD'))}))\n")
-
-
-def free_port(host):
-    s = socket.socket()
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 class GuardDaemon(E2BDaemon):
     """E2BDaemon with the guard, a test API and a grants file to it."""

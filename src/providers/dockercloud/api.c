@@ -203,8 +203,8 @@ static int get_sandbox(struct dc_state *s, const char *uid, struct dc_sandbox *s
     return rc;
 }
 
-int dc_create(struct dc_state *s, const char *run_id, unsigned timeout_s, struct dc_sandbox *ret,
-              struct pl_error *err) {
+int dc_create(struct dc_state *s, const char *run_id, unsigned timeout_s, const char *allow,
+              struct dc_sandbox *ret, struct pl_error *err) {
     memset(ret, 0, sizeof(*ret));
     char name[72], timeout[32], idem[64], idem_hdr[96];
     snprintf(name, sizeof(name), "%s%s", s->set.prefix, run_id);
@@ -220,6 +220,10 @@ int dc_create(struct dc_state *s, const char *run_id, unsigned timeout_s, struct
         "denyNetworks", "features", "timeouts", "timeout", timeout, "onTimeout", "delete");
     if (!body)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    if (allow) {
+        json_t *pol = json_array_get(json_object_get(body, "networkPolicies"), 0);
+        json_array_append_new(json_object_get(pol, "allowNetworks"), json_string(allow));
+    }
     const char *extra[] = {idem_hdr, NULL};
     json_t *a = NULL;
     long st = 0;
@@ -332,8 +336,22 @@ static void describe_networks(const json_t *list, char *out, size_t len) {
     }
 }
 
-int dc_policy_sealed(struct dc_state *s, const char *uid, char *why, size_t why_len,
-                     struct pl_error *err) {
+/* Whether the allowed networks are exactly allow ("": none). */
+static bool allows_exactly(const json_t *list, const char *allow) {
+    if (list && !json_is_array(list))
+        return false;
+    if (!allow || !*allow)
+        return json_array_size(list) == 0;
+    if (json_array_size(list) != 1)
+        return false;
+    const json_t *e = json_array_get(list, 0);
+    const char *net =
+        json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "network"));
+    return net && strcmp(net, allow) == 0;
+}
+
+int dc_policy_sealed(struct dc_state *s, const char *uid, const char *allow, char *why,
+                     size_t why_len, struct pl_error *err) {
     char path[200];
     if (uid)
         snprintf(path, sizeof(path), "/v1/sandboxes/%s/network-policies", uid);
@@ -345,25 +363,28 @@ int dc_policy_sealed(struct dc_state *s, const char *uid, char *why, size_t why_
         return -1;
     if (st != 200) {
         int rc = refused(uid ? "reading a sandbox's network policy"
-                             : "reading the account's "
-                               "network policy",
+                             : "reading the account's network policy",
                          st, j, err);
         json_decref(j);
         return rc;
     }
     const json_t *eff = json_object_get(j, "effective");
     const char *mode = json_string_value(json_object_get(eff, "mode"));
-    const json_t *allow = json_object_get(eff, "allowNetworks");
+    const json_t *allowed = json_object_get(eff, "allowNetworks");
     char nets[256];
-    describe_networks(allow, nets, sizeof(nets));
+    describe_networks(allowed, nets, sizeof(nets));
     snprintf(why, why_len, "mode %s%s%s", mode ? mode : "(none)", nets[0] ? ", allowing " : "",
              nets);
+    /* The account's policy may allow the guard's network, or nothing. */
+    bool ok = mode && strcmp(mode, "denyAll") == 0 &&
+              (allows_exactly(allowed, allow) || (!uid && allows_exactly(allowed, "")));
     int rc = 0;
-    if (!mode || strcmp(mode, "denyAll") != 0 || (allow && !json_is_array(allow)) ||
-        json_array_size(allow) != 0)
+    if (!ok)
         rc = pl_error_set(err, PL_REASON_NOT_READY,
-                          "%s network policy in force is not deny-all with nothing allowed: %s",
-                          uid ? "the sandbox's" : "the account's", why);
+                          "%s network policy in force is not deny-all with nothing allowed%s%s: "
+                          "%s",
+                          uid ? "the sandbox's" : "the account's",
+                          allow && *allow ? " but the guard's " : "", allow ? allow : "", why);
     json_decref(j);
     return rc;
 }

@@ -22,6 +22,7 @@
 #include "../../core/capture.h"
 #include "../../core/errors.h"
 #include "../hosted/books.h"
+#include "../hosted/guard.h"
 #include "../hosted/hosted.h"
 #include "../provider.h"
 
@@ -56,7 +57,8 @@ struct dc_state {
     struct dc_settings set;
     struct dc_proof proof;
     unsigned max_timeout_ms;
-    struct ph_books books; /* runs holding a sandbox, the last outage, the reaper */
+    struct ph_books books;  /* runs holding a sandbox, the last outage, the reaper */
+    struct ph_guard *guard; /* when SANDBOX_DOCKERCLOUD_GUARD_URL is set */
     pthread_mutex_t token_lock;
     char access_token[4096]; /* from the exchange; "" before it */
     char checks[6][768];
@@ -70,6 +72,8 @@ struct dc_sandbox {
     char endpoint[512]; /* core.endpoint.uri */
     char cred[4096];    /* the scoped endpoint credential */
     uint64_t cred_until_ns;
+    char allow[24];       /* the one network it may reach: "<guard>/32" with a grant, else "" */
+    char guard_token[72]; /* a run with a grant: its guard token ("" none) */
 };
 
 /* settings.c */
@@ -83,13 +87,15 @@ int dc_call(struct dc_state *s, const char *method, const char *path, const json
             size_t etag_len, struct pl_error *err);
 /* The API's error message ("code: message"), or "". */
 void dc_error_text(const json_t *j, char *out, size_t len);
-int dc_create(struct dc_state *s, const char *run_id, unsigned timeout_s, struct dc_sandbox *ret,
-              struct pl_error *err);
+/* allow: the one network the sandbox may reach (the guard's /32), or NULL. */
+int dc_create(struct dc_state *s, const char *run_id, unsigned timeout_s, const char *allow,
+              struct dc_sandbox *ret, struct pl_error *err);
 int dc_delete(struct dc_state *s, const char *uid, struct pl_error *err);
 /* The effective policy of a sandbox (uid) or, with uid NULL, the account's:
- * < 0 unless it is deny-all with nothing allowed; why says what it is. */
-int dc_policy_sealed(struct dc_state *s, const char *uid, char *why, size_t why_len,
-                     struct pl_error *err);
+ * < 0 unless it is deny-all with nothing allowed but allow (a network, or
+ * "" for none; the account's may also allow nothing); why says what it is. */
+int dc_policy_sealed(struct dc_state *s, const char *uid, const char *allow, char *why,
+                     size_t why_len, struct pl_error *err);
 int dc_credential(struct dc_state *s, struct dc_sandbox *sb, struct pl_error *err);
 /* Every sandbox whose display name carries this instance's prefix. */
 int dc_list_ours(struct dc_state *s, json_t **ret_list, struct pl_error *err);
@@ -102,6 +108,8 @@ struct dc_file {
 };
 int dc_upload(struct dc_state *s, struct dc_sandbox *sb, const struct dc_file *files, size_t n,
               struct pl_error *err);
+/* A directory and its parents (mkdir with parents: true). */
+int dc_mkdir(struct dc_state *s, struct dc_sandbox *sb, const char *path, struct pl_error *err);
 
 /* One process: argv in cwd as user (NULL: the sandbox's default user),
  * until it exits or the deadline. */
@@ -111,11 +119,18 @@ struct dc_proc {
     size_t argc;
     const char *cwd;
     uint64_t deadline_ns;
+    const char *guard_url, *guard_token; /* a run with a grant: its environment */
     /* filled */
     struct pl_capture out, err;
     int exit_code;
     bool timed_out;
 };
+/* One page of readOutput's answer into p's captures (output.c): the
+ * cursor advanced, *ret_exited and p->exit_code once it has exited.  < 0
+ * on a page that does not read. */
+#define DC_MAX_OUTPUT_PAGE (2u << 20)
+int dc_output_page(const json_t *page, struct dc_proc *p, unsigned long long *cursor,
+                   bool *ret_exited, struct pl_error *err);
 void dc_proc_init(struct dc_proc *p, size_t output_cap);
 void dc_proc_free(struct dc_proc *p);
 /* 0 when the process exited or met its deadline (timed_out); < 0 when the
@@ -127,8 +142,8 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
            struct pl_run_result *ret, struct pl_error *err);
 /* Create a run's sandbox (tracked first), wait for it, read its seal back,
  * get its endpoint credential.  Any failure deletes it. */
-int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, struct dc_sandbox *ret,
-            struct pl_error *err);
+int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, bool grant,
+            struct dc_sandbox *ret, struct pl_error *err);
 void dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb);
 int dc_project(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,

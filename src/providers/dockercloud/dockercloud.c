@@ -21,6 +21,7 @@ static void dc_destroy(void *state) {
     if (!s)
         return;
     ph_books_destroy(&s->books); /* stops the reaper first */
+    ph_guard_stop(s->guard);
     explicit_bzero(s->set.account, sizeof(s->set.account));
     explicit_bzero(s->set.secret, sizeof(s->set.secret));
     explicit_bzero(s->access_token, sizeof(s->access_token));
@@ -37,6 +38,13 @@ static int dc_create_state(const struct pl_config *config, void **ret_state, str
     s->max_timeout_ms = config->max_timeout_ms;
     if (dc_load_settings(config, &s->set, err) < 0)
         goto fail;
+    if (s->set.guard.url[0]) {
+        struct ph_guard_opts go = {.host = s->set.guard.listen, .port = s->set.guard.port};
+        if (ph_guard_start(&go, &s->guard, err) < 0) {
+            pl_error_wrap(err, "SANDBOX_DOCKERCLOUD_GUARD_URL: ");
+            goto fail;
+        }
+    }
     if (dc_prove(s, err) < 0) {
         pl_error_wrap(err,
                       "SANDBOX_PROVIDER=dockercloud: the startup test (image %s): ", s->set.image);
@@ -62,7 +70,7 @@ static void dc_info(void *state, struct pl_provider_info *ret) {
                               .engine = "Docker Sandboxes microVM",
                               .max_timeout_ms = s->max_timeout_ms,
                               .languages = {"javascript", "python", NULL},
-                              .grants = false};
+                              .grants = s->guard != NULL};
     ret->snippet = caps;
     ret->project = caps;
     ret->project.languages[0] = NULL;

@@ -107,16 +107,17 @@ int dc_upload(struct dc_state *s, struct dc_sandbox *sb, const struct dc_file *f
     return rc;
 }
 
-void dc_proc_init(struct dc_proc *p, size_t output_cap) {
-    memset(p, 0, sizeof(*p));
-    pl_capture_init(&p->out, output_cap);
-    pl_capture_init(&p->err, output_cap);
-    p->exit_code = -1;
-}
-
-void dc_proc_free(struct dc_proc *p) {
-    pl_capture_free(&p->out);
-    pl_capture_free(&p->err);
+int dc_mkdir(struct dc_state *s, struct dc_sandbox *sb, const char *path, struct pl_error *err) {
+    json_t *body = json_pack("{s:s, s:b}", "path", path, "parents", 1);
+    json_t *j = NULL;
+    long st = 0;
+    int rc = body ? ep_call(s, sb, "PUT", "/v1/files/directories", body, NULL, 0, 0, &st, &j, err)
+                  : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    json_decref(body);
+    if (rc == 0 && st != 200)
+        rc = ep_refused("making a directory", st, j, err);
+    json_decref(j);
+    return rc;
 }
 
 /* The process's id from its resource name, "processes/<id>". */
@@ -161,45 +162,7 @@ static int read_page(struct dc_state *s, struct dc_sandbox *sb, struct dc_proc *
         json_decref(j);
         return rc;
     }
-    size_t i;
-    json_t *c;
-    int rc = 0;
-    json_array_foreach(json_object_get(j, "chunks"), i, c) {
-        const char *stream = json_string_value(json_object_get(c, "stream"));
-        const char *data = json_string_value(json_object_get(c, "data"));
-        unsigned char *bytes = NULL;
-        size_t len = 0;
-        if (!stream || !data ||
-            pl_base64_decode(data, strlen(data), DC_MAX_PAGE, &bytes, &len) < 0) {
-            rc = pl_error_set(err, PL_REASON_INTERNAL,
-                              "the sandbox's endpoint: an output chunk that is not base64");
-            break;
-        }
-        struct pl_capture *cap = strcmp(stream, "stderr") == 0 ? &p->err : &p->out;
-        int added = pl_capture_add(cap, bytes, len);
-        free(bytes);
-        if (added < 0) {
-            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-            break;
-        }
-    }
-    /* The cursor: a 64-bit integer comes as a string (or a number). */
-    const json_t *next = json_object_get(j, "nextResumeFrom");
-    unsigned long long nx = *cursor;
-    if (json_is_string(next))
-        nx = strtoull(json_string_value(next), NULL, 10);
-    else if (json_is_integer(next) && json_integer_value(next) >= 0)
-        nx = (unsigned long long)json_integer_value(next);
-    if (rc == 0 && nx < *cursor)
-        rc = pl_error_set(err, PL_REASON_INTERNAL,
-                          "the sandbox's endpoint: the output cursor went back");
-    *cursor = nx;
-    const json_t *exited = json_object_get(j, "exited");
-    *ret_exited = rc == 0 && json_is_object(exited);
-    if (*ret_exited) {
-        const json_t *code = json_object_get(exited, "exitCode");
-        p->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : 0;
-    }
+    int rc = dc_output_page(j, p, cursor, ret_exited, err);
     json_decref(j);
     return rc;
 }
@@ -212,8 +175,12 @@ int dc_process(struct dc_state *s, struct dc_sandbox *sb, struct dc_proc *p, str
     json_t *cmd = json_array();
     for (size_t i = 0; cmd && i < p->argc; i++)
         json_array_append_new(cmd, json_string(p->argv[i]));
+    /* A run with a grant: where its guard is and its token, nothing else. */
+    json_t *env = p->guard_token ? json_pack("{s:s, s:s}", "PLIMSOLL_GUARD_URL", p->guard_url,
+                                             "PLIMSOLL_GUARD_TOKEN", p->guard_token)
+                                 : json_object();
     json_t *body =
-        json_pack("{s:o, s:s, s:{}}", "cmd", cmd, "workingDir", p->cwd ? p->cwd : "/", "env");
+        json_pack("{s:o, s:s, s:o}", "cmd", cmd, "workingDir", p->cwd ? p->cwd : "/", "env", env);
     if (body && p->user)
         json_object_set_new(body, "user", json_string(p->user));
     json_t *j = NULL;

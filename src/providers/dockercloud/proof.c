@@ -68,21 +68,29 @@ int dc_prove(struct dc_state *s, struct pl_error *err) {
     if (probe(s, "/v1/sandboxes?pageSize=1", "sandboxesRead", err) < 0 ||
         probe(s, "/v1/network-policies", "networkPoliciesRead", err) < 0)
         return -1;
-    if (dc_policy_sealed(s, NULL, s->proof.account_policy, sizeof(s->proof.account_policy), err) <
-        0)
+    char guard_net[24] = "";
+    if (s->set.guard.url[0])
+        snprintf(guard_net, sizeof(guard_net), "%s/32", s->set.guard.ip);
+    if (dc_policy_sealed(s, NULL, guard_net, s->proof.account_policy,
+                         sizeof(s->proof.account_policy), err) < 0)
         return pl_error_wrap(err, "the account's policy must default to deny-all (the spec's "
                                   "`policy init deny-all`): ");
     char run_id[33];
     if (pl_random_hex(run_id, sizeof(run_id), 16) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
     struct dc_sandbox sb;
-    if (dc_open(s, run_id, 60000, &sb, err) < 0)
+    if (dc_open(s, run_id, 60000, false, &sb, err) < 0)
         return pl_error_wrap(err, "the startup sandbox: ");
     struct ph_proof_project pp;
     ph_proof_project(&pp, s->set.egress_probe);
     struct pl_run_ctx ctx = {.timeout_ms = 60000, .output_bytes = 64 * 1024};
     struct pl_run_result r = {0};
-    int rc = dc_project(s, &sb, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
+    /* A directory made through the API, then files uploaded into it. */
+    char dir[sizeof(s->set.workdir) + 16];
+    snprintf(dir, sizeof(dir), "%s/data/two", s->set.workdir);
+    int rc = dc_mkdir(s, &sb, dir, err);
+    if (rc == 0)
+        rc = dc_project(s, &sb, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
     if (rc == 0)
         rc = ph_proof_judge(&r, s->set.workdir, "SANDBOX_DOCKERCLOUD_WORKDIR", &s->proof.user_uid,
                             err);

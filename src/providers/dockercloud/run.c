@@ -18,17 +18,22 @@
 
 #define DC_SNIPPET_DIR "/tmp/plimsoll"
 
-int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, struct dc_sandbox *ret,
-            struct pl_error *err) {
+int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, bool grant,
+            struct dc_sandbox *ret, struct pl_error *err) {
     /* Recorded before the create is sent: the reaper spares a sandbox
      * whose answer has not come back yet. */
     if (ph_track(&s->books, run_id) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "too many sandboxes in flight");
     unsigned ttl = (timeout_ms + 999) / 1000 + s->set.slack_s;
-    int rc = dc_create(s, run_id, ttl, ret, err);
+    /* A run with a grant may reach the guard's address and nothing else. */
+    char allow[24] = "";
+    if (grant)
+        snprintf(allow, sizeof(allow), "%s/32", s->set.guard.ip);
+    int rc = dc_create(s, run_id, ttl, grant ? allow : NULL, ret, err);
+    snprintf(ret->allow, sizeof(ret->allow), "%s", allow);
     char why[400];
     struct pl_error seal = {0};
-    if (rc == 0 && dc_policy_sealed(s, ret->uid, why, sizeof(why), &seal) < 0) {
+    if (rc == 0 && dc_policy_sealed(s, ret->uid, allow, why, sizeof(why), &seal) < 0) {
         /* Typed and not dispatched when the wall is not there; a read that
          * failed is the infrastructure's. */
         *err = seal;
@@ -74,6 +79,10 @@ static int snippet(struct dc_state *s, struct dc_sandbox *sb, const struct pl_ru
     p.argc = 6;
     p.cwd = DC_SNIPPET_DIR;
     p.deadline_ns = deadline;
+    if (sb->guard_token[0]) {
+        p.guard_url = s->set.guard.url;
+        p.guard_token = sb->guard_token;
+    }
     int rc = dc_process(s, sb, &p, err);
     if (rc == 0) {
         ret->timed_out = p.timed_out;
@@ -133,6 +142,10 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
     p.argc = argc;
     p.cwd = "/";
     p.deadline_ns = deadline;
+    if (u->sb->guard_token[0]) {
+        p.guard_url = u->s->set.guard.url;
+        p.guard_token = u->sb->guard_token;
+    }
     int rc = dc_process(u->s, u->sb, &p, err);
     if (rc == 0) {
         struct pl_capture t = o->out;
@@ -185,17 +198,24 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
     if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT)
         return pl_error_set(err, PL_REASON_UNSUPPORTED,
                             "dockercloud runs snippets and projects only");
-    if (ctx->broker)
+    if (ctx->broker && !s->guard)
         return pl_error_set(err, PL_REASON_UNSUPPORTED,
-                            "dockercloud: a grant needs SANDBOX_DOCKERCLOUD_GUARD_URL, which this "
-                            "build does not have yet");
+                            "dockercloud: a grant needs SANDBOX_DOCKERCLOUD_GUARD_URL");
     uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
     struct dc_sandbox sb;
-    if (dc_open(s, ctx->run_id, ctx->timeout_ms, &sb, err) < 0)
+    if (dc_open(s, ctx->run_id, ctx->timeout_ms, ctx->broker != NULL, &sb, err) < 0)
         return -1;
+    /* The run's guard token: the sandbox's only way to its broker. */
+    if (ctx->broker && ph_guard_admit(s->guard, ctx->broker, sb.guard_token, err) < 0) {
+        dc_close(s, ctx->run_id, &sb);
+        return -1;
+    }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.uid);
     int rc = req->kind == PL_PAYLOAD_SNIPPET ? snippet(s, &sb, ctx, req, deadline, ret, err)
                                              : dc_project(s, &sb, ctx, req, deadline, ret, err);
+    if (sb.guard_token[0])
+        ph_guard_revoke(s->guard, sb.guard_token); /* after its last request was answered */
+    explicit_bzero(sb.guard_token, sizeof(sb.guard_token));
     dc_close(s, ctx->run_id, &sb);
     explicit_bzero(sb.cred, sizeof(sb.cred));
     return rc;

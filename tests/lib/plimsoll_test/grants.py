@@ -6,6 +6,7 @@ a test class."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 
@@ -115,3 +116,30 @@ class GrantDaemon(DockerDaemon):
     def close_grants(cls):
         cls.up.close()
         cls.files.close()
+
+
+# A guest program that calls the guard as a run with a grant does: its own
+# token, then none and a wrong one; prints what each call answered and which
+# PLIMSOLL_GUARD_* variables it was given.
+GUARD_CALL = ("import http.client, json, os, sys\n"
+              "u = os.environ.get('PLIMSOLL_GUARD_URL', '')\n"
+              "host, port = u[len('http://'):].rsplit(':', 1)\n"
+              "def call(path, token):\n"
+              "    c = http.client.HTTPConnection(host, int(port), timeout=10)\n"
+              "    h = {'X-Plimsoll-Guard': token} if token is not None else {}\n"
+              "    c.request('GET', path, headers=h)\n"
+              "    r = c.getresponse()\n"
+              "    return r.status, r.read().decode()\n"
+              "tok = os.environ.get('PLIMSOLL_GUARD_TOKEN')\n"
+              "print(json.dumps({'ok': call('/items/1', tok), 'route': call('/admin', tok),\n"
+              "                  'none': call('/items/2', None), 'wrong': call('/items/3', 'f' * 64),\n"
+              "                  'env': sorted(k for k in os.environ if k.startswith('PLIMSOLL_GUARD'))}))\n")
+
+
+def free_port(host):
+    """A port free on host right now (the guard's, in tests)."""
+    s = socket.socket()
+    s.bind((host, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
