@@ -4,8 +4,10 @@
 tests/guest) against the build in PLIMSOLL_BUILD_DIR and print one summary
 line: "<label>: N passed, N failed". Exit 1 on any failure.  Each folder is
 registered with `meson test` (tests/meson.build) through this runner.
+MODULES, when given, is a comma-separated list of the folder's modules to
+run instead of every one (the ASan build's daemon-facing subsets).
 
-    tests/run.py FOLDER LABEL"""
+    tests/run.py FOLDER LABEL [MODULES]"""
 import os
 import sys
 import unittest
@@ -19,7 +21,11 @@ def main():
     folder = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(HERE, "api")
     label = sys.argv[2] if len(sys.argv) > 2 else "api"
     sys.path.insert(0, folder)
-    suite = unittest.defaultTestLoader.discover(folder, pattern="test_*.py", top_level_dir=folder)
+    if len(sys.argv) > 3:
+        suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[3].split(","))
+    else:
+        suite = unittest.defaultTestLoader.discover(folder, pattern="test_*.py",
+                                                    top_level_dir=folder)
     result = unittest.TextTestRunner(verbosity=int(os.environ.get("PL_VERBOSE", "1"))).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)

@@ -97,6 +97,10 @@ class Runs(DockerCloudDaemon):
         self.assertFalse(d.get("supports_sessions", False), d)
         self.assertFalse(d.get("supports_modules", False), d)
         self.assertFalse(d["operations"]["snippet"].get("grants", False), d)
+        self.assertFalse(d["operations"]["module"].get("supported", False), d)
+        self.assertEqual(sorted(d["operations"]["snippet"]["languages"]), ["javascript", "python"])
+        # The run count applies; the memory budget does not (Docker's machines).
+        self.assertFalse(d["limits"].get("memory_budget_applies", False), d)
         checks = " | ".join(d["startup_checks"])
         for phrase in ("read and network-policy-read", "deny-all with nothing allowed",
                        "not root", "nothing reached", "delete read back"):
@@ -168,7 +172,13 @@ class Runs(DockerCloudDaemon):
             self.assertTrue(sbx["displayName"].startswith("pl-t%d-" % os.getpid()), sbx)
             self.assertEqual(sbx["labels"].get("plimsoll-instance"), "t%d" % os.getpid(), sbx)
             self.assertEqual((sbx["cpus"], sbx["memoryMib"]), (2, 4096), sbx)
-        self.assertEqual(len(requests_of(self.fake, "POST", "/v1/sandboxes", exact=True)), 1)
+        creates = requests_of(self.fake, "POST", "/v1/sandboxes", exact=True)
+        self.assertEqual(len(creates), 1)
+        # The create is retry-safe; the delete names the etag just read.
+        self.assertGreaterEqual(len(creates[0].get("idempotencyKey", "")), 16, creates)
+        deletes = requests_of(self.fake, "DELETE", "/v1/sandboxes/")
+        self.assertEqual(len(deletes), 1, deletes)
+        self.assertTrue(deletes[0].get("ifMatch", "").startswith('"'), deletes)
 
 
 class Seal(DockerCloudDaemon):

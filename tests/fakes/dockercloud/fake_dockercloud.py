@@ -1065,6 +1065,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.check_control()
                 return self.serve_control()
             entry = self.fake.log_request(self.command, self.path)
+            # The preconditions a client sent, for the tests to read back
+            # (never a credential).
+            for header, key in (("Idempotency-Key", "idempotencyKey"), ("If-Match", "ifMatch")):
+                if self.headers.get(header) is not None:
+                    entry[key] = self.headers.get(header)
             status = self.fake.take_failure("%s %s" % (self.command, self.path))
             if status is not None:
                 self.drain_body()
