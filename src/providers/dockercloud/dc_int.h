@@ -128,7 +128,7 @@ struct dc_proc {
 /* One page of readOutput's answer into p's captures (output.c): the
  * cursor advanced, *ret_exited and p->exit_code once it has exited.  < 0
  * on a page that does not read. */
-#define DC_MAX_OUTPUT_PAGE (2u << 20)
+#define DC_MAX_OUTPUT_PAGE (6u << 20) /* one chunk, decoded */
 int dc_output_page(const json_t *page, struct dc_proc *p, unsigned long long *cursor,
                    bool *ret_exited, struct pl_error *err);
 void dc_proc_init(struct dc_proc *p, size_t output_cap);

@@ -16,7 +16,10 @@
 #include "../../core/clock.h"
 #include "dc_int.h"
 
-#define DC_MAX_PAGE (2u << 20) /* one page of output, as JSON */
+/* One answer of the endpoint, as JSON: a page of output asks for 1 MiB of
+ * data, but the first chunk always fits whatever its size (readOutput), so
+ * room is left for one larger chunk in base64. */
+#define DC_MAX_PAGE (8u << 20)
 
 /* One call to the endpoint: JSON (or parts) in, JSON out. */
 static int ep_call(struct dc_state *s, struct dc_sandbox *sb, const char *method, const char *path,
