@@ -147,16 +147,8 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
         p.guard_token = u->sb->guard_token;
     }
     int rc = dc_process(u->s, u->sb, &p, err);
-    if (rc == 0) {
-        struct pl_capture t = o->out;
-        o->out = p.out;
-        p.out = t;
-        t = o->err;
-        o->err = p.err;
-        p.err = t;
-        o->exit_code = p.exit_code;
-        o->timed_out = p.timed_out;
-    }
+    if (rc == 0)
+        ph_proc_out_take(o, &p.out, &p.err, p.exit_code, p.timed_out);
     dc_proc_free(&p);
     return rc;
 }

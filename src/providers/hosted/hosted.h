@@ -184,6 +184,10 @@ struct ph_project_ops {
 int ph_project_steps(const struct ph_project_ops *ops, void *ud, const char *workdir,
                      const struct pl_run_ctx *ctx, const struct pl_run_request *req,
                      uint64_t deadline, struct pl_run_result *ret, struct pl_error *err);
+/* A provider's finished process into o: its captures swapped in (the
+ * provider frees what it gets back), its exit code and deadline. */
+void ph_proc_out_take(struct ph_proc_out *o, struct pl_capture *out, struct pl_capture *err,
+                      int exit_code, bool timed_out);
 /* "workdir/path" of each of the project's files (malloc'd). */
 int ph_project_paths(const char *workdir, const struct pl_run_request *req, char ***ret_paths,
                      struct pl_error *err);

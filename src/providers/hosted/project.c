@@ -23,6 +23,18 @@ char *ph_take_output(struct pl_capture *c, size_t *ret_len, bool *ret_truncated)
     return o.data;
 }
 
+void ph_proc_out_take(struct ph_proc_out *o, struct pl_capture *out, struct pl_capture *err,
+                      int exit_code, bool timed_out) {
+    struct pl_capture t = o->out;
+    o->out = *out;
+    *out = t;
+    t = o->err;
+    o->err = *err;
+    *err = t;
+    o->exit_code = exit_code;
+    o->timed_out = timed_out;
+}
+
 int ph_project_steps(const struct ph_project_ops *ops, void *ud, const char *workdir,
                      const struct pl_run_ctx *ctx, const struct pl_run_request *req,
                      uint64_t deadline, struct pl_run_result *ret, struct pl_error *err) {
