@@ -15,19 +15,13 @@ extern const struct pl_provider_ops pl_wasm_ops;
 extern const struct pl_provider_ops pl_docker_ops;
 extern const struct pl_provider_ops pl_e2b_ops;
 extern const struct pl_provider_ops pl_dockercloud_ops;
+extern const struct pl_provider_ops pl_openshell_ops;
 
 /* Every provider this build has, by its ops table: the name is the table's. */
 static const struct pl_provider_ops *const registry[] = {
-    &pl_disabled_ops, &pl_wasm_ops, &pl_docker_ops, &pl_e2b_ops, &pl_dockercloud_ops,
+    &pl_disabled_ops, &pl_wasm_ops,        &pl_docker_ops,
+    &pl_e2b_ops,      &pl_dockercloud_ops, &pl_openshell_ops,
 };
-
-/*
- * Providers the specification names that this build does not have yet:
- * SANDBOX_PROVIDER set to one of them is refused as "not available in this
- * build", not as unknown.  A row leaves this list when its ops table joins
- * the registry.
- */
-static const char *const not_built[] = {"openshell"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -35,8 +29,8 @@ static char known_names[256];
 
 static void fill_known_names(void) {
     size_t off = 0;
-    for (size_t i = 0; i < COUNT(registry) + COUNT(not_built); i++) {
-        const char *n = i < COUNT(registry) ? registry[i]->name : not_built[i - COUNT(registry)];
+    for (size_t i = 0; i < COUNT(registry); i++) {
+        const char *n = registry[i]->name;
         int k = snprintf(known_names + off, sizeof(known_names) - off, "%s%s", off ? ", " : "", n);
         if (k < 0 || (size_t)k >= sizeof(known_names) - off)
             break;
@@ -76,22 +70,13 @@ void pl_run_result_steps_completed(struct pl_run_result *r) {
 int pl_provider_start(const struct pl_config *config, struct pl_provider **ret_provider,
                       struct pl_error *err) {
     const struct pl_provider_ops *ops = NULL;
-    bool known = false;
     for (size_t i = 0; i < COUNT(registry); i++)
         if (strcmp(registry[i]->name, config->provider) == 0)
             ops = registry[i];
-    for (size_t i = 0; i < COUNT(not_built); i++)
-        if (strcmp(not_built[i], config->provider) == 0)
-            known = true;
-    if (!ops && !known)
+    if (!ops)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "SANDBOX_PROVIDER: unknown provider \"%s\" (known: %s)",
                             config->provider, pl_provider_known_names());
-    if (!ops)
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "SANDBOX_PROVIDER: provider \"%s\" is not available in this build "
-                            "of plimsolld",
-                            config->provider);
     if (ops->max_tier < config->min_isolation)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "SANDBOX_MIN_ISOLATION: provider \"%s\" paints at most \"%s\", "

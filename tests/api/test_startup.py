@@ -20,8 +20,8 @@ class StartupRefusals(unittest.TestCase):
     def test_unknown_provider(self):
         self.refuse({"SANDBOX_PROVIDER": "local-node"}, "SANDBOX_PROVIDER")
 
-    def test_provider_not_in_build(self):
-        self.refuse({"SANDBOX_PROVIDER": "openshell"}, "SANDBOX_PROVIDER")
+    def test_openshell_without_its_gateway(self):
+        self.refuse({"SANDBOX_PROVIDER": "openshell"}, "SANDBOX_OPENSHELL_URL")
 
     def test_malformed_tier(self):
         self.refuse({"SANDBOX_MIN_ISOLATION": "medium"}, "SANDBOX_MIN_ISOLATION")

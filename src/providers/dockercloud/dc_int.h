@@ -101,12 +101,7 @@ int dc_credential(struct dc_state *s, struct dc_sandbox *sb, struct pl_error *er
 int dc_list_ours(struct dc_state *s, json_t **ret_list, struct pl_error *err);
 
 /* endpoint.c: the sandbox's own endpoint, with its scoped credential. */
-struct dc_file {
-    const char *path; /* absolute, in the sandbox */
-    const void *data;
-    size_t len;
-};
-int dc_upload(struct dc_state *s, struct dc_sandbox *sb, const struct dc_file *files, size_t n,
+int dc_upload(struct dc_state *s, struct dc_sandbox *sb, const struct ph_file *files, size_t n,
               struct pl_error *err);
 /* A directory and its parents (mkdir with parents: true). */
 int dc_mkdir(struct dc_state *s, struct dc_sandbox *sb, const char *path, struct pl_error *err);

@@ -72,7 +72,7 @@ static int ep_refused(const char *what, long status, const json_t *j, struct pl_
                         what, status, text[0] ? ": " : "", text);
 }
 
-int dc_upload(struct dc_state *s, struct dc_sandbox *sb, const struct dc_file *files, size_t n,
+int dc_upload(struct dc_state *s, struct dc_sandbox *sb, const struct ph_file *files, size_t n,
               struct pl_error *err) {
     if (n == 0)
         return 0;

@@ -16,8 +16,6 @@
 #include "../../core/clock.h"
 #include "dc_int.h"
 
-#define DC_SNIPPET_DIR "/tmp/plimsoll"
-
 int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, bool grant,
             struct dc_sandbox *ret, struct pl_error *err) {
     /* Recorded before the create is sent: the reaper spares a sandbox
@@ -55,52 +53,6 @@ void dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *s
     ph_untrack(&s->books, run_id);
 }
 
-static int snippet(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ctx *ctx,
-                   const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
-                   struct pl_error *err) {
-    bool py = strcmp(req->snippet.language, "python") == 0;
-    const char *main_path = py ? DC_SNIPPET_DIR "/main.py" : DC_SNIPPET_DIR "/main.js";
-    struct dc_file files[] = {
-        {main_path, req->snippet.code, req->snippet.code_len},
-        {DC_SNIPPET_DIR "/stdin", req->snippet.stdin_data ? req->snippet.stdin_data : "",
-         req->snippet.stdin_len},
-    };
-    if (dc_upload(s, sb, files, 2, err) < 0)
-        return -1;
-    const char *argv[] = {"/bin/sh",
-                          "-c",
-                          "exec \"$0\" \"$1\" < \"$2\"",
-                          py ? "python3" : "node",
-                          main_path,
-                          DC_SNIPPET_DIR "/stdin"};
-    struct dc_proc p;
-    dc_proc_init(&p, ctx->output_bytes);
-    p.argv = argv;
-    p.argc = 6;
-    p.cwd = DC_SNIPPET_DIR;
-    p.deadline_ns = deadline;
-    if (sb->guard_token[0]) {
-        p.guard_url = s->set.guard.url;
-        p.guard_token = sb->guard_token;
-    }
-    int rc = dc_process(s, sb, &p, err);
-    if (rc == 0) {
-        ret->timed_out = p.timed_out;
-        ret->exit_code = p.timed_out ? 124 : p.exit_code;
-        ret->out = ph_take_output(&p.out, &ret->out_len, &ret->out_truncated);
-        ret->err = ph_take_output(&p.err, &ret->err_len, &ret->err_truncated);
-        ret->outcome = p.timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
-        if (p.timed_out)
-            snprintf(ret->detail, sizeof(ret->detail),
-                     "the deadline of %u ms ended the run; the sandbox was deleted",
-                     ctx->timeout_ms);
-        if (!ret->out || !ret->err)
-            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    }
-    dc_proc_free(&p);
-    return rc;
-}
-
 /* Between two steps, as root: nothing a step left running reaches the
  * next one (hosted/cleanup.c). */
 static int end_leftovers(struct dc_state *s, struct dc_sandbox *sb, uint64_t deadline,
@@ -133,6 +85,13 @@ struct step_ud {
     struct dc_sandbox *sb;
 };
 
+static int upload(void *ud, const struct ph_file *files, size_t n, uint64_t deadline,
+                  struct pl_error *err) {
+    struct step_ud *u = ud;
+    (void)deadline; /* each call has its own timeout */
+    return dc_upload(u->s, u->sb, files, n, err);
+}
+
 static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadline,
                 struct ph_proc_out *o, struct pl_error *err) {
     struct step_ud *u = ud;
@@ -159,29 +118,13 @@ static int between(void *ud, uint64_t deadline, const char *after, struct pl_err
     return u->s->proof.user_uid ? end_leftovers(u->s, u->sb, deadline, after, err) : 0;
 }
 
+static const struct ph_project_ops ops = {.upload = upload, .step = step, .between = between};
+
 int dc_project(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err) {
-    size_t nf = req->project.nfiles;
-    char **paths = NULL;
-    if (ph_project_paths(s->set.workdir, req, &paths, err) < 0)
-        return -1;
-    struct dc_file *files = calloc(nf ? nf : 1, sizeof(*files));
-    if (!files) {
-        ph_project_paths_free(paths, nf);
-        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    }
-    for (size_t i = 0; i < nf; i++)
-        files[i] =
-            (struct dc_file){paths[i], req->project.files[i].content, req->project.files[i].len};
-    int rc = dc_upload(s, sb, files, nf, err);
-    free(files);
-    ph_project_paths_free(paths, nf);
-    if (rc < 0)
-        return -1;
-    static const struct ph_project_ops ops = {.step = step, .between = between};
     struct step_ud u = {s, sb};
-    return ph_project_steps(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+    return ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
 }
 
 int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
@@ -203,8 +146,10 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
         return -1;
     }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.uid);
-    int rc = req->kind == PL_PAYLOAD_SNIPPET ? snippet(s, &sb, ctx, req, deadline, ret, err)
-                                             : dc_project(s, &sb, ctx, req, deadline, ret, err);
+    struct step_ud u = {s, &sb};
+    int rc = req->kind == PL_PAYLOAD_SNIPPET
+                 ? ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err)
+                 : ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
     if (sb.guard_token[0])
         ph_guard_revoke(s->guard, sb.guard_token); /* after its last request was answered */
     explicit_bzero(sb.guard_token, sizeof(sb.guard_token));

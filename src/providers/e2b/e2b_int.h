@@ -109,13 +109,8 @@ int eb_connect(struct e2b_state *s, struct eb_sandbox *sb, unsigned timeout_s,
 int eb_list_ours(struct e2b_state *s, json_t **ret_list, struct pl_error *err);
 
 /* envd.c: the agent in the VM. */
-struct eb_file {
-    const char *path; /* absolute, in the VM */
-    const void *data;
-    size_t len;
-};
 int eb_upload(struct e2b_state *s, const struct eb_sandbox *sb, const char *user,
-              const struct eb_file *files, size_t n, struct pl_error *err);
+              const struct ph_file *files, size_t n, struct pl_error *err);
 
 /* One process: argv run in cwd as user, until it ends or the deadline. */
 struct eb_proc {

@@ -51,7 +51,7 @@ static void url_of(const struct eb_sandbox *sb, const char *path, char *out, siz
 }
 
 int eb_upload(struct e2b_state *s, const struct eb_sandbox *sb, const char *user,
-              const struct eb_file *files, size_t n, struct pl_error *err) {
+              const struct ph_file *files, size_t n, struct pl_error *err) {
     if (n == 0)
         return 0;
     struct ph_part *parts = calloc(n, sizeof(*parts));

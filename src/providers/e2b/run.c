@@ -13,8 +13,6 @@
 #include "../../core/clock.h"
 #include "e2b_int.h"
 
-#define EB_SNIPPET_DIR "/tmp/plimsoll"
-
 int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, const char *allow_out,
             struct eb_sandbox *ret, struct pl_error *err) {
     /* Tracked before the create is sent: the reaper spares a VM whose
@@ -34,48 +32,6 @@ void eb_close(struct e2b_state *s, const char *run_id, const struct eb_sandbox *
     if (sb->id[0])
         (void)eb_delete(s, sb->id, &err); /* a VM left behind keeps its label: reaped */
     ph_untrack(&s->books, run_id);
-}
-
-int eb_snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
-               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
-               struct pl_error *err) {
-    bool py = strcmp(req->snippet.language, "python") == 0;
-    const char *main_path = py ? EB_SNIPPET_DIR "/main.py" : EB_SNIPPET_DIR "/main.js";
-    struct eb_file files[] = {
-        {main_path, req->snippet.code, req->snippet.code_len},
-        {EB_SNIPPET_DIR "/stdin", req->snippet.stdin_data ? req->snippet.stdin_data : "",
-         req->snippet.stdin_len},
-    };
-    if (eb_upload(s, sb, "user", files, 2, err) < 0)
-        return -1;
-    const char *argv[] = {"/bin/sh",
-                          "-c",
-                          "exec \"$0\" \"$1\" < \"$2\"",
-                          py ? "python3" : "node",
-                          main_path,
-                          EB_SNIPPET_DIR "/stdin"};
-    struct eb_proc p;
-    eb_proc_init(&p, ctx->output_bytes);
-    p.user = "user";
-    p.argv = argv;
-    p.argc = 6;
-    p.cwd = EB_SNIPPET_DIR;
-    p.deadline_ns = deadline;
-    int rc = eb_process(s, sb, &p, err);
-    if (rc == 0) {
-        ret->timed_out = p.timed_out;
-        ret->exit_code = p.timed_out ? 124 : p.exit_code;
-        ret->out = ph_take_output(&p.out, &ret->out_len, &ret->out_truncated);
-        ret->err = ph_take_output(&p.err, &ret->err_len, &ret->err_truncated);
-        ret->outcome = p.timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
-        if (p.timed_out)
-            snprintf(ret->detail, sizeof(ret->detail),
-                     "the deadline of %u ms ended the run; the VM was deleted", ctx->timeout_ms);
-        if (!ret->out || !ret->err)
-            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    }
-    eb_proc_free(&p);
-    return rc;
 }
 
 int eb_cleanup(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadline,
@@ -125,6 +81,13 @@ struct step_ud {
     const struct eb_sandbox *sb;
 };
 
+static int upload(void *ud, const struct ph_file *files, size_t n, uint64_t deadline,
+                  struct pl_error *err) {
+    struct step_ud *u = ud;
+    (void)deadline; /* each call has its own timeout */
+    return eb_upload(u->s, u->sb, "user", files, n, err);
+}
+
 static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadline,
                 struct ph_proc_out *o, struct pl_error *err) {
     struct step_ud *u = ud;
@@ -148,29 +111,20 @@ static int between(void *ud, uint64_t deadline, const char *after, struct pl_err
     return u->s->user_uid ? eb_end_leftovers(u->s, u->sb, deadline, after, err) : 0;
 }
 
+static const struct ph_project_ops ops = {.upload = upload, .step = step, .between = between};
+
 int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err) {
-    size_t nf = req->project.nfiles;
-    char **paths = NULL;
-    if (ph_project_paths(s->set.workdir, req, &paths, err) < 0)
-        return -1;
-    struct eb_file *files = calloc(nf ? nf : 1, sizeof(*files));
-    if (!files) {
-        ph_project_paths_free(paths, nf);
-        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    }
-    for (size_t i = 0; i < nf; i++)
-        files[i] =
-            (struct eb_file){paths[i], req->project.files[i].content, req->project.files[i].len};
-    int rc = eb_upload(s, sb, "user", files, nf, err);
-    free(files);
-    ph_project_paths_free(paths, nf);
-    if (rc < 0)
-        return -1;
-    static const struct ph_project_ops ops = {.step = step, .between = between};
     struct step_ud u = {s, sb};
-    return ph_project_steps(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+    return ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+}
+
+int eb_snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+               struct pl_error *err) {
+    struct step_ud u = {s, sb};
+    return ph_snippet(&ops, &u, "VM", ctx, req, deadline, ret, err);
 }
 
 int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,

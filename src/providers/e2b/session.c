@@ -160,7 +160,7 @@ static int session_cell(struct e2b_state *s, struct eb_session *ss, const struct
                         struct pl_run_result *ret, struct pl_error *err) {
     size_t lang = strcmp(req->cell.language, "javascript") == 0 ? 1 : 0;
     size_t nf = req->cell.nfiles;
-    struct eb_file *files = calloc(nf + 1, sizeof(*files));
+    struct ph_file *files = calloc(nf + 1, sizeof(*files));
     char(*paths)[PL_PATH_MAX_BYTES + 300] = calloc(nf ? nf : 1, sizeof(*paths));
     if (!files || !paths) {
         free(files);
@@ -169,9 +169,9 @@ static int session_cell(struct e2b_state *s, struct eb_session *ss, const struct
     }
     for (size_t i = 0; i < nf; i++) {
         snprintf(paths[i], sizeof(paths[i]), "%s/%s", s->set.workdir, req->cell.files[i].path);
-        files[i] = (struct eb_file){paths[i], req->cell.files[i].content, req->cell.files[i].len};
+        files[i] = (struct ph_file){paths[i], req->cell.files[i].content, req->cell.files[i].len};
     }
-    files[nf] = (struct eb_file){EB_CELL_FILE, req->cell.code, req->cell.code_len};
+    files[nf] = (struct ph_file){EB_CELL_FILE, req->cell.code, req->cell.code_len};
     int rc = eb_upload(s, &ss->sb, "user", files, nf + 1, err);
     free(files);
     free(paths);

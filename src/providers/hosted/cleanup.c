@@ -20,11 +20,27 @@
  * run on); a true zombie counts as ended: a kept interpreter may not have
  * reaped a child the cleanup killed.  Prints "clean" and, on a second line,
  * "alive" and the kept ones still alive.
+ *
+ * UID "self" is for a service whose commands all run as the guest's user
+ * (openshell: ExecSandbox has no user): the cleanup ends every other
+ * process of its own uid, sparing itself, its ancestors (the exec's own
+ * chain) and PID 1 (the sandbox's main process, which must live).
  */
 const char ph_end_user_processes[] =
     "import os, signal, sys, time\n"
     "uid = sys.argv[1]\n"
     "keep = dict(tuple(int(x) for x in k.split(':')) for k in sys.argv[2:])\n"
+    "mine = set()\n"
+    "if uid == 'self':\n"
+    "    uid, p = str(os.getuid()), os.getpid()\n"
+    "    while p > 0 and p not in mine:\n"
+    "        mine.add(p)\n"
+    "        try:\n"
+    "            with open('/proc/%d/stat' % p) as f:\n"
+    "                p = int(f.read().rsplit(')', 1)[1].split()[1])\n"
+    "        except (OSError, ValueError, IndexError):\n"
+    "            break\n"
+    "    mine.add(1)\n"
     "def stat(p):\n"
     "    try:\n"
     "        with open('/proc/%d/stat' % p) as f:\n"
@@ -51,6 +67,8 @@ const char ph_end_user_processes[] =
     "def theirs():\n"
     "    out = []\n"
     "    for p in os.listdir('/proc'):\n"
+    "        if not p.isdigit() or int(p) in mine:\n"
+    "            continue\n"
     "        try:\n"
     "            with open('/proc/%s/status' % p) as f:\n"
     "                if any(l.split()[1:2] == [uid] for l in f if l.startswith('Uid:')):\n"

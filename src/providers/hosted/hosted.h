@@ -163,34 +163,50 @@ void ph_proof_project(struct ph_proof_project *pp, const char *egress_probe);
 int ph_proof_judge(const struct pl_run_result *r, const char *workdir, const char *workdir_setting,
                    unsigned *ret_uid, struct pl_error *err);
 
+/* A file a hosted provider uploads: its absolute path in the sandbox. */
+struct ph_file {
+    const char *path;
+    const void *data;
+    size_t len;
+};
+
 /*
- * A project's steps (project.c), the same on every hosted provider: each
- * step through the shell that makes the work directory and execs its argv;
- * results, the deadline (124, timed_out) and the first failing step as on
- * docker.  The provider runs one process (step) and the cleanup between
- * steps (between, may be NULL); o's captures are set up with the run's
- * output cap.
+ * A snippet and a project (project.c), the same on every hosted provider.
+ * The provider uploads files (upload), runs one process as the guest's
+ * user (step: argv in "/"; o's captures are set up with the run's output
+ * cap) and, for a project, the cleanup between steps (between, may be
+ * NULL).
+ *
+ * ph_snippet: the code and its stdin uploaded under PH_SNIPPET_DIR, then
+ * python3 or node on them from there, one step; where names the sandbox in
+ * a timeout's detail ("sandbox", "VM").
+ *
+ * ph_project: the files uploaded under workdir, then each step through the
+ * shell that makes the work directory and execs its argv; results, the
+ * deadline (124, timed_out) and the first failing step as on docker.
  */
+#define PH_SNIPPET_DIR "/tmp/plimsoll"
 struct ph_proc_out {
     struct pl_capture out, err;
     int exit_code;
     bool timed_out;
 };
 struct ph_project_ops {
+    int (*upload)(void *ud, const struct ph_file *files, size_t n, uint64_t deadline,
+                  struct pl_error *err);
     int (*step)(void *ud, const char *const *argv, size_t argc, uint64_t deadline,
                 struct ph_proc_out *o, struct pl_error *err);
     int (*between)(void *ud, uint64_t deadline, const char *after, struct pl_error *err);
 };
-int ph_project_steps(const struct ph_project_ops *ops, void *ud, const char *workdir,
-                     const struct pl_run_ctx *ctx, const struct pl_run_request *req,
-                     uint64_t deadline, struct pl_run_result *ret, struct pl_error *err);
+int ph_snippet(const struct ph_project_ops *ops, void *ud, const char *where,
+               const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+               struct pl_run_result *ret, struct pl_error *err);
+int ph_project(const struct ph_project_ops *ops, void *ud, const char *workdir,
+               const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+               struct pl_run_result *ret, struct pl_error *err);
 /* A provider's finished process into o: its captures swapped in (the
  * provider frees what it gets back), its exit code and deadline. */
 void ph_proc_out_take(struct ph_proc_out *o, struct pl_capture *out, struct pl_capture *err,
                       int exit_code, bool timed_out);
-/* "workdir/path" of each of the project's files (malloc'd). */
-int ph_project_paths(const char *workdir, const struct pl_run_request *req, char ***ret_paths,
-                     struct pl_error *err);
-void ph_project_paths_free(char **paths, size_t n);
 /* A capture's bytes, owned by the caller (a result's out or err). */
 char *ph_take_output(struct pl_capture *c, size_t *ret_len, bool *ret_truncated);

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * project.c: a project's steps in a hosted sandbox, the same on every
- * hosted provider (docs/internals/hosted.md, "A project's steps"): each
- * step's argv exactly, in the work directory, through a shell that makes
- * the directory (a project may have no files) and execs, so a program that
+ * project.c: a snippet and a project in a hosted sandbox, the same on
+ * every hosted provider (docs/internals/hosted.md, "A project's steps").
+ * A project's files go under the work directory, then each step's argv
+ * exactly, in the work directory, through a shell that makes the
+ * directory (a project may have no files) and execs, so a program that
  * does not exist exits 127 with the shell's message; the output under the
  * caps; the cleanup between steps; the first step that fails, or the
- * deadline, ends the project.
+ * deadline, ends the project.  A snippet is its code and stdin uploaded,
+ * then one step.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +37,9 @@ void ph_proc_out_take(struct ph_proc_out *o, struct pl_capture *out, struct pl_c
     o->timed_out = timed_out;
 }
 
-int ph_project_steps(const struct ph_project_ops *ops, void *ud, const char *workdir,
-                     const struct pl_run_ctx *ctx, const struct pl_run_request *req,
-                     uint64_t deadline, struct pl_run_result *ret, struct pl_error *err) {
+static int project_steps(const struct ph_project_ops *ops, void *ud, const char *workdir,
+                         const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                         uint64_t deadline, struct pl_run_result *ret, struct pl_error *err) {
     ret->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*ret->steps));
     if (!ret->steps)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
@@ -105,27 +107,73 @@ int ph_project_steps(const struct ph_project_ops *ops, void *ud, const char *wor
     return 0;
 }
 
-int ph_project_paths(const char *workdir, const struct pl_run_request *req, char ***ret_paths,
-                     struct pl_error *err) {
+int ph_project(const struct ph_project_ops *ops, void *ud, const char *workdir,
+               const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+               struct pl_run_result *ret, struct pl_error *err) {
     size_t nf = req->project.nfiles;
-    char **paths = calloc(nf ? nf : 1, sizeof(*paths));
-    if (!paths)
+    struct ph_file *files = calloc(nf ? nf : 1, sizeof(*files));
+    if (!files)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    for (size_t i = 0; i < nf; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < nf && rc == 0; i++) {
         size_t len = strlen(workdir) + 1 + strlen(req->project.files[i].path) + 1;
-        paths[i] = malloc(len);
-        if (!paths[i]) {
-            ph_project_paths_free(paths, nf);
-            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        char *path = malloc(len);
+        if (!path) {
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+            break;
         }
-        snprintf(paths[i], len, "%s/%s", workdir, req->project.files[i].path);
+        snprintf(path, len, "%s/%s", workdir, req->project.files[i].path);
+        files[i] = (struct ph_file){path, req->project.files[i].content, req->project.files[i].len};
     }
-    *ret_paths = paths;
-    return 0;
+    if (rc == 0)
+        rc = ops->upload(ud, files, nf, deadline, err);
+    for (size_t i = 0; i < nf; i++)
+        free((char *)files[i].path);
+    free(files);
+    if (rc < 0)
+        return -1;
+    return project_steps(ops, ud, workdir, ctx, req, deadline, ret, err);
 }
 
-void ph_project_paths_free(char **paths, size_t n) {
-    for (size_t i = 0; paths && i < n; i++)
-        free(paths[i]);
-    free(paths);
+int ph_snippet(const struct ph_project_ops *ops, void *ud, const char *where,
+               const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+               struct pl_run_result *ret, struct pl_error *err) {
+    bool py = strcmp(req->snippet.language, "python") == 0;
+    const char *main_path = py ? PH_SNIPPET_DIR "/main.py" : PH_SNIPPET_DIR "/main.js";
+    struct ph_file files[] = {
+        {main_path, req->snippet.code, req->snippet.code_len},
+        {PH_SNIPPET_DIR "/stdin", req->snippet.stdin_data ? req->snippet.stdin_data : "",
+         req->snippet.stdin_len},
+    };
+    if (ops->upload(ud, files, 2, deadline, err) < 0)
+        return -1;
+    const char *argv[] = {"/bin/sh",
+                          "-c",
+                          "cd \"$3\" && exec \"$0\" \"$1\" < \"$2\"",
+                          py ? "python3" : "node",
+                          main_path,
+                          PH_SNIPPET_DIR "/stdin",
+                          PH_SNIPPET_DIR};
+    struct ph_proc_out o;
+    pl_capture_init(&o.out, ctx->output_bytes);
+    pl_capture_init(&o.err, ctx->output_bytes);
+    o.exit_code = -1;
+    o.timed_out = false;
+    int rc = ops->step(ud, argv, 7, deadline, &o, err);
+    if (rc == 0) {
+        ret->timed_out = o.timed_out;
+        ret->exit_code = o.timed_out ? 124 : o.exit_code;
+        ret->out = ph_take_output(&o.out, &ret->out_len, &ret->out_truncated);
+        ret->err = ph_take_output(&o.err, &ret->err_len, &ret->err_truncated);
+        ret->outcome = o.timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        if (o.timed_out)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "the deadline of %u ms ended the run; the %s was deleted", ctx->timeout_ms,
+                     where);
+        if (!ret->out || !ret->err)
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    pl_capture_free(&o.out);
+    pl_capture_free(&o.err);
+    return rc;
 }

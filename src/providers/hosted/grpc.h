@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * grpc.h: one gRPC call over HTTP/2 (docs/internals/hosted.md, "gRPC"), on
+ * libcurl: h2c by prior knowledge for http://, ALPN over TLS for https://
+ * (TLS 1.2 or later, optional client certificate).  Unary and server-
+ * streaming calls; the caller packs and unpacks the messages (protobuf-c).
+ *
+ * The status comes from the trailers (or a Trailers-Only answer's headers);
+ * an answer that is not HTTP/2, not application/grpc, compressed, or whose
+ * message is larger than the caller allows breaks the call.  Nothing here
+ * logs: the bearer token travels in a header.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../core/errors.h"
+
+/* gRPC's status codes. */
+enum ph_grpc_code {
+    PH_GRPC_OK = 0,
+    PH_GRPC_CANCELLED = 1,
+    PH_GRPC_UNKNOWN = 2,
+    PH_GRPC_INVALID_ARGUMENT = 3,
+    PH_GRPC_DEADLINE_EXCEEDED = 4,
+    PH_GRPC_NOT_FOUND = 5,
+    PH_GRPC_ALREADY_EXISTS = 6,
+    PH_GRPC_PERMISSION_DENIED = 7,
+    PH_GRPC_RESOURCE_EXHAUSTED = 8,
+    PH_GRPC_FAILED_PRECONDITION = 9,
+    PH_GRPC_ABORTED = 10,
+    PH_GRPC_OUT_OF_RANGE = 11,
+    PH_GRPC_UNIMPLEMENTED = 12,
+    PH_GRPC_INTERNAL = 13,
+    PH_GRPC_UNAVAILABLE = 14,
+    PH_GRPC_DATA_LOSS = 15,
+    PH_GRPC_UNAUTHENTICATED = 16,
+};
+
+/* Where the service is and how to prove who calls it. */
+struct ph_grpc_target {
+    const char *url;       /* "http://host:port" (h2c) or "https://host:port" */
+    const char *bearer;    /* "Authorization: Bearer"; NULL or "": none */
+    const char *ca_file;   /* TLS: the CA bundle; NULL: the system's */
+    const char *cert_file; /* mTLS: the client certificate (PEM); NULL: none */
+    const char *key_file;  /* and its key */
+};
+
+struct ph_grpc_call {
+    const char *method; /* "/package.Service/Method" */
+    const void *msg;    /* the request message, serialised */
+    size_t len;
+    uint64_t timeout_ms; /* the whole call; also sent as grpc-timeout */
+    size_t max_message;  /* a larger answer message breaks the call */
+    /* Each answer message.  Return < 0 to break the call (its err is
+     * the call's), > 0 to stop reading: the call ends there, stopped. */
+    int (*on_message)(void *ud, const unsigned char *msg, size_t len, struct pl_error *err);
+    void *ud;
+    /* filled */
+    int status;        /* grpc-status; -1 when the answer carried none */
+    char message[256]; /* grpc-message, percent-decoded, control bytes dropped */
+    bool stopped;      /* on_message stopped it */
+};
+
+/*
+ * Make one call.  0 when the call ended with a status (any code; read
+ * c->status) or was stopped; < 0 with err when the service could not be
+ * reached, the deadline passed (err->errnum ETIMEDOUT), or the answer
+ * broke the rules above.
+ */
+int ph_grpc(const struct ph_grpc_target *t, struct ph_grpc_call *c, struct pl_error *err);
+
+/* "NOT_FOUND" for 5, "code 42" beyond the table (a static buffer: the
+ * caller copies it at once). */
+const char *ph_grpc_code_name(int code);
+
+/* One response header or trailer line into c (exported for its fuzz
+ * harness): grpc-status, grpc-message, and the HTTP status line. */
+void ph_grpc_header_line(struct ph_grpc_call *c, const char *line, size_t len, long *http_status,
+                         bool *ret_grpc_type);

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * exec.c: one command in a sandbox through ExecSandbox's stream, and the
+ * upload of files as a tar stream on an exec's stdin
+ * (docs/providers/openshell.md, "Exec and upload").
+ *
+ * Every exec has two deadlines: the gateway's (timeout_seconds, which
+ * ends the command with 124) and the client's own, a little later, which
+ * cancels the stream: a gateway that never ends it cannot hold a run past
+ * its deadline.  The stream is read until the exit event and no further.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/buf.h"
+#include "../../core/clock.h"
+#include "../../core/ids.h"
+#include "openshell.pb-c.h"
+#include "osh_int.h"
+
+/* The client's deadline past the gateway's: its 124 has time to arrive. */
+#define OSH_CLIENT_GRACE_MS 1500u
+
+static int on_event(void *ud, const unsigned char *msg, size_t len, struct pl_error *err) {
+    return osh_exec_event(ud, msg, len, err);
+}
+
+int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec *x,
+             struct pl_error *err) {
+    uint64_t now = pl_now_ns();
+    if (now >= x->deadline_ns) {
+        x->timed_out = true;
+        x->exit_code = 124;
+        return 0;
+    }
+    uint64_t left_ms = (x->deadline_ns - now + 999999) / 1000000;
+    Openshell__V1__ExecSandboxRequest req = OPENSHELL__V1__EXEC_SANDBOX_REQUEST__INIT;
+    req.sandbox_id = (char *)sb->id;
+    req.n_command = x->argc;
+    req.command = (char **)x->argv;
+    if (x->workdir)
+        req.workdir = (char *)x->workdir;
+    req.timeout_seconds = (uint32_t)((left_ms + 999) / 1000);
+    req.stdin.data = (uint8_t *)x->stdin_data;
+    req.stdin.len = x->stdin_data ? x->stdin_len : 0;
+    size_t len = protobuf_c_message_get_packed_size(&req.base);
+    uint8_t *packed = malloc(len ? len : 1);
+    if (!packed)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    protobuf_c_message_pack(&req.base, packed);
+    struct ph_grpc_call c = {.method = "/openshell.v1.OpenShell/ExecSandbox",
+                             .msg = packed,
+                             .len = len,
+                             .timeout_ms = left_ms + OSH_CLIENT_GRACE_MS,
+                             .max_message = OSH_MAX_MESSAGE,
+                             .on_message = on_event,
+                             .ud = x};
+    struct pl_error e = {0};
+    int rc = ph_grpc(&s->target, &c, &e);
+    free(packed);
+    if (rc == 0 && c.stopped) {
+        /* The gateway's own deadline ends the command with 124. */
+        x->timed_out = x->exit_code == 124 && pl_now_ns() >= x->deadline_ns;
+        return 0;
+    }
+    if (rc < 0 && e.errnum == ETIMEDOUT && pl_now_ns() >= x->deadline_ns) {
+        /* The client's deadline: the stream was cancelled. */
+        x->timed_out = true;
+        x->exit_code = 124;
+        return 0;
+    }
+    if (rc < 0) {
+        *err = e;
+        ph_outage(&s->books, err);
+        return -1;
+    }
+    if (c.status != PH_GRPC_OK)
+        return osh_status_error(err, "ExecSandbox", &c);
+    return pl_error_set(err, PL_REASON_INTERNAL,
+                        "the OpenShell gateway: an exec stream ended without its exit");
+}
+
+/* The files as one tar stream (paths relative to /). */
+static int make_tar(const struct ph_file *files, size_t n, struct pl_buf *ret,
+                    struct pl_error *err) {
+    struct archive *a = archive_write_new();
+    if (!a)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    int rc = -1;
+    size_t used = 0, cap = 4096;
+    for (size_t i = 0; i < n; i++)
+        cap += 1536 + files[i].len; /* header, padding, the end's two blocks */
+    cap += 10240;                   /* the last record's padding */
+    if (!(ret->data = malloc(cap))) {
+        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        goto out;
+    }
+    ret->cap = cap;
+    if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+        archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
+        archive_write_open_memory(a, ret->data, cap, &used) != ARCHIVE_OK) {
+        pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct archive_entry *e = archive_entry_new();
+        if (!e) {
+            pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+            goto out;
+        }
+        archive_entry_set_pathname(e, files[i].path + 1); /* relative to / */
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, 0644);
+        archive_entry_set_size(e, (la_int64_t)files[i].len);
+        int w = archive_write_header(a, e);
+        archive_entry_free(e);
+        if (w != ARCHIVE_OK ||
+            (files[i].len &&
+             archive_write_data(a, files[i].data, files[i].len) != (la_ssize_t)files[i].len)) {
+            pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
+            goto out;
+        }
+    }
+    if (archive_write_close(a) != ARCHIVE_OK) {
+        pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
+        goto out;
+    }
+    ret->len = used;
+    rc = 0;
+out:
+    archive_write_free(a);
+    return rc;
+}
+
+/* One step of the upload: a small command, its stdin a chunk. */
+static int upload_step(struct osh_state *s, const struct osh_sandbox *sb, const char *script,
+                       const char *arg, const void *data, size_t len, uint64_t deadline,
+                       struct pl_error *err) {
+    const char *argv[] = {"/bin/sh", "-c", script, "sh", arg};
+    struct osh_exec x;
+    osh_exec_init(&x, 4096);
+    x.argv = argv;
+    x.argc = 5;
+    x.workdir = "/tmp";
+    x.stdin_data = data ? data : "";
+    x.stdin_len = len;
+    x.deadline_ns = deadline;
+    int rc = osh_exec(s, sb, &x, err);
+    if (rc == 0 && (x.timed_out || x.exit_code != 0))
+        rc = pl_error_set(err, PL_REASON_INTERNAL, "the upload into %s failed (%s%d): %.200s",
+                          sb->name, x.timed_out ? "deadline, " : "exit ", x.exit_code,
+                          x.err.kept.data ? x.err.kept.data : "");
+    osh_exec_free(&x);
+    return rc;
+}
+
+int osh_upload(struct osh_state *s, const struct osh_sandbox *sb, const struct ph_file *files,
+               size_t n, uint64_t deadline, struct pl_error *err) {
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(files[i].path, "/tmp/", 5) != 0)
+            return pl_error_set(err, PL_REASON_INTERNAL, "an upload outside /tmp: %s",
+                                files[i].path);
+    struct pl_buf tar = {0};
+    if (make_tar(files, n, &tar, err) < 0) {
+        pl_buf_free(&tar);
+        return -1;
+    }
+    int rc;
+    static const char untar[] = "exec tar -x -o -m -f - -C /";
+    if (tar.len <= OSH_UPLOAD_CHUNK) {
+        rc = upload_step(s, sb, untar, "", tar.data, tar.len, deadline, err);
+    } else {
+        /* Chunks appended to one file, then unpacked from it. */
+        char hex[17], tmp[64];
+        if (pl_random_hex(hex, sizeof(hex), 8) < 0) {
+            pl_buf_free(&tar);
+            return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
+        }
+        snprintf(tmp, sizeof(tmp), "/tmp/.plimsoll-upload-%s.tar", hex);
+        rc = 0;
+        for (size_t off = 0; rc == 0 && off < tar.len; off += OSH_UPLOAD_CHUNK) {
+            size_t take = tar.len - off < OSH_UPLOAD_CHUNK ? tar.len - off : OSH_UPLOAD_CHUNK;
+            rc = upload_step(s, sb, off ? "exec cat >> \"$1\"" : "umask 077; exec cat > \"$1\"",
+                             tmp, tar.data + off, take, deadline, err);
+        }
+        if (rc == 0)
+            rc = upload_step(s, sb, "tar -x -o -m -f \"$1\" -C / && exec rm -f \"$1\"", tmp, NULL,
+                             0, deadline, err);
+    }
+    pl_buf_free(&tar);
+    return rc;
+}

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * osh_int.h: the openshell provider's internals (docs/providers/openshell.md).
+ * Nothing outside src/providers/openshell/ includes this file; every name
+ * here starts with osh_.
+ *
+ * The provider drives an OpenShell gateway over gRPC (hosted/grpc.c, the
+ * messages of proto/openshell/openshell.proto packed by protobuf-c):
+ * api.c makes each call and reads each sandbox back, exec.c runs one
+ * command through ExecSandbox and uploads files as a tar stream on its
+ * stdin, run.c is one run in one sandbox, proof.c the startup test,
+ * reaper.c the sandboxes nobody holds.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../core/capture.h"
+#include "../../core/errors.h"
+#include "../hosted/books.h"
+#include "../hosted/grpc.h"
+#include "../hosted/hosted.h"
+#include "../provider.h"
+
+/* Labels every sandbox carries (metadata and template). */
+#define OSH_LABEL_MANAGED "plimsoll" /* "1": made by some plimsoll */
+#define OSH_LABEL_INSTANCE "plimsoll.instance"
+#define OSH_LABEL_RUN "plimsoll.run"
+#define OSH_LABEL_DEADLINE "plimsoll.deadline" /* the run's deadline, Unix seconds */
+/* Another instance's sandbox is deleted this long past its deadline. */
+#define OSH_FOREIGN_GRACE_S 300
+/* A gRPC message, and an upload's chunk under the gateway's 1 MiB. */
+#define OSH_MAX_MESSAGE (4u << 20)
+#define OSH_UPLOAD_CHUNK (768u << 10)
+/* The guest user's own processes a fresh sandbox may run. */
+#define OSH_MAX_BASELINE 8
+
+struct osh_settings {
+    char url[512];       /* SANDBOX_OPENSHELL_URL */
+    char token[4096];    /* SANDBOX_OPENSHELL_TOKEN: a secret, never logged; "" none */
+    char ca_file[512];   /* SANDBOX_OPENSHELL_CA_FILE */
+    char cert_file[512]; /* SANDBOX_OPENSHELL_CERT_FILE */
+    char key_file[512];  /* SANDBOX_OPENSHELL_KEY_FILE */
+    char image[256];     /* SANDBOX_OPENSHELL_IMAGE */
+    char cpu[16];        /* SANDBOX_OPENSHELL_CPU: "1", "500m" */
+    unsigned memory_mib; /* SANDBOX_OPENSHELL_MEMORY_MIB */
+    char instance[25];   /* SANDBOX_OPENSHELL_INSTANCE */
+    char workdir[256];   /* SANDBOX_OPENSHELL_WORKDIR: under /tmp */
+    char egress_probe[512];
+    unsigned call_timeout_ms;
+    unsigned reap_interval_s;
+};
+
+struct osh_state {
+    struct osh_settings set;
+    struct ph_grpc_target target;
+    unsigned max_timeout_ms;
+    struct ph_books books;
+    /* what the startup test showed */
+    char driver[64], driver_version[64], gateway_version[64];
+    char policy_hash[80]; /* the startup sandbox's: every sandbox's must equal it */
+    bool hash_is_sha256;  /* it equals the SHA-256 of the policy as plimsoll packs it */
+    unsigned user_uid;
+    char checks[6][768];
+    /* readiness: asked at most every 5 s */
+    pthread_mutex_t ready_lock;
+    uint64_t ready_at_ns;
+    int ready_rc;
+    char ready_why[256];
+};
+
+/* One sandbox as a run holds it. */
+struct osh_sandbox {
+    char name[20]; /* "pl-" and 16 hex digits: the lookup key */
+    char id[64];   /* metadata.id: ExecSandbox's key */
+    char run_id[40];
+    uint64_t deadline_s; /* its label */
+    /* The guest user's processes before any code ran (the sandbox's main
+     * process among them): "PID:START" each, spared by the cleanup. */
+    char baseline[OSH_MAX_BASELINE][32];
+    size_t nbaseline;
+};
+
+/* settings.c */
+int osh_load_settings(const struct pl_config *c, struct osh_settings *s, struct pl_error *err);
+
+/* api.c */
+/* The compute driver the gateway reports (GetGatewayInfo): must be docker. */
+int osh_gateway_driver(struct osh_state *s, struct pl_error *err);
+int osh_health(struct osh_state *s, uint64_t timeout_ms, struct pl_error *err);
+/* Create the sandbox (sb->name, run_id and deadline_s set by the caller),
+ * wait for READY, and read it back whole: labels, image, limits, policy,
+ * no providers, the policy's revision and hash.  Any difference is
+ * CONSTRAINT_UNAVAILABLE (the wall is not as asked); nothing ran. */
+int osh_create(struct osh_state *s, struct osh_sandbox *sb, uint64_t deadline,
+               struct pl_error *err);
+int osh_readback(struct osh_state *s, struct osh_sandbox *sb, struct pl_error *err);
+int osh_delete(struct osh_state *s, const char *name, struct pl_error *err);
+/* Whether the sandbox is gone (NOT_FOUND), waiting through DELETING. */
+int osh_gone(struct osh_state *s, const char *name, struct pl_error *err);
+/* Each sandbox made by some plimsoll: name, instance, run, deadline. */
+struct osh_listed {
+    char name[64], instance[64], run[64];
+    uint64_t deadline_s;
+};
+int osh_list_managed(struct osh_state *s, struct osh_listed **ret, size_t *ret_n,
+                     struct pl_error *err);
+/* The gRPC status as an error: "Method: CODE: message". */
+int osh_status_error(struct pl_error *err, const char *method, const struct ph_grpc_call *c);
+
+/* exec.c: one command through ExecSandbox. */
+struct osh_exec {
+    const char *const *argv;
+    size_t argc;
+    const char *workdir; /* NULL: the gateway's default */
+    const void *stdin_data;
+    size_t stdin_len;
+    uint64_t deadline_ns;
+    /* filled */
+    struct pl_capture out, err;
+    int exit_code;
+    bool timed_out;
+};
+void osh_exec_init(struct osh_exec *x, size_t output_cap);
+void osh_exec_free(struct osh_exec *x);
+/* 0 when it exited or met its deadline (timed_out); < 0 when the gateway
+ * failed. */
+int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec *x,
+             struct pl_error *err);
+/* Files into the sandbox (absolute paths under /tmp): one tar stream on
+ * an exec's stdin, in chunks under the gateway's message limit. */
+int osh_upload(struct osh_state *s, const struct osh_sandbox *sb, const struct ph_file *files,
+               size_t n, uint64_t deadline, struct pl_error *err);
+/* One ExecSandboxEvent into x (exported for its fuzz harness): 1 at the
+ * exit, 0 for output, < 0 when it does not read. */
+int osh_exec_event(struct osh_exec *x, const unsigned char *msg, size_t len, struct pl_error *err);
+
+/* run.c */
+int osh_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+            struct pl_run_result *ret, struct pl_error *err);
+int osh_open(struct osh_state *s, const char *run_id, unsigned timeout_ms, struct osh_sandbox *ret,
+             struct pl_error *err);
+void osh_close(struct osh_state *s, const struct osh_sandbox *sb);
+int osh_project(struct osh_state *s, const struct osh_sandbox *sb, const struct pl_run_ctx *ctx,
+                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+                struct pl_error *err);
+/* One command with a small output, for the startup test and the cleanup. */
+int osh_command(struct osh_state *s, const struct osh_sandbox *sb, const char *const *argv,
+                size_t argc, unsigned timeout_ms, char *out, size_t out_size, int *ret_exit,
+                struct pl_error *err);
+
+/* proof.c */
+int osh_prove(struct osh_state *s, struct pl_error *err);
+
+/* reaper.c */
+int osh_reap_once(void *state, struct pl_error *err);

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * proof.c: the startup test (docs/providers/openshell.md, "What the
+ * startup test proves").  The gateway's word first: it answers, healthy,
+ * and its one compute driver is docker (the evidence for the container
+ * tier).  Then one throwaway sandbox, made and read back as every run's
+ * is, which shows from inside: the test project runs through exactly a
+ * project step's path (files uploaded, tools present, not root, egress
+ * refused); writes land only under /tmp; loopback is the only interface;
+ * its own cgroup holds the requested memory and CPU limits; a child
+ * cannot read its parent's memory; and a cancelled command's processes
+ * are gone.  The delete is read back.  The daemon serves nothing unless
+ * all of it holds.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/clock.h"
+#include "../../core/ids.h"
+#include "osh_int.h"
+
+/* From inside: the walls a run relies on, as one JSON line. */
+static const char inside[] =
+    "import ctypes, json, os, socket, subprocess, sys\n"
+    "r = {}\n"
+    "bad = []\n"
+    "for d in ('/', '/etc', '/usr', '/var', '/home', '/opt', '/root', os.path.expanduser('~')):\n"
+    "    if os.path.realpath(d) == '/tmp' or os.path.realpath(d).startswith('/tmp/'):\n"
+    "        continue\n"
+    "    p = os.path.join(d, '.plimsoll-proof-%d' % os.getpid())\n"
+    "    try:\n"
+    "        with open(p, 'w') as f:\n"
+    "            f.write('x')\n"
+    "        bad.append(d)\n"
+    "        os.unlink(p)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "r['written_outside_tmp'] = bad\n"
+    "try:\n"
+    "    p = '/tmp/.plimsoll-proof-%d' % os.getpid()\n"
+    "    with open(p, 'w') as f:\n"
+    "        f.write('x')\n"
+    "    os.unlink(p)\n"
+    "    r['tmp_writable'] = True\n"
+    "except OSError:\n"
+    "    r['tmp_writable'] = False\n"
+    "r['interfaces'] = sorted(n for _, n in socket.if_nameindex())\n"
+    "def rd(p):\n"
+    "    try:\n"
+    "        with open(p) as f:\n"
+    "            return f.read().strip()\n"
+    "    except OSError:\n"
+    "        return None\n"
+    "if rd('/sys/fs/cgroup/memory.max') is not None:\n"
+    "    r['memory'] = rd('/sys/fs/cgroup/memory.max')\n"
+    "    r['cpu'] = rd('/sys/fs/cgroup/cpu.max')\n"
+    "else:\n"
+    "    r['memory'] = rd('/sys/fs/cgroup/memory/memory.limit_in_bytes')\n"
+    "    q = rd('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')\n"
+    "    per = rd('/sys/fs/cgroup/cpu/cpu.cfs_period_us')\n"
+    "    r['cpu'] = '%s %s' % (q, per) if q and per else None\n"
+    "secret = ctypes.create_string_buffer(os.urandom(16).hex().encode())\n"
+    "child = '''import ctypes, os, sys\n"
+    "ppid, addr, n, want = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]\n"
+    "got = []\n"
+    "try:\n"
+    "    with open('/proc/%d/mem' % ppid, 'rb') as f:\n"
+    "        f.seek(addr)\n"
+    "        if f.read(n) == want.encode():\n"
+    "            got.append('/proc/ppid/mem')\n"
+    "except OSError:\n"
+    "    pass\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "class IOV(ctypes.Structure):\n"
+    "    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+    "buf = ctypes.create_string_buffer(n)\n"
+    "loc, rem = IOV(ctypes.addressof(buf), n), IOV(addr, n)\n"
+    "libc.process_vm_readv.restype = ctypes.c_ssize_t\n"
+    "if libc.process_vm_readv(ctypes.c_int(ppid), ctypes.byref(loc), ctypes.c_ulong(1), "
+    "ctypes.byref(rem), ctypes.c_ulong(1), ctypes.c_ulong(0)) == n and buf.raw == want.encode():\n"
+    "    got.append('process_vm_readv')\n"
+    "libc.ptrace.restype = ctypes.c_long\n"
+    "if libc.ptrace(ctypes.c_long(0x4206), ctypes.c_long(ppid), None, None) == 0:\n"
+    "    got.append('ptrace')\n"
+    "print(','.join(got))\n"
+    "'''\n"
+    "out = subprocess.run([sys.executable, '-c', child, str(os.getpid()),\n"
+    "                      str(ctypes.addressof(secret)), str(len(secret.value)),\n"
+    "                      secret.value.decode()], stdout=subprocess.PIPE, timeout=20)\n"
+    "r['parent_memory_read_by'] = out.stdout.decode().strip()\n"
+    "print(json.dumps(r))\n";
+
+/* After a cancelled command: nothing it started is left. */
+static const char orphans[] = "import os, time\n"
+                              "mark = ('plimsoll-proof-' + 'orphan').encode()\n"
+                              "for _ in range(40):\n"
+                              "    left = []\n"
+                              "    for p in os.listdir('/proc'):\n"
+                              "        try:\n"
+                              "            with open('/proc/%s/cmdline' % p, 'rb') as f:\n"
+                              "                if mark in f.read():\n"
+                              "                    left.append(p)\n"
+                              "        except OSError:\n"
+                              "            pass\n"
+                              "    if not left:\n"
+                              "        break\n"
+                              "    time.sleep(0.1)\n"
+                              "print(' '.join(left) if left else 'none')\n";
+
+static const char spawn_orphans[] =
+    "python3 -c 'import time; time.sleep(999)' plimsoll-proof-orphan &\n"
+    "setsid python3 -c 'import time; time.sleep(999)' plimsoll-proof-orphan &\n"
+    "exec python3 -c 'import time; time.sleep(999)' plimsoll-proof-orphan\n";
+
+/* The limits asked, as the cgroup says them. */
+static int judge_inside(struct osh_state *s, const char *out, struct pl_error *err) {
+    json_t *j = json_loads(out, 0, NULL);
+    if (!j)
+        return pl_error_set(err, PL_REASON_INTERNAL, "the walls' test printed %.200s", out);
+    int rc = -1;
+    json_t *bad = json_object_get(j, "written_outside_tmp");
+    const char *ifaces = NULL;
+    json_t *ifs = json_object_get(j, "interfaces");
+    const char *mem = json_string_value(json_object_get(j, "memory"));
+    const char *cpu = json_string_value(json_object_get(j, "cpu"));
+    const char *read_by = json_string_value(json_object_get(j, "parent_memory_read_by"));
+    if (json_array_size(ifs) == 1)
+        ifaces = json_string_value(json_array_get(ifs, 0));
+    unsigned long long want_mem = (unsigned long long)s->set.memory_mib << 20;
+    unsigned long long quota = 0, period = 0;
+    unsigned long long millis = strtoull(s->set.cpu, NULL, 10);
+    if (!strchr(s->set.cpu, 'm'))
+        millis *= 1000;
+    if (!json_is_array(bad) || json_array_size(bad) != 0 ||
+        !json_is_true(json_object_get(j, "tmp_writable")))
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "writes must land only under /tmp: written outside it %s, /tmp %s",
+                     json_array_size(bad) ? json_string_value(json_array_get(bad, 0)) : "nowhere",
+                     json_is_true(json_object_get(j, "tmp_writable")) ? "writable"
+                                                                      : "not writable");
+    else if (!ifaces || strcmp(ifaces, "lo") != 0)
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "loopback must be the only interface: the sandbox has %zu interfaces",
+                     json_array_size(ifs));
+    else if (!mem || strtoull(mem, NULL, 10) != want_mem)
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "the sandbox's cgroup holds a memory limit of %.40s, not %llu bytes",
+                     mem ? mem : "(none)", want_mem);
+    else if (!cpu || sscanf(cpu, "%llu %llu", &quota, &period) != 2 || period == 0 ||
+             quota * 1000 / period != millis)
+        pl_error_set(err, PL_REASON_INTERNAL,
+                     "the sandbox's cgroup holds a CPU limit of %.40s, not %s CPUs",
+                     cpu ? cpu : "(none)", s->set.cpu);
+    else if (!read_by || read_by[0])
+        pl_error_set(err, PL_REASON_INTERNAL, "a child read its parent's memory through %.100s",
+                     read_by ? read_by : "(the test did not say)");
+    else
+        rc = 0;
+    json_decref(j);
+    return rc;
+}
+
+int osh_prove(struct osh_state *s, struct pl_error *err) {
+    if (osh_health(s, 0, err) < 0 || osh_gateway_driver(s, err) < 0)
+        return -1;
+    char run_id[33];
+    if (pl_random_hex(run_id, sizeof(run_id), 16) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
+    struct osh_sandbox sb;
+    if (osh_open(s, run_id, 120000, &sb, err) < 0)
+        return pl_error_wrap(err, "the startup sandbox: ");
+    struct ph_proof_project pp;
+    ph_proof_project(&pp, s->set.egress_probe);
+    struct pl_run_ctx ctx = {.timeout_ms = 60000, .output_bytes = 64 * 1024};
+    struct pl_run_result r = {0};
+    int rc = osh_project(s, &sb, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
+    if (rc == 0)
+        rc = ph_proof_judge(&r, s->set.workdir, "SANDBOX_OPENSHELL_WORKDIR", &s->user_uid, err);
+    pl_run_result_clear(&r);
+    char out[4096];
+    int code = 0;
+    if (rc == 0) {
+        const char *argv[] = {"python3", "-c", inside};
+        rc = osh_command(s, &sb, argv, 3, 30000, out, sizeof(out), &code, err);
+        if (rc == 0 && code != 0)
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "the walls' test exited %d", code);
+        if (rc == 0)
+            rc = judge_inside(s, out, err);
+    }
+    if (rc == 0) {
+        /* A command cancelled at its deadline: what it started is gone. */
+        const char *spawn[] = {"/bin/sh", "-c", spawn_orphans};
+        rc = osh_command(s, &sb, spawn, 3, 1500, out, sizeof(out), &code, err);
+        if (rc == 0 && code != 124)
+            rc = pl_error_set(err, PL_REASON_INTERNAL,
+                              "a command past its deadline ended %d, not cancelled", code);
+        const char *check[] = {"python3", "-c", orphans};
+        if (rc == 0)
+            rc = osh_command(s, &sb, check, 3, 15000, out, sizeof(out), &code, err);
+        if (rc == 0 && (code != 0 || strcmp(out, "none\n") != 0))
+            rc = pl_error_set(err, PL_REASON_INTERNAL,
+                              "a cancelled command's processes are still there: %.100s", out);
+    }
+    char name[sizeof(sb.name)];
+    snprintf(name, sizeof(name), "%s", sb.name);
+    osh_close(s, &sb);
+    if (rc < 0)
+        return pl_error_wrap(err, "the startup sandbox %s: ", name);
+    return osh_gone(s, name, err);
+}

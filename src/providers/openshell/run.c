@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * run.c: one run, one sandbox (docs/providers/openshell.md, "A run"): its
+ * run recorded, then the create with its labels (its lifetime among them);
+ * READY awaited and the whole sandbox read back (nothing runs in one that
+ * differs from what was asked); the upload; the snippet or each step as
+ * one exec under the run's deadline, with the cleanup between steps; the
+ * output under the caps; the delete.  A sandbox the delete cannot reach is
+ * left to the reaper, which finds it by its labels.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../core/clock.h"
+#include "../../core/ids.h"
+#include "osh_int.h"
+
+/* The guest user's processes other than this one and its ancestors:
+ * "PID:START" each (a fresh sandbox's main process, before any code). */
+static const char list_own[] =
+    "import os\n"
+    "mine, p = set(), os.getpid()\n"
+    "while p > 0 and p not in mine:\n"
+    "    mine.add(p)\n"
+    "    try:\n"
+    "        with open('/proc/%d/stat' % p) as f:\n"
+    "            p = int(f.read().rsplit(')', 1)[1].split()[1])\n"
+    "    except (OSError, ValueError, IndexError):\n"
+    "        break\n"
+    "uid, out = str(os.getuid()), []\n"
+    "for p in os.listdir('/proc'):\n"
+    "    if not p.isdigit() or int(p) in mine:\n"
+    "        continue\n"
+    "    try:\n"
+    "        with open('/proc/%s/status' % p) as f:\n"
+    "            if not any(l.split()[1:2] == [uid] for l in f if l.startswith('Uid:')):\n"
+    "                continue\n"
+    "        with open('/proc/%s/stat' % p) as f:\n"
+    "            raw = f.read()\n"
+    "        out.append('%s:%s' % (p, raw[raw.rfind(')') + 2:].split()[19]))\n"
+    "    except (OSError, ValueError, IndexError):\n"
+    "        pass\n"
+    "print(' '.join(out))\n";
+
+/* What the cleanup must spare: the sandbox's own processes, read before
+ * any code ran in it. */
+static int read_baseline(struct osh_state *s, struct osh_sandbox *sb, struct pl_error *err) {
+    const char *argv[] = {"python3", "-c", list_own};
+    char out[1024];
+    int code = 0;
+    if (osh_command(s, sb, argv, 3, 15000, out, sizeof(out), &code, err) < 0)
+        return -1;
+    if (code != 0)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "listing the sandbox's own processes exited %d", code);
+    sb->nbaseline = 0;
+    for (char *save = NULL, *tok = strtok_r(out, " \n", &save); tok;
+         tok = strtok_r(NULL, " \n", &save)) {
+        if (strspn(tok, "0123456789:") != strlen(tok) || !strchr(tok, ':') ||
+            strlen(tok) >= sizeof(sb->baseline[0]))
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "the sandbox's own processes read as %.60s", tok);
+        if (sb->nbaseline == OSH_MAX_BASELINE)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "the sandbox runs more than %d processes of the guest's user "
+                                "before any code ran",
+                                OSH_MAX_BASELINE);
+        snprintf(sb->baseline[sb->nbaseline++], sizeof(sb->baseline[0]), "%s", tok);
+    }
+    return 0;
+}
+
+int osh_open(struct osh_state *s, const char *run_id, unsigned timeout_ms, struct osh_sandbox *ret,
+             struct pl_error *err) {
+    memset(ret, 0, sizeof(*ret));
+    char hex[17];
+    if (pl_random_hex(hex, sizeof(hex), 8) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
+    snprintf(ret->name, sizeof(ret->name), "pl-%s", hex);
+    snprintf(ret->run_id, sizeof(ret->run_id), "%s", run_id);
+    /* Its declared lifetime: OpenShell sandboxes never expire. */
+    ret->deadline_s = (uint64_t)time(NULL) + (timeout_ms + 999) / 1000;
+    /* Recorded before the create is sent: the reaper spares it. */
+    if (ph_track(&s->books, run_id) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "too many sandboxes in flight");
+    if (osh_create(s, ret, pl_deadline_in_ms(timeout_ms), err) < 0 ||
+        read_baseline(s, ret, err) < 0) {
+        osh_close(s, ret);
+        return -1;
+    }
+    return 0;
+}
+
+void osh_close(struct osh_state *s, const struct osh_sandbox *sb) {
+    struct pl_error err = {0};
+    (void)osh_delete(s, sb->name, &err); /* one left behind keeps its labels: reaped */
+    ph_untrack(&s->books, sb->run_id);
+}
+
+int osh_command(struct osh_state *s, const struct osh_sandbox *sb, const char *const *argv,
+                size_t argc, unsigned timeout_ms, char *out, size_t out_size, int *ret_exit,
+                struct pl_error *err) {
+    struct osh_exec x;
+    osh_exec_init(&x, out_size ? out_size - 1 : 0);
+    x.argv = argv;
+    x.argc = argc;
+    x.workdir = "/tmp";
+    x.deadline_ns = pl_deadline_in_ms(timeout_ms);
+    int rc = osh_exec(s, sb, &x, err);
+    if (rc == 0) {
+        *ret_exit = x.timed_out ? 124 : x.exit_code;
+        size_t n = x.out.kept.data ? x.out.kept.len : 0;
+        if (out_size) {
+            memcpy(out, n ? x.out.kept.data : "", n);
+            out[n] = '\0';
+        }
+    }
+    osh_exec_free(&x);
+    return rc;
+}
+
+struct step_ud {
+    struct osh_state *s;
+    const struct osh_sandbox *sb;
+};
+
+static int upload(void *ud, const struct ph_file *files, size_t n, uint64_t deadline,
+                  struct pl_error *err) {
+    struct step_ud *u = ud;
+    return osh_upload(u->s, u->sb, files, n, deadline, err);
+}
+
+static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadline,
+                struct ph_proc_out *o, struct pl_error *err) {
+    struct step_ud *u = ud;
+    struct osh_exec x;
+    osh_exec_init(&x, o->out.cap);
+    x.argv = argv;
+    x.argc = argc;
+    x.workdir = "/tmp";
+    x.deadline_ns = deadline;
+    int rc = osh_exec(u->s, u->sb, &x, err);
+    if (rc == 0)
+        ph_proc_out_take(o, &x.out, &x.err, x.exit_code, x.timed_out);
+    osh_exec_free(&x);
+    return rc;
+}
+
+/* Between two steps: nothing a step left running reaches the next one.
+ * An exec runs as the guest's own user here (ExecSandbox has no user), so
+ * the cleanup spares itself, its ancestors and the sandbox's own
+ * processes read before any code ran (hosted/cleanup.c, "self"). */
+static int between(void *ud, uint64_t deadline, const char *after, struct pl_error *err) {
+    struct step_ud *u = ud;
+    const char *argv[4 + OSH_MAX_BASELINE] = {"python3", "-c", ph_end_user_processes, "self"};
+    size_t argc = 4;
+    for (size_t i = 0; i < u->sb->nbaseline; i++)
+        argv[argc++] = u->sb->baseline[i];
+    uint64_t now = pl_now_ns();
+    unsigned ms = deadline > now + 2000000000ull ? (unsigned)((deadline - now) / 1000000) : 2000;
+    char out[512];
+    int code = 0;
+    if (osh_command(u->s, u->sb, argv, argc, ms, out, sizeof(out), &code, err) < 0)
+        return -1;
+    if (code != 0 || !ph_cleanup_clean(out, strlen(out), NULL, 0))
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "what %s left running could not be ended: %.100s", after, out);
+    return 0;
+}
+
+static const struct ph_project_ops ops = {.upload = upload, .step = step, .between = between};
+
+int osh_project(struct osh_state *s, const struct osh_sandbox *sb, const struct pl_run_ctx *ctx,
+                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+                struct pl_error *err) {
+    struct step_ud u = {s, sb};
+    return ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+}
+
+int osh_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+            struct pl_run_result *ret, struct pl_error *err) {
+    struct osh_state *s = state;
+    if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT)
+        return pl_error_set(err, PL_REASON_UNSUPPORTED,
+                            "openshell runs snippets and projects only");
+    if (ctx->broker)
+        return pl_error_set(err, PL_REASON_UNSUPPORTED,
+                            "openshell: grants are not in this build yet (the relay is planned)");
+    uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
+    struct osh_sandbox sb;
+    if (osh_open(s, ctx->run_id, ctx->timeout_ms, &sb, err) < 0)
+        return -1;
+    snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.name);
+    struct step_ud u = {s, &sb};
+    int rc = req->kind == PL_PAYLOAD_SNIPPET
+                 ? ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err)
+                 : ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+    osh_close(s, &sb);
+    return rc;
+}
