@@ -10,11 +10,37 @@ run instead of every one (the ASan build's daemon-facing subsets).
     tests/run.py FOLDER LABEL [MODULES]"""
 import os
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The suites' shared helpers: the package plimsoll_test.
 sys.path.insert(0, os.path.join(HERE, "lib"))
+
+
+class TimedResult(unittest.TextTestResult):
+    """Also keeps each test class's time (setUpClass included, by the gap
+    between one class's last test and the next's first), for the log's
+    "slowest classes" line: where a suite's minutes go."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.per_class = {}
+        self.last = (None, time.monotonic())
+
+    def startTest(self, test):
+        cls, since = self.last
+        now = time.monotonic()
+        if cls is not None:
+            self.per_class[cls] = self.per_class.get(cls, 0.0) + now - since
+        self.last = ("%s.%s" % (type(test).__module__, type(test).__name__), now)
+        super().startTest(test)
+
+    def stopTestRun(self):
+        cls, since = self.last
+        if cls is not None:
+            self.per_class[cls] = self.per_class.get(cls, 0.0) + time.monotonic() - since
+        super().stopTestRun()
 
 
 def main():
@@ -26,7 +52,10 @@ def main():
     else:
         suite = unittest.defaultTestLoader.discover(folder, pattern="test_*.py",
                                                     top_level_dir=folder)
-    result = unittest.TextTestRunner(verbosity=int(os.environ.get("PL_VERBOSE", "1"))).run(suite)
+    result = unittest.TextTestRunner(verbosity=int(os.environ.get("PL_VERBOSE", "1")),
+                                     resultclass=TimedResult).run(suite)
+    slowest = sorted(result.per_class.items(), key=lambda kv: -kv[1])[:8]
+    print("slowest classes: " + ", ".join("%s %.0fs" % kv for kv in slowest), file=sys.stderr)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
