@@ -79,5 +79,25 @@ class StartupRefusals(unittest.TestCase):
             self.assertEqual(d.stop(), 0)
 
 
+class SanitizerReports(unittest.TestCase):
+    """The harness fails a test whose daemon's log holds a sanitizer's
+    report (the ASan build's suites rely on it: a leak at exit changes no
+    answer)."""
+
+    def test_a_report_in_the_log_fails_the_stop(self):
+        for report in ("==1==ERROR: LeakSanitizer: detected memory leaks",
+                       "==1==ERROR: AddressSanitizer: heap-use-after-free",
+                       "src/x.c:1:2: runtime error: signed integer overflow"):
+            d = Daemon()
+            with open(d.log_path, "w") as f:
+                f.write('{"msg":"listening"}\n' + report + "\n")
+            with self.assertRaises(AssertionError):
+                d.stop()
+        d = Daemon()
+        with open(d.log_path, "w") as f:
+            f.write('{"msg":"stopped"}\n')
+        self.assertIsNone(d.stop())
+
+
 if __name__ == "__main__":
     unittest.main()

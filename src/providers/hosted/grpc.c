@@ -192,8 +192,10 @@ int ph_grpc(const struct ph_grpc_target *t, struct ph_grpc_call *c, struct pl_er
         goto oom;
     k.h = h;
     uint64_t timeout = c->timeout_ms ? c->timeout_ms : 30000;
-    if ((size_t)snprintf(url, sizeof(url), "%s%s", t->url, c->method) >= sizeof(url))
-        return pl_error_set(err, PL_REASON_INTERNAL, "%s: the URL is too long", c->method);
+    if ((size_t)snprintf(url, sizeof(url), "%s%s", t->url, c->method) >= sizeof(url)) {
+        pl_error_set(err, PL_REASON_INTERNAL, "%s: the URL is too long", c->method);
+        goto out;
+    }
     const char *fixed[] = {"Content-Type: application/grpc", "TE: trailers",
                            "Expect:", "User-Agent: plimsoll-grpc", "Accept:"};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
@@ -292,6 +294,8 @@ oom:
 out:
     if (h)
         curl_easy_cleanup(h);
+    for (struct curl_slist *l = hdrs; l; l = l->next) /* the bearer's line among them */
+        explicit_bzero(l->data, strlen(l->data));
     curl_slist_free_all(hdrs);
     pl_buf_free(&body);
     ph_envelopes_free(&k.env);

@@ -92,6 +92,7 @@ class Daemon:
                         self.host, self.port = host.strip("[]"), int(port)
                     return self
             if self.proc.poll() is not None:
+                self.check_sanitizers()
                 raise RuntimeError("plimsolld exited %d: %s" % (self.proc.returncode,
                                                                self.log_text()))
             time.sleep(0.02)
@@ -120,7 +121,25 @@ class Daemon:
                 self.proc.wait()
         if getattr(self, "log", None):
             self.log.close()
+        self.check_sanitizers()
         return self.proc.returncode if self.proc else None
+
+    # What AddressSanitizer, LeakSanitizer and UBSan write when they find
+    # something (a build with them: scripts/test's ASan build).
+    SANITIZER_REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+    def check_sanitizers(self):
+        """A sanitizer's report in the daemon's log fails the test that
+        stopped it, whatever the exit status says (a startup refusal's log
+        counts too)."""
+        if not os.path.exists(self.log_path):
+            return
+        text = self.log_text()
+        for marker in self.SANITIZER_REPORTS:
+            at = text.find(marker)
+            if at >= 0:
+                raise AssertionError("plimsolld's log has a sanitizer report:\n" +
+                                     text[max(0, at - 200):at + 3000])
 
     def __enter__(self):
         return self.start()
