@@ -105,7 +105,7 @@ class E2BDaemon(unittest.TestCase):
         self.assertEqual(body.get("isolation"), "vm", body)
         return body
 
-    def assert_no_vm_left(self):
+    def assert_no_sandbox_left(self):
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if not self.fake.state()["sandboxes"]:
@@ -134,7 +134,7 @@ class Startup(E2BDaemon):
             self.assertIn(words, checks)
 
     def test_startup_vm_is_gone(self):
-        self.assert_no_vm_left()
+        self.assert_no_sandbox_left()
 
     def test_readiness_never_calls_e2b(self):
         for _ in range(20):
@@ -153,7 +153,7 @@ class Runs(E2BDaemon):
         r = self.run_ok({"snippet": {"language": "javascript", "code": "console.log(6*7)"}})
         self.assertEqual((r.get("exit_code", 0), r["stdout"]), (0, "42\n"))
         self.assertTrue(r["sandbox_name"])
-        self.assert_no_vm_left()
+        self.assert_no_sandbox_left()
         self.assertEqual(len(creates(self.fake.state())), 1)
 
     def test_python_snippet_stdin_stderr_exit(self):
@@ -162,7 +162,7 @@ class Runs(E2BDaemon):
         self.assertEqual(r["exit_code"], 3)
         self.assertEqual(r["stdout"], "ABC\n")
         self.assertEqual(r["stderr"], "e")
-        self.assert_no_vm_left()
+        self.assert_no_sandbox_left()
 
     def test_guest_runs_as_user_not_root(self):
         r = self.run_ok({"snippet": {"language": "python",
@@ -184,7 +184,7 @@ class Runs(E2BDaemon):
         self.assertEqual((r["steps"][2]["exit_code"], r["steps"][2]["stderr"]), (4, "no\n"))
         self.assertEqual(r["exit_code"], 4)
         self.assertIn("later steps did not run", r["detail"])
-        self.assert_no_vm_left()
+        self.assert_no_sandbox_left()
 
     def test_project_without_files_and_a_missing_program(self):
         # No upload makes the directory; a program that does not exist is
@@ -202,7 +202,7 @@ class Runs(E2BDaemon):
         self.assertLess(time.monotonic() - t0, 30)
         self.assertTrue(r["timed_out"], r)
         self.assertEqual((r["exit_code"], r["outcome"]), (124, "timed_out"))
-        self.assert_no_vm_left()
+        self.assert_no_sandbox_left()
 
     def test_guest_cannot_forge_its_end(self):
         # The guest writes what envd's stream is made of: an end event, an
@@ -247,21 +247,21 @@ class MidRunFailures(E2BDaemon):
                                   "times": 1})
         body = self.refused_internal({"snippet": {"language": "python", "code": "print(1)"}})
         self.assertIn("502", body["message"])
-        self.assert_no_vm_left()
+        self.assert_no_sandbox_left()
 
     def test_upload_refused_is_internal_and_the_vm_is_deleted(self):
         self.fake.misbehave(fail={"match": "^POST /files", "status": 500, "times": 1})
         body = self.refused_internal({"project": {"files": [{"path": "a", "content": "x"}],
                                                   "steps": [{"argv": ["cat", "a"]}]}})
         self.assertIn("uploading", body["message"])
-        self.assert_no_vm_left()
+        self.assert_no_sandbox_left()
 
     def test_vm_gone_mid_run_is_internal_not_guest_output(self):
         self.fake.misbehave(vanish_during_process=True)
         body = self.refused_internal({"snippet": {"language": "python",
                                                   "code": "import time; time.sleep(5)"}})
         self.assertNotIn("stdout", body)
-        self.assert_no_vm_left()
+        self.assert_no_sandbox_left()
 
     def test_control_plane_5xx_makes_the_daemon_not_ready_until_e2b_answers(self):
         self.fake.misbehave(fail={"match": "^POST /sandboxes$", "status": 503, "times": 1})

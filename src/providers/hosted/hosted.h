@@ -143,6 +143,9 @@ int ph_setting_guard(const struct pl_config *c, const char *url_name, const char
  * and the kept ones still alive (cleanup.c says how).
  */
 extern const char ph_end_user_processes[];
+/* The guest user's processes but the caller's own chain, "PID:START ..."
+ * (run as that user): what a "self" cleanup is to spare. */
+extern const char ph_own_processes[];
 /* Whether a cleanup's output says clean; *ret_alive (may be NULL) gets the
  * " PID:START..." that follows "alive". */
 bool ph_cleanup_clean(const char *out, size_t len, char *ret_alive, size_t alive_size);

@@ -44,7 +44,7 @@ int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec 
     req.command = (char **)x->argv;
     if (x->workdir)
         req.workdir = (char *)x->workdir;
-    req.timeout_seconds = (uint32_t)((left_ms + 999) / 1000);
+    req.timeout_seconds = (uint32_t)((left_ms + 999) / 1000 + (x->cancel_first ? 30 : 0));
     req.stdin.data = (uint8_t *)x->stdin_data;
     req.stdin.len = x->stdin_data ? x->stdin_len : 0;
     size_t len = protobuf_c_message_get_packed_size(&req.base);
@@ -55,7 +55,7 @@ int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec 
     struct ph_grpc_call c = {.method = "/openshell.v1.OpenShell/ExecSandbox",
                              .msg = packed,
                              .len = len,
-                             .timeout_ms = left_ms + OSH_CLIENT_GRACE_MS,
+                             .timeout_ms = left_ms + (x->cancel_first ? 0 : OSH_CLIENT_GRACE_MS),
                              .max_message = OSH_MAX_MESSAGE,
                              .on_message = on_event,
                              .ud = x};
@@ -67,8 +67,10 @@ int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec 
         x->timed_out = x->exit_code == 124 && pl_now_ns() >= x->deadline_ns;
         return 0;
     }
-    if (rc < 0 && e.errnum == ETIMEDOUT && pl_now_ns() >= x->deadline_ns) {
-        /* The client's deadline: the stream was cancelled. */
+    if (rc < 0 && e.errnum == ETIMEDOUT && pl_now_ns() + 50000000ull >= x->deadline_ns) {
+        /* The client's deadline: the stream was cancelled (libcurl's timer
+         * may fire a millisecond early; a connect that timed out well
+         * before the deadline is the gateway's failure, below). */
         x->timed_out = true;
         x->exit_code = 124;
         return 0;

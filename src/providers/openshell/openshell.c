@@ -97,8 +97,9 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
              "from inside: writes land only under /tmp, loopback is the only interface, the "
              "cgroup holds the memory and CPU limits, a child cannot read its parent's memory");
     snprintf(s->checks[4], sizeof(s->checks[4]),
-             "a command cancelled at its deadline left no process behind; the sandbox was "
-             "deleted and the delete read back");
+             "a command cancelled at its deadline left no process behind (by the gateway's "
+             "timeout, and by the client cancelling its stream); the sandbox was deleted and "
+             "the delete read back");
     for (int i = 0; i < 5; i++)
         ret->checks[i] = s->checks[i];
 }

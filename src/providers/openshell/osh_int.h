@@ -119,6 +119,7 @@ struct osh_exec {
     const void *stdin_data;
     size_t stdin_len;
     uint64_t deadline_ns;
+    bool cancel_first; /* the client's deadline before the gateway's (the startup test) */
     /* filled */
     struct pl_capture out, err;
     int exit_code;
@@ -151,6 +152,12 @@ int osh_project(struct osh_state *s, const struct osh_sandbox *sb, const struct 
 int osh_command(struct osh_state *s, const struct osh_sandbox *sb, const char *const *argv,
                 size_t argc, unsigned timeout_ms, char *out, size_t out_size, int *ret_exit,
                 struct pl_error *err);
+
+/* The same, cancelled by the client at timeout_ms when cancel_first (the
+ * gateway's own deadline set well past it). */
+int osh_command_cancel(struct osh_state *s, const struct osh_sandbox *sb, const char *const *argv,
+                       size_t argc, unsigned timeout_ms, bool cancel_first, char *out,
+                       size_t out_size, int *ret_exit, struct pl_error *err);
 
 /* proof.c */
 int osh_prove(struct osh_state *s, struct pl_error *err);

@@ -189,10 +189,12 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
         if (rc == 0)
             rc = judge_inside(s, out, err);
     }
-    if (rc == 0) {
-        /* A command cancelled at its deadline: what it started is gone. */
+    /* A command ended at its deadline, first by the gateway's own
+     * timeout, then by the client cancelling its stream: either way what
+     * it started is gone. */
+    for (int cancel = 0; rc == 0 && cancel < 2; cancel++) {
         const char *spawn[] = {"/bin/sh", "-c", spawn_orphans};
-        rc = osh_command(s, &sb, spawn, 3, 1500, out, sizeof(out), &code, err);
+        rc = osh_command_cancel(s, &sb, spawn, 3, 1500, cancel, out, sizeof(out), &code, err);
         if (rc == 0 && code != 124)
             rc = pl_error_set(err, PL_REASON_INTERNAL,
                               "a command past its deadline ended %d, not cancelled", code);
@@ -201,7 +203,8 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
             rc = osh_command(s, &sb, check, 3, 15000, out, sizeof(out), &code, err);
         if (rc == 0 && (code != 0 || strcmp(out, "none\n") != 0))
             rc = pl_error_set(err, PL_REASON_INTERNAL,
-                              "a cancelled command's processes are still there: %.100s", out);
+                              "the processes of a command %s are still there: %.100s",
+                              cancel ? "whose stream was cancelled" : "the gateway timed out", out);
     }
     char name[sizeof(sb.name)];
     snprintf(name, sizeof(name), "%s", sb.name);

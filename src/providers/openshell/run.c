@@ -17,37 +17,10 @@
 #include "../../core/ids.h"
 #include "osh_int.h"
 
-/* The guest user's processes other than this one and its ancestors:
- * "PID:START" each (a fresh sandbox's main process, before any code). */
-static const char list_own[] =
-    "import os\n"
-    "mine, p = set(), os.getpid()\n"
-    "while p > 0 and p not in mine:\n"
-    "    mine.add(p)\n"
-    "    try:\n"
-    "        with open('/proc/%d/stat' % p) as f:\n"
-    "            p = int(f.read().rsplit(')', 1)[1].split()[1])\n"
-    "    except (OSError, ValueError, IndexError):\n"
-    "        break\n"
-    "uid, out = str(os.getuid()), []\n"
-    "for p in os.listdir('/proc'):\n"
-    "    if not p.isdigit() or int(p) in mine:\n"
-    "        continue\n"
-    "    try:\n"
-    "        with open('/proc/%s/status' % p) as f:\n"
-    "            if not any(l.split()[1:2] == [uid] for l in f if l.startswith('Uid:')):\n"
-    "                continue\n"
-    "        with open('/proc/%s/stat' % p) as f:\n"
-    "            raw = f.read()\n"
-    "        out.append('%s:%s' % (p, raw[raw.rfind(')') + 2:].split()[19]))\n"
-    "    except (OSError, ValueError, IndexError):\n"
-    "        pass\n"
-    "print(' '.join(out))\n";
-
 /* What the cleanup must spare: the sandbox's own processes, read before
  * any code ran in it. */
 static int read_baseline(struct osh_state *s, struct osh_sandbox *sb, struct pl_error *err) {
-    const char *argv[] = {"python3", "-c", list_own};
+    const char *argv[] = {"python3", "-c", ph_own_processes};
     char out[1024];
     int code = 0;
     if (osh_command(s, sb, argv, 3, 15000, out, sizeof(out), &code, err) < 0)
@@ -102,8 +75,15 @@ void osh_close(struct osh_state *s, const struct osh_sandbox *sb) {
 int osh_command(struct osh_state *s, const struct osh_sandbox *sb, const char *const *argv,
                 size_t argc, unsigned timeout_ms, char *out, size_t out_size, int *ret_exit,
                 struct pl_error *err) {
+    return osh_command_cancel(s, sb, argv, argc, timeout_ms, false, out, out_size, ret_exit, err);
+}
+
+int osh_command_cancel(struct osh_state *s, const struct osh_sandbox *sb, const char *const *argv,
+                       size_t argc, unsigned timeout_ms, bool cancel_first, char *out,
+                       size_t out_size, int *ret_exit, struct pl_error *err) {
     struct osh_exec x;
     osh_exec_init(&x, out_size ? out_size - 1 : 0);
+    x.cancel_first = cancel_first;
     x.argv = argv;
     x.argc = argc;
     x.workdir = "/tmp";

@@ -21,14 +21,13 @@ import http.client
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
 import urllib.parse
 import uuid
 
-from .docker import engine
+from .fakes import FakeProcess
 from .e2b import bridge_gateway
 from .harness import ROOT
 
@@ -52,8 +51,9 @@ def multipart(files, boundary="dcfakeboundary"):
     return body + b"--%s--\r\n" % boundary.encode(), "multipart/form-data; boundary=" + boundary
 
 
-class FakeDockerCloud:
+class FakeDockerCloud(FakeProcess):
     """One fake Docker Sandboxes service. Use as a context manager."""
+    LABEL = LABEL
 
     def __init__(self, account="plimsoll-test", secret="dckr_pat_fake", images=None,
                  default_image=IMAGE, permissions=None, token_ttl=600, max_sandboxes=10,
@@ -97,38 +97,6 @@ class FakeDockerCloud:
         self.url = self.auth_url = "http://127.0.0.1:%d" % self.port
         self.instance = hello["instance"]
         return self
-
-    def stop(self, timeout=60):
-        """SIGTERM the fake and wait; then remove and return the containers
-        and networks of its label still left (none when it cleaned up)."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.returncode = self.proc.returncode
-            self.proc.stdout.close()
-        if not self.instance:
-            return []
-        containers, networks = self.containers(), self.networks()
-        for c in containers:
-            engine("DELETE", "/containers/%s?force=1" % c["Id"])
-        for n in networks:
-            engine("DELETE", "/networks/" + n["Id"])
-        return containers + networks
-
-    def label_filter(self):
-        f = json.dumps({"label": ["%s=%s" % (LABEL, self.instance)]})
-        return "filters=" + urllib.parse.quote(f)
-
-    def containers(self):
-        return engine("GET", "/containers/json?all=1&" + self.label_filter())[1]
-
-    def networks(self):
-        return engine("GET", "/networks?" + self.label_filter())[1]
 
     def gateway(self):
         return bridge_gateway(self.state()["network"])

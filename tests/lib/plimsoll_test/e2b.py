@@ -18,7 +18,6 @@ import http.client
 import json
 import os
 import select
-import signal
 import struct
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import time
 import urllib.parse
 
 from .docker import engine
+from .fakes import FakeProcess
 from .harness import ROOT
 
 FAKE = os.path.join(ROOT, "tests", "fakes", "e2b", "fake_e2b.py")
@@ -98,8 +98,9 @@ def bridge_gateway(network="bridge"):
     return net["IPAM"]["Config"][0]["Gateway"]
 
 
-class FakeE2B:
+class FakeE2B(FakeProcess):
     """One fake E2B service. Use as a context manager."""
+    LABEL = LABEL
 
     def __init__(self, templates=None, api_key="e2b_test_key", cpu=2, memory_mb=512,
                  domain="localhost"):
@@ -132,41 +133,6 @@ class FakeE2B:
         self.url = "http://127.0.0.1:%d" % self.port
         self.instance = hello["instance"]
         return self
-
-    def stop(self, timeout=60):
-        """SIGTERM the fake and wait; then remove and return the containers
-        and networks of its label still left (none when the fake cleaned
-        up)."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.returncode = self.proc.returncode
-            self.proc.stdout.close()
-        if not self.instance:
-            return []
-        containers, networks = self.containers(), self.networks()
-        for c in containers:
-            engine("DELETE", "/containers/%s?force=1" % c["Id"])
-        for n in networks:
-            engine("DELETE", "/networks/" + n["Id"])
-        return containers + networks
-
-    def label_filter(self):
-        f = json.dumps({"label": ["%s=%s" % (LABEL, self.instance)]})
-        return "filters=" + urllib.parse.quote(f)
-
-    def containers(self):
-        """Every container (any state) carrying this fake's label."""
-        return engine("GET", "/containers/json?all=1&" + self.label_filter())[1]
-
-    def networks(self):
-        """Every network carrying this fake's label."""
-        return engine("GET", "/networks?" + self.label_filter())[1]
 
     def gateway(self):
         """The host's address on the fake's network (egress probes)."""

@@ -24,12 +24,10 @@ import json
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 
 try:
     import grpc
@@ -38,6 +36,7 @@ except ImportError:
     import grpc
 
 from .docker import engine
+from .fakes import FakeProcess
 from .harness import ROOT
 
 FAKE = os.path.join(ROOT, "tests", "fakes", "openshell", "fake_openshell.py")
@@ -93,8 +92,9 @@ class ExecResult:
         return "ExecResult(exit=%r, stdout=%r, stderr=%r)" % (self.exit_code, self.stdout[:200], self.stderr[:200])
 
 
-class FakeOpenShell:
+class FakeOpenShell(FakeProcess):
     """One fake OpenShell gateway. Use as a context manager."""
+    LABEL = LABEL
 
     def __init__(self, token="fake-openshell-token", admin_token="fake-openshell-admin", images=None,
                  max_sandboxes=10, tls_cert=None, tls_key=None, client_ca=None,
@@ -164,31 +164,10 @@ class FakeOpenShell:
             return f.read()
 
     def stop(self, timeout=60):
-        """SIGTERM the fake and wait; then remove and return the containers
-        of its label still left (none when it cleaned up)."""
         if self.channel:
             self.channel.close()
             self.channel = None
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.returncode = self.proc.returncode
-            self.proc.stdout.close()
-        if not self.instance:
-            return []
-        left = self.containers()
-        for c in left:
-            engine("DELETE", "/containers/%s?force=1" % c["Id"])
-        return left
-
-    def containers(self):
-        f = json.dumps({"label": ["%s=%s" % (LABEL, self.instance)]})
-        return engine("GET", "/containers/json?all=1&filters=" + urllib.parse.quote(f))[1]
+        return super().stop(timeout)
 
     def inspect(self, container):
         return engine("GET", "/containers/%s/json" % container)

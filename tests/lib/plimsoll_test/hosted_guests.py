@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hostile guests every hosted provider meets the same way (e2b,
+dockercloud, openshell): a mixin for a provider's daemon class, which
+supplies run_ok(message) -> the Run answer, fake (with containers()),
+assert_no_sandbox_left() and service_secrets().  Each provider's own cases stay in its folder.
+"""
+import base64
+
+from .payloads import py
+
+
+class HostedGuests:
+    """service_secrets() names what must never be readable inside: the
+    service's credentials and the header words that would carry them."""
+
+    def test_no_service_credential_enters_the_sandbox(self):
+        # Everything a guest can read of its own sandbox's processes.
+        r = self.run_ok(py(
+            "import os\n"
+            "print(dict(os.environ))\n"
+            "for p in os.listdir('/proc'):\n"
+            "    if p.isdigit():\n"
+            "        for f in ('environ', 'cmdline'):\n"
+            "            try:\n"
+            "                print(open('/proc/%s/%s' % (p, f), 'rb').read())\n"
+            "            except OSError:\n"
+            "                pass\n"))
+        secrets = self.service_secrets()
+        self.assertTrue(secrets)
+        for secret in secrets:
+            self.assertNotIn(secret, r["stdout"])
+
+    def test_a_background_process_does_not_outlive_its_run(self):
+        r = self.run_ok(py(
+            "import subprocess\n"
+            "subprocess.Popen(['sh', '-c', 'sleep 600'], start_new_session=True,\n"
+            "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            "print('left one behind')\n"))
+        self.assertEqual(r["stdout"], "left one behind\n")
+        self.assert_no_sandbox_left()
+        # Not only forgotten by the API: the machine itself is gone.
+        self.assertEqual(self.fake.containers(), [])
+
+    def test_bytes_that_are_not_text_arrive_exactly(self):
+        r = self.run_ok(py("import sys; sys.stdout.buffer.write(bytes(range(256)))"))
+        self.assertEqual(base64.b64decode(r["stdout_base64"]), bytes(range(256)))
+
+    def test_a_flood_is_capped_and_the_daemon_stays_ready(self):
+        r = self.run_ok(py(
+            "import sys\n"
+            "for i in range(200000):\n"
+            "    sys.stdout.write('%d\\n' % i)\n"
+            "sys.stderr.write('e' * 2000000)\n"))
+        self.assertTrue(r["stderr_truncated"])
+        self.assertEqual(self.d.request("GET", "/readyz")[0], 200)
