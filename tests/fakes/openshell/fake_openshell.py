@@ -496,10 +496,17 @@ class Fake:
             execs = list(self.live_execs)
         for ex in execs:
             ex.cancel()
-        p = docker(["ps", "-aq", "--filter", "label=%s=%s" % (LABEL, self.instance)], timeout=60)
-        ids = p.stdout.decode().split()
-        if ids:
+        # A `docker run` still in flight (a create just before the signal)
+        # makes its container after the first sweep: sweep until none is
+        # left, or ten seconds have passed.
+        for _ in range(20):
+            p = docker(["ps", "-aq", "--filter", "label=%s=%s" % (LABEL, self.instance)],
+                       timeout=60)
+            ids = p.stdout.decode().split()
+            if not ids:
+                break
             docker(["rm", "-f"] + ids, timeout=120)
+            time.sleep(0.5)
         if self.events_proc and self.events_proc.poll() is None:
             self.events_proc.kill()
             self.events_proc.wait()

@@ -5,6 +5,7 @@ GrantDaemon, a docker daemon holding grants to a test API (upstream.py) for
 a test class."""
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -137,9 +138,19 @@ GUARD_CALL = ("import http.client, json, os, sys\n"
 
 
 def free_port(host):
-    """A port free on host right now (the guard's, in tests)."""
-    s = socket.socket()
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port free on host right now (the guard's, in tests), drawn at
+    random below the kernel's ephemeral range (32768 and up here): suites
+    that run at once make outgoing connections whose local ports come from
+    that range, and one of them could take a port between this answer and
+    the daemon's bind."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        s = socket.socket()
+        try:
+            s.bind((host, port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free port below the ephemeral range on %s" % host)
