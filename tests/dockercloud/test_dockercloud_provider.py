@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from plimsoll_test.dockercloud import FakeDockerCloud  # noqa: E402
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
+from plimsoll_test.hosted_guests import HostedRuns  # noqa: E402
 
 IMAGE = "plimsoll/project:latest"
 
@@ -45,8 +46,9 @@ def requests_of(fake, method, path_start, exact=False):
                                           r["path"].split("?")[0].startswith(path_start))]
 
 
-class DockerCloudDaemon(unittest.TestCase):
+class DockerCloudDaemon(HostedRuns, unittest.TestCase):
     """One fake and one daemon for the class."""
+    TIER = "vm"
     EXTRA = {}
 
     @classmethod
@@ -69,25 +71,8 @@ class DockerCloudDaemon(unittest.TestCase):
     def setUp(self):
         self.fake.reset()
 
-    def run_ok(self, message):
-        status, body = self.d.rpc("Run", message)
-        self.assertEqual(status, 200, body)
-        self.assertEqual(body.get("isolation"), "vm", body)
-        return body
-
-    def refusal(self, message, reason, dispatched):
-        status, body = self.d.rpc("Run", message)
-        self.assertNotEqual(status, 200, body)
-        info, _ = error_info(body)
-        self.assertEqual((info["reason"], info["metadata"]["dispatched"]),
-                         (reason, "true" if dispatched else "false"), body)
-        return body
-
-    def assert_no_sandbox_left(self, timeout=10):
-        deadline = time.monotonic() + timeout
-        while self.fake.state()["sandboxes"] and time.monotonic() < deadline:
-            time.sleep(0.2)
-        self.assertEqual(self.fake.state()["sandboxes"], [])
+    def live(self):
+        return self.fake.state()["sandboxes"]
 
 
 class Runs(DockerCloudDaemon):

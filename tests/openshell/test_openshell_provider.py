@@ -23,7 +23,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 from plimsoll_test.grants import TOKEN, profile, token_cred  # noqa: E402
-from plimsoll_test.harness import Daemon, error_info  # noqa: E402
+from plimsoll_test.harness import Daemon  # noqa: E402
+from plimsoll_test.hosted_guests import HostedRuns  # noqa: E402
 from plimsoll_test.openshell import FakeOpenShell  # noqa: E402
 
 IMAGE = "plimsoll/project:latest"
@@ -53,8 +54,9 @@ def py(code, **extra):
     return msg
 
 
-class OpenShellDaemon(unittest.TestCase):
+class OpenShellDaemon(HostedRuns, unittest.TestCase):
     """One fake and one daemon for the class."""
+    TIER = "container"
     EXTRA = {}
 
     @classmethod
@@ -85,28 +87,8 @@ class OpenShellDaemon(unittest.TestCase):
     def setUp(self):
         self.fake.reset()
 
-    def run_ok(self, message):
-        status, body = self.d.rpc("Run", message)
-        self.assertEqual(status, 200, body)
-        self.assertEqual(body.get("isolation"), "container", body)
-        return body
-
-    def refusal(self, message, reason, dispatched):
-        status, body = self.d.rpc("Run", message)
-        self.assertNotEqual(status, 200, body)
-        info, _ = error_info(body)
-        self.assertEqual((info["reason"], info["metadata"]["dispatched"]),
-                         (reason, "true" if dispatched else "false"), body)
-        return body
-
     def live(self):
         return [s for s in self.fake.state()["sandboxes"] if not s["deleted"]]
-
-    def assert_no_sandbox_left(self, timeout=10):
-        deadline = time.monotonic() + timeout
-        while self.live() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        self.assertEqual(self.live(), [])
 
 
 class Runs(OpenShellDaemon):

@@ -5,7 +5,9 @@ supplies run_ok(message) -> the Run answer, fake (with containers()),
 assert_no_sandbox_left() and service_secrets().  Each provider's own cases stay in its folder.
 """
 import base64
+import time
 
+from .harness import error_info
 from .payloads import py
 
 
@@ -53,3 +55,31 @@ class HostedGuests:
             "sys.stderr.write('e' * 2000000)\n"))
         self.assertTrue(r["stderr_truncated"])
         self.assertEqual(self.d.request("GET", "/readyz")[0], 200)
+
+
+class HostedRuns:
+    """The calls a hosted provider's daemon class makes in every test: a
+    run that must succeed at the class's TIER, a refusal with its reason
+    and dispatched flag, and no sandbox left (live() lists the fake's
+    sandboxes still there)."""
+    TIER = None
+
+    def run_ok(self, message):
+        status, body = self.d.rpc("Run", message)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body.get("isolation"), self.TIER, body)
+        return body
+
+    def refusal(self, message, reason, dispatched):
+        status, body = self.d.rpc("Run", message)
+        self.assertNotEqual(status, 200, body)
+        info, _ = error_info(body)
+        self.assertEqual((info["reason"], info["metadata"]["dispatched"]),
+                         (reason, "true" if dispatched else "false"), body)
+        return body
+
+    def assert_no_sandbox_left(self, timeout=10):
+        deadline = time.monotonic() + timeout
+        while self.live() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.live(), [])
