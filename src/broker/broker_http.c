@@ -454,3 +454,43 @@ int pl_http_format_response(const struct pl_http_response *resp, char **ret_out,
     *ret_len = pos;
     return 0;
 }
+
+/* Append s as a JSON string body (quotes included) to out[cap] at *pos. */
+static void error_json_string(char *out, size_t cap, size_t *pos, const char *str) {
+    static const char hex[] = "0123456789abcdef";
+    if (*pos + 1 < cap)
+        out[(*pos)++] = '"';
+    for (const unsigned char *p = (const unsigned char *)str; *p && *pos + 7 < cap; p++) {
+        if (*p == '"' || *p == '\\') {
+            out[(*pos)++] = '\\';
+            out[(*pos)++] = (char)*p;
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            memcpy(out + *pos, "\\u00", 4);
+            out[*pos + 4] = hex[*p >> 4];
+            out[*pos + 5] = hex[*p & 15];
+            *pos += 6;
+        } else {
+            out[(*pos)++] = (char)*p;
+        }
+    }
+    if (*pos + 1 < cap)
+        out[(*pos)++] = '"';
+    out[*pos] = '\0';
+}
+
+int pl_http_format_error(int status, const char *message, char **ret_out, size_t *ret_len) {
+    char body[512];
+    size_t pos = 0;
+    memcpy(body, "{\"error\":", 9);
+    pos = 9;
+    error_json_string(body, sizeof(body) - 16, &pos, pl_http_error_name(status));
+    memcpy(body + pos, ",\"message\":", 11);
+    pos += 11;
+    error_json_string(body, sizeof(body) - 2, &pos, message ? message : pl_http_reason(status));
+    body[pos++] = '}';
+    body[pos] = '\0';
+    struct pl_http_header ct = {.name = "Content-Type", .value = "application/json"};
+    struct pl_http_response resp = {
+        .status = status, .headers = &ct, .nheaders = 1, .body = body, .body_len = pos};
+    return pl_http_format_response(&resp, ret_out, ret_len);
+}

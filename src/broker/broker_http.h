@@ -108,6 +108,13 @@ struct pl_http_response {
  */
 int pl_http_format_response(const struct pl_http_response *resp, char **ret_out, size_t *ret_len);
 
+/*
+ * An error answer with the broker's JSON body
+ * {"error": pl_http_error_name(status), "message": message (NULL: the
+ * reason phrase)}: pl_http_format_response's result.
+ */
+int pl_http_format_error(int status, const char *message, char **ret_out, size_t *ret_len);
+
 /* The reason phrase of status ("OK", "Not Found"); "Unknown" for codes not in the table. */
 const char *pl_http_reason(int status);
 

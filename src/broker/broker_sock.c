@@ -60,47 +60,11 @@ static int send_all(const struct pl_broker_sock *s, int fd, const char *data, si
     return pl_fd_write_full(fd, data, len, deadline_ns, s->stop_fd, NULL);
 }
 
-/* Append s as a JSON string body (quotes included) to out[cap] at *pos. */
-static void json_string(char *out, size_t cap, size_t *pos, const char *str) {
-    static const char hex[] = "0123456789abcdef";
-    if (*pos + 1 < cap)
-        out[(*pos)++] = '"';
-    for (const unsigned char *p = (const unsigned char *)str; *p && *pos + 7 < cap; p++) {
-        if (*p == '"' || *p == '\\') {
-            out[(*pos)++] = '\\';
-            out[(*pos)++] = (char)*p;
-        } else if (*p < 0x20 || *p >= 0x7f) {
-            memcpy(out + *pos, "\\u00", 4);
-            out[*pos + 4] = hex[*p >> 4];
-            out[*pos + 5] = hex[*p & 15];
-            *pos += 6;
-        } else {
-            out[(*pos)++] = (char)*p;
-        }
-    }
-    if (*pos + 1 < cap)
-        out[(*pos)++] = '"';
-    out[*pos] = '\0';
-}
-
 /* Answer status with the broker's JSON error body.  Best effort. */
 static void send_error(const struct pl_broker_sock *s, int fd, int status, const char *message) {
-    char body[512];
-    size_t pos = 0;
-    memcpy(body, "{\"error\":", 9);
-    pos = 9;
-    json_string(body, sizeof(body) - 16, &pos, pl_http_error_name(status));
-    memcpy(body + pos, ",\"message\":", 11);
-    pos += 11;
-    json_string(body, sizeof(body) - 2, &pos, message ? message : pl_http_reason(status));
-    body[pos++] = '}';
-    body[pos] = '\0';
-    struct pl_http_header ct = {.name = "Content-Type", .value = "application/json"};
-    struct pl_http_response resp = {
-        .status = status, .headers = &ct, .nheaders = 1, .body = body, .body_len = pos};
     char *out = NULL;
     size_t len = 0;
-    if (pl_http_format_response(&resp, &out, &len) < 0)
+    if (pl_http_format_error(status, message, &out, &len) < 0)
         return;
     send_all(s, fd, out, len, pl_now_ns() + s->idle_ns);
     free(out);

@@ -47,6 +47,10 @@ struct pl_provider_info {
     struct pl_op_caps project;
     struct pl_op_caps module;
     struct pl_op_caps session;
+    /* An idle session's pause gives back its admission slot (the next
+     * call takes one again, or is refused AT_CAPACITY): the provider's
+     * paused sandbox runs nothing (openshell's idle stop). */
+    bool idle_frees_slot;
     /* What the startup test proved, one sentence each; NULL-terminated. */
     const char *checks[8];
 };

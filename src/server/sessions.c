@@ -26,6 +26,7 @@ struct pl_session {
     char ended_reason[256];
     uint64_t opened_ns, last_ns, ended_ns;
     bool paused;
+    bool slot_given; /* paused, and its admission slot given back (the provider's way) */
     /* One call at a time, in arrival order: a ticket lock. */
     unsigned long next_ticket, serving;
     bool busy;
@@ -84,10 +85,12 @@ static void end_locked(struct pl_sessions *s, struct pl_session *ss, const char 
     char principal[256], tag[17];
     memcpy(principal, ss->principal, sizeof(principal));
     memcpy(tag, ss->tag, sizeof(tag));
+    bool holds_slot = !ss->slot_given;
     pthread_mutex_unlock(&s->lock);
     if (h)
         pl_provider_session_close(s->prov, h);
-    pl_admission_release(s->adm, principal);
+    if (holds_slot)
+        pl_admission_release(s->adm, principal);
     pl_log("info", "session ended",
            json_pack("{s:s, s:s, s:s}", "session", tag, "principal", principal, "reason", why));
     pthread_mutex_lock(&s->lock);
@@ -121,13 +124,21 @@ static void *reaper_main(void *arg) {
                        now - ss->last_ns >= (uint64_t)s->lim.idle_s * 1000000000ull) {
                 ss->busy = true;
                 void *h = ss->handle;
+                char principal[sizeof(ss->principal)];
+                memcpy(principal, ss->principal, sizeof(principal));
                 pthread_mutex_unlock(&s->lock);
                 int r = pl_provider_session_pause(s->prov, h);
+                /* A provider whose idle sandbox holds no interpreter and
+                 * no running code gives the slot back (openshell). */
+                bool give = r == 0 && s->prov->info.idle_frees_slot;
+                if (give)
+                    pl_admission_release(s->adm, principal);
                 pthread_mutex_lock(&s->lock);
                 ss->busy = false;
-                if (r == 0)
+                if (r == 0) {
                     ss->paused = true;
-                else
+                    ss->slot_given = give;
+                } else
                     end_locked(s, ss, "the sandbox could not be paused when idle");
                 pthread_cond_broadcast(&s->cond);
             }
@@ -314,6 +325,21 @@ int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *
         return -1;
     }
     ss->busy = true;
+    if (ss->paused && ss->slot_given) {
+        /* Its slot back first: without one the call is refused, and the
+         * session stays as it is.  (principal is its owner's.) */
+        pthread_mutex_unlock(&s->lock);
+        int r = pl_admission_acquire(s->adm, principal, err);
+        pthread_mutex_lock(&s->lock);
+        if (r < 0) {
+            ss->busy = false;
+            ss->serving++;
+            pthread_cond_broadcast(&s->cond);
+            pthread_mutex_unlock(&s->lock);
+            return -1;
+        }
+        ss->slot_given = false;
+    }
     if (ss->paused) {
         void *h = ss->handle;
         pthread_mutex_unlock(&s->lock);

@@ -17,6 +17,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 from plimsoll_test.dockercloud import FakeDockerCloud  # noqa: E402
+from plimsoll_test.grants import free_port  # noqa: E402
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
 from plimsoll_test.hosted_guests import HostedRuns  # noqa: E402
 
@@ -296,7 +297,7 @@ class Startup(unittest.TestCase):
         self.refused("allowing 203.0.113.0/24")
         # With a guard, its address alone may be allowed; another is refused.
         self.refused("but the guard's 127.0.0.1/32",
-                     SANDBOX_DOCKERCLOUD_GUARD_URL="http://127.0.0.1:%d" % (40000 + os.getpid() % 20000),
+                     SANDBOX_DOCKERCLOUD_GUARD_URL="http://127.0.0.1:%d" % free_port("127.0.0.1"),
                      SANDBOX_DOCKERCLOUD_GUARD_LISTEN="127.0.0.1")
 
     def test_open_egress_is_refused(self):

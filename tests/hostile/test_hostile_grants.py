@@ -12,46 +12,12 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import per_runtime  # noqa: E402
-from plimsoll_test.grants import TOKEN, GrantDaemon, profile, token_cred  # noqa: E402
+from plimsoll_test.grants import (SOCKET_CLIENT, TOKEN, GrantDaemon, profile,  # noqa: E402
+                                  token_cred)
 from plimsoll_test.hostile import HostileDockerDaemon  # noqa: E402
 from plimsoll_test.payloads import snippet  # noqa: E402
 
-CLIENT = (
-    "import http.client, json, os, socket, time\n"
-    "SOCK = os.environ.get('PLIMSOLL_BROKER_SOCKET')\n"
-    "class C(http.client.HTTPConnection):\n"
-    "    def connect(self):\n"
-    "        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-    "        s.connect(SOCK)\n"
-    "        self.sock = s\n"
-    "def call(method, path, body=None, headers=None):\n"
-    "    c = C('broker', timeout=30)\n"
-    "    c.request(method, path, body=body, headers=headers or {})\n"
-    "    r = c.getresponse()\n"
-    "    t = r.read().decode()\n"
-    "    try:\n"
-    "        e = json.loads(t).get('error')\n"
-    "    except Exception:\n"
-    "        e = None\n"
-    "    return r.status, e\n"
-    "def raw(data):\n"
-    "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-    "    s.settimeout(30)\n"
-    "    s.connect(SOCK)\n"
-    "    try:\n"
-    "        s.sendall(data)\n"
-    "    except OSError:\n"
-    "        pass\n"
-    "    out = b''\n"
-    "    try:\n"
-    "        while True:\n"
-    "            b = s.recv(65536)\n"
-    "            if not b: break\n"
-    "            out += b\n"
-    "    except OSError:\n"
-    "        pass\n"
-    "    return out.split(b'\\r\\n', 1)[0].decode()\n"
-)
+CLIENT = SOCKET_CLIENT
 
 
 class HostileGrants(HostileDockerDaemon, GrantDaemon):

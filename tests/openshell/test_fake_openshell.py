@@ -396,6 +396,48 @@ class ExecTest(Base):
         # Without stdin the command reads end of file at once.
         self.assertEqual(FAKE.exec(self.id, ["cat"]).stdout, b"")
 
+    def test_interactive_stdin_as_it_comes(self):
+        # ExecSandboxInteractive: the start, then stdin in pieces; each
+        # line is answered before the next is sent, and the half-close
+        # ends the command.
+        import queue
+        q = queue.Queue()
+        pb = FAKE.pb
+
+        def inputs():
+            yield pb.ExecSandboxInput(start=FAKE.exec_request(self.id, [
+                "python3", "-u", "-c",
+                "import sys\nfor line in sys.stdin: print(line.strip().upper())"]))
+            while True:
+                item = q.get()
+                if item is None:
+                    return
+                yield item
+
+        call = FAKE.exec_interactive(inputs())
+        got = []
+        for word in (b"one", b"two"):
+            q.put(pb.ExecSandboxInput(stdin=word + b"\n"))
+            q.put(pb.ExecSandboxInput(resize=pb.ExecSandboxWindowResize(cols=80, rows=24)))
+            line = b""
+            while not line.endswith(b"\n"):  # a line may come in pieces
+                line += next(call).stdout.data
+            got.append(line)
+        q.put(None)
+        rest = [kind(e) for e in call]
+        self.assertEqual((got, rest), ([b"ONE\n", b"TWO\n"], ["exit"]))
+
+    def test_interactive_needs_its_start(self):
+        pb = FAKE.pb
+        call = FAKE.exec_interactive(iter([pb.ExecSandboxInput(stdin=b"x")]))
+        with self.assertRaises(grpc.RpcError) as e:
+            list(call)
+        self.assertEqual(e.exception.code(), CODE.INVALID_ARGUMENT)
+        call = FAKE.exec_interactive(iter([]))
+        with self.assertRaises(grpc.RpcError) as e:
+            list(call)
+        self.assertEqual(e.exception.code(), CODE.INVALID_ARGUMENT)
+
     def test_exit_codes(self):
         self.assertEqual(FAKE.exec(self.id, ["sh", "-c", "exit 7"]).exit_code, 7)
         self.assertEqual(FAKE.exec(self.id, ["sh", "-c", "kill -9 $$"]).exit_code, 137)

@@ -22,10 +22,11 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
-from plimsoll_test.grants import TOKEN, profile, token_cred  # noqa: E402
+from plimsoll_test.grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
 from plimsoll_test.harness import Daemon  # noqa: E402
 from plimsoll_test.hosted_guests import HostedRuns  # noqa: E402
 from plimsoll_test.openshell import FakeOpenShell  # noqa: E402
+from plimsoll_test.upstream import Check, Upstream  # noqa: E402
 
 IMAGE = "plimsoll/project:latest"
 INSTANCE = "t%d" % os.getpid()
@@ -61,7 +62,7 @@ class OpenShellDaemon(HostedRuns, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        # A grant profile the daemon knows (openshell refuses every grant).
+        # A grant profile the daemon knows (test_openshell_grants drives grants).
         cls.grants_dir = tempfile.mkdtemp(prefix="plimsoll-osh-grants-")
         path = os.path.join(cls.grants_dir, "grants.json")
         with open(path, "w") as f:
@@ -97,7 +98,7 @@ class Runs(OpenShellDaemon):
         self.assertEqual((status, d["provider"], d["isolation"]), (200, "openshell", "container"), d)
         self.assertFalse(d.get("supports_sessions", False), d)
         self.assertFalse(d.get("supports_modules", False), d)
-        self.assertFalse(d["operations"]["snippet"].get("grants", False), d)
+        self.assertTrue(d["operations"]["snippet"]["grants"], d)  # test_openshell_grants
         self.assertFalse(d["operations"]["module"].get("supported", False), d)
         self.assertEqual(sorted(d["operations"]["snippet"]["languages"]), ["javascript", "python"])
         self.assertFalse(d["limits"].get("memory_budget_applies", False), d)
@@ -180,12 +181,21 @@ class Runs(OpenShellDaemon):
         self.assertTrue(b["stdout_truncated"], {k: v for k, v in b.items() if k != "stdout"})
         self.assertLessEqual(len(b["stdout"]), 1 << 20)
 
-    def test_modules_and_grants_are_refused_before_dispatch(self):
+    def test_modules_are_refused_before_dispatch(self):
         before = self.fake.state()["calls"].get("CreateSandbox", {}).get("count", 0)
         self.refusal({"module": {"wasm_base64": "AGFzbQEAAAA="}}, "UNSUPPORTED", False)
-        self.refusal({"grant_profile": "items", "snippet": {"language": "python", "code": "1"}},
-                     "UNSUPPORTED", False)
         self.assertEqual(self.fake.state()["calls"].get("CreateSandbox", {}).get("count", 0), before)
+
+    def test_a_grant_whose_relay_cannot_start_is_infrastructure(self):
+        # The gateway refuses the relay's exec: nothing of the guest's ran,
+        # the sandbox is deleted, and the next run is fine.
+        self.fake.misbehave(fail_next={"rpc": "ExecSandboxInteractive", "code": "UNAVAILABLE",
+                                       "count": 1})
+        body = self.refusal(py("print(1)", grant_profile="items"), "INTERNAL", True)
+        self.assertIn("the grant's relay did not start", body["message"])
+        self.assertIn("UNAVAILABLE", body["message"])
+        self.assert_no_sandbox_left()
+        self.run_ok(py("print(2)"))
 
     def test_readyz_asks_the_gateway_at_most_every_5_seconds(self):
         health = lambda: self.fake.state()["calls"].get("Health", {}).get("count", 0)  # noqa: E731
@@ -317,13 +327,29 @@ class Tls(unittest.TestCase):
         env.update(extra)
         return env
 
-    def test_a_run_over_mutual_tls(self):
-        d = Daemon(env=self.env()).start(timeout=180)
+    def test_a_run_and_a_grant_over_mutual_tls(self):
+        # The grant's relay holds its own bidirectional stream (nghttp2 on
+        # libcurl's TLS connection): the same CA, certificate and ALPN.
+        files, up = GrantFiles(), Upstream(Check(token=TOKEN))
+        files.write({"items": profile(up.url, token_cred())})
+        d = Daemon(env=self.env(**grant_env(files.path))).start(timeout=180)
         try:
             status, b = d.rpc("Run", py("print(6 * 7)"))
             self.assertEqual((status, b.get("stdout"), b.get("isolation")), (200, "42\n", "container"), b)
+            status, b = d.rpc("Run", py(
+                "import http.client, os, socket\n"
+                "class C(http.client.HTTPConnection):\n"
+                "    def connect(self):\n"
+                "        self.sock = socket.socket(socket.AF_UNIX)\n"
+                "        self.sock.connect(os.environ['PLIMSOLL_BROKER_SOCKET'])\n"
+                "c = C('b'); c.request('GET', '/items/8'); print(c.getresponse().status)\n",
+                grant_profile="items"))
+            self.assertEqual((status, b.get("stdout")), (200, "200\n"), b)
+            self.assertEqual([e["path"] for e in up.take()], ["/items/8"])
         finally:
             d.stop()
+            up.close()
+            files.close()
 
     def test_no_start_without_the_gateways_ca_or_a_client_certificate(self):
         for what, extra in (("the wrong CA", {"SANDBOX_OPENSHELL_CA_FILE": self.path("stranger.pem")}),

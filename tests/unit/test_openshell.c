@@ -2,7 +2,8 @@
 /* test_openshell.c: the openshell provider's settings, every rule at its
  * edge (src/providers/openshell/settings.c); gRPC's response lines as the
  * client reads them (hosted/grpc.c); and ExecSandbox's events
- * (openshell/event.c), packed here with protobuf-c as a gateway would. */
+ * (openshell/event.c), packed here with protobuf-c as a gateway would;
+ * the relay's frames (openshell/relay_frame.c), every rule at its edge. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,11 +209,86 @@ static void test_exec_events(void **state) {
     osh_exec_free(&x);
 }
 
+struct frames {
+    char log[512];
+    int refuse; /* refuse the frame of this type */
+};
+
+static int on_frame(void *ud, unsigned type, uint32_t id, const unsigned char *p, size_t n) {
+    struct frames *f = ud;
+    size_t used = strlen(f->log);
+    snprintf(f->log + used, sizeof(f->log) - used, "%c%u:%.*s;", (char)type, id, (int)n,
+             (const char *)p);
+    return (int)type == f->refuse ? -1 : 0;
+}
+
+static size_t frame(uint8_t *b, char type, uint32_t id, const char *p, uint32_t n) {
+    b[0] = (uint8_t)type;
+    for (int i = 0; i < 4; i++) {
+        b[1 + i] = (uint8_t)(id >> (24 - 8 * i));
+        b[5 + i] = (uint8_t)(n >> (24 - 8 * i));
+    }
+    if (p)
+        memcpy(b + 9, p, n);
+    return 9 + (p ? n : 0);
+}
+
+static struct osh_relay_rx rx; /* 64 KiB */
+
+static void test_relay_frames(void **state) {
+    (void)state;
+    uint8_t b[256];
+    size_t n = frame(b, 'R', 0, "7:1 1:2", 7);
+    n += frame(b + n, 'O', 1, NULL, 0);
+    n += frame(b + n, 'D', 1, "GET", 3);
+    n += frame(b + n, 'C', 1, NULL, 0);
+    /* byte by byte reads as whole */
+    struct frames f = {{0}, 0};
+    osh_relay_rx_init(&rx);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(osh_relay_rx_feed(&rx, b + i, 1, on_frame, &f), 0);
+    assert_string_equal(f.log, "R0:7:1 1:2;O1:;D1:GET;C1:;");
+    /* an unknown type; bytes on an O; a payload past the limit */
+    const struct {
+        char type;
+        uint32_t len;
+    } bad[] = {{'Z', 0}, {'O', 1}, {'C', 2}, {'D', OSH_RELAY_FRAME_MAX + 1}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&f, 0, sizeof(f));
+        osh_relay_rx_init(&rx);
+        n = frame(b, bad[i].type, 1, NULL, bad[i].len);
+        assert_int_equal(osh_relay_rx_feed(&rx, b, n, on_frame, &f), -1);
+        assert_string_equal(f.log, "");
+        /* broken stays broken */
+        n = frame(b, 'O', 2, NULL, 0);
+        assert_int_equal(osh_relay_rx_feed(&rx, b, n, on_frame, &f), -1);
+        assert_string_equal(f.log, "");
+    }
+    /* the largest payload passes */
+    uint8_t *big = calloc(1, 9 + OSH_RELAY_FRAME_MAX);
+    assert_non_null(big);
+    n = frame(big, 'D', 3, (const char *)big + 9, OSH_RELAY_FRAME_MAX);
+    memset(&f, 0, sizeof(f));
+    osh_relay_rx_init(&rx);
+    assert_int_equal(osh_relay_rx_feed(&rx, big, n, on_frame, &f), 0);
+    assert_int_equal(strncmp(f.log, "D3:", 3), 0);
+    free(big);
+    /* a frame the reader's caller refuses breaks it too */
+    memset(&f, 0, sizeof(f));
+    f.refuse = 'O';
+    osh_relay_rx_init(&rx);
+    n = frame(b, 'O', 4, NULL, 0);
+    n += frame(b + n, 'C', 4, NULL, 0);
+    assert_int_equal(osh_relay_rx_feed(&rx, b, n, on_frame, &f), -1);
+    assert_string_equal(f.log, "O4:;");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),   cmocka_unit_test(test_required),
-        cmocka_unit_test(test_url),        cmocka_unit_test(test_limits_and_names),
-        cmocka_unit_test(test_grpc_lines), cmocka_unit_test(test_exec_events),
+        cmocka_unit_test(test_defaults),     cmocka_unit_test(test_required),
+        cmocka_unit_test(test_url),          cmocka_unit_test(test_limits_and_names),
+        cmocka_unit_test(test_grpc_lines),   cmocka_unit_test(test_exec_events),
+        cmocka_unit_test(test_relay_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

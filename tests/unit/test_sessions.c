@@ -310,6 +310,50 @@ static void test_idle_pause_and_resume(void **state) {
     fixture_free(f);
 }
 
+/* A provider whose idle stop frees the slot (openshell): the pause gives
+ * it back, the next call takes one again or is refused AT_CAPACITY with
+ * the session kept, and the end does not give it back twice. */
+static void test_an_idle_stop_gives_the_slot_back(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new(2, 600, 1, 1);
+    f->prov.info.idle_frees_slot = true;
+    char id[PL_SESSION_ID_LEN + 1];
+    open_ok(f, "alice", id);
+    assert_int_equal(pl_admission_in_flight(f->adm), 1);
+    wait_count(&F.paused, 1);
+    uint64_t until = pl_deadline_in_ms(5000);
+    while (pl_admission_in_flight(f->adm) != 0 && pl_now_ns() < until)
+        pl_sleep_ns(PL_MS(10));
+    assert_int_equal(pl_admission_in_flight(f->adm), 0);
+    /* someone else holds the one slot: the session's call is refused */
+    struct pl_error err = {0};
+    assert_int_equal(pl_admission_acquire(f->adm, "bob", &err), 0);
+    struct pl_session *ss = NULL;
+    assert_int_equal(pl_sessions_begin(f->s, "alice", id, &ss, NULL, 0, &err), -1);
+    assert_int_equal(err.reason, PL_REASON_AT_CAPACITY);
+    assert_int_equal(atomic_load(&F.resumed), 0);
+    pl_admission_release(f->adm, "bob");
+    /* now it takes the slot, resumes and runs */
+    assert_int_equal(pl_sessions_begin(f->s, "alice", id, &ss, NULL, 0, &err), 0);
+    assert_int_equal(atomic_load(&F.resumed), 1);
+    assert_int_equal(pl_admission_in_flight(f->adm), 1);
+    pl_sessions_done(f->s, ss, NULL, NULL);
+    assert_int_equal(pl_sessions_close(f->s, "alice", id, &err), 0);
+    assert_int_equal(pl_admission_in_flight(f->adm), 0);
+    /* closed while stopped: no second release either */
+    open_ok(f, "alice", id);
+    wait_count(&F.paused, 2);
+    until = pl_deadline_in_ms(5000);
+    while (pl_admission_in_flight(f->adm) != 0 && pl_now_ns() < until)
+        pl_sleep_ns(PL_MS(10));
+    assert_int_equal(pl_sessions_close(f->s, "alice", id, &err), 0);
+    assert_int_equal(pl_admission_in_flight(f->adm), 0);
+    assert_int_equal(pl_admission_acquire(f->adm, "bob", &err), 0);
+    assert_int_equal(pl_admission_acquire(f->adm, "carol", &err), -1);
+    pl_admission_release(f->adm, "bob");
+    fixture_free(f);
+}
+
 static void test_a_failed_resume_ends_the_session(void **state) {
     (void)state;
     struct fixture *f = fixture_new(2, 600, 1, 8);
@@ -372,6 +416,7 @@ int main(void) {
         cmocka_unit_test(test_the_ended_reason_is_kept_and_given),
         cmocka_unit_test(test_one_call_at_a_time),
         cmocka_unit_test(test_idle_pause_and_resume),
+        cmocka_unit_test(test_an_idle_stop_gives_the_slot_back),
         cmocka_unit_test(test_a_failed_resume_ends_the_session),
         cmocka_unit_test(test_lifetime_ends_a_session),
         cmocka_unit_test(test_shutdown_ends_sessions_and_refuses_opens),

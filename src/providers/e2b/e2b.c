@@ -100,13 +100,8 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
              "the VM was deleted and the delete read back (404)");
     int n = 5;
     if (s->session_lifetime_s)
-        snprintf(s->checks[n++], sizeof(s->checks[0]),
-                 "one real session: a call's file was kept and its processes ended across a "
-                 "pause and a resume; cells kept a value in %s%s and began in a fresh "
-                 "interpreter after the resume%s%s",
-                 s->cell_langs[0] ? s->cell_langs[0] : "no language",
-                 s->cell_langs[1] ? " and javascript" : "",
-                 s->cell_note[0] ? "; javascript cells are not offered: " : "", s->cell_note);
+        ph_session_check(s->checks[n++], sizeof(s->checks[0]), "across a pause and a resume",
+                         s->cell_langs, s->cell_note);
     for (int i = 0; i < n; i++)
         ret->checks[i] = s->checks[i];
 }

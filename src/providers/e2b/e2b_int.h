@@ -190,6 +190,13 @@ int eb_session_pause(void *state, void *session);
 int eb_session_resume(void *state, void *session, struct pl_error *err);
 void eb_session_close(void *state, void *session);
 int eb_prove_session(struct e2b_state *s, struct pl_error *err);
+/* The guest user's uploads and processes, and the cleanup between steps,
+ * as hosted/project.c and hosted/cells.c take them (ud: struct eb_step). */
+struct eb_step {
+    struct e2b_state *s;
+    const struct eb_sandbox *sb;
+};
+extern const struct ph_project_ops eb_ops;
 
 /* reaper.c */
 int eb_reap_once(void *state, struct pl_error *err); /* the deleted count, or < 0 */

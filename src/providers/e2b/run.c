@@ -76,10 +76,7 @@ int eb_end_leftovers(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t 
 }
 
 /* One step's process as the guest's user (hosted/project.c runs the rest). */
-struct step_ud {
-    struct e2b_state *s;
-    const struct eb_sandbox *sb;
-};
+#define step_ud eb_step
 
 static int upload(void *ud, const struct ph_file *files, size_t n, uint64_t deadline,
                   struct pl_error *err) {
@@ -111,20 +108,20 @@ static int between(void *ud, uint64_t deadline, const char *after, struct pl_err
     return u->s->user_uid ? eb_end_leftovers(u->s, u->sb, deadline, after, err) : 0;
 }
 
-static const struct ph_project_ops ops = {.upload = upload, .step = step, .between = between};
+const struct ph_project_ops eb_ops = {.upload = upload, .step = step, .between = between};
 
 int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err) {
     struct step_ud u = {s, sb};
-    return ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+    return ph_project(&eb_ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
 }
 
 int eb_snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err) {
     struct step_ud u = {s, sb};
-    return ph_snippet(&ops, &u, "VM", ctx, req, deadline, ret, err);
+    return ph_snippet(&eb_ops, &u, "VM", ctx, req, deadline, ret, err);
 }
 
 int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,

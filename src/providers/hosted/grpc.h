@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../core/buf.h"
 #include "../../core/errors.h"
 
 /* gRPC's status codes. */
@@ -71,6 +72,36 @@ struct ph_grpc_call {
  * broke the rules above.
  */
 int ph_grpc(const struct ph_grpc_target *t, struct ph_grpc_call *c, struct pl_error *err);
+
+/*
+ * A bidirectional call (ExecSandboxInteractive), in the calling thread.
+ * call.msg is the first message; answer messages reach call.on_message
+ * (inside libcurl: it only takes them in).  Between transfers, and at
+ * least every turn_ms, on_turn runs outside libcurl: there it may queue
+ * messages (ph_grpc_duplex_send), half-close the stream
+ * (ph_grpc_duplex_close), or return < 0 to cancel the call (it ends
+ * stopped, without a status).  ph_grpc_duplex_wake, from any thread,
+ * brings the next turn at once.  The result is ph_grpc's.
+ */
+struct ph_grpc_duplex {
+    struct ph_grpc_call call;
+    int (*on_turn)(void *ud, struct ph_grpc_duplex *d); /* ud: call.ud */
+    unsigned turn_ms;                                   /* 0: 100 */
+    /* the call's own */
+    int wake_fd;       /* an eventfd: ph_grpc_duplex_wake */
+    struct pl_buf out; /* envelopes not yet sent */
+    size_t out_off;
+    bool half_closed;
+};
+void ph_grpc_duplex_init(struct ph_grpc_duplex *d);
+void ph_grpc_duplex_free(struct ph_grpc_duplex *d);
+int ph_grpc_duplex(const struct ph_grpc_target *t, struct ph_grpc_duplex *d, struct pl_error *err);
+/* From on_turn: one more message (< 0: out of memory, or half-closed). */
+int ph_grpc_duplex_send(struct ph_grpc_duplex *d, const void *msg, size_t len);
+void ph_grpc_duplex_close(struct ph_grpc_duplex *d);
+/* Bytes queued and not yet handed to libcurl. */
+size_t ph_grpc_duplex_pending(const struct ph_grpc_duplex *d);
+void ph_grpc_duplex_wake(struct ph_grpc_duplex *d);
 
 /* "NOT_FOUND" for 5, "code 42" beyond the table (a static buffer: the
  * caller copies it at once). */

@@ -213,3 +213,58 @@ void ph_proc_out_take(struct ph_proc_out *o, struct pl_capture *out, struct pl_c
                       int exit_code, bool timed_out);
 /* A capture's bytes, owned by the caller (a result's out or err). */
 char *ph_take_output(struct pl_capture *c, size_t *ret_len, bool *ret_truncated);
+
+/*
+ * A session's cells (cells.c): the docker session agent's interpreters,
+ * kept in the sandbox between calls, each with its relay; the provider's
+ * ph_project_ops run every process as the guest's user.  ph_cells_keep
+ * writes the kept ones ("PID:START ...", four at most) for the cleanup to
+ * spare; ph_cells_survive keeps only those the cleanup reported alive;
+ * ph_cells_drop forgets them all (an idle stop ends them).  ph_cell runs
+ * one cell: its files under workdir and its code uploaded, an interpreter
+ * started when none is kept (ret->interpreter_started), the code handed
+ * over; exit 0 or 1, or 124 at the deadline (the interpreter is dropped).
+ */
+#define PH_CELL_FILE "/tmp/plimsoll/cell"
+struct ph_interp {
+    bool up;    /* kept: the last cleanup found it and its relay alive */
+    bool fresh; /* started, and no cell has run in it yet */
+    char name[25];
+    unsigned long long pid, start, relay, relay_start;
+};
+struct ph_cells {
+    struct ph_interp in[2]; /* python, javascript */
+};
+void ph_cells_keep(const struct ph_cells *c, char *out, size_t size);
+void ph_cells_survive(struct ph_cells *c, const char *alive);
+void ph_cells_drop(struct ph_cells *c);
+int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, const char *workdir,
+            const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+            struct pl_run_result *ret, struct pl_error *err);
+
+/*
+ * The one real session of the startup test when sessions are on: a project
+ * call leaves a file and a process; each cell language keeps a value from
+ * one cell to the next; the session is paused (or stopped, as the
+ * provider's word `paused` says) and taken up again, and the next call finds
+ * the file kept and the process gone, and each language's next cell a fresh
+ * interpreter.  Python cells must work; JavaScript is offered only when its
+ * cells worked (langs: the proved ones, NULL-terminated; note: why not).
+ * what names the sandbox in messages ("VM", "sandbox").
+ */
+struct ph_session_ops {
+    int (*open)(void *state, const struct pl_session_open *o, void **ret_session,
+                struct pl_error *err);
+    int (*run)(void *state, void *session, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, struct pl_run_result *ret, struct pl_error *err);
+    int (*pause)(void *state, void *session);
+    int (*resume)(void *state, void *session, struct pl_error *err);
+    void (*close)(void *state, void *session);
+    const char *paused; /* "paused", "stopped" */
+};
+int ph_prove_session(const struct ph_session_ops *so, void *state, const char *what,
+                     const char *langs[3], char *note, size_t note_size, struct pl_error *err);
+/* Describe's sentence for it: "one real session: ... ended <across>; cells
+ * kept a value in python and javascript ...". */
+void ph_session_check(char *out, size_t size, const char *across, const char *const langs[3],
+                      const char *note);

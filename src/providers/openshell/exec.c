@@ -45,6 +45,15 @@ int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec 
     if (x->workdir)
         req.workdir = (char *)x->workdir;
     req.timeout_seconds = (uint32_t)((left_ms + 999) / 1000 + (x->cancel_first ? 30 : 0));
+    Openshell__V1__ExecSandboxRequest__EnvironmentEntry var =
+        OPENSHELL__V1__EXEC_SANDBOX_REQUEST__ENVIRONMENT_ENTRY__INIT;
+    Openshell__V1__ExecSandboxRequest__EnvironmentEntry *vars[1] = {&var};
+    if (x->env_name) {
+        var.key = (char *)x->env_name;
+        var.value = (char *)x->env_value;
+        req.n_environment = 1;
+        req.environment = vars;
+    }
     req.stdin.data = (uint8_t *)x->stdin_data;
     req.stdin.len = x->stdin_data ? x->stdin_len : 0;
     size_t len = protobuf_c_message_get_packed_size(&req.base);

@@ -8,9 +8,11 @@
  *   create   settings → the gateway's health and driver, the throwaway
  *            sandbox (proof.c) → the reaper's first pass → the periodic
  *            reaper
+ *            (and with sessions on, one real session: session.c)
  *   ready    asks the gateway (Health) at most every 5 s; between, the
  *            cached answer
- *   run      run.c
+ *   run      run.c; grants through relay.c
+ *   session  session.c
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ static int osh_create_state(const struct pl_config *config, void **ret_state,
     ph_books_init(&s->books, "the OpenShell gateway");
     pthread_mutex_init(&s->ready_lock, NULL);
     s->max_timeout_ms = config->max_timeout_ms;
+    s->session_lifetime_s = config->max_sessions > 0 ? config->session_lifetime_s : 0;
     if (osh_load_settings(config, &s->set, err) < 0)
         goto fail;
     s->target = (struct ph_grpc_target){.url = s->set.url,
@@ -49,6 +52,10 @@ static int osh_create_state(const struct pl_config *config, void **ret_state,
     if (osh_prove(s, err) < 0) {
         pl_error_wrap(err,
                       "SANDBOX_PROVIDER=openshell: the startup test (image %s): ", s->set.image);
+        goto fail;
+    }
+    if (s->session_lifetime_s && osh_prove_session(s, err) < 0) {
+        pl_error_wrap(err, "SANDBOX_PROVIDER=openshell: SANDBOX_MAX_SESSIONS: ");
         goto fail;
     }
     s->ready_at_ns = pl_now_ns();
@@ -72,12 +79,21 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
                               .engine = "OpenShell sandbox (docker compute driver)",
                               .max_timeout_ms = s->max_timeout_ms,
                               .languages = {"javascript", "python", NULL},
-                              .grants = false};
+                              .grants = true};
     ret->snippet = caps;
     ret->project = caps;
     ret->project.languages[0] = NULL;
     ret->module = (struct pl_op_caps){.supported = false, .engine = ""};
-    ret->session = (struct pl_op_caps){.supported = false, .engine = ""};
+    /* Sessions run snippets, projects and cells of the languages the
+     * startup session proved; an idle one is stopped and gives back its
+     * slot. */
+    ret->session = (struct pl_op_caps){.supported = s->session_lifetime_s > 0,
+                                       .engine = "OpenShell sandbox (docker compute driver), "
+                                                 "stopped when idle",
+                                       .max_timeout_ms = s->max_timeout_ms};
+    for (size_t i = 0; i < 3 && s->cell_langs[i]; i++)
+        ret->session.languages[i] = s->cell_langs[i];
+    ret->idle_frees_slot = true;
     snprintf(s->checks[0], sizeof(s->checks[0]),
              "the gateway (version %s) reports one compute driver, docker %s: the evidence "
              "for the container tier",
@@ -100,7 +116,11 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
              "a command cancelled at its deadline left no process behind (by the gateway's "
              "timeout, and by the client cancelling its stream); the sandbox was deleted and "
              "the delete read back");
-    for (int i = 0; i < 5; i++)
+    int n = 5;
+    if (s->session_lifetime_s)
+        ph_session_check(s->checks[n++], sizeof(s->checks[0]), "across an idle stop", s->cell_langs,
+                         s->cell_note);
+    for (int i = 0; i < n; i++)
         ret->checks[i] = s->checks[i];
 }
 
@@ -132,4 +152,9 @@ const struct pl_provider_ops pl_openshell_ops = {
     .info = osh_info,
     .ready = osh_ready,
     .run = osh_run,
+    .session_open = osh_session_open,
+    .session_run = osh_session_run,
+    .session_pause = osh_session_pause,
+    .session_resume = osh_session_resume,
+    .session_close = osh_session_close,
 };

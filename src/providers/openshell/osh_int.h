@@ -64,7 +64,11 @@ struct osh_state {
     char policy_hash[80]; /* the startup sandbox's: every sandbox's must equal it */
     bool hash_is_sha256;  /* it equals the SHA-256 of the policy as plimsoll packs it */
     unsigned user_uid;
-    char checks[6][768];
+    char checks[7][768];
+    /* sessions: on when SANDBOX_MAX_SESSIONS > 0 */
+    unsigned session_lifetime_s;
+    const char *cell_langs[3]; /* the cell languages the startup session proved */
+    char cell_note[256];       /* why javascript is not among them */
     /* readiness: asked at most every 5 s */
     pthread_mutex_t ready_lock;
     uint64_t ready_at_ns;
@@ -118,6 +122,7 @@ struct osh_exec {
     const char *workdir; /* NULL: the gateway's default */
     const void *stdin_data;
     size_t stdin_len;
+    const char *env_name, *env_value; /* one variable of the guest's, or NULL */
     uint64_t deadline_ns;
     bool cancel_first; /* the client's deadline before the gateway's (the startup test) */
     /* filled */
@@ -145,8 +150,17 @@ int osh_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reque
 int osh_open(struct osh_state *s, const char *run_id, unsigned timeout_ms, struct osh_sandbox *ret,
              struct pl_error *err);
 void osh_close(struct osh_state *s, const struct osh_sandbox *sb);
-int osh_project(struct osh_state *s, const struct osh_sandbox *sb, const struct pl_run_ctx *ctx,
-                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
+/* One call in a sandbox: a snippet, a project or (cells: a session's
+ * interpreters) a cell, as the guest's user. */
+int osh_call(struct osh_state *s, const struct osh_sandbox *sb, struct ph_cells *cells,
+             const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+             struct pl_run_result *ret, struct pl_error *err);
+/* The cleanup (run.c says what it spares); ret_alive (may be NULL): the
+ * kept ones still alive, " PID:START ...". */
+#define OSH_MAX_KEEP 12    /* kept processes besides the baseline */
+#define OSH_KEEP_BYTES 512 /* their "PID:START ..." */
+int osh_cleanup(struct osh_state *s, const struct osh_sandbox *sb, const char *keep,
+                uint64_t deadline, const char *after, char *ret_alive, size_t alive_size,
                 struct pl_error *err);
 /* One command with a small output, for the startup test and the cleanup. */
 int osh_command(struct osh_state *s, const struct osh_sandbox *sb, const char *const *argv,
@@ -158,6 +172,59 @@ int osh_command(struct osh_state *s, const struct osh_sandbox *sb, const char *c
 int osh_command_cancel(struct osh_state *s, const struct osh_sandbox *sb, const char *const *argv,
                        size_t argc, unsigned timeout_ms, bool cancel_first, char *out,
                        size_t out_size, int *ret_exit, struct pl_error *err);
+
+/* relay.c: grants through a relay in the sandbox (relay_py.c). */
+#define OSH_RELAY_SOCKET "/tmp/plimsoll-relay/broker.sock" /* PLIMSOLL_BROKER_SOCKET */
+#define OSH_RELAY_MAX_OPEN 16                              /* connections open at once */
+#define OSH_RELAY_KEEP 8 /* the relay and its ancestors, spared by the cleanup */
+/* A frame: type, big-endian connection id and length, then the bytes. */
+#define OSH_RELAY_HDR 9
+#define OSH_RELAY_FRAME_MAX 65536u
+#define OSH_RELAY_READY 'R'
+#define OSH_RELAY_OPEN 'O'
+#define OSH_RELAY_DATA 'D'
+#define OSH_RELAY_CLOSE 'C'
+extern const char osh_relay_py[];
+/* The relay's frames as they come (exported for its fuzz harness): each
+ * whole frame to on_frame; < 0 once a frame breaks the rules (an unknown
+ * type, a payload over OSH_RELAY_FRAME_MAX, bytes on an O or C) or
+ * on_frame refuses it, and from then on. */
+struct osh_relay_rx {
+    unsigned char hdr[OSH_RELAY_HDR];
+    size_t hdr_len;
+    unsigned type;
+    uint32_t id;
+    size_t need, have;
+    bool broken;
+    unsigned char payload[OSH_RELAY_FRAME_MAX];
+};
+void osh_relay_rx_init(struct osh_relay_rx *rx);
+int osh_relay_rx_feed(struct osh_relay_rx *rx, const unsigned char *data, size_t len,
+                      int (*on_frame)(void *ud, unsigned type, uint32_t id, const unsigned char *p,
+                                      size_t n),
+                      void *ud);
+struct osh_relay;
+struct pl_broker;
+/* Start the relay for a run's broker and wait until it listens; INTERNAL
+ * when it does not (the run fails as infrastructure: nothing ran). */
+int osh_relay_start(struct osh_state *s, const struct osh_sandbox *sb, struct pl_broker *broker,
+                    uint64_t deadline_ns, struct osh_relay **ret, struct pl_error *err);
+/* Its processes ("PID:START"), which the cleanup between steps spares. */
+size_t osh_relay_keep(struct osh_relay *r, char (*keep)[32], size_t max);
+/* Half-close its stdin (it exits), cancel it if it lingers; NULL-safe. */
+void osh_relay_stop(struct osh_relay *r);
+
+/* session.c: a session's sandbox (the pl_provider_ops session methods). */
+int osh_session_open(void *state, const struct pl_session_open *o, void **ret_session,
+                     struct pl_error *err);
+int osh_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
+                    const struct pl_run_request *req, struct pl_run_result *ret,
+                    struct pl_error *err);
+int osh_session_pause(void *state, void *session);
+int osh_session_resume(void *state, void *session, struct pl_error *err);
+void osh_session_close(void *state, void *session);
+/* The one real session of the startup test (hosted/cells.c). */
+int osh_prove_session(struct osh_state *s, struct pl_error *err);
 
 /* proof.c */
 int osh_prove(struct osh_state *s, struct pl_error *err);

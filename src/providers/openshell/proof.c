@@ -175,7 +175,7 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
     ph_proof_project(&pp, s->set.egress_probe);
     struct pl_run_ctx ctx = {.timeout_ms = 60000, .output_bytes = 64 * 1024};
     struct pl_run_result r = {0};
-    int rc = osh_project(s, &sb, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
+    int rc = osh_call(s, &sb, NULL, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
     if (rc == 0)
         rc = ph_proof_judge(&r, s->set.workdir, "SANDBOX_OPENSHELL_WORKDIR", &s->user_uid, err);
     pl_run_result_clear(&r);

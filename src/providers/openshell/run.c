@@ -58,7 +58,8 @@ int osh_open(struct osh_state *s, const char *run_id, unsigned timeout_ms, struc
     /* Recorded before the create is sent: the reaper spares it. */
     if (ph_track(&s->books, run_id) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "too many sandboxes in flight");
-    if (osh_create(s, ret, pl_deadline_in_ms(timeout_ms), err) < 0 ||
+    /* made READY within the run's time, and within 2 minutes for a session */
+    if (osh_create(s, ret, pl_deadline_in_ms(timeout_ms < 120000 ? timeout_ms : 120000), err) < 0 ||
         read_baseline(s, ret, err) < 0) {
         osh_close(s, ret);
         return -1;
@@ -104,6 +105,8 @@ int osh_command_cancel(struct osh_state *s, const struct osh_sandbox *sb, const 
 struct step_ud {
     struct osh_state *s;
     const struct osh_sandbox *sb;
+    struct osh_relay *relay; /* a run with a grant: its relay */
+    struct ph_cells *cells;  /* a session's kept interpreters */
 };
 
 static int upload(void *ud, const struct ph_file *files, size_t n, uint64_t deadline,
@@ -121,6 +124,10 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
     x.argc = argc;
     x.workdir = "/tmp";
     x.deadline_ns = deadline;
+    if (u->relay) {
+        x.env_name = "PLIMSOLL_BROKER_SOCKET";
+        x.env_value = OSH_RELAY_SOCKET;
+    }
     int rc = osh_exec(u->s, u->sb, &x, err);
     if (rc == 0)
         ph_proc_out_take(o, &x.out, &x.err, x.exit_code, x.timed_out);
@@ -128,34 +135,65 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
     return rc;
 }
 
-/* Between two steps: nothing a step left running reaches the next one.
- * An exec runs as the guest's own user here (ExecSandbox has no user), so
- * the cleanup spares itself, its ancestors and the sandbox's own
- * processes read before any code ran (hosted/cleanup.c, "self"). */
-static int between(void *ud, uint64_t deadline, const char *after, struct pl_error *err) {
-    struct step_ud *u = ud;
-    const char *argv[4 + OSH_MAX_BASELINE] = {"python3", "-c", ph_end_user_processes, "self"};
+/* The cleanup: every process of the guest's user ends but the sandbox's
+ * own (its baseline) and the kept ones (keep: "PID:START ..."), and none is
+ * left.  An exec runs as the guest's own user here (ExecSandbox has no
+ * user), so the cleanup spares itself and its ancestors too
+ * (hosted/cleanup.c, "self"). */
+int osh_cleanup(struct osh_state *s, const struct osh_sandbox *sb, const char *keep,
+                uint64_t deadline, const char *after, char *ret_alive, size_t alive_size,
+                struct pl_error *err) {
+    const char *argv[4 + OSH_MAX_BASELINE + OSH_MAX_KEEP] = {"python3", "-c", ph_end_user_processes,
+                                                             "self"};
     size_t argc = 4;
-    for (size_t i = 0; i < u->sb->nbaseline; i++)
-        argv[argc++] = u->sb->baseline[i];
+    for (size_t i = 0; i < sb->nbaseline; i++)
+        argv[argc++] = sb->baseline[i];
+    char tokens[OSH_KEEP_BYTES];
+    snprintf(tokens, sizeof(tokens), "%s", keep ? keep : "");
+    char *save = NULL;
+    for (char *t = strtok_r(tokens, " ", &save); t && argc < sizeof(argv) / sizeof(argv[0]);
+         t = strtok_r(NULL, " ", &save))
+        argv[argc++] = t;
     uint64_t now = pl_now_ns();
     unsigned ms = deadline > now + 2000000000ull ? (unsigned)((deadline - now) / 1000000) : 2000;
-    char out[512];
+    char out[1024];
     int code = 0;
-    if (osh_command(u->s, u->sb, argv, argc, ms, out, sizeof(out), &code, err) < 0)
+    if (osh_command(s, sb, argv, argc, ms, out, sizeof(out), &code, err) < 0)
         return -1;
-    if (code != 0 || !ph_cleanup_clean(out, strlen(out), NULL, 0))
+    if (code != 0 || !ph_cleanup_clean(out, strlen(out), ret_alive, alive_size))
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "what %s left running could not be ended: %.100s", after, out);
     return 0;
 }
 
+/* Between two steps: nothing a step left running reaches the next one but
+ * the run's relay (the guest may have ended it) and a session's kept
+ * interpreters. */
+static int between(void *ud, uint64_t deadline, const char *after, struct pl_error *err) {
+    struct step_ud *u = ud;
+    char keep[OSH_KEEP_BYTES] = "";
+    if (u->cells)
+        ph_cells_keep(u->cells, keep, sizeof(keep));
+    if (u->relay) {
+        char relay[OSH_RELAY_KEEP][32];
+        size_t n = osh_relay_keep(u->relay, relay, OSH_RELAY_KEEP);
+        for (size_t i = 0, off = strlen(keep); i < n && off < sizeof(keep); i++)
+            off +=
+                (size_t)snprintf(keep + off, sizeof(keep) - off, "%s%s", off ? " " : "", relay[i]);
+    }
+    return osh_cleanup(u->s, u->sb, keep, deadline, after, NULL, 0, err);
+}
+
 static const struct ph_project_ops ops = {.upload = upload, .step = step, .between = between};
 
-int osh_project(struct osh_state *s, const struct osh_sandbox *sb, const struct pl_run_ctx *ctx,
-                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
-                struct pl_error *err) {
-    struct step_ud u = {s, sb};
+int osh_call(struct osh_state *s, const struct osh_sandbox *sb, struct ph_cells *cells,
+             const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+             struct pl_run_result *ret, struct pl_error *err) {
+    struct step_ud u = {s, sb, NULL, cells};
+    if (req->kind == PL_PAYLOAD_CELL)
+        return ph_cell(&ops, &u, cells, s->set.workdir, ctx, req, deadline, ret, err);
+    if (req->kind == PL_PAYLOAD_SNIPPET)
+        return ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err);
     return ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
 }
 
@@ -165,18 +203,20 @@ int osh_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reque
     if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT)
         return pl_error_set(err, PL_REASON_UNSUPPORTED,
                             "openshell runs snippets and projects only");
-    if (ctx->broker)
-        return pl_error_set(err, PL_REASON_UNSUPPORTED,
-                            "openshell: grants are not in this build yet (the relay is planned)");
     uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
     struct osh_sandbox sb;
     if (osh_open(s, ctx->run_id, ctx->timeout_ms, &sb, err) < 0)
         return -1;
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.name);
-    struct step_ud u = {s, &sb};
-    int rc = req->kind == PL_PAYLOAD_SNIPPET
-                 ? ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err)
-                 : ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+    struct step_ud u = {s, &sb, NULL, NULL};
+    int rc = -1;
+    if (ctx->broker && osh_relay_start(s, &sb, ctx->broker, deadline, &u.relay, err) < 0)
+        goto out;
+    rc = req->kind == PL_PAYLOAD_SNIPPET
+             ? ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err)
+             : ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+out:
+    osh_relay_stop(u.relay);
     osh_close(s, &sb);
     return rc;
 }

@@ -93,7 +93,8 @@ INIT_PATH = "/run/openshell-fake/init"
 LOADERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1",
            "/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1")
 RPCS = ("Health", "GetGatewayInfo", "CreateSandbox", "GetSandbox", "ListSandboxes",
-        "ListSandboxProviders", "DeleteSandbox", "ExecSandbox", "GetSandboxPolicyStatus")
+        "ListSandboxProviders", "DeleteSandbox", "ExecSandbox", "ExecSandboxInteractive",
+        "GetSandboxPolicyStatus")
 LIST_DEFAULT = 100
 # The image's user ids and the real paths of its dynamic loaders; $@ are
 # the loader paths to try.
@@ -312,8 +313,9 @@ class Exec:
 
     CANCEL = object()
 
-    def __init__(self, fake, sbx, request):
+    def __init__(self, fake, sbx, request, inputs=None):
         self.fake, self.sbx = fake, sbx
+        self.inputs = inputs     # ExecSandboxInteractive: the later messages, stdin
         self.marker = "%s-%s" % (fake.instance, secrets.token_hex(12))
         self.events = queue.Queue()
         self.timed_out = False
@@ -351,8 +353,15 @@ class Exec:
         try:
             if self.stdin:
                 self.popen.stdin.write(self.stdin)
+                self.popen.stdin.flush()
+            for msg in self.inputs or ():
+                # stdin bytes as they come; a resize means nothing without
+                # a terminal, and a second start is refused by the reader
+                if msg.WhichOneof("payload") == "stdin" and msg.stdin:
+                    self.popen.stdin.write(msg.stdin)
+                    self.popen.stdin.flush()
             self.popen.stdin.close()
-        except (BrokenPipeError, OSError, ValueError):
+        except (BrokenPipeError, OSError, ValueError, grpc.RpcError):
             pass
 
     def pump(self, pipe, stream):
@@ -582,6 +591,24 @@ class Fake:
                 else:
                     self.misbehaviour[key] = value
         return self.behaviour_all()
+
+    def drift_now(self, body):
+        """A sandbox that already runs changes under its holder (an
+        operator's edit on the gateway): {"name": ..., and drift misbehaviours}."""
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            raise ValueError("name: the sandbox's name")
+        drift = {k: v for k, v in body.items() if k != "name"}
+        for key, value in drift.items():
+            if key not in self.DRIFTS or key == "attach_provider":
+                raise ValueError("%s: one of %s but attach_provider" % (key, ", ".join(self.DRIFTS)))
+            if not isinstance(value, self.MISBEHAVIOURS[key]):
+                raise ValueError("%s: wrong type" % key)
+        with self.lock:
+            sbx = self.sandboxes.get(body["name"])
+            if sbx is None or sbx.deleted:
+                raise fail("NOT_FOUND", "sandbox %r not found" % body["name"])
+            sbx.drift.update(drift)
+            return {"drift": sbx.drift}
 
     def behaviour_all(self):
         with self.lock:
@@ -902,7 +929,7 @@ class Fake:
             time.sleep(0.02)
         return False
 
-    def start_exec(self, request):
+    def start_exec(self, request, inputs=None):
         sbx = None
         with self.lock:
             sbx = self.by_id.get(request.sandbox_id)
@@ -920,7 +947,7 @@ class Fake:
         if any("\0" in a for a in request.command) or "\0" in request.workdir or \
                 any("\0" in v for v in request.environment.values()):
             raise fail("INVALID_ARGUMENT", "NUL in command, workdir or environment")
-        ex = Exec(self, sbx, request)
+        ex = Exec(self, sbx, request, inputs)
         with self.lock:
             self.execs.append(ex.log)
             self.live_execs.add(ex)
@@ -1007,11 +1034,24 @@ class Service:
             out.revision.status = self.pb.POLICY_STATUS_LOADED if loaded else self.pb.POLICY_STATUS_PENDING
         return out
 
-    def ExecSandbox(self, request, context):
+    def ExecSandboxInteractive(self, inputs, context):
+        """Bidirectional: the first message must be `start` (an
+        ExecSandboxRequest), the later ones stdin bytes, written to the
+        command as they come; the client's half-close closes its stdin.
+        The answer is ExecSandbox's stream."""
+        try:
+            first = next(inputs)
+        except StopIteration:
+            raise fail("INVALID_ARGUMENT", "the stream ended before its start message")
+        if first.WhichOneof("payload") != "start":
+            raise fail("INVALID_ARGUMENT", "the first message must carry start")
+        yield from self.ExecSandbox(first.start, context, inputs)
+
+    def ExecSandbox(self, request, context, inputs=None):
         """Server streaming: stdout/stderr chunks as they come, then one
         exit.  A cancelled call kills the exec's processes."""
         pb = self.pb
-        ex = self.fake.start_exec(request)
+        ex = self.fake.start_exec(request, inputs)
         context.add_callback(ex.cancel)
         try:
             while True:
@@ -1019,6 +1059,9 @@ class Service:
                 if kind is Exec.CANCEL:
                     return
                 if kind == "exit":
+                    # The command has ended: a client that cancels once it
+                    # has the exit (as it may) ends nothing it left behind.
+                    ex.finished = True
                     yield pb.ExecSandboxEvent(exit=pb.ExecSandboxExit(exit_code=data))
                     break
                 if kind == "stdout":
@@ -1043,6 +1086,7 @@ TYPES = {"Health": ("HealthRequest", "HealthResponse"),
          "ListSandboxProviders": ("ListSandboxProvidersRequest", "ListSandboxProvidersResponse"),
          "DeleteSandbox": ("DeleteSandboxRequest", "DeleteSandboxResponse"),
          "ExecSandbox": ("ExecSandboxRequest", "ExecSandboxEvent"),
+         "ExecSandboxInteractive": ("ExecSandboxInput", "ExecSandboxEvent"),
          "GetSandboxPolicyStatus": ("GetSandboxPolicyStatusRequest", "GetSandboxPolicyStatusResponse")}
 
 
@@ -1055,14 +1099,16 @@ def handlers(fake):
         req, resp = getattr(fake.pb, req_name), getattr(fake.pb, resp_name)
         fn = getattr(service, rpc)
         admin = rpc == "GetGatewayInfo"
-        if rpc == "ExecSandbox":
+        if rpc in ("ExecSandbox", "ExecSandboxInteractive"):
             def stream(request, context, rpc=rpc, fn=fn):
                 try:
                     fake.authorize(rpc, context)
                     yield from fn(request, context)
                 except RpcFail as e:
                     context.abort(e.code, e.message)
-            methods[rpc] = grpc.unary_stream_rpc_method_handler(
+            make = grpc.unary_stream_rpc_method_handler if rpc == "ExecSandbox" \
+                else grpc.stream_stream_rpc_method_handler
+            methods[rpc] = make(
                 stream, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
         else:
             def unary(request, context, rpc=rpc, fn=fn, admin=admin):
@@ -1119,6 +1165,8 @@ class Control(BaseHTTPRequestHandler):
                 return self.send_json(200, fake.add_provider(body))
             if route == ("POST", "/plant"):
                 return self.plant(fake, body)
+            if route == ("POST", "/drift"):
+                return self.send_json(200, fake.drift_now(body))
             if route == ("GET", "/state"):
                 return self.send_json(200, fake.state())
         except ValueError as e:

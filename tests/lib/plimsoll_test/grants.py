@@ -119,6 +119,52 @@ class GrantDaemon(DockerDaemon):
         cls.files.close()
 
 
+# A guest's client of its broker socket (PLIMSOLL_BROKER_SOCKET): call()
+# makes one request and returns (status, the JSON body's "error", else its
+# "path"), or (0, the error's name) when the socket refused it; raw() sends
+# bytes and returns the answer's status line.
+SOCKET_CLIENT = (
+    "import http.client, json, os, socket, time\n"
+    "SOCK = os.environ.get('PLIMSOLL_BROKER_SOCKET')\n"
+    "class C(http.client.HTTPConnection):\n"
+    "    def connect(self):\n"
+    "        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "        s.connect(SOCK)\n"
+    "        self.sock = s\n"
+    "def call(method, path, body=None, headers=None):\n"
+    "    try:\n"
+    "        c = C('broker', timeout=30)\n"
+    "        c.request(method, path, body=body, headers=headers or {})\n"
+    "        r = c.getresponse()\n"
+    "        t = r.read().decode()\n"
+    "    except OSError as e:\n"
+    "        return 0, type(e).__name__\n"
+    "    try:\n"
+    "        j = json.loads(t)\n"
+    "        e = j.get('error') or j.get('path')\n"
+    "    except Exception:\n"
+    "        e = None\n"
+    "    return r.status, e\n"
+    "def raw(data, wait=30):\n"
+    "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "    s.settimeout(wait)\n"
+    "    s.connect(SOCK)\n"
+    "    try:\n"
+    "        s.sendall(data)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    out = b''\n"
+    "    try:\n"
+    "        while True:\n"
+    "            b = s.recv(65536)\n"
+    "            if not b: break\n"
+    "            out += b\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    s.close()\n"
+    "    return out.split(b'\\r\\n', 1)[0].decode()\n"
+)
+
 # A guest program that calls the guard as a run with a grant does: its own
 # token, then none and a wrong one; prints what each call answered and which
 # PLIMSOLL_GUARD_* variables it was given.

@@ -52,6 +52,7 @@ RPCS = {"Health": ("HealthRequest", "HealthResponse", False),
         "ListSandboxProviders": ("ListSandboxProvidersRequest", "ListSandboxProvidersResponse", False),
         "DeleteSandbox": ("DeleteSandboxRequest", "DeleteSandboxResponse", False),
         "ExecSandbox": ("ExecSandboxRequest", "ExecSandboxEvent", True),
+        "ExecSandboxInteractive": ("ExecSandboxInput", "ExecSandboxEvent", "duplex"),
         "GetSandboxPolicyStatus": ("GetSandboxPolicyStatusRequest", "GetSandboxPolicyStatusResponse", False)}
 
 _PB = {}
@@ -179,7 +180,8 @@ class FakeOpenShell(FakeProcess):
         channel = channel or self.channel
         key = (rpc, id(channel))
         if key not in self._methods:
-            make = channel.unary_stream if streaming else channel.unary_unary
+            make = channel.stream_stream if streaming == "duplex" else \
+                channel.unary_stream if streaming else channel.unary_unary
             self._methods[key] = make("/%s/%s" % (SERVICE, rpc),
                                       request_serializer=getattr(self.pb, req).SerializeToString,
                                       response_deserializer=getattr(self.pb, resp).FromString)
@@ -282,6 +284,12 @@ class FakeOpenShell(FakeProcess):
         return self.call("ExecSandbox", self.exec_request(sandbox_id, command, **kw), token=token,
                          timeout=timeout)
 
+    def exec_interactive(self, inputs, token=True, timeout=120):
+        """ExecSandboxInteractive: inputs is an iterator of ExecSandboxInput
+        (the first one's start made by exec_request); the answer stream."""
+        return self.method("ExecSandboxInteractive")(inputs, metadata=self.metadata(token),
+                                                     timeout=timeout)
+
     def exec(self, sandbox_id, command, **kw):
         """ExecSandbox read to its end: an ExecResult."""
         return ExecResult(list(self.exec_stream(sandbox_id, command, **kw)))
@@ -314,6 +322,10 @@ class FakeOpenShell(FakeProcess):
 
     def reset(self):
         return self._ok("POST", "/reset", {})
+
+    def drift_now(self, name, **drift):
+        """Make a running sandbox report otherwise from now on."""
+        return self._ok("POST", "/drift", dict(drift, name=name))
 
     def plant(self, name="", labels=None, image=None):
         """A running sandbox nobody asked for: {"name", "id", "phase",

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cells.c: a session's cells on a hosted provider, and the one real session
+ * of the startup test (docs/internals/hosted.md, "Cells").  The
+ * interpreters are the docker session agent's own servers, started
+ * detached in the sandbox by `vmlaunch` with a relay on an abstract
+ * socket; each cell is one process (`vmcell`) that hands the code over and
+ * relays the output.  An interpreter is kept only while its pid and start
+ * time, and its relay's, survive the cleanup after each call; an idle stop
+ * or pause ends them all, so the next cell says interpreter_started.
+ *
+ * The provider runs each process as the guest's user through its
+ * ph_project_ops (upload, step), as for a project's steps.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/ids.h"
+#include "hosted.h"
+#include "session_agent.h" /* the docker package's guest agent: its interpreters */
+
+/* vmcell's exit codes besides the cell's 0 and 1 (session_agent.py). */
+#define CELL_NO_INTERPRETER 3
+
+static const char *const cell_lang[] = {"python", "javascript"};
+
+void ph_cells_keep(const struct ph_cells *c, char *out, size_t size) {
+    size_t off = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < 2; i++) {
+        const struct ph_interp *in = &c->in[i];
+        if (!in->up)
+            continue;
+        int n = snprintf(out + off, size - off, "%s%llu:%llu %llu:%llu", off ? " " : "", in->pid,
+                         in->start, in->relay, in->relay_start);
+        if (n > 0 && (size_t)n < size - off)
+            off += (size_t)n;
+    }
+}
+
+static bool has_token(const char *alive, unsigned long long pid, unsigned long long start) {
+    char t[48];
+    snprintf(t, sizeof(t), " %llu:%llu", pid, start);
+    size_t n = strlen(t);
+    for (const char *p = alive; (p = strstr(p, t)) != NULL; p += n)
+        if (p[n] == '\0' || p[n] == ' ')
+            return true;
+    return false;
+}
+
+void ph_cells_survive(struct ph_cells *c, const char *alive) {
+    for (size_t i = 0; i < 2; i++) {
+        struct ph_interp *in = &c->in[i];
+        if (in->up &&
+            !(has_token(alive, in->pid, in->start) && has_token(alive, in->relay, in->relay_start)))
+            in->up = false;
+    }
+}
+
+void ph_cells_drop(struct ph_cells *c) {
+    for (size_t i = 0; i < 2; i++)
+        c->in[i].up = false;
+}
+
+/* One process as the guest's user: its output into o (cap bytes each). */
+static int process(const struct ph_project_ops *ops, void *ud, const char *const *argv, size_t argc,
+                   uint64_t deadline, size_t cap, struct ph_proc_out *o, struct pl_error *err) {
+    pl_capture_init(&o->out, cap);
+    pl_capture_init(&o->err, cap);
+    o->exit_code = -1;
+    o->timed_out = false;
+    return ops->step(ud, argv, argc, deadline, o, err);
+}
+
+static void process_free(struct ph_proc_out *o) {
+    pl_capture_free(&o->out);
+    pl_capture_free(&o->err);
+}
+
+/* Start lang's interpreter and its relay (vmlaunch), in the work
+ * directory, made first when nothing has made it yet. */
+static int launch(const struct ph_project_ops *ops, void *ud, struct ph_cells *c,
+                  const char *workdir, size_t lang, uint64_t deadline, bool *ret_timed_out,
+                  struct pl_error *err) {
+    struct ph_interp *in = &c->in[lang];
+    *in = (struct ph_interp){0};
+    char name[sizeof(in->name)];
+    if (pl_random_hex(name, sizeof(name), 12) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
+    const char *argv[] = {"/bin/sh",
+                          "-c",
+                          "mkdir -p \"$0\" && cd \"$0\" && exec \"$@\"",
+                          workdir,
+                          "python3",
+                          "-c",
+                          pl_docker_session_agent,
+                          "vmlaunch",
+                          cell_lang[lang],
+                          name};
+    struct ph_proc_out p;
+    int rc = process(ops, ud, argv, 10, deadline, 4096, &p, err);
+    *ret_timed_out = rc == 0 && p.timed_out;
+    json_t *j = NULL;
+    if (rc == 0 && !p.timed_out) {
+        j = p.out.kept.data ? json_loadb((const char *)p.out.kept.data, p.out.kept.len, 0, NULL)
+                            : NULL;
+        json_t *pid = json_object_get(j, "pid"), *st = json_object_get(j, "start");
+        json_t *rp = json_object_get(j, "relay"), *rst = json_object_get(j, "relay_start");
+        if (p.exit_code != 0 || !json_is_integer(pid) || !json_is_integer(st) ||
+            !json_is_integer(rp) || !json_is_integer(rst) || json_integer_value(pid) <= 1 ||
+            json_integer_value(rp) <= 1 || json_integer_value(st) < 0 ||
+            json_integer_value(rst) < 0)
+            rc = pl_error_set(err, PL_REASON_INTERNAL,
+                              "the %s interpreter could not be started in the sandbox: %.200s",
+                              cell_lang[lang],
+                              p.out.kept.data ? (const char *)p.out.kept.data : "no answer");
+        else
+            *in = (struct ph_interp){.up = true,
+                                     .fresh = true,
+                                     .pid = (unsigned long long)json_integer_value(pid),
+                                     .start = (unsigned long long)json_integer_value(st),
+                                     .relay = (unsigned long long)json_integer_value(rp),
+                                     .relay_start = (unsigned long long)json_integer_value(rst)};
+        snprintf(in->name, sizeof(in->name), "%s", name);
+    }
+    json_decref(j);
+    process_free(&p);
+    return rc;
+}
+
+/* The cell's files (into the work directory) and its code. */
+static int upload_cell(const struct ph_project_ops *ops, void *ud, const char *workdir,
+                       const struct pl_run_request *req, uint64_t deadline, struct pl_error *err) {
+    size_t nf = req->cell.nfiles;
+    struct ph_file *files = calloc(nf + 1, sizeof(*files));
+    char(*paths)[PL_PATH_MAX_BYTES + 300] = calloc(nf ? nf : 1, sizeof(*paths));
+    if (!files || !paths) {
+        free(files);
+        free(paths);
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    for (size_t i = 0; i < nf; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "%s/%s", workdir, req->cell.files[i].path);
+        files[i] = (struct ph_file){paths[i], req->cell.files[i].content, req->cell.files[i].len};
+    }
+    files[nf] = (struct ph_file){PH_CELL_FILE, req->cell.code, req->cell.code_len};
+    int rc = ops->upload(ud, files, nf + 1, deadline, err);
+    free(files);
+    free(paths);
+    return rc;
+}
+
+int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, const char *workdir,
+            const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+            struct pl_run_result *ret, struct pl_error *err) {
+    size_t lang = strcmp(req->cell.language, "javascript") == 0 ? 1 : 0;
+    if (upload_cell(ops, ud, workdir, req, deadline, err) < 0)
+        return -1;
+    struct ph_interp *in = &c->in[lang];
+    struct ph_proc_out p = {0};
+    bool timed_out = false, sent = false;
+    for (int attempt = 0; attempt < 2 && !sent && !timed_out; attempt++) {
+        if (!in->up && launch(ops, ud, c, workdir, lang, deadline, &timed_out, err) < 0)
+            return -1;
+        if (timed_out)
+            break;
+        if (in->fresh)
+            ret->interpreter_started = true;
+        in->fresh = false;
+        const char *argv[] = {"python3", "-c",     pl_docker_session_agent,
+                              "vmcell",  in->name, PH_CELL_FILE};
+        process_free(&p);
+        if (process(ops, ud, argv, 6, deadline, ctx->output_bytes, &p, err) < 0) {
+            process_free(&p);
+            return -1;
+        }
+        timed_out = p.timed_out;
+        sent = timed_out || p.exit_code != CELL_NO_INTERPRETER;
+        if (!sent)
+            in->up = false; /* it ended between calls: a fresh one */
+    }
+    if (!sent && !timed_out) {
+        process_free(&p);
+        return pl_error_set(err, PL_REASON_INTERNAL, "the %s interpreter took no cell twice",
+                            cell_lang[lang]);
+    }
+    ret->timed_out = timed_out;
+    if (timed_out) {
+        in->up = false;
+        ret->exit_code = 124;
+        ret->outcome = PL_OUTCOME_TIMED_OUT;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the deadline of %u ms ended the cell and its interpreter", ctx->timeout_ms);
+    } else if (p.exit_code != 0 && p.exit_code != 1) {
+        /* The channel ended first: the interpreter ended, or the cell's
+         * code ended what carried it.  Either way it is not kept. */
+        in->up = false;
+        ret->exit_code = 1;
+        ret->outcome = PL_OUTCOME_COMPLETED;
+        snprintf(ret->detail, sizeof(ret->detail), "the %s interpreter ended during the cell",
+                 cell_lang[lang]);
+    } else {
+        ret->exit_code = p.exit_code;
+        ret->outcome = PL_OUTCOME_COMPLETED;
+    }
+    ret->out = ph_take_output(&p.out, &ret->out_len, &ret->out_truncated);
+    ret->err = ph_take_output(&p.err, &ret->err_len, &ret->err_truncated);
+    process_free(&p);
+    return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+}
+
+/* ------------------------------------------------------------ the proof */
+
+/* One cell of the startup session: it must print want and say whether it
+ * began in a fresh interpreter as expected.  < 0 with the reason. */
+static int proof_cell(const struct ph_session_ops *so, void *state, void *h, const char *lang,
+                      const char *code, const char *want, bool started, struct pl_error *err) {
+    struct pl_run_request req = {.kind = PL_PAYLOAD_CELL};
+    req.cell.language = lang;
+    req.cell.code = code;
+    req.cell.code_len = strlen(code);
+    struct pl_run_ctx ctx = {.timeout_ms = 30000, .output_bytes = 4096};
+    struct pl_run_result r = {0};
+    int rc = so->run(state, h, &ctx, &req, &r, err);
+    if (rc == 0 && (r.exit_code != 0 || !r.out || strcmp(r.out, want) != 0 ||
+                    r.interpreter_started != started || r.session_ended[0]))
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "the %s cell %s printed \"%.60s\" (exit %d, %s interpreter; %.80s), "
+                          "not \"%s\" from %s one",
+                          lang, code, r.out ? r.out : "", r.exit_code,
+                          r.interpreter_started ? "a fresh" : "a kept",
+                          r.err && r.err[0] ? r.err : r.session_ended, want,
+                          started ? "a fresh" : "the kept");
+    pl_run_result_clear(&r);
+    return rc;
+}
+
+/* The two cells of each language: a value defined, then read back from the
+ * kept interpreter; after the idle stop, gone. */
+static const struct {
+    const char *lang, *define, *read, *read_out, *gone, *gone_out;
+} proof_cells[] = {
+    {"python", "x = 41", "x + 1", "42\n", "'x' in globals()", "False\n"},
+    {"javascript", "var x = 41", "x + 1", "42\n", "typeof x", "'undefined'\n"},
+};
+
+int ph_prove_session(const struct ph_session_ops *so, void *state, const char *what,
+                     const char *langs[3], char *note, size_t note_size, struct pl_error *err) {
+    void *h = NULL;
+    struct pl_session_open o = {.principal = "startup", .tag = "proof"};
+    if (so->open(state, &o, &h, err) < 0)
+        return -1;
+    struct pl_file files[] = {{.path = "kept.txt", .content = (unsigned char *)"kept\n", .len = 5}};
+    const char *leave[] = {"sh", "-c", "sleep 600 > /dev/null 2>&1 &"};
+    struct pl_step steps[] = {{.name = "leave", .argv = leave, .argc = 3}};
+    struct pl_run_request first = {.kind = PL_PAYLOAD_PROJECT};
+    first.project.files = files;
+    first.project.nfiles = 1;
+    first.project.steps = steps;
+    first.project.nsteps = 1;
+    struct pl_run_ctx ctx = {.timeout_ms = 60000, .output_bytes = 4096};
+    struct pl_run_result r = {0};
+    int rc = so->run(state, h, &ctx, &first, &r, err);
+    if (rc == 0 && (r.session_ended[0] || r.exit_code != 0))
+        rc = pl_error_set(err, PL_REASON_INTERNAL, "the session's first call: %s",
+                          r.session_ended[0] ? r.session_ended : "it failed");
+    pl_run_result_clear(&r);
+    bool proved[2] = {false, false};
+    note[0] = '\0';
+    for (size_t i = 0; i < 2 && rc == 0; i++) {
+        struct pl_error cerr = {0};
+        if (proof_cell(so, state, h, proof_cells[i].lang, proof_cells[i].define, "", true, &cerr) ==
+                0 &&
+            proof_cell(so, state, h, proof_cells[i].lang, proof_cells[i].read,
+                       proof_cells[i].read_out, false, &cerr) == 0)
+            proved[i] = true;
+        else if (i == 0)
+            rc = pl_error_set(err, cerr.reason, "%s", cerr.message);
+        else
+            snprintf(note, note_size, "%.250s", cerr.message);
+    }
+    if (rc == 0 && so->pause(state, h) < 0)
+        rc = pl_error_set(err, PL_REASON_INTERNAL, "the session's %s could not be %s", what,
+                          so->paused);
+    if (rc == 0)
+        rc = so->resume(state, h, err);
+    const char *look[] = {
+        "python3", "-c",
+        "import os\n"
+        "print(open('kept.txt').read(), end='')\n"
+        "print(sum(1 for p in os.listdir('/proc') if p.isdigit() and\n"
+        "          open('/proc/%s/cmdline' % p).read() == 'sleep\\x00600\\x00'))\n"};
+    struct pl_step steps2[] = {{.name = "look", .argv = look, .argc = 3}};
+    struct pl_run_request second = {.kind = PL_PAYLOAD_PROJECT};
+    second.project.steps = steps2;
+    second.project.nsteps = 1;
+    if (rc == 0)
+        rc = so->run(state, h, &ctx, &second, &r, err);
+    if (rc == 0 && (r.nsteps != 1 || !r.steps[0].out || strcmp(r.steps[0].out, "kept\n0\n") != 0))
+        rc =
+            pl_error_set(err, PL_REASON_INTERNAL,
+                         "after it was %s and taken up again the session's %s showed %.100s, "
+                         "not its file alone",
+                         so->paused, what, r.nsteps && r.steps[0].out ? r.steps[0].out : "nothing");
+    pl_run_result_clear(&r);
+    for (size_t i = 0; i < 2 && rc == 0; i++)
+        if (proved[i])
+            rc = proof_cell(so, state, h, proof_cells[i].lang, proof_cells[i].gone,
+                            proof_cells[i].gone_out, true, err);
+    so->close(state, h);
+    size_t n = 0;
+    for (size_t i = 0; i < 2; i++)
+        if (rc == 0 && proved[i])
+            langs[n++] = proof_cells[i].lang;
+    langs[n] = NULL;
+    return rc < 0 ? pl_error_wrap(err, "the startup session: ") : 0;
+}
+
+void ph_session_check(char *out, size_t size, const char *across, const char *const langs[3],
+                      const char *note) {
+    snprintf(out, size,
+             "one real session: a call's file was kept and its processes ended %s; cells kept "
+             "a value in %s%s and began in a fresh interpreter after it%s%s",
+             across, langs[0] ? langs[0] : "no language", langs[1] ? " and javascript" : "",
+             note[0] ? "; javascript cells are not offered: " : "", note);
+}
