@@ -149,6 +149,12 @@ PLIMSOLL_API int plimsoll_describe(plimsoll_client *c, json_t **ret, struct plim
 /* Run a RunRequest (borrowed).  *ret: the RunResponse with its checked record. */
 PLIMSOLL_API int plimsoll_run(plimsoll_client *c, const json_t *request, json_t **ret,
                               struct plimsoll_error *err);
+/* Explain an ExplainRequest (borrowed: {"run": RunRequest} or with
+ * "session_id", or {"session_id", "cell"}): the checks the call would meet,
+ * in order, and whether it would be dispatched; nothing runs.  *ret: the
+ * ExplainResponse. */
+PLIMSOLL_API int plimsoll_explain(plimsoll_client *c, const json_t *request, json_t **ret,
+                                  struct plimsoll_error *err);
 PLIMSOLL_API int plimsoll_run_snippet(plimsoll_client *c, const char *language, const char *code,
                                       const struct plimsoll_run_options *ro, json_t **ret,
                                       struct plimsoll_error *err);

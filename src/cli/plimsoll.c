@@ -4,6 +4,9 @@
  *
  *   plimsoll describe
  *   plimsoll run [-l LANG] [--floor TIER] [--timeout MS] [--json] (CODE | -f FILE | -)
+ *   plimsoll explain (the same flags as run): the checks the run would
+ *                    meet, nothing run; exit 0 when it would be dispatched,
+ *                    3 when it would be refused
  *   plimsoll keygen [--key-out FILE] PRINCIPAL
  *
  * The daemon is PLIMSOLL_URL (http://host:port or unix:/path; default
@@ -62,6 +65,7 @@ static void usage(void) {
           "  plimsoll describe\n"
           "  plimsoll run [-l javascript|python] [--floor TIER] [--timeout MS] [--json]\n"
           "               (CODE | -f FILE | -)\n"
+          "  plimsoll explain (the same flags as run)\n"
           "  plimsoll keygen [--key-out FILE] PRINCIPAL\n"
           "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE,\n"
           "             PLIMSOLL_MAX_ANSWER_BYTES (default 268435456)\n"
@@ -178,7 +182,29 @@ static int cmd_describe(int argc, char **argv) {
     return ex;
 }
 
+/* Explain's ticket, one line a check: its mark, name and what it
+ * compared; at a refusal, the reason, code and message the run would get. */
+static int print_ticket(const json_t *j) {
+    json_t *checks = json_object_get(j, "checks"), *ch;
+    size_t i;
+    json_array_foreach(checks, i, ch) {
+        bool ok = json_is_true(json_object_get(ch, "passed"));
+        printf("%s %-16s %s\n", ok ? "pass  " : "REFUSE",
+               json_string_value(json_object_get(ch, "check")),
+               json_string_value(json_object_get(ch, "value")));
+        json_t *r = json_object_get(ch, "refusal");
+        if (r)
+            printf("       %s (%s): %s\n", json_string_value(json_object_get(r, "reason")),
+                   json_string_value(json_object_get(r, "code")),
+                   json_string_value(json_object_get(r, "message")));
+    }
+    bool go = json_is_true(json_object_get(j, "dispatch"));
+    printf("%s\n", go ? "would be dispatched" : "would be refused; nothing would run");
+    return go ? EXIT_RAN_OK : EXIT_REFUSED;
+}
+
 static int cmd_run(int argc, char **argv) {
+    bool explain = strcmp(argv[0], "explain") == 0;
     const char *lang = "javascript", *floor = NULL, *file = NULL, *code = NULL;
     long timeout = 0;
     bool as_json = false;
@@ -252,6 +278,20 @@ static int cmd_run(int argc, char **argv) {
     int ex;
     if (!c) {
         ex = EXIT_USAGE;
+    } else if (explain) {
+        json_t *er = json_pack("{s:O}", "run", req);
+        if (!er || plimsoll_explain(c, er, &j, &err) < 0)
+            ex = er ? report_error(&err) : EXIT_INFRA;
+        else if (as_json) {
+            char *s = json_dumps(j, JSON_INDENT(2));
+            if (s)
+                puts(s);
+            free(s);
+            ex = json_is_true(json_object_get(j, "dispatch")) ? EXIT_RAN_OK : EXIT_REFUSED;
+        } else {
+            ex = print_ticket(j);
+        }
+        json_decref(er);
     } else if (plimsoll_run(c, req, &j, &err) < 0) {
         ex = report_error(&err);
     } else {
@@ -355,7 +395,7 @@ int main(int argc, char **argv) {
     int r;
     if (strcmp(argv[1], "describe") == 0)
         r = cmd_describe(argc - 1, argv + 1);
-    else if (strcmp(argv[1], "run") == 0)
+    else if (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "explain") == 0)
         r = cmd_run(argc - 1, argv + 1);
     else if (strcmp(argv[1], "keygen") == 0)
         r = cmd_keygen(argc - 1, argv + 1);

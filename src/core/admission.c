@@ -105,7 +105,12 @@ static struct caller *caller_get(struct pl_admission *a, const char *principal, 
     return c;
 }
 
-int pl_admission_acquire(struct pl_admission *a, const char *principal, struct pl_error *err) {
+enum admit_mode { ADMIT_TAKE, ADMIT_SPEND, ADMIT_PEEK };
+
+/* Acquire's checks in its order: TAKE spends a token and takes a slot,
+ * SPEND spends a token only, PEEK changes nothing (a token must be there). */
+static int admit(struct pl_admission *a, const char *principal, enum admit_mode mode,
+                 struct pl_error *err) {
     uint64_t now = a->clock(a->clock_ud);
     pthread_mutex_lock(&a->lock);
     int r = 0;
@@ -130,7 +135,12 @@ int pl_admission_acquire(struct pl_admission *a, const char *principal, struct p
                          a->limits.rate_per_min, a->limits.burst);
         goto out;
     }
-    c->tokens -= 1.0;
+    if (mode == ADMIT_SPEND) {
+        c->tokens -= 1.0;
+        goto out;
+    }
+    if (mode == ADMIT_TAKE)
+        c->tokens -= 1.0;
     if (a->in_flight >= a->limits.capacity) {
         r = pl_error_set(err, PL_REASON_AT_CAPACITY, "all %u run slots are busy",
                          a->limits.capacity);
@@ -142,11 +152,25 @@ int pl_admission_acquire(struct pl_admission *a, const char *principal, struct p
                          a->limits.per_key);
         goto out;
     }
-    a->in_flight++;
-    c->in_flight++;
+    if (mode == ADMIT_TAKE) {
+        a->in_flight++;
+        c->in_flight++;
+    }
 out:
     pthread_mutex_unlock(&a->lock);
     return r;
+}
+
+int pl_admission_acquire(struct pl_admission *a, const char *principal, struct pl_error *err) {
+    return admit(a, principal, ADMIT_TAKE, err);
+}
+
+int pl_admission_spend(struct pl_admission *a, const char *principal, struct pl_error *err) {
+    return admit(a, principal, ADMIT_SPEND, err);
+}
+
+int pl_admission_peek(struct pl_admission *a, const char *principal, struct pl_error *err) {
+    return admit(a, principal, ADMIT_PEEK, err);
 }
 
 void pl_admission_release(struct pl_admission *a, const char *principal) {

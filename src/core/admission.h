@@ -43,6 +43,12 @@ void pl_admission_free(struct pl_admission *adm);
 int pl_admission_acquire(struct pl_admission *adm, const char *principal, struct pl_error *err);
 void pl_admission_release(struct pl_admission *adm, const char *principal);
 
+/* Explain's two: spend one of principal's tokens and take no slot
+ * (RATE_LIMITED, SHUTTING_DOWN); and what acquire would answer now, with
+ * nothing taken or spent (a token must be there, a slot free). */
+int pl_admission_spend(struct pl_admission *adm, const char *principal, struct pl_error *err);
+int pl_admission_peek(struct pl_admission *adm, const char *principal, struct pl_error *err);
+
 /* Runs in flight now. */
 unsigned pl_admission_in_flight(struct pl_admission *adm);
 

@@ -88,6 +88,15 @@ int plimsoll_describe(plimsoll_client *c, json_t **ret, struct plimsoll_error *e
     return r;
 }
 
+int plimsoll_explain(plimsoll_client *c, const json_t *request, json_t **ret,
+                     struct plimsoll_error *err) {
+    if (!json_is_object(request))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "an ExplainRequest is a JSON object");
+    if (!ret)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no place for the answer");
+    return plc_call(c, "Explain", request, ret, err);
+}
+
 int plimsoll_run(plimsoll_client *c, const json_t *request, json_t **ret,
                  struct plimsoll_error *err) {
     if (!json_is_object(request))

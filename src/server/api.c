@@ -241,7 +241,8 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
         return true;
     }
     const char *method = rq->path + strlen(SERVICE_PREFIX);
-    bool known = strcmp(method, "Run") == 0 || strcmp(method, "Describe") == 0;
+    bool known = strcmp(method, "Run") == 0 || strcmp(method, "Describe") == 0 ||
+                 strcmp(method, "Explain") == 0;
     bool reserved = false;
     for (const char *const *m = api_session_methods; *m; m++)
         if (strcmp(method, *m) == 0) {
@@ -251,6 +252,7 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     if (!reserved)
         lg->method = strcmp(method, "Run") == 0        ? "Run"
                      : strcmp(method, "Describe") == 0 ? "Describe"
+                     : strcmp(method, "Explain") == 0  ? "Explain"
                                                        : "other";
     if (!known && !reserved) {
         pl_error_set(&err, PL_REASON_NOT_FOUND, "no method %.64s in plimsoll.v1.SandboxService",
@@ -312,6 +314,10 @@ static void route_body(struct pl_api *api, const struct pl_api_request *rq,
     }
     if (strcmp(call->method, "Run") == 0) {
         api_run_request(api, lg->principal, rq->body, rq->body_len, NULL, false, rs, lg);
+        return;
+    }
+    if (strcmp(call->method, "Explain") == 0) {
+        api_handle_explain(api, lg->principal, rq, rs, lg);
         return;
     }
     if (strcmp(call->method, "Describe") == 0) {

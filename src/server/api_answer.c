@@ -82,8 +82,8 @@ int pl_error_info_encode(const char *reason, const char *domain, const char *con
 
 /* ---- error answers -------------------------------------------------------- */
 
-void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg,
-                const struct pl_error *err, const char *ended_reason) {
+json_t *api_error_body(const struct pl_api *api, const struct pl_error *err,
+                       const char *ended_reason, int *ret_status) {
     enum pl_reason reason = err->reason == PL_REASON_NONE ? PL_REASON_INTERNAL : err->reason;
     enum pl_code code = pl_reason_code(reason);
     const char *dispatched =
@@ -106,8 +106,17 @@ void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log 
                                "value", b64 ? b64 : "", "debug", "reason", pl_reason_name(reason),
                                "domain", "plimsoll", "metadata", meta);
     free(b64);
-    json_t *body = json_pack("{s:s, s:s, s:[o]}", "code", pl_code_name(code), "message",
-                             err->message, "details", detail);
+    if (ret_status)
+        *ret_status = pl_code_http_status(code);
+    return json_pack("{s:s, s:s, s:[o]}", "code", pl_code_name(code), "message", err->message,
+                     "details", detail);
+}
+
+void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg,
+                const struct pl_error *err, const char *ended_reason) {
+    enum pl_reason reason = err->reason == PL_REASON_NONE ? PL_REASON_INTERNAL : err->reason;
+    int status = 500;
+    json_t *body = api_error_body(api, err, ended_reason, &status);
     pl_metrics_refusal(api->metrics, reason);
     lg->outcome = reason == PL_REASON_INTERNAL ? "error" : "refused";
     lg->reason = reason;
@@ -115,7 +124,7 @@ void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log 
         api_set_text(rs, 500, "out of memory\n");
         return;
     }
-    api_set_json(rs, pl_code_http_status(code), body);
+    api_set_json(rs, status, body);
 }
 
 /* ---- a run's result ------------------------------------------------------ */

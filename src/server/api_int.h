@@ -40,6 +40,10 @@ void api_set_json(struct pl_api_response *rs, int status, json_t *v);
  */
 void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg,
                 const struct pl_error *err, const char *ended_reason);
+/* That answer's body alone (NULL on OOM), and its HTTP status; nothing is
+ * counted (Explain's ticket quotes it). */
+json_t *api_error_body(const struct pl_api *api, const struct pl_error *err,
+                       const char *ended_reason, int *ret_status);
 
 /* A run's result as the RunResponse JSON (without its record). */
 json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32_t dur_ms);
@@ -55,6 +59,16 @@ void api_run_request(struct pl_api *api, const char *principal, const char *body
                      const char *session_id, bool cell, struct pl_api_response *rs,
                      struct call_log *lg);
 
+/*
+ * Explain: the same path up the refusal ladder with nothing taken (no
+ * slot, no turn, no credential, no sandbox), answering every rung it met
+ * in order with what it compared and, at a refusal, the exact error the
+ * call would get; the caller spent one rate token first.
+ */
+void api_run_explain(struct pl_api *api, const char *principal, const char *body, size_t body_len,
+                     const char *session_id, bool cell, struct pl_api_response *rs,
+                     struct call_log *lg);
+
 /* ---- api_sessions.c ---- */
 
 /* The session methods: OpenSession, RunInSession, RunCell, CloseSession. */
@@ -62,3 +76,7 @@ extern const char *const api_session_methods[];
 void api_handle_session_call(struct pl_api *api, const char *principal, const char *method,
                              const struct pl_api_request *rq, struct pl_api_response *rs,
                              struct call_log *lg);
+/* Explain: its ExplainRequest (run or cell, and a session_id for the
+ * session variants), one rate token spent, then api_run_explain. */
+void api_handle_explain(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
+                        struct pl_api_response *rs, struct call_log *lg);

@@ -36,7 +36,12 @@ struct run_call {
     struct pl_session *ss;                /* the session's turn, once taken */
     char ended_reason[256];               /* SESSION_ENDED: why, for ErrorInfo */
     struct pl_error err;
+    bool explain;    /* Explain: the last rung takes nothing */
+    char value[320]; /* what the rung compared, for Explain's ticket */
 };
+
+/* What a rung compared, in words (Explain shows it). */
+#define VALUE(c, ...) snprintf((c)->value, sizeof((c)->value), __VA_ARGS__)
 
 static bool language_listed(const struct pl_op_caps *c, const char *lang) {
     for (int i = 0; i < 4 && c->languages[i]; i++)
@@ -60,8 +65,12 @@ static const struct pl_op_caps *caps_for(const struct pl_provider_info *in,
 /* INVALID_REQUEST: a grant_profile this daemon does not have, or one a
  * session may not use. */
 static int check_grant_profile(struct run_call *c, struct call_log *lg) {
-    if (!c->req.grant_profile)
+    if (!c->req.grant_profile) {
+        VALUE(c, "no grant_profile asked");
         return 0;
+    }
+    VALUE(c, "grant_profile \"%.128s\"%s", c->req.grant_profile,
+          c->session_id ? " in a session" : "");
     c->grant = pl_grants_find(c->api->grants, c->req.grant_profile);
     if (!c->grant)
         return pl_error_set(&c->err, PL_REASON_INVALID_REQUEST,
@@ -82,6 +91,7 @@ static int check_grant_profile(struct run_call *c, struct call_log *lg) {
 /* DISABLED: the Disabled provider runs nothing, whatever the floor. */
 static int check_provider_runs(struct run_call *c, struct call_log *lg) {
     (void)lg;
+    VALUE(c, "provider \"%s\"", pl_provider_name(c->api->provider));
     if (pl_provider_runs(c->api->provider))
         return 0;
     return pl_error_set(&c->err, PL_REASON_DISABLED,
@@ -93,6 +103,8 @@ static int check_provider_runs(struct run_call *c, struct call_log *lg) {
 static int check_floor(struct run_call *c, struct call_log *lg) {
     (void)lg;
     enum pl_tier tier = c->api->provider->info.tier;
+    VALUE(c, "minimum_isolation %s against this daemon's tier %s",
+          c->req.has_floor ? pl_tier_name(c->req.floor) : "(none)", pl_tier_name(tier));
     if (!c->req.has_floor || c->req.floor <= tier)
         return 0;
     return pl_error_set(&c->err, PL_REASON_INSUFFICIENT_ISOLATION,
@@ -108,6 +120,12 @@ static int check_payload_supported(struct run_call *c, struct call_log *lg) {
     const struct pl_provider_info *in = &prov->info;
     const char *name = pl_provider_name(prov);
     c->caps = caps_for(in, c->req.kind);
+    VALUE(c, "%s%s%s%s", c->cell ? "a cell in " : pl_payload_name(c->req.kind),
+          c->cell                             ? c->req.cell.language
+          : c->req.kind == PL_PAYLOAD_SNIPPET ? " in "
+                                              : "",
+          !c->cell && c->req.kind == PL_PAYLOAD_SNIPPET ? c->req.snippet.language : "",
+          c->session_id ? ", in a session" : "");
     if (c->session_id && (!c->api->sessions || !in->session.supported))
         return pl_error_set(&c->err, PL_REASON_UNSUPPORTED,
                             c->api->sessions ? "provider \"%s\" keeps no sessions"
@@ -140,6 +158,9 @@ static int check_payload_supported(struct run_call *c, struct call_log *lg) {
 /* UNSUPPORTED: a grant on a kind the provider does not broker for. */
 static int check_grant_brokered(struct run_call *c, struct call_log *lg) {
     (void)lg;
+    VALUE(c, "%s: %s", c->grant ? "a grant" : "no grant",
+          c->caps->grants ? "the provider brokers grants for this kind"
+                          : "the provider brokers no grant for this kind");
     if (!c->grant || c->caps->grants)
         return 0;
     return pl_error_set(&c->err, PL_REASON_UNSUPPORTED,
@@ -150,6 +171,10 @@ static int check_grant_brokered(struct run_call *c, struct call_log *lg) {
 /* CALLER_NOT_ALLOWED: the caller is not in the profile's allowed_callers. */
 static int check_grant_caller(struct run_call *c, struct call_log *lg) {
     (void)lg;
+    if (c->grant)
+        VALUE(c, "caller \"%.128s\" against the profile's allowed_callers", c->principal);
+    else
+        VALUE(c, "no grant");
     if (!c->grant || pl_grant_caller_allowed(c->grant, c->principal))
         return 0;
     return pl_error_set(&c->err, PL_REASON_CALLER_NOT_ALLOWED,
@@ -164,6 +189,8 @@ static int check_timeout(struct run_call *c, struct call_log *lg) {
     (void)lg;
     unsigned t = c->req.timeout_ms ? c->req.timeout_ms : c->api->config->default_timeout_ms;
     unsigned most = c->caps->max_timeout_ms;
+    VALUE(c, "timeout_ms %u%s against the longest, %u", t,
+          c->req.timeout_ms ? "" : " (the default)", most);
     if (most && t > most) {
         if (c->req.timeout_ms)
             return pl_error_set(&c->err, PL_REASON_INVALID_REQUEST,
@@ -179,6 +206,9 @@ static int check_timeout(struct run_call *c, struct call_log *lg) {
 static int check_memory(struct run_call *c, struct call_log *lg) {
     (void)lg;
     const struct pl_provider *prov = c->api->provider;
+    VALUE(c, "memory_mb %u%s against the least the provider starts, %u",
+          c->req.memory_mb ? c->req.memory_mb : c->api->config->memory_mb,
+          c->req.memory_mb ? "" : " (the allowance)", prov->info.min_memory_mb);
     if (!c->req.memory_mb || c->req.memory_mb >= prov->info.min_memory_mb)
         return 0;
     return pl_error_set(&c->err, PL_REASON_INVALID_REQUEST,
@@ -190,6 +220,7 @@ static int check_memory(struct run_call *c, struct call_log *lg) {
 /* NOT_READY: the provider says it cannot take a run now. */
 static int check_ready(struct run_call *c, struct call_log *lg) {
     (void)lg;
+    VALUE(c, "the provider's readiness now");
     if (pl_provider_ready(c->api->provider, &c->err) == 0)
         return 0;
     c->err.reason = PL_REASON_NOT_READY;
@@ -199,6 +230,7 @@ static int check_ready(struct run_call *c, struct call_log *lg) {
 /* SHUTTING_DOWN: the daemon is draining. */
 static int check_draining(struct run_call *c, struct call_log *lg) {
     (void)lg;
+    VALUE(c, "the daemon %s", atomic_load(&c->api->draining) ? "is draining" : "serves");
     if (!atomic_load(&c->api->draining))
         return 0;
     return pl_error_set(&c->err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
@@ -209,28 +241,40 @@ static int check_draining(struct run_call *c, struct call_log *lg) {
  * its admission slot from open to end, and the call takes its turn. */
 static int take_place(struct run_call *c, struct call_log *lg) {
     (void)lg;
-    if (c->session_id)
+    if (c->session_id) {
+        VALUE(c, "the session's turn (the caller's own, open)%s",
+              c->explain ? "; a stopped session's slot is not looked at" : "");
+        if (c->explain)
+            return pl_sessions_peek(c->api->sessions, c->principal, c->session_id, c->ended_reason,
+                                    sizeof(c->ended_reason), &c->err);
         return pl_sessions_begin(c->api->sessions, c->principal, c->session_id, &c->ss,
                                  c->ended_reason, sizeof(c->ended_reason), &c->err);
+    }
+    VALUE(c, "the caller's rate tokens and a free run slot (%u of the daemon's in progress)",
+          pl_admission_in_flight(c->api->admission));
+    if (c->explain)
+        return pl_admission_peek(c->api->admission, c->principal, &c->err);
     return pl_admission_acquire(c->api->admission, c->principal, &c->err);
 }
 
 /* The refusal ladder, in the documented order. */
 static const struct rung {
-    const char *name; /* for a reader: which rung, which reason */
-    int (*check)(struct run_call *c, struct call_log *lg);
+    const char *check; /* its name in Explain's ticket */
+    const char *name;  /* for a reader: which rung, which reason */
+    int (*check_fn)(struct run_call *c, struct call_log *lg);
 } ladder[] = {
-    {"grant profile (INVALID_REQUEST)", check_grant_profile},
-    {"provider disabled (DISABLED)", check_provider_runs},
-    {"isolation floor (INSUFFICIENT_ISOLATION)", check_floor},
-    {"kind, language, session (UNSUPPORTED)", check_payload_supported},
-    {"grant brokered for the kind (UNSUPPORTED)", check_grant_brokered},
-    {"grant's callers (CALLER_NOT_ALLOWED)", check_grant_caller},
-    {"timeout (INVALID_REQUEST)", check_timeout},
-    {"memory (INVALID_REQUEST)", check_memory},
-    {"readiness (NOT_READY)", check_ready},
-    {"draining (SHUTTING_DOWN)", check_draining},
-    {"admission or the session's turn (RATE_LIMITED, AT_CAPACITY, SESSION_ENDED)", take_place},
+    {"grant_profile", "grant profile (INVALID_REQUEST)", check_grant_profile},
+    {"provider", "provider disabled (DISABLED)", check_provider_runs},
+    {"isolation_floor", "isolation floor (INSUFFICIENT_ISOLATION)", check_floor},
+    {"payload", "kind, language, session (UNSUPPORTED)", check_payload_supported},
+    {"grant_brokered", "grant brokered for the kind (UNSUPPORTED)", check_grant_brokered},
+    {"grant_caller", "grant's callers (CALLER_NOT_ALLOWED)", check_grant_caller},
+    {"timeout", "timeout (INVALID_REQUEST)", check_timeout},
+    {"memory", "memory (INVALID_REQUEST)", check_memory},
+    {"ready", "readiness (NOT_READY)", check_ready},
+    {"draining", "draining (SHUTTING_DOWN)", check_draining},
+    {"admission", "admission or the session's turn (RATE_LIMITED, AT_CAPACITY, SESSION_ENDED)",
+     take_place},
 };
 
 /* ---- dispatch ------------------------------------------------------------ */
@@ -367,7 +411,7 @@ void api_run_request(struct pl_api *api, const char *principal, const char *body
         .api = api, .principal = principal, .session_id = session_id, .cell = cell};
     int r = pl_run_request_decode(body, body_len, &limits, &c.req, &c.err);
     for (size_t i = 0; r == 0 && i < sizeof(ladder) / sizeof(ladder[0]); i++)
-        r = ladder[i].check(&c, lg);
+        r = ladder[i].check_fn(&c, lg);
     if (r == 0)
         r = dispatch(&c, rs, lg);
     pl_run_request_clear(&c.req);
@@ -375,4 +419,67 @@ void api_run_request(struct pl_api *api, const char *principal, const char *body
         api_refuse(api, rs, lg, &c.err,
                    c.err.reason == PL_REASON_SESSION_ENDED && c.ended_reason[0] ? c.ended_reason
                                                                                 : NULL);
+}
+
+/* ---- Explain ------------------------------------------------------------- */
+
+/* One rung of the ticket; at a refusal, the error the call would get. */
+static int ticket_add(struct run_call *c, json_t *checks, const char *check, const char *what,
+                      int r) {
+    json_t *e = json_pack("{s:s, s:s, s:s, s:b}", "check", check, "what", what, "value", c->value,
+                          "passed", r == 0);
+    if (e && r < 0) {
+        int status = 0;
+        json_t *body = api_error_body(
+            c->api, &c->err,
+            c->err.reason == PL_REASON_SESSION_ENDED && c->ended_reason[0] ? c->ended_reason : NULL,
+            &status);
+        json_t *info =
+            json_object_get(json_array_get(json_object_get(body, "details"), 0), "debug");
+        json_t *refusal = json_pack(
+            "{s:O?, s:O?, s:O?, s:O?, s:O?, s:i}", "code", json_object_get(body, "code"), "message",
+            json_object_get(body, "message"), "reason", json_object_get(info, "reason"), "domain",
+            json_object_get(info, "domain"), "metadata", json_object_get(info, "metadata"),
+            "http_status", (json_int_t)status);
+        json_decref(body);
+        if (!refusal || json_object_set_new(e, "refusal", refusal) < 0) {
+            json_decref(e);
+            e = NULL;
+        }
+    }
+    return e ? json_array_append_new(checks, e) : -1;
+}
+
+void api_run_explain(struct pl_api *api, const char *principal, const char *body, size_t body_len,
+                     const char *session_id, bool cell, struct pl_api_response *rs,
+                     struct call_log *lg) {
+    const struct pl_config *cfg = api->config;
+    struct pl_request_limits limits = {
+        .max_timeout_ms = cfg->max_timeout_ms, .memory_mb = cfg->memory_mb, .allow_cell = cell};
+    struct run_call c = {.api = api,
+                         .principal = principal,
+                         .session_id = session_id,
+                         .cell = cell,
+                         .explain = true};
+    json_t *checks = json_array();
+    int r = pl_run_request_decode(body, body_len, &limits, &c.req, &c.err);
+    VALUE(&c, "the %s decodes within the request limits", cell ? "cell" : "RunRequest");
+    int bad = !checks || ticket_add(&c, checks, "request", "the request (INVALID_REQUEST)", r);
+    for (size_t i = 0; r == 0 && !bad && i < sizeof(ladder) / sizeof(ladder[0]); i++) {
+        c.value[0] = '\0';
+        r = ladder[i].check_fn(&c, lg);
+        bad = ticket_add(&c, checks, ladder[i].check, ladder[i].name, r);
+    }
+    pl_run_request_clear(&c.req);
+    json_t *out = bad ? NULL
+                      : json_pack("{s:o, s:b, s:s}", "checks", checks, "dispatch", r == 0,
+                                  "isolation", pl_tier_name(api->provider->info.tier));
+    if (!out) {
+        if (bad)
+            json_decref(checks);
+        api_set_text(rs, 500, "out of memory\n");
+        return;
+    }
+    lg->outcome = "ok";
+    api_set_json(rs, 200, out);
 }

@@ -76,6 +76,10 @@ static int sessions_available(struct pl_api *api, struct pl_error *err) {
     return 0;
 }
 
+static void run_inner(struct pl_api *api, const char *principal, bool cell, bool explain,
+                      const struct pl_api_request *rq, struct pl_api_response *rs,
+                      struct call_log *lg);
+
 void api_handle_session_call(struct pl_api *api, const char *principal, const char *method,
                              const struct pl_api_request *rq, struct pl_api_response *rs,
                              struct call_log *lg) {
@@ -132,7 +136,21 @@ void api_handle_session_call(struct pl_api *api, const char *principal, const ch
         return;
     }
     /* RunInSession and RunCell: an inner RunRequest, decoded by the Run path. */
-    bool cell = strcmp(method, "RunCell") == 0;
+    run_inner(api, principal, strcmp(method, "RunCell") == 0, false, rq, rs, lg);
+    return;
+refused:
+    json_decref(m);
+    api_refuse(api, rs, lg, &err, NULL);
+}
+
+/* RunInSession, RunCell and Explain: the inner RunRequest (for a cell one
+ * built from it and its timeout) and the session id, then the Run path
+ * (explain: its ladder alone). */
+static void run_inner(struct pl_api *api, const char *principal, bool cell, bool explain,
+                      const struct pl_api_request *rq, struct pl_api_response *rs,
+                      struct call_log *lg) {
+    struct pl_error err = {0};
+    json_t *m = NULL;
     static const char *const rf[] = {"session_id", "run", NULL}, *const rc[] = {"sessionId", "run",
                                                                                 NULL};
     static const char *const cf[] = {"session_id", "cell", "timeout_ms", NULL}, *const cc[] = {
@@ -140,11 +158,47 @@ void api_handle_session_call(struct pl_api *api, const char *principal, const ch
                                                                                     "cell",
                                                                                     "timeoutMs",
                                                                                     NULL};
-    const char *id;
-    if (!(m = decode_outer(rq->body, rq->body_len, cell ? "RunCellRequest" : "RunInSessionRequest",
-                           cell ? cf : rf, cell ? cc : rc, &err)) ||
-        !(id = session_id_of(m, &err)))
+    static const char *const ef[] = {"session_id", "run", "cell", "timeout_ms", NULL},
+                             *const ec[] = {"sessionId", "run", "cell", "timeoutMs", NULL};
+    const char *id = NULL;
+    if (!(m = decode_outer(rq->body, rq->body_len,
+                           explain ? "ExplainRequest"
+                           : cell  ? "RunCellRequest"
+                                   : "RunInSessionRequest",
+                           explain ? ef
+                           : cell  ? cf
+                                   : rf,
+                           explain ? ec
+                           : cell  ? cc
+                                   : rc,
+                           &err)))
         goto refused;
+    if (explain) {
+        /* the Run, RunInSession or RunCell it stands for */
+        cell = json_object_get(m, "cell") != NULL;
+        if (cell == (json_object_get(m, "run") != NULL)) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                         "ExplainRequest: exactly one of run and cell");
+            goto refused;
+        }
+        if (!cell && json_object_get(m, "timeout_ms")) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                         "ExplainRequest: timeout_ms goes with a cell (a run's is in the run)");
+            goto refused;
+        }
+        if (json_object_get(m, "session_id") && !(id = session_id_of(m, &err)))
+            goto refused;
+        if (cell && !id) {
+            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                         "ExplainRequest: a cell runs only in a session (session_id)");
+            goto refused;
+        }
+        /* It counts against the rate limit: no probing for free. */
+        if (pl_admission_spend(api->admission, principal, &err) < 0)
+            goto refused;
+    } else if (!(id = session_id_of(m, &err))) {
+        goto refused;
+    }
     json_t *inner;
     if (cell) {
         json_t *c = json_object_get(m, "cell");
@@ -171,13 +225,21 @@ void api_handle_session_call(struct pl_api *api, const char *principal, const ch
         goto refused;
     }
     char idcopy[PL_SESSION_ID_LEN + 1] = "-"; /* a wrong length is simply no session */
-    if (strlen(id) == PL_SESSION_ID_LEN)
+    if (id && strlen(id) == PL_SESSION_ID_LEN)
         memcpy(idcopy, id, sizeof(idcopy));
     json_decref(m);
-    api_run_request(api, principal, text, strlen(text), idcopy, cell, rs, lg);
+    if (explain)
+        api_run_explain(api, principal, text, strlen(text), id ? idcopy : NULL, cell, rs, lg);
+    else
+        api_run_request(api, principal, text, strlen(text), idcopy, cell, rs, lg);
     free(text);
     return;
 refused:
     json_decref(m);
     api_refuse(api, rs, lg, &err, NULL);
+}
+
+void api_handle_explain(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
+                        struct pl_api_response *rs, struct call_log *lg) {
+    run_inner(api, principal, false, true, rq, rs, lg);
 }

@@ -301,6 +301,19 @@ static int no_such(struct pl_error *err) {
                         "ago, or another caller's)");
 }
 
+int pl_sessions_peek(struct pl_sessions *s, const char *principal, const char *id,
+                     char *ret_ended_reason, size_t ended_reason_size, struct pl_error *err) {
+    pthread_mutex_lock(&s->lock);
+    struct pl_session *ss = find_locked(s, principal, id);
+    int r = 0;
+    if (!ss)
+        r = no_such(err);
+    else if (ss->ended)
+        r = ended_error(err, ss->ended_reason, ret_ended_reason, ended_reason_size);
+    pthread_mutex_unlock(&s->lock);
+    return r;
+}
+
 int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *id,
                       struct pl_session **ret_session, char *ret_ended_reason,
                       size_t ended_reason_size, struct pl_error *err) {

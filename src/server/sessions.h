@@ -62,6 +62,11 @@ int pl_sessions_begin(struct pl_sessions *s, const char *principal, const char *
                       struct pl_session **ret_session, char *ret_ended_reason,
                       size_t ended_reason_size, struct pl_error *err);
 
+/* What begin would answer now (NOT_FOUND, SESSION_ENDED with its reason),
+ * without waiting, taking a turn or resuming anything: Explain's. */
+int pl_sessions_peek(struct pl_sessions *s, const char *principal, const char *id,
+                     char *ret_ended_reason, size_t ended_reason_size, struct pl_error *err);
+
 /* The provider's handle and the previous record's digest ("" at first). */
 void *pl_session_handle(struct pl_session *ss);
 const char *pl_session_previous_digest(struct pl_session *ss);

@@ -167,6 +167,30 @@ class Sessions(HostedSessions, OpenShellDaemon):
         else:
             self.assertEqual(error_info(body)[0]["reason"], "SESSION_ENDED", body)
 
+    def test_explain_agrees_with_the_session_calls(self):
+        # An unknown id, a live session, and one its owner closed: Explain
+        # predicts RunInSession's and RunCell's answer, field for field.
+        sid = self.open()
+        closed = self.open()
+        self.d.rpc("CloseSession", {"session_id": closed})
+        run = project([["true"]])
+        cell = {"language": "python", "code": "1"}
+        for who in ("0" * 64, sid, closed):
+            for method, call in (("RunInSession", {"session_id": who, "run": run}),
+                                 ("RunCell", {"session_id": who, "cell": cell})):
+                status, e = self.d.rpc("Explain", call)
+                self.assertEqual(status, 200, e)
+                status, body = self.d.rpc(method, call)
+                if e["dispatch"]:
+                    self.assertEqual((who, status), (sid, 200), body)
+                    continue
+                info, _ = error_info(body)
+                self.assertEqual(e["checks"][-1]["refusal"],
+                                 {"code": body["code"], "message": body["message"],
+                                  "reason": info["reason"], "domain": info["domain"],
+                                  "metadata": info["metadata"], "http_status": status})
+                self.assertIn(info["reason"], ("NOT_FOUND", "SESSION_ENDED"))
+
     def test_grants_and_runs_of_cells_are_refused_before_dispatch(self):
         sid = self.open()
         status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": {

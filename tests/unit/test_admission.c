@@ -120,11 +120,40 @@ static void test_bad_limits(void **state) {
     assert_true(pl_admission_new(&l, NULL, NULL, &a) < 0);
 }
 
+/* Explain's: spend takes a token and no slot; peek changes nothing and
+ * answers what acquire would (a token must be left, a slot free). */
+static void test_spend_and_peek(void **state) {
+    (void)state;
+    fake_now = 1000;
+    struct pl_admission *a = make(1, 1, 60, 2);
+    struct pl_error e = {0};
+    assert_int_equal(pl_admission_peek(a, "a", &e), 0);
+    assert_int_equal(pl_admission_spend(a, "a", &e), 0); /* one token left */
+    assert_int_equal(pl_admission_in_flight(a), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pl_admission_peek(a, "a", &e), 0); /* peeking spends nothing */
+    assert_int_equal(pl_admission_acquire(a, "a", &e), 0);  /* the last token, the one slot */
+    assert_int_equal(pl_admission_peek(a, "b", &e), -1);
+    assert_int_equal(e.reason, PL_REASON_AT_CAPACITY); /* b has tokens, no slot is free */
+    assert_int_equal(pl_admission_peek(a, "a", &e), -1);
+    assert_int_equal(e.reason, PL_REASON_RATE_LIMITED); /* a has none: rate first */
+    assert_int_equal(pl_admission_spend(a, "a", &e), -1);
+    assert_int_equal(e.reason, PL_REASON_RATE_LIMITED);
+    pl_admission_release(a, "a");
+    fake_now += 1000000000ull; /* a second: one token back */
+    assert_int_equal(pl_admission_peek(a, "a", &e), 0);
+    pl_admission_close(a);
+    assert_int_equal(pl_admission_spend(a, "a", &e), -1);
+    assert_int_equal(e.reason, PL_REASON_SHUTTING_DOWN);
+    pl_admission_free(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_global_cap),   cmocka_unit_test(test_per_key_cap),
-        cmocka_unit_test(test_token_bucket), cmocka_unit_test(test_rate_checked_before_capacity),
-        cmocka_unit_test(test_close),        cmocka_unit_test(test_bad_limits),
+        cmocka_unit_test(test_global_cap),     cmocka_unit_test(test_per_key_cap),
+        cmocka_unit_test(test_token_bucket),   cmocka_unit_test(test_rate_checked_before_capacity),
+        cmocka_unit_test(test_close),          cmocka_unit_test(test_bad_limits),
+        cmocka_unit_test(test_spend_and_peek),
     };
     return cmocka_run_group_tests_name("admission", tests, NULL, NULL);
 }

@@ -425,7 +425,6 @@ static int on_chunk(nghttp2_session *session, uint8_t flags, int32_t stream, con
     (void)flags;
     if (stream != x->stream)
         return 0;
-    nghttp2_session_consume(session, stream, len);
     if (on_body((char *)data, 1, len, &x->k) != len) /* broken or stopped: the call ends */
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream, NGHTTP2_CANCEL);
     return 0;
@@ -525,6 +524,8 @@ static int duplex_tls(const struct ph_grpc_target *t, struct duplex *x, const ch
     if (!(x->ctx = SSL_CTX_new(TLS_client_method())))
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     SSL_CTX_set_min_proto_version(x->ctx, TLS1_2_VERSION);
+    /* nghttp2 offers what is left of a frame again, maybe from elsewhere */
+    SSL_CTX_set_mode(x->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(x->ctx, SSL_VERIFY_PEER, NULL);
     int ca = t->ca_file && t->ca_file[0] ? SSL_CTX_load_verify_locations(x->ctx, t->ca_file, NULL)
                                          : SSL_CTX_set_default_verify_paths(x->ctx);
