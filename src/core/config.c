@@ -246,6 +246,14 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
         parse_uint("PLIMSOLL_DRAIN_TIMEOUT_MS", v, 0, DRAIN_MAX_MS, &c.drain_timeout_ms, err) < 0)
         return -1;
 
+    c.console = true;
+    v = get(lookup, ud, "PLIMSOLL_CONSOLE");
+    if (v && strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_CONSOLE: \"%.32s\" is neither on nor off", v);
+    if (v)
+        c.console = strcmp(v, "on") == 0;
+
     v = get(lookup, ud, "PLIMSOLL_LISTEN");
     if (!v)
         v = "127.0.0.1:7475";

@@ -65,6 +65,7 @@ struct pl_config {
     unsigned max_connections;    /* PLIMSOLL_MAX_CONNECTIONS */
     unsigned max_connections_per_address; /* PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS */
     unsigned drain_timeout_ms;            /* PLIMSOLL_DRAIN_TIMEOUT_MS */
+    bool console;                         /* PLIMSOLL_CONSOLE: the page at / (on) */
 
     unsigned max_sessions;       /* SANDBOX_MAX_SESSIONS; 0 = sessions off */
     unsigned session_disk_mb;    /* SANDBOX_SESSION_DISK_MB: the work directory's size */

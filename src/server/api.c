@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "../broker/broker.h"
+#include "console.h"
 #include "../core/buf.h"
 #include "../core/canon.h"
 #include "../core/clock.h"
@@ -195,6 +196,22 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     struct pl_error err = {0};
     bool get = strcmp(rq->http_method, "GET") == 0 || strcmp(rq->http_method, "HEAD") == 0;
 
+    /* The console: public static assets, no data (PLIMSOLL_CONSOLE=off:
+     * none, the path answers 404 as any other). */
+    const struct pl_console_asset *asset =
+        api->config->console && get ? pl_console_find(rq->path) : NULL;
+    if (asset) {
+        lg->method = "console";
+        char *body = malloc(asset->len + 1);
+        if (!body) {
+            api_set_text(rs, 500, "out of memory\n");
+            return true;
+        }
+        memcpy(body, asset->body, asset->len + 1);
+        api_set_body(rs, 200, asset->content_type, body);
+        rs->body_len = asset->len;
+        return true;
+    }
     if (strcmp(rq->path, "/healthz") == 0 && get) {
         lg->method = "healthz";
         api_set_text(rs, 200, "ok\n");
@@ -342,7 +359,8 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
                        struct pl_api_response *rs, const struct call_log *lg, uint64_t t0) {
     if (!rs->body)
         api_set_text(rs, 500, "internal error\n");
-    bool quiet = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0;
+    bool quiet = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0 ||
+                 strcmp(lg->method, "console") == 0;
     if (!quiet) {
         enum pl_code code = lg->reason ? pl_reason_code(lg->reason) : PL_CODE_UNKNOWN;
         pl_metrics_request(api->metrics, lg->method, code, rs->status == 200);

@@ -250,6 +250,14 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_res
     rs->body = NULL; /* owned by MHD now */
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rs->content_type);
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    /* Every answer: no script, style or connection but the daemon's own,
+     * never framed (the console's page, and any JSON opened as a page). */
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'self'; style-src 'self'; "
+                            "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                            "form-action 'none'; frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     if (rs->allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, rs->allow);

@@ -238,6 +238,20 @@ static void test_listen(void **state) {
     assert_refused_naming(LOAD("PLIMSOLL_LISTEN", "nowhere"), &err, "PLIMSOLL_LISTEN");
 }
 
+static void test_console(void **state) {
+    (void)state;
+    struct pl_config c;
+    struct pl_error err;
+    assert_int_equal(load(&c, &err, NULL), 0);
+    assert_true(c.console); /* on unless turned off */
+    assert_int_equal(LOAD("PLIMSOLL_CONSOLE", "off"), 0);
+    assert_false(c.console);
+    assert_int_equal(LOAD("PLIMSOLL_CONSOLE", "on"), 0);
+    assert_true(c.console);
+    assert_refused_naming(LOAD("PLIMSOLL_CONSOLE", "yes"), &err, "PLIMSOLL_CONSOLE");
+    assert_refused_naming(LOAD("PLIMSOLL_CONSOLE", "OFF"), &err, "PLIMSOLL_CONSOLE");
+}
+
 static void test_keys_file_required(void **state) {
     (void)state;
     struct env e = {0};
@@ -287,6 +301,7 @@ int main(void) {
         cmocka_unit_test(test_integer_bounds),
         cmocka_unit_test(test_front_door),
         cmocka_unit_test(test_listen),
+        cmocka_unit_test(test_console),
         cmocka_unit_test(test_keys_file_required),
         cmocka_unit_test(test_reserved_settings_refused),
         cmocka_unit_test(test_provider_start),
