@@ -183,8 +183,8 @@ static int on_frame(void *ud, unsigned type, uint32_t id, const unsigned char *p
         r->last_id = id;
         r->accepted++;
         if (r->accepted > r->max_accepted) {
-            r->refused++;
-            (void)send_frame(r, OSH_RELAY_CLOSE, id, NULL, 0); /* unread, as docker's 429 */
+            /* unread, as on docker's socket */
+            answer_error(r, id, 429, "this run's broker connection limit is reached");
             return 0;
         }
         struct relay_conn *c = find(r, 0);
