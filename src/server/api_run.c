@@ -40,8 +40,10 @@ struct run_call {
     char value[320]; /* what the rung compared, for Explain's ticket */
 };
 
-/* What a rung compared, in words (Explain shows it). */
-#define VALUE(c, ...) snprintf((c)->value, sizeof((c)->value), __VA_ARGS__)
+/* What a rung compared, in words: for Explain's ticket only (a call's
+ * ladder formats nothing). */
+#define VALUE(c, ...)                                                                              \
+    ((c)->explain ? (void)snprintf((c)->value, sizeof((c)->value), __VA_ARGS__) : (void)0)
 
 static bool language_listed(const struct pl_op_caps *c, const char *lang) {
     for (int i = 0; i < 4 && c->languages[i]; i++)
