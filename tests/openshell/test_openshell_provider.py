@@ -215,6 +215,15 @@ class Runs(OpenShellDaemon):
         self.assertLess(time.monotonic() - t, 10, b)
         self.assert_no_sandbox_left()
 
+    def test_an_exit_that_never_comes_is_the_deadline(self):
+        # The gateway ends the call at the deadline plimsoll sent
+        # (DEADLINE_EXCEEDED) before any exit: the command met its deadline.
+        self.fake.misbehave(exec_withhold_exit="main.py")  # the snippet's exec, not the upload
+        b = self.run_ok(py("print(1)", timeout_ms=2000))
+        self.assertEqual((b["exit_code"], b["timed_out"], b["outcome"]), (124, True, "timed_out"), b)
+        self.fake.reset()
+        self.assert_no_sandbox_left()
+
     def test_a_sandbox_stuck_in_error_is_infrastructure(self):
         self.fake.misbehave(stuck_error=True)
         body = self.refusal(py("print(1)"), "INTERNAL", True)

@@ -434,7 +434,8 @@ class Fake:
     MISBEHAVIOURS = {"driver": (str,), "driver_denied": (bool,), "drift_labels": (bool, dict),
                      "drift_image": (bool, str), "drift_limits": (bool, dict),
                      "drift_policy_hash": (bool, str), "attach_provider": (bool, str, dict),
-                     "exec_hang_after_exit": (bool,), "stuck_error": (bool,), "fail_next": (dict,)}
+                     "exec_hang_after_exit": (bool,), "exec_withhold_exit": (str,),
+                     "stuck_error": (bool,), "fail_next": (dict,)}
     DRIFTS = ("drift_labels", "drift_image", "drift_limits", "drift_policy_hash", "attach_provider")
 
     def __init__(self, args, pb, workdir):
@@ -1058,6 +1059,15 @@ class Service:
                 kind, data = ex.events.get()
                 if kind is Exec.CANCEL:
                     return
+                withhold = self.fake.behaviour("exec_withhold_exit")
+                if kind == "exit" and withhold and withhold in " ".join(ex.log["argv"]):
+                    # A loaded gateway: the exit never comes, and the call
+                    # ends at its deadline (grpc-timeout) or the client's.
+                    ex.log["state"] = "withholding"
+                    while not ex.cancelled.wait(0.2) and not self.fake.stopping.is_set():
+                        if context.time_remaining() is not None and context.time_remaining() <= 0:
+                            break
+                    context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
                 if kind == "exit":
                     # The command has ended: a client that cancels once it
                     # has the exit (as it may) ends nothing it left behind.

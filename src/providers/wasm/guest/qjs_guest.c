@@ -27,6 +27,7 @@
  * block is freed before printing the error so the message can be built
  * even at the cap.
  */
+#include <ctype.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdbool.h>
@@ -40,6 +41,7 @@
 #include "cutils.h"
 
 #include "guest_abi.h"
+#include "polyfills.h"
 
 #define EXPORT(name) __attribute__((export_name(name), visibility("default")))
 /* An undefined function wasm-ld leaves as an import of module "plimsoll". */
@@ -758,7 +760,7 @@ int32_t plg_run(uint32_t code_ptr, uint32_t code_len, uint32_t stdin_ptr, uint32
     ctx = JS_NewContext(rt);
     if (!ctx)
         goto setup_failed;
-    if (add_globals(ctx) < 0)
+    if (add_globals(ctx) < 0 || add_lazy_builtins(ctx, code, code_len) < 0)
         goto setup_failed;
 
     val = JS_Eval(ctx, code, code_len, "<snippet>", JS_EVAL_TYPE_GLOBAL);
