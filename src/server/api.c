@@ -6,6 +6,7 @@
  */
 #include "api_int.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <time.h>
 
 #include "../broker/broker.h"
+#include "codec.h"
 #include "console.h"
 #include "../core/buf.h"
 #include "../core/canon.h"
@@ -90,13 +92,29 @@ json_t *pl_api_describe(struct pl_api *api) {
 
 /* ---- routing ---------------------------------------------------------------- */
 
-static bool json_content_type(const char *ct) {
-    if (!ct)
-        return false;
-    size_t n = strlen("application/json");
-    if (strncasecmp(ct, "application/json", n) != 0)
+/* Connect's codecs: the body's Content-Type names one, with or without
+ * parameters ("application/json; charset=utf-8"). */
+static bool media_type_is(const char *ct, const char *want) {
+    size_t n = strlen(want);
+    if (!ct || strncasecmp(ct, want, n) != 0)
         return false;
     return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+}
+
+/* Connect-Timeout-Ms: a positive integer of at most 10 digits (Connect's
+ * rule); past UINT_MAX milliseconds it shortens nothing. */
+static int parse_deadline(const char *v, unsigned *ret_ms) {
+    uint64_t ms = 0;
+    size_t n = 0;
+    for (; v[n]; n++) {
+        if (n == 10 || v[n] < '0' || v[n] > '9')
+            return -1;
+        ms = ms * 10 + (uint64_t)(v[n] - '0');
+    }
+    if (n == 0 || ms == 0)
+        return -1;
+    *ret_ms = ms > UINT_MAX ? 0 : (unsigned)ms;
+    return 0;
 }
 
 static const char *authenticate(struct pl_api *api, const struct pl_api_request *rq) {
@@ -112,6 +130,7 @@ struct pl_api_call {
     struct call_log lg;
     const char *method; /* "Run", "Describe" or a session method */
     size_t held;        /* body bytes held against the bytes in flight */
+    bool proto;         /* application/proto: the binary codec (codec.h) */
 };
 
 static void refuse_too_large(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg) {
@@ -283,8 +302,12 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
         lg->outcome = "refused";
         return true;
     }
-    if (!json_content_type(rq->content_type)) {
-        api_set_text(rs, 415, "unsupported media type: send Content-Type: application/json\n");
+    call->proto = media_type_is(rq->content_type, "application/proto");
+    lg->codec = call->proto ? "proto" : "json";
+    if (!call->proto && !media_type_is(rq->content_type, "application/json")) {
+        api_set_text(rs, 415,
+                     "unsupported media type: send Content-Type: application/json or "
+                     "application/proto\n");
         lg->outcome = "refused";
         return true;
     }
@@ -292,6 +315,13 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     if (!lg->principal) {
         pl_error_set(&err, PL_REASON_UNAUTHENTICATED,
                      "send Authorization: Bearer <key> with a key listed in the keys file");
+        api_refuse(api, rs, lg, &err, NULL);
+        return true;
+    }
+    if (rq->connect_timeout && parse_deadline(rq->connect_timeout, &lg->deadline_ms) < 0) {
+        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                     "Connect-Timeout-Ms: \"%.32s\" is not 1 to 10 digits of milliseconds",
+                     rq->connect_timeout);
         api_refuse(api, rs, lg, &err, NULL);
         return true;
     }
@@ -320,8 +350,8 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     return false;
 }
 
-/* The body phase: the body is read (or was cut at the limit). */
-static void route_body(struct pl_api *api, const struct pl_api_request *rq,
+/* The body phase on JSON: the body is read (or was cut at the limit). */
+static void route_json(struct pl_api *api, const struct pl_api_request *rq,
                        struct pl_api_response *rs, struct pl_api_call *call) {
     struct call_log *lg = &call->lg;
     struct pl_error err = {0};
@@ -354,6 +384,60 @@ static void route_body(struct pl_api *api, const struct pl_api_request *rq,
     api_handle_session_call(api, lg->principal, call->method, rq, rs, lg);
 }
 
+/*
+ * The body phase.  A binary call is the JSON call it decodes to: the same
+ * checks, refusals and record (whose request digest is over the canonical
+ * JSON either way); its 200 answer is encoded back, and an error stays
+ * Connect's JSON error body, as the protocol has it for every codec.
+ */
+static void route_body(struct pl_api *api, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct pl_api_call *call) {
+    if (!call->proto || rq->body_too_large) {
+        route_json(api, rq, rs, call);
+        return;
+    }
+    struct pl_error err = {0};
+    const ProtobufCMessageDescriptor *in, *out;
+    if (pl_codec_method(call->method, &in, &out) < 0) {
+        pl_error_set(&err, PL_REASON_INTERNAL, "no descriptor for %s", call->method);
+        api_refuse(api, rs, &call->lg, &err, NULL);
+        return;
+    }
+    json_t *req = pl_codec_decode(in, (const uint8_t *)rq->body, rq->body_len, &err);
+    char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (!body) {
+        if (err.reason == PL_REASON_NONE)
+            pl_error_set(&err, PL_REASON_INTERNAL, "out of memory decoding the request");
+        api_refuse(api, rs, &call->lg, &err, NULL);
+        return;
+    }
+    struct pl_api_request jrq = *rq;
+    jrq.body = body;
+    jrq.body_len = strlen(body);
+    route_json(api, &jrq, rs, call);
+    free(body);
+    if (rs->status != 200 || !rs->body || !media_type_is(rs->content_type, "application/json"))
+        return;
+    json_t *answer = json_loadb(rs->body, rs->body_len, 0, NULL);
+    struct pl_buf b = {0};
+    if (!answer || pl_codec_encode(out, answer, &b, &err) < 0) {
+        json_decref(answer);
+        pl_buf_free(&b);
+        pl_api_response_clear(rs);
+        if (err.reason == PL_REASON_NONE)
+            pl_error_set(&err, PL_REASON_INTERNAL, "out of memory encoding the answer");
+        pl_log("error", "answer outside the contract",
+               json_pack("{s:s, s:s}", "method", call->method, "error", err.message));
+        api_refuse(api, rs, &call->lg, &err, NULL);
+        return;
+    }
+    json_decref(answer);
+    pl_api_response_clear(rs);
+    api_set_body(rs, 200, "application/proto", b.data ? b.data : strdup(""));
+    rs->body_len = b.len;
+}
+
 /* Count the call, and log it unless it was a probe that succeeded. */
 static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
                        struct pl_api_response *rs, const struct call_log *lg, uint64_t t0) {
@@ -373,6 +457,8 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
         strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0 ? "rpc" : "http", "outcome",
         lg->outcome, "reason", lg->reason ? pl_reason_name(lg->reason) : "", "status",
         (json_int_t)rs->status, "duration_ms", (double)(pl_now_ns() - t0) / 1e6);
+    if (f && lg->codec)
+        json_object_set_new(f, "codec", json_string(lg->codec));
     if (f && lg->grant_profile) {
         json_object_set_new(f, "grant_profile", json_string(lg->grant_profile));
         json_object_set_new(f, "broker_calls", json_integer(lg->broker_calls));

@@ -54,13 +54,14 @@ struct pl_api {
 };
 
 struct pl_api_request {
-    const char *http_method;   /* "GET", "POST", ... */
-    const char *path;          /* URL path, no query */
-    const char *content_type;  /* may be NULL */
-    const char *authorization; /* may be NULL */
-    bool length_known;         /* the head announced the body's length (Content-Length) */
-    uint64_t content_length;   /* that length; a chunked body's is unknown until read */
-    const char *body;          /* the body phase only */
+    const char *http_method;     /* "GET", "POST", ... */
+    const char *path;            /* URL path, no query */
+    const char *content_type;    /* may be NULL */
+    const char *authorization;   /* may be NULL */
+    const char *connect_timeout; /* Connect-Timeout-Ms, may be NULL */
+    bool length_known;           /* the head announced the body's length (Content-Length) */
+    uint64_t content_length;     /* that length; a chunked body's is unknown until read */
+    const char *body;            /* the body phase only */
     size_t body_len;
     bool body_too_large; /* the server stopped reading at the limit */
 };

@@ -22,6 +22,10 @@ struct call_log {
     unsigned broker_calls, broker_refused;
     const char *outcome;
     enum pl_reason reason;
+    /* The caller's own deadline (Connect-Timeout-Ms), 0 for none: it can
+     * only shorten a run's timeout. */
+    unsigned deadline_ms;
+    const char *codec; /* "json" or "proto", once the content type is known */
 };
 
 /* ---- api_answer.c ---- */

@@ -186,13 +186,14 @@ static int check_grant_caller(struct run_call *c, struct call_log *lg) {
 }
 
 /* INVALID_REQUEST: a timeout_ms over the kind's longest (an unset one is
- * the default, capped to it). */
+ * the default, capped to it).  The caller's deadline, when shorter, is the
+ * run's (never a refusal: it only shortens). */
 static int check_timeout(struct run_call *c, struct call_log *lg) {
-    (void)lg;
     unsigned t = c->req.timeout_ms ? c->req.timeout_ms : c->api->config->default_timeout_ms;
     unsigned most = c->caps->max_timeout_ms;
-    VALUE(c, "timeout_ms %u%s against the longest, %u", t,
-          c->req.timeout_ms ? "" : " (the default)", most);
+    VALUE(c, "timeout_ms %u%s against the longest, %u%s", t,
+          c->req.timeout_ms ? "" : " (the default)", most,
+          lg->deadline_ms ? "; the caller's deadline can shorten it" : "");
     if (most && t > most) {
         if (c->req.timeout_ms)
             return pl_error_set(&c->err, PL_REASON_INVALID_REQUEST,
@@ -200,6 +201,8 @@ static int check_timeout(struct run_call *c, struct call_log *lg) {
                                 c->req.timeout_ms, pl_payload_name(c->req.kind), most);
         t = most;
     }
+    if (lg->deadline_ms && lg->deadline_ms < t)
+        t = lg->deadline_ms;
     c->timeout_ms = t;
     return 0;
 }

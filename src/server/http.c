@@ -65,7 +65,24 @@ struct call_ctx {
     struct pl_api_call *call; /* what the head decided; NULL when answered at the head */
     struct pl_buf body;
     bool too_large;
+    /* Answered at the head, the answer waiting while a small body is read
+     * and dropped (PL_HTTP_DRAIN_BYTES). */
+    bool draining;
+    struct pl_api_response early;
 };
+
+/*
+ * A body of at most this many bytes is read and dropped after a refusal at
+ * the head, and the answer sent then, on a connection kept alive: closing
+ * with a body unread resets the connection, and a caller still writing its
+ * body would see that reset (EPIPE) instead of the refusal.  A body
+ * announced larger is never read: the answer goes at once and the
+ * connection closes.  A chunked body is read to its end whatever its size
+ * (libmicrohttpd cannot answer in the middle of one), as a too-large body
+ * of a call is; the read deadline (PLIMSOLL_REQUEST_READ_TIMEOUT_MS) bounds
+ * both.
+ */
+#define PL_HTTP_DRAIN_BYTES 16384
 
 /* ---- the read deadline ---------------------------------------------------- */
 
@@ -233,6 +250,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
         atomic_fetch_sub(&h->in_progress, 1);
         pl_api_call_free(h->api, ctx->call);
         pl_buf_free(&ctx->body);
+        pl_api_response_clear(&ctx->early); /* cut while draining */
         free(ctx);
         *con_cls = NULL;
     }
@@ -269,7 +287,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_res
 }
 
 /*
- * The head's request: method, path, the two headers the API reads, and
+ * The head's request: method, path, the three headers the API reads, and
  * what it says about the body.  Transfer-Encoding wins over Content-Length
  * (RFC 9112 6.3), so a chunked body's length is unknown, whatever else the
  * head claims; with neither header there is no body.
@@ -280,6 +298,7 @@ static void fill_head(struct MHD_Connection *c, const char *url, const char *met
     rq->path = url;
     rq->content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     rq->authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    rq->connect_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     rq->length_known = true;
@@ -316,8 +335,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         fill_head(c, url, method, &rq);
         struct pl_api_response rs;
         if (pl_api_begin(h->api, &rq, &ctx->call, &rs)) {
-            /* Answered from the head.  A body it announced is never read,
-             * so the connection closes after the answer. */
+            if (!rq.length_known ||
+                (rq.content_length > 0 && rq.content_length <= PL_HTTP_DRAIN_BYTES)) {
+                ctx->draining = true;
+                ctx->early = rs;
+                return MHD_YES;
+            }
+            /* A body it announced is never read, so the connection closes
+             * after the answer. */
             clock_stop(h, c);
             return send_response(c, &rs, !rq.length_known || rq.content_length > 0);
         }
@@ -332,6 +357,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             ctx->body.cap = want + 1;
         }
         return MHD_YES;
+    }
+    if (ctx->draining) {
+        if (*upload_data_size) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        if (!clock_stop(h, c))
+            return MHD_NO;
+        ctx->draining = false;
+        return send_response(c, &ctx->early, false);
     }
     if (*upload_data_size) {
         if (!ctx->too_large) {

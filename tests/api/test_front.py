@@ -64,9 +64,11 @@ class HeadDecides(ClassDaemon, unittest.TestCase):
 
     def test_unauthenticated_refused_before_the_body(self):
         # A 16 MiB body announced, not one byte sent: the old daemon waited
-        # for the body before it looked at the key.
+        # for the body before it looked at the key.  Past 16 KiB
+        # (PL_HTTP_DRAIN_BYTES) the answer goes at once and the connection
+        # closes, the body never read.
         for key in (None, "wrong"):
-            for length in (16 << 20, 100):
+            for length in (16 << 20, 16385):
                 status, headers, body = self.answer_without_body(
                     head(SERVICE + "Run", key=key, length=length))
                 self.assertEqual(status, 401, body)
@@ -77,11 +79,43 @@ class HeadDecides(ClassDaemon, unittest.TestCase):
                                    key="wrong")
         s = raw_connect(self.d)
         try:
-            s.sendall(head(SERVICE + "Run", key="wrong", length=100))
+            s.sendall(head(SERVICE + "Run", key="wrong", length=16 << 20))
             _, _, early = read_answer(s)
         finally:
             s.close()
         self.assertEqual(json.loads(early), whole)
+
+    def test_a_small_body_is_dropped_before_the_refusal(self):
+        """Up to 16 KiB the refusal is decided from the head, the body is
+        read into nothing, then the answer goes on a connection kept alive:
+        a caller still writing its body gets the refusal, not a reset."""
+        for length in (1, 16384):
+            s = raw_connect(self.d)
+            try:
+                s.sendall(head(SERVICE + "Run", key="wrong", length=length))
+                s.sendall(b"x" * length)
+                status, headers, body = read_answer(s)
+                self.assertEqual(status, 401, body)
+                self.assertEqual(reason_of(body), "UNAUTHENTICATED")
+                self.assertNotEqual(headers.get("connection"), "close")
+                # The connection is in step: the next request is answered.
+                s.sendall(head("/healthz", method="GET"))
+                self.assertEqual(read_answer(s)[0], 200)
+            finally:
+                s.close()
+        # A chunked body (Connect's clients send one) is read to its end,
+        # whatever its size, then refused the same way.
+        for length in (10, 1 << 20):
+            s = raw_connect(self.d)
+            try:
+                s.sendall(head(SERVICE + "Run", key="wrong",
+                               extra="Transfer-Encoding: chunked\r\n"))
+                s.sendall(b"%x\r\n" % length + b"x" * length + b"\r\n0\r\n\r\n")
+                status, headers, body = read_answer(s)
+                self.assertEqual((status, reason_of(body)), (401, "UNAUTHENTICATED"))
+                self.assertNotEqual(headers.get("connection"), "close")
+            finally:
+                s.close()
 
     def test_route_method_and_type_refused_before_the_body(self):
         cases = [
@@ -198,6 +232,7 @@ class BytesInFlight(unittest.TestCase):
 
     def refused_at_once(self, d, principal, setting):
         s = self.hold(d, principal, 1)
+        s.sendall(b"x")  # a small body is dropped, never held, then refused
         try:
             status, _, body = read_answer(s)
         finally:
@@ -219,7 +254,7 @@ class BytesInFlight(unittest.TestCase):
             for s in held:
                 with self.assertRaises(socket.timeout):
                     read_answer(s, timeout=0.3)
-            # One byte more of hers is refused at once, her body never read.
+            # One byte more of hers is refused, her body never held.
             self.refused_at_once(d, "alice", "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (131072")
             # bob takes the daemon's last 65536: the budget exactly.
             held.append(self.hold(d, "bob"))

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// A caller built only from tools nobody here wrote: the Connect TypeScript
+// stack (@connectrpc/connect-node over @bufbuild/protobuf), with the
+// messages protoc-gen-es generated from proto/ at test time.
+//
+// Reads {base_url, calls: [{mode, method, request, key, timeout_ms}]} as
+// JSON on stdin; mode is "json" or "binary" (Connect's two codecs).  Prints
+// one JSON line per call: {ok: <response, proto3 JSON with proto field
+// names>} or {error: {code, message, details: [<google.rpc.ErrorInfo>]}},
+// as the library decoded them.  The test (test_connect_es.py) judges.
+import { readFileSync } from "node:fs";
+
+import { toJson, fromJson } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+
+import { SandboxService } from "./gen/plimsoll/v1/sandbox_pb.js";
+import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+
+// Connect's code names ("failed_precondition") from the library's enum.
+function codeName(code) {
+  return Code[code].replace(/[A-Z]/g, (c, i) => (i ? "_" : "") + c.toLowerCase());
+}
+
+const input = JSON.parse(readFileSync(0, "utf8"));
+const clients = {};
+for (const mode of ["json", "binary"]) {
+  const transport = createConnectTransport({
+    baseUrl: input.base_url,
+    httpVersion: "1.1",
+    useBinaryFormat: mode === "binary",
+  });
+  clients[mode] = createClient(SandboxService, transport);
+}
+
+for (const call of input.calls) {
+  const method = SandboxService.method[call.method[0].toLowerCase() + call.method.slice(1)];
+  const options = { headers: {} };
+  if (call.key) options.headers.Authorization = "Bearer " + call.key;
+  if (call.timeout_ms) options.timeoutMs = call.timeout_ms;
+  const started = Date.now();
+  let line;
+  try {
+    const request = fromJson(method.input, call.request ?? {});
+    const response = await clients[call.mode][method.localName](request, options);
+    line = { ok: toJson(method.output, response, { useProtoFieldName: true }) };
+  } catch (e) {
+    const err = ConnectError.from(e);
+    line = {
+      error: {
+        code: codeName(err.code),
+        message: err.rawMessage,
+        details: err
+          .findDetails(ErrorInfoSchema)
+          .map((d) => toJson(ErrorInfoSchema, d, { useProtoFieldName: true })),
+      },
+    };
+  }
+  line.elapsed_ms = Date.now() - started;
+  process.stdout.write(JSON.stringify(line) + "\n");
+}
