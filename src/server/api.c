@@ -32,6 +32,10 @@
 
 void pl_api_response_clear(struct pl_api_response *rs) {
     free(rs->body);
+    for (unsigned i = 0; i < rs->nheaders; i++)
+        free(rs->headers[i].value);
+    for (unsigned i = 0; i < rs->ntrailers; i++)
+        free(rs->trailers[i].value);
     memset(rs, 0, sizeof(*rs));
 }
 
@@ -92,15 +96,6 @@ json_t *pl_api_describe(struct pl_api *api) {
 
 /* ---- routing ---------------------------------------------------------------- */
 
-/* Connect's codecs: the body's Content-Type names one, with or without
- * parameters ("application/json; charset=utf-8"). */
-static bool media_type_is(const char *ct, const char *want) {
-    size_t n = strlen(want);
-    if (!ct || strncasecmp(ct, want, n) != 0)
-        return false;
-    return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
-}
-
 /* Connect-Timeout-Ms: a positive integer of at most 10 digits (Connect's
  * rule); past UINT_MAX milliseconds it shortens nothing. */
 static int parse_deadline(const char *v, unsigned *ret_ms) {
@@ -128,9 +123,9 @@ static const char *authenticate(struct pl_api *api, const struct pl_api_request 
 /* What the head decided, carried to the body phase. */
 struct pl_api_call {
     struct call_log lg;
-    const char *method; /* "Run", "Describe" or a session method */
-    size_t held;        /* body bytes held against the bytes in flight */
-    bool proto;         /* application/proto: the binary codec (codec.h) */
+    const char *method;         /* "Run", "Describe" or a session method */
+    size_t held;                /* body bytes held against the bytes in flight */
+    enum api_protocol protocol; /* from the Content-Type (api_grpc.c) */
 };
 
 static void refuse_too_large(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg) {
@@ -214,6 +209,7 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     struct call_log *lg = &call->lg;
     struct pl_error err = {0};
     bool get = strcmp(rq->http_method, "GET") == 0 || strcmp(rq->http_method, "HEAD") == 0;
+    call->protocol = api_protocol_of(rq->content_type);
 
     /* The console: public static assets, no data (PLIMSOLL_CONSOLE=off:
      * none, the path answers 404 as any other). */
@@ -302,12 +298,23 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
         lg->outcome = "refused";
         return true;
     }
-    call->proto = media_type_is(rq->content_type, "application/proto");
-    lg->codec = call->proto ? "proto" : "json";
-    if (!call->proto && !media_type_is(rq->content_type, "application/json")) {
+    static const char *const codec_names[] = {[API_CONNECT_JSON] = "json",
+                                              [API_CONNECT_PROTO] = "proto",
+                                              [API_GRPC] = "grpc",
+                                              [API_GRPC_WEB] = "grpc-web"};
+    lg->codec = codec_names[call->protocol];
+    if (call->protocol == API_UNKNOWN) {
         api_set_text(rs, 415,
                      "unsupported media type: send Content-Type: application/json or "
-                     "application/proto\n");
+                     "application/proto (Connect), application/grpc (over HTTP/2) or "
+                     "application/grpc-web\n");
+        lg->outcome = "refused";
+        return true;
+    }
+    if (call->protocol == API_GRPC && !rq->http2) {
+        api_set_text(rs, 415,
+                     "gRPC needs HTTP/2 (h2c, with prior knowledge); over HTTP/1.1 use "
+                     "application/grpc-web or Connect\n");
         lg->outcome = "refused";
         return true;
     }
@@ -322,6 +329,14 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
         pl_error_set(&err, PL_REASON_INVALID_REQUEST,
                      "Connect-Timeout-Ms: \"%.32s\" is not 1 to 10 digits of milliseconds",
                      rq->connect_timeout);
+        api_refuse(api, rs, lg, &err, NULL);
+        return true;
+    }
+    bool grpc = call->protocol == API_GRPC || call->protocol == API_GRPC_WEB;
+    if (grpc && rq->grpc_timeout && api_grpc_timeout(rq->grpc_timeout, &lg->deadline_ms) < 0) {
+        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                     "grpc-timeout: \"%.32s\" is not 1 to 8 digits and a unit (H M S m u n)",
+                     rq->grpc_timeout);
         api_refuse(api, rs, lg, &err, NULL);
         return true;
     }
@@ -392,18 +407,25 @@ static void route_json(struct pl_api *api, const struct pl_api_request *rq,
  */
 static void route_body(struct pl_api *api, const struct pl_api_request *rq,
                        struct pl_api_response *rs, struct pl_api_call *call) {
-    if (!call->proto || rq->body_too_large) {
+    if (call->protocol == API_CONNECT_JSON || rq->body_too_large) {
         route_json(api, rq, rs, call);
         return;
     }
     struct pl_error err = {0};
+    const char *msg = rq->body;
+    size_t msglen = rq->body_len;
+    if (call->protocol != API_CONNECT_PROTO &&
+        api_grpc_unwrap(rq->body, rq->body_len, &msg, &msglen, &err) < 0) {
+        api_refuse(api, rs, &call->lg, &err, NULL);
+        return;
+    }
     const ProtobufCMessageDescriptor *in, *out;
     if (pl_codec_method(call->method, &in, &out) < 0) {
         pl_error_set(&err, PL_REASON_INTERNAL, "no descriptor for %s", call->method);
         api_refuse(api, rs, &call->lg, &err, NULL);
         return;
     }
-    json_t *req = pl_codec_decode(in, (const uint8_t *)rq->body, rq->body_len, &err);
+    json_t *req = pl_codec_decode(in, (const uint8_t *)msg, msglen, &err);
     char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     if (!body) {
@@ -417,7 +439,8 @@ static void route_body(struct pl_api *api, const struct pl_api_request *rq,
     jrq.body_len = strlen(body);
     route_json(api, &jrq, rs, call);
     free(body);
-    if (rs->status != 200 || !rs->body || !media_type_is(rs->content_type, "application/json"))
+    if (rs->status != 200 || !rs->body || !rs->content_type ||
+        strcmp(rs->content_type, "application/json") != 0)
         return;
     json_t *answer = json_loadb(rs->body, rs->body_len, 0, NULL);
     struct pl_buf b = {0};
@@ -467,6 +490,12 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
     pl_log("info", "request", f);
 }
 
+/* Whether the answer is gRPC's (gRPC over HTTP/1.1 is refused in HTTP's
+ * own terms: no gRPC client can read trailers there). */
+static bool grpc_answer(const struct pl_api_call *call, const struct pl_api_request *rq) {
+    return call->protocol == API_GRPC_WEB || (call->protocol == API_GRPC && rq->http2);
+}
+
 bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
                   struct pl_api_call **ret_call, struct pl_api_response *rs) {
     uint64_t t0 = pl_now_ns();
@@ -480,6 +509,8 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
     call->lg = (struct call_log){.principal = NULL, .method = "other", .outcome = "ok"};
     if (route_head(api, rq, rs, call)) {
         finish_log(api, rq, rs, &call->lg, t0);
+        if (grpc_answer(call, rq))
+            api_grpc_wrap(call->protocol, rq->content_type, rs);
         free(call);
         return true;
     }
@@ -493,6 +524,8 @@ void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl
     memset(rs, 0, sizeof(*rs));
     route_body(api, rq, rs, call);
     finish_log(api, rq, rs, &call->lg, t0);
+    if (grpc_answer(call, rq))
+        api_grpc_wrap(call->protocol, rq->content_type, rs);
 }
 
 void pl_api_call_free(struct pl_api *api, struct pl_api_call *call) {

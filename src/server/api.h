@@ -59,6 +59,8 @@ struct pl_api_request {
     const char *content_type;    /* may be NULL */
     const char *authorization;   /* may be NULL */
     const char *connect_timeout; /* Connect-Timeout-Ms, may be NULL */
+    const char *grpc_timeout;    /* grpc-timeout, may be NULL */
+    bool http2;                  /* over HTTP/2 (gRPC needs it) */
     bool length_known;           /* the head announced the body's length (Content-Length) */
     uint64_t content_length;     /* that length; a chunked body's is unknown until read */
     const char *body;            /* the body phase only */
@@ -66,12 +68,23 @@ struct pl_api_request {
     bool body_too_large; /* the server stopped reading at the limit */
 };
 
+/* A header of an answer beyond its content type: gRPC's status. */
+struct pl_api_header {
+    const char *name; /* static */
+    char *value;      /* malloc'd */
+};
+#define PL_API_MAX_HEADERS 3
+
 struct pl_api_response {
     int status;
     const char *content_type;
     char *body; /* malloc'd */
     size_t body_len;
-    const char *allow; /* Allow header for 405, else NULL */
+    const char *allow;                                /* Allow header for 405, else NULL */
+    struct pl_api_header headers[PL_API_MAX_HEADERS]; /* with the answer's head */
+    unsigned nheaders;
+    struct pl_api_header trailers[PL_API_MAX_HEADERS]; /* after its body (HTTP/2) */
+    unsigned ntrailers;
 };
 
 /* What the head phase decided about a call that needs its body. */

@@ -28,6 +28,26 @@ struct call_log {
     const char *codec; /* "json" or "proto", once the content type is known */
 };
 
+/* ---- api_grpc.c ---- */
+
+/* The protocol a call speaks, from its Content-Type. */
+enum api_protocol { API_UNKNOWN, API_CONNECT_JSON, API_CONNECT_PROTO, API_GRPC, API_GRPC_WEB };
+enum api_protocol api_protocol_of(const char *content_type);
+
+/* The one message of a gRPC (or gRPC-Web) request body; INVALID_REQUEST
+ * when the body is not exactly one uncompressed length-prefixed message. */
+int api_grpc_unwrap(const char *body, size_t len, const char **ret_msg, size_t *ret_len,
+                    struct pl_error *err);
+
+/* grpc-timeout ("100m", "5S", 1 to 8 digits and a unit) in milliseconds,
+ * rounded up; 0 when past UINT_MAX.  -1 when malformed. */
+int api_grpc_timeout(const char *v, unsigned *ret_ms);
+
+/* Rewrite a Connect answer (a binary message, a Connect error, a text
+ * answer of the transport) as gRPC's or gRPC-Web's; ctype is the
+ * request's content type, echoed when it is one of the protocol's. */
+void api_grpc_wrap(enum api_protocol p, const char *ctype, struct pl_api_response *rs);
+
 /* ---- api_answer.c ---- */
 
 /* body: malloc'd, NUL-terminated; rs takes it. */

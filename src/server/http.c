@@ -6,9 +6,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -25,6 +27,7 @@
 #include "../core/buf.h"
 #include "../core/clock.h"
 #include "../core/log.h"
+#include "h2.h"
 
 /*
  * MHD's own timeout is idle-based: a byte every so often keeps a
@@ -55,10 +58,27 @@ struct pl_http {
      * the ones still reading past it. */
     pthread_mutex_t lock; /* conns and every conn's fields, stopping */
     pthread_cond_t wake;
+    pthread_cond_t sniffed; /* a sniffing connection was handed on */
     struct conn *conns;
     bool stopping;
     bool watchdog_started;
     pthread_t watchdog;
+
+    /* The front: every connection is accepted here, and the ones that open
+     * with HTTP/2's preface go to h2.c; the others to MHD. */
+    struct pl_h2 *h2;
+    int stop_fd[2]; /* the acceptor's wake-up at quiesce */
+    bool acceptor_started;
+    pthread_t acceptor;
+    unsigned sniffing;  /* connections whose first bytes are awaited (lock) */
+    struct peer *peers; /* per-address counts of sniffing and HTTP/2 (lock) */
+};
+
+/* A TCP address's connections in the front (sniffing or HTTP/2). */
+struct peer {
+    struct peer *next;
+    struct sockaddr_storage addr; /* the port zeroed */
+    unsigned n;
 };
 
 struct call_ctx {
@@ -279,15 +299,18 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_res
     MHD_add_response_header(r, "Cache-Control", "no-store");
     if (rs->allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, rs->allow);
+    for (unsigned i = 0; i < rs->nheaders; i++)
+        MHD_add_response_header(r, rs->headers[i].name, rs->headers[i].value);
     if (close_after)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)rs->status, r);
     MHD_destroy_response(r);
+    pl_api_response_clear(rs); /* the headers' values, copied by MHD */
     return ret;
 }
 
 /*
- * The head's request: method, path, the three headers the API reads, and
+ * The head's request: method, path, the headers the API reads, and
  * what it says about the body.  Transfer-Encoding wins over Content-Length
  * (RFC 9112 6.3), so a chunked body's length is unknown, whatever else the
  * head claims; with neither header there is no body.
@@ -299,6 +322,7 @@ static void fill_head(struct MHD_Connection *c, const char *url, const char *met
     rq->content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     rq->authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     rq->connect_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
+    rq->grpc_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "grpc-timeout");
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     rq->length_known = true;
@@ -472,7 +496,190 @@ static int bind_unix(const struct pl_listen *l, int *ret_fd, struct pl_error *er
     return 0;
 }
 
+/* ---- the front: accept, then HTTP/2 or HTTP/1.1 -------------------------- */
+
+static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/* The peer's entry (NULL for a Unix-socket peer, which has no cap), with
+ * h->lock held; add creates it. */
+static struct peer *peer_of(struct pl_http *h, const struct sockaddr_storage *ss, bool add) {
+    if (ss->ss_family != AF_INET && ss->ss_family != AF_INET6)
+        return NULL;
+    struct sockaddr_storage key = *ss;
+    if (key.ss_family == AF_INET)
+        ((struct sockaddr_in *)&key)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)&key)->sin6_port = 0;
+    for (struct peer *p = h->peers; p; p = p->next)
+        if (memcmp(&p->addr, &key, sizeof(key)) == 0)
+            return p;
+    struct peer *p = add ? calloc(1, sizeof(*p)) : NULL;
+    if (p) {
+        p->addr = key;
+        p->next = h->peers;
+        h->peers = p;
+    }
+    return p;
+}
+
+static void peer_release(struct pl_http *h, const struct sockaddr_storage *ss) {
+    pthread_mutex_lock(&h->lock);
+    struct peer *p = peer_of(h, ss, false);
+    if (p && --p->n == 0) {
+        struct peer **pp = &h->peers;
+        while (*pp != p)
+            pp = &(*pp)->next;
+        *pp = p->next;
+        free(p);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+struct sniff {
+    struct pl_http *h;
+    int fd;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+};
+
+/* Whether the first bytes are HTTP/2's preface: 1 yes, 0 no, -1 the peer
+ * sent nothing in time or went away. */
+static int opens_with_preface(struct pl_http *h, int fd) {
+    uint64_t deadline =
+        pl_now_ns() + (uint64_t)h->api->config->request_read_timeout_ms * 1000000ull;
+    char buf[sizeof(H2_PREFACE) - 1];
+    for (;;) {
+        uint64_t now = pl_now_ns();
+        if (now >= deadline)
+            return -1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return -1;
+        if (n < 0)
+            continue;
+        if (memcmp(buf, H2_PREFACE, (size_t)n) != 0)
+            return 0;
+        if ((size_t)n == sizeof(buf))
+            return 1;
+        /* a prefix of the preface so far: wait for the rest */
+        struct timespec pause = {.tv_nsec = 1000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static void *sniff_main(void *arg) {
+    struct sniff *sn = arg;
+    struct pl_http *h = sn->h;
+    int which = opens_with_preface(h, sn->fd);
+    if (which == 1) {
+        pthread_mutex_lock(&h->lock);
+        h->sniffing--;
+        pthread_cond_broadcast(&h->sniffed);
+        pthread_mutex_unlock(&h->lock);
+        pl_h2_serve(h->h2, sn->fd);
+        peer_release(h, &sn->addr);
+        free(sn);
+        return NULL;
+    }
+    peer_release(h, &sn->addr); /* MHD counts an HTTP/1.1 peer itself */
+    if (which == 0)
+        MHD_add_connection(h->daemon, sn->fd, (const struct sockaddr *)&sn->addr, sn->addrlen);
+    else
+        close(sn->fd);
+    pthread_mutex_lock(&h->lock);
+    h->sniffing--;
+    pthread_cond_broadcast(&h->sniffed);
+    pthread_mutex_unlock(&h->lock);
+    free(sn);
+    return NULL;
+}
+
+/* Accept until quiesced.  A connection past PLIMSOLL_MAX_CONNECTIONS (all
+ * of them, both protocols) or past PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS
+ * (its address's, in the front: MHD keeps the count of its own) is closed
+ * as it is accepted. */
+static void *acceptor_main(void *arg) {
+    struct pl_http *h = arg;
+    const struct pl_config *cfg = h->api->config;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (;;) {
+        struct pollfd p[2] = {{.fd = h->listen_fd, .events = POLLIN},
+                              {.fd = h->stop_fd[0], .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents)
+            break;
+        if (!(p[0].revents & POLLIN))
+            continue;
+        struct sniff *sn = calloc(1, sizeof(*sn));
+        if (!sn)
+            continue;
+        sn->h = h;
+        sn->addrlen = sizeof(sn->addr);
+        sn->fd = accept4(h->listen_fd, (struct sockaddr *)&sn->addr, &sn->addrlen, SOCK_CLOEXEC);
+        if (sn->fd < 0) {
+            free(sn);
+            if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+                struct timespec pause = {.tv_nsec = 10 * 1000 * 1000};
+                nanosleep(&pause, NULL); /* out of descriptors: let some close */
+            }
+            continue;
+        }
+        const union MHD_DaemonInfo *di =
+            MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        unsigned mine = di ? di->num_connections : 0;
+        pthread_mutex_lock(&h->lock);
+        unsigned all = mine + h->sniffing + pl_h2_connections(h->h2);
+        struct peer *pe = peer_of(h, &sn->addr, true);
+        bool over = all >= cfg->max_connections ||
+                    (pe && pe->n >= cfg->max_connections_per_address) ||
+                    (!pe && (sn->addr.ss_family == AF_INET || sn->addr.ss_family == AF_INET6));
+        if (!over) {
+            if (pe)
+                pe->n++;
+            h->sniffing++;
+        } else if (pe && pe->n == 0) { /* an entry made for nothing */
+            pe->n = 1;
+            pthread_mutex_unlock(&h->lock);
+            peer_release(h, &sn->addr);
+            pthread_mutex_lock(&h->lock);
+        }
+        pthread_mutex_unlock(&h->lock);
+        if (over) {
+            close(sn->fd);
+            free(sn);
+            continue;
+        }
+        pthread_t t;
+        if (pthread_create(&t, &attr, sniff_main, sn) != 0) {
+            pthread_mutex_lock(&h->lock);
+            h->sniffing--;
+            pthread_cond_broadcast(&h->sniffed);
+            pthread_mutex_unlock(&h->lock);
+            peer_release(h, &sn->addr);
+            close(sn->fd);
+            free(sn);
+        }
+    }
+    pthread_attr_destroy(&attr);
+    return NULL;
+}
+
 static void http_free(struct pl_http *h) {
+    while (h->peers) {
+        struct peer *p = h->peers;
+        h->peers = p->next;
+        free(p);
+    }
+    pthread_cond_destroy(&h->sniffed);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->lock);
     free(h);
@@ -495,11 +702,13 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     h->api = api;
     h->listen_fd = -1;
+    h->stop_fd[0] = h->stop_fd[1] = -1;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->wake, &ca);
+    pthread_cond_init(&h->sniffed, NULL);
     pthread_condattr_destroy(&ca);
     const struct pl_config *cfg = api->config;
     const struct pl_listen *l = &cfg->listen;
@@ -525,14 +734,15 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
      * peers (local processes the socket's mode admits) out of it. */
     h->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-            MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+            MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
+        0, NULL, NULL, on_request, h, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_address,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
-    if (!h->daemon) {
+    h->h2 = h->daemon ? pl_h2_new(api, &h->in_progress) : NULL;
+    if (!h->daemon || !h->h2 || pipe2(h->stop_fd, O_CLOEXEC) < 0 ||
+        pthread_create(&h->acceptor, NULL, acceptor_main, h) != 0) {
         close(h->listen_fd);
         h->listen_fd = -1;
         pl_http_stop(h);
@@ -540,6 +750,7 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
                             "PLIMSOLL_LISTEN: the HTTP server did not "
                             "start");
     }
+    h->acceptor_started = true;
     *ret_http = h;
     return 0;
 }
@@ -549,12 +760,14 @@ const char *pl_http_address(const struct pl_http *h) {
 }
 
 void pl_http_quiesce(struct pl_http *h) {
-    if (h && h->daemon) {
-        MHD_socket fd = MHD_quiesce_daemon(h->daemon);
-        if (fd != MHD_INVALID_SOCKET) {
-            close(fd);
-            h->listen_fd = -1;
+    if (h && h->acceptor_started) {
+        if (write(h->stop_fd[1], "q", 1) < 0) {
+            /* a pipe with room for a byte: cannot fail */
         }
+        pthread_join(h->acceptor, NULL);
+        h->acceptor_started = false;
+        close(h->listen_fd);
+        h->listen_fd = -1;
     }
 }
 
@@ -571,6 +784,15 @@ unsigned pl_http_wait_idle(struct pl_http *h, unsigned timeout_ms) {
 void pl_http_stop(struct pl_http *h) {
     if (!h)
         return;
+    pl_http_quiesce(h);
+    /* The connections whose first bytes are awaited end at their deadline
+     * or sooner; none is left after that. */
+    pthread_mutex_lock(&h->lock);
+    while (h->sniffing)
+        pthread_cond_wait(&h->sniffed, &h->lock);
+    pthread_mutex_unlock(&h->lock);
+    pl_h2_stop(h->h2);
+    h->h2 = NULL;
     if (h->watchdog_started) {
         pthread_mutex_lock(&h->lock);
         h->stopping = true;
@@ -579,7 +801,12 @@ void pl_http_stop(struct pl_http *h) {
         pthread_join(h->watchdog, NULL);
     }
     if (h->daemon)
-        MHD_stop_daemon(h->daemon); /* closes a listen socket not yet quiesced */
+        MHD_stop_daemon(h->daemon);
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
+    for (int i = 0; i < 2; i++)
+        if (h->stop_fd[i] >= 0)
+            close(h->stop_fd[i]);
     if (h->unix_path[0])
         unlink(h->unix_path);
     http_free(h);

@@ -4,7 +4,8 @@
 // messages protoc-gen-es generated from proto/ at test time.
 //
 // Reads {base_url, calls: [{mode, method, request, key, timeout_ms}]} as
-// JSON on stdin; mode is "json" or "binary" (Connect's two codecs).  Prints
+// JSON on stdin; mode is "json" or "binary" (Connect's two codecs),
+// "grpc-web", "grpc" or "connect-h2" (the last two over HTTP/2).  Prints
 // one JSON line per call: {ok: <response, proto3 JSON with proto field
 // names>} or {error: {code, message, details: [<google.rpc.ErrorInfo>]}},
 // as the library decoded them.  The test (test_connect_es.py) judges.
@@ -12,7 +13,11 @@ import { readFileSync } from "node:fs";
 
 import { toJson, fromJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
 
 import { SandboxService } from "./gen/plimsoll/v1/sandbox_pb.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
@@ -23,14 +28,22 @@ function codeName(code) {
 }
 
 const input = JSON.parse(readFileSync(0, "utf8"));
+// Connect's two codecs and gRPC-Web over HTTP/1.1, gRPC and Connect over
+// HTTP/2 (h2c with prior knowledge); each made only when a call asks for it.
+const transports = {
+  json: () =>
+    createConnectTransport({ baseUrl: input.base_url, httpVersion: "1.1", useBinaryFormat: false }),
+  binary: () =>
+    createConnectTransport({ baseUrl: input.base_url, httpVersion: "1.1", useBinaryFormat: true }),
+  "grpc-web": () => createGrpcWebTransport({ baseUrl: input.base_url, httpVersion: "1.1" }),
+  grpc: () => createGrpcTransport({ baseUrl: input.base_url }),
+  "connect-h2": () =>
+    createConnectTransport({ baseUrl: input.base_url, httpVersion: "2", useBinaryFormat: true }),
+};
 const clients = {};
-for (const mode of ["json", "binary"]) {
-  const transport = createConnectTransport({
-    baseUrl: input.base_url,
-    httpVersion: "1.1",
-    useBinaryFormat: mode === "binary",
-  });
-  clients[mode] = createClient(SandboxService, transport);
+function client(mode) {
+  clients[mode] ??= createClient(SandboxService, transports[mode]());
+  return clients[mode];
 }
 
 for (const call of input.calls) {
@@ -42,7 +55,7 @@ for (const call of input.calls) {
   let line;
   try {
     const request = fromJson(method.input, call.request ?? {});
-    const response = await clients[call.mode][method.localName](request, options);
+    const response = await client(call.mode)[method.localName](request, options);
     line = { ok: toJson(method.output, response, { useProtoFieldName: true }) };
   } catch (e) {
     const err = ConnectError.from(e);
@@ -59,3 +72,5 @@ for (const call of input.calls) {
   line.elapsed_ms = Date.now() - started;
   process.stdout.write(JSON.stringify(line) + "\n");
 }
+for (const mode of Object.keys(clients)) delete clients[mode];
+process.exit(0); // HTTP/2 sessions would keep the process alive

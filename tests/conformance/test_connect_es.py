@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Conformance with the Connect TypeScript stack, which nobody here wrote:
 @bufbuild/protoc-gen-es generates the messages from proto/ at test time,
-and @connectrpc/connect-node calls a real wasm plimsolld with both of
-Connect's codecs, binary (the library's default) and JSON.  Each case
-checks the answer or the typed error as the library decoded it (code,
-message, google.rpc.ErrorInfo), against what the daemon answers a plain
-JSON caller; and the caller's deadline (Connect-Timeout-Ms).
+and @connectrpc/connect-node calls a real wasm plimsolld with every
+protocol of the family on the one port: Connect with both codecs, binary
+(the library's default) and JSON, over HTTP/1.1; gRPC-Web over HTTP/1.1;
+gRPC and Connect over HTTP/2 (h2c, prior knowledge).  Each case checks the
+answer or the typed error as the library decoded it (code, message,
+google.rpc.ErrorInfo), against what the daemon answers a plain JSON
+caller; and the caller's deadline (Connect-Timeout-Ms, grpc-timeout).
 
 Run: cd tests/conformance && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_connect_es
 """
@@ -21,7 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
 from plimsoll_test.payloads import js  # noqa: E402
 
-MODES = ("binary", "json")
+MODES = ("binary", "json", "grpc-web", "grpc", "connect-h2")
 
 
 def setup_stack():
@@ -91,7 +93,8 @@ class ConnectES(unittest.TestCase):
         self.assertEqual(status, 200, plain)
         runs = [x["codec"] for x in self.d.log_lines()
                 if x.get("msg") == "request" and x.get("method") == "Run"]
-        self.assertEqual(runs[-3:], ["proto", "json", "json"])  # binary really was binary
+        # Each protocol really was that protocol (the plain call last).
+        self.assertEqual(runs[-6:], ["proto", "json", "grpc-web", "grpc", "proto", "json"])
         for mode in MODES:
             r = got[mode]["ok"]
             self.assertEqual(r["stdout"], "hello 42\n", mode)
@@ -236,10 +239,11 @@ class BinaryByHand(unittest.TestCase):
 
     def test_a_body_past_the_limit_and_other_codecs(self):
         self.refused("Run", field(10, field(2, b"x" * 70000)), "PLIMSOLL_MAX_REQUEST_BYTES")
-        for ctype in ("application/protobuf", "application/grpc", "application/x-protobuf"):
+        for ctype in ("application/protobuf", "application/grpc", "application/x-protobuf",
+                      "application/grpc-web-text"):
             status, _, data = self.post("Run", SNIPPET, ctype=ctype)
             self.assertEqual(status, 415, (ctype, data))
-            self.assertIn(b"application/proto", data)
+            self.assertIn(b"HTTP/2" if ctype == "application/grpc" else b"application/proto", data)
         status, _, data = self.post("Run", SNIPPET, ctype="application/proto; charset=binary")
         self.assertEqual(status, 200, data)
         # The daemon still answers after all of it.

@@ -1,0 +1,585 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * h2.c: HTTP/2 connections on libnghttp2's server session.  See h2.h.
+ *
+ * The connection's thread owns its session: it reads, writes, submits
+ * answers and resets streams past their read deadline.  A request whose
+ * body is in goes to a thread of its own, which calls pl_api_finish and
+ * puts the answer on the connection's list of answers, waking the
+ * connection's thread through an eventfd.  A stream the peer resets while
+ * its run goes on stays until the run's answer comes back, then is freed
+ * unsent (nothing cancels a run; the admission slot comes back at its end).
+ */
+#include "h2.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "../core/buf.h"
+#include "../core/clock.h"
+#include "../core/log.h"
+
+/* A slow reader of answers is given this long per write (as MHD's idle
+ * timeout gives an HTTP/1.1 one). */
+#define SEND_TIMEOUT_S 120
+
+enum stream_state { READING_HEAD, READING_BODY, RUNNING, ANSWERING };
+
+struct stream {
+    struct stream *prev, *next; /* the connection's streams */
+    struct stream *done_next;   /* the list of answers to send */
+    struct h2conn *c;
+    int32_t id;
+    enum stream_state state;
+    uint64_t since_ns; /* when the stream opened: the read deadline */
+    size_t header_bytes;
+    char *method, *path, *ctype, *auth, *connect_timeout, *grpc_timeout, *length;
+    struct pl_api_call *call;
+    struct pl_buf body;
+    bool too_large;
+    bool counted; /* in in_progress */
+    bool closed;  /* nghttp2 closed it while its run went on */
+    struct pl_api_response rs;
+    size_t sent;
+};
+
+struct h2conn {
+    struct h2conn *prev, *next; /* the server's connections */
+    struct pl_h2 *h2;
+    int fd, evfd;
+    nghttp2_session *s;
+    struct stream *streams;
+    uint64_t idle_since_ns; /* no stream open since then */
+    pthread_mutex_t lock;   /* done, workers */
+    pthread_cond_t idle;
+    struct stream *done;
+    unsigned workers;
+};
+
+struct pl_h2 {
+    struct pl_api *api;
+    atomic_uint *in_progress;
+    pthread_mutex_t lock; /* conns, n, stopping */
+    pthread_cond_t gone;
+    struct h2conn *conns;
+    unsigned n;
+    bool stopping;
+};
+
+struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress) {
+    struct pl_h2 *h2 = calloc(1, sizeof(*h2));
+    if (!h2)
+        return NULL;
+    h2->api = api;
+    h2->in_progress = in_progress;
+    pthread_mutex_init(&h2->lock, NULL);
+    pthread_cond_init(&h2->gone, NULL);
+    return h2;
+}
+
+unsigned pl_h2_connections(struct pl_h2 *h2) {
+    pthread_mutex_lock(&h2->lock);
+    unsigned n = h2->n;
+    pthread_mutex_unlock(&h2->lock);
+    return n;
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+static void stream_free(struct stream *st) {
+    struct h2conn *c = st->c;
+    if (st->prev)
+        st->prev->next = st->next;
+    else if (c->streams == st)
+        c->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    if (!c->streams)
+        c->idle_since_ns = pl_now_ns();
+    pl_api_call_free(c->h2->api, st->call);
+    if (st->counted)
+        atomic_fetch_sub(c->h2->in_progress, 1);
+    pl_buf_free(&st->body);
+    pl_api_response_clear(&st->rs);
+    free(st->method);
+    free(st->path);
+    free(st->ctype);
+    free(st->auth);
+    free(st->connect_timeout);
+    free(st->grpc_timeout);
+    free(st->length);
+    free(st);
+}
+
+static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                         nghttp2_data_source *src, void *user) {
+    (void)id;
+    (void)user;
+    struct stream *st = src->ptr;
+    size_t left = st->rs.body_len - st->sent;
+    size_t n = left < len ? left : len;
+    if (n)
+        memcpy(buf, st->rs.body + st->sent, n);
+    st->sent += n;
+    if (st->sent == st->rs.body_len) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (st->rs.ntrailers) {
+            nghttp2_nv tr[PL_API_MAX_HEADERS];
+            for (unsigned i = 0; i < st->rs.ntrailers; i++)
+                tr[i] = (nghttp2_nv){(uint8_t *)st->rs.trailers[i].name,
+                                     (uint8_t *)st->rs.trailers[i].value,
+                                     strlen(st->rs.trailers[i].name),
+                                     strlen(st->rs.trailers[i].value), NGHTTP2_NV_FLAG_NONE};
+            if (nghttp2_submit_trailer(s, st->id, tr, st->rs.ntrailers) == 0)
+                *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        }
+    }
+    return (ssize_t)n;
+}
+
+#define NV(n, v)                                                                                   \
+    { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
+
+static void submit_answer(struct stream *st) {
+    struct pl_api_response *rs = &st->rs;
+    if (!rs->body)
+        rs->body = strdup("");
+    char status[8];
+    snprintf(status, sizeof(status), "%d", rs->status ? rs->status : 500);
+    nghttp2_nv nva[16] = {
+        NV(":status", status),
+        NV("content-type", rs->content_type ? rs->content_type : "text/plain"),
+        NV("x-content-type-options", "nosniff"),
+        NV("content-security-policy",
+           "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+           "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+        NV("x-frame-options", "DENY"),
+        NV("referrer-policy", "no-referrer"),
+        NV("cache-control", "no-store"),
+    };
+    size_t n = 7;
+    if (rs->allow)
+        nva[n++] = (nghttp2_nv)NV("allow", rs->allow);
+    for (unsigned i = 0; i < rs->nheaders; i++)
+        nva[n++] = (nghttp2_nv){(uint8_t *)rs->headers[i].name, (uint8_t *)rs->headers[i].value,
+                                strlen(rs->headers[i].name), strlen(rs->headers[i].value),
+                                NGHTTP2_NV_FLAG_NONE};
+    st->state = ANSWERING;
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = body_read};
+    bool body = rs->body_len > 0 || rs->ntrailers > 0;
+    if (nghttp2_submit_response(st->c->s, st->id, nva, n, body ? &prd : NULL) != 0)
+        nghttp2_submit_rst_stream(st->c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+/* The request as the API takes it. */
+static void request_of(const struct stream *st, struct pl_api_request *rq) {
+    *rq = (struct pl_api_request){
+        .http_method = st->method ? st->method : "",
+        .path = st->path ? st->path : "",
+        .content_type = st->ctype,
+        .authorization = st->auth,
+        .connect_timeout = st->connect_timeout,
+        .grpc_timeout = st->grpc_timeout,
+        .http2 = true,
+    };
+    if (st->length) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(st->length, &end, 10);
+        if (errno == 0 && end != st->length && *end == '\0' && st->length[0] != '-') {
+            rq->length_known = true;
+            rq->content_length = v;
+        }
+    }
+}
+
+static void *worker_main(void *arg) {
+    struct stream *st = arg;
+    struct h2conn *c = st->c;
+    struct pl_api_request rq;
+    request_of(st, &rq);
+    rq.body = st->body.data ? st->body.data : "";
+    rq.body_len = st->body.len;
+    rq.body_too_large = st->too_large;
+    struct pl_api_response rs;
+    pl_api_finish(c->h2->api, st->call, &rq, &rs);
+    uint64_t one = 1;
+    pthread_mutex_lock(&c->lock);
+    st->rs = rs;
+    st->done_next = c->done;
+    c->done = st;
+    c->workers--;
+    pthread_cond_broadcast(&c->idle);
+    if (write(c->evfd, &one, sizeof(one)) < 0) {
+        /* an eventfd's counter cannot overflow here; nothing to do */
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+static void head_in(struct stream *st) {
+    struct h2conn *c = st->c;
+    struct pl_api_request rq;
+    request_of(st, &rq);
+    if (rq.path[0] != '/') {
+        rq.path = "/"; /* a stream without :path is nobody's route */
+    }
+    atomic_fetch_add(c->h2->in_progress, 1);
+    st->counted = true;
+    if (pl_api_begin(c->h2->api, &rq, &st->call, &st->rs)) {
+        submit_answer(st); /* the rest of its body, if any, is dropped */
+        return;
+    }
+    st->state = READING_BODY;
+}
+
+static void body_in(struct stream *st) {
+    struct h2conn *c = st->c;
+    if (st->state != READING_BODY)
+        return;
+    st->state = RUNNING;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&c->lock);
+    c->workers++;
+    pthread_mutex_unlock(&c->lock);
+    pthread_t t;
+    if (pthread_create(&t, &attr, worker_main, st) != 0) {
+        pthread_mutex_lock(&c->lock);
+        c->workers--;
+        pthread_mutex_unlock(&c->lock);
+        pl_api_response_clear(&st->rs);
+        st->rs.status = 503;
+        st->rs.content_type = "text/plain; charset=utf-8";
+        st->rs.body = strdup("no thread for the request; retry\n");
+        st->rs.body_len = st->rs.body ? strlen(st->rs.body) : 0;
+        submit_answer(st);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+/* ---- nghttp2's callbacks ------------------------------------------------------ */
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user) {
+    struct h2conn *c = user;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    st->c = c;
+    st->id = f->hd.stream_id;
+    st->since_ns = pl_now_ns();
+    st->next = c->streams;
+    if (c->streams)
+        c->streams->prev = st;
+    c->streams = st;
+    nghttp2_session_set_stream_user_data(s, st->id, st);
+    return 0;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user) {
+    (void)flags;
+    (void)user;
+    struct stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (!st || st->state != READING_HEAD)
+        return 0; /* trailers of a request: nothing in them is read */
+    st->header_bytes += namelen + valuelen + 32;
+    if (st->header_bytes > PL_H2_MAX_HEADER_BYTES)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
+    static const struct {
+        const char *name;
+        size_t off;
+    } wanted[] = {
+        {":method", offsetof(struct stream, method)},
+        {":path", offsetof(struct stream, path)},
+        {"content-type", offsetof(struct stream, ctype)},
+        {"authorization", offsetof(struct stream, auth)},
+        {"connect-timeout-ms", offsetof(struct stream, connect_timeout)},
+        {"grpc-timeout", offsetof(struct stream, grpc_timeout)},
+        {"content-length", offsetof(struct stream, length)},
+    };
+    for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+        if (strlen(wanted[i].name) != namelen || memcmp(wanted[i].name, name, namelen) != 0)
+            continue;
+        char **slot = (char **)((char *)st + wanted[i].off);
+        if (*slot)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* a header given twice */
+        *slot = strndup((const char *)value, valuelen);
+        if (!*slot)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        if (i == 1) /* the path without its query, as HTTP/1.1's */
+            (*slot)[strcspn(*slot, "?")] = '\0';
+        return 0;
+    }
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *user) {
+    (void)user;
+    if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
+        return 0;
+    struct stream *st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (!st)
+        return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && st->state == READING_HEAD)
+        head_in(st);
+    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        body_in(st);
+    return 0;
+}
+
+static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *user) {
+    (void)flags;
+    struct h2conn *c = user;
+    struct stream *st = nghttp2_session_get_stream_user_data(s, id);
+    if (!st || st->state != READING_BODY || st->too_large)
+        return 0;
+    if (st->body.len + len > c->h2->api->config->max_request_bytes) {
+        st->too_large = true; /* read on to its end, held no more */
+        pl_buf_free(&st->body);
+        return 0;
+    }
+    return pl_buf_append(&st->body, data, len) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *user) {
+    (void)code;
+    (void)user;
+    struct stream *st = nghttp2_session_get_stream_user_data(s, id);
+    if (!st)
+        return 0;
+    nghttp2_session_set_stream_user_data(s, id, NULL);
+    if (st->state == RUNNING)
+        st->closed = true; /* freed when its answer comes back */
+    else
+        stream_free(st);
+    return 0;
+}
+
+/* ---- the connection's loop ------------------------------------------------ */
+
+/* Everything the session has to send, gathered and written at once (one
+ * segment for an answer's HEADERS, DATA and trailers, not three). */
+static int flush(struct h2conn *c) {
+    uint8_t out[65536];
+    size_t len = 0;
+    for (;;) {
+        const uint8_t *p;
+        ssize_t n = nghttp2_session_mem_send(c->s, &p);
+        if (n < 0)
+            return -1;
+        if (n == 0 || len + (size_t)n > sizeof(out)) {
+            for (size_t off = 0; off < len;) {
+                ssize_t w = send(c->fd, out + off, len - off, MSG_NOSIGNAL); /* SEND_TIMEOUT_S */
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0)
+                    return -1;
+                off += (size_t)w;
+            }
+            len = 0;
+        }
+        if (n == 0)
+            return 0;
+        if ((size_t)n > sizeof(out)) {
+            for (ssize_t off = 0; off < n;) {
+                ssize_t w = send(c->fd, p + off, (size_t)(n - off), MSG_NOSIGNAL);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0)
+                    return -1;
+                off += w;
+            }
+            continue;
+        }
+        memcpy(out + len, p, (size_t)n);
+        len += (size_t)n;
+    }
+}
+
+/* Answers whose runs ended: sent, or freed when the peer reset them. */
+static void take_answers(struct h2conn *c) {
+    uint64_t v;
+    if (read(c->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        return;
+    pthread_mutex_lock(&c->lock);
+    struct stream *done = c->done;
+    c->done = NULL;
+    pthread_mutex_unlock(&c->lock);
+    while (done) {
+        struct stream *st = done;
+        done = st->done_next;
+        if (st->closed)
+            stream_free(st);
+        else
+            submit_answer(st);
+    }
+}
+
+/* Streams still reading past the deadline are reset; returns the ms to
+ * the next deadline (or the idle one), -1 for none, 0 to close. */
+static int deadlines(struct h2conn *c) {
+    uint64_t now = pl_now_ns();
+    uint64_t limit = (uint64_t)c->h2->api->config->request_read_timeout_ms * 1000000ull;
+    uint64_t next = UINT64_MAX;
+    for (struct stream *st = c->streams; st; st = st->next) {
+        if (st->state != READING_HEAD && st->state != READING_BODY)
+            continue;
+        if (now - st->since_ns >= limit) {
+            nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+            st->since_ns = now; /* reset once; its close frees it */
+            continue;
+        }
+        if (st->since_ns + limit < next)
+            next = st->since_ns + limit;
+    }
+    if (!c->streams) {
+        if (now - c->idle_since_ns >= limit)
+            return 0;
+        next = c->idle_since_ns + limit;
+    }
+    if (next == UINT64_MAX)
+        return -1;
+    return (int)((next - now) / 1000000ull + 1);
+}
+
+static void serve(struct h2conn *c) {
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    int r = nghttp2_session_server_new(&c->s, cb, c);
+    nghttp2_session_callbacks_del(cb);
+    if (r != 0)
+        return;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, PL_H2_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, PL_H2_MAX_HEADER_BYTES},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+    };
+    nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+    nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+    uint8_t buf[16384];
+    for (;;) {
+        int wait = deadlines(c);
+        if (wait == 0) { /* idle past the read deadline */
+            nghttp2_session_terminate_session(c->s, NGHTTP2_NO_ERROR);
+            flush(c);
+            break;
+        }
+        if (flush(c) < 0)
+            break;
+        if (!nghttp2_session_want_read(c->s) && !nghttp2_session_want_write(c->s))
+            break;
+        struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->evfd, .events = POLLIN}};
+        int n = poll(p, 2, wait);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (p[1].revents & POLLIN)
+            take_answers(c);
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t got = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
+                break;
+            if (got > 0 && nghttp2_session_mem_recv(c->s, buf, (size_t)got) < 0)
+                break;
+        }
+    }
+}
+
+void pl_h2_serve(struct pl_h2 *h2, int fd) {
+    struct h2conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return;
+    }
+    c->h2 = h2;
+    c->fd = fd;
+    c->idle_since_ns = pl_now_ns();
+    c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->idle, NULL);
+    struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    int one = 1; /* each flush is a whole answer: no reason to hold it back */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    pthread_mutex_lock(&h2->lock);
+    bool stopping = h2->stopping;
+    if (!stopping) {
+        c->next = h2->conns;
+        if (h2->conns)
+            h2->conns->prev = c;
+        h2->conns = c;
+        h2->n++;
+    }
+    pthread_mutex_unlock(&h2->lock);
+    if (!stopping && c->evfd >= 0)
+        serve(c);
+    /* The session is over: shut the socket (a peer still sending gets its
+     * end) and wait for the runs still going, then free their streams. */
+    shutdown(fd, SHUT_RDWR);
+    pthread_mutex_lock(&c->lock);
+    while (c->workers)
+        pthread_cond_wait(&c->idle, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    if (c->evfd >= 0)
+        take_answers(c);
+    for (struct stream *st = c->streams; st; st = c->streams)
+        stream_free(st);
+    nghttp2_session_del(c->s);
+    close(fd);
+    if (c->evfd >= 0)
+        close(c->evfd);
+    pthread_mutex_lock(&h2->lock);
+    if (!stopping) {
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            h2->conns = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+        h2->n--;
+        pthread_cond_broadcast(&h2->gone);
+    }
+    pthread_mutex_unlock(&h2->lock);
+    pthread_cond_destroy(&c->idle);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+void pl_h2_stop(struct pl_h2 *h2) {
+    if (!h2)
+        return;
+    pthread_mutex_lock(&h2->lock);
+    h2->stopping = true;
+    for (struct h2conn *c = h2->conns; c; c = c->next)
+        shutdown(c->fd, SHUT_RDWR);
+    while (h2->n)
+        pthread_cond_wait(&h2->gone, &h2->lock);
+    pthread_mutex_unlock(&h2->lock);
+    pthread_cond_destroy(&h2->gone);
+    pthread_mutex_destroy(&h2->lock);
+    free(h2);
+}
