@@ -41,6 +41,7 @@ enum stream_state { READING_HEAD, READING_BODY, RUNNING, ANSWERING };
 struct stream {
     struct stream *prev, *next; /* the connection's streams */
     struct stream *done_next;   /* the list of answers to send */
+    struct stream *job_next;    /* the workers' queue */
     struct h2conn *c;
     int32_t id;
     enum stream_state state;
@@ -77,7 +78,20 @@ struct pl_h2 {
     struct h2conn *conns;
     unsigned n;
     bool stopping;
+
+    /* The workers: threads kept for the next request (a thread made and
+     * ended per request cost a third of a refusal's time), as many as
+     * requests run at once, PL_H2_KEEP_WORKERS of them kept when idle. */
+    pthread_mutex_t plock; /* queue, tail, idle, threads, pool_stop */
+    pthread_cond_t work, ended;
+    struct stream *queue, *tail;
+    unsigned idle, threads;
+    bool pool_stop;
 };
+
+/* Workers kept idle, and how long one more waits before it ends. */
+#define PL_H2_KEEP_WORKERS 8
+#define PL_H2_WORKER_IDLE_S 10
 
 struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress) {
     struct pl_h2 *h2 = calloc(1, sizeof(*h2));
@@ -87,6 +101,13 @@ struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress) {
     h2->in_progress = in_progress;
     pthread_mutex_init(&h2->lock, NULL);
     pthread_cond_init(&h2->gone, NULL);
+    pthread_mutex_init(&h2->plock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h2->work, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&h2->ended, NULL);
     return h2;
 }
 
@@ -206,8 +227,7 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
     }
 }
 
-static void *worker_main(void *arg) {
-    struct stream *st = arg;
+static void run_one(struct stream *st) {
     struct h2conn *c = st->c;
     struct pl_api_request rq;
     request_of(st, &rq);
@@ -227,7 +247,66 @@ static void *worker_main(void *arg) {
         /* an eventfd's counter cannot overflow here; nothing to do */
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+static void *worker_main(void *arg) {
+    struct pl_h2 *h2 = arg;
+    pthread_mutex_lock(&h2->plock);
+    for (;;) {
+        if (!h2->queue) {
+            if (h2->pool_stop)
+                break;
+            h2->idle++;
+            struct timespec until =
+                pl_timespec_of(pl_now_ns() + PL_H2_WORKER_IDLE_S * 1000000000ull);
+            int r = pthread_cond_timedwait(&h2->work, &h2->plock, &until);
+            h2->idle--;
+            if (r != 0 && !h2->queue && h2->threads > PL_H2_KEEP_WORKERS)
+                break;
+            continue;
+        }
+        struct stream *st = h2->queue;
+        h2->queue = st->job_next;
+        if (!h2->queue)
+            h2->tail = NULL;
+        pthread_mutex_unlock(&h2->plock);
+        run_one(st);
+        pthread_mutex_lock(&h2->plock);
+    }
+    h2->threads--;
+    pthread_cond_broadcast(&h2->ended);
+    pthread_mutex_unlock(&h2->plock);
     return NULL;
+}
+
+/* Queue st for a worker, making one when none is idle. */
+static int dispatch(struct pl_h2 *h2, struct stream *st) {
+    pthread_mutex_lock(&h2->plock);
+    st->job_next = NULL;
+    if (h2->tail)
+        h2->tail->job_next = st;
+    else
+        h2->queue = st;
+    h2->tail = st;
+    int r = 0;
+    if (h2->idle == 0) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t t;
+        if (pthread_create(&t, &attr, worker_main, h2) == 0)
+            h2->threads++;
+        else if (h2->threads == 0)
+            r = -1; /* no worker at all: take it back */
+        pthread_attr_destroy(&attr);
+    }
+    if (r < 0) {
+        h2->queue = h2->tail = NULL;
+    } else {
+        pthread_cond_signal(&h2->work);
+    }
+    pthread_mutex_unlock(&h2->plock);
+    return r;
 }
 
 static void head_in(struct stream *st) {
@@ -251,14 +330,10 @@ static void body_in(struct stream *st) {
     if (st->state != READING_BODY)
         return;
     st->state = RUNNING;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_mutex_lock(&c->lock);
     c->workers++;
     pthread_mutex_unlock(&c->lock);
-    pthread_t t;
-    if (pthread_create(&t, &attr, worker_main, st) != 0) {
+    if (dispatch(c->h2, st) < 0) {
         pthread_mutex_lock(&c->lock);
         c->workers--;
         pthread_mutex_unlock(&c->lock);
@@ -269,7 +344,6 @@ static void body_in(struct stream *st) {
         st->rs.body_len = st->rs.body ? strlen(st->rs.body) : 0;
         submit_answer(st);
     }
-    pthread_attr_destroy(&attr);
 }
 
 /* ---- nghttp2's callbacks ------------------------------------------------------ */
@@ -579,6 +653,15 @@ void pl_h2_stop(struct pl_h2 *h2) {
     while (h2->n)
         pthread_cond_wait(&h2->gone, &h2->lock);
     pthread_mutex_unlock(&h2->lock);
+    pthread_mutex_lock(&h2->plock);
+    h2->pool_stop = true;
+    pthread_cond_broadcast(&h2->work);
+    while (h2->threads)
+        pthread_cond_wait(&h2->ended, &h2->plock);
+    pthread_mutex_unlock(&h2->plock);
+    pthread_cond_destroy(&h2->work);
+    pthread_cond_destroy(&h2->ended);
+    pthread_mutex_destroy(&h2->plock);
     pthread_cond_destroy(&h2->gone);
     pthread_mutex_destroy(&h2->lock);
     free(h2);
