@@ -21,7 +21,12 @@ The hostile daemon serves tests/vectors/hostile_answers.json: case NAME
 answers at PLIMSOLL_TEST_HOSTILE_URL + "/NAME" (the client's URL, so its
 calls go to /NAME/plimsoll.v1.SandboxService/METHOD) with exactly what the
 case describes: bytes no real daemon would send, too many of them, or too
-slowly.
+slowly. It also answers every reason of tests/vectors/reasons.json as the
+daemon sends it, whatever the call: PLIMSOLL_TEST_HOSTILE_URL +
+"/reason/REASON" gives the reason's Connect error with its code and HTTP
+status, its ErrorInfo both as JSON ("debug") and as protobuf ("value"),
+and metadata.dispatched as the file says; each client's suite checks the
+typed error it makes of each against the file.
 """
 import base64
 import http.client
@@ -41,6 +46,7 @@ from plimsoll_test.harness import BUILD, Daemon, key_line, make_key  # noqa: E40
 
 RUNNING_MESSAGES = ("Run", "RunInSession", "RunCell")
 HOSTILE_VECTORS = os.path.join(ROOT, "tests", "vectors", "hostile_answers.json")
+REASON_VECTORS = os.path.join(ROOT, "tests", "vectors", "reasons.json")
 
 
 class LoweringProxy(http.server.ThreadingHTTPServer):
@@ -110,9 +116,11 @@ class HostileDaemon(http.server.ThreadingHTTPServer):
     daemon_threads = True
     longest = 120.0  # no answer is dripped or stalled for longer than this
 
-    def __init__(self, path=HOSTILE_VECTORS):
+    def __init__(self, path=HOSTILE_VECTORS, reasons=REASON_VECTORS):
         with open(path, encoding="utf-8") as f:
             self.cases = {c["name"]: c for c in json.load(f)["cases"]}
+        with open(reasons, encoding="utf-8") as f:
+            self.reasons = {r["reason"]: refusal_answer(r) for r in json.load(f)["reasons"]}
         self.stopping = threading.Event()
         super().__init__(("127.0.0.1", 0), HostileHandler)
 
@@ -121,7 +129,40 @@ class HostileDaemon(http.server.ThreadingHTTPServer):
         super().shutdown()
 
 
-STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 502: "Bad Gateway"}
+STATUS_TEXT = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+               404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+               501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable"}
+
+
+def protobuf_field(number, data):
+    """One length-delimited protobuf field."""
+    n, size = len(data), b""
+    while True:
+        size += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+        n >>= 7
+        if not n:
+            return bytes([number << 3 | 2]) + size + data
+
+
+def refusal_answer(entry):
+    """The answer the daemon sends for a reason of reasons.json (docs/api.md,
+    "The three channels"): a Connect error whose first detail is the
+    google.rpc.ErrorInfo, as unpadded base64 protobuf and as JSON."""
+    metadata = {"dispatched": "true" if entry["dispatched"] else "false",
+                "isolation": "process"}
+    info = protobuf_field(1, entry["reason"].encode()) + protobuf_field(2, b"plimsoll")
+    for k, v in sorted(metadata.items()):
+        info += protobuf_field(3, protobuf_field(1, k.encode()) + protobuf_field(2, v.encode()))
+    body = {"code": entry["code"],
+            "message": "%s, as tests/vectors/reasons.json says: %s" % (entry["reason"],
+                                                                      entry["meaning"]),
+            "details": [{"type": "google.rpc.ErrorInfo",
+                         "value": base64.b64encode(info).decode("ascii").rstrip("="),
+                         "debug": {"reason": entry["reason"], "domain": "plimsoll",
+                                   "metadata": metadata}}]}
+    return {"status": entry["http_status"],
+            "headers": [["Content-Type", "application/json"]],
+            "body": json.dumps(body, separators=(",", ":"))}
 
 
 def body_chunks(answer, block=1 << 16):
@@ -169,6 +210,16 @@ class HostileHandler(http.server.BaseHTTPRequestHandler):
         self.rfile.read(n)
         self.close_connection = True
         parts = self.path.split("/")
+        if len(parts) == 5 and parts[1] == "reason" and parts[3] == "plimsoll.v1.SandboxService":
+            answer = self.server.reasons.get(parts[2])
+            if not answer:
+                self._plain(404, b"no such reason in tests/vectors/reasons.json\n")
+                return
+            try:
+                self._serve(answer)
+            except OSError:
+                pass
+            return
         case = self.server.cases.get(parts[1]) if len(parts) == 4 else None
         if not case or parts[2] != "plimsoll.v1.SandboxService" or parts[3] != case["call"]:
             self._plain(404, b"no such case or call\n")

@@ -1,51 +1,90 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_errors.c: every row of the error tables. */
+/*
+ * test_errors.c: every row of the error tables, the reasons' against the
+ * shared vector file tests/vectors/reasons.json.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../src/core/errors.h"
 #include "../../src/server/api.h"
 
-/* The contract of issue #2, row by row: reason -> Connect code -> HTTP. */
-static const struct {
-    enum pl_reason reason;
-    const char *name;
-    const char *code;
-    int http;
-    bool dispatched;
-} expected[] = {
-    {PL_REASON_INVALID_REQUEST, "INVALID_REQUEST", "invalid_argument", 400, false},
-    {PL_REASON_UNAUTHENTICATED, "UNAUTHENTICATED", "unauthenticated", 401, false},
-    {PL_REASON_DISABLED, "DISABLED", "failed_precondition", 400, false},
-    {PL_REASON_INSUFFICIENT_ISOLATION, "INSUFFICIENT_ISOLATION", "failed_precondition", 400, false},
-    {PL_REASON_UNSUPPORTED, "UNSUPPORTED", "unimplemented", 501, false},
-    {PL_REASON_CALLER_NOT_ALLOWED, "CALLER_NOT_ALLOWED", "permission_denied", 403, false},
-    {PL_REASON_NOT_READY, "NOT_READY", "unavailable", 503, false},
-    {PL_REASON_SHUTTING_DOWN, "SHUTTING_DOWN", "unavailable", 503, false},
-    {PL_REASON_RATE_LIMITED, "RATE_LIMITED", "resource_exhausted", 429, false},
-    {PL_REASON_AT_CAPACITY, "AT_CAPACITY", "resource_exhausted", 429, false},
-    {PL_REASON_SESSION_ENDED, "SESSION_ENDED", "failed_precondition", 400, false},
-    {PL_REASON_NOT_FOUND, "NOT_FOUND", "not_found", 404, false},
-    {PL_REASON_INTERNAL, "INTERNAL", "internal", 500, true},
-};
+/* One reason as "NAME code http dispatched=… channel \"meaning\"", so a
+ * failed comparison prints both sides whole. */
+static void daemon_row(enum pl_reason r, char *out, size_t n) {
+    enum pl_code c = pl_reason_code(r);
+    bool d = pl_reason_dispatched(r);
+    snprintf(out, n, "%s %s %d dispatched=%s %s \"%s\"", pl_reason_name(r), pl_code_name(c),
+             pl_code_http_status(c), d ? "true" : "false", d ? "infrastructure" : "refusal",
+             pl_reason_doc(r));
+}
 
-static void test_every_reason_row(void **state) {
+static const char *str_or(const json_t *v, const char *missing) {
+    return json_is_string(v) ? json_string_value(v) : missing;
+}
+
+static void file_row(const json_t *e, char *out, size_t n) {
+    const json_t *d = json_object_get(e, "dispatched");
+    const json_t *http = json_object_get(e, "http_status");
+    snprintf(out, n, "%s %s %d dispatched=%s %s \"%s\"",
+             str_or(json_object_get(e, "reason"), "(no reason)"),
+             str_or(json_object_get(e, "code"), "(no code)"),
+             json_is_integer(http) ? (int)json_integer_value(http) : -1,
+             json_is_boolean(d) ? (json_is_true(d) ? "true" : "false") : "(none)",
+             str_or(json_object_get(e, "channel"), "(no channel)"),
+             str_or(json_object_get(e, "meaning"), "(no meaning)"));
+}
+
+/* tests/vectors/reasons.json, which tests/vectors/make_vectors.py reads out
+ * of this very table and every client's suite checks its own table
+ * against: the two agree entry for entry, both ways, so the file is never
+ * stale and no reason is missing on either side. */
+static void test_reasons_match_the_vector_file(void **state) {
     (void)state;
-    size_t n = sizeof(expected) / sizeof(expected[0]);
-    assert_int_equal(n, PL_REASON__COUNT - 1); /* a new reason needs a row here */
-    for (size_t i = 0; i < n; i++) {
-        assert_string_equal(pl_reason_name(expected[i].reason), expected[i].name);
-        enum pl_code c = pl_reason_code(expected[i].reason);
-        assert_string_equal(pl_code_name(c), expected[i].code);
-        assert_int_equal(pl_code_http_status(c), expected[i].http);
-        assert_int_equal(pl_reason_dispatched(expected[i].reason), expected[i].dispatched);
-        assert_true(strlen(pl_reason_doc(expected[i].reason)) > 0);
+    const char *path = PL_SOURCE_ROOT "/tests/vectors/reasons.json";
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    if (!doc)
+        fail_msg("%s: %s", path, je.text);
+    json_t *list = json_object_get(doc, "reasons");
+    assert_true(json_is_array(list));
+    char want[512], got[512];
+    size_t i;
+    json_t *e;
+    /* the daemon's table -> the file */
+    for (int r = PL_REASON_NONE + 1; r < PL_REASON__COUNT; r++) {
+        assert_true(strlen(pl_reason_doc((enum pl_reason)r)) > 0);
+        daemon_row((enum pl_reason)r, want, sizeof(want));
+        snprintf(got, sizeof(got), "%s is not in the file (run tests/vectors/make_vectors.py)",
+                 pl_reason_name((enum pl_reason)r));
+        json_array_foreach(list, i, e) {
+            if (strcmp(str_or(json_object_get(e, "reason"), ""),
+                       pl_reason_name((enum pl_reason)r)) == 0) {
+                file_row(e, got, sizeof(got));
+                break;
+            }
+        }
+        assert_string_equal(got, want);
     }
+    /* the file -> the daemon's table */
+    json_array_foreach(list, i, e) {
+        file_row(e, got, sizeof(got));
+        snprintf(want, sizeof(want), "a reason of src/core/errors.h");
+        for (int r = PL_REASON_NONE + 1; r < PL_REASON__COUNT; r++)
+            if (strcmp(str_or(json_object_get(e, "reason"), ""),
+                       pl_reason_name((enum pl_reason)r)) == 0)
+                daemon_row((enum pl_reason)r, want, sizeof(want));
+        assert_string_equal(got, want);
+    }
+    assert_int_equal(json_array_size(list), PL_REASON__COUNT - 1); /* no reason twice */
+    json_decref(doc);
 }
 
 static void test_connect_codes_round_trip(void **state) {
@@ -93,7 +132,7 @@ static void test_error_info_bytes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_reason_row),
+        cmocka_unit_test(test_reasons_match_the_vector_file),
         cmocka_unit_test(test_connect_codes_round_trip),
         cmocka_unit_test(test_error_set),
         cmocka_unit_test(test_error_info_bytes),

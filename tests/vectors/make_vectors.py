@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate the canonical-form, record, chain and hostile-answer vectors in
-this folder.
+"""Regenerate the canonical-form, record, chain, hostile-answer and reason
+vectors in this folder.
 
 This is a second, independent implementation of docs/records.md in Python's
 standard library (json.dumps with sorted keys and no whitespace matches
@@ -8,14 +8,21 @@ RFC 8785 for the values plimsoll's messages use: objects with ASCII keys,
 arrays, strings, integers, booleans, null). The C tests check that the
 daemon's implementation agrees with it byte for byte.
 
+reasons.json is not written from this file: it is read out of the daemon's
+own table, the X-macros of src/core/errors.h, so a reason added there
+reaches every client's suite (which fails until that client knows it) and
+tests/unit/test_errors.c (which fails until this is run again).
+
 Run: python3 tests/vectors/make_vectors.py   (rewrites the .json files)
 """
 import base64
 import hashlib
 import json
 import os
+import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ERRORS_H = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src", "core", "errors.h")
 
 
 def canon(v):
@@ -98,6 +105,7 @@ def main():
 
     write_chains()
     write_hostile()
+    write_reasons()
 
 
 def session_entry(req, resp, started, ended, previous, runtime="runc"):
@@ -519,6 +527,79 @@ def write_hostile():
     }
     with open(os.path.join(HERE, "hostile_answers.json"), "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+
+
+# ---- the reasons (docs/api.md, "Reasons"; docs/clients.md, "Typed refusals") --
+
+# The clients' retry policy, not the daemon's: the reasons an opt-in retry
+# policy retries (docs/clients.md, "Retries").
+RETRIED = ("RATE_LIMITED", "AT_CAPACITY")
+
+
+def c_strings(text):
+    """The value of one or more adjacent C string literals."""
+    out = ""
+    for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', text):
+        out += re.sub(r"\\(.)", r"\1", lit)
+    return out
+
+
+def x_macro(header, name):
+    """The X(...) rows of `#define NAME(X)`, each a list of its arguments
+    as written (string literals decoded)."""
+    m = re.search(r"^#define %s\(X\)((?:[^\n]*\\\n)*[^\n]*)$" % name, header, re.M)
+    if not m:
+        raise SystemExit("%s: no #define %s(X)" % (ERRORS_H, name))
+    body = m.group(1).replace("\\\n", " ")
+    rows = []
+    for args in re.findall(r'X\(((?:[^()"]|"(?:[^"\\]|\\.)*")*)\)', body):
+        parts = re.findall(r'\s*((?:"(?:[^"\\]|\\.)*"\s*)+|[^,]+?)\s*(?:,|$)', args)
+        rows.append([c_strings(p) if p.startswith('"') else p for p in parts])
+    if not rows:
+        raise SystemExit("%s: %s has no rows" % (ERRORS_H, name))
+    return rows
+
+
+def write_reasons():
+    """Every reason of the daemon's table (src/core/errors.h), in its order."""
+    with open(ERRORS_H, encoding="utf-8") as f:
+        header = f.read()
+    codes = {}
+    for sym, wire, http in x_macro(header, "PL_CONNECT_CODES"):
+        codes[sym] = (wire, int(http))
+    reasons = []
+    for sym, code, dispatched, meaning in x_macro(header, "PL_REASONS"):
+        assert dispatched in ("true", "false"), (sym, dispatched)
+        wire, http = codes[code]
+        reasons.append({
+            "reason": sym,
+            "code": wire,
+            "http_status": http,
+            "dispatched": dispatched == "true",
+            "channel": "infrastructure" if dispatched == "true" else "refusal",
+            "retried": sym in RETRIED,
+            "meaning": meaning,
+        })
+    names = [r["reason"] for r in reasons]
+    assert len(names) == len(set(names)), names
+    assert all(r in names for r in RETRIED), RETRIED
+    doc = {
+        "about": "Every reason the daemon sends, read out of its table (src/core/errors.h) by "
+                 "tests/vectors/make_vectors.py. reason: details[0].debug.reason of the Connect "
+                 "error; code and http_status: what it is sent with; dispatched: what "
+                 "metadata.dispatched says (true: the code may have run); channel: refusal (a "
+                 "typed refusal, one type per reason in every client) or infrastructure; "
+                 "retried: whether a client's opt-in retry policy retries it "
+                 "(docs/clients.md, \"Retries\"). tests/unit/test_errors.c checks the daemon's "
+                 "table against this file and every official client's suite checks its own, "
+                 "entry for entry both ways; tests/clients/harness.py's hostile daemon answers "
+                 "each reason as the daemon sends it at PLIMSOLL_TEST_HOSTILE_URL + "
+                 "\"/reason/REASON\".",
+        "reasons": reasons,
+    }
+    with open(os.path.join(HERE, "reasons.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2, ensure_ascii=False)
         f.write("\n")
 
 

@@ -8,7 +8,7 @@ import json
 import os
 import threading
 import unittest
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from plimsoll.record import sha256_hex
 
@@ -71,11 +71,14 @@ def connect_error(reason: str, code: str, message: str = "refused", status: int 
 
 class FakeDaemon:
     """A local HTTP server that answers each POST with the next queued
-    ``(status, body)`` and keeps what it received."""
+    ``(status, body)``, or with what ``respond(path, body)`` returns when it
+    is set, and keeps what it received."""
 
     def __init__(self) -> None:
         self.answers: List[Tuple[int, bytes]] = []
         self.received: List[Dict[str, Any]] = []
+        self.respond: Optional[Callable[[str, bytes], Tuple[int, Any]]] = None
+        self.lock = threading.Lock()
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -87,9 +90,17 @@ class FakeDaemon:
             def do_POST(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
-                fake.received.append({"path": self.path, "headers": dict(self.headers),
-                                      "body": body})
-                status, answer = fake.answers.pop(0) if fake.answers else (500, b"no answer")
+                with fake.lock:
+                    fake.received.append({"path": self.path, "headers": dict(self.headers),
+                                          "body": body})
+                if fake.respond is not None:
+                    status, answer = fake.respond(self.path, body)
+                    if not isinstance(answer, bytes):
+                        answer = json.dumps(answer).encode()
+                else:
+                    with fake.lock:
+                        status, answer = (fake.answers.pop(0) if fake.answers
+                                          else (500, b"no answer"))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))

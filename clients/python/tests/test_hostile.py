@@ -16,15 +16,32 @@ from .support import env, vectors
 HOSTILE = vectors("hostile_answers.json")
 
 
-def outcome_of(case: Dict[str, Any], url: str) -> Tuple[str, Any]:
-    """Make the case's call; ("result", answer) or (the kind of error, it)."""
+def client_settings(case: Dict[str, Any]) -> Dict[str, Any]:
     settings = case.get("client", {})
     kw: Dict[str, Any] = {}
     if "timeout_ms" in settings:
         kw["timeout"] = settings["timeout_ms"] / 1000.0
     if "max_answer_bytes" in settings:
         kw["max_answer_bytes"] = settings["max_answer_bytes"]
-    client = plimsoll.Client(url + "/" + case["name"], "plk_hostile", **kw)
+    return kw
+
+
+def kind_of(e: BaseException) -> str:
+    """The kind of error the vectors name."""
+    if isinstance(e, errors.ProtocolError):
+        return "protocol"
+    if isinstance(e, errors.IsolationEvidenceMismatchError):
+        return "mismatch"
+    if isinstance(e, errors.RefusalError):
+        return "refusal"
+    if isinstance(e, errors.InfrastructureError):
+        return "timeout" if e.code == "deadline_exceeded" else "transport"
+    return "untyped %s" % type(e).__name__
+
+
+def outcome_of(case: Dict[str, Any], url: str) -> Tuple[str, Any]:
+    """Make the case's call; ("result", answer) or (the kind of error, it)."""
+    client = plimsoll.Client(url + "/" + case["name"], "plk_hostile", **client_settings(case))
     try:
         if case["call"] == "Run":
             return "result", client.run(case["request"])
@@ -33,16 +50,43 @@ def outcome_of(case: Dict[str, Any], url: str) -> Tuple[str, Any]:
         if case["call"] == "OpenSession":
             return "result", client.open_session()
         raise AssertionError("no such call in the vectors: %s" % case["call"])
-    except errors.ProtocolError as e:
-        return "protocol", e
-    except errors.IsolationEvidenceMismatchError as e:
-        return "mismatch", e
-    except errors.RefusalError as e:
-        return "refusal", e
-    except errors.InfrastructureError as e:
-        return ("timeout" if e.code == "deadline_exceeded" else "transport"), e
     except Exception as e:  # noqa: BLE001 - anything else is what the vectors catch
-        return "untyped %s" % type(e).__name__, e
+        return kind_of(e), e
+
+
+async def aio_outcome_of(case: Dict[str, Any], url: str) -> Tuple[str, Any]:
+    """outcome_of through the asyncio client."""
+    client = plimsoll.AsyncClient(url + "/" + case["name"], "plk_hostile",
+                                  **client_settings(case))
+    try:
+        if case["call"] == "Run":
+            return "result", await client.run(case["request"])
+        if case["call"] == "Describe":
+            return "result", await client.describe()
+        if case["call"] == "OpenSession":
+            return "result", await client.open_session()
+        raise AssertionError("no such call in the vectors: %s" % case["call"])
+    except Exception as e:  # noqa: BLE001 - anything else is what the vectors catch
+        return kind_of(e), e
+
+
+def check_case(t: unittest.TestCase, case: Dict[str, Any], got: str, value: Any,
+               took_ms: float) -> None:
+    want = case["expect"]
+    t.assertIn(got, want["outcomes"], "%s: %s" % (case["what"], value))
+    if "within_ms" in want:
+        t.assertLessEqual(took_ms, want["within_ms"], case["what"])
+    if got == "result" and "result" in want:
+        r = value
+        t.assertEqual((r.exit_code, r.stdout, r.stderr),
+                      (want["result"]["exit_code"], want["result"]["stdout"],
+                       want["result"]["stderr"]))
+        t.assertEqual(r.record.digest, r.raw["record"]["digest"])
+    if got == "refusal":
+        t.assertEqual(value.reason, want["reason"])
+        t.assertFalse(value.dispatched)
+    if got in ("protocol", "mismatch", "timeout", "transport"):
+        t.assertTrue(value.dispatched)
 
 
 class Hostile(unittest.TestCase):
@@ -59,25 +103,20 @@ class Hostile(unittest.TestCase):
         self.assertGreater(len(HOSTILE["cases"]), 40)
         for case in HOSTILE["cases"]:
             with self.subTest(case["name"]):
-                want = case["expect"]
                 t0 = time.monotonic()
                 got, value = outcome_of(case, url)
-                took_ms = (time.monotonic() - t0) * 1000
-                self.assertIn(got, want["outcomes"], "%s: %s" % (case["what"], value))
-                if "within_ms" in want:
-                    self.assertLessEqual(took_ms, want["within_ms"], case["what"])
-                if got == "result" and "result" in want:
-                    r = value
-                    self.assertEqual((r.exit_code, r.stdout, r.stderr),
-                                     (want["result"]["exit_code"], want["result"]["stdout"],
-                                      want["result"]["stderr"]))
-                    self.assertEqual(r.record.digest, r.raw["record"]["digest"])
-                if got == "refusal":
-                    self.assertEqual(value.reason, want["reason"])
-                    self.assertFalse(value.dispatched)
-                if got in ("protocol", "mismatch", "timeout", "transport"):
-                    self.assertTrue(value.dispatched)
+                check_case(self, case, got, value, (time.monotonic() - t0) * 1000)
 
+
+class AsyncHostile(unittest.IsolatedAsyncioTestCase):
+    async def test_every_hostile_answer(self) -> None:
+        url = env("PLIMSOLL_TEST_HOSTILE_URL")
+        self.assertGreater(len(HOSTILE["cases"]), 40)
+        for case in HOSTILE["cases"]:
+            with self.subTest(case["name"]):
+                t0 = time.monotonic()
+                got, value = await aio_outcome_of(case, url)
+                check_case(self, case, got, value, (time.monotonic() - t0) * 1000)
 
 if __name__ == "__main__":
     unittest.main()

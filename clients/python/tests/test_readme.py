@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The README's ten-line example runs as written against the wasm daemon."""
+"""The README's examples run as written against the wasm daemon."""
 from __future__ import annotations
 
 import contextlib
@@ -28,6 +28,19 @@ class Readme(unittest.TestCase):
         self.assertEqual(lines[0], "process")
         self.assertTrue(lines[1].startswith("0 42"), lines)
         self.assertEqual(lines[-1], "refused, nothing ran; this daemon is process")
+
+    def test_asyncio_example(self) -> None:
+        url, key = env("PLIMSOLL_TEST_URL"), env("PLIMSOLL_TEST_KEY")
+        with open(README, encoding="utf-8") as f:
+            block = re.search(r"^## asyncio\n+```python\n(.*?)```", f.read(), re.S | re.M)
+        assert block is not None
+        out = io.StringIO()
+        with mock.patch.dict(os.environ, {"PLIMSOLL_URL": url, "PLIMSOLL_KEY": key}), \
+                contextlib.redirect_stdout(out):
+            exec(compile(block.group(1), README, "exec"), {"__name__": "readme"})
+        rows = [line.split() for line in out.getvalue().splitlines()]
+        self.assertEqual([r[:2] for r in rows], [["0", str(n * 7)] for n in range(4)])
+        self.assertTrue(all(len(r[2]) == 12 for r in rows), rows)
 
 
 if __name__ == "__main__":

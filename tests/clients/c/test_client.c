@@ -538,6 +538,94 @@ static void test_readme_example(void **state) {
     unsetenv("PLIMSOLL_KEY");
 }
 
+/* ---- reasons (tests/vectors/reasons.json) --------------------------------- */
+
+static const json_t *reason_entry(const json_t *list, const char *reason) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        if (json_is_string(json_object_get(e, "reason")) &&
+            strcmp(json_string_value(json_object_get(e, "reason")), reason) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static const char *jstr(const json_t *e, const char *key) {
+    const json_t *v = json_object_get(e, key);
+    return json_is_string(v) ? json_string_value(v) : "(none)";
+}
+
+static const char *jbool(const json_t *e, const char *key) {
+    const json_t *v = json_object_get(e, key);
+    return json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : "(none)";
+}
+
+/* The library's table: each refusal kind (between PLIMSOLL_OK and
+ * PLIMSOLL_E_REFUSED) is a refusal reason of the file, retried as it says. */
+static void test_reason_table_is_the_files(void **state) {
+    (void)state;
+    json_t *v = vectors("reasons.json");
+    json_t *list = json_object_get(v, "reasons");
+    char got[256], want[256];
+    for (int k = PLIMSOLL_OK + 1; k < PLIMSOLL_E_REFUSED; k++) {
+        const char *name = plimsoll_errkind_name((enum plimsoll_errkind)k);
+        const json_t *e = reason_entry(list, name);
+        snprintf(got, sizeof(got), "%s refusal retried=%s", name,
+                 plimsoll_errkind_retryable((enum plimsoll_errkind)k) ? "true" : "false");
+        if (e)
+            snprintf(want, sizeof(want), "%s %s retried=%s", name, jstr(e, "channel"),
+                     jbool(e, "retried"));
+        else
+            snprintf(want, sizeof(want), "%s: not a reason the daemon sends", name);
+        assert_string_equal(got, want);
+    }
+    assert_false(plimsoll_errkind_retryable(PLIMSOLL_E_INFRASTRUCTURE));
+    json_decref(v);
+}
+
+/* Each reason of the file, answered as the daemon sends it by the
+ * harness's hostile daemon: the library's typed error says what the file
+ * says.  A refusal must have a kind of its own, named as the reason. */
+static void test_every_reason_of_the_file(void **state) {
+    (void)state;
+    const char *base = env("PLIMSOLL_TEST_HOSTILE_URL");
+    json_t *v = vectors("reasons.json");
+    json_t *list = json_object_get(v, "reasons");
+    assert_true(json_array_size(list) > 10);
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        char url[512], got[512], want[512];
+        snprintf(url, sizeof(url), "%s/reason/%s", base, jstr(e, "reason"));
+        struct plimsoll_error err;
+        plimsoll_client *c = plimsoll_client_new(
+            &(struct plimsoll_options){.url = url, .api_key = "plk_reasons"}, &err);
+        assert_non_null(c);
+        json_t *res = NULL;
+        assert_int_equal(plimsoll_run_snippet(c, "javascript", "console.log(1)", NULL, &res, &err),
+                         -1);
+        const char *kind = plimsoll_errkind_name(err.kind);
+        char channel[64];
+        if (err.kind > PLIMSOLL_OK && err.kind < PLIMSOLL_E_REFUSED && !strcmp(kind, err.reason))
+            snprintf(channel, sizeof(channel), "refusal");
+        else if (err.kind == PLIMSOLL_E_INFRASTRUCTURE)
+            snprintf(channel, sizeof(channel), "infrastructure");
+        else
+            snprintf(channel, sizeof(channel), "the kind %s", kind);
+        snprintf(got, sizeof(got), "%s %s %d dispatched=%s %s retried=%s", err.reason, err.code,
+                 err.http_status, err.dispatched ? "true" : "false", channel,
+                 plimsoll_errkind_retryable(err.kind) ? "true" : "false");
+        const json_t *http = json_object_get(e, "http_status");
+        snprintf(want, sizeof(want), "%s %s %d dispatched=%s %s retried=%s", jstr(e, "reason"),
+                 jstr(e, "code"), json_is_integer(http) ? (int)json_integer_value(http) : -1,
+                 jbool(e, "dispatched"), jstr(e, "channel"), jbool(e, "retried"));
+        assert_string_equal(got, want);
+        plimsoll_client_free(c);
+    }
+    json_decref(v);
+}
+
 /* ---- hostile answers (tests/vectors/hostile_answers.json) ----------------- */
 
 static double now_ms(void) {
@@ -727,6 +815,8 @@ int main(void) {
         cmocka_unit_test(test_record_vectors),
         cmocka_unit_test(test_chain_vectors),
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_reason_table_is_the_files),
+        cmocka_unit_test(test_every_reason_of_the_file),
         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_readme_example),
         cmocka_unit_test(test_snippet_runs_and_record_checks),

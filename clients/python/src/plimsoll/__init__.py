@@ -5,11 +5,14 @@
     c = plimsoll.Client("http://127.0.0.1:7475", key)
     r = c.run_snippet("console.log(6 * 7)", minimum_isolation="process")
     print(r.exit_code, r.stdout, r.record.digest)
+
+:class:`AsyncClient` (``plimsoll.aio``) has the same methods as coroutines.
 """
 from __future__ import annotations
 
-from . import errors, record
+from . import aio, errors, record
 from ._answer import DEFAULT_MAX_ANSWER_BYTES, MAX_ANSWER_DEPTH, MAX_ANSWER_INTEGER
+from .aio import AsyncClient, AsyncSession
 from .client import TIERS, Client, RetryPolicy, Session, check_tier, tier_rank
 from .errors import (AtCapacityError, CallerNotAllowedError, DisabledError,
                      InfrastructureError, InsufficientIsolationError, InvalidRequestError,
@@ -24,8 +27,9 @@ from .results import (Description, Limits, OperationSupport, Operations, RunReco
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Session", "RetryPolicy", "DEFAULT_MAX_ANSWER_BYTES", "MAX_ANSWER_DEPTH",
-    "MAX_ANSWER_INTEGER", "TIERS", "tier_rank", "check_tier",
+    "Client", "Session", "AsyncClient", "AsyncSession", "RetryPolicy",
+    "DEFAULT_MAX_ANSWER_BYTES", "MAX_ANSWER_DEPTH", "MAX_ANSWER_INTEGER", "TIERS", "tier_rank",
+    "check_tier",
     "RunResult", "StepResult", "RunRecord", "Description", "Operations",
     "OperationSupport", "Limits",
     "Chain", "ChainError", "canonical", "check_record", "sha256_hex", "verify_chain",
@@ -33,5 +37,6 @@ __all__ = [
     "DisabledError", "InsufficientIsolationError", "UnsupportedError",
     "CallerNotAllowedError", "NotReadyError", "ShuttingDownError", "RateLimitedError",
     "AtCapacityError", "SessionEndedError", "NotFoundError", "InfrastructureError",
-    "ProtocolError", "IsolationEvidenceMismatchError", "errors", "record", "__version__",
+    "ProtocolError", "IsolationEvidenceMismatchError", "aio", "errors", "record",
+    "__version__",
 ]

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """One Connect unary call over HTTP/1.1 (standard library only), and the
-mapping of its answer onto results and errors."""
+mapping of its answer onto results and errors. The headers, the errors of
+a failed exchange and the reading of an answer are shared with the asyncio
+transport (``_aio_transport``)."""
 from __future__ import annotations
 
 import base64
 import binascii
 import http.client
-import json
 import socket
 import ssl
 import threading
@@ -91,6 +92,39 @@ def protocol_error(method: str, status: int, why: str) -> ProtocolError:
                          dispatched=True, http_status=status)
 
 
+def declared_past_cap(method: str, status: int, declared: str,
+                      max_answer_bytes: int) -> Optional[ProtocolError]:
+    """The protocol error for a Content-Length past the cap, or None."""
+    if declared.isdigit() and int(declared) > max_answer_bytes:
+        return protocol_error(method, status, "its length, %s bytes, is past the client's "
+                              "max_answer_bytes (%d)" % (declared, max_answer_bytes))
+    return None
+
+
+def read_past_cap(method: str, status: int, max_answer_bytes: int) -> ProtocolError:
+    """The protocol error for a body that grew past the cap as it was read."""
+    return protocol_error(method, status, "it is longer than the client's max_answer_bytes "
+                          "(%d)" % max_answer_bytes)
+
+
+def transport_error(method: str, url: str, e: BaseException) -> InfrastructureError:
+    """A failed exchange: infrastructure, ``unavailable``, dispatched."""
+    return InfrastructureError("%s: transport failure talking to %s: %s; the code may have "
+                               "run" % (method, url, e or type(e).__name__),
+                               code="unavailable", dispatched=True)
+
+
+def request_headers(api_key: str) -> Dict[str, str]:
+    """The headers of every call (docs/clients.md, "Calls")."""
+    return {
+        "Content-Type": "application/json",
+        "Connect-Protocol-Version": "1",
+        "Authorization": "Bearer " + api_key,
+        "Accept": "application/json",
+        "User-Agent": USER_AGENT,
+    }
+
+
 def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadline: float,
              max_answer_bytes: int) -> Tuple[int, Optional[str], bytes]:
     """POST ``body`` to the method; ``(status, Content-Type, answer body)``.
@@ -134,19 +168,15 @@ def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadlin
                 raise socket.timeout("the deadline passed while connecting")
         if sock is None:
             raise OSError("no socket after connecting")
-        conn.request("POST", endpoint.prefix + SERVICE + method, body=body, headers={
-            "Content-Type": "application/json",
-            "Connect-Protocol-Version": "1",
-            "Authorization": "Bearer " + api_key,
-            "Accept": "application/json",
-            "User-Agent": USER_AGENT,
-        })
+        conn.request("POST", endpoint.prefix + SERVICE + method, body=body,
+                     headers=request_headers(api_key))
         sock.settimeout(_remaining(deadline))
         resp = conn.getresponse()
-        declared = (resp.getheader("Content-Length") or "").strip()
-        if declared.isdigit() and int(declared) > max_answer_bytes:
-            raise protocol_error(method, resp.status, "its length, %s bytes, is past the "
-                                 "client's max_answer_bytes (%d)" % (declared, max_answer_bytes))
+        past = declared_past_cap(method, resp.status,
+                                 (resp.getheader("Content-Length") or "").strip(),
+                                 max_answer_bytes)
+        if past:
+            raise past
         data = bytearray()
         while True:
             sock.settimeout(_remaining(deadline))
@@ -155,8 +185,7 @@ def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadlin
                 break
             data += chunk
             if len(data) > max_answer_bytes:
-                raise protocol_error(method, resp.status, "it is longer than the client's "
-                                     "max_answer_bytes (%d)" % max_answer_bytes)
+                raise read_past_cap(method, resp.status, max_answer_bytes)
         if getattr(resp, "length", None):  # read1 ends quietly when the peer hangs up early
             raise http.client.IncompleteRead(bytes(data), resp.length)
         _remaining(deadline)
@@ -166,9 +195,7 @@ def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadlin
     except (OSError, http.client.HTTPException) as e:
         if fired.is_set() or time.monotonic() >= deadline:
             raise deadline_error(method, endpoint.url, timeout, "cut at the deadline") from e
-        raise InfrastructureError("%s: transport failure talking to %s: %s; the code may "
-                                  "have run" % (method, endpoint.url, e or type(e).__name__),
-                                  code="unavailable", dispatched=True) from e
+        raise transport_error(method, endpoint.url, e) from e
     finally:
         watchdog.cancel()
         with lock:  # the watchdog leaves alone a socket that is being closed

@@ -1,0 +1,315 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the synchronous and the asyncio clients share, with no I/O in it:
+the requests they build, each call as data (what is sent, and how its 200
+answer becomes a result), the reading of an answer into a result or an
+error, the tier re-check, the record checks and the retry policy
+(docs/clients.md). ``client.Client`` and ``aio.AsyncClient`` only move the
+bytes."""
+from __future__ import annotations
+
+import base64
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import _transport
+from ._answer import DEFAULT_MAX_ANSWER_BYTES
+from .errors import (AtCapacityError, IsolationEvidenceMismatchError, PlimsollError,
+                     ProtocolError, RateLimitedError)
+from .record import Chain, canonical, check_record
+from .results import Description, RunResult
+
+#: Isolation tiers, weakest first.
+TIERS = ("none", "process", "container", "kernel", "vm")
+
+Files = Union[Mapping[str, Union[str, bytes]], Sequence[Mapping[str, Any]]]
+Steps = Sequence[Union[Sequence[str], Mapping[str, Any]]]
+
+
+def tier_rank(tier: Any) -> int:
+    """A tier's rank (``none`` 0 … ``vm`` 4); -1 for an unknown tier, which is
+    below every floor."""
+    try:
+        return TIERS.index(tier)
+    except ValueError:
+        return -1
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Opt-in retries of ``AT_CAPACITY`` and ``RATE_LIMITED`` refusals only.
+
+    Up to ``max_attempts`` attempts in all; before retry *n* (0-based) the
+    client sleeps a uniform random time in ``[d/2, d]`` milliseconds, where
+    ``d = min(cap_ms, base_ms * 2**n)`` ("equal jitter").
+    """
+
+    max_attempts: int = 4
+    base_ms: int = 100
+    cap_ms: int = 2000
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("RetryPolicy: max_attempts must be at least 1")
+        if self.base_ms < 0 or self.cap_ms < 0:
+            raise ValueError("RetryPolicy: base_ms and cap_ms may not be negative")
+
+    def ceiling_ms(self, n: int) -> float:
+        """``d`` for retry ``n``: ``min(cap_ms, base_ms * 2**n)``."""
+        return float(min(self.cap_ms, self.base_ms * (2 ** n)))
+
+    def delay_ms(self, n: int, rng: Callable[[float, float], float] = random.uniform) -> float:
+        """How long to sleep before retry ``n`` (0-based), in milliseconds."""
+        d = self.ceiling_ms(n)
+        return rng(d / 2, d)
+
+
+RETRYABLE = (AtCapacityError, RateLimitedError)
+
+
+def retry_delay(policy: Optional[RetryPolicy], err: PlimsollError, n: int) -> Optional[float]:
+    """Seconds to sleep before retry ``n`` (0-based) after ``err``, or None
+    when the error is to be raised: no policy, not a retried reason, or the
+    attempts spent."""
+    if policy is None or not isinstance(err, RETRYABLE) or n + 1 >= policy.max_attempts:
+        return None
+    return policy.delay_ms(n) / 1000.0
+
+
+# ---- requests ----------------------------------------------------------------
+
+
+def _nonempty(**fields: Any) -> Dict[str, Any]:
+    """The fields the caller set: no ``None`` is ever sent."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def without_nulls(value: Any) -> Any:
+    """``value`` with every ``None`` member of its objects left out, at every
+    depth: the daemon drops nulls before hashing, so sending none keeps the
+    request digest the digest of exactly what was sent."""
+    if isinstance(value, Mapping):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def _run_fields(minimum_isolation: Optional[str], timeout_ms: Optional[int],
+                memory_mb: Optional[int], grant_profile: Optional[str]) -> Dict[str, Any]:
+    return _nonempty(minimum_isolation=minimum_isolation, timeout_ms=timeout_ms,
+                     memory_mb=memory_mb, grant_profile=grant_profile)
+
+
+def snippet_request(code: str, language: str = "javascript", stdin: Optional[str] = None, *,
+                    minimum_isolation: Optional[str] = None, timeout_ms: Optional[int] = None,
+                    memory_mb: Optional[int] = None,
+                    grant_profile: Optional[str] = None) -> Dict[str, Any]:
+    """A RunRequest with a snippet."""
+    req = _run_fields(minimum_isolation, timeout_ms, memory_mb, grant_profile)
+    req["snippet"] = _nonempty(language=language, code=code, stdin=stdin)
+    return req
+
+
+def _files(files: Optional[Files]) -> List[Dict[str, Any]]:
+    if files is None:
+        return []
+    if isinstance(files, Mapping):
+        out = []
+        for path, content in files.items():
+            if isinstance(content, (bytes, bytearray, memoryview)):
+                out.append({"path": path,
+                            "content_base64": base64.b64encode(bytes(content)).decode("ascii")})
+            elif isinstance(content, str):
+                out.append({"path": path, "content": content})
+            else:
+                raise TypeError("plimsoll: file %r: content must be str or bytes" % path)
+        return out
+    return [dict(f) for f in files]
+
+
+def _steps(steps: Steps) -> List[Dict[str, Any]]:
+    out = []
+    for s in steps:
+        if isinstance(s, Mapping):
+            out.append(dict(s))
+        elif isinstance(s, (str, bytes)):
+            raise TypeError("plimsoll: a step is an argv list or {'name', 'argv'}, not %r" % s)
+        else:
+            out.append({"argv": list(s)})
+    return out
+
+
+def project_request(files: Optional[Files], steps: Steps, *,
+                    minimum_isolation: Optional[str] = None, timeout_ms: Optional[int] = None,
+                    memory_mb: Optional[int] = None,
+                    grant_profile: Optional[str] = None) -> Dict[str, Any]:
+    """A RunRequest with a project: ``files`` maps paths to text (``content``)
+    or bytes (``content_base64``), or is a list of File objects; each step is
+    an argv list or ``{"name": …, "argv": […]}``."""
+    req = _run_fields(minimum_isolation, timeout_ms, memory_mb, grant_profile)
+    req["project"] = {"files": _files(files), "steps": _steps(steps)}
+    return req
+
+
+def module_request(wasm: bytes, args: Optional[Sequence[str]] = None,
+                   stdin: Optional[str] = None, *, minimum_isolation: Optional[str] = None,
+                   timeout_ms: Optional[int] = None,
+                   memory_mb: Optional[int] = None) -> Dict[str, Any]:
+    """A RunRequest with a WASI preview 1 module."""
+    req = _run_fields(minimum_isolation, timeout_ms, memory_mb, None)
+    req["module"] = _nonempty(wasm_base64=base64.b64encode(bytes(wasm)).decode("ascii"),
+                              args=list(args) if args is not None else None, stdin=stdin)
+    return req
+
+
+def cell_object(code: str, language: str, files: Optional[Files] = None) -> Dict[str, Any]:
+    cell: Dict[str, Any] = {"language": language, "code": code}
+    if files is not None:
+        cell["files"] = _files(files)
+    return cell
+
+
+def with_floor(run: Mapping[str, Any], floor: Optional[str]) -> Mapping[str, Any]:
+    """A session's run: the session's floor added when the request sets none."""
+    if floor and "minimum_isolation" not in run:
+        return dict(run, minimum_isolation=floor)
+    return run
+
+
+# ---- answers -------------------------------------------------------------------
+
+
+def check_tier(floor: str, answer: Mapping[str, Any]) -> None:
+    """The tier re-check: the answer's ``isolation`` and its record's must
+    both be at least ``floor``; else :class:`IsolationEvidenceMismatchError`."""
+    want = tier_rank(floor)
+    got = answer.get("isolation")
+    rec = answer.get("record")
+    rec_tier = rec.get("isolation") if isinstance(rec, Mapping) else None
+    # A missing tier, on the answer or for want of a record, is unknown:
+    # below every floor.
+    if tier_rank(got) < want or tier_rank(rec_tier) < want:
+        raise IsolationEvidenceMismatchError(floor, got if isinstance(got, str) else "",
+                                             rec_tier if isinstance(rec_tier, str) else "",
+                                             answer)
+
+
+@dataclass
+class Call:
+    """One API call as data: the method, the request sent (its canonical
+    form is the body), and ``finish``, which turns the 200 answer's object
+    into what the caller gets, or raises."""
+
+    method: str
+    wire: Mapping[str, Any]
+    finish: Callable[[Dict[str, Any]], Any]
+
+    def body(self) -> bytes:
+        return canonical(self.wire).encode("utf-8")
+
+
+def answer_of(method: str, status: int, content_type: Optional[str], body: bytes,
+              deadline: float, url: str, timeout: float) -> Dict[str, Any]:
+    """The 200 answer's object, checked against the protocol; any other
+    answer raises the error it stands for (docs/clients.md, "Three
+    channels")."""
+    if status == 200:
+        return _transport.parse_ok(method, body, content_type, deadline, url, timeout)
+    raise _transport.error_from_answer(method, status, body, deadline, url, timeout)
+
+
+def ran(hashed: Any, floor: Optional[str], verify: bool,
+        chain: Optional[Chain]) -> Callable[[Dict[str, Any]], RunResult]:
+    """The finish of a running call: the tier re-check, then the record (or
+    the chain), then the result."""
+    def finish(answer: Dict[str, Any]) -> RunResult:
+        if floor:
+            check_tier(floor, answer)
+        if chain is not None:
+            chain.append(hashed, answer)
+        elif verify:
+            check_record(hashed, answer, answer.get("record"))
+        return RunResult.from_dict(answer)
+    return finish
+
+
+def _session_id(answer: Dict[str, Any]) -> str:
+    sid = answer.get("session_id")
+    if not isinstance(sid, str) or not sid:
+        raise ProtocolError("OpenSession: the answer names no session", code="unknown",
+                            dispatched=True, http_status=200)
+    return sid
+
+
+def _floor(request: Mapping[str, Any]) -> Optional[str]:
+    floor = request.get("minimum_isolation")
+    return floor if isinstance(floor, str) else None
+
+
+class ClientBase:
+    """A client's settings and its calls as data; the synchronous and the
+    asyncio client add the I/O (``_do``) and the methods."""
+
+    def __init__(self, url: str, api_key: str, timeout: float = 120.0,
+                 retry: Optional[RetryPolicy] = None, verify_records: bool = True,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
+        if not timeout > 0:
+            raise ValueError("plimsoll: timeout must be > 0 seconds")
+        if max_answer_bytes < 1:
+            raise ValueError("plimsoll: max_answer_bytes must be at least 1")
+        self._endpoint = _transport.Endpoint(url)
+        self.url = url
+        self._api_key = api_key
+        self.timeout = timeout
+        self.retry = retry
+        self.verify_records = verify_records
+        self.max_answer_bytes = max_answer_bytes
+
+    def __repr__(self) -> str:
+        return "%s(%r, timeout=%r, retry=%r)" % (type(self).__name__, self.url, self.timeout,
+                                                 self.retry)
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.timeout
+
+    def _answer(self, call: Call, status: int, content_type: Optional[str], body: bytes,
+                deadline: float) -> Dict[str, Any]:
+        return answer_of(call.method, status, content_type, body, deadline, self.url,
+                         self.timeout)
+
+    # -- the calls ----------------------------------------------------------
+
+    def _describe_call(self) -> Call:
+        return Call("Describe", {}, Description.from_dict)
+
+    def _run_call(self, request: Mapping[str, Any]) -> Call:
+        request = without_nulls(request)
+        return Call("Run", request, ran(request, _floor(request), self.verify_records, None))
+
+    def _open_session_call(self, languages: Optional[Sequence[str]],
+                           minimum_isolation: Optional[str]) -> Call:
+        if minimum_isolation is not None and tier_rank(minimum_isolation) < 0:
+            raise ValueError("plimsoll: unknown tier %r (one of %s)"
+                             % (minimum_isolation, ", ".join(TIERS)))
+        req: Dict[str, Any] = {}
+        if languages is not None:
+            req["languages"] = list(languages)
+        return Call("OpenSession", req, _session_id)
+
+    def _run_in_session_call(self, session_id: str, run: Mapping[str, Any],
+                             chain: Optional[Chain]) -> Call:
+        run = without_nulls(run)
+        return Call("RunInSession", {"session_id": session_id, "run": run},
+                    ran(run, _floor(run), self.verify_records, chain))
+
+    def _run_cell_call(self, session_id: str, cell: Mapping[str, Any],
+                       timeout_ms: Optional[int], chain: Optional[Chain],
+                       minimum_isolation: Optional[str]) -> Call:
+        hashed = _nonempty(cell=without_nulls(cell), timeout_ms=timeout_ms)
+        return Call("RunCell", dict(hashed, session_id=session_id),
+                    ran(hashed, minimum_isolation, self.verify_records, chain))
+
+    def _close_session_call(self, session_id: str) -> Call:
+        return Call("CloseSession", {"session_id": session_id}, lambda answer: None)

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The asyncio client: the synchronous client's methods and semantics
+(docs/clients.md), as coroutines over asyncio streams.
+
+    import asyncio, plimsoll
+    async def main():
+        c = plimsoll.AsyncClient("http://127.0.0.1:7475", key)
+        runs = [c.run_snippet("console.log(%d)" % i) for i in range(4)]
+        for r in await asyncio.gather(*runs):
+            print(r.exit_code, r.stdout, r.record.digest)
+    asyncio.run(main())
+
+What is sent and how each answer is read (the typed errors, the tier
+re-check, the record and chain checks, the retry policy) is ``_calls``,
+shared with :class:`plimsoll.Client`; only the I/O differs.
+"""
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, Type
+
+from . import _aio_transport, _calls
+from ._answer import DEFAULT_MAX_ANSWER_BYTES
+from ._calls import (Call, ClientBase, Files, RetryPolicy, Steps, cell_object, module_request,
+                     project_request, snippet_request, with_floor)
+from .errors import NotFoundError, PlimsollError, SessionEndedError
+from .record import Chain
+from .results import Description, RunResult
+
+__all__ = ["AsyncClient", "AsyncSession"]
+
+
+class AsyncClient(ClientBase):
+    """A plimsoll daemon's client for asyncio.
+
+    The arguments are :class:`plimsoll.Client`'s: ``url`` is
+    ``http://host:port`` (a path prefix is kept), ``https://…`` or
+    ``unix:/path``; ``timeout`` bounds each HTTP exchange in seconds, from
+    the request to the decoded answer; ``retry`` is an opt-in
+    :class:`RetryPolicy` (its sleeps are ``asyncio.sleep``);
+    ``verify_records`` checks the record of every run answer;
+    ``max_answer_bytes`` caps one answer's body. Each call opens its own
+    connection, so a client keeps no state between calls and any number of
+    its calls may run at once (``asyncio.gather``). Cancelling a call
+    closes its connection; the code may have run.
+    """
+
+    def __init__(self, url: str, api_key: str, timeout: float = 120.0,
+                 retry: Optional[RetryPolicy] = None, verify_records: bool = True,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
+        super().__init__(url, api_key, timeout, retry, verify_records, max_answer_bytes)
+        self._sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+
+    async def _do(self, call: Call) -> Any:
+        """One call, retried per the policy; what its finish makes of the
+        200 answer."""
+        body = call.body()
+        n = 0
+        while True:
+            deadline = self._deadline()
+            status, ctype, answer = await _aio_transport.exchange(
+                self._endpoint, self._api_key, call.method, body, deadline,
+                self.max_answer_bytes)
+            try:
+                obj = self._answer(call, status, ctype, answer, deadline)
+            except PlimsollError as err:
+                delay = _calls.retry_delay(self.retry, err, n)
+                if delay is None:
+                    raise
+                await self._sleep(delay)
+                n += 1
+                continue
+            return call.finish(obj)
+
+    # -- the API ----------------------------------------------------------
+
+    async def describe(self) -> Description:
+        """What this daemon is: provider, tier, readiness, kinds, limits."""
+        return await self._do(self._describe_call())
+
+    async def run(self, request: Mapping[str, Any]) -> RunResult:
+        """Run a RunRequest given as a dict (proto field names, no nulls)."""
+        return await self._do(self._run_call(request))
+
+    async def run_snippet(self, code: str, language: str = "javascript",
+                          stdin: Optional[str] = None, *,
+                          minimum_isolation: Optional[str] = None,
+                          timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
+                          grant_profile: Optional[str] = None) -> RunResult:
+        """Run a snippet of ``language`` (``javascript`` or ``python``)."""
+        return await self.run(snippet_request(code, language, stdin,
+                                              minimum_isolation=minimum_isolation,
+                                              timeout_ms=timeout_ms, memory_mb=memory_mb,
+                                              grant_profile=grant_profile))
+
+    async def run_project(self, files: Optional[Files], steps: Steps, *,
+                          minimum_isolation: Optional[str] = None,
+                          timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
+                          grant_profile: Optional[str] = None) -> RunResult:
+        """Run a project: files, then steps in order (stop on the first failure)."""
+        return await self.run(project_request(files, steps,
+                                              minimum_isolation=minimum_isolation,
+                                              timeout_ms=timeout_ms, memory_mb=memory_mb,
+                                              grant_profile=grant_profile))
+
+    async def run_module(self, wasm: bytes, args: Optional[Sequence[str]] = None,
+                         stdin: Optional[str] = None, *,
+                         minimum_isolation: Optional[str] = None,
+                         timeout_ms: Optional[int] = None,
+                         memory_mb: Optional[int] = None) -> RunResult:
+        """Run a WASI preview 1 module (its bytes)."""
+        return await self.run(module_request(wasm, args, stdin,
+                                             minimum_isolation=minimum_isolation,
+                                             timeout_ms=timeout_ms, memory_mb=memory_mb))
+
+    async def open_session(self, languages: Optional[Sequence[str]] = None,
+                           minimum_isolation: Optional[str] = None) -> "AsyncSession":
+        """Open a session and return the object that keeps its chain (as
+        :meth:`plimsoll.Client.open_session`)."""
+        sid = await self._do(self._open_session_call(languages, minimum_isolation))
+        return AsyncSession(self, sid, minimum_isolation)
+
+    async def run_in_session(self, session_id: str, run: Mapping[str, Any],
+                             chain: Optional[Chain] = None) -> RunResult:
+        """RunInSession with a RunRequest dict; with ``chain`` the answer is
+        appended to it, without, its record is checked alone."""
+        return await self._do(self._run_in_session_call(session_id, run, chain))
+
+    async def run_cell(self, session_id: str, cell: Mapping[str, Any],
+                       timeout_ms: Optional[int] = None, chain: Optional[Chain] = None,
+                       minimum_isolation: Optional[str] = None) -> RunResult:
+        """RunCell with a Cell dict ``{"language", "code"[, "files"]}``;
+        ``minimum_isolation`` is checked, not sent."""
+        return await self._do(self._run_cell_call(session_id, cell, timeout_ms, chain,
+                                                  minimum_isolation))
+
+    async def close_session(self, session_id: str) -> None:
+        """Close a session: its container and files are removed."""
+        await self._do(self._close_session_call(session_id))
+
+
+class AsyncSession:
+    """An open session, as :class:`plimsoll.Session`: its calls are checked
+    against its ``chain``, and calls on one object run one at a time, in
+    the order they were made, so that the chain keeps the order the daemon
+    saw. Use it as an async context manager to close it.
+    """
+
+    def __init__(self, client: AsyncClient, session_id: str,
+                 minimum_isolation: Optional[str] = None) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.minimum_isolation = minimum_isolation
+        self.chain = Chain()
+        self.closed = False
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return "AsyncSession(%r, entries=%d, closed=%r)" % (self.session_id, len(self.chain),
+                                                             self.closed)
+
+    async def __aenter__(self) -> "AsyncSession":
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        try:
+            await self.close()
+        except (SessionEndedError, NotFoundError):
+            pass  # it ended on its own: nothing left to close
+        except PlimsollError:
+            if exc is None:
+                raise
+
+    async def run(self, run: Mapping[str, Any]) -> RunResult:
+        """RunInSession with a RunRequest dict; the session's floor is added
+        when the request sets none."""
+        run = with_floor(run, self.minimum_isolation)
+        async with self._lock:
+            return await self.client.run_in_session(self.session_id, run, chain=self.chain)
+
+    async def run_snippet(self, code: str, language: str = "javascript",
+                          stdin: Optional[str] = None, *, timeout_ms: Optional[int] = None,
+                          memory_mb: Optional[int] = None,
+                          grant_profile: Optional[str] = None) -> RunResult:
+        """Run a snippet in the session's container."""
+        return await self.run(snippet_request(code, language, stdin,
+                                              minimum_isolation=self.minimum_isolation,
+                                              timeout_ms=timeout_ms, memory_mb=memory_mb,
+                                              grant_profile=grant_profile))
+
+    async def run_project(self, files: Optional[Files], steps: Steps, *,
+                          timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
+                          grant_profile: Optional[str] = None) -> RunResult:
+        """Run a project's steps in the session's container."""
+        return await self.run(project_request(files, steps,
+                                              minimum_isolation=self.minimum_isolation,
+                                              timeout_ms=timeout_ms, memory_mb=memory_mb,
+                                              grant_profile=grant_profile))
+
+    async def cell(self, code: str, language: str, files: Optional[Files] = None,
+                   timeout_ms: Optional[int] = None) -> RunResult:
+        """Run a cell in the session's kept interpreter of ``language``."""
+        async with self._lock:
+            return await self.client.run_cell(self.session_id,
+                                              cell_object(code, language, files), timeout_ms,
+                                              chain=self.chain,
+                                              minimum_isolation=self.minimum_isolation)
+
+    async def close(self) -> None:
+        """Close the session (once; a second close does nothing)."""
+        async with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            await self.client.close_session(self.session_id)
