@@ -116,6 +116,40 @@ def main(d, out):
             r["name"], r["wall_p50_ms"], r["fake_p50_ms"], r["overhead_p50_ms"],
             r["overhead_p95_ms"], r["calls_per_run"]))
     e2b_table = "\n".join(e2b_lines) if e2b else "(not measured: no docker engine)"
+    proto = load(d, "protocols") or {}
+    labels = {
+        "connect_json_h1": "Connect, JSON, HTTP/1.1",
+        "connect_proto_h1": "Connect, binary, HTTP/1.1",
+        "grpc_web_h1": "gRPC-Web, HTTP/1.1",
+        "grpc_h2": "gRPC, HTTP/2 (h2c)",
+        "connect_proto_h2": "Connect, binary, HTTP/2 (h2c)",
+    }
+    proto_lines = ["| protocol | n | p50 | p95 | p99 |", "|---|---|---|---|---|"]
+    for k, label in labels.items():
+        v = (proto.get("latency") or {}).get(k)
+        if v:
+            proto_lines.append("| %s | %d | %s | %s | %s |" % (
+                label, v["n"], ms(v["p50_us"]), ms(v["p95_us"]), ms(v["p99_us"])))
+    tput_labels = {
+        "refusals_h1_json": "typed refusals, Connect JSON, HTTP/1.1",
+        "refusals_grpc_h2": "typed refusals, gRPC, HTTP/2",
+        "snippets_h1_json": "snippets, Connect JSON, HTTP/1.1",
+        "snippets_grpc_h2": "snippets, gRPC, HTTP/2",
+    }
+    proto_lines += ["", "| closed loop | connections × streams | calls/s |", "|---|---|---|"]
+    for k, label in tput_labels.items():
+        v = (proto.get("throughput") or {}).get(k)
+        if v:
+            proto_lines.append("| %s | %d × %d | **%.0f** |" % (
+                label, v["connections"], v["streams"], v["req_per_s"]))
+    lat = proto.get("latency") or {}
+    if lat.get("connect_json_h1") and lat.get("grpc_h2"):
+        ratios.append("| gRPC (HTTP/2) p50 / Connect JSON (HTTP/1.1) p50 | %.2f× |"
+                      % (lat["grpc_h2"]["p50_us"] / lat["connect_json_h1"]["p50_us"]))
+    if lat.get("connect_json_h1") and lat.get("connect_proto_h1"):
+        ratios.append("| Connect binary p50 / Connect JSON p50 (HTTP/1.1) | %.2f× |"
+                      % (lat["connect_proto_h1"]["p50_us"] / lat["connect_json_h1"]["p50_us"]))
+    proto_table = "\n".join(proto_lines) if proto else "(not measured: no h2load)"
     table = "\n".join(lines)
     ratio_table = "\n".join(["| ratio | value |", "|---|---|"] + ratios)
     print(table)
@@ -177,6 +211,17 @@ the HTTP front, admission, the control-plane and envd clients, the stream
 reader, the record. On the real service a run also pays E2B's create
 (hundreds of milliseconds) and the network's round trips.
 
+## Protocols
+
+{proto_table}
+
+Measured by `bench/protocols.py` with h2load (Debian's nghttp2-client, a
+closed-loop generator that speaks HTTP/1.1 and HTTP/2) against one wasm
+daemon: latency one call at a time on one connection (a `console.log(2)`
+snippet), throughput on 4 connections with the generator on the same two
+cores. Why the front is libmicrohttpd and libnghttp2 behind one acceptor,
+and what it cost: [internals/http.md](internals/http.md).
+
 ## Ratios
 
 {ratios}
@@ -202,7 +247,7 @@ Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
 `PL_BENCH_DOCKER_N` for the docker series).
 """.format(when=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), machine=machine(),
            table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table,
-           e2b_table=e2b_table)
+           e2b_table=e2b_table, proto_table=proto_table)
     with open(out, "w") as f:
         f.write(doc)
     print("\nwrote", out)

@@ -52,6 +52,7 @@ int main(int argc, char **argv) {
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -134,7 +135,17 @@ int main(int argc, char **argv) {
     pl_log("info", "listening", json_pack("{s:s}", "address", pl_http_address(http)));
 
     int sig = 0;
-    sigwait(&set, &sig);
+    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
+        /* TLS's files again; the connections open keep theirs. */
+        struct pl_error rerr = {0};
+        if (pl_http_reload(http, &rerr) < 0)
+            pl_log("error", "reload failed",
+                   json_pack("{s:s, s:s}", "error", rerr.message, "kept",
+                             "the TLS files read before"));
+        else
+            pl_log("info", "reloaded",
+                   json_pack("{s:s}", "what", "TLS certificate, key and client certificates"));
+    }
     pl_log("info", "draining",
            json_pack("{s:s, s:i}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "in_flight",
                      (json_int_t)pl_admission_in_flight(admission)));

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,32 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
         return pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_GRANTS_FILE: path too long");
     if (v)
         memcpy(c.grants_file, v, strlen(v) + 1);
+
+    static const struct {
+        const char *name;
+        size_t off;
+    } paths[] = {
+        {"PLIMSOLL_TLS_CERT_FILE", offsetof(struct pl_config, tls_cert_file)},
+        {"PLIMSOLL_TLS_KEY_FILE", offsetof(struct pl_config, tls_key_file)},
+        {"PLIMSOLL_TLS_CLIENT_CERTS_FILE", offsetof(struct pl_config, tls_client_certs_file)},
+    };
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        v = get(lookup, ud, paths[i].name);
+        if (!v)
+            continue;
+        if (!v[0] || strlen(v) >= sizeof(c.tls_cert_file))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: empty or too long a path",
+                                paths[i].name);
+        memcpy((char *)&c + paths[i].off, v, strlen(v) + 1);
+    }
+    if (!c.tls_cert_file[0] != !c.tls_key_file[0])
+        return pl_error_set(
+            err, PL_REASON_INVALID_REQUEST,
+            "PLIMSOLL_TLS_CERT_FILE and PLIMSOLL_TLS_KEY_FILE: set both or neither");
+    if (c.tls_client_certs_file[0] && !c.tls_cert_file[0])
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_TLS_CLIENT_CERTS_FILE: needs PLIMSOLL_TLS_CERT_FILE and "
+                            "PLIMSOLL_TLS_KEY_FILE (client certificates come with TLS)");
 
     c.lookup = lookup;
     c.lookup_userdata = ud;

@@ -57,6 +57,9 @@ struct pl_config {
     struct pl_listen listen;          /* PLIMSOLL_LISTEN */
     char keys_file[4096];             /* PLIMSOLL_KEYS_FILE */
     char grants_file[4096];           /* PLIMSOLL_GRANTS_FILE; "" when none */
+    char tls_cert_file[4096];         /* PLIMSOLL_TLS_CERT_FILE; "" = plain HTTP */
+    char tls_key_file[4096];          /* PLIMSOLL_TLS_KEY_FILE */
+    char tls_client_certs_file[4096]; /* PLIMSOLL_TLS_CLIENT_CERTS_FILE; "" = none asked */
     unsigned max_request_bytes;       /* PLIMSOLL_MAX_REQUEST_BYTES: one body */
     unsigned request_bytes_in_flight; /* PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT: every body held */
     unsigned key_request_bytes_in_flight; /* PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT: one key's */

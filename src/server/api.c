@@ -112,7 +112,11 @@ static int parse_deadline(const char *v, unsigned *ret_ms) {
     return 0;
 }
 
+/* A bearer key, when one is sent, decides; without one, the TLS client
+ * certificate's principal (PLIMSOLL_TLS_CLIENT_CERTS_FILE), if any. */
 static const char *authenticate(struct pl_api *api, const struct pl_api_request *rq) {
+    if (!rq->authorization)
+        return rq->tls_principal;
     const char *key;
     size_t len;
     if (pl_bearer_parse(rq->authorization, &key, &len) < 0)

@@ -61,6 +61,7 @@ struct pl_api_request {
     const char *connect_timeout; /* Connect-Timeout-Ms, may be NULL */
     const char *grpc_timeout;    /* grpc-timeout, may be NULL */
     bool http2;                  /* over HTTP/2 (gRPC needs it) */
+    const char *tls_principal;   /* the TLS client certificate's, or NULL */
     bool length_known;           /* the head announced the body's length (Content-Length) */
     uint64_t content_length;     /* that length; a chunked body's is unknown until read */
     const char *body;            /* the body phase only */

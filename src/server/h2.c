@@ -13,6 +13,7 @@
 #include "h2.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <nghttp2/nghttp2.h>
 #include <poll.h>
 #include <pthread.h>
@@ -61,6 +62,8 @@ struct h2conn {
     struct h2conn *prev, *next; /* the server's connections */
     struct pl_h2 *h2;
     int fd, evfd;
+    SSL *ssl;              /* over TLS, else NULL (h2c) */
+    const char *principal; /* the client certificate's, or NULL */
     nghttp2_session *s;
     struct stream *streams;
     uint64_t idle_since_ns; /* no stream open since then */
@@ -215,6 +218,7 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
         .connect_timeout = st->connect_timeout,
         .grpc_timeout = st->grpc_timeout,
         .http2 = true,
+        .tls_principal = st->c->principal,
     };
     if (st->length) {
         char *end = NULL;
@@ -450,6 +454,50 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
 
 /* ---- the connection's loop ------------------------------------------------ */
 
+/* Write all of p, over TLS or not; the socket's SEND_TIMEOUT_S bounds a
+ * plain write, a poll of as long a TLS one. */
+static int write_all(struct h2conn *c, const uint8_t *p, size_t len) {
+    size_t off = 0;
+    while (off < len) {
+        if (!c->ssl) {
+            ssize_t w = send(c->fd, p + off, len - off, MSG_NOSIGNAL);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return -1;
+            off += (size_t)w;
+            continue;
+        }
+        int w = SSL_write(c->ssl, p + off, (int)(len - off));
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, w);
+        if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ)
+            return -1;
+        struct pollfd pw = {.fd = c->fd, .events = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN};
+        if (poll(&pw, 1, SEND_TIMEOUT_S * 1000) <= 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Read what there is: > 0 bytes, 0 none yet, -1 the connection ended. */
+static ssize_t read_some(struct h2conn *c, uint8_t *buf, size_t len) {
+    if (!c->ssl) {
+        ssize_t got = recv(c->fd, buf, len, MSG_DONTWAIT);
+        if (got > 0)
+            return got;
+        return got < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : -1;
+    }
+    int got = SSL_read(c->ssl, buf, (int)len);
+    if (got > 0)
+        return got;
+    int e = SSL_get_error(c->ssl, got);
+    return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? 0 : -1;
+}
+
 /* Everything the session has to send, gathered and written at once (one
  * segment for an answer's HEADERS, DATA and trailers, not three). */
 static int flush(struct h2conn *c) {
@@ -461,27 +509,15 @@ static int flush(struct h2conn *c) {
         if (n < 0)
             return -1;
         if (n == 0 || len + (size_t)n > sizeof(out)) {
-            for (size_t off = 0; off < len;) {
-                ssize_t w = send(c->fd, out + off, len - off, MSG_NOSIGNAL); /* SEND_TIMEOUT_S */
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0)
-                    return -1;
-                off += (size_t)w;
-            }
+            if (write_all(c, out, len) < 0)
+                return -1;
             len = 0;
         }
         if (n == 0)
             return 0;
         if ((size_t)n > sizeof(out)) {
-            for (ssize_t off = 0; off < n;) {
-                ssize_t w = send(c->fd, p + off, (size_t)(n - off), MSG_NOSIGNAL);
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0)
-                    return -1;
-                off += w;
-            }
+            if (write_all(c, p, (size_t)n) < 0)
+                return -1;
             continue;
         }
         memcpy(out + len, p, (size_t)n);
@@ -568,14 +604,15 @@ static void serve(struct h2conn *c) {
         if (!nghttp2_session_want_read(c->s) && !nghttp2_session_want_write(c->s))
             break;
         struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->evfd, .events = POLLIN}};
-        int n = poll(p, 2, wait);
+        bool buffered = c->ssl && SSL_pending(c->ssl) > 0; /* decrypted, not yet read */
+        int n = poll(p, 2, buffered ? 0 : wait);
         if (n < 0 && errno != EINTR)
             break;
         if (p[1].revents & POLLIN)
             take_answers(c);
-        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t got = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
-            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
+        if (buffered || (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t got = read_some(c, buf, sizeof(buf));
+            if (got < 0)
                 break;
             if (got > 0 && nghttp2_session_mem_recv(c->s, buf, (size_t)got) < 0)
                 break;
@@ -583,14 +620,19 @@ static void serve(struct h2conn *c) {
     }
 }
 
-void pl_h2_serve(struct pl_h2 *h2, int fd) {
+void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *principal) {
     struct h2conn *c = calloc(1, sizeof(*c));
     if (!c) {
+        SSL_free(ssl);
         close(fd);
         return;
     }
     c->h2 = h2;
     c->fd = fd;
+    c->ssl = ssl;
+    c->principal = principal;
+    if (ssl) /* TLS reads and writes wait in poll, never in the socket */
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     c->idle_since_ns = pl_now_ns();
     c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&c->lock, NULL);
@@ -613,6 +655,8 @@ void pl_h2_serve(struct pl_h2 *h2, int fd) {
         serve(c);
     /* The session is over: shut the socket (a peer still sending gets its
      * end) and wait for the runs still going, then free their streams. */
+    if (c->ssl)
+        SSL_shutdown(c->ssl); /* close_notify, best effort */
     shutdown(fd, SHUT_RDWR);
     pthread_mutex_lock(&c->lock);
     while (c->workers)
@@ -623,6 +667,7 @@ void pl_h2_serve(struct pl_h2 *h2, int fd) {
     for (struct stream *st = c->streams; st; st = c->streams)
         stream_free(st);
     nghttp2_session_del(c->s);
+    SSL_free(c->ssl);
     close(fd);
     if (c->evfd >= 0)
         close(c->evfd);

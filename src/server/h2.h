@@ -15,6 +15,7 @@
  */
 #pragma once
 
+#include <openssl/ssl.h>
 #include <stdatomic.h>
 
 #include "api.h"
@@ -28,8 +29,10 @@ struct pl_h2;
 /* in_progress counts requests read and not yet answered (http.c's). */
 struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress);
 
-/* Serve one connection in the calling thread until it ends; closes fd. */
-void pl_h2_serve(struct pl_h2 *h2, int fd);
+/* Serve one connection in the calling thread until it ends; closes fd
+ * and frees ssl (TLS, ALPN h2; NULL for h2c).  principal: the client
+ * certificate's (tls.h), or NULL; it outlives the connection. */
+void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *principal);
 
 /* The open connections (for the connection caps). */
 unsigned pl_h2_connections(struct pl_h2 *h2);

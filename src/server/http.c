@@ -26,8 +26,10 @@
 
 #include "../core/buf.h"
 #include "../core/clock.h"
+#include "../core/fdio.h"
 #include "../core/log.h"
 #include "h2.h"
+#include "tls.h"
 
 /*
  * MHD's own timeout is idle-based: a byte every so often keeps a
@@ -40,6 +42,7 @@
 /* One open connection, for the read deadline. */
 struct conn {
     struct conn *prev, *next;
+    const char *principal; /* its TLS client certificate's (tls.h), or NULL */
     int fd;
     uint64_t since_ns; /* when reading its current request began */
     bool reading;      /* its head or body is being read: the deadline runs */
@@ -67,7 +70,8 @@ struct pl_http {
     /* The front: every connection is accepted here, and the ones that open
      * with HTTP/2's preface go to h2.c; the others to MHD. */
     struct pl_h2 *h2;
-    int stop_fd[2]; /* the acceptor's wake-up at quiesce */
+    struct pl_tls *tls; /* NULL: plain HTTP */
+    int stop_fd[2];     /* the acceptor's wake-up at quiesce */
     bool acceptor_started;
     pthread_t acceptor;
     unsigned sniffing;  /* connections whose first bytes are awaited (lock) */
@@ -112,6 +116,41 @@ struct call_ctx {
  * exactly while its fd is open, so the watchdog never shuts down an fd
  * that was closed and reused.
  */
+/*
+ * The principals of TLS connections being handed to MHD (over a socket
+ * pair, pump() below), by MHD's end of the pair: its descriptor and its
+ * socket's inode, so a descriptor number closed and reused can never take
+ * another connection's principal.  Each is taken once, when MHD starts
+ * the connection, and lives in that connection's struct conn after.
+ */
+struct handing {
+    struct handing *next;
+    int fd;
+    ino_t ino;
+    const char *principal;
+};
+static pthread_mutex_t handing_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct handing *handings;
+
+static const char *take_principal(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return NULL;
+    const char *principal = NULL;
+    pthread_mutex_lock(&handing_lock);
+    for (struct handing **p = &handings; *p; p = &(*p)->next)
+        if ((*p)->fd == fd) {
+            struct handing *gone = *p;
+            if (gone->ino == st.st_ino)
+                principal = gone->principal;
+            *p = gone->next;
+            free(gone);
+            break;
+        }
+    pthread_mutex_unlock(&handing_lock);
+    return principal;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
     struct pl_http *h = cls;
@@ -127,6 +166,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             return;
         }
         k->fd = ci->connect_fd;
+        k->principal = take_principal(k->fd);
         k->since_ns = pl_now_ns();
         k->reading = true;
         pthread_mutex_lock(&h->lock);
@@ -323,6 +363,8 @@ static void fill_head(struct MHD_Connection *c, const char *url, const char *met
     rq->authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     rq->connect_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
     rq->grpc_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "grpc-timeout");
+    struct conn *k = conn_of(c);
+    rq->tls_principal = k ? k->principal : NULL;
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     rq->length_known = true;
@@ -542,60 +584,164 @@ struct sniff {
     socklen_t addrlen;
 };
 
-/* Whether the first bytes are HTTP/2's preface: 1 yes, 0 no, -1 the peer
- * sent nothing in time or went away. */
-static int opens_with_preface(struct pl_http *h, int fd) {
-    uint64_t deadline =
-        pl_now_ns() + (uint64_t)h->api->config->request_read_timeout_ms * 1000000ull;
+enum opening { GONE = -1, HTTP1 = 0, HTTP2 = 1, TLS = 2 };
+
+/* What the first bytes are: HTTP/2's preface, a TLS record (when TLS is
+ * on), else HTTP/1.1; GONE when the peer sent nothing by the deadline. */
+static enum opening opening_of(struct pl_http *h, int fd, uint64_t deadline) {
     char buf[sizeof(H2_PREFACE) - 1];
     for (;;) {
         uint64_t now = pl_now_ns();
         if (now >= deadline)
-            return -1;
+            return GONE;
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int r = poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
-            return -1;
+            return GONE;
         ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-            return -1;
+            return GONE;
         if (n < 0)
             continue;
+        if (h->tls && buf[0] == 0x16) /* a handshake record */
+            return TLS;
         if (memcmp(buf, H2_PREFACE, (size_t)n) != 0)
-            return 0;
+            return HTTP1;
         if ((size_t)n == sizeof(buf))
-            return 1;
+            return HTTP2;
         /* a prefix of the preface so far: wait for the rest */
         struct timespec pause = {.tv_nsec = 1000000};
         nanosleep(&pause, NULL);
     }
 }
 
+static bool loopback(const struct sockaddr_storage *ss) {
+    if (ss->ss_family == AF_UNIX)
+        return true; /* a local process the socket's mode admits */
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/* Hand an HTTP/1.1 connection to MHD (which closes fd in any case). */
+static void to_mhd(struct pl_http *h, int fd, const struct sniff *sn, const char *principal) {
+    struct handing *hd = principal ? calloc(1, sizeof(*hd)) : NULL;
+    struct stat st;
+    if (hd && fstat(fd, &st) == 0) {
+        hd->fd = fd;
+        hd->ino = st.st_ino;
+        hd->principal = principal;
+        pthread_mutex_lock(&handing_lock);
+        hd->next = handings;
+        handings = hd;
+        pthread_mutex_unlock(&handing_lock);
+    } else {
+        free(hd); /* no principal, or none can be recorded: the bearer key decides */
+    }
+    /* MHD tells the start from the connection's own thread, maybe after
+     * this returns.  An entry whose connection never started (refused at
+     * a cap) goes when its descriptor number is next started. */
+    MHD_add_connection(h->daemon, fd, (const struct sockaddr *)&sn->addr, sn->addrlen);
+}
+
+/* Write all of buf to TLS, waiting in poll (the socket is non-blocking). */
+static int tls_write_all(SSL *ssl, int fd, const char *buf, size_t len) {
+    size_t off = 0;
+    while (off < len) {
+        int w = SSL_write(ssl, buf + off, (int)(len - off));
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        int e = SSL_get_error(ssl, w);
+        struct pollfd pw = {.fd = fd, .events = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN};
+        if ((e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) ||
+            poll(&pw, 1, CONNECTION_IDLE_TIMEOUT_S * 1000) <= 0)
+            return -1;
+    }
+    return 0;
+}
+
+/*
+ * HTTP/1.1 over TLS: MHD speaks plain HTTP, so this thread carries the
+ * bytes between the TLS connection and one end of a socket pair whose
+ * other end MHD serves (with the peer's address, so MHD's per-address cap
+ * holds).  It ends when either side does: MHD's deadlines and idle timeout
+ * close its end.
+ */
+static void pump(struct pl_http *h, SSL *ssl, int fd, const struct sniff *sn,
+                 const char *principal) {
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+        return;
+    to_mhd(h, sp[1], sn, principal);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    char buf[16384];
+    for (;;) {
+        bool buffered = SSL_pending(ssl) > 0;
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = sp[0], .events = POLLIN}};
+        if (poll(p, 2, buffered ? 0 : -1) < 0 && errno != EINTR)
+            break;
+        if (buffered || p[0].revents) {
+            int n = SSL_read(ssl, buf, sizeof(buf));
+            if (n <= 0) {
+                int e = SSL_get_error(ssl, n);
+                if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+                    break;
+            } else if (pl_fd_write_full(sp[0], buf, (size_t)n,
+                                        pl_now_ns() + CONNECTION_IDLE_TIMEOUT_S * 1000000000ull, -1,
+                                        NULL) < 0) {
+                break;
+            }
+        }
+        if (p[1].revents) {
+            ssize_t n = read(sp[0], buf, sizeof(buf));
+            if (n <= 0 || tls_write_all(ssl, fd, buf, (size_t)n) < 0)
+                break;
+        }
+    }
+    SSL_shutdown(ssl);
+    close(sp[0]);
+}
+
 static void *sniff_main(void *arg) {
     struct sniff *sn = arg;
     struct pl_http *h = sn->h;
-    int which = opens_with_preface(h, sn->fd);
-    if (which == 1) {
-        pthread_mutex_lock(&h->lock);
-        h->sniffing--;
-        pthread_cond_broadcast(&h->sniffed);
-        pthread_mutex_unlock(&h->lock);
-        pl_h2_serve(h->h2, sn->fd);
+    uint64_t deadline =
+        pl_now_ns() + (uint64_t)h->api->config->request_read_timeout_ms * 1000000ull;
+    enum opening which = opening_of(h, sn->fd, deadline);
+    if (which != TLS && which != GONE && h->tls && !loopback(&sn->addr))
+        which = GONE; /* with TLS on, plain HTTP is for loopback peers alone */
+    bool h2 = which == HTTP2;
+    SSL *ssl = NULL;
+    const char *principal = NULL;
+    if (which == TLS && !(ssl = pl_tls_accept(h->tls, sn->fd, deadline, &h2, &principal)))
+        which = GONE;
+    pthread_mutex_lock(&h->lock);
+    h->sniffing--;
+    pthread_cond_broadcast(&h->sniffed);
+    pthread_mutex_unlock(&h->lock);
+    if (which != GONE && h2) {
+        pl_h2_serve(h->h2, sn->fd, ssl, principal);
         peer_release(h, &sn->addr);
         free(sn);
         return NULL;
     }
     peer_release(h, &sn->addr); /* MHD counts an HTTP/1.1 peer itself */
-    if (which == 0)
-        MHD_add_connection(h->daemon, sn->fd, (const struct sockaddr *)&sn->addr, sn->addrlen);
-    else
+    if (which == HTTP1) {
+        to_mhd(h, sn->fd, sn, NULL);
+    } else {
+        if (ssl)
+            pump(h, ssl, sn->fd, sn, principal);
+        SSL_free(ssl);
         close(sn->fd);
-    pthread_mutex_lock(&h->lock);
-    h->sniffing--;
-    pthread_cond_broadcast(&h->sniffed);
-    pthread_mutex_unlock(&h->lock);
+    }
     free(sn);
     return NULL;
 }
@@ -740,6 +886,18 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+    if (h->daemon && cfg->tls_cert_file[0] && pl_tls_new(cfg, &h->tls, err) < 0) {
+        close(h->listen_fd);
+        h->listen_fd = -1;
+        pl_http_stop(h);
+        return -1;
+    }
+    if (!h->tls && l->kind != PL_LISTEN_UNIX && strncmp(h->address, "127.", 4) != 0 &&
+        strncmp(h->address, "[::1]", 5) != 0)
+        pl_log("warning", "plain HTTP",
+               json_pack("{s:s, s:s}", "address", h->address, "detail",
+                         "bound beyond loopback without TLS: bearer keys cross the network in "
+                         "the clear; set PLIMSOLL_TLS_CERT_FILE and PLIMSOLL_TLS_KEY_FILE"));
     h->h2 = h->daemon ? pl_h2_new(api, &h->in_progress) : NULL;
     if (!h->daemon || !h->h2 || pipe2(h->stop_fd, O_CLOEXEC) < 0 ||
         pthread_create(&h->acceptor, NULL, acceptor_main, h) != 0) {
@@ -753,6 +911,12 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
     h->acceptor_started = true;
     *ret_http = h;
     return 0;
+}
+
+int pl_http_reload(struct pl_http *h, struct pl_error *err) {
+    if (!h->tls)
+        return 0;
+    return pl_tls_reload(h->tls, err);
 }
 
 const char *pl_http_address(const struct pl_http *h) {
@@ -802,6 +966,7 @@ void pl_http_stop(struct pl_http *h) {
     }
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
+    pl_tls_free(h->tls);
     if (h->listen_fd >= 0)
         close(h->listen_fd);
     for (int i = 0; i < 2; i++)

@@ -27,6 +27,10 @@ struct pl_http;
 /* Bind PLIMSOLL_LISTEN and start serving.  err says what failed. */
 int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error *err);
 
+/* SIGHUP: read the TLS certificate, key and client certificates again
+ * (tls.h); the old ones stay in use when it fails.  0 without TLS. */
+int pl_http_reload(struct pl_http *http, struct pl_error *err);
+
 /* The bound address as text ("127.0.0.1:7475", "unix:/run/p.sock"). */
 const char *pl_http_address(const struct pl_http *http);
 

@@ -4,8 +4,9 @@ python3-protobuf, with messages protoc generated from proto/ (and
 google.rpc's status and error details) at test time.  Run by Debian's
 /usr/bin/python3 (test_grpcio.py starts it).
 
-Reads {target, gen, calls: [{method, request, key, timeout_s}]} as JSON on
-stdin (gen: the folder protoc wrote into); prints one JSON line per call:
+Reads {target, gen, tls, calls: [{method, request, key, timeout_s}]} as
+JSON on stdin (gen: the folder protoc wrote into; tls, for a TLS channel:
+{ca, cert, key} paths, cert and key for a client certificate); prints one JSON line per call:
 {ok: <response, proto3 JSON with proto field names>} or {error: {code,
 message, details: [<google.rpc.ErrorInfo>]}}, as grpcio gave them.
 """
@@ -22,7 +23,13 @@ def main():
     from plimsoll.v1 import sandbox_pb2
 
     service = sandbox_pb2.DESCRIPTOR.services_by_name["SandboxService"]
-    channel = grpc.insecure_channel(cfg["target"])
+    tls = cfg.get("tls")
+    if tls:
+        read = lambda k: open(tls[k], "rb").read() if tls.get(k) else None  # noqa: E731
+        creds = grpc.ssl_channel_credentials(read("ca"), read("key"), read("cert"))
+        channel = grpc.secure_channel(cfg["target"], creds)
+    else:
+        channel = grpc.insecure_channel(cfg["target"])
     for call in cfg["calls"]:
         m = service.methods_by_name[call["method"]]
         req_cls = getattr(sandbox_pb2, m.input_type.name)

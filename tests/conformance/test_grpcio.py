@@ -19,6 +19,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
 from plimsoll_test.payloads import js  # noqa: E402
+from plimsoll_test.pki import fingerprint, make_pki  # noqa: E402
 
 DEBIAN_PYTHON = "/usr/bin/python3"  # the one python3-grpcio is for
 
@@ -45,10 +46,13 @@ class GrpcIO(unittest.TestCase):
     def tearDownClass(cls):
         cls.d.stop()
 
+    TLS = None
+
     def calls(self, calls):
         for c in calls:
             c.setdefault("key", self.d.keys["alice"])
-        cfg = {"target": "%s:%d" % (self.d.host, self.d.port), "gen": self.gen, "calls": calls}
+        cfg = {"target": "%s:%d" % (self.d.host, self.d.port), "gen": self.gen, "calls": calls,
+               "tls": self.TLS}
         p = subprocess.run([DEBIAN_PYTHON, os.path.join(HERE, "grpcio_driver.py")],
                            input=json.dumps(cfg), capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -141,6 +145,62 @@ with cf.ThreadPoolExecutor(12) as ex:
                 self.assertEqual(v, "%d\n" % i)
             else:
                 self.assertEqual(v, "RESOURCE_EXHAUSTED")
+
+
+class GrpcIOOverTLS(unittest.TestCase):
+    """The same calls over TLS (ALPN h2), with and without a client
+    certificate mapped to a principal."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gen = tempfile.mkdtemp(prefix="plimsoll-grpcio-tls-")
+        generate(cls.gen)
+        d = tempfile.mkdtemp(prefix="plimsoll-grpcio-pki-")
+        cls.pki = make_pki(d)
+        clients = os.path.join(d, "clients")
+        with open(clients, "w") as f:
+            f.write("alice %s\n" % fingerprint(cls.pki["alice"] + ".pem"))
+        cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm",
+                            "PLIMSOLL_TLS_CERT_FILE": cls.pki["server"] + ".pem",
+                            "PLIMSOLL_TLS_KEY_FILE": cls.pki["server"] + ".key",
+                            "PLIMSOLL_TLS_CLIENT_CERTS_FILE": clients}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def calls(self, calls, client=None):
+        tls = {"ca": self.pki["ca"] + ".pem"}
+        if client:
+            tls.update(cert=self.pki[client] + ".pem", key=self.pki[client] + ".key")
+        return self._calls(calls, tls)
+
+    def _calls(self, calls, tls):
+        cfg = {"target": "127.0.0.1:%d" % self.d.port, "gen": self.gen, "calls": calls,
+               "tls": tls}
+        p = subprocess.run([DEBIAN_PYTHON, os.path.join(HERE, "grpcio_driver.py")],
+                           input=json.dumps(cfg), capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return [json.loads(x) for x in p.stdout.splitlines()]
+
+    def test_a_run_over_tls(self):
+        [r, e] = self.calls([
+            {"method": "Run", "request": js("console.log(6 * 7)"), "key": self.d.keys["alice"]},
+            {"method": "Run", "request": js("1", minimum_isolation="vm"),
+             "key": self.d.keys["alice"]}])
+        self.assertEqual(r["ok"]["stdout"], "42\n")
+        self.assertEqual(e["error"]["code"], "failed_precondition")
+        self.assertEqual(e["error"]["details"][0]["reason"], "INSUFFICIENT_ISOLATION")
+
+    def test_a_client_certificate_instead_of_a_key(self):
+        [r] = self.calls([{"method": "Run", "request": js("console.log(1)")}], client="alice")
+        self.assertEqual(r["ok"]["stdout"], "1\n")
+        [e] = self.calls([{"method": "Run", "request": js("1")}], client="mallory")
+        self.assertEqual(e["error"]["code"], "unauthenticated")
+        self.assertEqual(e["error"]["details"][0]["reason"], "UNAUTHENTICATED")
+        runs = [x for x in self.d.log_lines() if x.get("msg") == "request"
+                and x.get("codec") == "grpc" and x.get("principal")]
+        self.assertEqual(runs[-1]["principal"], "alice")
 
 
 if __name__ == "__main__":
