@@ -6,7 +6,6 @@
  */
 #include "api_int.h"
 
-#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,15 +28,6 @@
 
 #define SERVICE_PREFIX "/plimsoll.v1.SandboxService/"
 #define PL_VERSION "0.1.0"
-
-void pl_api_response_clear(struct pl_api_response *rs) {
-    free(rs->body);
-    for (unsigned i = 0; i < rs->nheaders; i++)
-        free(rs->headers[i].value);
-    for (unsigned i = 0; i < rs->ntrailers; i++)
-        free(rs->trailers[i].value);
-    memset(rs, 0, sizeof(*rs));
-}
 
 /* ---- Describe ------------------------------------------------------------- */
 
@@ -95,22 +85,6 @@ json_t *pl_api_describe(struct pl_api *api) {
 }
 
 /* ---- routing ---------------------------------------------------------------- */
-
-/* Connect-Timeout-Ms: a positive integer of at most 10 digits (Connect's
- * rule); past UINT_MAX milliseconds it shortens nothing. */
-static int parse_deadline(const char *v, unsigned *ret_ms) {
-    uint64_t ms = 0;
-    size_t n = 0;
-    for (; v[n]; n++) {
-        if (n == 10 || v[n] < '0' || v[n] > '9')
-            return -1;
-        ms = ms * 10 + (uint64_t)(v[n] - '0');
-    }
-    if (n == 0 || ms == 0)
-        return -1;
-    *ret_ms = ms > UINT_MAX ? 0 : (unsigned)ms;
-    return 0;
-}
 
 /* A bearer key, when one is sent, decides; without one, the TLS client
  * certificate's principal (PLIMSOLL_TLS_CLIENT_CERTS_FILE), if any. */
@@ -329,7 +303,7 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
         api_refuse(api, rs, lg, &err, NULL);
         return true;
     }
-    if (rq->connect_timeout && parse_deadline(rq->connect_timeout, &lg->deadline_ms) < 0) {
+    if (rq->connect_timeout && api_connect_timeout(rq->connect_timeout, &lg->deadline_ms) < 0) {
         pl_error_set(&err, PL_REASON_INVALID_REQUEST,
                      "Connect-Timeout-Ms: \"%.32s\" is not 1 to 10 digits of milliseconds",
                      rq->connect_timeout);

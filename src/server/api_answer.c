@@ -13,6 +13,15 @@
 #include "../core/log.h"
 #include "api_int.h"
 
+void pl_api_response_clear(struct pl_api_response *rs) {
+    free(rs->body);
+    for (unsigned i = 0; i < rs->nheaders; i++)
+        free(rs->headers[i].value);
+    for (unsigned i = 0; i < rs->ntrailers; i++)
+        free(rs->trailers[i].value);
+    memset(rs, 0, sizeof(*rs));
+}
+
 void api_set_body(struct pl_api_response *rs, int status, const char *ctype, char *body) {
     rs->status = status;
     rs->content_type = ctype;

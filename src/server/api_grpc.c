@@ -70,7 +70,21 @@ int api_grpc_unwrap(const char *body, size_t len, const char **ret_msg, size_t *
     return 0;
 }
 
-/* ---- grpc-timeout -------------------------------------------------------- */
+/* ---- the caller's deadline ------------------------------------------------ */
+
+int api_connect_timeout(const char *v, unsigned *ret_ms) {
+    uint64_t ms = 0;
+    size_t n = 0;
+    for (; v[n]; n++) {
+        if (n == 10 || v[n] < '0' || v[n] > '9')
+            return -1;
+        ms = ms * 10 + (uint64_t)(v[n] - '0');
+    }
+    if (n == 0 || ms == 0)
+        return -1;
+    *ret_ms = ms > UINT_MAX ? 0 : (unsigned)ms;
+    return 0;
+}
 
 int api_grpc_timeout(const char *v, unsigned *ret_ms) {
     size_t n = strlen(v);

@@ -39,6 +39,11 @@ enum api_protocol api_protocol_of(const char *content_type);
 int api_grpc_unwrap(const char *body, size_t len, const char **ret_msg, size_t *ret_len,
                     struct pl_error *err);
 
+/* Connect-Timeout-Ms: 1 to 10 digits, not 0 (Connect's rule), in
+ * milliseconds; 0 when past UINT_MAX (it shortens nothing).  -1 when
+ * malformed. */
+int api_connect_timeout(const char *v, unsigned *ret_ms);
+
 /* grpc-timeout ("100m", "5S", 1 to 8 digits and a unit) in milliseconds,
  * rounded up; 0 when past UINT_MAX.  -1 when malformed. */
 int api_grpc_timeout(const char *v, unsigned *ret_ms);

@@ -151,6 +151,26 @@ static const char *take_principal(int fd) {
     return principal;
 }
 
+static void peer_release(struct pl_http *h, const struct sockaddr_storage *ss);
+
+/* An HTTP/1.1 connection MHD ends gives its address's count back: the
+ * acceptor counted it when it took it (the per-address cap is one count
+ * for every protocol). */
+static void release_mhd_peer(struct pl_http *h, struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ai || !ai->client_addr)
+        return;
+    struct sockaddr_storage ss = {0};
+    size_t n = ai->client_addr->sa_family == AF_INET    ? sizeof(struct sockaddr_in)
+               : ai->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                        : 0;
+    if (!n)
+        return;
+    memcpy(&ss, ai->client_addr, n);
+    peer_release(h, &ss);
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
     struct pl_http *h = cls;
@@ -162,6 +182,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             /* Untracked, it would have no deadline: end it at once. */
             if (ci)
                 shutdown(ci->connect_fd, SHUT_RDWR);
+            release_mhd_peer(h, c);
             *socket_context = NULL;
             return;
         }
@@ -181,6 +202,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     struct conn *k = *socket_context;
     if (!k)
         return;
+    release_mhd_peer(h, c);
     pthread_mutex_lock(&h->lock);
     if (k->prev)
         k->prev->next = k->next;
@@ -646,8 +668,12 @@ static void to_mhd(struct pl_http *h, int fd, const struct sniff *sn, const char
     }
     /* MHD tells the start from the connection's own thread, maybe after
      * this returns.  An entry whose connection never started (refused at
-     * a cap) goes when its descriptor number is next started. */
-    MHD_add_connection(h->daemon, fd, (const struct sockaddr *)&sn->addr, sn->addrlen);
+     * a cap) goes when its descriptor number is next started.  A
+     * connection MHD took gives its address's count back when it ends;
+     * one it refused, now. */
+    if (MHD_add_connection(h->daemon, fd, (const struct sockaddr *)&sn->addr, sn->addrlen) !=
+        MHD_YES)
+        peer_release(h, &sn->addr);
 }
 
 /* Write all of buf to TLS, waiting in poll (the socket is non-blocking). */
@@ -678,8 +704,10 @@ static int tls_write_all(SSL *ssl, int fd, const char *buf, size_t len) {
 static void pump(struct pl_http *h, SSL *ssl, int fd, const struct sniff *sn,
                  const char *principal) {
     int sp[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+        peer_release(h, &sn->addr);
         return;
+    }
     to_mhd(h, sp[1], sn, principal);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     char buf[16384];
@@ -733,12 +761,13 @@ static void *sniff_main(void *arg) {
         free(sn);
         return NULL;
     }
-    peer_release(h, &sn->addr); /* MHD counts an HTTP/1.1 peer itself */
     if (which == HTTP1) {
-        to_mhd(h, sn->fd, sn, NULL);
+        to_mhd(h, sn->fd, sn, NULL); /* its count goes back when MHD ends it */
     } else {
         if (ssl)
-            pump(h, ssl, sn->fd, sn, principal);
+            pump(h, ssl, sn->fd, sn, principal); /* the same, by the socket pair */
+        else
+            peer_release(h, &sn->addr);
         SSL_free(ssl);
         close(sn->fd);
     }

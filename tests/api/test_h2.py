@@ -102,6 +102,17 @@ class H2(unittest.TestCase):
         f, _ = c.until(lambda f: f[2] == 1 or f[0] == GOAWAY, timeout=5)
         self.assertTrue(f is None or f[0] in (RST_STREAM, GOAWAY), f)
 
+    def test_a_frame_past_the_frame_size_ends_the_connection(self):
+        c = self.conn()
+        big = [("x-pad", "v" * 20000)]
+        try:
+            c.headers(1, request_headers("Describe", self.d.keys["alice"], extra=big),
+                      max_frame=30000)
+            f, _ = c.until(lambda f: f[0] == GOAWAY, timeout=5)
+        except (BrokenPipeError, ConnectionResetError):
+            f = None
+        self.assertTrue(f is None or f[0] == GOAWAY, f)
+
     def test_a_header_given_twice_is_reset(self):
         c = self.conn()
         c.headers(1, request_headers("Describe", self.d.keys["alice"]) +
@@ -170,6 +181,7 @@ class H2(unittest.TestCase):
         self.assertIsNotNone(refused)
 
     def test_the_per_address_cap(self):
+        time.sleep(0.3)  # the connections of the case before are closed
         held = [self.conn() for _ in range(6)]
         for c in held:
             self.call(c, 1, "Describe", {})
@@ -186,6 +198,50 @@ class H2(unittest.TestCase):
             c.close()
         self.conns = []
         time.sleep(0.2)
+
+    def test_one_per_address_count_for_both_protocols(self):
+        """HTTP/1.1 connections (libmicrohttpd's) and HTTP/2 ones count
+        against the same cap: an address holding six of either mix has no
+        seventh of any kind, and gets them back as they close."""
+        d = Daemon(env={"SANDBOX_PROVIDER": "wasm", "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS": "6",
+                        "PLIMSOLL_REQUEST_READ_TIMEOUT_MS": "20000"}).start()
+        src = "127.0.0.9"
+
+        def connect():
+            s = socket.socket()
+            s.bind((src, 0))
+            s.settimeout(5)
+            s.connect((d.host, d.port))
+            return s
+        held = []
+        try:
+            for i in range(6):
+                s = connect()
+                if i % 2:
+                    s.sendall(h2raw.PREFACE + frame(h2raw.SETTINGS, 0, 0))
+                else:  # an HTTP/1.1 head still being read: libmicrohttpd's
+                    s.sendall(b"GET /healthz HTTP/1.1\r\n")
+                held.append(s)
+            time.sleep(0.3)
+            for opening in (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", h2raw.PREFACE):
+                s = connect()
+                try:
+                    s.sendall(opening)
+                    self.assertEqual(s.recv(1000), b"")  # closed at accept
+                except (ConnectionResetError, BrokenPipeError):
+                    pass
+                s.close()
+            for s in held:
+                s.close()
+            time.sleep(0.5)
+            s = connect()
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertIn(b"200", s.recv(1000))  # the count came back
+            s.close()
+        finally:
+            for s in held:
+                s.close()
+            d.stop()
 
     def test_a_caller_gone_mid_run(self):
         c = self.conn()
