@@ -67,6 +67,7 @@ struct h2conn {
     nghttp2_session *s;
     struct stream *streams;
     uint64_t idle_since_ns; /* no stream open since then */
+    uint64_t io_ns;         /* the last byte read or written */
     pthread_mutex_t lock;   /* done, workers */
     pthread_cond_t idle;
     struct stream *done;
@@ -511,6 +512,8 @@ static int flush(struct h2conn *c) {
         if (n == 0 || len + (size_t)n > sizeof(out)) {
             if (write_all(c, out, len) < 0)
                 return -1;
+            if (len)
+                c->io_ns = pl_now_ns();
             len = 0;
         }
         if (n == 0)
@@ -566,6 +569,18 @@ static int deadlines(struct h2conn *c) {
             return 0;
         next = c->idle_since_ns + limit;
     }
+    /* An answer stalled by a peer that neither reads it (no window) nor
+     * sends anything for the read deadline ends the connection, as
+     * libmicrohttpd's idle timeout ends an HTTP/1.1 one. */
+    for (struct stream *st = c->streams; st; st = st->next) {
+        if (st->state != ANSWERING)
+            continue;
+        if (now - c->io_ns >= limit)
+            return 0;
+        if (c->io_ns + limit < next)
+            next = c->io_ns + limit;
+        break;
+    }
     if (next == UINT64_MAX)
         return -1;
     return (int)((next - now) / 1000000ull + 1);
@@ -614,6 +629,8 @@ static void serve(struct h2conn *c) {
             ssize_t got = read_some(c, buf, sizeof(buf));
             if (got < 0)
                 break;
+            if (got > 0)
+                c->io_ns = pl_now_ns();
             if (got > 0 && nghttp2_session_mem_recv(c->s, buf, (size_t)got) < 0)
                 break;
         }
@@ -633,7 +650,7 @@ void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *principal) {
     c->principal = principal;
     if (ssl) /* TLS reads and writes wait in poll, never in the socket */
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    c->idle_since_ns = pl_now_ns();
+    c->idle_since_ns = c->io_ns = pl_now_ns();
     c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->idle, NULL);

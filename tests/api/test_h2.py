@@ -243,6 +243,29 @@ class H2(unittest.TestCase):
                 s.close()
             d.stop()
 
+    def test_an_answer_the_caller_never_reads(self):
+        """300 KB of output and a caller that never opens its window (no
+        WINDOW_UPDATE, nothing sent): the connection ends at the read
+        deadline instead of holding its thread."""
+        c = self.conn()
+        self.call(c, 1, "Run", js("console.log('x'.repeat(300000))"))
+        t0 = time.monotonic()
+        end = time.monotonic() + READ_MS / 1000 + 10
+        closed = False
+        while time.monotonic() < end:
+            try:
+                c.s.settimeout(1)
+                chunk = c.s.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                closed = True
+                break
+        self.assertTrue(closed, "the stalled connection was never closed")
+        self.assertLess(time.monotonic() - t0, READ_MS / 1000 + 8)
+
     def test_a_caller_gone_mid_run(self):
         c = self.conn()
         self.call(c, 1, "Run", js("let t = Date.now(); while (Date.now() - t < 800) {}"))
