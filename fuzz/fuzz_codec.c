@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct pl_buf b = {0};
     if (pl_codec_encode(d, j, &b, &err) < 0)
         abort(); /* what decoded is in the contract */
-    json_t *again = pl_codec_decode(d, (const uint8_t *)b.data, b.len, &err);
+    json_t *again = pl_codec_decode(d, (const uint8_t *)(b.data ? b.data : ""), b.len, &err);
     if (!again || !json_equal(j, again))
         abort();
     json_decref(again);

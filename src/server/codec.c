@@ -190,6 +190,8 @@ static int decode_into(const ProtobufCMessageDescriptor *desc, const uint8_t *da
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "the binary %s nests messages deeper than %d", desc->name,
                             PL_CODEC_MAX_DEPTH);
+    if (len == 0)
+        return 0; /* no field: data may be NULL, and NULL + 0 is not C */
     struct reader r = {data, data + len};
     while (r.p < r.end) {
         uint64_t key;
