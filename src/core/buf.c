@@ -56,3 +56,19 @@ void pl_buf_free(struct pl_buf *b) {
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+int pl_buf_put_varint(struct pl_buf *b, uint64_t v) {
+    unsigned char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return pl_buf_append(b, tmp, n);
+}
+
+int pl_buf_put_pb_bytes(struct pl_buf *b, unsigned field, const void *data, size_t len) {
+    if (pl_buf_put_varint(b, (uint64_t)field << 3 | 2) < 0 || pl_buf_put_varint(b, len) < 0)
+        return -1;
+    return pl_buf_append(b, data, len);
+}

@@ -45,39 +45,20 @@ void api_set_json(struct pl_api_response *rs, int status, json_t *v) {
 
 /* ---- google.rpc.ErrorInfo in protobuf wire format ---------------------- */
 
-static int put_varint(struct pl_buf *b, uint64_t v) {
-    unsigned char tmp[10];
-    size_t n = 0;
-    do {
-        tmp[n] = (unsigned char)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            tmp[n] |= 0x80;
-        n++;
-    } while (v);
-    return pl_buf_append(b, tmp, n);
-}
-
-static int put_bytes_field(struct pl_buf *b, unsigned field, const void *data, size_t len) {
-    if (put_varint(b, (uint64_t)field << 3 | 2) < 0 || put_varint(b, len) < 0)
-        return -1;
-    return pl_buf_append(b, data, len);
-}
-
 int pl_error_info_encode(const char *reason, const char *domain, const char *const *keys,
                          const char *const *values, size_t n, unsigned char **ret,
                          size_t *ret_len) {
     struct pl_buf b = {0};
-    int r = put_bytes_field(&b, 1, reason, strlen(reason));
+    int r = pl_buf_put_pb_bytes(&b, 1, reason, strlen(reason));
     if (r == 0)
-        r = put_bytes_field(&b, 2, domain, strlen(domain));
+        r = pl_buf_put_pb_bytes(&b, 2, domain, strlen(domain));
     for (size_t i = 0; r == 0 && i < n; i++) {
         struct pl_buf e = {0};
-        r = put_bytes_field(&e, 1, keys[i], strlen(keys[i]));
+        r = pl_buf_put_pb_bytes(&e, 1, keys[i], strlen(keys[i]));
         if (r == 0)
-            r = put_bytes_field(&e, 2, values[i], strlen(values[i]));
+            r = pl_buf_put_pb_bytes(&e, 2, values[i], strlen(values[i]));
         if (r == 0)
-            r = put_bytes_field(&b, 3, e.data ? e.data : "", e.len);
+            r = pl_buf_put_pb_bytes(&b, 3, e.data ? e.data : "", e.len);
         pl_buf_free(&e);
     }
     if (r < 0) {

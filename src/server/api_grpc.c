@@ -114,30 +114,14 @@ int api_grpc_timeout(const char *v, unsigned *ret_ms) {
 
 /* ---- the answer ---------------------------------------------------------- */
 
-static int put_varint(struct pl_buf *b, uint64_t v) {
-    unsigned char tmp[10];
-    size_t n = 0;
-    do {
-        tmp[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-    return pl_buf_append(b, tmp, n);
-}
-
-static int put_len(struct pl_buf *b, unsigned field, const void *p, size_t n) {
-    if (put_varint(b, (uint64_t)field << 3 | 2) < 0 || put_varint(b, n) < 0)
-        return -1;
-    return n ? pl_buf_append(b, p, n) : 0;
-}
-
 /* google.rpc.Status{code, message, details: [Any(ErrorInfo)]}, base64. */
 static char *status_details(unsigned code, const char *message, const json_t *details) {
     struct pl_buf b = {0};
     int r = 0;
     if (code)
-        r = put_varint(&b, 1 << 3 | 0) < 0 || put_varint(&b, code) < 0 ? -1 : 0;
+        r = pl_buf_put_varint(&b, 1 << 3 | 0) < 0 || pl_buf_put_varint(&b, code) < 0 ? -1 : 0;
     if (r == 0 && message[0])
-        r = put_len(&b, 2, message, strlen(message));
+        r = pl_buf_put_pb_bytes(&b, 2, message, strlen(message));
     size_t i;
     const json_t *d;
     json_array_foreach(details, i, d) {
@@ -153,11 +137,11 @@ static char *status_details(unsigned code, const char *message, const json_t *de
         struct pl_buf any = {0};
         char url[128];
         snprintf(url, sizeof(url), "type.googleapis.com/%s", type);
-        r = put_len(&any, 1, url, strlen(url));
+        r = pl_buf_put_pb_bytes(&any, 1, url, strlen(url));
         if (r == 0)
-            r = put_len(&any, 2, raw, rawlen);
+            r = pl_buf_put_pb_bytes(&any, 2, raw, rawlen);
         if (r == 0)
-            r = put_len(&b, 3, any.data ? any.data : "", any.len);
+            r = pl_buf_put_pb_bytes(&b, 3, any.data ? any.data : "", any.len);
         pl_buf_free(&any);
         free(raw);
     }

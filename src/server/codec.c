@@ -246,22 +246,6 @@ json_t *pl_codec_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *d
 
 /* ---- encoding ---------------------------------------------------------- */
 
-static int put_varint(struct pl_buf *b, uint64_t v) {
-    uint8_t tmp[10];
-    size_t n = 0;
-    do {
-        tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-    return pl_buf_append(b, tmp, n);
-}
-
-static int put_len(struct pl_buf *b, uint32_t id, const void *p, size_t n) {
-    if (put_varint(b, (uint64_t)id << 3 | WIRE_LEN) < 0 || put_varint(b, n) < 0)
-        return -1;
-    return n ? pl_buf_append(b, p, n) : 0;
-}
-
 static int encode_msg(const ProtobufCMessageDescriptor *desc, const json_t *obj, struct pl_buf *out,
                       unsigned depth, struct pl_error *err);
 
@@ -283,7 +267,9 @@ static int encode_one(const ProtobufCMessageDescriptor *desc, const ProtobufCFie
             return unfit(err, desc, f);
         if (!always && !json_is_true(v))
             return 0;
-        return put_varint(out, key_varint) < 0 || put_varint(out, json_is_true(v)) < 0 ? -1 : 0;
+        return pl_buf_put_varint(out, key_varint) < 0 || pl_buf_put_varint(out, json_is_true(v)) < 0
+                   ? -1
+                   : 0;
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_UINT32: {
         if (!json_is_integer(v))
@@ -296,22 +282,24 @@ static int encode_one(const ProtobufCMessageDescriptor *desc, const ProtobufCFie
         if (!always && i == 0)
             return 0;
         /* A negative int32 is sign-extended to ten bytes, as protobuf does. */
-        return put_varint(out, key_varint) < 0 || put_varint(out, (uint64_t)(int64_t)i) < 0 ? -1
-                                                                                            : 0;
+        return pl_buf_put_varint(out, key_varint) < 0 ||
+                       pl_buf_put_varint(out, (uint64_t)(int64_t)i) < 0
+                   ? -1
+                   : 0;
     }
     case PROTOBUF_C_TYPE_STRING:
         if (!json_is_string(v))
             return unfit(err, desc, f);
         if (!always && json_string_length(v) == 0)
             return 0;
-        return put_len(out, f->id, json_string_value(v), json_string_length(v));
+        return pl_buf_put_pb_bytes(out, f->id, json_string_value(v), json_string_length(v));
     case PROTOBUF_C_TYPE_MESSAGE: {
         if (!json_is_object(v))
             return unfit(err, desc, f);
         struct pl_buf sub = {0};
         int r = encode_msg(f->descriptor, v, &sub, depth + 1, err);
         if (r == 0)
-            r = put_len(out, f->id, sub.data, sub.len);
+            r = pl_buf_put_pb_bytes(out, f->id, sub.data, sub.len);
         pl_buf_free(&sub);
         return r;
     }
