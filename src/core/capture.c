@@ -33,12 +33,21 @@ static int reserve(struct pl_capture *c, size_t len) {
     return 0;
 }
 
+void pl_capture_stream(struct pl_capture *c, const struct pl_output_sink *sink, int fd,
+                       unsigned step) {
+    c->sink = sink && sink->write ? sink : NULL;
+    c->fd = fd;
+    c->step = step;
+}
+
 int pl_capture_add(struct pl_capture *c, const void *data, size_t len) {
     size_t room = c->kept.len < c->cap ? c->cap - c->kept.len : 0;
     size_t keep = len < room ? len : room;
     c->total += len;
     if (keep && (reserve(c, keep) < 0 || pl_buf_append(&c->kept, data, keep) < 0))
         return -ENOMEM;
+    if (keep && c->sink)
+        c->sink->write(c->sink->ud, c->step, c->fd, data, keep);
     return 0;
 }
 
@@ -53,6 +62,7 @@ int pl_capture_finish(struct pl_capture *c, struct pl_output *out) {
     c->kept.data = NULL;
     c->kept.len = c->kept.cap = 0;
     c->total = 0;
+    c->sink = NULL;
     return out->data ? 0 : -ENOMEM;
 }
 

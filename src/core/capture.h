@@ -24,17 +24,40 @@ struct pl_output {
     bool truncated; /* the guest wrote more than was kept */
 };
 
+/*
+ * Where a streaming call's output goes as it is kept (RunStream,
+ * RunCellStream; provider.h's pl_run_ctx.sink): each kept byte once, in the
+ * order it was kept, with its stream (1 stdout, 2 stderr) and a project's
+ * step (1-based; 0 for anything else).  Bytes past the cap are never
+ * offered, so what a sink saw of a stream is exactly what the result
+ * keeps of it.  write may be called from any of the provider's threads
+ * and must not block on the caller.
+ */
+struct pl_output_sink {
+    void (*write)(void *ud, unsigned step, int fd, const char *data, size_t len);
+    void *ud;
+};
+
 /* A stream being read. */
 struct pl_capture {
     struct pl_buf kept;
-    size_t cap;     /* bytes kept at most */
-    uint64_t total; /* bytes offered, kept or not */
+    size_t cap;                        /* bytes kept at most */
+    uint64_t total;                    /* bytes offered, kept or not */
+    const struct pl_output_sink *sink; /* NULL unless the call streams */
+    unsigned step;                     /* for the sink */
+    int fd;                            /* for the sink: 1 or 2 */
 };
 
 /* An empty capture keeping at most cap bytes. */
 void pl_capture_init(struct pl_capture *c, size_t cap);
 
-/* Offer len bytes: kept up to the cap, counted either way.  0 or -ENOMEM. */
+/* Send what c keeps from now on to sink as well (NULL: nowhere), as
+ * stream fd (1 or 2) of step. */
+void pl_capture_stream(struct pl_capture *c, const struct pl_output_sink *sink, int fd,
+                       unsigned step);
+
+/* Offer len bytes: kept up to the cap (and then given to the sink),
+ * counted either way.  0 or -ENOMEM. */
 int pl_capture_add(struct pl_capture *c, const void *data, size_t len);
 
 /* Whether more was offered than kept. */

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/capture.h"
 #include "../core/config.h"
 #include "../core/errors.h"
 #include "../core/request.h"
@@ -37,6 +38,7 @@ struct pl_op_caps {
     unsigned max_timeout_ms;  /* longest allowed timeout for this kind */
     const char *languages[4]; /* NULL-terminated; snippet/project/cell languages */
     bool grants;              /* whether runs of this kind can carry a grant */
+    bool streams;             /* whether its runs give output as it comes (pl_run_ctx.sink) */
 };
 
 struct pl_provider_info {
@@ -66,6 +68,10 @@ struct pl_run_ctx {
     char run_id[33];          /* random hex, names the sandbox */
     struct pl_broker *broker; /* the run's grant, credential obtained; NULL when none.
                                  Owned by the core; the provider attaches its transport. */
+    /* RunStream and RunCellStream: where the guest's output goes as it is
+     * kept (capture.h), besides the result; NULL for every other call.  A
+     * provider whose kind says `streams` gives it every kept byte. */
+    const struct pl_output_sink *sink;
 };
 
 struct pl_step_result {

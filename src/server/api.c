@@ -32,9 +32,10 @@
 /* ---- Describe ------------------------------------------------------------- */
 
 static json_t *op_json(const struct pl_op_caps *c, bool with_languages) {
-    json_t *o = json_pack("{s:b, s:s, s:i, s:b}", "supported", c->supported, "engine",
-                          c->engine ? c->engine : "", "max_timeout_ms",
-                          (json_int_t)c->max_timeout_ms, "grants", c->grants);
+    json_t *o =
+        json_pack("{s:b, s:s, s:i, s:b, s:b}", "supported", c->supported, "engine",
+                  c->engine ? c->engine : "", "max_timeout_ms", (json_int_t)c->max_timeout_ms,
+                  "grants", c->grants, "streams", c->supported && c->streams);
     if (o && with_languages) {
         json_t *langs = json_array();
         for (int i = 0; i < 4 && c->languages[i]; i++)
@@ -252,7 +253,7 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     }
     const char *method = rq->path + strlen(SERVICE_PREFIX);
     bool known = strcmp(method, "Run") == 0 || strcmp(method, "Describe") == 0 ||
-                 strcmp(method, "Explain") == 0;
+                 strcmp(method, "Explain") == 0 || strcmp(method, "RunStream") == 0;
     bool reserved = false;
     for (const char *const *m = api_session_methods; *m; m++)
         if (strcmp(method, *m) == 0) {
@@ -260,10 +261,11 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
             lg->method = *m;
         }
     if (!reserved)
-        lg->method = strcmp(method, "Run") == 0        ? "Run"
-                     : strcmp(method, "Describe") == 0 ? "Describe"
-                     : strcmp(method, "Explain") == 0  ? "Explain"
-                                                       : "other";
+        lg->method = strcmp(method, "Run") == 0         ? "Run"
+                     : strcmp(method, "Describe") == 0  ? "Describe"
+                     : strcmp(method, "Explain") == 0   ? "Explain"
+                     : strcmp(method, "RunStream") == 0 ? "RunStream"
+                                                        : "other";
     if (!known && !reserved) {
         pl_error_set(&err, PL_REASON_NOT_FOUND, "no method %.64s in plimsoll.v1.SandboxService",
                      method);
@@ -279,13 +281,35 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     static const char *const codec_names[] = {[API_CONNECT_JSON] = "json",
                                               [API_CONNECT_PROTO] = "proto",
                                               [API_GRPC] = "grpc",
-                                              [API_GRPC_WEB] = "grpc-web"};
+                                              [API_GRPC_WEB] = "grpc-web",
+                                              [API_CONNECT_STREAM_JSON] = "connect+json",
+                                              [API_CONNECT_STREAM_PROTO] = "connect+proto"};
     lg->codec = codec_names[call->protocol];
     if (call->protocol == API_UNKNOWN) {
         api_set_text(rs, 415,
                      "unsupported media type: send Content-Type: application/json or "
-                     "application/proto (Connect), application/grpc (over HTTP/2) or "
+                     "application/proto (Connect; application/connect+json or +proto for "
+                     "the streaming methods), application/grpc (over HTTP/2) or "
                      "application/grpc-web\n");
+        lg->outcome = "refused";
+        return true;
+    }
+    bool streams = api_method_streams(lg->method);
+    bool connect_stream =
+        call->protocol == API_CONNECT_STREAM_JSON || call->protocol == API_CONNECT_STREAM_PROTO;
+    if (streams && (call->protocol == API_CONNECT_JSON || call->protocol == API_CONNECT_PROTO)) {
+        api_set_text(rs, 415,
+                     "unsupported media type: a server-streaming method takes Connect's "
+                     "application/connect+json or application/connect+proto (or gRPC, "
+                     "gRPC-Web)\n");
+        lg->outcome = "refused";
+        return true;
+    }
+    if (!streams && connect_stream) {
+        api_set_text(rs, 415,
+                     "unsupported media type: application/connect+json and +proto are for "
+                     "the server-streaming methods (RunStream, RunCellStream); a unary call "
+                     "takes application/json or application/proto\n");
         lg->outcome = "refused";
         return true;
     }
@@ -352,7 +376,7 @@ static void route_json(struct pl_api *api, const struct pl_api_request *rq,
         refuse_too_large(api, rs, lg);
         return;
     }
-    if (strcmp(call->method, "Run") == 0) {
+    if (strcmp(call->method, "Run") == 0 || strcmp(call->method, "RunStream") == 0) {
         api_run_request(api, lg->principal, rq->body, rq->body_len, NULL, false, rs, lg);
         return;
     }
@@ -397,6 +421,14 @@ static void route_body(struct pl_api *api, const struct pl_api_request *rq,
         api_refuse(api, rs, &call->lg, &err, NULL);
         return;
     }
+    if (call->protocol == API_CONNECT_STREAM_JSON) {
+        /* Connect's streaming JSON: the one message is the JSON request. */
+        struct pl_api_request jrq = *rq;
+        jrq.body = msg;
+        jrq.body_len = msglen;
+        route_json(api, &jrq, rs, call);
+        return;
+    }
     const ProtobufCMessageDescriptor *in, *out;
     if (pl_codec_method(call->method, &in, &out) < 0) {
         pl_error_set(&err, PL_REASON_INTERNAL, "no descriptor for %s", call->method);
@@ -417,6 +449,8 @@ static void route_body(struct pl_api *api, const struct pl_api_request *rq,
     jrq.body_len = strlen(body);
     route_json(api, &jrq, rs, call);
     free(body);
+    if (call->lg.stream)
+        return; /* the stream encodes its own messages */
     if (rs->status != 200 || !rs->body || !rs->content_type ||
         strcmp(rs->content_type, "application/json") != 0)
         return;
@@ -487,7 +521,13 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
     call->lg = (struct call_log){.principal = NULL, .method = "other", .outcome = "ok"};
     if (route_head(api, rq, rs, call)) {
         finish_log(api, rq, rs, &call->lg, t0);
-        if (grpc_answer(call, rq))
+        struct pl_api_stream *s = NULL;
+        if (api_method_streams(call->lg.method) && (call->protocol == API_CONNECT_STREAM_JSON ||
+                                                    call->protocol == API_CONNECT_STREAM_PROTO))
+            s = api_stream_new(api, call->protocol, rq->content_type, NULL);
+        if (s)
+            api_stream_end(s, rs); /* Connect's end message alone */
+        else if (grpc_answer(call, rq))
             api_grpc_wrap(call->protocol, rq->content_type, rs);
         free(call);
         return true;
@@ -496,13 +536,30 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
     return false;
 }
 
+bool pl_api_call_streams(const struct pl_api_call *call) {
+    return call && call->method && api_method_streams(call->method);
+}
+
 void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
                    struct pl_api_response *rs) {
     uint64_t t0 = pl_now_ns();
     memset(rs, 0, sizeof(*rs));
+    struct pl_api_stream *s = NULL;
+    if (pl_api_call_streams(call)) {
+        s = api_stream_new(api, call->protocol, rq->content_type, rq->stream);
+        if (!s) {
+            api_set_text(rs, 500, "out of memory\n");
+            finish_log(api, rq, rs, &call->lg, t0);
+            return;
+        }
+        call->lg.stream = s;
+    }
     route_body(api, rq, rs, call);
     finish_log(api, rq, rs, &call->lg, t0);
-    if (grpc_answer(call, rq))
+    call->lg.stream = NULL;
+    if (s)
+        api_stream_end(s, rs);
+    else if (grpc_answer(call, rq))
         api_grpc_wrap(call->protocol, rq->content_type, rs);
 }
 

@@ -29,13 +29,33 @@
 
 #include "../broker/grants.h"
 #include "../core/admission.h"
+#include "../core/buf.h"
 #include "../core/config.h"
 #include "../core/keys.h"
 #include "../core/metrics.h"
 #include "../providers/provider.h"
 #include "sessions.h"
 
-struct pl_key_bytes; /* api.c */
+struct pl_key_bytes;  /* api.c */
+struct pl_api_stream; /* api_stream.c */
+struct pl_api_response;
+
+/*
+ * What a transport offers a call that may stream (RunStream,
+ * RunCellStream; pl_api_call_streams).  When the call is dispatched the
+ * API calls begin, once, on the call's thread, with the answer's head
+ * (status 200, content type, headers): the transport sends the head and
+ * from then on takes the body's bytes with pl_api_stream_take whenever
+ * notify is called (from any thread; it must not block), until
+ * pl_api_finish returns the rest of the body (rs->streamed) to send after
+ * everything taken.  A call refused before dispatch never begins: its
+ * answer comes whole from pl_api_finish.
+ */
+struct pl_api_stream_out {
+    int (*begin)(void *ud, struct pl_api_stream *s, const struct pl_api_response *head);
+    void (*notify)(void *ud);
+    void *ud;
+};
 
 struct pl_api {
     const struct pl_config *config;
@@ -66,7 +86,8 @@ struct pl_api_request {
     uint64_t content_length;     /* that length; a chunked body's is unknown until read */
     const char *body;            /* the body phase only */
     size_t body_len;
-    bool body_too_large; /* the server stopped reading at the limit */
+    bool body_too_large;                    /* the server stopped reading at the limit */
+    const struct pl_api_stream_out *stream; /* NULL: the transport cannot stream */
 };
 
 /* A header of an answer beyond its content type: gRPC's status. */
@@ -86,6 +107,10 @@ struct pl_api_response {
     unsigned nheaders;
     struct pl_api_header trailers[PL_API_MAX_HEADERS]; /* after its body (HTTP/2) */
     unsigned ntrailers;
+    /* The head went out through pl_api_stream_out.begin: body is the rest
+     * (after every byte pl_api_stream_take gave), status and content type
+     * are the head's again. */
+    bool streamed;
 };
 
 /* What the head phase decided about a call that needs its body. */
@@ -111,6 +136,19 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
  * ret; logs and counts the call. */
 void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
                    struct pl_api_response *ret);
+
+/* Whether the call may stream its answer (a server-streaming method): its
+ * transport then runs pl_api_finish where the answer can be sent while it
+ * runs, and sets pl_api_request.stream. */
+bool pl_api_call_streams(const struct pl_api_call *call);
+
+/* The bytes of a streaming answer ready now, appended to out (nothing
+ * when none); never blocks.  0 or -ENOMEM. */
+int pl_api_stream_take(struct pl_api_stream *s, struct pl_buf *out);
+
+/* The transport is done with s: everything sent, or the caller left
+ * (output from then on is dropped; the run goes on to its end). */
+void pl_api_stream_release(struct pl_api_stream *s);
 
 /* Give back the call's body bytes and free it.  NULL-safe. */
 void pl_api_call_free(struct pl_api *api, struct pl_api_call *call);

@@ -40,6 +40,10 @@ enum api_protocol api_protocol_of(const char *ct) {
     if (media_type_is(ct, "application/grpc-web") ||
         media_type_is(ct, "application/grpc-web+proto"))
         return API_GRPC_WEB;
+    if (media_type_is(ct, "application/connect+json"))
+        return API_CONNECT_STREAM_JSON;
+    if (media_type_is(ct, "application/connect+proto"))
+        return API_CONNECT_STREAM_PROTO;
     return API_UNKNOWN;
 }
 
@@ -194,11 +198,36 @@ static unsigned code_of_http(int status) {
     }
 }
 
-void api_grpc_wrap(enum api_protocol p, const char *ctype, struct pl_api_response *rs) {
-    const char *ct = p == API_GRPC_WEB ? "application/grpc-web+proto" : "application/grpc+proto";
+const char *api_grpc_ctype(enum api_protocol p, const char *ctype) {
     if (ctype && api_protocol_of(ctype) == p)
-        ct = ctype; /* the form the caller sent, as gRPC asks */
-    struct pl_api_response out = {.status = 200, .content_type = ct};
+        return ctype; /* the form the caller sent, as gRPC asks */
+    return p == API_GRPC_WEB ? "application/grpc-web+proto" : "application/grpc+proto";
+}
+
+void api_grpc_status_of(const struct pl_api_response *rs, unsigned *ret_code, char **ret_message,
+                        char **ret_details) {
+    *ret_details = NULL;
+    if (rs->content_type && strcmp(rs->content_type, "application/json") == 0) {
+        json_t *e = json_loadb(rs->body ? rs->body : "", rs->body_len, 0, NULL);
+        enum pl_code c;
+        const char *name = json_string_value(json_object_get(e, "code"));
+        const char *msg = json_string_value(json_object_get(e, "message"));
+        *ret_code = name && pl_code_from_name(name, &c) == 0 ? (unsigned)c + 1 : 2;
+        *ret_message = percent_encode(msg ? msg : "");
+        *ret_details = status_details(*ret_code, msg ? msg : "", json_object_get(e, "details"));
+        json_decref(e);
+        return;
+    }
+    *ret_code = code_of_http(rs->status);
+    char text[256];
+    snprintf(text, sizeof(text), "%.*s", (int)(rs->body_len < 255 ? rs->body_len : 255),
+             rs->body ? rs->body : "");
+    text[strcspn(text, "\n")] = '\0';
+    *ret_message = percent_encode(text);
+}
+
+void api_grpc_wrap(enum api_protocol p, const char *ctype, struct pl_api_response *rs) {
+    struct pl_api_response out = {.status = 200, .content_type = api_grpc_ctype(p, ctype)};
     unsigned code = 0;
     char *message = NULL, *details = NULL;
     if (rs->status == 200 && rs->content_type &&
@@ -229,22 +258,8 @@ void api_grpc_wrap(enum api_protocol p, const char *ctype, struct pl_api_respons
         pl_buf_free(&b);
         code = 13;
         message = strdup("out of memory");
-    } else if (rs->content_type && strcmp(rs->content_type, "application/json") == 0) {
-        json_t *e = json_loadb(rs->body ? rs->body : "", rs->body_len, 0, NULL);
-        enum pl_code c;
-        const char *name = json_string_value(json_object_get(e, "code"));
-        const char *msg = json_string_value(json_object_get(e, "message"));
-        code = name && pl_code_from_name(name, &c) == 0 ? (unsigned)c + 1 : 2;
-        message = percent_encode(msg ? msg : "");
-        details = status_details(code, msg ? msg : "", json_object_get(e, "details"));
-        json_decref(e);
     } else {
-        code = code_of_http(rs->status);
-        char text[256];
-        snprintf(text, sizeof(text), "%.*s", (int)(rs->body_len < 255 ? rs->body_len : 255),
-                 rs->body ? rs->body : "");
-        text[strcspn(text, "\n")] = '\0';
-        message = percent_encode(text);
+        api_grpc_status_of(rs, &code, &message, &details);
     }
     /* Trailers-only: the status in the answer's one block of headers. */
     add_header(out.headers, &out.nheaders, "grpc-status", dup_uint(code));

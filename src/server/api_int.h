@@ -9,6 +9,8 @@
  *                   dispatch, the run record
  *   api_sessions.c  OpenSession, CloseSession and the outer messages of
  *                   RunInSession and RunCell
+ *   api_grpc.c      gRPC and gRPC-Web over the Connect answers
+ *   api_stream.c    RunStream and RunCellStream: output as it comes
  */
 #pragma once
 
@@ -26,12 +28,23 @@ struct call_log {
      * only shorten a run's timeout. */
     unsigned deadline_ms;
     const char *codec; /* "json" or "proto", once the content type is known */
+    /* RunStream, RunCellStream: the answer being streamed (dispatch
+     * begins it and gives the run its sink); NULL for every other call. */
+    struct pl_api_stream *stream;
 };
 
 /* ---- api_grpc.c ---- */
 
 /* The protocol a call speaks, from its Content-Type. */
-enum api_protocol { API_UNKNOWN, API_CONNECT_JSON, API_CONNECT_PROTO, API_GRPC, API_GRPC_WEB };
+enum api_protocol {
+    API_UNKNOWN,
+    API_CONNECT_JSON,
+    API_CONNECT_PROTO,
+    API_GRPC,
+    API_GRPC_WEB,
+    API_CONNECT_STREAM_JSON,  /* application/connect+json: a streaming method */
+    API_CONNECT_STREAM_PROTO, /* application/connect+proto */
+};
 enum api_protocol api_protocol_of(const char *content_type);
 
 /* The one message of a gRPC (or gRPC-Web) request body; INVALID_REQUEST
@@ -52,6 +65,40 @@ int api_grpc_timeout(const char *v, unsigned *ret_ms);
  * answer of the transport) as gRPC's or gRPC-Web's; ctype is the
  * request's content type, echoed when it is one of the protocol's. */
 void api_grpc_wrap(enum api_protocol p, const char *ctype, struct pl_api_response *rs);
+
+/* The content type a gRPC or gRPC-Web answer carries: the request's when
+ * it is one of the protocol's, else the protocol's +proto form. */
+const char *api_grpc_ctype(enum api_protocol p, const char *ctype);
+
+/* gRPC's status of a Connect answer that is not a success (a Connect
+ * error, or a text answer of the transport): the code, and malloc'd
+ * grpc-message (percent-encoded) and grpc-status-details-bin values
+ * (details NULL when there are none). */
+void api_grpc_status_of(const struct pl_api_response *rs, unsigned *ret_code, char **ret_message,
+                        char **ret_details);
+
+/* ---- api_stream.c ---- */
+
+/* Whether a method (after SERVICE_PREFIX) is server-streaming. */
+bool api_method_streams(const char *method);
+
+/* A streaming call's answer, before dispatch; ctype is the request's
+ * content type.  NULL when out of memory (the call is then answered
+ * whole). */
+struct pl_api_stream *api_stream_new(struct pl_api *api, enum api_protocol p, const char *ctype,
+                                     const struct pl_api_stream_out *out);
+
+/* At dispatch: the head goes out through the transport's begin.  Returns
+ * the sink the run's output goes to, or NULL when the transport cannot
+ * stream (the answer then comes whole at the end). */
+const struct pl_output_sink *api_stream_begin(struct pl_api_stream *s);
+
+/* The call's Connect answer (a RunResponse's JSON, or an error) becomes
+ * the stream's end, in the call's protocol: the output not yet taken, the
+ * result message, and the end of the stream (Connect's end message,
+ * gRPC's trailers, gRPC-Web's trailer frame).  A call that never began is
+ * answered whole in the streaming protocol.  s is released. */
+void api_stream_end(struct pl_api_stream *s, struct pl_api_response *rs);
 
 /* ---- api_answer.c ---- */
 

@@ -350,6 +350,9 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
         c->err.before_dispatch = true;
         return -1;
     }
+    /* A streaming call's head goes out now; its output as it is kept. */
+    if (lg->stream)
+        ctx.sink = api_stream_begin(lg->stream);
     struct timespec started;
     clock_gettime(CLOCK_REALTIME, &started);
     uint64_t t0 = pl_now_ns();

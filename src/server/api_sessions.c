@@ -12,8 +12,8 @@
 #include "../core/jsonscan.h"
 #include "api_int.h"
 
-const char *const api_session_methods[] = {"OpenSession", "RunInSession", "RunCell", "CloseSession",
-                                           NULL};
+const char *const api_session_methods[] = {"OpenSession",  "RunInSession",  "RunCell",
+                                           "CloseSession", "RunCellStream", NULL};
 
 /* Decode a small outer message: a JSON object whose keys are all in
  * fields (snake_case, or its camelCase twin in camel). */
@@ -136,7 +136,9 @@ void api_handle_session_call(struct pl_api *api, const char *principal, const ch
         return;
     }
     /* RunInSession and RunCell: an inner RunRequest, decoded by the Run path. */
-    run_inner(api, principal, strcmp(method, "RunCell") == 0, false, rq, rs, lg);
+    run_inner(api, principal,
+              strcmp(method, "RunCell") == 0 || strcmp(method, "RunCellStream") == 0, false, rq, rs,
+              lg);
     return;
 refused:
     json_decref(m);

@@ -9,6 +9,13 @@
  * connection's thread through an eventfd.  A stream the peer resets while
  * its run goes on stays until the run's answer comes back, then is freed
  * unsent (nothing cancels a run; the admission slot comes back at its end).
+ *
+ * A streaming call (RunStream, RunCellStream) gets its head submitted when
+ * its run begins (the API's begin hook, on the worker, queues it for the
+ * connection's thread), and a data source that takes the stream's bytes
+ * as they come (pl_api_stream_take) and is deferred while there are none;
+ * each notify from the run resumes it, and the call's end brings the rest
+ * and the trailers.
  */
 #include "h2.h"
 
@@ -56,6 +63,22 @@ struct stream {
     bool closed;  /* nghttp2 closed it while its run went on */
     struct pl_api_response rs;
     size_t sent;
+
+    /* A streaming call (the connection's thread, except `poked` and the
+     * begin fields, which c->lock guards). */
+    struct pl_api_stream_out hooks;
+    struct stream *poke_next; /* on c->poked */
+    bool poked;
+    bool begin_pending; /* the run began: its head is to be submitted */
+    int head_status;
+    const char *head_ctype;
+    struct pl_api_stream *as; /* once begun; NULL once the peer reset it */
+    bool streaming;           /* its head is submitted */
+    bool deferred;            /* nghttp2 waits for its bytes */
+    bool final_in;            /* the call's end (rs) is here */
+    bool final_taken;
+    struct pl_buf sbuf; /* taken, not yet given to nghttp2 */
+    size_t soff;
 };
 
 struct h2conn {
@@ -68,9 +91,10 @@ struct h2conn {
     struct stream *streams;
     uint64_t idle_since_ns; /* no stream open since then */
     uint64_t io_ns;         /* the last byte read or written */
-    pthread_mutex_t lock;   /* done, workers */
+    pthread_mutex_t lock;   /* done, poked, workers */
     pthread_cond_t idle;
     struct stream *done;
+    struct stream *poked; /* streaming calls with a head or bytes to send */
     unsigned workers;
 };
 
@@ -135,6 +159,8 @@ static void stream_free(struct stream *st) {
     if (!c->streams)
         c->idle_since_ns = pl_now_ns();
     pl_api_call_free(c->h2->api, st->call);
+    pl_api_stream_release(st->as);
+    pl_buf_free(&st->sbuf);
     if (st->counted)
         atomic_fetch_sub(c->h2->in_progress, 1);
     pl_buf_free(&st->body);
@@ -149,6 +175,20 @@ static void stream_free(struct stream *st) {
     free(st);
 }
 
+/* The body's end: EOF, and the answer's trailers when it has any. */
+static void end_body(nghttp2_session *s, struct stream *st, uint32_t *flags) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (!st->rs.ntrailers)
+        return;
+    nghttp2_nv tr[PL_API_MAX_HEADERS];
+    for (unsigned i = 0; i < st->rs.ntrailers; i++)
+        tr[i] = (nghttp2_nv){(uint8_t *)st->rs.trailers[i].name,
+                             (uint8_t *)st->rs.trailers[i].value, strlen(st->rs.trailers[i].name),
+                             strlen(st->rs.trailers[i].value), NGHTTP2_NV_FLAG_NONE};
+    if (nghttp2_submit_trailer(s, st->id, tr, st->rs.ntrailers) == 0)
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+}
+
 static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
                          nghttp2_data_source *src, void *user) {
     (void)id;
@@ -159,29 +199,51 @@ static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
     if (n)
         memcpy(buf, st->rs.body + st->sent, n);
     st->sent += n;
-    if (st->sent == st->rs.body_len) {
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-        if (st->rs.ntrailers) {
-            nghttp2_nv tr[PL_API_MAX_HEADERS];
-            for (unsigned i = 0; i < st->rs.ntrailers; i++)
-                tr[i] = (nghttp2_nv){(uint8_t *)st->rs.trailers[i].name,
-                                     (uint8_t *)st->rs.trailers[i].value,
-                                     strlen(st->rs.trailers[i].name),
-                                     strlen(st->rs.trailers[i].value), NGHTTP2_NV_FLAG_NONE};
-            if (nghttp2_submit_trailer(s, st->id, tr, st->rs.ntrailers) == 0)
-                *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    if (st->sent == st->rs.body_len)
+        end_body(s, st, flags);
+    return (ssize_t)n;
+}
+
+/* A streaming answer's next bytes: what was taken, else what the stream
+ * has now, else (once the call ended) the rest it returned; deferred while
+ * the run has given nothing new. */
+static ssize_t stream_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                           uint32_t *flags, nghttp2_data_source *src, void *user) {
+    (void)id;
+    (void)user;
+    struct stream *st = src->ptr;
+    if (st->soff == st->sbuf.len) {
+        st->soff = st->sbuf.len = 0;
+        if (!st->final_in) {
+            if (st->as && pl_api_stream_take(st->as, &st->sbuf) < 0)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        } else if (!st->final_taken) {
+            st->final_taken = true;
+            if (st->rs.body_len && pl_buf_append(&st->sbuf, st->rs.body, st->rs.body_len) < 0)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         }
     }
-    return (ssize_t)n;
+    size_t n = st->sbuf.len - st->soff < len ? st->sbuf.len - st->soff : len;
+    if (n) {
+        memcpy(buf, st->sbuf.data + st->soff, n);
+        st->soff += n;
+        return (ssize_t)n;
+    }
+    if (!st->final_taken) {
+        st->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    end_body(s, st, flags);
+    return 0;
 }
 
 #define NV(n, v)                                                                                   \
     { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
 
-static void submit_answer(struct stream *st) {
-    struct pl_api_response *rs = &st->rs;
-    if (!rs->body)
-        rs->body = strdup("");
+/* The answer's head (rs's status, content type, Allow and headers) with
+ * the body from prd (none when NULL). */
+static void submit_head(struct stream *st, const struct pl_api_response *rs,
+                        nghttp2_data_provider *prd) {
     char status[8];
     snprintf(status, sizeof(status), "%d", rs->status ? rs->status : 500);
     nghttp2_nv nva[16] = {
@@ -202,11 +264,60 @@ static void submit_answer(struct stream *st) {
         nva[n++] = (nghttp2_nv){(uint8_t *)rs->headers[i].name, (uint8_t *)rs->headers[i].value,
                                 strlen(rs->headers[i].name), strlen(rs->headers[i].value),
                                 NGHTTP2_NV_FLAG_NONE};
+    if (nghttp2_submit_response(st->c->s, st->id, nva, n, prd) != 0)
+        nghttp2_submit_rst_stream(st->c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+static void submit_answer(struct stream *st) {
+    struct pl_api_response *rs = &st->rs;
+    if (!rs->body)
+        rs->body = strdup("");
     st->state = ANSWERING;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = body_read};
     bool body = rs->body_len > 0 || rs->ntrailers > 0;
-    if (nghttp2_submit_response(st->c->s, st->id, nva, n, body ? &prd : NULL) != 0)
-        nghttp2_submit_rst_stream(st->c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    submit_head(st, rs, body ? &prd : NULL);
+}
+
+/* A streaming call's run began: its head goes out now, its body as the
+ * run gives it (stream_read). */
+static void submit_stream_head(struct stream *st) {
+    struct pl_api_response head = {.status = st->head_status, .content_type = st->head_ctype};
+    st->streaming = true;
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = stream_read};
+    submit_head(st, &head, &prd);
+}
+
+/* Queue st for the connection's thread (c->lock held) and wake it. */
+static void poke(struct h2conn *c, struct stream *st) {
+    if (!st->poked) {
+        st->poked = true;
+        st->poke_next = c->poked;
+        c->poked = st;
+    }
+    uint64_t one = 1;
+    if (write(c->evfd, &one, sizeof(one)) < 0) {
+        /* an eventfd's counter cannot overflow here; nothing to do */
+    }
+}
+
+/* The API's hooks, on the call's worker (begin) or the run's threads. */
+static int hook_begin(void *ud, struct pl_api_stream *s, const struct pl_api_response *head) {
+    struct stream *st = ud;
+    pthread_mutex_lock(&st->c->lock);
+    st->as = s;
+    st->head_status = head->status;
+    st->head_ctype = head->content_type;
+    st->begin_pending = true;
+    poke(st->c, st);
+    pthread_mutex_unlock(&st->c->lock);
+    return 0;
+}
+
+static void hook_notify(void *ud) {
+    struct stream *st = ud;
+    pthread_mutex_lock(&st->c->lock);
+    poke(st->c, st);
+    pthread_mutex_unlock(&st->c->lock);
 }
 
 /* The request as the API takes it. */
@@ -239,6 +350,8 @@ static void run_one(struct stream *st) {
     rq.body = st->body.data ? st->body.data : "";
     rq.body_len = st->body.len;
     rq.body_too_large = st->too_large;
+    st->hooks = (struct pl_api_stream_out){.begin = hook_begin, .notify = hook_notify, .ud = st};
+    rq.stream = &st->hooks;
     struct pl_api_response rs;
     pl_api_finish(c->h2->api, st->call, &rq, &rs);
     uint64_t one = 1;
@@ -446,10 +559,14 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
     if (!st)
         return 0;
     nghttp2_session_set_stream_user_data(s, id, NULL);
-    if (st->state == RUNNING)
+    if (st->state == RUNNING) {
         st->closed = true; /* freed when its answer comes back */
-    else
+        /* A streaming call's output is dropped from now on. */
+        pl_api_stream_release(st->as);
+        st->as = NULL;
+    } else {
         stream_free(st);
+    }
     return 0;
 }
 
@@ -534,16 +651,39 @@ static void take_answers(struct h2conn *c) {
     if (read(c->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
         return;
     pthread_mutex_lock(&c->lock);
-    struct stream *done = c->done;
+    struct stream *done = c->done, *poked = c->poked;
     c->done = NULL;
+    c->poked = NULL;
+    for (struct stream *st = poked; st; st = st->poke_next)
+        st->poked = false;
     pthread_mutex_unlock(&c->lock);
+    /* Heads and bytes of streaming calls first: a call that began and
+     * ended since the last look has its head submitted before its end. */
+    for (struct stream *st = poked; st; st = st->poke_next) {
+        if (st->closed)
+            continue;
+        if (st->begin_pending && !st->streaming) {
+            submit_stream_head(st);
+        } else if (st->streaming && st->deferred) {
+            st->deferred = false;
+            nghttp2_session_resume_data(c->s, st->id);
+        }
+    }
     while (done) {
         struct stream *st = done;
         done = st->done_next;
-        if (st->closed)
+        if (st->closed) {
             stream_free(st);
-        else
+        } else if (st->streaming) {
+            st->state = ANSWERING;
+            st->final_in = true;
+            if (st->deferred) {
+                st->deferred = false;
+                nghttp2_session_resume_data(c->s, st->id);
+            }
+        } else {
             submit_answer(st);
+        }
     }
 }
 

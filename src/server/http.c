@@ -339,15 +339,9 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     clock_restart(h, c);
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_response *rs,
-                                     bool close_after) {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(rs->body_len, rs->body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        pl_api_response_clear(rs);
-        return MHD_NO;
-    }
-    rs->body = NULL; /* owned by MHD now */
+/* Every answer's head: its content type, the security headers, Allow and
+ * the API's own headers. */
+static void add_headers(struct MHD_Response *r, const struct pl_api_response *rs) {
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rs->content_type);
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     /* Every answer: no script, style or connection but the daemon's own,
@@ -363,11 +357,244 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_res
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, rs->allow);
     for (unsigned i = 0; i < rs->nheaders; i++)
         MHD_add_response_header(r, rs->headers[i].name, rs->headers[i].value);
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_response *rs,
+                                     bool close_after) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(rs->body_len, rs->body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        pl_api_response_clear(rs);
+        return MHD_NO;
+    }
+    rs->body = NULL; /* owned by MHD now */
+    add_headers(r, rs);
     if (close_after)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)rs->status, r);
     MHD_destroy_response(r);
     pl_api_response_clear(rs); /* the headers' values, copied by MHD */
+    return ret;
+}
+
+/* ---- streaming answers ------------------------------------------------------ */
+
+/*
+ * A streaming call (RunStream, RunCellStream) over HTTP/1.1 runs on a
+ * thread of its own while the connection's thread sends what it streams
+ * (chunked).  The call's thread counts in in_progress until it ends, so a
+ * caller who leaves mid-run never lets the daemon stop under its run.
+ * Each side holds a reference; the last frees.
+ */
+struct h1_stream {
+    struct pl_http *h;
+    pthread_mutex_t lock; /* all below */
+    pthread_cond_t cond;
+    unsigned refs;
+    struct pl_api_call *call;
+    struct pl_buf body;
+    char *strs[6]; /* the head's strings the request points into */
+    struct pl_api_request rq;
+    struct pl_api_stream_out hooks;
+    struct pl_api_stream *as; /* once begun */
+    struct pl_api_response head;
+    bool begun, done, poked, final_taken;
+    struct pl_api_response final;
+    struct pl_buf out; /* taken, not yet given to MHD */
+    size_t off;
+};
+
+static void h1s_release(struct h1_stream *hs) {
+    pthread_mutex_lock(&hs->lock);
+    bool last = --hs->refs == 0;
+    pthread_mutex_unlock(&hs->lock);
+    if (!last)
+        return;
+    pl_api_response_clear(&hs->final);
+    pl_buf_free(&hs->out);
+    for (size_t i = 0; i < sizeof(hs->strs) / sizeof(hs->strs[0]); i++)
+        free(hs->strs[i]);
+    pthread_cond_destroy(&hs->cond);
+    pthread_mutex_destroy(&hs->lock);
+    free(hs);
+}
+
+static int h1s_begin(void *ud, struct pl_api_stream *s, const struct pl_api_response *head) {
+    struct h1_stream *hs = ud;
+    pthread_mutex_lock(&hs->lock);
+    hs->as = s;
+    hs->head.status = head->status;
+    hs->head.content_type = head->content_type;
+    hs->begun = true;
+    pthread_cond_broadcast(&hs->cond);
+    pthread_mutex_unlock(&hs->lock);
+    return 0;
+}
+
+static void h1s_notify(void *ud) {
+    struct h1_stream *hs = ud;
+    pthread_mutex_lock(&hs->lock);
+    hs->poked = true;
+    pthread_cond_broadcast(&hs->cond);
+    pthread_mutex_unlock(&hs->lock);
+}
+
+static void *h1s_main(void *arg) {
+    struct h1_stream *hs = arg;
+    struct pl_http *h = hs->h;
+    struct pl_api_response rs;
+    pl_api_finish(h->api, hs->call, &hs->rq, &rs);
+    pl_api_call_free(h->api, hs->call);
+    hs->call = NULL;
+    pl_buf_free(&hs->body);
+    pthread_mutex_lock(&hs->lock);
+    hs->final = rs;
+    hs->done = true;
+    pthread_cond_broadcast(&hs->cond);
+    pthread_mutex_unlock(&hs->lock);
+    atomic_fetch_sub(&h->in_progress, 1);
+    h1s_release(hs);
+    return NULL;
+}
+
+/* MHD asks for the answer's next bytes (on the connection's thread, which
+ * may wait here): what was taken, else what the stream has, else the rest
+ * the call returned at its end, then the end. */
+static ssize_t h1s_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct h1_stream *hs = cls;
+    for (;;) {
+        pthread_mutex_lock(&hs->lock);
+        if (hs->off < hs->out.len) {
+            size_t n = hs->out.len - hs->off < max ? hs->out.len - hs->off : max;
+            memcpy(buf, hs->out.data + hs->off, n);
+            hs->off += n;
+            if (hs->off == hs->out.len)
+                hs->off = hs->out.len = 0;
+            pthread_mutex_unlock(&hs->lock);
+            return (ssize_t)n;
+        }
+        if (hs->done) {
+            /* Everything the stream held went into the final bytes. */
+            bool end = hs->final_taken;
+            if (!end && hs->final.body_len &&
+                pl_buf_append(&hs->out, hs->final.body, hs->final.body_len) < 0) {
+                pthread_mutex_unlock(&hs->lock);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            hs->final_taken = true;
+            pthread_mutex_unlock(&hs->lock);
+            if (end)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+            continue;
+        }
+        hs->poked = false;
+        pthread_mutex_unlock(&hs->lock);
+        struct pl_buf got = {0};
+        if (pl_api_stream_take(hs->as, &got) < 0) {
+            pl_buf_free(&got);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        pthread_mutex_lock(&hs->lock);
+        if (got.len && pl_buf_append(&hs->out, got.data, got.len) < 0) {
+            pthread_mutex_unlock(&hs->lock);
+            pl_buf_free(&got);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        while (!got.len && !hs->poked && !hs->done)
+            pthread_cond_wait(&hs->cond, &hs->lock);
+        pthread_mutex_unlock(&hs->lock);
+        pl_buf_free(&got);
+    }
+}
+
+/* The answer is over (sent, or the connection closed): the stream is let
+ * go; output from then on is dropped and the run goes on. */
+static void h1s_done(void *cls) {
+    struct h1_stream *hs = cls;
+    pl_api_stream_release(hs->as);
+    h1s_release(hs);
+}
+
+/*
+ * The body is in and the call streams: it runs on a thread of its own.
+ * The connection's thread waits for its head (or its whole answer, when it
+ * is refused before dispatch) and sends it; the body then comes as the run
+ * gives it.
+ */
+static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
+                                   struct call_ctx *ctx, const struct pl_api_request *head) {
+    struct h1_stream *hs = calloc(1, sizeof(*hs));
+    if (!hs)
+        return MHD_NO;
+    hs->h = h;
+    pthread_mutex_init(&hs->lock, NULL);
+    pthread_cond_init(&hs->cond, NULL);
+    hs->refs = 2;
+    hs->rq = *head;
+    const char **fields[] = {&hs->rq.http_method,     &hs->rq.path,
+                             &hs->rq.content_type,    &hs->rq.authorization,
+                             &hs->rq.connect_timeout, &hs->rq.grpc_timeout};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (*fields[i] && !(hs->strs[i] = strdup(*fields[i]))) {
+            hs->refs = 1;
+            h1s_release(hs);
+            return MHD_NO;
+        }
+        *fields[i] = hs->strs[i];
+    }
+    hs->call = ctx->call;
+    ctx->call = NULL;
+    hs->body = ctx->body;
+    ctx->body = (struct pl_buf){0};
+    hs->rq.body = hs->body.data ? hs->body.data : "";
+    hs->rq.body_len = hs->body.len;
+    hs->rq.body_too_large = ctx->too_large;
+    hs->hooks = (struct pl_api_stream_out){.begin = h1s_begin, .notify = h1s_notify, .ud = hs};
+    hs->rq.stream = &hs->hooks;
+    atomic_fetch_add(&h->in_progress, 1);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int r = pthread_create(&t, &attr, h1s_main, hs);
+    pthread_attr_destroy(&attr);
+    if (r != 0) {
+        /* No thread: the call runs here and answers whole. */
+        atomic_fetch_sub(&h->in_progress, 1);
+        hs->rq.stream = NULL;
+        struct pl_api_response rs;
+        pl_api_finish(h->api, hs->call, &hs->rq, &rs);
+        pl_api_call_free(h->api, hs->call);
+        pl_buf_free(&hs->body);
+        hs->refs = 1;
+        h1s_release(hs);
+        return send_response(c, &rs, false);
+    }
+    pthread_mutex_lock(&hs->lock);
+    while (!hs->begun && !hs->done)
+        pthread_cond_wait(&hs->cond, &hs->lock);
+    bool begun = hs->begun;
+    struct pl_api_response whole = {0};
+    if (!begun) {
+        whole = hs->final;
+        hs->final = (struct pl_api_response){0};
+    }
+    struct pl_api_response head_rs = hs->head;
+    pthread_mutex_unlock(&hs->lock);
+    if (!begun) {
+        h1s_release(hs);
+        return send_response(c, &whole, false);
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, h1s_read, hs, h1s_done);
+    if (!resp) {
+        h1s_done(hs);
+        return MHD_NO;
+    }
+    add_headers(resp, &head_rs);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)head_rs.status, resp);
+    MHD_destroy_response(resp);
     return ret;
 }
 
@@ -476,6 +703,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     rq.body = ctx->body.data ? ctx->body.data : "";
     rq.body_len = ctx->body.len;
     rq.body_too_large = ctx->too_large;
+    if (pl_api_call_streams(ctx->call))
+        return stream_call(h, c, ctx, &rq);
     struct pl_api_response rs;
     pl_api_finish(h->api, ctx->call, &rq, &rs);
     return send_response(c, &rs, false);

@@ -175,7 +175,8 @@ struct cont_run {
      * each step is an engine exec (dk_project_steps). */
     const struct pl_run_request *project;
     unsigned output_bytes;
-    struct pl_step_result *steps; /* out: the steps that finished */
+    const struct pl_output_sink *sink; /* RunStream's, for the steps' output; NULL */
+    struct pl_step_result *steps;      /* out: the steps that finished */
     size_t nsteps;
     bool until_line;        /* pump: stop once a whole line of stdout arrived */
     char step_error[200];   /* out: why the steps could not go on (protocol_error) */

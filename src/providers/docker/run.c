@@ -98,6 +98,8 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
         }
         struct cont_run e = {.timeout_ms = (unsigned)((deadline - now) / 1000000ull) + 1};
         e.dx.out.cap = e.dx.err.cap = r->output_bytes;
+        pl_capture_stream(&e.dx.out, r->sink, 1, (unsigned)i + 1);
+        pl_capture_stream(&e.dx.err, r->sink, 2, (unsigned)i + 1);
         json_t *cmd = dk_step_cmd(s, (const char *const *)req->project.steps[i].argv,
                                   req->project.steps[i].argc);
         int code = -1;
@@ -396,6 +398,7 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
         r->dx.err.cap = 64u << 10;
         r->project = req;
         r->output_bytes = ctx->output_bytes;
+        r->sink = ctx->sink;
         break;
     }
     default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
@@ -405,6 +408,8 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
          * the guest's own output is the container's. */
         r->nparts = 3;
         r->dx.out.cap = r->dx.err.cap = ctx->output_bytes;
+        pl_capture_stream(&r->dx.out, ctx->sink, 1, 0);
+        pl_capture_stream(&r->dx.err, ctx->sink, 2, 0);
     }
     char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
     json_decref(h);

@@ -424,6 +424,8 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         pl_demux_free(&dx);
         memset(&dx, 0, sizeof(dx));
         dx.out.cap = dx.err.cap = ctx->output_bytes;
+        pl_capture_stream(&dx.out, ctx->sink, 1, 0);
+        pl_capture_stream(&dx.err, ctx->sink, 2, 0);
         e = dk_uplink_cell(d, lang, req->cell.code, req->cell.code_len, deadline, &dx, &status);
         if (e == UPLINK_UNUSABLE)
             d->in[lang].up = false; /* it ended between calls: a fresh one */
