@@ -70,6 +70,7 @@ static void dc_info(void *state, struct pl_provider_info *ret) {
                               .engine = "Docker Sandboxes microVM",
                               .max_timeout_ms = s->max_timeout_ms,
                               .languages = {"javascript", "python", NULL},
+                              .streams = true,
                               .grants = s->guard != NULL};
     ret->snippet = caps;
     ret->project = caps;

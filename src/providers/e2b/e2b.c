@@ -71,6 +71,7 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
                               .engine = "E2B microVM (Firecracker)",
                               .max_timeout_ms = s->max_timeout_ms,
                               .languages = {"javascript", "python", NULL},
+                              .streams = true,
                               .grants = s->guard != NULL};
     ret->snippet = caps;
     ret->project = caps;

@@ -64,11 +64,15 @@ void ph_cells_drop(struct ph_cells *c) {
         c->in[i].up = false;
 }
 
-/* One process as the guest's user: its output into o (cap bytes each). */
+/* One process as the guest's user: its output into o (cap bytes each),
+ * and to sink as it comes (NULL: nowhere). */
 static int process(const struct ph_project_ops *ops, void *ud, const char *const *argv, size_t argc,
-                   uint64_t deadline, size_t cap, struct ph_proc_out *o, struct pl_error *err) {
+                   uint64_t deadline, size_t cap, const struct pl_output_sink *sink,
+                   struct ph_proc_out *o, struct pl_error *err) {
     pl_capture_init(&o->out, cap);
     pl_capture_init(&o->err, cap);
+    pl_capture_stream(&o->out, sink, 1, 0);
+    pl_capture_stream(&o->err, sink, 2, 0);
     o->exit_code = -1;
     o->timed_out = false;
     return ops->step(ud, argv, argc, deadline, o, err);
@@ -100,7 +104,7 @@ static int launch(const struct ph_project_ops *ops, void *ud, struct ph_cells *c
                           cell_lang[lang],
                           name};
     struct ph_proc_out p;
-    int rc = process(ops, ud, argv, 10, deadline, 4096, &p, err);
+    int rc = process(ops, ud, argv, 10, deadline, 4096, NULL, &p, err);
     *ret_timed_out = rc == 0 && p.timed_out;
     json_t *j = NULL;
     if (rc == 0 && !p.timed_out) {
@@ -172,7 +176,7 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
         const char *argv[] = {"python3", "-c",     pl_docker_session_agent,
                               "vmcell",  in->name, PH_CELL_FILE};
         process_free(&p);
-        if (process(ops, ud, argv, 6, deadline, ctx->output_bytes, &p, err) < 0) {
+        if (process(ops, ud, argv, 6, deadline, ctx->output_bytes, ctx->sink, &p, err) < 0) {
             process_free(&p);
             return -1;
         }

@@ -178,7 +178,10 @@ struct ph_file {
  * The provider uploads files (upload), runs one process as the guest's
  * user (step: argv in "/"; o's captures are set up with the run's output
  * cap) and, for a project, the cleanup between steps (between, may be
- * NULL).
+ * NULL).  A streaming call's o carries the call's sink (capture.h): step
+ * gives it to the captures its process's output is read into as it comes
+ * (pl_capture_stream with o's sink, fd and step), so the caller sees the
+ * output before the step ends.
  *
  * ph_snippet: the code and its stdin uploaded under PH_SNIPPET_DIR, then
  * python3 or node on them from there, one step; where names the sandbox in

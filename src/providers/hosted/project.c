@@ -61,6 +61,8 @@ static int project_steps(const struct ph_project_ops *ops, void *ud, const char 
         struct ph_proc_out o;
         pl_capture_init(&o.out, ctx->output_bytes);
         pl_capture_init(&o.err, ctx->output_bytes);
+        pl_capture_stream(&o.out, ctx->sink, 1, (unsigned)i + 1);
+        pl_capture_stream(&o.err, ctx->sink, 2, (unsigned)i + 1);
         o.exit_code = -1;
         o.timed_out = false;
         uint64_t t0 = pl_now_ns();
@@ -157,6 +159,8 @@ int ph_snippet(const struct ph_project_ops *ops, void *ud, const char *where,
     struct ph_proc_out o;
     pl_capture_init(&o.out, ctx->output_bytes);
     pl_capture_init(&o.err, ctx->output_bytes);
+    pl_capture_stream(&o.out, ctx->sink, 1, 0);
+    pl_capture_stream(&o.err, ctx->sink, 2, 0);
     o.exit_code = -1;
     o.timed_out = false;
     int rc = ops->step(ud, argv, 7, deadline, &o, err);

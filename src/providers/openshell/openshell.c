@@ -79,6 +79,7 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
                               .engine = "OpenShell sandbox (docker compute driver)",
                               .max_timeout_ms = s->max_timeout_ms,
                               .languages = {"javascript", "python", NULL},
+                              .streams = true,
                               .grants = true};
     ret->snippet = caps;
     ret->project = caps;

@@ -83,3 +83,36 @@ class HostedRuns:
         while self.live() and time.monotonic() < deadline:
             time.sleep(0.2)
         self.assertEqual(self.live(), [])
+
+
+class HostedStreams:
+    """RunStream through a hosted provider (mixed into a test class whose
+    cls.d is its daemon): the chunks joined are the result's output, a
+    project's numbered by step, and Describe says every kind streams."""
+
+    def stream_ok(self, message):
+        from . import streaming
+        st = streaming.call(self.d, "RunStream", message)
+        self.assertEqual((st.status, st.end, st.leftover), (200, {}, b""), st.frames[-1:])
+        return st
+
+    def test_stream_snippet(self):
+        st = self.stream_ok({"snippet": {"language": "python", "code": (
+            "import sys\nprint('one', flush=True)\nprint('two', file=sys.stderr)")}})
+        res = st.result
+        self.assertEqual((res["exit_code"], res["stdout"], res["stderr"]), (0, "one\n", "two\n"))
+        self.assertEqual(st.joined("stdout"), b"one\n")
+        self.assertEqual(st.joined("stderr"), b"two\n")
+        self.assertIn("record", res)
+
+    def test_stream_project_steps(self):
+        st = self.stream_ok({"project": {
+            "files": [{"path": "a.py", "content": "print('a')"}],
+            "steps": [{"argv": ["python3", "a.py"]}, {"argv": ["python3", "-c", "print('b')"]}]}})
+        self.assertEqual(st.result["outcome"], "completed", st.result)
+        self.assertEqual((st.joined("stdout", 1), st.joined("stdout", 2)), (b"a\n", b"b\n"))
+
+    def test_describe_says_it_streams(self):
+        status, body = self.d.rpc("Describe", {})
+        self.assertTrue(body["operations"]["snippet"]["streams"])
+        self.assertTrue(body["operations"]["project"]["streams"])

@@ -54,6 +54,19 @@ class HostedSessions:
         b = self.call(sid, project([["python3", "-c", LOOK]]))
         return b["steps"][0]["stdout"], b["sandbox_name"]
 
+    def test_cells_stream(self):
+        from . import streaming
+        sid = self.open()
+        self.cell(sid, "python", "x = 41")
+        for lang, code, want in (("python", "import sys\nprint(x + 1)\nprint('e', file=sys.stderr)",
+                                  (b"42\n", b"e\n")),
+                                 ("javascript", "console.log('js')", (b"js\n", b""))):
+            st = streaming.call(self.d, "RunCellStream",
+                                {"session_id": sid, "cell": {"language": lang, "code": code}})
+            self.assertEqual((st.status, st.end), (200, {}), st.frames[-1:])
+            self.assertEqual((st.joined("stdout"), st.joined("stderr")), want)
+            self.assertEqual((st.result["stdout"].encode(), st.result["stderr"].encode()), want)
+
     def test_files_stay_processes_do_not(self):
         sid = self.open()
         self.call(sid, project([["sh", "-c", "sleep 600 > /dev/null 2>&1 &"]],
