@@ -567,9 +567,10 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
         pl_api_finish(h->api, hs->call, &hs->rq, &rs);
         pl_api_call_free(h->api, hs->call);
         pl_buf_free(&hs->body);
+        enum MHD_Result ret = send_response(c, &rs, false);
         hs->refs = 1;
         h1s_release(hs);
-        return send_response(c, &rs, false);
+        return ret;
     }
     pthread_mutex_lock(&hs->lock);
     while (!hs->begun && !hs->done)
@@ -583,8 +584,11 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
     struct pl_api_response head_rs = hs->head;
     pthread_mutex_unlock(&hs->lock);
     if (!begun) {
+        /* Its content type may be the request's own string (gRPC-Web
+         * echoes it), which hs holds: sent before hs is let go. */
+        enum MHD_Result ret = send_response(c, &whole, false);
         h1s_release(hs);
-        return send_response(c, &whole, false);
+        return ret;
     }
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, h1s_read, hs, h1s_done);

@@ -8,7 +8,9 @@
 // "grpc-web", "grpc" or "connect-h2" (the last two over HTTP/2).  Prints
 // one JSON line per call: {ok: <response, proto3 JSON with proto field
 // names>} or {error: {code, message, details: [<google.rpc.ErrorInfo>]}},
-// as the library decoded them.  The test (test_connect_es.py) judges.
+// as the library decoded them; a server-streaming call's line has
+// {stream: [<each message, in order>]} and, when it ended in an error,
+// that error.  The test (test_connect_es.py) judges.
 import { readFileSync } from "node:fs";
 
 import { toJson, fromJson } from "@bufbuild/protobuf";
@@ -52,14 +54,22 @@ for (const call of input.calls) {
   if (call.key) options.headers.Authorization = "Bearer " + call.key;
   if (call.timeout_ms) options.timeoutMs = call.timeout_ms;
   const started = Date.now();
-  let line;
+  let line = null;
   try {
     const request = fromJson(method.input, call.request ?? {});
-    const response = await client(call.mode)[method.localName](request, options);
-    line = { ok: toJson(method.output, response, { useProtoFieldName: true }) };
+    if (method.methodKind === "server_streaming") {
+      // Each message as it came, then the end (an error ends it too).
+      line = { stream: [] };
+      for await (const m of client(call.mode)[method.localName](request, options))
+        line.stream.push(toJson(method.output, m, { useProtoFieldName: true }));
+    } else {
+      const response = await client(call.mode)[method.localName](request, options);
+      line = { ok: toJson(method.output, response, { useProtoFieldName: true }) };
+    }
   } catch (e) {
     const err = ConnectError.from(e);
     line = {
+      ...(line?.stream ? { stream: line.stream } : {}),
       error: {
         code: codeName(err.code),
         message: err.rawMessage,

@@ -8,7 +8,9 @@ Reads {target, gen, tls, calls: [{method, request, key, timeout_s}]} as
 JSON on stdin (gen: the folder protoc wrote into; tls, for a TLS channel:
 {ca, cert, key} paths, cert and key for a client certificate); prints one JSON line per call:
 {ok: <response, proto3 JSON with proto field names>} or {error: {code,
-message, details: [<google.rpc.ErrorInfo>]}}, as grpcio gave them.
+message, details: [<google.rpc.ErrorInfo>]}}, as grpcio gave them; a
+server-streaming call's line has {stream: [<each message, in order>]} and,
+when it ended in an error, that error.
 """
 import json
 import sys
@@ -34,14 +36,22 @@ def main():
         m = service.methods_by_name[call["method"]]
         req_cls = getattr(sandbox_pb2, m.input_type.name)
         resp_cls = getattr(sandbox_pb2, m.output_type.name)
-        stub = channel.unary_unary("/plimsoll.v1.SandboxService/" + m.name,
-                                   request_serializer=req_cls.SerializeToString,
-                                   response_deserializer=resp_cls.FromString)
+        kind = channel.unary_stream if m.server_streaming else channel.unary_unary
+        stub = kind("/plimsoll.v1.SandboxService/" + m.name,
+                    request_serializer=req_cls.SerializeToString,
+                    response_deserializer=resp_cls.FromString)
         md = [("authorization", "Bearer " + call["key"])] if call.get("key") else []
+        line = {}
         try:
             req = json_format.ParseDict(call.get("request") or {}, req_cls())
-            resp = stub(req, metadata=md, timeout=call.get("timeout_s"))
-            line = {"ok": json_format.MessageToDict(resp, preserving_proto_field_name=True)}
+            if m.server_streaming:
+                line["stream"] = []
+                for resp in stub(req, metadata=md, timeout=call.get("timeout_s")):
+                    line["stream"].append(json_format.MessageToDict(
+                        resp, preserving_proto_field_name=True))
+            else:
+                resp = stub(req, metadata=md, timeout=call.get("timeout_s"))
+                line = {"ok": json_format.MessageToDict(resp, preserving_proto_field_name=True)}
         except grpc.RpcError as e:
             details = []
             for k, v in e.trailing_metadata() or ():
@@ -52,8 +62,8 @@ def main():
                         if a.Unpack(info):
                             details.append(json_format.MessageToDict(
                                 info, preserving_proto_field_name=True))
-            line = {"error": {"code": e.code().name.lower(), "message": e.details(),
-                              "details": details}}
+            line["error"] = {"code": e.code().name.lower(), "message": e.details(),
+                             "details": details}
         print(json.dumps(line), flush=True)
     channel.close()
 

@@ -11,6 +11,7 @@ caller; and the caller's deadline (Connect-Timeout-Ms, grpc-timeout).
 
 Run: cd tests/conformance && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_connect_es
 """
+import base64
 import json
 import os
 import subprocess
@@ -106,6 +107,38 @@ class ConnectES(unittest.TestCase):
             # binary, a library's JSON and a plain JSON caller.
             self.assertEqual(r["record"]["request_sha256"], plain["record"]["request_sha256"])
             self.assertEqual(len(r["record"]["digest"]), 64)
+
+    def test_run_stream_in_every_mode(self):
+        """Server streaming through each of the library's transports: the
+        output as messages, then one result, in order; the chunks joined
+        are the result's output."""
+        code = "for (let i = 0; i < 3; i++) console.log('line ' + i); console.error('e')"
+        got = self.each_mode("RunStream", js(code))
+        for mode in MODES:
+            line = got[mode]
+            self.assertNotIn("error", line, (mode, line))
+            msgs = line["stream"]
+            self.assertIn("result", msgs[-1], mode)
+            self.assertTrue(all("output" in m for m in msgs[:-1]), (mode, msgs))
+            self.assertGreater(len(msgs), 1, mode)
+            res = msgs[-1]["result"]
+            self.assertEqual(res["stdout"], "line 0\nline 1\nline 2\n", mode)
+            for name in ("stdout", "stderr"):
+                joined = b"".join(base64.b64decode(m["output"].get(name, ""))
+                                  for m in msgs[:-1])
+                self.assertEqual(joined, res[name].encode(), (mode, name))
+            self.assertEqual(len(res["record"]["digest"]), 64)
+
+    def test_run_stream_refusals_are_typed(self):
+        want = self.plain_error("Run", js("1", minimum_isolation="vm"))
+        got = self.each_mode("RunStream", js("1", minimum_isolation="vm"))
+        for mode in MODES:
+            self.assertEqual(got[mode].get("stream"), [], mode)
+            e = got[mode]["error"]
+            self.assertEqual((e["code"], e["details"]), (want["code"], want["details"]), (mode, e))
+        got = self.each_mode("RunStream", js("1"), key="wrong")
+        for mode in MODES:
+            self.assertEqual(got[mode]["error"]["code"], "unauthenticated", mode)
 
     def test_a_guest_s_failure_is_an_answer(self):
         req = js("console.log('\\u00e9t\\u00e9'); throw new TypeError('bad')")

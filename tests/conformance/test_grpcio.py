@@ -7,6 +7,7 @@ deadlines (grpc-timeout), and many calls at once on one channel.
 
 Run: cd tests/conformance && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_grpcio
 """
+import base64
 import json
 import os
 import subprocess
@@ -112,6 +113,31 @@ class GrpcIO(unittest.TestCase):
         # The daemon's run ended at the caller's deadline, not 20 s later.
         self.assertTrue(runs and runs[-1]["duration_ms"] < 5000, runs)
 
+    def stream_checks(self, line):
+        """A RunStream line: output messages, then one result; the chunks
+        joined are the result's output; returns the result."""
+        self.assertNotIn("error", line, line)
+        msgs = line["stream"]
+        self.assertIn("result", msgs[-1])
+        self.assertTrue(all("output" in m for m in msgs[:-1]), msgs)
+        res = msgs[-1]["result"]
+        for name in ("stdout", "stderr"):
+            joined = b"".join(base64.b64decode(m["output"].get(name, "")) for m in msgs[:-1])
+            self.assertEqual(joined, res.get(name, "").encode(), name)
+        return res
+
+    def test_run_stream(self):
+        code = "for (let i = 0; i < 3; i++) console.log('line ' + i); console.error('e')"
+        [a, refused] = self.calls([
+            {"method": "RunStream", "request": js(code)},
+            {"method": "RunStream", "request": js("1", minimum_isolation="vm")}])
+        res = self.stream_checks(a)
+        self.assertEqual(res["stdout"], "line 0\nline 1\nline 2\n")
+        self.assertGreater(len(a["stream"]), 1)  # output came before the result
+        self.assertEqual(refused["stream"], [])
+        self.assertEqual(refused["error"]["code"], "failed_precondition")
+        self.assertEqual(refused["error"]["details"][0]["reason"], "INSUFFICIENT_ISOLATION")
+
     def test_many_calls_at_once_on_one_connection(self):
         """grpcio multiplexes: 12 runs on one channel, four slots; every
         answer is its own call's or a typed AT_CAPACITY refusal."""
@@ -191,6 +217,14 @@ class GrpcIOOverTLS(unittest.TestCase):
         self.assertEqual(r["ok"]["stdout"], "42\n")
         self.assertEqual(e["error"]["code"], "failed_precondition")
         self.assertEqual(e["error"]["details"][0]["reason"], "INSUFFICIENT_ISOLATION")
+
+    def test_a_stream_over_tls(self):
+        [a] = self.calls([{"method": "RunStream", "request": js("console.log('tls')"),
+                           "key": self.d.keys["alice"]}])
+        msgs = a["stream"]
+        self.assertEqual(msgs[-1]["result"]["stdout"], "tls\n", a)
+        out = b"".join(base64.b64decode(m["output"].get("stdout", "")) for m in msgs[:-1])
+        self.assertEqual(out, b"tls\n")
 
     def test_a_client_certificate_instead_of_a_key(self):
         [r] = self.calls([{"method": "Run", "request": js("console.log(1)")}], client="alice")
