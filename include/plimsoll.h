@@ -3,7 +3,8 @@
  * plimsoll.h: libplimsoll, the C client of plimsolld.
  *
  * A client sends Connect unary calls (JSON over HTTP/1.1, or a Unix
- * socket) and checks what the daemon says instead of trusting it:
+ * socket), and server-streaming ones for live output (RunStream,
+ * RunCellStream), and checks what the daemon says instead of trusting it:
  *
  *   - a refusal becomes a typed error (enum plimsoll_errkind) that says
  *     whether anything was dispatched;
@@ -55,6 +56,10 @@ extern "C" {
 #define PLIMSOLL_MAX_ANSWER_DEPTH 64
 /* The largest magnitude of a number in an answer: 2^53 - 1. */
 #define PLIMSOLL_MAX_ANSWER_INTEGER 9007199254740991LL
+/* The longest message (envelope) of a stream the client reads, the result
+ * included; a longer one is refused from its header.  Each step's stdout
+ * and stderr, joined, are bounded by it too (a result could not hold more). */
+#define PLIMSOLL_MAX_STREAM_MESSAGE ((size_t)16 << 20)
 
 enum plimsoll_errkind {
     PLIMSOLL_OK = 0,
@@ -167,6 +172,66 @@ PLIMSOLL_API int plimsoll_run_module(plimsoll_client *c, const void *wasm, size_
                                      const struct plimsoll_run_options *ro, json_t **ret,
                                      struct plimsoll_error *err);
 
+/* ---- live output (RunStream, RunCellStream) ------------------------------ */
+
+/*
+ * A streaming call gives the guest's output as it is written, one chunk at
+ * a time, to an output function, then returns the result as the unary
+ * call does, checked the same way (floor, record, chain).  The answer is a
+ * Connect server stream (application/connect+json): output messages, the
+ * result, the end of the stream.  A refusal is the error the unary call
+ * gets (http_status 200 when it came as the end of a stream); nothing was
+ * given to the output function then.
+ *
+ * Each chunk is delivered as soon as its message is whole.  Joined in
+ * order, a stream's chunks must be the result's stdout and stderr byte for
+ * byte (a project's: its step's), else the call fails with
+ * PLIMSOLL_E_PROTOCOL, as it does when the stream does not frame, has
+ * flags other than a message's (0) and the end's (2), a message past
+ * PLIMSOLL_MAX_STREAM_MESSAGE, a message after the result or anything
+ * after the end, ends inside a message, or ends without its end or
+ * without a result or an error.  The whole body is bounded by
+ * max_answer_bytes, the call by timeout_ms.  The client holds one message
+ * at a time and the result, never the output already delivered.  A kind
+ * that does not stream (Describe: operations.*.streams) sends only the
+ * result.  A daemon without these methods answers 404 (nothing ran);
+ * plimsoll_run then gives the same result without live output.
+ *
+ * AT_CAPACITY and RATE_LIMITED are retried as for unary calls; a stream
+ * that gave any chunk is never tried again.
+ */
+
+/* One chunk of output: either part may be empty (and is then NULL, 0).
+ * The bytes are the guest's as written, NULs included, each part
+ * followed by a NUL not counted in its length; they are the library's
+ * until the output function returns.  A multi-byte character may be
+ * split between chunks. */
+struct plimsoll_output {
+    const char *stdout_data;
+    size_t stdout_len;
+    const char *stderr_data;
+    size_t stderr_len;
+    unsigned step; /* a project's step, from 1; 0 for a snippet, module or cell */
+};
+
+/* Called with each chunk as it comes, on the calling thread, from inside
+ * the streaming call (so it must not use the same client).  Non-zero
+ * stops the call: it then fails with
+ * PLIMSOLL_E_INFRASTRUCTURE, code "canceled", dispatched (the code may
+ * have run, and may still be running until the daemon notices). */
+typedef int (*plimsoll_output_fn)(void *userdata, const struct plimsoll_output *chunk);
+
+/* Run a RunRequest (borrowed) with RunStream: each chunk to on_output
+ * (may be NULL), then *ret as plimsoll_run gives it. */
+PLIMSOLL_API int plimsoll_run_stream(plimsoll_client *c, const json_t *request,
+                                     plimsoll_output_fn on_output, void *userdata, json_t **ret,
+                                     struct plimsoll_error *err);
+/* plimsoll_run_cell with RunCellStream (no chain kept). */
+PLIMSOLL_API int plimsoll_run_cell_stream(plimsoll_client *c, const char *session_id,
+                                          const json_t *cell, unsigned timeout_ms,
+                                          plimsoll_output_fn on_output, void *userdata,
+                                          json_t **ret, struct plimsoll_error *err);
+
 /* ---- sessions ------------------------------------------------------------- */
 
 /* languages: NULL-terminated hint, may be NULL.  floor (may be NULL): sent
@@ -183,6 +248,13 @@ PLIMSOLL_API int plimsoll_session_run(plimsoll_session *s, const json_t *run, js
 PLIMSOLL_API int plimsoll_session_cell(plimsoll_session *s, const char *language, const char *code,
                                        const json_t *files, unsigned timeout_ms, json_t **ret,
                                        struct plimsoll_error *err);
+/* plimsoll_session_cell with RunCellStream: each chunk to on_output (may
+ * be NULL); the answer joins the session's chain as a cell's does. */
+PLIMSOLL_API int plimsoll_session_cell_stream(plimsoll_session *s, const char *language,
+                                              const char *code, const json_t *files,
+                                              unsigned timeout_ms, plimsoll_output_fn on_output,
+                                              void *userdata, json_t **ret,
+                                              struct plimsoll_error *err);
 PLIMSOLL_API int plimsoll_session_close(plimsoll_session *s, struct plimsoll_error *err);
 /* The session's chain: every accepted (request, response) in order. */
 PLIMSOLL_API const plimsoll_chain *plimsoll_session_chain(const plimsoll_session *s);

@@ -13,7 +13,11 @@
  * http://127.0.0.1:7475); the key is PLIMSOLL_KEY, or the first line of the
  * file PLIMSOLL_KEY_FILE; PLIMSOLL_MAX_ANSWER_BYTES caps one answer's body
  * (default 268435456, libplimsoll's).  The run's stdout and stderr are
- * written byte for byte, NULs included.
+ * written byte for byte, NULs included, as the guest writes them: run
+ * uses RunStream and writes each chunk to stdout or stderr as it comes
+ * (flushed), then what it says about the result; with --json it prints
+ * the whole answer once, at the end.  A daemon without RunStream (404)
+ * gets the unary Run, and its output comes at the end.
  *
  * Exit status, for shell scripts to branch on:
  *   0  the code ran and exited 0
@@ -203,6 +207,38 @@ static int print_ticket(const json_t *j) {
     return go ? EXIT_RAN_OK : EXIT_REFUSED;
 }
 
+/* What run's output function has written. */
+struct live {
+    bool wrote; /* any chunk: the result's output is on the terminal already */
+};
+
+/* Each chunk of the guest's output as it comes, flushed, NULs included. */
+static int write_chunk(void *ud, const struct plimsoll_output *ch) {
+    struct live *l = ud;
+    l->wrote = true;
+    if (ch->stdout_len) {
+        fwrite(ch->stdout_data, 1, ch->stdout_len, stdout);
+        fflush(stdout);
+    }
+    if (ch->stderr_len) {
+        fwrite(ch->stderr_data, 1, ch->stderr_len, stderr);
+        fflush(stderr);
+    }
+    return 0;
+}
+
+/* Run req with live output (RunStream); a daemon without it answers 404
+ * before anything runs, and gets the unary Run.  l->wrote: whether any
+ * output was written. */
+static int run_live(plimsoll_client *c, const json_t *req, struct live *l, json_t **ret,
+                    struct plimsoll_error *err) {
+    if (plimsoll_run_stream(c, req, write_chunk, l, ret, err) == 0)
+        return 0;
+    if (l->wrote || err->http_status != 404)
+        return -1;
+    return plimsoll_run(c, req, ret, err);
+}
+
 static int cmd_run(int argc, char **argv) {
     bool explain = strcmp(argv[0], "explain") == 0;
     const char *lang = "javascript", *floor = NULL, *file = NULL, *code = NULL;
@@ -275,6 +311,7 @@ static int cmd_run(int argc, char **argv) {
     plimsoll_client *c = client_from_env();
     json_t *j = NULL;
     struct plimsoll_error err;
+    struct live live = {0};
     int ex;
     if (!c) {
         ex = EXIT_USAGE;
@@ -292,7 +329,7 @@ static int cmd_run(int argc, char **argv) {
             ex = print_ticket(j);
         }
         json_decref(er);
-    } else if (plimsoll_run(c, req, &j, &err) < 0) {
+    } else if ((as_json ? plimsoll_run(c, req, &j, &err) : run_live(c, req, &live, &j, &err)) < 0) {
         ex = report_error(&err);
     } else {
         const char *iso = json_string_value(json_object_get(j, "isolation"));
@@ -303,10 +340,12 @@ static int cmd_run(int argc, char **argv) {
                 puts(s);
             free(s);
         } else {
+            /* Streamed chunks are the result's output (libplimsoll checks
+             * it): written once, as they came. */
             json_t *o = json_object_get(j, "stdout"), *e = json_object_get(j, "stderr");
-            if (json_string_value(o))
+            if (!live.wrote && json_string_value(o))
                 fwrite(json_string_value(o), 1, json_string_length(o), stdout);
-            if (json_string_value(e))
+            if (!live.wrote && json_string_value(e))
                 fwrite(json_string_value(e), 1, json_string_length(e), stderr);
             fflush(stdout);
             bool timed_out = json_is_true(json_object_get(j, "timed_out"));

@@ -147,9 +147,13 @@ static const struct field run_response_shape[] = {
     {NULL, K_ANY, false, NULL},
 };
 static const struct field operation_shape[] = {
-    {"supported", K_BOOL, false, NULL},        {"engine", K_STRING, false, NULL},
-    {"max_timeout_ms", K_UINT32, false, NULL}, {"languages", K_STRING, true, NULL},
-    {"grants", K_BOOL, false, NULL},           {NULL, K_ANY, false, NULL},
+    {"supported", K_BOOL, false, NULL},
+    {"engine", K_STRING, false, NULL},
+    {"max_timeout_ms", K_UINT32, false, NULL},
+    {"languages", K_STRING, true, NULL},
+    {"grants", K_BOOL, false, NULL},
+    {"streams", K_BOOL, false, NULL},
+    {NULL, K_ANY, false, NULL},
 };
 static const struct field operations_shape[] = {
     {"snippet", K_MESSAGE, false, operation_shape},
@@ -191,6 +195,25 @@ static const struct field connect_error_shape[] = {
     {"code", K_STRING, false, NULL},
     {"message", K_STRING, false, NULL},
     {"details", K_ANY, true, NULL},
+    {NULL, K_ANY, false, NULL},
+};
+/* The messages of RunStream and RunCellStream (bytes are base64 strings),
+ * and the end of a stream: {} or {"error": …} (Connect's "metadata" is
+ * allowed and ignored). */
+static const struct field output_chunk_shape[] = {
+    {"stdout", K_STRING, false, NULL},
+    {"stderr", K_STRING, false, NULL},
+    {"step", K_UINT32, false, NULL},
+    {NULL, K_ANY, false, NULL},
+};
+static const struct field run_stream_response_shape[] = {
+    {"output", K_MESSAGE, false, output_chunk_shape},
+    {"result", K_MESSAGE, false, run_response_shape},
+    {NULL, K_ANY, false, NULL},
+};
+static const struct field end_stream_shape[] = {
+    {"error", K_MESSAGE, false, connect_error_shape},
+    {"metadata", K_ANY, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
 
@@ -335,6 +358,11 @@ json_t *plc_parse_result(const struct pl_buf *b, const char *method, char *why, 
     return parse_answer(b, response_shape(method), method, why, n);
 }
 
+json_t *plc_parse_stream_message(const struct pl_buf *b, bool end, char *why, size_t n) {
+    return end ? parse_answer(b, end_stream_shape, "the end-of-stream message", why, n)
+               : parse_answer(b, run_stream_response_shape, "RunStreamResponse", why, n);
+}
+
 static void trim(const char **s, size_t *n) {
     while (*n && (**s == ' ' || **s == '\t')) {
         (*s)++;
@@ -344,16 +372,16 @@ static void trim(const char **s, size_t *n) {
         (*n)--;
 }
 
-/* A Content-Type of application/json (any case), with a charset, if any,
- * of UTF-8 (quoted or not); other parameters are ignored. */
-bool plc_media_type_is_json(const char *ct) {
+/* A Content-Type of type (any case), with a charset, if any, of UTF-8
+ * (quoted or not); other parameters are ignored. */
+bool plc_media_type_is(const char *ct, const char *type) {
     if (!ct)
         return false;
     const char *semi = strchr(ct, ';');
     const char *p = ct;
     size_t n = semi ? (size_t)(semi - ct) : strlen(ct);
     trim(&p, &n);
-    if (n != 16 || strncasecmp(p, "application/json", 16) != 0)
+    if (n != strlen(type) || strncasecmp(p, type, n) != 0)
         return false;
     while (semi) {
         p = semi + 1;
@@ -376,6 +404,10 @@ bool plc_media_type_is_json(const char *ct) {
             return false;
     }
     return true;
+}
+
+bool plc_media_type_is_json(const char *ct) {
+    return plc_media_type_is(ct, "application/json");
 }
 
 /* ---- google.rpc.ErrorInfo, binary ----------------------------------------- */
@@ -481,18 +513,24 @@ int plc_refusal(plimsoll_client *c, const char *method, long status, const struc
                 struct plimsoll_error *err) {
     char why[256];
     json_t *j = parse_answer(answer, connect_error_shape, "the error", why, sizeof(why));
+    if (!j)
+        return plc_protocol_fail(err, method, status, "not a Connect error (%s)", why);
+    plc_refusal_of(c->max_answer, method, status, j, err);
+    json_decref(j);
+    return -1;
+}
+
+/* A Connect error j (its known members of their types) into *err; -1. */
+int plc_refusal_of(size_t max, const char *method, long status, const json_t *j,
+                   struct plimsoll_error *err) {
     const char *code = json_string_value(json_object_get(j, "code"));
-    if (!j || !code || !*code) {
-        json_decref(j);
-        return plc_protocol_fail(err, method, status, "not a Connect error (%s)",
-                                 j ? "it has no code" : why);
-    }
+    if (!code || !*code)
+        return plc_protocol_fail(err, method, status, "not a Connect error (it has no code)");
     json_t *d0 = json_array_get(json_object_get(j, "details"), 0);
     json_t *dbg = json_object_get(d0, "debug"), *info = NULL;
     if (!json_is_string(json_object_get(dbg, "reason")) &&
         json_is_string(json_object_get(d0, "value")))
-        dbg = info =
-            decode_error_info(json_string_value(json_object_get(d0, "value")), c->max_answer);
+        dbg = info = decode_error_info(json_string_value(json_object_get(d0, "value")), max);
     json_t *meta = json_object_get(dbg, "metadata");
     const char *reason = json_string_value(json_object_get(dbg, "reason"));
     if (reason && !*reason)
@@ -523,6 +561,5 @@ int plc_refusal(plimsoll_client *c, const char *method, long status, const struc
         }
     }
     json_decref(info);
-    json_decref(j);
     return -1;
 }

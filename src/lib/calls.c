@@ -2,10 +2,12 @@
 /*
  * calls.c: libplimsoll's calls: Describe, the runs and the sessions.
  *
- * Each call builds its message, sends it through plc_call() (client.c)
- * and checks what comes back before handing it over: a run's answer must
- * meet the floor the request or its session set, then carry a record that
- * checks against what was sent (record.c); a session's answers must chain.
+ * Each call builds its message, sends it through plc_call() (client.c),
+ * or plc_call_stream() for live output, and checks what comes back before
+ * handing it over: a run's answer must meet the floor the request or its
+ * session set, then carry a record that checks against what was sent
+ * (record.c); a session's answers must chain.  A streaming call's result
+ * is checked exactly as the unary call's.
  */
 #include <openssl/crypto.h>
 #include <stdio.h>
@@ -62,14 +64,29 @@ static int check_answer(plimsoll_client *c, const json_t *sent, const json_t *an
     return plimsoll_check_record(sent, answer, NULL, previous, err);
 }
 
+/* A streaming call's output function, and the steps its request has. */
+struct live {
+    plimsoll_output_fn on_output;
+    void *userdata;
+    unsigned nsteps;
+};
+
+/* method (unary), or its streaming twin when live is set. */
 static int run_call(plimsoll_client *c, const char *method, const json_t *msg, const json_t *sent,
-                    const char *floor, plimsoll_chain *chain, json_t **ret,
+                    const char *floor, plimsoll_chain *chain, const struct live *live, json_t **ret,
                     struct plimsoll_error *err) {
     json_t *answer = NULL;
     if (!ret)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no place for the answer");
-    if (plc_call(c, method, msg, &answer, err) < 0)
+    if (live) {
+        char name[32];
+        snprintf(name, sizeof(name), "%sStream", method);
+        if (plc_call_stream(c, name, msg, live->nsteps, live->on_output, live->userdata, &answer,
+                            err) < 0)
+            return -1;
+    } else if (plc_call(c, method, msg, &answer, err) < 0) {
         return -1;
+    }
     if (check_answer(c, sent, answer, floor, chain ? plimsoll_chain_head(chain) : NULL, err) < 0 ||
         (chain && plimsoll_chain_append(chain, sent, answer, err) < 0)) {
         json_decref(answer);
@@ -102,7 +119,20 @@ int plimsoll_run(plimsoll_client *c, const json_t *request, json_t **ret,
     if (!json_is_object(request))
         return plc_fail(err, PLIMSOLL_E_USAGE, "a RunRequest is a JSON object");
     const char *floor = json_string_value(json_object_get(request, "minimum_isolation"));
-    return run_call(c, "Run", request, request, floor, NULL, ret, err);
+    return run_call(c, "Run", request, request, floor, NULL, NULL, ret, err);
+}
+
+int plimsoll_run_stream(plimsoll_client *c, const json_t *request, plimsoll_output_fn on_output,
+                        void *userdata, json_t **ret, struct plimsoll_error *err) {
+    if (!json_is_object(request))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a RunRequest is a JSON object");
+    const char *floor = json_string_value(json_object_get(request, "minimum_isolation"));
+    /* A project's chunks name its steps, from 1. */
+    size_t nsteps = json_array_size(json_object_get(json_object_get(request, "project"), "steps"));
+    if (nsteps > 0xffffu)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a project has at most 65535 steps here");
+    struct live live = {on_output, userdata, (unsigned)nsteps};
+    return run_call(c, "Run", request, request, floor, NULL, &live, ret, err);
 }
 
 /* Add the run options to req (a new reference, stolen); NULL on OOM. */
@@ -239,15 +269,15 @@ static int in_session(plimsoll_client *c, const char *id, const json_t *run, con
         json_decref(sent);
         return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     }
-    int r = run_call(c, "RunInSession", msg, sent, f && *f ? f : floor, chain, ret, err);
+    int r = run_call(c, "RunInSession", msg, sent, f && *f ? f : floor, chain, NULL, ret, err);
     json_decref(msg);
     json_decref(sent);
     return r;
 }
 
 static int cell_call(plimsoll_client *c, const char *id, const json_t *cell, unsigned timeout_ms,
-                     const char *floor, plimsoll_chain *chain, json_t **ret,
-                     struct plimsoll_error *err) {
+                     const char *floor, plimsoll_chain *chain, const struct live *live,
+                     json_t **ret, struct plimsoll_error *err) {
     if (!id_ok(id) || !json_is_object(cell))
         return plc_fail(err, PLIMSOLL_E_USAGE, "a session id and a Cell object");
     json_t *sent = json_pack("{s:O}", "cell", (json_t *)cell);
@@ -259,7 +289,7 @@ static int cell_call(plimsoll_client *c, const char *id, const json_t *cell, uns
         json_decref(msg);
         return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     }
-    int r = run_call(c, "RunCell", msg, sent, floor, chain, ret, err);
+    int r = run_call(c, "RunCell", msg, sent, floor, chain, live, ret, err);
     json_decref(msg);
     json_decref(sent);
     return r;
@@ -272,7 +302,14 @@ int plimsoll_run_in_session(plimsoll_client *c, const char *session_id, const js
 
 int plimsoll_run_cell(plimsoll_client *c, const char *session_id, const json_t *cell,
                       unsigned timeout_ms, json_t **ret, struct plimsoll_error *err) {
-    return cell_call(c, session_id, cell, timeout_ms, NULL, NULL, ret, err);
+    return cell_call(c, session_id, cell, timeout_ms, NULL, NULL, NULL, ret, err);
+}
+
+int plimsoll_run_cell_stream(plimsoll_client *c, const char *session_id, const json_t *cell,
+                             unsigned timeout_ms, plimsoll_output_fn on_output, void *userdata,
+                             json_t **ret, struct plimsoll_error *err) {
+    struct live live = {on_output, userdata, 0};
+    return cell_call(c, session_id, cell, timeout_ms, NULL, NULL, &live, ret, err);
 }
 
 int plimsoll_close_session(plimsoll_client *c, const char *session_id, struct plimsoll_error *err) {
@@ -318,9 +355,10 @@ int plimsoll_session_run(plimsoll_session *s, const json_t *run, json_t **ret,
     return in_session(s->c, s->id, run, s->floor, s->chain, ret, err);
 }
 
-int plimsoll_session_cell(plimsoll_session *s, const char *language, const char *code,
-                          const json_t *files, unsigned timeout_ms, json_t **ret,
-                          struct plimsoll_error *err) {
+/* A session's cell, streaming when live is set. */
+static int session_cell(plimsoll_session *s, const char *language, const char *code,
+                        const json_t *files, unsigned timeout_ms, const struct live *live,
+                        json_t **ret, struct plimsoll_error *err) {
     if (!s || !language || !code)
         return plc_fail(err, PLIMSOLL_E_USAGE, "a session, a language and code");
     json_t *cell = json_pack("{s:s, s:s}", "language", language, "code", code);
@@ -330,9 +368,23 @@ int plimsoll_session_cell(plimsoll_session *s, const char *language, const char 
     }
     if (!cell)
         return plc_fail(err, PLIMSOLL_E_USAGE, "the cell cannot be built (valid UTF-8 text)");
-    int r = cell_call(s->c, s->id, cell, timeout_ms, s->floor, s->chain, ret, err);
+    int r = cell_call(s->c, s->id, cell, timeout_ms, s->floor, s->chain, live, ret, err);
     json_decref(cell);
     return r;
+}
+
+int plimsoll_session_cell(plimsoll_session *s, const char *language, const char *code,
+                          const json_t *files, unsigned timeout_ms, json_t **ret,
+                          struct plimsoll_error *err) {
+    return session_cell(s, language, code, files, timeout_ms, NULL, ret, err);
+}
+
+int plimsoll_session_cell_stream(plimsoll_session *s, const char *language, const char *code,
+                                 const json_t *files, unsigned timeout_ms,
+                                 plimsoll_output_fn on_output, void *userdata, json_t **ret,
+                                 struct plimsoll_error *err) {
+    struct live live = {on_output, userdata, 0};
+    return session_cell(s, language, code, files, timeout_ms, &live, ret, err);
 }
 
 int plimsoll_session_close(plimsoll_session *s, struct plimsoll_error *err) {

@@ -7,7 +7,10 @@
  * client's cap and decoded before its deadline, however slowly the answer
  * comes; what the policy allows (AT_CAPACITY, RATE_LIMITED) is tried again
  * after a jittered backoff.  What an answer means is answer.c's, the calls
- * themselves are calls.c's.
+ * themselves are calls.c's.  A streaming call (RunStream, RunCellStream)
+ * is the same POST with one envelope for a body; a 200 stream's bytes go
+ * to stream.c as libcurl hands them over, any other answer is read whole,
+ * and it is tried again only while no chunk was given to the caller.
  */
 #include <curl/curl.h>
 #include <openssl/crypto.h>
@@ -133,67 +136,96 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
+/* The transport's failure: the timeout, or the daemon out of reach; -1. */
+static int transport_fail(plimsoll_client *c, const char *method, CURLcode rc,
+                          struct plimsoll_error *err) {
+    if (rc == CURLE_OPERATION_TIMEDOUT)
+        return deadline_fail(err, method, c->timeout_ms, curl_easy_strerror(rc));
+    plc_fail(err, PLIMSOLL_E_INFRASTRUCTURE, "cannot reach the daemon at %s: %s",
+             c->unix_path ? c->unix_path : c->base, curl_easy_strerror(rc));
+    if (err) {
+        snprintf(err->code, sizeof(err->code), "unavailable");
+        err->dispatched = true; /* it may have run: never assume otherwise */
+    }
+    return -1;
+}
+
+/* One POST of body (len bytes) with the body of the answer to write(ud):
+ * the status and Content-Type (*ret_ctype, malloc'd or NULL), and what
+ * curl_easy_perform gave; *unsent when it could not even be sent (out of
+ * memory).  A stream's call says so in its Content-Type and Accept. */
+static CURLcode exchange(plimsoll_client *c, const char *method, bool stream, const char *body,
+                         size_t len, curl_write_callback write, void *ud, long *status,
+                         char **ret_ctype, bool *unsent) {
+    struct pl_buf url = {0};
+    *status = 0;
+    *ret_ctype = NULL;
+    *unsent = true;
+    if (pl_buf_printf(&url, "%s" SERVICE "%s", c->base, method) < 0)
+        return CURLE_OUT_OF_MEMORY;
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    struct curl_slist *hd = NULL, *t;
+    const char *lines[] = {
+        stream ? "Content-Type: " PLC_STREAM_MEDIA_TYPE : "Content-Type: application/json",
+        stream ? "Accept: " PLC_STREAM_MEDIA_TYPE : NULL, "Connect-Protocol-Version: 1", c->auth};
+    CURLcode rc = CURLE_OK;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]) && rc == CURLE_OK; i++) {
+        if (!lines[i])
+            continue;
+        if (!(t = curl_slist_append(hd, lines[i])))
+            rc = CURLE_OUT_OF_MEMORY;
+        else
+            hd = t;
+    }
+    if (rc == CURLE_OK) {
+        *unsent = false;
+        if (c->unix_path)
+            curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->unix_path);
+        curl_easy_setopt(h, CURLOPT_URL, url.data);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, ud);
+        /* A declared length past the cap fails before the body is read. */
+        curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_answer);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                         c->timeout_ms < 10000 ? c->timeout_ms : 10000);
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        rc = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+        char *ct = NULL;
+        curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
+        *ret_ctype = ct ? strdup(ct) : NULL;
+    }
+    curl_slist_free_all(hd);
+    pl_buf_free(&url);
+    return rc;
+}
+
 /* One POST: the status, Content-Type (*ret_ctype, malloc'd or NULL) and at
  * most c->max_answer bytes of body; -1 with *err on a transport failure,
  * the timeout, or a body past the cap. */
 static int post(plimsoll_client *c, const char *method, const char *body, long *status,
                 char **ret_ctype, struct pl_buf *answer, struct plimsoll_error *err) {
-    struct pl_buf url = {0};
-    if (pl_buf_printf(&url, "%s" SERVICE "%s", c->base, method) < 0)
-        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
-    CURL *h = c->curl;
-    curl_easy_reset(h);
-    struct curl_slist *hd = NULL, *t;
-    const char *lines[] = {"Content-Type: application/json", "Connect-Protocol-Version: 1",
-                           c->auth};
-    for (size_t i = 0; i < 3; i++) {
-        if (!lines[i])
-            continue;
-        if (!(t = curl_slist_append(hd, lines[i]))) {
-            curl_slist_free_all(hd);
-            pl_buf_free(&url);
-            return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
-        }
-        hd = t;
-    }
     struct sink sink = {.b = answer, .max = c->max_answer};
-    if (c->unix_path)
-        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->unix_path);
-    curl_easy_setopt(h, CURLOPT_URL, url.data);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-    /* A declared length past the cap fails before the body is read. */
-    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_answer);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 10000 ? c->timeout_ms : 10000);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    CURLcode rc = curl_easy_perform(h);
-    curl_slist_free_all(hd);
-    pl_buf_free(&url);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    bool unsent;
+    CURLcode rc =
+        exchange(c, method, false, body, strlen(body), on_data, &sink, status, ret_ctype, &unsent);
+    if (rc == CURLE_OK)
+        return 0;
+    free(*ret_ctype);
+    *ret_ctype = NULL;
+    if (unsent)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     if (rc == CURLE_FILESIZE_EXCEEDED || (rc == CURLE_WRITE_ERROR && sink.over))
         return plc_protocol_fail(err, method, *status,
                                  "it is longer than the client's max_answer_bytes (%zu)",
                                  c->max_answer);
-    if (rc == CURLE_OPERATION_TIMEDOUT)
-        return deadline_fail(err, method, c->timeout_ms, curl_easy_strerror(rc));
-    if (rc != CURLE_OK) {
-        plc_fail(err, PLIMSOLL_E_INFRASTRUCTURE, "cannot reach the daemon at %s: %s",
-                 c->unix_path ? c->unix_path : c->base, curl_easy_strerror(rc));
-        if (err) {
-            snprintf(err->code, sizeof(err->code), "unavailable");
-            err->dispatched = true; /* it may have run: never assume otherwise */
-        }
-        return -1;
-    }
-    char *ct = NULL;
-    curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
-    *ret_ctype = ct ? strdup(ct) : NULL;
-    return 0;
+    return transport_fail(c, method, rc, err);
 }
 
 /* ---- attempts and retries ------------------------------------------------- */
@@ -268,5 +300,120 @@ int plc_call(plimsoll_client *c, const char *method, const json_t *msg, json_t *
             break;
     }
     free(body);
+    return r;
+}
+
+/* ---- server streams (stream.c reads them) --------------------------------- */
+
+/* Where a stream's answer goes: a 200 of application/connect+json to the
+ * stream as it comes, anything else whole (at most the cap) to body. */
+struct stream_sink {
+    CURL *h;
+    struct plc_stream *st;
+    struct sink whole;
+    bool decided, streaming;
+};
+
+static size_t on_stream_data(char *ptr, size_t size, size_t nmemb, void *ud) {
+    struct stream_sink *s = ud;
+    if (!s->decided) {
+        long status = 0;
+        char *ct = NULL;
+        curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(s->h, CURLINFO_CONTENT_TYPE, &ct);
+        s->decided = true;
+        s->streaming = status == 200 && plc_media_type_is(ct, PLC_STREAM_MEDIA_TYPE);
+    }
+    if (!s->streaming)
+        return on_data(ptr, size, nmemb, &s->whole);
+    return plc_stream_feed(s->st, ptr, size * nmemb) < 0 ? 0 : size * nmemb;
+}
+
+/* One streaming exchange under one deadline: *ret the checked result. */
+static int stream_attempt(plimsoll_client *c, const char *method, const struct pl_buf *body,
+                          struct plc_stream *st, json_t **ret, struct plimsoll_error *err) {
+    uint64_t deadline = pl_deadline_in_ms((uint64_t)c->timeout_ms);
+    struct pl_buf answer = {0};
+    struct stream_sink sink = {
+        .h = c->curl, .st = st, .whole = {.b = &answer, .max = c->max_answer}};
+    long status = 0;
+    char *ctype = NULL;
+    bool unsent;
+    CURLcode rc = exchange(c, method, true, body->data, body->len, on_stream_data, &sink, &status,
+                           &ctype, &unsent);
+    bool streaming = sink.streaming || (!sink.decided && status == 200 &&
+                                        plc_media_type_is(ctype, PLC_STREAM_MEDIA_TYPE));
+    int r;
+    if (unsent)
+        r = plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    else if (rc == CURLE_FILESIZE_EXCEEDED || (rc == CURLE_WRITE_ERROR && sink.whole.over))
+        r = plc_protocol_fail(err, method, status,
+                              "it is longer than the client's max_answer_bytes (%zu)",
+                              c->max_answer);
+    else if (rc == CURLE_WRITE_ERROR && (st->broken || st->canceled))
+        r = plc_stream_finish(st, ret, err); /* the stream's own error */
+    else if (rc != CURLE_OK)
+        r = transport_fail(c, method, rc, err);
+    else if (status != 200)
+        r = plc_refusal(c, method, status, &answer, err);
+    else if (!streaming)
+        r = plc_protocol_fail(err, method, status,
+                              "its Content-Type is \"%s\", not " PLC_STREAM_MEDIA_TYPE,
+                              ctype ? ctype : "(none)");
+    else
+        r = plc_stream_finish(st, ret, err);
+    if (r == 0 && pl_now_ns() > deadline) {
+        json_decref(*ret);
+        *ret = NULL;
+        r = deadline_fail(err, method, c->timeout_ms, "still decoding the stream");
+    } else if (r < 0 && status != 200 && !unsent && rc == CURLE_OK && pl_now_ns() > deadline) {
+        deadline_fail(err, method, c->timeout_ms, "still decoding the error");
+    }
+    free(ctype);
+    pl_buf_free(&answer);
+    return r;
+}
+
+int plc_call_stream(plimsoll_client *c, const char *method, const json_t *msg, unsigned nsteps,
+                    plimsoll_output_fn on_output, void *userdata, json_t **ret,
+                    struct plimsoll_error *err) {
+    if (!c)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no client");
+    char *json = json_dumps(msg, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!json)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "the request cannot be encoded as JSON");
+    /* The request is one envelope: flags 0, its length, the JSON. */
+    size_t n = strlen(json);
+    unsigned char hdr[5] = {0, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                            (unsigned char)(n >> 8), (unsigned char)n};
+    struct pl_buf body = {0};
+    int bad = n > 0xffffffffu || pl_buf_append(&body, hdr, sizeof(hdr)) < 0 ||
+              pl_buf_append(&body, json, n) < 0;
+    free(json);
+    if (bad) {
+        pl_buf_free(&body);
+        return plc_fail(err, PLIMSOLL_E_USAGE, "the request cannot be sent (too large)");
+    }
+    int attempts = c->retry.max_attempts > 1 ? c->retry.max_attempts : 1;
+    struct plimsoll_error local;
+    if (!err)
+        err = &local;
+    int r = -1;
+    for (int i = 0; i < attempts; i++) {
+        if (i > 0)
+            backoff(&c->retry, i - 1);
+        struct plc_stream st;
+        if (plc_stream_init(&st, method, c->max_answer, nsteps, on_output, userdata) < 0) {
+            r = plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+            break;
+        }
+        r = stream_attempt(c, method, &body, &st, ret, err);
+        /* Never again once the caller saw output: it would see it twice. */
+        bool gave = st.chunks > 0;
+        plc_stream_free(&st);
+        if (r == 0 || gave || !plimsoll_errkind_retryable(err->kind))
+            break;
+    }
+    pl_buf_free(&body);
     return r;
 }

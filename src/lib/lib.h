@@ -8,15 +8,16 @@
  *             errors and their google.rpc.ErrorInfo
  *   calls.c   Describe, the runs and the sessions, each answer checked
  *   record.c  records and chains
+ *   stream.c  RunStream's and RunCellStream's answer, read as it comes
  */
 #pragma once
 #include <curl/curl.h>
+#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "../../include/plimsoll.h"
-
-struct pl_buf;
+#include "../core/buf.h"
 
 struct plimsoll_client {
     CURL *curl;
@@ -40,6 +41,14 @@ int plc_fail(struct plimsoll_error *err, enum plimsoll_errkind kind, const char 
 int plc_call(plimsoll_client *c, const char *method, const json_t *msg, json_t **ret,
              struct plimsoll_error *err);
 
+/* POST msg to method as a Connect server stream (stream.c reads the
+ * answer; nsteps as plc_stream_init takes it), retrying what the policy
+ * allows while no chunk was given; *ret is the result (a new reference),
+ * its streamed output checked against it. */
+int plc_call_stream(plimsoll_client *c, const char *method, const json_t *msg, unsigned nsteps,
+                    plimsoll_output_fn on_output, void *userdata, json_t **ret,
+                    struct plimsoll_error *err);
+
 /* ---- answer.c ------------------------------------------------------------- */
 
 /* A protocol error: infrastructure (dispatched), code "unknown", the HTTP
@@ -49,9 +58,74 @@ int plc_protocol_fail(struct plimsoll_error *err, const char *method, long statu
 /* The JSON object of method's 200 answer b, its known members of their
  * types, or NULL with why (n bytes). */
 json_t *plc_parse_result(const struct pl_buf *b, const char *method, char *why, size_t n);
+/* A message of a stream (end: its end-of-stream message, else a
+ * RunStreamResponse): its JSON object, known members of their types, or
+ * NULL with why. */
+json_t *plc_parse_stream_message(const struct pl_buf *b, bool end, char *why, size_t n);
+/* Whether a Content-Type is type (any case), any charset UTF-8. */
+bool plc_media_type_is(const char *ct, const char *type);
 /* Whether a Content-Type is application/json, any charset UTF-8. */
 bool plc_media_type_is_json(const char *ct);
 /* A non-200 answer into *err: a refusal, infrastructure, or a protocol
  * error when it is not a Connect error; always -1. */
 int plc_refusal(plimsoll_client *c, const char *method, long status, const struct pl_buf *answer,
                 struct plimsoll_error *err);
+/* The same of a parsed Connect error j (an end-of-stream's "error");
+ * max bounds its decoded ErrorInfo; always -1. */
+int plc_refusal_of(size_t max, const char *method, long status, const json_t *j,
+                   struct plimsoll_error *err);
+
+/* ---- stream.c ------------------------------------------------------------- */
+
+/* The Content-Type of a Connect server stream of JSON messages. */
+#define PLC_STREAM_MEDIA_TYPE "application/connect+json"
+
+/* What one step's output has joined so far: a length and a running SHA-256
+ * of each stream (0 stdout, 1 stderr). */
+struct plc_joined {
+    EVP_MD_CTX *sha[2]; /* NULL until a chunk */
+    size_t len[2];
+    bool seen;
+};
+
+/*
+ * The answer of one RunStream or RunCellStream, fed as it comes: envelopes
+ * of one flags byte (0: a message, 2: the end), a 4-byte big-endian length
+ * and that many bytes.  Each output chunk goes to on_output as soon as its
+ * envelope is whole.  It holds one message at a time (at most
+ * PLIMSOLL_MAX_STREAM_MESSAGE), the result, and the running digests of
+ * the output, never the output itself.  Once broken it stays broken.
+ */
+struct plc_stream {
+    const char *method;
+    size_t max_body; /* the whole body: the client's max_answer_bytes */
+    size_t body;     /* bytes fed */
+    unsigned nsteps; /* chunks may name steps 0..nsteps */
+    plimsoll_output_fn on_output;
+    void *userdata;
+    unsigned char hdr[5];
+    size_t hdr_len;
+    size_t need;               /* the current message's length */
+    struct pl_buf msg;         /* the current message, as far as it came */
+    json_t *result;            /* the result, once read */
+    json_t *error;             /* the end's error, once read */
+    bool ended;                /* the end was read */
+    bool broken;               /* why says why */
+    bool canceled;             /* on_output asked to stop */
+    size_t chunks;             /* chunks given to on_output */
+    struct plc_joined *joined; /* nsteps + 1 */
+    char why[256];
+};
+
+/* A stream of method's answer, nothing read; nsteps: the project's steps
+ * the request has (0 for anything else).  < 0 on allocation failure. */
+int plc_stream_init(struct plc_stream *s, const char *method, size_t max_body, unsigned nsteps,
+                    plimsoll_output_fn on_output, void *userdata);
+/* The next len bytes of the body; < 0 once the stream is broken or
+ * on_output asked to stop. */
+int plc_stream_feed(struct plc_stream *s, const void *data, size_t len);
+/* At the end of the body: 0 with *ret the result (a new reference), its
+ * streamed output checked against it; else -1 with *err: the end's error,
+ * canceled, or a protocol error. */
+int plc_stream_finish(struct plc_stream *s, json_t **ret, struct plimsoll_error *err);
+void plc_stream_free(struct plc_stream *s);

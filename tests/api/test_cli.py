@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The plimsoll CLI against the real daemon: exit statuses a shell script
-can branch on, keygen, and describe."""
+can branch on, keygen, describe, and a run's output as it comes
+(RunStream)."""
 import hashlib
+import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -112,10 +115,28 @@ class Keygen(unittest.TestCase):
         self.assertEqual(cli(["keygen", "bad principal!"], {})[0], 2)
 
 
+def lower_stream(body):
+    """A RunStream answer's envelopes with the result's isolation made
+    "none", as the lowering proxy does to a unary answer."""
+    out, i = b"", 0
+    while i + 5 <= len(body):
+        flags, n = struct.unpack_from(">BI", body, i)
+        msg = body[i + 5:i + 5 + n]
+        i += 5 + n
+        if flags == 0:
+            obj = json.loads(msg)
+            if isinstance(obj.get("result"), dict) and "isolation" in obj["result"]:
+                obj["result"]["isolation"] = "none"
+                msg = json.dumps(obj, separators=(",", ":")).encode()
+        out += struct.pack(">BI", flags, len(msg)) + msg
+    return out + body[i:]
+
+
 class CliChecksTheAnswer(unittest.TestCase):
     """A wasm daemon behind the clients' lowering proxy, which rewrites the
-    answer's isolation to "none": with a floor that is a mismatch (exit 5),
-    without one the record no longer matches the answer (exit 6)."""
+    answer's isolation to "none" (here the result of a stream's too): with
+    a floor that is a mismatch (exit 5), without one the record no longer
+    matches the answer (exit 6)."""
 
     @classmethod
     def setUpClass(cls):
@@ -127,8 +148,16 @@ class CliChecksTheAnswer(unittest.TestCase):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         LoweringProxy = mod.LoweringProxy
+
+        class StreamLowering(mod.ProxyHandler):
+            def _answer(self, status, headers, body):
+                if status == 200 and self.path.endswith("Stream"):
+                    body = lower_stream(body)
+                super()._answer(status, headers, body)
+
         cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm"}).start()
         cls.proxy = LoweringProxy(cls.d.host, cls.d.port)
+        cls.proxy.RequestHandlerClass = StreamLowering
         threading.Thread(target=cls.proxy.serve_forever, daemon=True).start()
         cls.env = {"PATH": os.environ.get("PATH", ""),
                    "PLIMSOLL_URL": "http://127.0.0.1:%d" % cls.proxy.server_address[1],
@@ -153,6 +182,89 @@ class CliChecksTheAnswer(unittest.TestCase):
         env = dict(self.env, PLIMSOLL_URL="http://127.0.0.1:%d" % self.d.port)
         code, out, err = cli(["run", "--floor", "process", "console.log(1)"], env)
         self.assertEqual((code, out), (0, "1\n"), err)
+
+    def test_json_mode_checks_too(self):
+        code, out, err = cli(["run", "--json", "--floor", "process", "console.log(1)"], self.env)
+        self.assertEqual(code, 5, err)
+
+
+class CliLiveOutput(unittest.TestCase):
+    """run on the wasm provider, whose snippets stream (RunStream): the
+    guest's output as it comes, then the same closing lines as ever."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm"}).start()
+        cls.env = {"PATH": os.environ.get("PATH", ""),
+                   "PLIMSOLL_URL": "http://127.0.0.1:%d" % cls.d.port,
+                   "PLIMSOLL_KEY": cls.d.keys["alice"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def test_lines_and_closing_lines(self):
+        js = "for (let i = 0; i < 5; i++) console.log('line ' + i); console.error('warned')"
+        code, out, err = cli(["run", js], self.env)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "".join("line %d\n" % i for i in range(5)))
+        self.assertEqual(err, "warned\n")
+        # The whole answer says the same, once.
+        code, out, err = cli(["run", "--json", js], self.env)
+        self.assertEqual(code, 0, err)
+        answer = json.loads(out)
+        self.assertEqual(answer["stdout"], "".join("line %d\n" % i for i in range(5)))
+        self.assertEqual(answer["stderr"], "warned\n")
+        self.assertIn("record", answer)
+
+    def test_nonzero_exit_prints_output_once_then_the_exit_line(self):
+        js = "console.log('a'); console.log('b'); throw new Error('boom')"
+        code, out, err = cli(["run", js], self.env)
+        self.assertEqual(code, 1, err)
+        self.assertEqual(out, "a\nb\n")
+        self.assertEqual(err.count("boom"), 1, err)
+        self.assertTrue(err.endswith("plimsoll: exit code 1 (isolation: process)\n"), err)
+
+    def test_timeout_line(self):
+        code, out, err = cli(["run", "--timeout", "300", "console.log('x'); for(;;){}"], self.env)
+        self.assertEqual(code, 1, err)
+        self.assertEqual(out, "x\n")
+        self.assertIn(", timed out)", err.splitlines()[-1])
+
+    def test_first_line_is_read_before_the_run_ends(self):
+        js = ("console.log('first'); const t = Date.now(); while (Date.now() - t < 1500) {} "
+              "console.log('second')")
+        p = subprocess.Popen([CLI, "run", "--timeout", "20000", js], env=self.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            first = p.stdout.readline()
+            # The guest prints its second line only after its busy wait: the
+            # CLI cannot have exited yet if the first came as it was written.
+            still_running = p.poll() is None
+            rest = p.stdout.read()
+            err = p.stderr.read()
+            code = p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
+        self.assertEqual(first, b"first\n")
+        self.assertTrue(still_running, "the first line came only when the CLI exited")
+        self.assertEqual((code, rest, err), (0, b"second\n", b""))
+
+    def test_refusals_keep_their_exit_codes(self):
+        code, out, err = cli(["run", "--floor", "vm", "console.log(1)"], self.env)
+        self.assertEqual((code, out), (3, ""), err)
+        self.assertIn("refused: INSUFFICIENT_ISOLATION (failed_precondition)", err)
+        code, _, err = cli(["run", "-l", "cobol", "x"], self.env)
+        self.assertEqual(code, 3, err)
+        self.assertIn("INVALID_REQUEST", err)
+        env = dict(self.env, PLIMSOLL_KEY="nope")
+        code, _, err = cli(["run", "console.log(1)"], env)
+        self.assertEqual(code, 3, err)
+        self.assertIn("UNAUTHENTICATED", err)
 
 
 if __name__ == "__main__":

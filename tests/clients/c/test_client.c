@@ -5,8 +5,14 @@
  * Run under tests/clients/harness.py, which starts the daemons and names
  * them in PLIMSOLL_TEST_* (docs/clients.md); without PLIMSOLL_TEST_URL
  * every daemon test fails rather than skips.  The session tests print a
- * skip when the harness had no docker engine.
+ * skip when the harness had no docker engine.  The live-output tests
+ * (test_stream_*) run most of their cases against a scripted server of
+ * their own, in a thread: bytes no daemon would send, cut where a test
+ * wants them cut.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,8 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <curl/curl.h>
@@ -788,6 +796,829 @@ static void test_cli_hostile(void **state) {
     assert_int_equal(cli_on_case("nested-arrays", out, &n), 4);
 }
 
+/* ---- live output (RunStream, RunCellStream) against a scripted server ----- */
+
+/* Bytes being built. */
+struct bytes {
+    unsigned char *p;
+    size_t n;
+};
+
+static void bytes_add(struct bytes *b, const void *data, size_t n) {
+    b->p = realloc(b->p, b->n + n + 1);
+    assert_non_null(b->p);
+    if (n)
+        memcpy(b->p + b->n, data, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+/* One envelope: flags, a 4-byte big-endian length, the bytes. */
+static void envelope(struct bytes *b, unsigned flags, const char *msg, size_t len) {
+    unsigned char h[5] = {(unsigned char)flags, (unsigned char)(len >> 24),
+                          (unsigned char)(len >> 16), (unsigned char)(len >> 8),
+                          (unsigned char)len};
+    bytes_add(b, h, 5);
+    bytes_add(b, msg, len);
+}
+
+static void envelope_str(struct bytes *b, unsigned flags, const char *msg) {
+    envelope(b, flags, msg, strlen(msg));
+}
+
+/* An envelope around a JSON value (stolen). */
+static void envelope_json(struct bytes *b, unsigned flags, json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    assert_non_null(s);
+    envelope(b, flags, s, strlen(s));
+    free(s);
+    json_decref(v);
+}
+
+static char *b64(const void *data, size_t n) {
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = data;
+    char *out = malloc(n / 3 * 4 + 8), *o = out;
+    assert_non_null(out);
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        *o++ = a[v >> 18 & 63];
+        *o++ = a[v >> 12 & 63];
+        *o++ = i + 1 < n ? a[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? a[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+/* An output message: stdout and stderr bytes (either may be NULL), a step. */
+static void output_msg(struct bytes *b, const char *out, size_t out_len, const char *err,
+                       size_t err_len, unsigned step) {
+    json_t *o = json_object();
+    char *s;
+    if (out) {
+        json_object_set_new(o, "stdout", json_string(s = b64(out, out_len)));
+        free(s);
+    }
+    if (err) {
+        json_object_set_new(o, "stderr", json_string(s = b64(err, err_len)));
+        free(s);
+    }
+    if (step)
+        json_object_set_new(o, "step", json_integer(step));
+    envelope_json(b, 0, json_pack("{s:o}", "output", o));
+}
+
+/* resp (stolen) with a record that checks against sent. */
+static json_t *with_record(const json_t *sent, json_t *resp) {
+    char req[65], res[65], dig[65];
+    assert_int_equal(plimsoll_canonical_sha256(sent, req), 0);
+    assert_int_equal(plimsoll_canonical_sha256(resp, res), 0);
+    json_t *rec =
+        json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "version", 1, "request_sha256",
+                  req, "response_sha256", res, "provider", "fake", "isolation", "process",
+                  "runtime", "fake", "started_at", "2026-12-01T00:00:00.000000001Z", "ended_at",
+                  "2026-12-01T00:00:00.000000002Z", "previous_digest", "");
+    assert_int_equal(plimsoll_canonical_sha256(rec, dig), 0);
+    json_object_set_new(rec, "digest", json_string(dig));
+    json_object_set_new(resp, "record", rec);
+    return resp;
+}
+
+/* A result message for sent: exit 0, stdout and stderr text, a record. */
+static void result_msg(struct bytes *b, const json_t *sent, const char *out, size_t out_len,
+                       const char *err) {
+    json_t *resp = json_pack("{s:i, s:s%, s:s, s:s, s:s}", "exit_code", 0, "stdout", out, out_len,
+                             "stderr", err, "isolation", "process", "outcome", "completed");
+    envelope_json(b, 0, json_pack("{s:o}", "result", with_record(sent, resp)));
+}
+
+static void end_ok(struct bytes *b) {
+    envelope(b, 2, "{}", 2);
+}
+
+/* The end of a stream with the daemon's Connect error for reason. */
+static void end_error(struct bytes *b, const char *code, const char *reason, bool dispatched) {
+    envelope_json(b, 2,
+                  json_pack("{s:{s:s, s:s, s:[{s:s, s:{s:s, s:s, s:{s:s, s:s}}}]}}", "error",
+                            "code", code, "message", "as the test says", "details", "type",
+                            "google.rpc.ErrorInfo", "debug", "reason", reason, "domain", "plimsoll",
+                            "metadata", "dispatched", dispatched ? "true" : "false", "isolation",
+                            "process"));
+}
+
+/* What the scripted server answers one connection. */
+struct script {
+    int status;        /* 0: 200 */
+    const char *ctype; /* NULL: application/connect+json */
+    struct bytes body;
+    size_t piece;   /* HTTP chunk size; 0: the whole body in one */
+    size_t hold_at; /* stop there until released (at most 5 s); 0: never */
+};
+
+/* A server on 127.0.0.1 answering its scripts, one connection each. */
+struct fake {
+    int lfd, port;
+    pthread_t thread;
+    struct script *scripts;
+    size_t nscripts, served;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool released, held_in_vain, joined;
+    char path[256], ctype[128];
+    struct bytes request; /* the last request's body */
+};
+
+static void write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return; /* the client hung up: what some cases want of it */
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+static void write_chunk(int fd, const unsigned char *p, size_t n) {
+    char h[32];
+    int hn = snprintf(h, sizeof(h), "%zx\r\n", n);
+    write_all(fd, h, (size_t)hn);
+    write_all(fd, p, n);
+    write_all(fd, "\r\n", 2);
+}
+
+/* The request's headers and body; false when the client went away. */
+static bool read_request(struct fake *f, int fd) {
+    char buf[1 << 16] = "";
+    size_t n = 0;
+    char *end = NULL;
+    while (!(end = strstr(buf, "\r\n\r\n"))) {
+        ssize_t r = recv(fd, buf + n, sizeof(buf) - 1 - n, 0);
+        if (r <= 0)
+            return false;
+        n += (size_t)r;
+        buf[n] = '\0';
+    }
+    size_t head = (size_t)(end + 4 - buf);
+    sscanf(buf, "POST %255s", f->path);
+    const char *cl = strcasestr(buf, "\r\nContent-Length:");
+    const char *ct = strcasestr(buf, "\r\nContent-Type:");
+    size_t want = cl ? strtoul(cl + 17, NULL, 10) : 0;
+    f->ctype[0] = '\0';
+    if (ct)
+        sscanf(ct + 15, " %127[^\r]", f->ctype);
+    free(f->request.p);
+    f->request = (struct bytes){0};
+    bytes_add(&f->request, buf + head, n - head);
+    while (f->request.n < want) {
+        ssize_t r = recv(fd, buf, sizeof(buf), 0);
+        if (r <= 0)
+            return false;
+        bytes_add(&f->request, buf, (size_t)r);
+    }
+    return true;
+}
+
+static void *fake_serve(void *arg) {
+    struct fake *f = arg;
+    for (; f->served < f->nscripts; f->served++) {
+        struct script *s = &f->scripts[f->served];
+        int fd = accept(f->lfd, NULL, NULL);
+        if (fd < 0)
+            break;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (!read_request(f, fd)) {
+            close(fd);
+            continue;
+        }
+        char head[512];
+        int hn =
+            snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d X\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
+                     "Connection: close\r\n\r\n",
+                     s->status ? s->status : 200, s->ctype ? s->ctype : "application/connect+json");
+        write_all(fd, head, (size_t)hn);
+        size_t piece = s->piece ? s->piece : s->body.n;
+        for (size_t off = 0; off < s->body.n;) {
+            size_t next = off + piece < s->body.n ? off + piece : s->body.n;
+            if (s->hold_at > off && s->hold_at < next)
+                next = s->hold_at;
+            write_chunk(fd, s->body.p + off, next - off);
+            off = next;
+            if (s->hold_at && off == s->hold_at) {
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += 5;
+                pthread_mutex_lock(&f->mu);
+                while (!f->released)
+                    if (pthread_cond_timedwait(&f->cv, &f->mu, &until) != 0) {
+                        f->held_in_vain = true;
+                        break;
+                    }
+                pthread_mutex_unlock(&f->mu);
+            }
+        }
+        write_all(fd, "0\r\n\r\n", 5);
+        shutdown(fd, SHUT_RDWR);
+        close(fd);
+    }
+    return NULL;
+}
+
+/* Start a server for nscripts connections (the scripts stay the caller's). */
+static struct fake *fake_start(struct script *scripts, size_t nscripts) {
+    struct fake *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->scripts = scripts;
+    f->nscripts = nscripts;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(f->lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(f->lfd, 8), 0);
+    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &al), 0);
+    f->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&f->thread, NULL, fake_serve, f), 0);
+    return f;
+}
+
+static void fake_release(struct fake *f) {
+    pthread_mutex_lock(&f->mu);
+    f->released = true;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Wait for the server to finish (a client that hung up early is let go). */
+static void fake_stop(struct fake *f) {
+    fake_release(f);
+    shutdown(f->lfd, SHUT_RDWR);
+    if (!f->joined)
+        pthread_join(f->thread, NULL);
+    close(f->lfd);
+    free(f->request.p);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f);
+}
+
+static plimsoll_client *fake_client(const struct fake *f, int attempts) {
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    struct plimsoll_error err;
+    plimsoll_client *c = plimsoll_client_new(
+        &(struct plimsoll_options){.url = url,
+                                   .api_key = "plk_fake",
+                                   .timeout_ms = 20000,
+                                   .retry = {.max_attempts = attempts, .base_ms = 1, .cap_ms = 2}},
+        &err);
+    assert_non_null(c);
+    return c;
+}
+
+/* What an output function saw. */
+struct seen {
+    struct bytes out, err;
+    int chunks;
+    unsigned last_step;
+    struct fake *release; /* set: release the server at the first chunk */
+    int cancel_at;        /* > 0: stop at that chunk */
+};
+
+static int on_chunk(void *ud, const struct plimsoll_output *ch) {
+    struct seen *s = ud;
+    s->chunks++;
+    s->last_step = ch->step;
+    if (ch->stdout_len) {
+        assert_non_null(ch->stdout_data);
+        assert_int_equal(ch->stdout_data[ch->stdout_len], '\0');
+        bytes_add(&s->out, ch->stdout_data, ch->stdout_len);
+    }
+    if (ch->stderr_len)
+        bytes_add(&s->err, ch->stderr_data, ch->stderr_len);
+    if (s->release && s->chunks == 1)
+        fake_release(s->release);
+    return s->cancel_at && s->chunks >= s->cancel_at;
+}
+
+static void seen_free(struct seen *s) {
+    free(s->out.p);
+    free(s->err.p);
+}
+
+static json_t *js_request(const char *code) {
+    return json_pack("{s:{s:s, s:s}}", "snippet", "language", "javascript", "code", code);
+}
+
+/* The usual stream: three chunks (a NUL in one), the result, the end;
+ * *ret_hold: where the first chunk's envelope ends. */
+static struct bytes good_stream(const json_t *sent, size_t *ret_hold) {
+    struct bytes b = {0};
+    output_msg(&b, "one\n", 4, NULL, 0, 0);
+    if (ret_hold)
+        *ret_hold = b.n;
+    output_msg(&b, NULL, 0, "warn\n", 5, 0);
+    output_msg(&b, "t\0o\n", 4, NULL, 0, 0);
+    result_msg(&b, sent, "one\nt\0o\n", 8, "warn\n");
+    end_ok(&b);
+    return b;
+}
+
+/* Run sent against one script: the call's return, with err and what the
+ * output function saw. */
+static int stream_once(struct script *sc, const json_t *sent, struct seen *seen, json_t **ret,
+                       struct plimsoll_error *err) {
+    struct fake *f = fake_start(sc, 1);
+    plimsoll_client *c = fake_client(f, 0);
+    int r = plimsoll_run_stream(c, sent, on_chunk, seen, ret, err);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    return r;
+}
+
+static void test_stream_live_and_checked(void **state) {
+    (void)state;
+    json_t *req = js_request("console.log('one')");
+    size_t hold = 0;
+    struct script sc = {.body = good_stream(req, &hold)};
+    sc.hold_at = hold;
+    /* The server holds the rest back until the output function saw the
+     * first chunk (at most 5 s, then it gives up and says so). */
+    struct fake *f = fake_start(&sc, 1);
+    plimsoll_client *c = fake_client(f, 0);
+    struct seen seen = {.release = f};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    if (plimsoll_run_stream(c, req, on_chunk, &seen, &res, &err) < 0)
+        fail_msg("%s: %s", plimsoll_errkind_name(err.kind), err.message);
+    plimsoll_client_free(c);
+    pthread_join(f->thread, NULL);
+    f->joined = true;
+    assert_false(f->held_in_vain);
+    assert_int_equal(seen.chunks, 3);
+    assert_int_equal(seen.out.n, 8);
+    assert_memory_equal(seen.out.p, "one\nt\0o\n", 8);
+    assert_string_equal((char *)seen.err.p, "warn\n");
+    assert_int_equal(json_integer_value(json_object_get(res, "exit_code")), 0);
+    /* The request: one envelope around the RunRequest's JSON. */
+    assert_string_equal(f->path, "/plimsoll.v1.SandboxService/RunStream");
+    assert_string_equal(f->ctype, "application/connect+json");
+    assert_true(f->request.n > 5);
+    assert_int_equal(f->request.p[0], 0);
+    size_t len = (size_t)f->request.p[1] << 24 | (size_t)f->request.p[2] << 16 |
+                 (size_t)f->request.p[3] << 8 | f->request.p[4];
+    assert_int_equal(len, f->request.n - 5);
+    json_t *got = json_loadb((char *)f->request.p + 5, len, 0, NULL);
+    assert_true(json_equal(got, req));
+    json_decref(got);
+    fake_stop(f);
+    json_decref(res);
+    seen_free(&seen);
+    free(sc.body.p);
+    json_decref(req);
+}
+
+/* The same stream cut at every byte: HTTP chunks of one byte each, then
+ * two pieces split at each point; each chunk as whole as before. */
+static void test_stream_every_split(void **state) {
+    (void)state;
+    json_t *req = js_request("console.log('one')");
+    struct bytes body = good_stream(req, NULL);
+    for (size_t cut = 0; cut < body.n; cut++) {
+        struct script sc = {.body = body, .piece = cut ? cut : 1};
+        if (cut) {
+            /* two pieces: [0, cut) and the rest */
+            sc.piece = 0;
+            sc.hold_at = cut;
+        }
+        struct seen seen = {0};
+        json_t *res = NULL;
+        struct plimsoll_error err;
+        struct fake *f = fake_start(&sc, 1);
+        fake_release(f); /* no holding: only the cut */
+        plimsoll_client *c = fake_client(f, 0);
+        int r = plimsoll_run_stream(c, req, on_chunk, &seen, &res, &err);
+        plimsoll_client_free(c);
+        fake_stop(f);
+        if (r < 0)
+            fail_msg("cut at %zu: %s", cut, err.message);
+        assert_int_equal(seen.chunks, 3);
+        assert_int_equal(seen.out.n, 8);
+        assert_memory_equal(seen.out.p, "one\nt\0o\n", 8);
+        json_decref(res);
+        seen_free(&seen);
+    }
+    free(body.p);
+    json_decref(req);
+}
+
+/* A stream that breaks a rule: PLIMSOLL_E_PROTOCOL (a message holding
+ * why), dispatched, no result, and chunks given to the output function
+ * before it broke.  Sent in HTTP chunks of 7 bytes; body is freed. */
+static void stream_protocol(const char *name, struct bytes body, const json_t *req, const char *why,
+                            int chunks) {
+    struct script sc = {.body = body, .piece = 7};
+    struct seen seen = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    int r = stream_once(&sc, req, &seen, &res, &err);
+    if (r == 0)
+        fail_msg("%s: a result", name);
+    if (err.kind != PLIMSOLL_E_PROTOCOL || !strstr(err.message, why))
+        fail_msg("%s: %s: %s", name, plimsoll_errkind_name(err.kind), err.message);
+    assert_null(res);
+    assert_true(err.dispatched);
+    assert_string_equal(err.code, "unknown");
+    if (seen.chunks != chunks)
+        fail_msg("%s: %d chunks, not %d", name, seen.chunks, chunks);
+    seen_free(&seen);
+    free(body.p);
+}
+
+static void test_stream_protocol_errors(void **state) {
+    (void)state;
+    json_t *req = js_request("x");
+    struct bytes b = {0};
+    /* an envelope past PLIMSOLL_MAX_STREAM_MESSAGE, refused from its header */
+    output_msg(&b, "a", 1, NULL, 0, 0);
+    static const unsigned char big[5] = {0, 0x01, 0x00, 0x00, 0x01};
+    bytes_add(&b, big, sizeof(big));
+    bytes_add(&b, "{", 1);
+    stream_protocol("oversize", b, req, "past PLIMSOLL_MAX_STREAM_MESSAGE", 1);
+    /* flags: compressed, and unknown */
+    b = (struct bytes){0};
+    envelope_str(&b, 1, "{}");
+    stream_protocol("compressed", b, req, "flags 0x01", 0);
+    b = (struct bytes){0};
+    output_msg(&b, "a", 1, NULL, 0, 0);
+    envelope_str(&b, 0x80, "{}");
+    stream_protocol("flags", b, req, "flags 0x80", 1);
+    /* no result: chunks then {} */
+    b = (struct bytes){0};
+    output_msg(&b, "a", 1, NULL, 0, 0);
+    end_ok(&b);
+    stream_protocol("no result", b, req, "without a result or an error", 1);
+    /* a result but no end */
+    b = (struct bytes){0};
+    result_msg(&b, req, "", 0, "");
+    stream_protocol("no end", b, req, "without its end-of-stream message", 0);
+    /* nothing at all */
+    stream_protocol("empty", (struct bytes){0}, req, "without its end-of-stream message", 0);
+    /* cut inside an envelope */
+    b = (struct bytes){0};
+    output_msg(&b, "a", 1, NULL, 0, 0);
+    b.n -= 3;
+    stream_protocol("cut", b, req, "ends inside an envelope", 0);
+    /* bytes after the end */
+    b = (struct bytes){0};
+    result_msg(&b, req, "", 0, "");
+    end_ok(&b);
+    bytes_add(&b, "\0", 1);
+    stream_protocol("after end", b, req, "after its end-of-stream message", 0);
+    /* output after the result */
+    b = (struct bytes){0};
+    result_msg(&b, req, "", 0, "");
+    output_msg(&b, "a", 1, NULL, 0, 0);
+    end_ok(&b);
+    stream_protocol("output after result", b, req, "a message after its result", 0);
+    /* both members */
+    b = (struct bytes){0};
+    envelope_str(&b, 0, "{\"output\":{},\"result\":{}}");
+    stream_protocol("both", b, req, "both an output and a result", 0);
+    /* not base64, not JSON, a member of the wrong type */
+    b = (struct bytes){0};
+    envelope_str(&b, 0, "{\"output\":{\"stdout\":\"@@@\"}}");
+    stream_protocol("base64", b, req, "not base64", 0);
+    b = (struct bytes){0};
+    envelope_str(&b, 0, "{\"output\":");
+    stream_protocol("json", b, req, "not JSON", 0);
+    b = (struct bytes){0};
+    envelope_str(&b, 0, "{\"output\":{\"step\":-1}}");
+    stream_protocol("step type", b, req, "uint32", 0);
+    /* a snippet's chunk naming a step */
+    b = (struct bytes){0};
+    output_msg(&b, "a", 1, NULL, 0, 2);
+    stream_protocol("step", b, req, "output of step 2", 0);
+    /* streamed output that is not the result's */
+    b = (struct bytes){0};
+    output_msg(&b, "a", 1, NULL, 0, 0);
+    result_msg(&b, req, "b", 1, "");
+    end_ok(&b);
+    stream_protocol("mismatch", b, req, "output of stdout is not the result's", 1);
+    b = (struct bytes){0};
+    output_msg(&b, NULL, 0, "e", 1, 0);
+    result_msg(&b, req, "", 0, "");
+    end_ok(&b);
+    stream_protocol("stderr dropped", b, req, "output of stderr is not the result's", 1);
+    /* a 200 that is not a stream */
+    struct script sc = {.ctype = "application/json"};
+    bytes_add(&sc.body, "{}", 2);
+    struct seen seen = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    assert_int_equal(stream_once(&sc, req, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_PROTOCOL);
+    assert_non_null(strstr(err.message, "not application/connect+json"));
+    free(sc.body.p);
+    json_decref(req);
+}
+
+static void test_stream_refusals_and_errors(void **state) {
+    (void)state;
+    json_t *req = js_request("x");
+    /* A refusal: a 200 whose only message is the end, with the error. */
+    struct script sc = {0};
+    end_error(&sc.body, "failed_precondition", "DISABLED", false);
+    struct seen seen = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    assert_int_equal(stream_once(&sc, req, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_DISABLED);
+    assert_string_equal(err.reason, "DISABLED");
+    assert_string_equal(err.code, "failed_precondition");
+    assert_string_equal(err.isolation, "process");
+    assert_false(err.dispatched);
+    assert_int_equal(err.http_status, 200);
+    assert_int_equal(seen.chunks, 0);
+    free(sc.body.p);
+    /* INTERNAL after output: infrastructure, the chunks given. */
+    sc = (struct script){0};
+    output_msg(&sc.body, "a", 1, NULL, 0, 0);
+    end_error(&sc.body, "internal", "INTERNAL", true);
+    assert_int_equal(stream_once(&sc, req, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_INFRASTRUCTURE);
+    assert_true(err.dispatched);
+    assert_int_equal(seen.chunks, 1);
+    free(sc.body.p);
+    seen_free(&seen);
+    /* An end whose error is no Connect error. */
+    sc = (struct script){0};
+    envelope_str(&sc.body, 2, "{\"error\":{\"message\":\"x\"}}");
+    seen = (struct seen){0};
+    assert_int_equal(stream_once(&sc, req, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_PROTOCOL);
+    free(sc.body.p);
+    /* A non-200 answer is read as a unary call's. */
+    sc = (struct script){.status = 429, .ctype = "application/json"};
+    const char *e429 = "{\"code\":\"resource_exhausted\",\"message\":\"slow down\",\"details\":[{"
+                       "\"debug\":{\"reason\":\"RATE_LIMITED\",\"metadata\":{\"dispatched\":"
+                       "\"false\"}}}]}";
+    bytes_add(&sc.body, e429, strlen(e429));
+    assert_int_equal(stream_once(&sc, req, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_RATE_LIMITED);
+    assert_int_equal(err.http_status, 429);
+    assert_false(err.dispatched);
+    free(sc.body.p);
+    /* Canceled by the output function. */
+    sc = (struct script){.body = good_stream(req, NULL)};
+    seen = (struct seen){.cancel_at = 1};
+    assert_int_equal(stream_once(&sc, req, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_INFRASTRUCTURE);
+    assert_string_equal(err.code, "canceled");
+    assert_true(err.dispatched);
+    assert_int_equal(seen.chunks, 1);
+    seen_free(&seen);
+    free(sc.body.p);
+    json_decref(req);
+}
+
+/* The result is checked as Run's: the record, and the floor. */
+static void test_stream_result_checks(void **state) {
+    (void)state;
+    json_t *req = js_request("x");
+    json_t *other = js_request("y");
+    struct script sc = {0};
+    output_msg(&sc.body, "a", 1, NULL, 0, 0);
+    result_msg(&sc.body, other, "a", 1, ""); /* a record of another request */
+    end_ok(&sc.body);
+    struct seen seen = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    assert_int_equal(stream_once(&sc, req, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_CHAIN);
+    assert_string_equal(err.broken, "request_sha256");
+    free(sc.body.p);
+    seen_free(&seen);
+    /* The answer says "process": below a kernel floor. */
+    json_object_set_new(req, "minimum_isolation", json_string("kernel"));
+    sc = (struct script){.body = good_stream(req, NULL)};
+    seen = (struct seen){0};
+    assert_int_equal(stream_once(&sc, req, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH);
+    free(sc.body.p);
+    seen_free(&seen);
+    json_decref(other);
+    json_decref(req);
+}
+
+/* A project's chunks name its steps; each step's are its output. */
+static void test_stream_project_steps(void **state) {
+    (void)state;
+    json_t *req = json_pack("{s:{s:[{s:s, s:[s]}, {s:s, s:[s]}]}}", "project", "steps", "name", "a",
+                            "argv", "a", "name", "b", "argv", "b");
+    struct script sc = {0};
+    output_msg(&sc.body, "1", 1, NULL, 0, 1);
+    output_msg(&sc.body, "2", 1, "e", 1, 2);
+    json_t *resp =
+        json_pack("{s:i, s:s, s:s, s:[{s:s, s:s}, {s:s, s:s}]}", "exit_code", 0, "stdout", "",
+                  "stderr", "", "steps", "stdout", "1", "stderr", "", "stdout", "2", "stderr", "e");
+    envelope_json(&sc.body, 0, json_pack("{s:o}", "result", with_record(req, resp)));
+    end_ok(&sc.body);
+    struct seen seen = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    if (stream_once(&sc, req, &seen, &res, &err) < 0)
+        fail_msg("%s", err.message);
+    assert_int_equal(seen.chunks, 2);
+    assert_int_equal(seen.last_step, 2);
+    assert_string_equal((char *)seen.out.p, "12");
+    json_decref(res);
+    seen_free(&seen);
+    free(sc.body.p);
+    /* A step the project does not have. */
+    struct bytes b = {0};
+    output_msg(&b, "3", 1, NULL, 0, 3);
+    stream_protocol("step 3", b, req, "output of step 3, but the request has 2 steps", 0);
+    /* A step that streamed less than its result holds. */
+    sc = (struct script){0};
+    output_msg(&sc.body, "1", 1, NULL, 0, 1);
+    resp = json_pack("{s:i, s:[{s:s}, {s:s}]}", "exit_code", 0, "steps", "stdout", "1", "stdout",
+                     "not streamed");
+    envelope_json(&sc.body, 0, json_pack("{s:o}", "result", with_record(req, resp)));
+    end_ok(&sc.body);
+    stream_protocol("step 2 missing", sc.body, req, "step 2's stdout is not the result's", 1);
+    json_decref(req);
+}
+
+/* A refusal before any output is retried as Run's; a failure after
+ * output never is. */
+static void test_stream_retry(void **state) {
+    (void)state;
+    json_t *req = js_request("x");
+    struct script sc[2] = {{0}, {0}};
+    end_error(&sc[0].body, "resource_exhausted", "AT_CAPACITY", false);
+    sc[1].body = good_stream(req, NULL);
+    struct fake *f = fake_start(sc, 2);
+    plimsoll_client *c = fake_client(f, 3);
+    struct seen seen = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    if (plimsoll_run_stream(c, req, on_chunk, &seen, &res, &err) < 0)
+        fail_msg("%s", err.message);
+    assert_int_equal(seen.chunks, 3);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    json_decref(res);
+    seen_free(&seen);
+    free(sc[0].body.p);
+    free(sc[1].body.p);
+    /* Output, then AT_CAPACITY (no daemon does that): not tried again. */
+    sc[0] = (struct script){0};
+    output_msg(&sc[0].body, "a", 1, NULL, 0, 0);
+    end_error(&sc[0].body, "resource_exhausted", "AT_CAPACITY", false);
+    sc[1] = (struct script){.body = good_stream(req, NULL)};
+    f = fake_start(sc, 2);
+    c = fake_client(f, 3);
+    seen = (struct seen){0};
+    assert_int_equal(plimsoll_run_stream(c, req, on_chunk, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_AT_CAPACITY);
+    assert_int_equal(seen.chunks, 1);
+    plimsoll_client_free(c);
+    fake_stop(f); /* the second script was never asked for */
+    seen_free(&seen);
+    free(sc[0].body.p);
+    free(sc[1].body.p);
+    json_decref(req);
+}
+
+/* RunCellStream: the session's call, its record over {"cell", timeout_ms}. */
+static void test_stream_cell(void **state) {
+    (void)state;
+    static const char id[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    json_t *cell = json_pack("{s:s, s:s}", "language", "python", "code", "print(1)");
+    json_t *sent = json_pack("{s:O, s:i}", "cell", cell, "timeout_ms", 5000);
+    struct script sc = {0};
+    output_msg(&sc.body, "1\n", 2, NULL, 0, 0);
+    result_msg(&sc.body, sent, "1\n", 2, "");
+    end_ok(&sc.body);
+    struct fake *f = fake_start(&sc, 1);
+    plimsoll_client *c = fake_client(f, 0);
+    struct seen seen = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    if (plimsoll_run_cell_stream(c, id, cell, 5000, on_chunk, &seen, &res, &err) < 0)
+        fail_msg("%s", err.message);
+    assert_string_equal((char *)seen.out.p, "1\n");
+    assert_string_equal(f->path, "/plimsoll.v1.SandboxService/RunCellStream");
+    json_t *got = json_loadb((char *)f->request.p + 5, f->request.n - 5, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(got, "session_id")), id);
+    json_decref(got);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    json_decref(res);
+    seen_free(&seen);
+    free(sc.body.p);
+    /* Usage errors send nothing. */
+    c = plimsoll_client_new(NULL, &err);
+    assert_int_equal(plimsoll_run_cell_stream(c, "nope", cell, 0, NULL, NULL, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+    assert_int_equal(plimsoll_run_stream(c, NULL, NULL, NULL, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+    assert_int_equal(
+        plimsoll_session_cell_stream(NULL, "python", "1", NULL, 0, NULL, NULL, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+    plimsoll_client_free(c);
+    json_decref(sent);
+    json_decref(cell);
+}
+
+/* Whether the daemon says kind streams (Describe: operations.KIND.streams). */
+static bool kind_streams(plimsoll_client *c, const char *kind) {
+    json_t *d = NULL;
+    struct plimsoll_error err;
+    if (plimsoll_describe(c, &d, &err) < 0)
+        fail_msg("describe: %s", err.message);
+    bool yes = json_is_true(
+        json_object_get(json_object_get(json_object_get(d, "operations"), kind), "streams"));
+    json_decref(d);
+    return yes;
+}
+
+/* The real wasm daemon streams a snippet's output; joined, it is the result's. */
+static void test_stream_real_daemon(void **state) {
+    (void)state;
+    plimsoll_client *c = client("PLIMSOLL_TEST_URL");
+    bool streams = kind_streams(c, "snippet");
+    json_t *req = json_pack("{s:{s:s, s:s}, s:s}", "snippet", "language", "javascript", "code",
+                            "for (let i = 0; i < 3; i++) console.log('line ' + i);"
+                            "console.error('oops')",
+                            "minimum_isolation", "process");
+    struct seen seen = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    if (plimsoll_run_stream(c, req, on_chunk, &seen, &res, &err) < 0)
+        fail_msg("%s: %s", plimsoll_errkind_name(err.kind), err.message);
+    assert_string_equal(json_string_value(json_object_get(res, "stdout")),
+                        "line 0\nline 1\nline 2\n");
+    assert_int_equal(seen.chunks > 0, streams);
+    if (seen.chunks) {
+        assert_string_equal((char *)seen.out.p, "line 0\nline 1\nline 2\n");
+        assert_string_equal((char *)seen.err.p, "oops\n");
+    }
+    json_decref(res);
+    seen_free(&seen);
+    /* A refusal is the unary call's. */
+    json_object_set_new(req, "minimum_isolation", json_string("vm"));
+    assert_int_equal(plimsoll_run_stream(c, req, on_chunk, &seen, &res, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_INSUFFICIENT_ISOLATION);
+    assert_false(err.dispatched);
+    json_decref(req);
+    plimsoll_client_free(c);
+}
+
+/* A session's cell with live output joins its chain as a cell does. */
+static void test_stream_session_cell(void **state) {
+    (void)state;
+    if (!have_sessions())
+        return;
+    plimsoll_client *c = client("PLIMSOLL_TEST_SESSION_URL");
+    bool streams = kind_streams(c, "session");
+    struct plimsoll_error err;
+    const char *langs[] = {"python", NULL};
+    plimsoll_session *s = plimsoll_session_open(c, langs, "container", &err);
+    if (!s)
+        fail_msg("open: %s", err.message);
+    struct seen seen = {0};
+    json_t *r = NULL;
+    if (plimsoll_session_cell_stream(s, "python", "import sys\nprint(1)\nprint(2, file=sys.stderr)",
+                                     NULL, 20000, on_chunk, &seen, &r, &err) < 0)
+        fail_msg("%s: %s", plimsoll_errkind_name(err.kind), err.message);
+    assert_string_equal(json_string_value(json_object_get(r, "stdout")), "1\n");
+    assert_int_equal(seen.chunks > 0, streams);
+    if (seen.chunks) {
+        assert_string_equal((char *)seen.out.p, "1\n");
+        assert_string_equal((char *)seen.err.p, "2\n");
+    }
+    assert_int_equal(plimsoll_chain_len(plimsoll_session_chain(s)), 1);
+    assert_string_equal(plimsoll_chain_head(plimsoll_session_chain(s)),
+                        json_string_value(json_object_get(json_object_get(r, "record"), "digest")));
+    json_decref(r);
+    seen_free(&seen);
+    /* A later unary cell follows it in the chain. */
+    assert_int_equal(plimsoll_session_cell(s, "python", "3", NULL, 0, &r, &err), 0);
+    json_decref(r);
+    assert_int_equal(plimsoll_chain_len(plimsoll_session_chain(s)), 2);
+    assert_int_equal(plimsoll_session_close(s, &err), 0);
+    plimsoll_session_free(s);
+    plimsoll_client_free(c);
+}
+
 static void test_usage_errors(void **state) {
     (void)state;
     struct plimsoll_error err;
@@ -832,6 +1663,16 @@ int main(void) {
         cmocka_unit_test(test_hostile_limits),
         cmocka_unit_test(test_hostile_answers),
         cmocka_unit_test(test_cli_hostile),
+        cmocka_unit_test(test_stream_live_and_checked),
+        cmocka_unit_test(test_stream_every_split),
+        cmocka_unit_test(test_stream_protocol_errors),
+        cmocka_unit_test(test_stream_refusals_and_errors),
+        cmocka_unit_test(test_stream_result_checks),
+        cmocka_unit_test(test_stream_project_steps),
+        cmocka_unit_test(test_stream_retry),
+        cmocka_unit_test(test_stream_cell),
+        cmocka_unit_test(test_stream_real_daemon),
+        cmocka_unit_test(test_stream_session_cell),
     };
     return cmocka_run_group_tests_name("libplimsoll", tests, NULL, NULL);
 }
