@@ -137,6 +137,13 @@ static int decode_len_field(const ProtobufCMessageDescriptor *desc,
             return bad(err, desc, "a string that is not UTF-8", f->id);
         return put_value(desc, f, obj, json_stringn((const char *)p, n), err);
     }
+    if (f->type == PROTOBUF_C_TYPE_BYTES) { /* proto3 JSON: standard base64 */
+        char *b64 = pl_base64_encode(p, n, 1);
+        json_t *v = b64 ? json_string(b64) : NULL;
+        free(b64);
+        return v ? put_value(desc, f, obj, v, err)
+                 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory decoding %s", desc->name);
+    }
     if (f->type != PROTOBUF_C_TYPE_MESSAGE) { /* a packed run of varints */
         if (f->label != PROTOBUF_C_LABEL_REPEATED || !scalar_known(f->type))
             return bad(err, desc, "a length-delimited value for a scalar", f->id);
@@ -293,6 +300,18 @@ static int encode_one(const ProtobufCMessageDescriptor *desc, const ProtobufCFie
         if (!always && json_string_length(v) == 0)
             return 0;
         return pl_buf_put_pb_bytes(out, f->id, json_string_value(v), json_string_length(v));
+    case PROTOBUF_C_TYPE_BYTES: {
+        unsigned char *raw = NULL;
+        size_t rawlen = 0;
+        if (!json_is_string(v) || pl_base64_decode(json_string_value(v), json_string_length(v),
+                                                   json_string_length(v), &raw, &rawlen) < 0)
+            return unfit(err, desc, f);
+        int r = !always && rawlen == 0
+                    ? 0
+                    : pl_buf_put_pb_bytes(out, f->id, raw ? (const char *)raw : "", rawlen);
+        free(raw);
+        return r;
+    }
     case PROTOBUF_C_TYPE_MESSAGE: {
         if (!json_is_object(v))
             return unfit(err, desc, f);

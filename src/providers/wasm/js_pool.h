@@ -9,10 +9,11 @@
  * Each run gets a brand-new wasm instance (nothing survives between runs),
  * a linear-memory cap, a wall-clock deadline enforced inside the worker by
  * a timer (and by the pool with SIGKILL as a backstop), and capped stdout
- * and stderr.  The guest can only compute, print (console.*), read the
- * stdin text it was given (readStdin()) and read the clock, and, in a run
- * given a broker (pl_js_pool_run_broker()), make HTTP requests through it
- * with plimsoll.request().
+ * and stderr, which a run can also have as the guest writes them
+ * (pl_js_pool_run_stream()).  The guest can only compute, print
+ * (console.*), read the stdin text it was given (readStdin()) and read the
+ * clock, and, in a run given a broker (pl_js_pool_run_broker()), make HTTP
+ * requests through it with plimsoll.request().
  *
  * docs/providers/wasm.md has the design and measured figures.
  */
@@ -154,6 +155,25 @@ int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code
                           const char *stdin_data, size_t stdin_len,
                           const struct pl_js_limits *limits, const struct pl_js_broker *broker,
                           struct pl_js_result *ret_result);
+
+/**
+ * pl_js_pool_run_stream - as pl_js_pool_run_broker(), and with a sink
+ * (NULL = none; else sink->write is required, -EINVAL without it) the run
+ * streams: every byte the result keeps of the guest's stdout (fd 1) and
+ * stderr (fd 2) is given to sink->write(ud, 0, fd, data, len) as the
+ * worker reports it, while the guest runs, on the calling thread, in order
+ * per stream; a guest write may arrive in several calls (each at most 64
+ * KiB).  Per stream, what the sink got, joined, is byte for byte the
+ * result's out and err: the pool's own "plimsoll: ..." line, and the
+ * worker's, included; nothing past a cap.  When the run ends in an error
+ * (< 0) the sink may already have had some of the guest's bytes.  sink is
+ * borrowed for the call; write must not block (the deadline backstop is
+ * not checked while it runs).  Works on both kinds of pool.
+ */
+int pl_js_pool_run_stream(struct pl_js_pool *pool, const char *code, size_t code_len,
+                          const char *stdin_data, size_t stdin_len,
+                          const struct pl_js_limits *limits, const struct pl_js_broker *broker,
+                          const struct pl_output_sink *sink, struct pl_js_result *ret_result);
 
 /**
  * pl_js_result_free - free the buffers of a result filled by

@@ -14,6 +14,14 @@
  * this thread, with the run's deadline, and answers with BROKER_REPLY.
  * The backstop covers the whole exchange.
  *
+ * A streaming run (pl_js_pool_run_stream() with a sink) asks the worker
+ * for OUTPUT frames: read_result() checks each against its bounds and
+ * keeps its bytes in the run's own captures (struct live), which hand
+ * them to the sink on this thread as they come.  The result's streams are
+ * those captures, finished after RESULT's own bytes (the worker's
+ * "plimsoll: ..." line) or the backstop's line were added through them,
+ * so the sink has seen exactly what the result keeps.
+ *
  * A module pool (PL_JS_POOL_MODULES) first waits for the worker's STARTED
  * or REFUSED frame (await_start()): a refusal is a result flagged
  * `refused`, carried by that frame type alone, and it is accepted only
@@ -42,8 +50,6 @@
 /* Smallest accepted memory cap (one wasm page; below what QuickJS needs,
  * which then yields an out-of-memory result rather than an error). */
 #define PL_WASM_MIN_MEMORY 65536u
-/* Largest "plimsoll: ..." line a worker appends to stderr. */
-#define PL_JS_MAX_NOTE 512
 
 void pl_js_result_free(struct pl_js_result *r) {
     if (!r)
@@ -51,6 +57,77 @@ void pl_js_result_free(struct pl_js_result *r) {
     pl_output_clear(&r->out);
     pl_output_clear(&r->err);
     memset(r, 0, sizeof(*r));
+}
+
+/* A streaming run's output as the pool receives it.  on is false for every
+ * other run, and then nothing else here is used. */
+struct live {
+    bool on;
+    struct pl_capture cap[2]; /* stdout, stderr; stderr's cap leaves room for the note */
+    size_t limit[2];          /* the guest's bytes at most: stdout_cap, stderr_cap */
+    char *frame;              /* one OUTPUT frame's payload */
+};
+
+static int live_init(struct live *lv, const struct pl_output_sink *sink,
+                     const struct pl_js_limits *l) {
+    memset(lv, 0, sizeof(*lv));
+    if (!sink)
+        return 0;
+    lv->frame = malloc(sizeof(struct pl_js_output) + PL_JS_MAX_OUTPUT_FRAME);
+    if (!lv->frame)
+        return -ENOMEM;
+    lv->on = true;
+    lv->limit[0] = l->stdout_cap;
+    lv->limit[1] = l->stderr_cap;
+    pl_capture_init(&lv->cap[0], l->stdout_cap);
+    pl_capture_init(&lv->cap[1], l->stderr_cap + PL_JS_MAX_NOTE);
+    pl_capture_stream(&lv->cap[0], sink, 1, 0);
+    pl_capture_stream(&lv->cap[1], sink, 2, 0);
+    return 0;
+}
+
+static void live_free(struct live *lv) {
+    pl_capture_free(&lv->cap[0]);
+    pl_capture_free(&lv->cap[1]);
+    free(lv->frame);
+    memset(lv, 0, sizeof(*lv));
+}
+
+/* End a streaming run's captures into res, with RESULT's truncation flags. */
+static int live_finish(struct live *lv, bool out_truncated, bool err_truncated,
+                       struct pl_js_result *res) {
+    if (pl_capture_finish(&lv->cap[0], &res->out) < 0 ||
+        pl_capture_finish(&lv->cap[1], &res->err) < 0)
+        return -ENOMEM;
+    res->out.truncated = out_truncated;
+    res->err.truncated = err_truncated;
+    return 0;
+}
+
+/* One OUTPUT frame whose header is hdr: check it, read it, keep its bytes
+ * (which gives them to the sink).  < 0: protocol/IO error. */
+static int take_output(struct pl_js_worker *w, const struct pl_js_frame_hdr *hdr, struct live *lv,
+                       uint64_t deadline) {
+    struct pl_js_output o;
+    struct pl_capture *c;
+    size_t n;
+    int r;
+
+    if (!lv->on ||
+        pl_js_check_hdr(hdr, PL_JS_MSG_OUTPUT, sizeof(o) + (uint64_t)PL_JS_MAX_OUTPUT_FRAME) < 0 ||
+        hdr->len <= sizeof(o))
+        return -EPROTO;
+    r = pl_fd_read_full(w->fd, lv->frame, hdr->len, deadline, -1);
+    if (r < 0)
+        return r;
+    memcpy(&o, lv->frame, sizeof(o));
+    n = hdr->len - sizeof(o);
+    if ((o.fd != 1 && o.fd != 2) || o.reserved != 0)
+        return -EPROTO;
+    c = &lv->cap[o.fd - 1];
+    if (n > lv->limit[o.fd - 1] - c->kept.len) /* kept.len <= limit: checked before */
+        return -EPROTO;
+    return pl_capture_add(c, lv->frame + sizeof(o), n); /* kept whole: there is room */
 }
 
 /* Read len bytes of a stream into *o (NUL-terminated). */
@@ -69,8 +146,9 @@ static int read_output(struct pl_js_worker *w, struct pl_output *o, size_t len, 
 }
 
 static int validate(const char *code, size_t code_len, const char *stdin_data, size_t stdin_len,
-                    const struct pl_js_limits *l, const struct pl_js_broker *b) {
-    if ((!code && code_len) || (!stdin_data && stdin_len) || !l)
+                    const struct pl_js_limits *l, const struct pl_js_broker *b,
+                    const struct pl_output_sink *sink) {
+    if ((!code && code_len) || (!stdin_data && stdin_len) || !l || (sink && !sink->write))
         return -EINVAL;
     if (b &&
         (!b->call || b->max_request_bytes == 0 || b->max_request_bytes > PL_JS_MAX_BROKER_MSG ||
@@ -85,8 +163,9 @@ static int validate(const char *code, size_t code_len, const char *stdin_data, s
     return 0;
 }
 
-/* Fill r as a deadline stop detected by the pool (worker killed). */
-static int backstop_result(const struct pl_js_limits *l, struct pl_js_result *r) {
+/* Fill r as a deadline stop detected by the pool (worker killed).  A
+ * streaming run keeps what was streamed, and streams the line too. */
+static int backstop_result(const struct pl_js_limits *l, struct live *lv, struct pl_js_result *r) {
     char line[128];
     int n =
         snprintf(line, sizeof(line),
@@ -94,6 +173,20 @@ static int backstop_result(const struct pl_js_limits *l, struct pl_js_result *r)
 
     r->exit_code = 124;
     r->timed_out = true;
+    if (lv->on) {
+        const struct pl_buf *err = &lv->cap[1].kept;
+        int e = 0;
+        /* On a line of its own, as the worker writes it. */
+        if (err->len > 0 && err->data[err->len - 1] != '\n')
+            e = pl_capture_add(&lv->cap[1], "\n", 1);
+        if (e == 0)
+            e = pl_capture_add(&lv->cap[1], line, (size_t)n);
+        if (e == 0)
+            e = live_finish(lv, false, false, r);
+        if (e < 0)
+            pl_js_result_free(r);
+        return e;
+    }
     r->out.data = calloc(1, 1);
     r->err.data = strdup(line);
     if (!r->out.data || !r->err.data) {
@@ -108,7 +201,7 @@ static int backstop_result(const struct pl_js_limits *l, struct pl_js_result *r)
  * before it received the run (the guest cannot have started). */
 static int send_run(struct pl_js_pool *pool, struct pl_js_worker *w, const char *code,
                     size_t code_len, const char *stdin_data, size_t stdin_len,
-                    const struct pl_js_limits *l, const struct pl_js_broker *b) {
+                    const struct pl_js_limits *l, const struct pl_js_broker *b, bool stream) {
     struct pl_js_run_req req = {
         .memory_bytes = l->memory_bytes,
         .stdout_cap = l->stdout_cap,
@@ -116,7 +209,7 @@ static int send_run(struct pl_js_pool *pool, struct pl_js_worker *w, const char 
         .timeout_ms = l->timeout_ms,
         .code_len = (uint32_t)code_len,
         .stdin_len = (uint32_t)stdin_len,
-        .flags = b ? PL_JS_RUN_BROKER : 0,
+        .flags = (b ? PL_JS_RUN_BROKER : 0) | (stream ? PL_JS_RUN_STREAM : 0),
         .broker_max_request = b ? (uint32_t)b->max_request_bytes : 0,
         .broker_max_reply = b ? (uint32_t)b->max_reply_bytes : 0,
     };
@@ -217,40 +310,58 @@ static int await_start(struct pl_js_worker *w, uint64_t deadline, struct pl_js_r
     return 1;
 }
 
-/* Read the RESULT frame into *res, serving broker requests before it.
- * *ret_flags gets the frame's PL_JS_RESP_* flags.  < 0: protocol/IO error
- * or -ETIMEDOUT. */
+/* Read the RESULT frame into *res, serving broker requests and taking
+ * OUTPUT frames before it.  *ret_flags gets the frame's PL_JS_RESP_*
+ * flags.  < 0: protocol/IO error or -ETIMEDOUT. */
 static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
-                       const struct pl_js_broker *b, uint64_t run_deadline, uint64_t deadline,
-                       struct pl_js_result *res, uint32_t *ret_flags) {
+                       const struct pl_js_broker *b, struct live *lv, uint64_t run_deadline,
+                       uint64_t deadline, struct pl_js_result *res, uint32_t *ret_flags) {
     struct pl_js_frame_hdr hdr;
     struct pl_js_run_resp resp;
-    uint64_t max_len = sizeof(resp) + (uint64_t)l->stdout_cap + l->stderr_cap + PL_JS_MAX_NOTE;
+    /* A streaming run's RESULT has only the worker's own line (js_proto.h). */
+    uint64_t max_out = lv->on ? 0 : l->stdout_cap;
+    uint64_t max_err = lv->on ? PL_JS_MAX_NOTE : (uint64_t)l->stderr_cap + PL_JS_MAX_NOTE;
     int r;
 
     for (;;) {
         r = pl_fd_read_full(w->fd, &hdr, sizeof(hdr), deadline, -1);
         if (r < 0)
             return r;
-        if (hdr.type != PL_JS_MSG_BROKER_REQ)
+        if (hdr.type == PL_JS_MSG_BROKER_REQ)
+            r = serve_broker(w, &hdr, b, run_deadline, deadline + PL_MS(1000), res);
+        else if (hdr.type == PL_JS_MSG_OUTPUT)
+            r = take_output(w, &hdr, lv, deadline);
+        else
             break;
-        r = serve_broker(w, &hdr, b, run_deadline, deadline + PL_MS(1000), res);
         if (r < 0)
             return r;
     }
-    if (pl_js_check_hdr(&hdr, PL_JS_MSG_RESULT, max_len) < 0 || hdr.len < sizeof(resp))
+    if (pl_js_check_hdr(&hdr, PL_JS_MSG_RESULT, sizeof(resp) + max_out + max_err) < 0 ||
+        hdr.len < sizeof(resp))
         return -EPROTO;
     /* The rest was written in one go right after the header. */
     deadline += PL_JS_BACKSTOP_NS + PL_MS(1000);
     r = pl_fd_read_full(w->fd, &resp, sizeof(resp), deadline, -1);
     if (r < 0)
         return r;
-    if (resp.out_len > l->stdout_cap || resp.err_len > l->stderr_cap + PL_JS_MAX_NOTE ||
+    if (resp.out_len > max_out || resp.err_len > max_err ||
         (uint64_t)resp.out_len + resp.err_len != hdr.len - sizeof(resp))
         return -EPROTO;
-    r = read_output(w, &res->out, resp.out_len, resp.flags & PL_JS_RESP_OUT_TRUNC, deadline);
-    if (r == 0)
-        r = read_output(w, &res->err, resp.err_len, resp.flags & PL_JS_RESP_ERR_TRUNC, deadline);
+    if (lv->on) {
+        struct pl_output note = {0};
+        r = read_output(w, &note, resp.err_len, false, deadline);
+        if (r == 0)
+            r = pl_capture_add(&lv->cap[1], note.data, note.len);
+        pl_output_clear(&note);
+        if (r == 0)
+            r = live_finish(lv, resp.flags & PL_JS_RESP_OUT_TRUNC,
+                            resp.flags & PL_JS_RESP_ERR_TRUNC, res);
+    } else {
+        r = read_output(w, &res->out, resp.out_len, resp.flags & PL_JS_RESP_OUT_TRUNC, deadline);
+        if (r == 0)
+            r = read_output(w, &res->err, resp.err_len, resp.flags & PL_JS_RESP_ERR_TRUNC,
+                            deadline);
+    }
     if (r < 0)
         return r;
     res->exit_code = resp.exit_code;
@@ -263,10 +374,12 @@ static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
 }
 
 /* Everything after RUN was sent: STARTED or REFUSED on a module pool,
- * then broker requests and RESULT.  Returns 0 (a refusal included: then
- * res->refused), -ETIMEDOUT when the guest's backstop passed, or < 0. */
+ * then broker requests, output and RESULT.  Returns 0 (a refusal
+ * included: then res->refused), -ETIMEDOUT when the guest's backstop
+ * passed, or < 0. */
 static int exchange(struct pl_js_pool *pool, struct pl_js_worker *w, const struct pl_js_limits *l,
-                    const struct pl_js_broker *b, struct pl_js_result *res, uint32_t *ret_flags) {
+                    const struct pl_js_broker *b, struct live *lv, struct pl_js_result *res,
+                    uint32_t *ret_flags) {
     uint64_t run_deadline;
 
     if (pool->flags & PL_JS_POOL_MODULES) {
@@ -277,7 +390,7 @@ static int exchange(struct pl_js_pool *pool, struct pl_js_worker *w, const struc
             return r == -ETIMEDOUT ? -EIO : r; /* nothing ran: not the guest's deadline */
     }
     run_deadline = pl_deadline_in_ms(l->timeout_ms);
-    return read_result(w, l, b, run_deadline, run_deadline + PL_JS_BACKSTOP_NS, res, ret_flags);
+    return read_result(w, l, b, lv, run_deadline, run_deadline + PL_JS_BACKSTOP_NS, res, ret_flags);
 }
 
 int pl_js_pool_run(struct pl_js_pool *pool, const char *code, size_t code_len,
@@ -291,7 +404,16 @@ int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code
                           const char *stdin_data, size_t stdin_len,
                           const struct pl_js_limits *limits, const struct pl_js_broker *broker,
                           struct pl_js_result *ret_result) {
+    return pl_js_pool_run_stream(pool, code, code_len, stdin_data, stdin_len, limits, broker, NULL,
+                                 ret_result);
+}
+
+int pl_js_pool_run_stream(struct pl_js_pool *pool, const char *code, size_t code_len,
+                          const char *stdin_data, size_t stdin_len,
+                          const struct pl_js_limits *limits, const struct pl_js_broker *broker,
+                          const struct pl_output_sink *sink, struct pl_js_result *ret_result) {
     struct pl_js_worker *w;
+    struct live lv;
     uint64_t t0;
     uint32_t flags = 0;
     unsigned calls = 0;
@@ -300,20 +422,23 @@ int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code
     if (!pool || !ret_result)
         return -EINVAL;
     memset(ret_result, 0, sizeof(*ret_result));
-    r = validate(code, code_len, stdin_data, stdin_len, limits, broker);
+    r = validate(code, code_len, stdin_data, stdin_len, limits, broker, sink);
+    if (r < 0)
+        return r;
+    r = live_init(&lv, sink, limits);
     if (r < 0)
         return r;
 
     w = pl_js_pool_acquire(pool);
     t0 = pl_now_ns();
-    r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits, broker);
+    r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits, broker, lv.on);
     if (r == 0) {
-        r = exchange(pool, w, limits, broker, ret_result, &flags);
+        r = exchange(pool, w, limits, broker, &lv, ret_result, &flags);
         calls = ret_result->broker_calls; /* kept when the result is replaced */
         if (r == -ETIMEDOUT) {
             /* Backstop: the worker missed its own deadline. */
             pl_js_result_free(ret_result);
-            r = backstop_result(limits, ret_result);
+            r = backstop_result(limits, &lv, ret_result);
             pl_js_worker_restart(pool, w); /* a failure is retried on next use */
         } else if (r < 0) {
             /* A protocol or I/O error, or the worker ended without its
@@ -331,5 +456,6 @@ int pl_js_pool_run_broker(struct pl_js_pool *pool, const char *code, size_t code
         ret_result->broker_calls = calls;
     }
     pl_js_pool_release(pool, w);
+    live_free(&lv);
     return r;
 }

@@ -13,6 +13,8 @@
  *   worker -> pool  STARTED       no payload (module workers: the guest starts now)
  *   worker -> pool  REFUSED       payload: struct pl_js_refusal, reason text
  *                                 (module workers, instead of STARTED)
+ *   worker -> pool  OUTPUT        payload: struct pl_js_output, the bytes
+ *                                 (only in a run with PL_JS_RUN_STREAM)
  *   worker -> pool  BROKER_REQ    payload: the guest's request (JSON bytes)
  *   pool -> worker  BROKER_REPLY  payload: struct pl_js_broker_reply, reply bytes
  *   worker -> pool  RESULT        payload: struct pl_js_run_resp, stdout, stderr
@@ -33,6 +35,26 @@
  * guest produces (its exit status, its output bytes, whatever they look
  * like) is ever read as a frame type, a length or a flag.
  *
+ * Live output: a RUN with PL_JS_RUN_STREAM set asks the worker to send
+ * each byte its captures keep of the guest's stdout and stderr as it is
+ * kept, in OUTPUT frames, in the order the guest wrote them; they may come
+ * anywhere between RUN (on a module pool: STARTED) and RESULT, between
+ * broker exchanges, never inside one.  An OUTPUT frame's payload is a
+ * struct pl_js_output naming the stream (fd 1 or 2) and then 1 ..
+ * PL_JS_MAX_OUTPUT_FRAME of the guest's bytes, which are only ever
+ * payload: a longer write goes out as several frames.  A stream's OUTPUT
+ * bytes together are at most its cap (stdout_cap, stderr_cap).  Every
+ * byte the guest's captures kept has gone out in OUTPUT frames before
+ * RESULT, so in such a run RESULT carries no stdout (out_len 0) and, of
+ * stderr, only what the worker adds after the guest's bytes (its own
+ * "plimsoll: ..." line, at most PL_JS_MAX_NOTE bytes): the pool builds the
+ * result's streams from the OUTPUT bytes followed by RESULT's, the same
+ * bytes it gave the run's sink, so the two cannot differ.  (A module
+ * worker's deadline answer, written by its signal handler, could not carry
+ * the guest's bytes anyway.)  An OUTPUT frame in a run without the flag,
+ * before STARTED, with another fd, a non-zero reserved field, no bytes or
+ * more than the bounds allow, is a protocol error.
+ *
  * Nothing else is interleaved; anything out of order is a protocol error,
  * and the worker is replaced.
  */
@@ -44,7 +66,7 @@
 #include <sys/uio.h>
 
 #define PL_JS_PROTO_MAGIC 0x534a4c50u /* "PLJS" little-endian */
-#define PL_JS_PROTO_VERSION 3
+#define PL_JS_PROTO_VERSION 4
 
 /* Hard ceilings enforced by both ends (the API caller may ask for less). */
 #define PL_JS_MAX_CODE (16u << 20)                 /* script bytes */
@@ -53,6 +75,10 @@
 #define PL_JS_MAX_MEMORY ((uint64_t)65535 * 65536) /* just under 4 GiB */
 #define PL_JS_MAX_BROKER_MSG (16u << 20)           /* one broker request or reply */
 #define PL_JS_MAX_REFUSAL 1024u                    /* a REFUSED frame's reason text */
+#define PL_JS_MAX_OUTPUT_FRAME (64u << 10)         /* an OUTPUT frame's guest bytes */
+/* What a worker adds to a stream after the guest's bytes: at most one
+ * "plimsoll: ..." line on stderr (deadline, trap, out of memory). */
+#define PL_JS_MAX_NOTE 512u
 
 enum pl_js_msg_type {
     PL_JS_MSG_HELLO = 1,
@@ -60,6 +86,7 @@ enum pl_js_msg_type {
     PL_JS_MSG_RESULT = 3,
     PL_JS_MSG_STARTED = 4,
     PL_JS_MSG_REFUSED = 5,
+    PL_JS_MSG_OUTPUT = 6,
     PL_JS_MSG_BROKER_REQ = 16,
     PL_JS_MSG_BROKER_REPLY = 17,
 };
@@ -91,6 +118,15 @@ struct pl_js_run_req {
 
 /* pl_js_run_req.flags */
 #define PL_JS_RUN_BROKER (1u << 0) /* the run has a grant: the guest may send BROKER_REQ */
+#define PL_JS_RUN_STREAM (1u << 1) /* send the guest's output as it is kept (OUTPUT) */
+#define PL_JS_RUN_FLAGS (PL_JS_RUN_BROKER | PL_JS_RUN_STREAM) /* every flag a RUN may carry */
+
+/* An OUTPUT frame's fixed part; 1 .. PL_JS_MAX_OUTPUT_FRAME bytes of the
+ * stream follow. */
+struct pl_js_output {
+    uint32_t fd; /* 1 stdout, 2 stderr */
+    uint32_t reserved;
+};
 
 /* pl_js_broker_reply.status: what the guest's call gets. */
 enum pl_js_broker_status {

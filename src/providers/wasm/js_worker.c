@@ -33,6 +33,14 @@
  * deferred and taken right after the reply has been read, which keeps the
  * protocol in step.  Without a grant the call fails here and nothing is
  * sent.  Any protocol error ends the worker (the pool replaces it).
+ *
+ * Live output: when the RUN carries PL_JS_RUN_STREAM, each stream's
+ * capture hands what it keeps to stream_output(), which sends it at once
+ * as OUTPUT frames; RESULT then carries only plimsoll's own line.  The
+ * frames are written inside fd_write, a host import, so a deadline that
+ * fires meanwhile is taken right after the frame is whole; the pool reads
+ * while the guest runs, so a write only waits for it, and a pool that
+ * stopped reading kills the worker at its backstop.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -154,8 +162,9 @@ static int buf_reserve(struct reusable_buf *b, size_t need) {
 /* ---- the broker import (module "plimsoll") ------------------------------------- */
 
 /* The socket to the pool is out of step or gone: the run cannot go on. */
-__attribute__((noreturn)) static void broker_fatal(int err) {
-    fprintf(stderr, "plimsoll-js-worker[%d]: broker exchange: %s\n", (int)getpid(), strerror(-err));
+__attribute__((noreturn)) static void pool_fatal(int err) {
+    fprintf(stderr, "plimsoll-js-worker[%d]: exchange with the pool: %s\n", (int)getpid(),
+            strerror(-err));
     _exit(1);
 }
 
@@ -187,15 +196,15 @@ static int32_t broker_exchange(pl_broker_host_t *b, const uint8_t *req, uint32_t
     if (r == 0)
         r = pl_fd_read_full(b->fd, &rep, sizeof(rep), 0, -1);
     if (r < 0)
-        broker_fatal(r);
+        pool_fatal(r);
     len = hdr.len - sizeof(rep);
     if (rep.status != PL_JS_BROKER_OK && len != 0)
-        broker_fatal(-EPROTO);
+        pool_fatal(-EPROTO);
     if (buf_reserve(&g_reply, len + 1) < 0)
-        broker_fatal(-ENOMEM); /* the unread bytes leave the socket out of step */
+        pool_fatal(-ENOMEM); /* the unread bytes leave the socket out of step */
     r = pl_fd_read_full(b->fd, g_reply.p, len, 0, -1);
     if (r < 0)
-        broker_fatal(r);
+        pool_fatal(r);
     switch (rep.status) {
     case PL_JS_BROKER_OK:
         b->has_reply = true;
@@ -204,7 +213,7 @@ static int32_t broker_exchange(pl_broker_host_t *b, const uint8_t *req, uint32_t
     case PL_JS_BROKER_REPLY_TOO_BIG: return PLG_BROKER_EREPLYBIG;
     case PL_JS_BROKER_CALL_LIMIT: return PLG_BROKER_ECALLLIMIT;
     case PL_JS_BROKER_FAILED: return PLG_BROKER_EUNAVAIL;
-    default: broker_fatal(-EPROTO);
+    default: pool_fatal(-EPROTO);
     }
 }
 
@@ -244,6 +253,34 @@ u32 Z_plimsollZ_broker_reply(pl_broker_host_t *b, u32 dst_ptr, u32 cap) {
     }
     pl_wasi_host_leave();
     return (u32)r;
+}
+
+/* ---- live output (PL_JS_RUN_STREAM) ---------------------------------------- */
+
+/* The sink a streaming run's captures give their kept bytes to. */
+struct live_output {
+    int fd;         /* the worker's socket to the pool */
+    size_t sent[2]; /* bytes sent of stdout, stderr */
+};
+
+/* Send data as OUTPUT frames of at most PL_JS_MAX_OUTPUT_FRAME bytes.
+ * Called from fd_write, inside the host import; a broken socket ends the
+ * worker (pool_fatal), as it does in a broker exchange. */
+static void stream_output(void *ud, unsigned step, int fd, const char *data, size_t len) {
+    struct live_output *lo = ud;
+
+    (void)step;
+    while (len > 0) {
+        size_t n = len < PL_JS_MAX_OUTPUT_FRAME ? len : PL_JS_MAX_OUTPUT_FRAME;
+        struct pl_js_output o = {.fd = (uint32_t)fd};
+        struct iovec parts[2] = {{&o, sizeof(o)}, {(void *)data, n}};
+        int r = pl_js_write_frame(lo->fd, PL_JS_MSG_OUTPUT, parts, 2);
+        if (r < 0)
+            pool_fatal(r);
+        lo->sent[fd - 1] += n;
+        data += n;
+        len -= n;
+    }
 }
 
 /* ---- one run ------------------------------------------------------------- */
@@ -370,6 +407,8 @@ static int serve_one(int fd) {
     struct run_result res;
     pl_broker_host_t broker;
     pl_wasi_t wasi;
+    struct live_output live = {.fd = fd};
+    const struct pl_output_sink live_sink = {.write = stream_output, .ud = &live};
     bool has_broker;
     size_t rest;
     int r;
@@ -392,7 +431,7 @@ static int serve_one(int fd) {
         req.stderr_cap > PL_JS_MAX_STREAM)
         return -EPROTO;
     has_broker = req.flags & PL_JS_RUN_BROKER;
-    if ((req.flags & ~PL_JS_RUN_BROKER) != 0 ||
+    if ((req.flags & ~PL_JS_RUN_FLAGS) != 0 ||
         (has_broker
              ? req.broker_max_request == 0 || req.broker_max_request > PL_JS_MAX_BROKER_MSG ||
                    req.broker_max_reply == 0 || req.broker_max_reply > PL_JS_MAX_BROKER_MSG
@@ -405,6 +444,10 @@ static int serve_one(int fd) {
         return r;
 
     pl_wasi_init(&wasi, &g_inst.w2c_memory, req.stdout_cap, req.stderr_cap);
+    if (req.flags & PL_JS_RUN_STREAM) {
+        pl_capture_stream(&wasi.out[0], &live_sink, 1, 0);
+        pl_capture_stream(&wasi.out[1], &live_sink, 2, 0);
+    }
     broker = (pl_broker_host_t){
         .memory = &g_inst.w2c_memory,
         .fd = fd,
@@ -413,17 +456,25 @@ static int serve_one(int fd) {
     };
     run_one(&req, g_payload.p, g_payload.p + req.code_len, &wasi, &broker, &res);
 
+    /* What the pool has not had yet: everything, or (streaming) only the
+     * note, every kept byte having gone out as it was kept. */
+    const struct pl_buf *out = &wasi.out[0].kept, *err = &wasi.out[1].kept;
+    size_t out_skip = live.sent[0], err_skip = live.sent[1];
+    if (out_skip > out->len || err_skip > err->len) {
+        pl_wasi_release(&wasi);
+        return -EPROTO; /* cannot happen: a capture streams only what it keeps */
+    }
     resp = (struct pl_js_run_resp){
         .exit_code = res.exit_code,
         .flags = res.flags,
         .guest_ns = res.guest_ns,
-        .out_len = (uint32_t)wasi.out[0].kept.len,
-        .err_len = (uint32_t)(wasi.out[1].kept.len + strlen(res.note)),
+        .out_len = (uint32_t)(out->len - out_skip),
+        .err_len = (uint32_t)(err->len - err_skip + strlen(res.note)),
     };
     struct iovec parts[4] = {
         {&resp, sizeof(resp)},
-        {wasi.out[0].kept.data, wasi.out[0].kept.len},
-        {wasi.out[1].kept.data, wasi.out[1].kept.len},
+        {out->data ? out->data + out_skip : NULL, out->len - out_skip},
+        {err->data ? err->data + err_skip : NULL, err->len - err_skip},
         {res.note, strlen(res.note)},
     };
     r = pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 4);

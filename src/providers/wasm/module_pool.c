@@ -42,12 +42,13 @@ int wasm_module_pool_new(struct wasm_state *s, const struct pl_config *config,
 
 int wasm_module_run(struct wasm_state *s, const uint8_t *wasm, size_t wasm_len,
                     const char *const *args, size_t nargs, const char *in, size_t in_len,
-                    const struct pl_js_limits *l, struct pl_js_result *r) {
+                    const struct pl_js_limits *l, const struct pl_output_sink *sink,
+                    struct pl_js_result *r) {
     size_t len = 0;
     char *job = pl_wasi_job_encode(args, nargs, wasm, wasm_len, &len);
     if (!job)
         return -ENOMEM;
-    int rc = pl_js_pool_run(s->mpool, job, len, in ? in : "", in_len, l, r);
+    int rc = pl_js_pool_run_stream(s->mpool, job, len, in ? in : "", in_len, l, NULL, sink, r);
     free(job);
     return rc;
 }

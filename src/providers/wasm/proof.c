@@ -101,14 +101,14 @@ static int module_proof(struct wasm_state *s, struct pl_error *err) {
         .memory_bytes = 16u << 20, .timeout_ms = 5000, .stdout_cap = 4096, .stderr_cap = 4096};
     struct pl_js_result r = {0};
 #define MOD(bytes) (const uint8_t *)(bytes), sizeof(bytes) - 1
-    int rc = wasm_module_run(s, MOD(proof_hello), NULL, 0, NULL, 0, &l, &r);
+    int rc = wasm_module_run(s, MOD(proof_hello), NULL, 0, NULL, 0, &l, NULL, &r);
     bool ok = rc == 0 && r.exit_code == 0 && r.out.len == 3 && memcmp(r.out.data, "42\n", 3) == 0;
     pl_js_result_free(&r);
     if (!ok)
         return pl_error_set(
             err, PL_REASON_INTERNAL,
             "SANDBOX_PROVIDER=wasm: startup proof: a hello module did not print 42");
-    rc = wasm_module_run(s, MOD(proof_big), NULL, 0, NULL, 0, &l, &r);
+    rc = wasm_module_run(s, MOD(proof_big), NULL, 0, NULL, 0, &l, NULL, &r);
     ok = rc == 0 && r.refused;
     pl_js_result_free(&r);
     if (!ok)
@@ -116,7 +116,7 @@ static int module_proof(struct wasm_state *s, struct pl_error *err) {
                             "SANDBOX_PROVIDER=wasm: startup proof: a module asking for 300 pages "
                             "under a 16 MiB cap was not refused");
     l.timeout_ms = PROOF_DEADLINE_MS;
-    rc = wasm_module_run(s, MOD(proof_loop), NULL, 0, NULL, 0, &l, &r);
+    rc = wasm_module_run(s, MOD(proof_loop), NULL, 0, NULL, 0, &l, NULL, &r);
     uint64_t ms = r.duration_ns / 1000000u;
     ok = rc == 0 && r.timed_out && ms < PROOF_DEADLINE_MS + PROOF_MARGIN_MS;
     pl_js_result_free(&r);

@@ -169,6 +169,8 @@ int run_module(const uint8_t *wasm, size_t len, const char *const *args,
                void *userdata, pl_wasi_result *r, std::string *why) {
   /* Per-run context: argv, stdin, output captures. */
   Ctx ctx(limits.stdout_cap, limits.stderr_cap);
+  pl_capture_stream(&ctx.out, limits.sink, 1, 0);
+  pl_capture_stream(&ctx.err, limits.sink, 2, 0);
   if (nargs > PL_WASI_MAX_ARGS) {
     *why = fmt("too many arguments (%zu, at most %u)", nargs, PL_WASI_MAX_ARGS);
     return PL_WASI_ERR_ARGS;

@@ -75,6 +75,11 @@ struct pl_wasi_limits {
      * *_truncated flag set.  No marker is inserted into the kept bytes. */
     size_t stdout_cap;
     size_t stderr_cap;
+    /* Where the kept bytes also go, as the module writes them (capture.h;
+     * step 0, fd 1 or 2), from inside fd_write; NULL: nowhere.  The
+     * runner's own line after a trap is not offered: it is added to the
+     * result's err after the kept bytes. */
+    const struct pl_output_sink *sink;
 };
 
 /* Outcome of one run.  Release with pl_wasi_result_free(). */

@@ -21,6 +21,16 @@
  * --address-space-mb), because wabt does not bound its own value stack;
  * when the interpreter runs out of host memory the run is answered as out
  * of memory and the worker ends after the answer.
+ *
+ * Live output: when the RUN carries PL_JS_RUN_STREAM the runner's captures
+ * hand what they keep to stream_output(), which sends it at once as OUTPUT
+ * frames, and RESULT then carries only the runner's own line.  The
+ * deadline handler must not write its RESULT into the middle of such a
+ * frame: while one is being written it only marks the deadline, and the
+ * writer takes it as soon as the frame is whole (the pool reads while the
+ * guest runs; if it stopped, its backstop ends this worker).  With
+ * streaming, the guest's output up to the deadline is no longer lost: the
+ * pool has it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,39 +53,57 @@
 #define WORKER_SOCKET_FD 3
 
 /* The timed-out RESULT the deadline handler writes: built before the guest
- * starts, so the handler only calls write() and _exit(). */
+ * starts, so the handler only calls write() and _exit().  [1] starts its
+ * line with a newline, for a streaming run whose stderr so far ends
+ * mid-line (the line goes after the guest's bytes, on a line of its own). */
 static struct {
     struct pl_js_frame_hdr hdr;
     struct pl_js_run_resp resp;
     char note[128];
-} g_deadline_frame;
-static size_t g_deadline_len;
+} g_deadline_frame[2];
+static size_t g_deadline_len[2];
+
+/* The bytes streamed of stderr so far end mid-line. */
+static volatile sig_atomic_t g_err_midline;
 
 static void prepare_deadline_frame(uint32_t timeout_ms) {
-    int n = snprintf(g_deadline_frame.note, sizeof(g_deadline_frame.note),
-                     "plimsoll: deadline of %u ms exceeded; the guest was stopped\n", timeout_ms);
-    g_deadline_frame.resp = (struct pl_js_run_resp){
-        .exit_code = 124,
-        .flags = PL_JS_RESP_TIMED_OUT | PL_JS_RESP_WORKER_ENDS,
-        .err_len = (uint32_t)n,
-    };
-    g_deadline_frame.hdr = (struct pl_js_frame_hdr){
-        .magic = PL_JS_PROTO_MAGIC,
-        .version = PL_JS_PROTO_VERSION,
-        .type = PL_JS_MSG_RESULT,
-        .len = (uint32_t)(sizeof(g_deadline_frame.resp) + (size_t)n),
-    };
-    g_deadline_len = sizeof(g_deadline_frame.hdr) + sizeof(g_deadline_frame.resp) + (size_t)n;
+    for (int i = 0; i < 2; i++) {
+        int n = snprintf(g_deadline_frame[i].note, sizeof(g_deadline_frame[i].note),
+                         "%splimsoll: deadline of %u ms exceeded; the guest was stopped\n",
+                         i ? "\n" : "", timeout_ms);
+        g_deadline_frame[i].resp = (struct pl_js_run_resp){
+            .exit_code = 124,
+            .flags = PL_JS_RESP_TIMED_OUT | PL_JS_RESP_WORKER_ENDS,
+            .err_len = (uint32_t)n,
+        };
+        g_deadline_frame[i].hdr = (struct pl_js_frame_hdr){
+            .magic = PL_JS_PROTO_MAGIC,
+            .version = PL_JS_PROTO_VERSION,
+            .type = PL_JS_MSG_RESULT,
+            .len = (uint32_t)(sizeof(g_deadline_frame[i].resp) + (size_t)n),
+        };
+        g_deadline_len[i] =
+            sizeof(g_deadline_frame[i].hdr) + sizeof(g_deadline_frame[i].resp) + (size_t)n;
+    }
+    g_err_midline = 0;
 }
 
+/* An OUTPUT frame is being written; the deadline came meanwhile. */
+static volatile sig_atomic_t g_in_frame, g_deadline_pending;
+
 /* The timer only runs while the guest does (armed after STARTED, disarmed
- * before any other frame is written), so this frame never interleaves with
- * another. */
+ * before RESULT is written), and an OUTPUT frame being written defers it,
+ * so this frame never interleaves with another. */
 static void on_deadline(int sig) {
-    const char *p = (const char *)&g_deadline_frame;
-    size_t left = g_deadline_len;
+    int i = g_err_midline ? 1 : 0;
+    const char *p = (const char *)&g_deadline_frame[i];
+    size_t left = g_deadline_len[i];
 
     (void)sig;
+    if (g_in_frame) {
+        g_deadline_pending = 1; /* stream_output() comes back here */
+        return;
+    }
     while (left > 0) {
         ssize_t n = write(WORKER_SOCKET_FD, p, left);
         if (n < 0 && errno == EINTR)
@@ -86,6 +114,40 @@ static void on_deadline(int sig) {
         left -= (size_t)n;
     }
     _exit(124); /* the pool replaces this worker */
+}
+
+/* The sink of a streaming run's captures (pl_wasi_limits.sink). */
+struct live_output {
+    int fd;         /* the socket to the pool */
+    size_t sent[2]; /* bytes sent of stdout, stderr */
+};
+
+/* Send data as OUTPUT frames of at most PL_JS_MAX_OUTPUT_FRAME bytes, from
+ * inside the guest's fd_write.  The socket gone or out of step: the worker
+ * ends (the pool reports an infrastructure error). */
+static void stream_output(void *ud, unsigned step, int fd, const char *data, size_t len) {
+    struct live_output *lo = ud;
+
+    (void)step;
+    while (len > 0) {
+        size_t n = len < PL_JS_MAX_OUTPUT_FRAME ? len : PL_JS_MAX_OUTPUT_FRAME;
+        struct pl_js_output o = {.fd = (uint32_t)fd};
+        struct iovec parts[2] = {{&o, sizeof(o)}, {(void *)data, n}};
+        g_in_frame = 1;
+        int r = pl_js_write_frame(lo->fd, PL_JS_MSG_OUTPUT, parts, 2);
+        if (r == 0 && fd == 2)
+            g_err_midline = data[n - 1] != '\n';
+        g_in_frame = 0;
+        if (g_deadline_pending)
+            on_deadline(SIGALRM); /* the frame is whole: answer, and end */
+        if (r < 0) {
+            fprintf(stderr, "plimsoll-wasi-worker[%d]: output: %s\n", (int)getpid(), strerror(-r));
+            _exit(1);
+        }
+        lo->sent[fd - 1] += n;
+        data += n;
+        len -= n;
+    }
 }
 
 static int arm_timer(uint32_t ms) {
@@ -129,13 +191,19 @@ static int refuse(int fd, uint32_t flags, const struct pl_error *err) {
     return pl_js_write_frame(fd, PL_JS_MSG_REFUSED, parts, 2);
 }
 
+/* RESULT, leaving out of each stream the bytes already sent as OUTPUT. */
 static int reply(int fd, int32_t exit_code, uint32_t flags, const struct pl_output *out,
-                 const struct pl_output *err) {
+                 const struct pl_output *err, const struct live_output *live) {
+    size_t so = live->sent[0], se = live->sent[1];
+    if (so > out->len || se > err->len)
+        return -EPROTO; /* cannot happen: a capture streams only what it keeps */
     struct pl_js_run_resp resp = {.exit_code = exit_code,
                                   .flags = flags,
-                                  .out_len = (uint32_t)out->len,
-                                  .err_len = (uint32_t)err->len};
-    struct iovec parts[3] = {{&resp, sizeof(resp)}, {out->data, out->len}, {err->data, err->len}};
+                                  .out_len = (uint32_t)(out->len - so),
+                                  .err_len = (uint32_t)(err->len - se)};
+    struct iovec parts[3] = {{&resp, sizeof(resp)},
+                             {out->data ? out->data + so : NULL, out->len - so},
+                             {err->data ? err->data + se : NULL, err->len - se}};
     return pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 3);
 }
 
@@ -157,7 +225,7 @@ static int serve_one(int fd) {
         return r;
     size_t rest = hdr.len - sizeof(req);
     if ((uint64_t)req.code_len + req.stdin_len != rest || req.stdout_cap > PL_JS_MAX_STREAM ||
-        req.stderr_cap > PL_JS_MAX_STREAM)
+        req.stderr_cap > PL_JS_MAX_STREAM || (req.flags & ~PL_JS_RUN_FLAGS) != 0)
         return -EPROTO;
     char *payload = malloc(rest + 1);
     if (!payload)
@@ -171,9 +239,12 @@ static int serve_one(int fd) {
         free(payload);
         return -EPROTO;
     }
+    struct live_output live = {.fd = fd};
+    const struct pl_output_sink live_sink = {.write = stream_output, .ud = &live};
     struct pl_wasi_limits lim = {.memory_bytes = req.memory_bytes,
                                  .stdout_cap = req.stdout_cap,
-                                 .stderr_cap = req.stderr_cap};
+                                 .stderr_cap = req.stderr_cap,
+                                 .sink = req.flags & PL_JS_RUN_STREAM ? &live_sink : NULL};
     struct pl_error err = {0};
     struct pl_wasi_result res = {0};
     struct start_ctx start = {.fd = fd, .timeout_ms = req.timeout_ms};
@@ -204,7 +275,7 @@ static int serve_one(int fd) {
                      (res.host_exhausted ? PL_JS_RESP_WORKER_ENDS : 0) |
                      (res.out.truncated ? PL_JS_RESP_OUT_TRUNC : 0) |
                      (res.err.truncated ? PL_JS_RESP_ERR_TRUNC : 0);
-    r = reply(fd, pl_js_status_i32(res.exit_code), flags, &res.out, &res.err);
+    r = reply(fd, pl_js_status_i32(res.exit_code), flags, &res.out, &res.err, &live);
     bool ends = res.host_exhausted;
     pl_wasi_result_free(&res);
     return r < 0 ? r : ends ? 2 : 0;

@@ -111,8 +111,12 @@ static void wasm_info(void *state, struct pl_provider_info *ret) {
                     .engine = s->engine,
                     .max_timeout_ms = s->max_timeout_ms,
                     .languages = {"javascript", NULL},
-                    .grants = true},
-        .module = {.supported = true, .engine = MODULE_ENGINE, .max_timeout_ms = s->max_timeout_ms},
+                    .grants = true,
+                    .streams = true},
+        .module = {.supported = true,
+                   .engine = MODULE_ENGINE,
+                   .max_timeout_ms = s->max_timeout_ms,
+                   .streams = true},
     };
 }
 
@@ -157,13 +161,14 @@ static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_r
         broker.max_calls = pl_broker_max_calls(ctx->broker) + 256; /* refusals included */
     }
     if (req->kind == PL_PAYLOAD_SNIPPET)
-        rc = pl_js_pool_run_broker(s->pool, req->snippet.code, req->snippet.code_len,
+        rc = pl_js_pool_run_stream(s->pool, req->snippet.code, req->snippet.code_len,
                                    req->snippet.stdin_data ? req->snippet.stdin_data : "",
-                                   req->snippet.stdin_len, &l, ctx->broker ? &broker : NULL, &r);
+                                   req->snippet.stdin_len, &l, ctx->broker ? &broker : NULL,
+                                   ctx->sink, &r);
     else if (req->kind == PL_PAYLOAD_MODULE)
         rc = wasm_module_run(s, req->module.wasm, req->module.wasm_len, req->module.args,
                              req->module.nargs, req->module.stdin_data, req->module.stdin_len, &l,
-                             &r);
+                             ctx->sink, &r);
     else
         return pl_error_set(err, PL_REASON_INTERNAL, "wasm: payload not dispatched here");
     if (rc < 0)

@@ -59,12 +59,14 @@ int wasm_module_pool_new(struct wasm_state *s, const struct pl_config *config,
 
 /*
  * Run one WASI module on s->mpool (args and stdin may be NULL when their
- * counts are 0).  As pl_js_pool_run(): 0 with *r filled (r->refused when
- * the worker refused the module), or -errno.
+ * counts are 0), its output also to sink as it comes (NULL: none).  As
+ * pl_js_pool_run_stream(): 0 with *r filled (r->refused when the worker
+ * refused the module), or -errno.
  */
 int wasm_module_run(struct wasm_state *s, const uint8_t *wasm, size_t wasm_len,
                     const char *const *args, size_t nargs, const char *in, size_t in_len,
-                    const struct pl_js_limits *l, struct pl_js_result *r);
+                    const struct pl_js_limits *l, const struct pl_output_sink *sink,
+                    struct pl_js_result *r);
 
 /* ---- the pool's insides (js_pool.c, js_pool_run.c) ------------------------ */
 
