@@ -9,7 +9,11 @@ that speaks HTTP/1.1 and HTTP/2:
   over HTTP/2 (h2c), a `console.log(2)` snippet each;
 - throughput, closed loop on 4 connections: typed refusals (floor `vm`)
   over HTTP/1.1 Connect JSON and over gRPC (8 streams a connection), and
-  snippets over both.
+  snippets over both;
+- live output (RunStream, Connect streaming JSON over HTTP/1.1, one call
+  at a time): the time to the first output message and to the end, for a
+  snippet that prints, works 100 ms, and prints again, beside the same
+  snippet's unary Run (whose answer comes only at the end).
 
     bench/protocols.py OUT_DIR [N] [PLIMSOLLD]   -> OUT_DIR/protocols.json
 
@@ -80,6 +84,58 @@ def percentiles(log):
     return {"n": len(us), "p50_us": q(0.50), "p95_us": q(0.95), "p99_us": q(0.99)}
 
 
+def stream_latency(url, key, code, n):
+    """RunStream n times on one kept-alive connection: the first output
+    message's and the end's time after the request went out, in us."""
+    import http.client
+    host, port = url[len("http://"):].rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=60)
+    body = envelope(json.dumps({"snippet": {"language": "javascript", "code": code}}).encode())
+    hdr = {"Content-Type": "application/connect+json", "Authorization": "Bearer " + key}
+    first, total = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        c.request("POST", "/plimsoll.v1.SandboxService/RunStream", body, hdr)
+        r = c.getresponse()
+        t_first = None
+        while True:
+            head = r.read(5)
+            if len(head) < 5:
+                raise RuntimeError("RunStream ended without its end message")
+            msg = r.read(int.from_bytes(head[1:], "big"))
+            if head[0] == 0 and t_first is None and msg.startswith(b'{"output"'):
+                t_first = time.perf_counter()
+            if head[0] == 2:
+                break
+        r.read()
+        end = time.perf_counter()
+        first.append((t_first - t0) * 1e6 if t_first else float("nan"))
+        total.append((end - t0) * 1e6)
+    c.close()
+    return first, total
+
+
+def unary_latency(url, key, code, n):
+    import http.client
+    host, port = url[len("http://"):].rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=60)
+    body = json.dumps({"snippet": {"language": "javascript", "code": code}})
+    hdr = {"Content-Type": "application/json", "Authorization": "Bearer " + key}
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        c.request("POST", PATH, body, hdr)
+        c.getresponse().read()
+        out.append((time.perf_counter() - t0) * 1e6)
+    c.close()
+    return out
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
 def main(out_dir, n=2000, daemon=None):
     daemon = daemon or os.path.join(ROOT, "build", "plimsolld")
     work = tempfile.mkdtemp(prefix="plimsoll-bench-protocols-")
@@ -137,6 +193,20 @@ def main(out_dir, n=2000, daemon=None):
                                           "streams": m}
             print("  %-18s %.0f calls/s (%d connections x %d streams)" % (name, rps, c, m),
                   flush=True)
+        # Live output: a first line, 100 ms of work, a second line.
+        code = ("console.log('first'); let t = Date.now(); while (Date.now() - t < 100) {} "
+                "console.log('second')")
+        m = max(20, n // 20)
+        stream_latency(url, key, code, 5)  # warm-up
+        first, total = stream_latency(url, key, code, m)
+        unary = unary_latency(url, key, code, m)
+        result["streaming"] = {
+            "n": m, "code": code,
+            "first_output_p50_us": pct(first, 0.5), "first_output_p95_us": pct(first, 0.95),
+            "stream_end_p50_us": pct(total, 0.5), "unary_p50_us": pct(unary, 0.5)}
+        print("  RunStream first output p50 %.3f ms (p95 %.3f), its end %.1f ms; unary Run "
+              "%.1f ms" % (pct(first, 0.5) / 1000, pct(first, 0.95) / 1000,
+                           pct(total, 0.5) / 1000, pct(unary, 0.5) / 1000), flush=True)
     finally:
         proc.terminate()
         proc.wait()

@@ -149,6 +149,18 @@ def main(d, out):
     if lat.get("connect_json_h1") and lat.get("connect_proto_h1"):
         ratios.append("| Connect binary p50 / Connect JSON p50 (HTTP/1.1) | %.2f× |"
                       % (lat["connect_proto_h1"]["p50_us"] / lat["connect_json_h1"]["p50_us"]))
+    st = proto.get("streaming")
+    if st:
+        proto_lines += ["", "| live output (RunStream, Connect JSON, HTTP/1.1; %d calls) | p50 | p95 |"
+                        % st["n"], "|---|---|---|",
+                        "| first output message (`console.log('first')`, then 100 ms of work) "
+                        "| **%s** | %s |" % (ms(st["first_output_p50_us"]),
+                                             ms(st["first_output_p95_us"])),
+                        "| the stream's end | %s | |" % ms(st["stream_end_p50_us"]),
+                        "| the same snippet's unary Run (its answer at the end) | %s | |"
+                        % ms(st["unary_p50_us"])]
+        ratios.append("| unary Run p50 / RunStream's first output p50 (a run of 100 ms) | "
+                      "**%.0f×** |" % (st["unary_p50_us"] / st["first_output_p50_us"]))
     proto_table = "\n".join(proto_lines) if proto else "(not measured: no h2load)"
     table = "\n".join(lines)
     ratio_table = "\n".join(["| ratio | value |", "|---|---|"] + ratios)
@@ -219,7 +231,8 @@ Measured by `bench/protocols.py` with h2load (Debian's nghttp2-client, a
 closed-loop generator that speaks HTTP/1.1 and HTTP/2) against one wasm
 daemon: latency one call at a time on one connection (a `console.log(2)`
 snippet), throughput on 4 connections with the generator on the same two
-cores. Why the front is libmicrohttpd and libnghttp2 behind one acceptor,
+cores; live output with a Python caller reading RunStream's envelopes one by
+one (the time from the request to the first `output` message). Why the front is libmicrohttpd and libnghttp2 behind one acceptor,
 and what it cost: [internals/http.md](internals/http.md).
 
 ## Ratios

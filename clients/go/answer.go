@@ -276,7 +276,7 @@ var (
 	}
 	operationShape = field{kind: kMessage, sub: shape{
 		"supported": fBool, "engine": fString, "max_timeout_ms": fUint32, "languages": fStrings,
-		"grants": fBool,
+		"grants": fBool, "streams": fBool,
 	}}
 	describeResponseShape = shape{
 		"version": fString, "provider": fString, "isolation": fString, "runtime": fString,

@@ -105,13 +105,14 @@ func WithRecordVerification(on bool) Option { return func(c *Client) { c.verify 
 
 // Client talks to one plimsolld. It is safe for concurrent use.
 type Client struct {
-	base      string
-	key       string
-	hc        *http.Client
-	timeout   time.Duration
-	retry     *RetryPolicy
-	verify    bool
-	maxAnswer int64
+	base       string
+	key        string
+	hc         *http.Client
+	timeout    time.Duration
+	retry      *RetryPolicy
+	verify     bool
+	maxAnswer  int64
+	maxMessage int64
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -121,7 +122,7 @@ type Client struct {
 // "https://…", or "unix:/path/to/socket") with the API key apiKey.
 func NewClient(url, apiKey string, opts ...Option) (*Client, error) {
 	c := &Client{key: apiKey, timeout: DefaultTimeout, verify: true, maxAnswer: DefaultMaxAnswerBytes,
-		rng: rand.New(rand.NewSource(time.Now().UnixNano()))}
+		maxMessage: DefaultMaxMessageBytes, rng: rand.New(rand.NewSource(time.Now().UnixNano()))}
 	var unixPath string
 	switch {
 	case strings.HasPrefix(url, "unix:"):
@@ -254,13 +255,21 @@ func (c *Client) invoke(ctx context.Context, method string, body []byte) (map[st
 		if c.retry == nil || !retryable(err) || attempt+1 >= c.retry.MaxAttempts {
 			return nil, nil, err
 		}
-		t := time.NewTimer(c.jitter(c.retry.Delay(attempt)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil, ctx.Err()
-		case <-t.C:
+		if err := c.wait(ctx, attempt); err != nil {
+			return nil, nil, err
 		}
+	}
+}
+
+// wait sleeps before retry n, or returns ctx.Err() when the context ends.
+func (c *Client) wait(ctx context.Context, n int) error {
+	t := time.NewTimer(c.jitter(c.retry.Delay(n)))
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -345,6 +354,12 @@ func (c *Client) run(ctx context.Context, method string, body []byte, floor stri
 	if err != nil {
 		return nil, nil, err
 	}
+	return c.result(method, resp, data, floor)
+}
+
+// result decodes a run's 200 answer (resp, and its bytes data) and
+// re-checks its tier.
+func (c *Client) result(method string, resp map[string]any, data []byte, floor string) (*Result, map[string]any, error) {
 	res := &Result{}
 	if err := decodeInto(method, data, res); err != nil {
 		return nil, nil, err

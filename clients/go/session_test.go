@@ -179,3 +179,37 @@ func TestSessionFloor(t *testing.T) {
 		t.Fatal("an unknown floor must be refused at open")
 	}
 }
+
+func TestSessionCellStream(t *testing.T) {
+	c := sessionClient(t, "PLIMSOLL_TEST_KEY")
+	ctx := ctxT(t)
+	d, err := c.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.OpenSession(ctx, &OpenSessionRequest{Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if _, err := s.Cell(ctx, &Cell{Language: "python", Code: "n = 3"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	chunks := 0
+	res, err := s.CellStream(ctx, &Cell{Language: "python", Code: "for i in range(n): print('line', i, flush=True)"}, 0,
+		func(ch OutputChunk) error {
+			chunks++
+			out = append(out, ch.Stdout...)
+			return nil
+		})
+	if err != nil || res.ExitCode != 0 || res.Stdout != "line 0\nline 1\nline 2\n" {
+		t.Fatalf("%v %s", err, show(res))
+	}
+	if len(s.Chain().Entries()) != 2 || s.Chain().Head() != res.Record.Digest {
+		t.Fatalf("the chain did not advance: %d entries", len(s.Chain().Entries()))
+	}
+	if d.Operations.Session.Streams != (chunks > 0) || (chunks > 0 && string(out) != res.Stdout) {
+		t.Fatalf("streams %v: %d chunks, %q", d.Operations.Session.Streams, chunks, out)
+	}
+}

@@ -232,6 +232,9 @@ type OperationSupport struct {
 	MaxTimeoutMs uint32   `json:"max_timeout_ms"`
 	Languages    []string `json:"languages"`
 	Grants       bool     `json:"grants"`
+	// Streams: RunStream (for Session: RunCellStream) sends this kind's
+	// output as it comes; when false a stream carries only the result.
+	Streams bool `json:"streams"`
 }
 
 // Operations is each payload kind's support.

@@ -42,6 +42,21 @@ class Readme(unittest.TestCase):
         self.assertEqual([r[:2] for r in rows], [["0", str(n * 7)] for n in range(4)])
         self.assertTrue(all(len(r[2]) == 12 for r in rows), rows)
 
+    def test_live_output_example(self) -> None:
+        url, key = env("PLIMSOLL_TEST_URL"), env("PLIMSOLL_TEST_KEY")
+        with open(README, encoding="utf-8") as f:
+            block = re.search(r"^## Live output\n.*?```python\n(.*?)```", f.read(), re.S | re.M)
+        assert block is not None
+        raw = io.BytesIO()
+        out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+        with mock.patch.dict(os.environ, {"PLIMSOLL_URL": url, "PLIMSOLL_KEY": key}), \
+                contextlib.redirect_stdout(out):
+            exec(compile(block.group(1), README, "exec"), {"__name__": "readme"})
+        out.flush()
+        lines = raw.getvalue().decode().splitlines()
+        self.assertEqual(lines[:3], ["line 0", "line 1", "line 2"])
+        self.assertTrue(lines[3].startswith("0 ") and len(lines[3]) == 66, lines)
+
 
 if __name__ == "__main__":
     unittest.main()

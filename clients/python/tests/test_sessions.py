@@ -89,6 +89,24 @@ class Sessions(unittest.TestCase):
         self.assertIn("ValueError", r.stderr)
         self.assertEqual(len(s.chain), 1)
 
+    def test_a_cell_streams_its_output_and_extends_the_chain(self) -> None:
+        streams = self.client.describe().operations.session.streams
+        s = self.open(languages=["python"])
+        s.cell("n = 3", "python")
+        chunks: list = []
+        r = s.cell_stream("for i in range(n): print('line', i, flush=True)", "python",
+                          chunks.append)
+        self.assertEqual((r.exit_code, r.stdout), (0, "line 0\nline 1\nline 2\n"), r.stderr)
+        self.assertEqual(len(s.chain), 2)
+        assert r.record is not None
+        self.assertEqual(s.chain.head, r.record.digest)
+        if streams:
+            self.assertGreater(len(chunks), 0)
+            self.assertEqual(b"".join(c.stdout for c in chunks), r.stdout_bytes())
+        else:
+            self.assertEqual(chunks, [])
+        self.assertEqual(s.cell("n", "python").stdout, "3\n")
+
     def test_a_module_in_a_session_is_unsupported(self) -> None:
         s = self.open()
         with self.assertRaises(errors.UnsupportedError):

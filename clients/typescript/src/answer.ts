@@ -215,6 +215,7 @@ const OPERATION_SUPPORT: Shape = {
   max_timeout_ms: "uint32",
   languages: ["string"],
   grants: "bool",
+  streams: "bool",
 };
 const LIMITS: Shape = {
   memory_mb: "uint32",
@@ -255,6 +256,14 @@ export const RESPONSES: Readonly<Record<string, Shape>> = {
 
 /** What of a Connect error is checked; its details are read leniently. */
 export const CONNECT_ERROR: Shape = { code: "string", message: "string", details: ["any"] };
+
+/** A message of RunStream and RunCellStream (bytes are base64 strings). */
+export const RUN_STREAM_RESPONSE: Shape = {
+  output: { stdout: "string", stderr: "string", step: "uint32" },
+  result: RUN_RESPONSE,
+};
+/** A stream's end-of-stream message: `{}` or `{"error": …}` (Connect's "metadata" is ignored). */
+export const END_STREAM: Shape = { error: CONNECT_ERROR, metadata: "any" };
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);

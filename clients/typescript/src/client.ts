@@ -24,6 +24,14 @@ import {
 } from "./errors.js";
 import { Chain, canonical, checkRecord } from "./record.js";
 import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  envelope,
+  mediaTypeIsStream,
+  type OnOutput,
+  STREAM_MEDIA_TYPE,
+  StreamDecoder,
+} from "./stream.js";
+import {
   backoffMs,
   isRetryable,
   resolveRetry,
@@ -70,6 +78,13 @@ export interface ClientOptions {
    * `DEFAULT_MAX_ANSWER_BYTES`, 256 MiB); a longer one is a `ProtocolError`.
    */
   maxAnswerBytes?: number;
+  /**
+   * The most bytes one message of a stream may have (`runStream`,
+   * `runCellStream`; default `DEFAULT_MAX_MESSAGE_BYTES`, 16 MiB); a longer
+   * one is a `ProtocolError`, refused from its header.  `maxAnswerBytes`
+   * bounds the whole stream.
+   */
+  maxMessageBytes?: number;
   /** Retry `AT_CAPACITY` and `RATE_LIMITED` (off by default; `true` for the defaults). */
   retry?: RetryPolicy | boolean;
   /**
@@ -271,15 +286,31 @@ function deadlineError(method: string, timeoutMs: number, why: string, cause?: u
 
 /** The error of a non-200 answer: a refusal, infrastructure, or a ProtocolError. */
 function errorOfAnswer(method: string, status: number, bytes: Uint8Array, deadline?: number): PlimsollError {
-  let body: Record<string, unknown>;
+  let value: unknown;
   try {
-    body = checkShape(parse(bytes, deadline), CONNECT_ERROR, "the error");
-    if (typeof body["code"] !== "string") throw new Malformed("it has no code");
+    value = parse(bytes, deadline);
   } catch (e) {
     if (e instanceof DeadlinePassed) throw e;
     const text = new TextDecoder().decode(bytes.subarray(0, 120));
     const why = e instanceof Error ? e.message : String(e);
     return protocolError(method, status, `not a Connect error (${why}): ${JSON.stringify(text)}`);
+  }
+  return errorOfConnect(method, status, value, bytes);
+}
+
+/**
+ * The error of a Connect error object: a non-200 answer's, or the `error`
+ * of a stream's end-of-stream message (then `status` is the stream's 200).
+ */
+function errorOfConnect(method: string, status: number, value: unknown, bytes?: Uint8Array): PlimsollError {
+  let body: Record<string, unknown>;
+  try {
+    body = checkShape(value, CONNECT_ERROR, "the error");
+    if (typeof body["code"] !== "string") throw new Malformed("it has no code");
+  } catch (e) {
+    const text = bytes ? `: ${JSON.stringify(new TextDecoder().decode(bytes.subarray(0, 120)))}` : "";
+    const why = e instanceof Error ? e.message : String(e);
+    return protocolError(method, status, `not a Connect error (${why})${text}`);
   }
   let reason = "";
   let metadata: ErrorMetadata = {};
@@ -363,11 +394,17 @@ interface Accept {
   chain?: Chain | undefined;
 }
 
+/** What the caller's `onOutput` threw, on its way out of the exchange. */
+class CallerError {
+  constructor(readonly error: unknown) {}
+}
+
 /** A plimsoll daemon's client. */
 export class Client {
   readonly url: string;
   readonly timeoutMs: number;
   readonly maxAnswerBytes: number;
+  readonly maxMessageBytes: number;
   readonly retry: ResolvedRetryPolicy | undefined;
   readonly verifyRecords: boolean;
   readonly #apiKey: string | undefined;
@@ -383,6 +420,8 @@ export class Client {
     if (!(this.timeoutMs > 0)) throw new RangeError("Client: timeoutMs must be > 0");
     this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
     if (!(this.maxAnswerBytes >= 1)) throw new RangeError("Client: maxAnswerBytes must be at least 1");
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    if (!(this.maxMessageBytes >= 1)) throw new RangeError("Client: maxMessageBytes must be at least 1");
     this.retry = resolveRetry(options.retry);
     this.verifyRecords = options.verifyRecords ?? true;
     const f = options.fetch ?? (globalThis.fetch as FetchLike | undefined);
@@ -419,6 +458,25 @@ export class Client {
    */
   async run(request: WireRunRequest): Promise<RunResult> {
     const answer = await this.call("Run", request);
+    return this.#accept(request, answer, {
+      floor: request.minimum_isolation,
+      verify: this.verifyRecords,
+      previous: "",
+    });
+  }
+
+  /**
+   * RunStream: run a RunRequest as `run` does and call `onOutput` with each
+   * chunk of output as the guest writes it; resolve to the result, checked
+   * as `run` checks it (the tier re-check, the record).  Joined in order,
+   * the chunks are the result's output byte for byte (a project's: its
+   * step's), which the client checks.  A kind that does not stream
+   * (`describe().operations.snippet.streams` false) gives no chunk, only
+   * the result.  `timeoutMs` bounds the whole stream, `onOutput`'s time
+   * included.
+   */
+  async runStream(request: WireRunRequest, onOutput?: OnOutput): Promise<RunResult> {
+    const answer = await this.stream("RunStream", request, onOutput);
     return this.#accept(request, answer, {
       floor: request.minimum_isolation,
       verify: this.verifyRecords,
@@ -464,6 +522,20 @@ export class Client {
     return this._runCell(sessionId, cell, t, { verify: this.verifyRecords });
   }
 
+  /**
+   * RunCellStream without a Session object: `runCell` with its output as
+   * it comes, as `runStream` gives it; the record is checked alone.
+   */
+  async runCellStream(
+    sessionId: string,
+    cell: CellInput | WireCell,
+    onOutput?: OnOutput,
+    timeoutMs?: number,
+  ): Promise<RunResult> {
+    const t = timeoutMs ?? (cell as CellInput).timeoutMs;
+    return this._runCell(sessionId, cell, t, { verify: this.verifyRecords }, onOutput ?? null);
+  }
+
   /** Close a session: its sandbox is deleted; later calls get SESSION_ENDED. */
   async closeSession(sessionId: string): Promise<void> {
     await this.call("CloseSession", { session_id: sessionId });
@@ -481,9 +553,14 @@ export class Client {
     cell: CellInput | WireCell,
     timeoutMs: number | undefined,
     accept: Accept,
+    onOutput?: OnOutput | null,
   ): Promise<RunResult> {
     const digestOf = compact({ cell: cellMessage(cell), timeout_ms: timeoutMs });
-    const answer = await this.call("RunCell", { session_id: sessionId, ...digestOf });
+    const body = { session_id: sessionId, ...digestOf };
+    const answer =
+      onOutput === undefined
+        ? await this.call("RunCell", body)
+        : await this.stream("RunCellStream", body, onOutput ?? undefined);
     return this.#accept(digestOf, answer, accept);
   }
 
@@ -505,6 +582,140 @@ export class Client {
         if (!policy || !isRetryable(e) || attempt + 1 >= policy.maxAttempts) throw e;
         await sleep(backoffMs(policy, attempt));
       }
+    }
+  }
+
+  /**
+   * One streaming call (Connect server streaming) with the retry policy,
+   * which retries only while no chunk has been given: the result message,
+   * its members of their types and the streamed output checked against
+   * it, or the error (the end-of-stream error, a refusal, infrastructure,
+   * a ProtocolError).  What `onOutput` throws is thrown as it is.
+   */
+  async stream(method: string, body: Json, onOutput?: OnOutput): Promise<Json> {
+    const payload = envelope(new TextEncoder().encode(canonical(body)));
+    const policy = this.retry;
+    for (let attempt = 0; ; attempt++) {
+      const given = { chunks: 0 };
+      try {
+        return await this.#streamAttempt(method, payload, onOutput, given);
+      } catch (e) {
+        if (given.chunks > 0 || !policy || !isRetryable(e) || attempt + 1 >= policy.maxAttempts) throw e;
+        await sleep(backoffMs(policy, attempt));
+      }
+    }
+  }
+
+  async #streamAttempt(
+    method: string,
+    payload: Uint8Array<ArrayBuffer>,
+    onOutput: OnOutput | undefined,
+    given: { chunks: number },
+  ): Promise<Json> {
+    const headers: Record<string, string> = {
+      "Content-Type": STREAM_MEDIA_TYPE,
+      "Connect-Protocol-Version": "1",
+    };
+    if (this.#apiKey !== undefined) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    const deadline = performance.now() + this.timeoutMs;
+    const ctl = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ctl.abort();
+    }, this.timeoutMs);
+    const cut = new Promise<never>((_, reject) => {
+      ctl.signal.addEventListener("abort", () => reject(new Error("the call's deadline passed")), { once: true });
+    });
+    cut.catch(() => undefined);
+    const decoder = new StreamDecoder(
+      this.maxMessageBytes,
+      {
+        protocol: (why) => protocolError(method, 200, why),
+        connect: (error) => errorOfConnect(method, 200, error),
+      },
+      deadline,
+    );
+    let status = 0;
+    let contentType: string | null = null;
+    let answer: Uint8Array | undefined;
+    try {
+      const resp = await this.#fetch(this.url + SERVICE + method, {
+        method: "POST",
+        headers,
+        body: payload,
+        signal: ctl.signal,
+      });
+      status = resp.status;
+      contentType = resp.headers.get("content-type");
+      if (status !== 200 || !mediaTypeIsStream(contentType)) {
+        answer = await readCapped(method, resp, this.maxAnswerBytes);
+      } else {
+        const declared = resp.headers.get("content-length");
+        if (declared !== null && /^\s*\d+\s*$/.test(declared) && Number(declared) > this.maxAnswerBytes) {
+          throw protocolError(method, 200, `its length, ${declared.trim()} bytes, is past the client's maxAnswerBytes (${this.maxAnswerBytes})`);
+        }
+        if (resp.body) {
+          const reader = resp.body.getReader();
+          let total = 0;
+          for (;;) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            total += value.byteLength;
+            if (total > this.maxAnswerBytes) {
+              throw protocolError(method, 200, `it is longer than the client's maxAnswerBytes (${this.maxAnswerBytes})`);
+            }
+            for (const chunk of decoder.feed(value)) {
+              given.chunks++;
+              if (onOutput) {
+                try {
+                  // the deadline does not wait for a slow onOutput
+                  await Promise.race([onOutput(chunk), cut]);
+                } catch (e) {
+                  if (timedOut) throw e;
+                  throw new CallerError(e);
+                }
+              }
+            }
+          }
+        }
+      }
+    } catch (e) {
+      if (e instanceof CallerError) throw e.error;
+      if (e instanceof DeadlinePassed) throw deadlineError(method, this.timeoutMs, "still decoding the stream", e);
+      if (e instanceof PlimsollError) throw e;
+      if (timedOut) throw deadlineError(method, this.timeoutMs, "the exchange was cut", e);
+      const why = e instanceof Error ? e.message : String(e);
+      const cause = e instanceof Error && e.cause instanceof Error ? `: ${e.cause.message}` : "";
+      throw new InfrastructureError(
+        {
+          reason: "",
+          code: "unavailable",
+          message: `${method}: transport failure: ${why}${cause} (the code may have run)`,
+          dispatched: true,
+          metadata: {},
+          httpStatus: status,
+        },
+        { cause: e },
+      );
+    } finally {
+      clearTimeout(timer);
+      // ends the exchange when it broke off (a no-op once the body was read)
+      ctl.abort();
+    }
+    try {
+      if (answer !== undefined) {
+        if (status !== 200) {
+          const err = errorOfAnswer(method, status, answer, deadline);
+          if (performance.now() > deadline) throw deadlineError(method, this.timeoutMs, "still decoding the error");
+          throw err;
+        }
+        throw protocolError(method, 200, `its Content-Type is ${JSON.stringify(contentType)}, not ${STREAM_MEDIA_TYPE}`);
+      }
+      return decoder.finish();
+    } catch (e) {
+      if (e instanceof DeadlinePassed) throw deadlineError(method, this.timeoutMs, "still decoding the stream", e);
+      throw e;
     }
   }
 
@@ -683,6 +894,26 @@ export class Session {
         verify: true,
         chain: this.chain,
       }),
+    );
+  }
+
+  /**
+   * `cell` with its output as it comes (RunCellStream, as
+   * `Client.runStream` gives it); the answer extends the chain alike.
+   */
+  cellStream(input: CellInput, onOutput?: OnOutput): Promise<RunResult> {
+    return this.#enqueue(() =>
+      this.#client._runCell(
+        this.id,
+        input,
+        input.timeoutMs,
+        {
+          floor: this.minimumIsolation,
+          verify: true,
+          chain: this.chain,
+        },
+        onOutput ?? null,
+      ),
     );
   }
 

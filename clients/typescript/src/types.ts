@@ -244,6 +244,11 @@ export interface OperationSupport {
   maxTimeoutMs: number;
   languages: string[];
   grants: boolean;
+  /**
+   * RunStream (for `session`: RunCellStream) sends this kind's output as it
+   * comes; when false a stream carries only the result.
+   */
+  streams: boolean;
 }
 
 export interface Limits {
@@ -293,6 +298,7 @@ function operation(v: unknown): OperationSupport {
     maxTimeoutMs: num(o["max_timeout_ms"]),
     languages: strs(o["languages"]),
     grants: bool(o["grants"]),
+    streams: bool(o["streams"]),
   };
 }
 

@@ -1,7 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Type-checked only (tsconfig.consumer.json): what a TypeScript caller
 // writes, resolved through package.json's "exports" and "types".
-import { Client, RefusalError, SessionEndedError, type RunResult } from "@plimsoll/client";
+import {
+  Client,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  RefusalError,
+  SessionEndedError,
+  type OnOutput,
+  type OutputChunk,
+  type RunResult,
+} from "@plimsoll/client";
 import { ChainError, IsolationEvidenceMismatchError } from "@plimsoll/client/errors";
 import { Chain, canonical, verifyChain, type ChainEntry } from "@plimsoll/client/record";
 
@@ -9,10 +17,20 @@ export async function use(url: string, apiKey: string): Promise<string> {
   const c = new Client({ url, apiKey, retry: { maxAttempts: 6 }, timeoutMs: 30_000 });
   const r: RunResult = await c.runSnippet({ code: "1", language: "python", timeoutMs: 100 });
   const n: number = r.exitCode;
+  const seen: OutputChunk[] = [];
+  const onOutput: OnOutput = async (chunk) => {
+    seen.push(chunk);
+  };
+  const streamed: RunResult = await new Client({ url, maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES }).runStream(
+    { snippet: { language: "javascript", code: "1" } },
+    (chunk: OutputChunk) => void seen.push({ stdout: chunk.stdout, stderr: chunk.stderr, step: chunk.step }),
+  );
+  await c.runCellStream("id", { language: "python", code: "1" }, onOutput, 100);
   const bytes: Uint8Array = r.stdoutBytes();
   const s = await c.openSession({ languages: ["python"], minimumIsolation: "container" });
   try {
     await s.cell({ code: "x = 1", language: "python", files: [{ path: "a", content: new Uint8Array(1) }] });
+    await s.cellStream({ code: "x", language: "python" }, onOutput);
   } catch (e) {
     if (e instanceof ChainError) return e.broken + e.index;
     if (e instanceof IsolationEvidenceMismatchError) return e.code;
@@ -23,5 +41,5 @@ export async function use(url: string, apiKey: string): Promise<string> {
   const entries: ChainEntry[] = s.chain.entries;
   const head: string = await verifyChain(entries);
   const k = new Chain(head);
-  return canonical({ n, len: bytes.length, head: k.head });
+  return canonical({ n, len: bytes.length, head: k.head, streamed: streamed.exitCode, seen: seen.length });
 }

@@ -88,6 +88,22 @@ test("sessions: another caller's key on the id is NotFoundError", { skip }, asyn
   assert.ok(err2 instanceof P.NotFoundError, String(err2));
 });
 
+test("sessions: a cell streams its output and extends the chain", { skip }, async () => {
+  const streams = (await client.describe()).operations.session.streams;
+  const chunks = [];
+  const r = await session.cellStream({ language: "python", code: "for i in range(3): print('line', i, flush=True)" }, (c) => {
+    chunks.push(c);
+  });
+  assert.equal(r.exitCode, 0, r.stderr);
+  assert.equal(r.stdout, "line 0\nline 1\nline 2\n");
+  assert.equal(session.chain.head, r.record.digest);
+  if (streams) {
+    assert.ok(chunks.length > 0);
+    assert.deepEqual(Buffer.concat(chunks.map((c) => c.stdout)), Buffer.from(r.stdoutBytes()));
+  } else assert.equal(chunks.length, 0);
+  results.push(r);
+});
+
 test("sessions: a call made around the Session object breaks its chain", { skip }, async () => {
   const head = session.chain.head;
   // the low-level call checks its record alone, so it passes

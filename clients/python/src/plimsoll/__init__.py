@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from . import aio, errors, record
 from ._answer import DEFAULT_MAX_ANSWER_BYTES, MAX_ANSWER_DEPTH, MAX_ANSWER_INTEGER
+from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
 from .aio import AsyncClient, AsyncSession
-from .client import TIERS, Client, RetryPolicy, Session, check_tier, tier_rank
+from .client import (TIERS, Client, RetryPolicy, Session, check_tier, module_request,
+                     project_request, snippet_request, tier_rank)
 from .errors import (AtCapacityError, CallerNotAllowedError, DisabledError,
                      InfrastructureError, InsufficientIsolationError, InvalidRequestError,
                      IsolationEvidenceMismatchError, NotFoundError, NotReadyError,
@@ -28,8 +30,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Session", "AsyncClient", "AsyncSession", "RetryPolicy",
-    "DEFAULT_MAX_ANSWER_BYTES", "MAX_ANSWER_DEPTH", "MAX_ANSWER_INTEGER", "TIERS", "tier_rank",
-    "check_tier",
+    "DEFAULT_MAX_ANSWER_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "MAX_ANSWER_DEPTH", "MAX_ANSWER_INTEGER", "TIERS", "tier_rank",
+    "check_tier", "snippet_request", "project_request", "module_request", "OutputChunk",
     "RunResult", "StepResult", "RunRecord", "Description", "Operations",
     "OperationSupport", "Limits",
     "Chain", "ChainError", "canonical", "check_record", "sha256_hex", "verify_chain",

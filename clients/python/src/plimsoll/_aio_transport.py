@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Awaitable, Callable, Dict, List, Optional, Tuple
 
 from . import _transport
 from .errors import InfrastructureError
@@ -36,14 +36,14 @@ def _host_header(endpoint: _transport.Endpoint) -> str:
 
 
 def request_head(endpoint: _transport.Endpoint, api_key: str, method: str,
-                 length: int) -> bytes:
+                 length: int, stream: bool = False) -> bytes:
     """The request line and headers of a call whose body is ``length`` bytes."""
     for v in (api_key, endpoint.prefix):
         if any(c in v for c in "\r\n\0"):
             raise ValueError("plimsoll: a control character in the key or the URL")
     lines = ["POST %s HTTP/1.1" % (endpoint.prefix + _transport.SERVICE + method),
              "Host: " + _host_header(endpoint)]
-    lines += ["%s: %s" % kv for kv in _transport.request_headers(api_key).items()]
+    lines += ["%s: %s" % kv for kv in _transport.request_headers(api_key, stream).items()]
     lines += ["Content-Length: %d" % length, "Connection: close", "", ""]
     return "\r\n".join(lines).encode("latin-1")
 
@@ -99,9 +99,12 @@ async def _head(reader: asyncio.StreamReader) -> Tuple[int, Dict[str, List[str]]
             return status, headers
 
 
+Sink = Callable[[bytes], Awaitable[None]]
+
+
 async def _chunked(reader: asyncio.StreamReader, method: str, status: int,
-                   cap: int) -> bytes:
-    data = bytearray()
+                   cap: int, sink: Sink) -> None:
+    total = 0
     while True:
         size_text = (await _line(reader)).split(b";", 1)[0].strip()
         try:
@@ -113,33 +116,45 @@ async def _chunked(reader: asyncio.StreamReader, method: str, status: int,
         if size == 0:
             while await _line(reader):  # trailers, ignored
                 pass
-            return bytes(data)
-        if len(data) + size > cap:
+            return
+        if total + size > cap:
             raise _transport.read_past_cap(method, status, cap)
+        total += size
         while size:
             piece = await reader.read(min(size, _READ))
             if not piece:
                 raise _BadHead("the connection closed inside a chunk")
-            data += piece
+            await sink(piece)
             size -= len(piece)
         if await _line(reader):
             raise _BadHead("a chunk not followed by CRLF")
 
 
 async def _exchange(endpoint: _transport.Endpoint, api_key: str, method: str, body: bytes,
-                    cap: int) -> Tuple[int, Optional[str], bytes]:
-    head = request_head(endpoint, api_key, method, len(body))
+                    cap: int, on_stream: Optional[Sink]
+                    ) -> Tuple[int, Optional[str], Optional[bytes]]:
+    head = request_head(endpoint, api_key, method, len(body), on_stream is not None)
     reader, writer = await _open(endpoint)
     try:
         writer.write(head + body)
         await writer.drain()
         status, headers = await _head(reader)
         ctype = headers["content-type"][0] if "content-type" in headers else None
+        data = bytearray()
+        sink: Sink
+        if (on_stream is not None and status == 200
+                and _transport.media_type_is_stream(ctype)):
+            sink = on_stream
+        else:
+            async def sink(piece: bytes) -> None:
+                data.extend(piece)
+        streaming = sink is on_stream
         codings = [c.strip().lower() for v in headers.get("transfer-encoding", [])
                    for c in v.split(",")]
         if codings:
             if codings[-1] == "chunked":
-                return status, ctype, await _chunked(reader, method, status, cap)
+                await _chunked(reader, method, status, cap, sink)
+                return status, ctype, None if streaming else bytes(data)
             length = None  # another coding: the body runs to the end
         else:
             declared = set(headers.get("content-length", []))
@@ -153,26 +168,34 @@ async def _exchange(endpoint: _transport.Endpoint, api_key: str, method: str, bo
                 if not length_text.isdigit():
                     raise _BadHead("a Content-Length that is not a number")
             length = int(length_text) if length_text is not None else None
-        data = bytearray()
-        while length is None or len(data) < length:
-            want = _READ if length is None else min(_READ, length - len(data))
+        total = 0
+        while length is None or total < length:
+            want = _READ if length is None else min(_READ, length - total)
             piece = await reader.read(want)
             if not piece:
                 if length is not None:
                     raise _BadHead("the connection closed after %d of %d bytes"
-                                   % (len(data), length))
+                                   % (total, length))
                 break
-            data += piece
-            if len(data) > cap:
+            total += len(piece)
+            if total > cap:
                 raise _transport.read_past_cap(method, status, cap)
-        return status, ctype, bytes(data)
+            await sink(piece)
+        return status, ctype, None if streaming else bytes(data)
     finally:
         writer.close()
 
 
 async def exchange(endpoint: _transport.Endpoint, api_key: str, method: str, body: bytes,
-                   deadline: float, max_answer_bytes: int) -> Tuple[int, Optional[str], bytes]:
+                   deadline: float, max_answer_bytes: int, on_stream: Optional[Sink] = None
+                   ) -> Tuple[int, Optional[str], Optional[bytes]]:
     """POST ``body`` to the method; ``(status, Content-Type, answer body)``.
+
+    With ``on_stream`` the call is a server-streaming one: a 200
+    ``application/connect+json`` answer's body is given to it piece by
+    piece and the body returned is None (``_transport.exchange`` says
+    more); what it raises wrapped in ``_transport.Passthrough`` is raised
+    as it is.
 
     ``deadline`` (``time.monotonic()``) bounds the whole exchange, however
     slowly the answer comes. A body past ``max_answer_bytes`` is a
@@ -182,11 +205,11 @@ async def exchange(endpoint: _transport.Endpoint, api_key: str, method: str, bod
     timeout = max(deadline - time.monotonic(), 0.0)
     try:
         return await asyncio.wait_for(
-            _exchange(endpoint, api_key, method, body, max_answer_bytes), timeout)
+            _exchange(endpoint, api_key, method, body, max_answer_bytes, on_stream), timeout)
     except asyncio.TimeoutError as e:
         raise _transport.deadline_error(method, endpoint.url, timeout,
                                         "cut at the deadline") from e
-    except InfrastructureError:
+    except (InfrastructureError, _transport.Passthrough):
         raise
     except (OSError, EOFError, _BadHead) as e:
         if time.monotonic() >= deadline:

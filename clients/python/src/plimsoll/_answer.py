@@ -136,7 +136,7 @@ RUN_RESPONSE: Dict[str, Any] = {
 }
 OPERATION_SUPPORT: Dict[str, Any] = {
     "supported": BOOL, "engine": STRING, "max_timeout_ms": UINT32, "languages": [STRING],
-    "grants": BOOL,
+    "grants": BOOL, "streams": BOOL,
 }
 LIMITS: Dict[str, Any] = dict(
     {k: UINT32 for k in ("memory_mb", "total_memory_mb", "max_concurrent",
@@ -157,9 +157,16 @@ RESPONSES: Dict[str, Dict[str, Any]] = {
     "Describe": DESCRIBE_RESPONSE, "Run": RUN_RESPONSE, "RunInSession": RUN_RESPONSE,
     "RunCell": RUN_RESPONSE, "OpenSession": OPEN_SESSION_RESPONSE, "CloseSession": EMPTY,
 }
+#: A message of RunStream and RunCellStream (bytes are base64 strings).
+OUTPUT_CHUNK: Dict[str, Any] = {"stdout": STRING, "stderr": STRING, "step": UINT32}
+RUN_STREAM_RESPONSE: Dict[str, Any] = {"output": OUTPUT_CHUNK, "result": RUN_RESPONSE}
 #: What of a Connect error is checked: its details are the extensions'
 #: business and are read leniently.
 CONNECT_ERROR: Dict[str, Any] = {"code": STRING, "message": STRING, "details": ["any"]}
+
+#: A stream's end-of-stream message: ``{}`` or ``{"error": …}`` (Connect's
+#: "metadata" is allowed and ignored).
+END_STREAM: Dict[str, Any] = {"error": CONNECT_ERROR, "metadata": "any"}
 
 _RANGES = {INT32: (-2 ** 31, 2 ** 31 - 1), UINT32: (0, 2 ** 32 - 1)}
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
+from ._stream import DEFAULT_MAX_MESSAGE_BYTES, Decoder, envelope
 from .errors import (AtCapacityError, IsolationEvidenceMismatchError, PlimsollError,
                      ProtocolError, RateLimitedError)
 from .record import Chain, canonical, check_record
@@ -209,6 +210,10 @@ class Call:
     def body(self) -> bytes:
         return canonical(self.wire).encode("utf-8")
 
+    def stream_body(self) -> bytes:
+        """The body of a streaming call: the request in one envelope."""
+        return envelope(self.body())
+
 
 def answer_of(method: str, status: int, content_type: Optional[str], body: bytes,
               deadline: float, url: str, timeout: float) -> Dict[str, Any]:
@@ -254,11 +259,15 @@ class ClientBase:
 
     def __init__(self, url: str, api_key: str, timeout: float = 120.0,
                  retry: Optional[RetryPolicy] = None, verify_records: bool = True,
-                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         if not timeout > 0:
             raise ValueError("plimsoll: timeout must be > 0 seconds")
         if max_answer_bytes < 1:
             raise ValueError("plimsoll: max_answer_bytes must be at least 1")
+        if max_message_bytes < 1:
+            raise ValueError("plimsoll: max_message_bytes must be at least 1")
+        self.max_message_bytes = max_message_bytes
         self._endpoint = _transport.Endpoint(url)
         self.url = url
         self._api_key = api_key
@@ -288,6 +297,29 @@ class ClientBase:
         request = without_nulls(request)
         return Call("Run", request, ran(request, _floor(request), self.verify_records, None))
 
+    def _run_stream_call(self, request: Mapping[str, Any]) -> Call:
+        request = without_nulls(request)
+        return Call("RunStream", request,
+                    ran(request, _floor(request), self.verify_records, None))
+
+    def _decoder(self, call: Call, deadline: float) -> Decoder:
+        return Decoder(call.method, self.max_message_bytes, deadline, self.url, self.timeout)
+
+    def _stream_answer(self, call: Call, status: int, content_type: Optional[str],
+                       body: Optional[bytes], decoder: Decoder,
+                       deadline: float) -> Dict[str, Any]:
+        """The result of a stream call's answer: the decoder's, when the
+        answer was a stream; else the error the answer stands for (a
+        non-200, or a 200 that is not ``application/connect+json``)."""
+        if body is None:
+            return decoder.finish()
+        if status == 200:
+            raise _transport.protocol_error(
+                call.method, 200, "its Content-Type is %r, not %s"
+                % (content_type, _transport.STREAM_MEDIA_TYPE))
+        raise _transport.error_from_answer(call.method, status, body, deadline, self.url,
+                                           self.timeout)
+
     def _open_session_call(self, languages: Optional[Sequence[str]],
                            minimum_isolation: Optional[str]) -> Call:
         if minimum_isolation is not None and tier_rank(minimum_isolation) < 0:
@@ -310,6 +342,13 @@ class ClientBase:
         hashed = _nonempty(cell=without_nulls(cell), timeout_ms=timeout_ms)
         return Call("RunCell", dict(hashed, session_id=session_id),
                     ran(hashed, minimum_isolation, self.verify_records, chain))
+
+    def _run_cell_stream_call(self, session_id: str, cell: Mapping[str, Any],
+                              timeout_ms: Optional[int], chain: Optional[Chain],
+                              minimum_isolation: Optional[str]) -> Call:
+        call = self._run_cell_call(session_id, cell, timeout_ms, chain, minimum_isolation)
+        call.method = "RunCellStream"
+        return call
 
     def _close_session_call(self, session_id: str) -> Call:
         return Call("CloseSession", {"session_id": session_id}, lambda answer: None)

@@ -13,7 +13,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _answer
 from .errors import InfrastructureError, PlimsollError, ProtocolError, refusal_class
@@ -114,20 +114,58 @@ def transport_error(method: str, url: str, e: BaseException) -> InfrastructureEr
                                code="unavailable", dispatched=True)
 
 
-def request_headers(api_key: str) -> Dict[str, str]:
-    """The headers of every call (docs/clients.md, "Calls")."""
+def request_headers(api_key: str, stream: bool = False) -> Dict[str, str]:
+    """The headers of every call (docs/clients.md, "Calls"); ``stream``: of
+    a server-streaming call (RunStream, RunCellStream), whose body is one
+    Connect envelope."""
+    media = STREAM_MEDIA_TYPE if stream else "application/json"
     return {
-        "Content-Type": "application/json",
+        "Content-Type": media,
         "Connect-Protocol-Version": "1",
         "Authorization": "Bearer " + api_key,
-        "Accept": "application/json",
+        "Accept": media,
         "User-Agent": USER_AGENT,
     }
 
 
+#: The Content-Type of a Connect server stream with JSON messages.
+STREAM_MEDIA_TYPE = "application/connect+json"
+
+
+class Passthrough(Exception):
+    """Carries an exception raised by the caller's code (an output callback)
+    through the transport's handlers, which would otherwise take an OSError
+    of the caller's for the exchange's."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def media_type_is_stream(value: Optional[str]) -> bool:
+    """Whether a Content-Type is ``application/connect+json`` (any case);
+    a charset, if any, must be UTF-8."""
+    if not value:
+        return False
+    parts = value.split(";")
+    if parts[0].strip().lower() != STREAM_MEDIA_TYPE:
+        return False
+    return media_type_is_json("application/json;" + ";".join(parts[1:]))
+
+
 def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadline: float,
-             max_answer_bytes: int) -> Tuple[int, Optional[str], bytes]:
+             max_answer_bytes: int,
+             on_stream: Optional[Callable[[bytes], None]] = None
+             ) -> Tuple[int, Optional[str], Optional[bytes]]:
     """POST ``body`` to the method; ``(status, Content-Type, answer body)``.
+
+    With ``on_stream`` the call is a server-streaming one (its headers say
+    ``application/connect+json``): a 200 ``application/connect+json``
+    answer's body is given to ``on_stream`` piece by piece as it comes, and
+    the answer body returned is None; any other answer is read whole, as
+    for a unary call. ``max_answer_bytes`` bounds the whole body either
+    way. Wrap what the caller's code raises in ``on_stream`` in
+    :class:`Passthrough`: it is raised as it is, the connection closed.
 
     ``deadline`` (``time.monotonic()``) bounds the whole exchange, however
     slowly the answer comes: a watchdog shuts the socket down when it
@@ -169,27 +207,38 @@ def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadlin
         if sock is None:
             raise OSError("no socket after connecting")
         conn.request("POST", endpoint.prefix + SERVICE + method, body=body,
-                     headers=request_headers(api_key))
+                     headers=request_headers(api_key, on_stream is not None))
         sock.settimeout(_remaining(deadline))
         resp = conn.getresponse()
+        ctype = resp.getheader("Content-Type")
+        streaming = (on_stream is not None and resp.status == 200
+                     and media_type_is_stream(ctype))
         past = declared_past_cap(method, resp.status,
                                  (resp.getheader("Content-Length") or "").strip(),
                                  max_answer_bytes)
         if past:
             raise past
         data = bytearray()
+        total = 0
         while True:
             sock.settimeout(_remaining(deadline))
             chunk = resp.read1(65536)  # one read at most: the deadline is checked between
             if not chunk:
                 break
-            data += chunk
-            if len(data) > max_answer_bytes:
+            total += len(chunk)
+            if total > max_answer_bytes:
                 raise read_past_cap(method, resp.status, max_answer_bytes)
+            if streaming:
+                assert on_stream is not None
+                on_stream(chunk)
+            else:
+                data += chunk
         if getattr(resp, "length", None):  # read1 ends quietly when the peer hangs up early
             raise http.client.IncompleteRead(bytes(data), resp.length)
         _remaining(deadline)
-        return resp.status, resp.getheader("Content-Type"), bytes(data)
+        return resp.status, ctype, None if streaming else bytes(data)
+    except Passthrough:
+        raise
     except socket.timeout as e:
         raise deadline_error(method, endpoint.url, timeout, str(e)) from e
     except (OSError, http.client.HTTPException) as e:
@@ -304,16 +353,32 @@ def error_from_answer(method: str, status: int, body: bytes,
     channels"): a refusal, infrastructure, or a :class:`ProtocolError` for
     a body that is not a Connect error."""
     try:
-        obj = _answer.check_shape(_answer.parse(body, deadline), _answer.CONNECT_ERROR,
-                                  "the error")
+        obj = _answer.parse(body, deadline)
+    except _answer.Malformed as e:
+        snippet = body[:120].decode("utf-8", "replace")
+        return protocol_error(method, status, "not a Connect error (%s): %r" % (e, snippet))
+    except _answer.DeadlinePassed:
+        return deadline_error(method, url, timeout, "still decoding the error")
+    return error_from_connect(method, status, obj, deadline, url, timeout,
+                              body[:120].decode("utf-8", "replace"))
+
+
+def error_from_connect(method: str, status: int, obj: Any,
+                       deadline: Optional[float] = None, url: str = "",
+                       timeout: float = 0.0, snippet: str = "") -> PlimsollError:
+    """The error a Connect error object stands for: the JSON of a non-200
+    answer, or the ``error`` of a stream's end-of-stream message (then
+    ``status`` is the stream's 200)."""
+    try:
+        obj = _answer.check_shape(obj, _answer.CONNECT_ERROR, "the error")
         if not isinstance(obj.get("code"), str):
             raise _answer.Malformed("it has no code")
         code = obj["code"]
         message = obj.get("message") or ""
         reason, metadata = _error_info(obj.get("details"), deadline)
     except _answer.Malformed as e:
-        snippet = body[:120].decode("utf-8", "replace")
-        return protocol_error(method, status, "not a Connect error (%s): %r" % (e, snippet))
+        return protocol_error(method, status, "not a Connect error (%s)%s"
+                              % (e, ": %r" % snippet if snippet else ""))
     except _answer.DeadlinePassed:
         return deadline_error(method, url, timeout, "still decoding the error")
     if deadline is not None and time.monotonic() > deadline:

@@ -17,18 +17,25 @@ shared with :class:`plimsoll.Client`; only the I/O differs.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, Type
 
-from . import _aio_transport, _calls
+from . import _aio_transport, _calls, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
+from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
 from ._calls import (Call, ClientBase, Files, RetryPolicy, Steps, cell_object, module_request,
                      project_request, snippet_request, with_floor)
 from .errors import NotFoundError, PlimsollError, SessionEndedError
 from .record import Chain
 from .results import Description, RunResult
 
-__all__ = ["AsyncClient", "AsyncSession"]
+#: What ``run_stream`` and ``run_cell_stream`` call with each output chunk:
+#: a function or a coroutine function (awaited before the stream is read
+#: on).
+AsyncOnOutput = Callable[[OutputChunk], Any]
+
+__all__ = ["AsyncClient", "AsyncSession", "AsyncOnOutput"]
 
 
 class AsyncClient(ClientBase):
@@ -40,7 +47,8 @@ class AsyncClient(ClientBase):
     the request to the decoded answer; ``retry`` is an opt-in
     :class:`RetryPolicy` (its sleeps are ``asyncio.sleep``);
     ``verify_records`` checks the record of every run answer;
-    ``max_answer_bytes`` caps one answer's body. Each call opens its own
+    ``max_answer_bytes`` caps one answer's body, ``max_message_bytes`` one
+    message of a stream. Each call opens its own
     connection, so a client keeps no state between calls and any number of
     its calls may run at once (``asyncio.gather``). Cancelling a call
     closes its connection; the code may have run.
@@ -48,8 +56,10 @@ class AsyncClient(ClientBase):
 
     def __init__(self, url: str, api_key: str, timeout: float = 120.0,
                  retry: Optional[RetryPolicy] = None, verify_records: bool = True,
-                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
-        super().__init__(url, api_key, timeout, retry, verify_records, max_answer_bytes)
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        super().__init__(url, api_key, timeout, retry, verify_records, max_answer_bytes,
+                         max_message_bytes)
         self._sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
 
     async def _do(self, call: Call) -> Any:
@@ -66,6 +76,43 @@ class AsyncClient(ClientBase):
                 obj = self._answer(call, status, ctype, answer, deadline)
             except PlimsollError as err:
                 delay = _calls.retry_delay(self.retry, err, n)
+                if delay is None:
+                    raise
+                await self._sleep(delay)
+                n += 1
+                continue
+            return call.finish(obj)
+
+    async def _do_stream(self, call: Call, on_output: Optional[AsyncOnOutput]) -> Any:
+        """One streaming call, retried per the policy while no chunk has
+        been given to ``on_output``; what its finish makes of the result."""
+        body = call.stream_body()
+        n = 0
+        while True:
+            deadline = self._deadline()
+            decoder = self._decoder(call, deadline)
+
+            async def piece(data: bytes) -> None:
+                for chunk in decoder.feed(data):
+                    if on_output is not None:
+                        try:
+                            r = on_output(chunk)
+                            if inspect.isawaitable(r):
+                                await r
+                        except asyncio.CancelledError:
+                            raise  # the call's deadline, or the caller's cancelling
+                        except BaseException as e:
+                            raise _transport.Passthrough(e) from e
+
+            try:
+                status, ctype, answer = await _aio_transport.exchange(
+                    self._endpoint, self._api_key, call.method, body, deadline,
+                    self.max_answer_bytes, piece)
+                obj = self._stream_answer(call, status, ctype, answer, decoder, deadline)
+            except _transport.Passthrough as p:
+                raise p.error from None
+            except PlimsollError as err:
+                delay = _calls.retry_delay(self.retry, err, n) if not decoder.chunks else None
                 if delay is None:
                     raise
                 await self._sleep(delay)
@@ -114,6 +161,14 @@ class AsyncClient(ClientBase):
                                              minimum_isolation=minimum_isolation,
                                              timeout_ms=timeout_ms, memory_mb=memory_mb))
 
+    async def run_stream(self, request: Mapping[str, Any],
+                         on_output: Optional[AsyncOnOutput] = None) -> RunResult:
+        """RunStream, as :meth:`plimsoll.Client.run_stream`: ``on_output``
+        (a function or a coroutine function) gets each
+        :class:`~plimsoll.OutputChunk` as it comes; the result is returned,
+        checked as :meth:`run` checks it."""
+        return await self._do_stream(self._run_stream_call(request), on_output)
+
     async def open_session(self, languages: Optional[Sequence[str]] = None,
                            minimum_isolation: Optional[str] = None) -> "AsyncSession":
         """Open a session and return the object that keeps its chain (as
@@ -134,6 +189,16 @@ class AsyncClient(ClientBase):
         ``minimum_isolation`` is checked, not sent."""
         return await self._do(self._run_cell_call(session_id, cell, timeout_ms, chain,
                                                   minimum_isolation))
+
+    async def run_cell_stream(self, session_id: str, cell: Mapping[str, Any],
+                              on_output: Optional[AsyncOnOutput] = None,
+                              timeout_ms: Optional[int] = None,
+                              chain: Optional[Chain] = None,
+                              minimum_isolation: Optional[str] = None) -> RunResult:
+        """RunCellStream: :meth:`run_cell` with its output as it comes."""
+        return await self._do_stream(
+            self._run_cell_stream_call(session_id, cell, timeout_ms, chain, minimum_isolation),
+            on_output)
 
     async def close_session(self, session_id: str) -> None:
         """Close a session: its container and files are removed."""
@@ -207,6 +272,17 @@ class AsyncSession:
                                               cell_object(code, language, files), timeout_ms,
                                               chain=self.chain,
                                               minimum_isolation=self.minimum_isolation)
+
+    async def cell_stream(self, code: str, language: str,
+                          on_output: Optional[AsyncOnOutput] = None,
+                          files: Optional[Files] = None,
+                          timeout_ms: Optional[int] = None) -> RunResult:
+        """:meth:`cell` with its output as it comes (RunCellStream)."""
+        async with self._lock:
+            return await self.client.run_cell_stream(self.session_id,
+                                                     cell_object(code, language, files),
+                                                     on_output, timeout_ms, chain=self.chain,
+                                                     minimum_isolation=self.minimum_isolation)
 
     async def close(self) -> None:
         """Close the session (once; a second close does nothing)."""

@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Type
 
 from . import _calls, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
+from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
 from ._calls import (RETRYABLE, TIERS, Call, ClientBase, Files, RetryPolicy, Steps,
                      cell_object, check_tier, module_request, project_request,
                      snippet_request, tier_rank, with_floor, without_nulls)
@@ -18,7 +19,10 @@ from .errors import NotFoundError, PlimsollError, SessionEndedError
 from .record import Chain
 from .results import Description, RunResult
 
-__all__ = ["Client", "Session", "RetryPolicy", "TIERS", "tier_rank", "check_tier",
+#: What ``run_stream`` and ``run_cell_stream`` call with each output chunk.
+OnOutput = Callable[[OutputChunk], Any]
+
+__all__ = ["Client", "Session", "OnOutput", "RetryPolicy", "TIERS", "tier_rank", "check_tier",
            "snippet_request", "project_request", "module_request", "cell_object",
            "without_nulls", "RETRYABLE"]
 
@@ -33,14 +37,19 @@ class Client(ClientBase):
     the record of every run answer (checks 1-4 and 6 for ``run``; a session
     object always keeps and checks its chain); ``max_answer_bytes`` caps
     one answer's body (a longer one is a :class:`ProtocolError`; default
-    :data:`DEFAULT_MAX_ANSWER_BYTES`, 256 MiB). A client keeps no state
+    :data:`DEFAULT_MAX_ANSWER_BYTES`, 256 MiB), a stream's included;
+    ``max_message_bytes`` caps one message of a stream (``run_stream``,
+    ``run_cell_stream``; default :data:`DEFAULT_MAX_MESSAGE_BYTES`,
+    16 MiB). A client keeps no state
     between calls and may be shared between threads.
     """
 
     def __init__(self, url: str, api_key: str, timeout: float = 120.0,
                  retry: Optional[RetryPolicy] = None, verify_records: bool = True,
-                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
-        super().__init__(url, api_key, timeout, retry, verify_records, max_answer_bytes)
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        super().__init__(url, api_key, timeout, retry, verify_records, max_answer_bytes,
+                         max_message_bytes)
         self._sleep: Callable[[float], None] = time.sleep
 
     # -- the wire ---------------------------------------------------------
@@ -59,6 +68,39 @@ class Client(ClientBase):
                 obj = self._answer(call, status, ctype, answer, deadline)
             except PlimsollError as err:
                 delay = _calls.retry_delay(self.retry, err, n)
+                if delay is None:
+                    raise
+                self._sleep(delay)
+                n += 1
+                continue
+            return call.finish(obj)
+
+    def _do_stream(self, call: Call, on_output: Optional[OnOutput]) -> Any:
+        """One streaming call, retried per the policy while no chunk has
+        been given to ``on_output``; what its finish makes of the result."""
+        body = call.stream_body()
+        n = 0
+        while True:
+            deadline = self._deadline()
+            decoder = self._decoder(call, deadline)
+
+            def piece(data: bytes) -> None:
+                for chunk in decoder.feed(data):
+                    if on_output is not None:
+                        try:
+                            on_output(chunk)
+                        except BaseException as e:
+                            raise _transport.Passthrough(e) from e
+
+            try:
+                status, ctype, answer = _transport.exchange(
+                    self._endpoint, self._api_key, call.method, body, deadline,
+                    self.max_answer_bytes, piece)
+                obj = self._stream_answer(call, status, ctype, answer, decoder, deadline)
+            except _transport.Passthrough as p:
+                raise p.error from None
+            except PlimsollError as err:
+                delay = _calls.retry_delay(self.retry, err, n) if not decoder.chunks else None
                 if delay is None:
                     raise
                 self._sleep(delay)
@@ -103,6 +145,21 @@ class Client(ClientBase):
         return self.run(module_request(wasm, args, stdin, minimum_isolation=minimum_isolation,
                                        timeout_ms=timeout_ms, memory_mb=memory_mb))
 
+    def run_stream(self, request: Mapping[str, Any],
+                   on_output: Optional[OnOutput] = None) -> RunResult:
+        """RunStream: run a RunRequest dict (as :meth:`run`) and call
+        ``on_output`` with each :class:`OutputChunk` as the guest writes it;
+        return the result, checked as :meth:`run` checks it (tier re-check,
+        record). Joined in order, the chunks are the result's output byte
+        for byte (a project's: its step's); the client checks it. A kind
+        that does not stream (``describe().operations``, ``streams``) gives
+        no chunk, only the result. What ``on_output`` raises ends the call
+        (the connection is closed) and is raised as it is; the code may
+        have run. ``timeout`` bounds the whole stream, ``on_output``'s time
+        included.
+        """
+        return self._do_stream(self._run_stream_call(request), on_output)
+
     def open_session(self, languages: Optional[Sequence[str]] = None,
                      minimum_isolation: Optional[str] = None) -> "Session":
         """Open a session and return the object that keeps its chain.
@@ -135,6 +192,15 @@ class Client(ClientBase):
         """
         return self._do(self._run_cell_call(session_id, cell, timeout_ms, chain,
                                             minimum_isolation))
+
+    def run_cell_stream(self, session_id: str, cell: Mapping[str, Any],
+                        on_output: Optional[OnOutput] = None,
+                        timeout_ms: Optional[int] = None, chain: Optional[Chain] = None,
+                        minimum_isolation: Optional[str] = None) -> RunResult:
+        """RunCellStream: :meth:`run_cell` with its output as it comes, as
+        :meth:`run_stream` gives it."""
+        return self._do_stream(self._run_cell_stream_call(session_id, cell, timeout_ms, chain,
+                                                          minimum_isolation), on_output)
 
     def close_session(self, session_id: str) -> None:
         """Close a session: its container and files are removed."""
@@ -210,6 +276,17 @@ class Session:
             return self.client.run_cell(self.session_id, cell_object(code, language, files),
                                         timeout_ms, chain=self.chain,
                                         minimum_isolation=self.minimum_isolation)
+
+    def cell_stream(self, code: str, language: str, on_output: Optional[OnOutput] = None,
+                    files: Optional[Files] = None,
+                    timeout_ms: Optional[int] = None) -> RunResult:
+        """:meth:`cell` with its output as it comes (RunCellStream, as
+        :meth:`Client.run_stream`); the answer extends the chain alike."""
+        with self._lock:
+            return self.client.run_cell_stream(self.session_id,
+                                               cell_object(code, language, files), on_output,
+                                               timeout_ms, chain=self.chain,
+                                               minimum_isolation=self.minimum_isolation)
 
     def close(self) -> None:
         """Close the session (once; a second close does nothing)."""

@@ -142,6 +142,9 @@ class OperationSupport:
     max_timeout_ms: int = 0
     languages: List[str] = field(default_factory=list)
     grants: bool = False
+    #: RunStream (for ``session``: RunCellStream) sends this kind's output
+    #: as it comes; when False a stream carries only the result.
+    streams: bool = False
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "OperationSupport":
