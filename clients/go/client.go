@@ -177,15 +177,8 @@ func (c *Client) exchange(ctx context.Context, method string, body []byte) (int,
 		return 0, "", nil, protocolError(method, resp.StatusCode,
 			fmt.Errorf("its length, %d bytes, is past the client's cap (%d)", resp.ContentLength, c.maxAnswer))
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxAnswer+1))
-	if err != nil {
-		var e *Error
-		if ctx.Err() != nil {
-			e = deadlineError(ctx, method, "reading the answer")
-		} else {
-			e = transportError(err, "%s: reading the answer", method)
-		}
-		e.HTTPStatus = resp.StatusCode
+	data, e := c.readAnswer(ctx, method, resp)
+	if e != nil {
 		return 0, "", nil, e
 	}
 	if int64(len(data)) > c.maxAnswer {
@@ -493,4 +486,21 @@ func (c *Client) CloseSession(ctx context.Context, sessionID string) error {
 	}
 	_, _, err = c.invoke(ctx, "CloseSession", body)
 	return err
+}
+
+// readAnswer reads a whole answer's body, at most the client's cap and
+// one byte more (the caller judges a body past the cap).
+func (c *Client) readAnswer(ctx context.Context, method string, resp *http.Response) ([]byte, *Error) {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxAnswer+1))
+	if err != nil {
+		var e *Error
+		if ctx.Err() != nil {
+			e = deadlineError(ctx, method, "reading the answer")
+		} else {
+			e = transportError(err, "%s: reading the answer", method)
+		}
+		e.HTTPStatus = resp.StatusCode
+		return nil, e
+	}
+	return data, nil
 }

@@ -389,15 +389,8 @@ func (c *Client) streamAttempt(ctx context.Context, method string, body []byte, 
 	}
 	ctype := resp.Header.Get("Content-Type")
 	if resp.StatusCode != http.StatusOK || !mediaTypeIsStream(ctype) {
-		data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxAnswer+1))
-		if err != nil {
-			var e *Error
-			if ctx.Err() != nil {
-				e = deadlineError(ctx, method, "reading the answer")
-			} else {
-				e = transportError(err, "%s: reading the answer", method)
-			}
-			e.HTTPStatus = resp.StatusCode
+		data, e := c.readAnswer(ctx, method, resp)
+		if e != nil {
 			return nil, nil, 0, e
 		}
 		if int64(len(data)) > c.maxAnswer {

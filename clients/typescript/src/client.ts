@@ -400,6 +400,24 @@ class CallerError {
 }
 
 /** A plimsoll daemon's client. */
+
+/** A failure of the exchange itself (no answer to judge): the code may have run. */
+function transportFailure(method: string, e: unknown, httpStatus: number): InfrastructureError {
+  const why = e instanceof Error ? e.message : String(e);
+  const cause = e instanceof Error && e.cause instanceof Error ? `: ${e.cause.message}` : "";
+  return new InfrastructureError(
+    {
+      reason: "",
+      code: "unavailable",
+      message: `${method}: transport failure: ${why}${cause} (the code may have run)`,
+      dispatched: true,
+      metadata: {},
+      httpStatus,
+    },
+    { cause: e },
+  );
+}
+
 export class Client {
   readonly url: string;
   readonly timeoutMs: number;
@@ -685,19 +703,7 @@ export class Client {
       if (e instanceof DeadlinePassed) throw deadlineError(method, this.timeoutMs, "still decoding the stream", e);
       if (e instanceof PlimsollError) throw e;
       if (timedOut) throw deadlineError(method, this.timeoutMs, "the exchange was cut", e);
-      const why = e instanceof Error ? e.message : String(e);
-      const cause = e instanceof Error && e.cause instanceof Error ? `: ${e.cause.message}` : "";
-      throw new InfrastructureError(
-        {
-          reason: "",
-          code: "unavailable",
-          message: `${method}: transport failure: ${why}${cause} (the code may have run)`,
-          dispatched: true,
-          metadata: {},
-          httpStatus: status,
-        },
-        { cause: e },
-      );
+      throw transportFailure(method, e, status);
     } finally {
       clearTimeout(timer);
       // ends the exchange when it broke off (a no-op once the body was read)
@@ -750,19 +756,7 @@ export class Client {
     } catch (e) {
       if (e instanceof PlimsollError) throw e;
       if (timedOut) throw deadlineError(method, this.timeoutMs, "the exchange was cut", e);
-      const why = e instanceof Error ? e.message : String(e);
-      const cause = e instanceof Error && e.cause instanceof Error ? `: ${e.cause.message}` : "";
-      throw new InfrastructureError(
-        {
-          reason: "",
-          code: "unavailable",
-          message: `${method}: transport failure: ${why}${cause} (the code may have run)`,
-          dispatched: true,
-          metadata: {},
-          httpStatus: 0,
-        },
-        { cause: e },
-      );
+      throw transportFailure(method, e, 0);
     } finally {
       clearTimeout(timer);
     }

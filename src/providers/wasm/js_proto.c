@@ -75,3 +75,11 @@ int pl_js_check_hdr(const struct pl_js_frame_hdr *hdr, uint16_t want_type, uint6
         return -EPROTO;
     return 0;
 }
+
+int pl_js_write_output(int sock, int stream, const char *data, size_t len, size_t *ret_sent) {
+    size_t n = len < PL_JS_MAX_OUTPUT_FRAME ? len : PL_JS_MAX_OUTPUT_FRAME;
+    struct pl_js_output o = {.fd = (uint32_t)stream};
+    struct iovec parts[2] = {{&o, sizeof(o)}, {(void *)data, n}};
+    *ret_sent = n;
+    return pl_js_write_frame(sock, PL_JS_MSG_OUTPUT, parts, 2);
+}

@@ -179,6 +179,13 @@ struct pl_js_run_resp {
  */
 int pl_js_write_frame(int fd, uint16_t type, const struct iovec *parts, size_t nparts);
 
+/*
+ * pl_js_write_output - one OUTPUT frame on sock: stream (1 or 2) and the
+ * first min(len, PL_JS_MAX_OUTPUT_FRAME) bytes of data; *ret_sent says
+ * how many.  0 or a negative errno, as pl_js_write_frame.
+ */
+int pl_js_write_output(int sock, int stream, const char *data, size_t len, size_t *ret_sent);
+
 /**
  * pl_js_check_hdr - validate magic/version/type of a received header and
  * that len does not exceed max_len.  Returns 0 or -EPROTO.

@@ -271,10 +271,8 @@ static void stream_output(void *ud, unsigned step, int fd, const char *data, siz
 
     (void)step;
     while (len > 0) {
-        size_t n = len < PL_JS_MAX_OUTPUT_FRAME ? len : PL_JS_MAX_OUTPUT_FRAME;
-        struct pl_js_output o = {.fd = (uint32_t)fd};
-        struct iovec parts[2] = {{&o, sizeof(o)}, {(void *)data, n}};
-        int r = pl_js_write_frame(lo->fd, PL_JS_MSG_OUTPUT, parts, 2);
+        size_t n;
+        int r = pl_js_write_output(lo->fd, fd, data, len, &n);
         if (r < 0)
             pool_fatal(r);
         lo->sent[fd - 1] += n;

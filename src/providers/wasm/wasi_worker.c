@@ -130,11 +130,9 @@ static void stream_output(void *ud, unsigned step, int fd, const char *data, siz
 
     (void)step;
     while (len > 0) {
-        size_t n = len < PL_JS_MAX_OUTPUT_FRAME ? len : PL_JS_MAX_OUTPUT_FRAME;
-        struct pl_js_output o = {.fd = (uint32_t)fd};
-        struct iovec parts[2] = {{&o, sizeof(o)}, {(void *)data, n}};
+        size_t n;
         g_in_frame = 1;
-        int r = pl_js_write_frame(lo->fd, PL_JS_MSG_OUTPUT, parts, 2);
+        int r = pl_js_write_output(lo->fd, fd, data, len, &n);
         if (r == 0 && fd == 2)
             g_err_midline = data[n - 1] != '\n';
         g_in_frame = 0;
