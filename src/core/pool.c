@@ -39,8 +39,12 @@ static void *filler_main(void *arg) {
         }
         pthread_mutex_unlock(&p->lock);
         void *item = NULL;
+        uint64_t t0 = pl_now_ns();
         int r = p->ops->make(p->owner, kind, &item);
+        uint64_t took = pl_now_ns() - t0;
         pthread_mutex_lock(&p->lock);
+        if (r == 0) /* a moving average over about the last eight */
+            p->make_ns = p->make_ns ? p->make_ns - p->make_ns / 8 + took / 8 : took;
         if (r < 0) {
             wait_ms(p, 1000); /* the owner's engine may be away: again in a second */
             continue;
@@ -59,6 +63,7 @@ static void *filler_main(void *arg) {
         p->items[p->n] = item;
         p->kinds[p->n] = kind;
         p->n++;
+        p->made++;
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -106,13 +111,19 @@ void *pl_pool_take(struct pl_pool *p, int (*fit)(void *item, int kind, const voi
             p->n--;
             p->items[pick] = p->items[p->n];
             p->kinds[pick] = p->kinds[p->n];
+        } else if (tries == 0) {
+            p->missed++;
         }
         pthread_cond_broadcast(&p->cond); /* the filler makes another */
         pthread_mutex_unlock(&p->lock);
         if (!item)
             return NULL;
-        if (!p->ops->usable || p->ops->usable(p->owner, item))
+        if (!p->ops->usable || p->ops->usable(p->owner, item)) {
+            pthread_mutex_lock(&p->lock);
+            p->taken++;
+            pthread_mutex_unlock(&p->lock);
             return item;
+        }
         p->ops->discard(p->owner, item); /* e.g. a container the engine lost */
     }
     return NULL;
@@ -154,4 +165,23 @@ void pl_pool_stop(struct pl_pool *p) {
     p->started = false;
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);
+}
+
+void pl_pool_stats(struct pl_pool *p, struct pl_pool_stats *ret) {
+    *ret = (struct pl_pool_stats){0};
+    if (!p->started)
+        return;
+    pthread_mutex_lock(&p->lock);
+    ret->waiting = p->n;
+    ret->made = p->made;
+    ret->taken = p->taken;
+    ret->missed = p->missed;
+    uint64_t ns = p->make_ns;
+    pthread_mutex_unlock(&p->lock);
+    if (ns) {
+        uint64_t ms = (ns + 999999) / 1000000;
+        ret->make_ms = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+        uint64_t per_min = 60000000000ull / ns;
+        ret->refill_per_min = per_min > UINT32_MAX ? UINT32_MAX : (uint32_t)per_min;
+    }
 }

@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define PL_POOL_MAX 128 /* items at most, all kinds together */
 #define PL_POOL_FULL (-1)
@@ -52,7 +53,23 @@ struct pl_pool {
     bool stop;
     bool started;
     pthread_t filler;
+    /* What it did (the lock): pl_pool_stats. */
+    uint64_t made, taken, missed;
+    uint64_t make_ns; /* the recent time to make one (a moving average), 0 before any */
 };
+
+/* What a pool did since it started, for Describe. */
+struct pl_pool_stats {
+    unsigned waiting;        /* items waiting now */
+    uint64_t made;           /* items made and kept */
+    uint64_t taken;          /* items handed to a taker */
+    uint64_t missed;         /* takes that found nothing fitting (the taker made its own) */
+    uint32_t make_ms;        /* recent time to make one item, 0 when none was made yet */
+    uint32_t refill_per_min; /* items a minute the one filler makes at that pace */
+};
+
+/* Its figures now (zero for a pool that never started). */
+void pl_pool_stats(struct pl_pool *p, struct pl_pool_stats *ret);
 
 /* Set up and start the filler thread.  0, or -errno (nothing started). */
 int pl_pool_start(struct pl_pool *p, const struct pl_pool_ops *ops, void *owner);

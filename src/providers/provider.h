@@ -28,6 +28,7 @@
 #include "../core/capture.h"
 #include "../core/config.h"
 #include "../core/errors.h"
+#include "../core/pool.h"
 #include "../core/request.h"
 #include "../core/tier.h"
 
@@ -58,6 +59,14 @@ struct pl_provider_info {
 };
 
 struct pl_broker; /* broker/broker.h */
+
+/* A warm pool's figures now, for Describe's pools. */
+struct pl_pool_report {
+    const char *name; /* e.g. "runs", "sessions" */
+    unsigned target;  /* items it keeps waiting when full */
+    struct pl_pool_stats stats;
+};
+#define PL_MAX_POOLS 4
 
 /* Per-run settings the core resolved before dispatch. */
 struct pl_run_ctx {
@@ -157,6 +166,9 @@ struct pl_provider_ops {
     int (*session_pause)(void *state, void *session);
     int (*session_resume)(void *state, void *session, struct pl_error *err);
     void (*session_close)(void *state, void *session);
+
+    /* Optional: its warm pools now, at most max into ret; how many. */
+    size_t (*pools)(void *state, struct pl_pool_report *ret, size_t max);
 };
 
 /* A started provider: its ops, state and what it proved. */
@@ -248,6 +260,12 @@ static inline int pl_provider_session_resume(struct pl_provider *p, void *sessio
 
 static inline void pl_provider_session_close(struct pl_provider *p, void *session) {
     p->ops->session_close(p->state, session);
+}
+
+/* Its warm pools' figures (none when it keeps no pool). */
+static inline size_t pl_provider_pools(struct pl_provider *p, struct pl_pool_report *ret,
+                                       size_t max) {
+    return p->ops->pools ? p->ops->pools(p->state, ret, max) : 0;
 }
 
 /*

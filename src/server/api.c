@@ -77,6 +77,25 @@ json_t *pl_api_describe(struct pl_api *api) {
     if (d && checks && in->checks[0])
         json_object_set(d, "startup_checks", checks);
     json_decref(checks);
+    /* The warm pools, as they are now (what Describe says at this moment,
+     * not configuration). */
+    struct pl_pool_report pools[PL_MAX_POOLS];
+    size_t np = pl_provider_pools(api->provider, pools, PL_MAX_POOLS);
+    json_t *pj = np ? json_array() : NULL;
+    for (size_t i = 0; pj && i < np; i++) {
+        const struct pl_pool_stats *st = &pools[i].stats;
+#define U32(v) (json_int_t)((v) > UINT32_MAX ? UINT32_MAX : (v))
+        json_array_append_new(pj, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name",
+                                            pools[i].name, "waiting", (json_int_t)st->waiting,
+                                            "target", (json_int_t)pools[i].target, "made",
+                                            U32(st->made), "taken", U32(st->taken), "missed",
+                                            U32(st->missed), "make_ms", (json_int_t)st->make_ms,
+                                            "refill_per_min", (json_int_t)st->refill_per_min));
+#undef U32
+    }
+    if (d && pj)
+        json_object_set(d, "pools", pj);
+    json_decref(pj);
     if (d && json_object_set_new(json_object_get(d, "limits"), "min_memory_mb",
                                  json_integer((json_int_t)in->min_memory_mb)) < 0) {
         json_decref(d);

@@ -340,6 +340,18 @@ class DockerWarmPool(unittest.TestCase):
             # A run at another memory size takes a fresh container.
             status, body = d.rpc("Run", py("print('cold')", memory_mb=128))
             self.assertEqual((status, body["stdout"]), (200, "cold\n"), body)
+            # Describe says what the pool did, and how fast it refills.
+            self.wait_count("test-warm", 4)
+            status, desc = d.rpc("Describe", {})
+            [runs] = desc["pools"]
+            self.assertEqual((runs["name"], runs["target"], runs["waiting"]), ("runs", 4, 4))
+            # The run at 128 MB never looked in the pool: no take, no miss
+            # (a miss is a take that found nothing waiting: test_pool.c).
+            self.assertEqual((runs["taken"], runs["missed"]), (1, 0), runs)
+            self.assertEqual(runs["made"], 5, runs)
+            self.assertGreater(runs["make_ms"], 0)
+            # make_ms is rounded up, the rate is from the exact time.
+            self.assertGreaterEqual(runs["refill_per_min"], 60000 // runs["make_ms"], runs)
         finally:
             d.stop()
         self.assertEqual(ours("test-warm"), [])
@@ -351,6 +363,7 @@ class DockerWarmPool(unittest.TestCase):
             self.assertEqual(ours("test-nowarm"), [])
             status, body = d.rpc("Run", py("print(1)"))
             self.assertEqual(status, 200)
+            self.assertNotIn("pools", d.rpc("Describe", {})[1])
         finally:
             d.stop()
 

@@ -106,6 +106,35 @@ static void test_fills_each_kind_and_takes_by_fit(void **state) {
     assert_int_equal(atomic_load(&w.discarded), 3); /* the waiting ones */
 }
 
+/* What Describe reports of a pool: waiting, made, taken (usable ones
+ * only), missed, and a make time once one was made. */
+static void test_stats(void **state) {
+    (void)state;
+    struct pl_pool never = {0};
+    struct pl_pool_stats st;
+    pl_pool_stats(&never, &st);
+    assert_int_equal(st.made + st.taken + st.missed + st.waiting, 0);
+    struct owner w = {.per_kind = {2, 0}};
+    struct pl_pool p;
+    assert_int_equal(pl_pool_start(&p, &ops, &w), 0);
+    wait_for(&p, 2);
+    int want = 0;
+    free(pl_pool_take(&p, fit_kind, &want));
+    wait_for(&p, 2);
+    want = 1; /* nothing of that kind: one miss */
+    assert_null(pl_pool_take(&p, fit_kind, &want));
+    atomic_store(&w.unusable, true);
+    want = 0; /* found unusable: dropped, not taken */
+    assert_null(pl_pool_take(&p, fit_kind, &want));
+    pl_pool_stats(&p, &st);
+    assert_int_equal(st.taken, 1);
+    assert_int_equal(st.missed, 1);
+    assert_true(st.made >= 3);
+    assert_true(st.make_ms >= 1); /* rounded up: never 0 once made */
+    assert_true(st.refill_per_min > 0);
+    pl_pool_stop(&p);
+}
+
 static void test_unusable_items_are_dropped_at_take(void **state) {
     (void)state;
     struct owner w = {.per_kind = {2, 0}};
@@ -170,6 +199,7 @@ static void test_flush_and_stop(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fills_each_kind_and_takes_by_fit),
+        cmocka_unit_test(test_stats),
         cmocka_unit_test(test_unusable_items_are_dropped_at_take),
         cmocka_unit_test(test_make_failures_are_retried),
         cmocka_unit_test(test_unhealthy_pool_is_flushed_and_refilled),

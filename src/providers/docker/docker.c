@@ -253,4 +253,5 @@ const struct pl_provider_ops pl_docker_ops = {
     .session_pause = dk_session_pause,
     .session_resume = dk_session_resume,
     .session_close = dk_session_close,
+    .pools = dk_pools,
 };

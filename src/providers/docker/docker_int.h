@@ -283,6 +283,8 @@ int dk_run_pool_start(struct docker_state *s);
 void dk_flush_warm(struct docker_state *s);
 bool dk_take_warm(struct docker_state *s, int which, unsigned memory_mb, char ret_id[72]);
 int dk_session_pool_start(struct docker_state *s);
+/* The provider's pools op: the runs' and sessions' pools, for Describe. */
+size_t dk_pools(void *state, struct pl_pool_report *ret, size_t max);
 struct dsession *dk_pool_take(struct docker_state *s, unsigned memory_mb, unsigned want);
 void dk_pools_stop(struct docker_state *s);
 

@@ -188,3 +188,19 @@ void dk_pools_stop(struct docker_state *s) {
     pl_pool_stop(&s->run_pool);
     pl_pool_stop(&s->session_pool);
 }
+
+/* ---- Describe ----------------------------------------------------------------- */
+
+size_t dk_pools(void *state, struct pl_pool_report *ret, size_t max) {
+    struct docker_state *s = state;
+    size_t n = 0;
+    if (s->set.warm && n < max) { /* SANDBOX_DOCKER_WARM of each image */
+        ret[n] = (struct pl_pool_report){.name = "runs", .target = 2 * s->set.warm};
+        pl_pool_stats(&s->run_pool, &ret[n++].stats);
+    }
+    if (s->pool_n && n < max) { /* SANDBOX_SESSION_POOL */
+        ret[n] = (struct pl_pool_report){.name = "sessions", .target = s->pool_n};
+        pl_pool_stats(&s->session_pool, &ret[n++].stats);
+    }
+    return n;
+}
