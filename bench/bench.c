@@ -5,6 +5,9 @@
  *   bench http URL KEY N BODY   POST BODY to URL N times on one keep-alive
  *                               connection (after 50 warm-up calls)
  *   bench http-new URL KEY N BODY   the same, a new connection each time
+ *   bench http-paced URL KEY N BODY GAP_MS   as http, but each call starts
+ *                               GAP_MS after the previous one started (a
+ *                               steady rate; 3 warm-up calls)
  *   bench spawn N CMD [ARG...]  run CMD N times (posix_spawn + wait),
  *                               stdout to /dev/null
  *
@@ -51,7 +54,8 @@ static size_t sink(char *p, size_t s, size_t n, void *ud) {
     return s * n;
 }
 
-static int bench_http(const char *url, const char *key, int n, const char *body, int fresh) {
+static int bench_http(const char *url, const char *key, int n, const char *body, int fresh,
+                      double gap_ms) {
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
     char auth[1024];
@@ -65,10 +69,17 @@ static int bench_http(const char *url, const char *key, int n, const char *body,
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     double *t = calloc((size_t)n, sizeof(*t));
     int bad = 0;
-    for (int i = -50; i < n; i++) {
+    double next = now_us();
+    for (int i = gap_ms > 0 ? -3 : -50; i < n; i++) {
         if (fresh)
             curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L),
                 curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+        if (gap_ms > 0) { /* the call's start on the steady schedule */
+            double wait = next - now_us();
+            if (wait > 0)
+                usleep((useconds_t)wait);
+            next += gap_ms * 1000.0;
+        }
         double t0 = now_us();
         CURLcode rc = curl_easy_perform(c);
         double dt = now_us() - t0;
@@ -113,10 +124,16 @@ int main(int argc, char **argv) {
     if (argc >= 6 && (strcmp(argv[1], "http") == 0 || strcmp(argv[1], "http-new") == 0)) {
         curl_global_init(CURL_GLOBAL_DEFAULT);
         return bench_http(argv[2], argv[3], (int)strtol(argv[4], NULL, 10), argv[5],
-                          strcmp(argv[1], "http-new") == 0);
+                          strcmp(argv[1], "http-new") == 0, 0);
+    }
+    if (argc >= 7 && strcmp(argv[1], "http-paced") == 0) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        return bench_http(argv[2], argv[3], (int)strtol(argv[4], NULL, 10), argv[5], 0,
+                          strtod(argv[6], NULL));
     }
     if (argc >= 4 && strcmp(argv[1], "spawn") == 0)
         return bench_spawn((int)strtol(argv[2], NULL, 10), argv + 3);
-    fprintf(stderr, "usage: bench http URL KEY N BODY | bench spawn N CMD [ARG...]\n");
+    fprintf(stderr, "usage: bench http|http-new URL KEY N BODY | bench http-paced URL KEY N "
+                    "BODY GAP_MS | bench spawn N CMD [ARG...]\n");
     return 2;
 }

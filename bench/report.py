@@ -46,8 +46,10 @@ def main(d, out):
     ]
     docker_rows = [
         ("docker_runc_plimsoll", "plimsoll docker/runc python snippet `print(1)`, keep-alive"),
+        ("docker_runc_paced", "the same at 80% of the runs' pool refill rate (Describe's pools)"),
         ("docker_runc_cli", "`docker run --rm` same image, runtime and walls (runc)"),
         ("docker_runsc_plimsoll", "plimsoll docker/runsc python snippet `print(1)`, keep-alive"),
+        ("docker_runsc_paced", "the same at 80% of the runs' pool refill rate (Describe's pools)"),
         ("docker_runsc_cli", "`docker run --rm` same image, runtime and walls (runsc)"),
         ("docker_runc_project1", "plimsoll docker/runc project, one step `python3 -c print(1)`"),
         ("docker_runc_project3", "plimsoll docker/runc project, three such steps"),
@@ -86,6 +88,11 @@ def main(d, out):
         if p and c:
             ratios.append("| docker/%s: `docker run --rm` p50 / plimsoll p50 | **%.2f×** |"
                           % (rt, c["p50_us"] / p["p50_us"]))
+    for rt in ("runc", "runsc"):
+        b2b, paced = data.get("docker_%s_plimsoll" % rt), data.get("docker_%s_paced" % rt)
+        if b2b and paced:
+            ratios.append("| docker/%s: p95 back-to-back / p95 at a rate the pool sustains | "
+                          "%.2f× |" % (rt, b2b["p95_us"] / paced["p95_us"]))
     for rt in ("runc", "runsc"):
         one, three = data.get("docker_%s_project1" % rt), data.get("docker_%s_project3" % rt)
         if one and three:
