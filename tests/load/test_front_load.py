@@ -63,8 +63,13 @@ LARGEST = 14680064            # PLIMSOLL_MAX_REQUEST_BYTES's default
 ANSWER_GUARD_S = 30.0
 CUT_GUARD_S = 5.0
 
-PHASE_SECONDS = {"baseline": 5, "announce": 10, "trickle": 12, "amplify": 10, "all": 12,
-                 "after": 4}
+# Each phase's length; PL_LOAD_PHASE_SCALE shortens them all (scripts/test
+# runs them at half length to keep CI short), but a phase that trickles
+# connections lasts at least two read deadlines, so each is cut at least once.
+_FULL = {"baseline": 5, "announce": 10, "trickle": 12, "amplify": 10, "all": 12, "after": 4}
+_SCALE = float(os.environ.get("PL_LOAD_PHASE_SCALE", "1"))
+PHASE_SECONDS = {k: max(v * _SCALE, 2 * READ_TIMEOUT_MS / 1000.0 if k in ("trickle", "all") else 2)
+                 for k, v in _FULL.items()}
 
 
 def pct(xs, p):
