@@ -251,7 +251,8 @@ keep-alive, and at least 20× faster than spawning node. A run's time here
 includes HTTP parsing, authentication (SHA-256 of the key), admission,
 the round trip to a worker process, a fresh wasm instance and QuickJS
 runtime, the run record (three SHA-256 digests over canonical JSON) and the
-log line.
+log line. Where that time goes, sampled by `perf`:
+[internals/profile-wasm.md](internals/profile-wasm.md).
 
 The docker rows compare one plimsoll run (create from the inspected image
 ID, attach, start, stream, wait, inspect; the container is deleted after
