@@ -10,9 +10,9 @@ static const double bucket_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
                                        0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
 #define NBUCKETS (sizeof(bucket_bounds) / sizeof(bucket_bounds[0]))
 
-static const char *const method_names[] = {"Describe",     "Run",     "OpenSession",
-                                           "RunInSession", "RunCell", "CloseSession",
-                                           "metrics",      "other"};
+static const char *const method_names[] = {
+    "Describe",      "Run",          "RunStream", "OpenSession", "RunInSession", "RunCell",
+    "RunCellStream", "CloseSession", "Explain",   "metrics",     "other"};
 #define NMETHODS (sizeof(method_names) / sizeof(method_names[0]))
 
 static const char *const outcome_names[PL_RUN__COUNT] = {

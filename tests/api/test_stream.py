@@ -222,6 +222,27 @@ class Protocol(unittest.TestCase):
         st = streaming.call(self.d, "RunStream", py("1"))
         self.assertEqual(debug_of(st.error())["reason"], "DISABLED")
         self.assertEqual(st.frames[-1][0], 2)
+        # Counted under its own method in /metrics.
+        status, _, body = self.d.request("GET", "/metrics", headers={
+            "Authorization": "Bearer " + self.d.keys["alice"]})
+        self.assertIn(b'method="RunStream",code="failed_precondition"', body)
+
+    def test_a_body_announced_past_the_limit_is_an_end_message(self):
+        c = self.d.connection()
+        try:
+            c.putrequest("POST", "/plimsoll.v1.SandboxService/RunStream")
+            c.putheader("Content-Type", "application/connect+json")
+            c.putheader("Authorization", "Bearer " + self.d.keys["alice"])
+            c.putheader("Content-Length", str(64 << 20))
+            c.endheaders()
+            r = c.getresponse()
+            body = r.read()
+        finally:
+            c.close()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(body[0], 2)
+        end = json.loads(body[5:])
+        self.assertEqual(debug_of(end["error"])["reason"], "INVALID_REQUEST")
 
     def test_unary_content_type_on_a_streaming_method_is_415(self):
         status, _, body = self.d.request("POST", "/plimsoll.v1.SandboxService/RunStream",
