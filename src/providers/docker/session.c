@@ -316,12 +316,35 @@ int dk_session_pause(void *state, void *session) {
     return dk_api_expect(s, "POST", path, NULL, 204, NULL, &err);
 }
 
+/*
+ * The engine answers an unpause before its own state says so: it marks the
+ * container unpaused when containerd's event comes back, and an exec in
+ * between is refused 409 ("is paused"; seen under load, in CI).  So a
+ * resume returns once the engine's state agrees, or fails after
+ * PL_DOCKER_RESUME_SETTLE_MS.
+ */
+#define PL_DOCKER_RESUME_SETTLE_MS 2000
+
 int dk_session_resume(void *state, void *session, struct pl_error *err) {
     struct docker_state *s = state;
     struct dsession *d = session;
-    char path[160];
+    char path[160], fp[65];
     snprintf(path, sizeof(path), "/containers/%s/unpause", d->id);
-    return dk_api_expect(s, "POST", path, NULL, 204, NULL, err);
+    if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
+        return -1;
+    uint64_t until = pl_deadline_in_ms(PL_DOCKER_RESUME_SETTLE_MS);
+    for (;;) {
+        bool running = false, paused = true;
+        if (dk_session_state(s, d->id, fp, &running, &paused, err) < 0)
+            return -1;
+        if (!paused)
+            return 0;
+        if (pl_now_ns() >= until)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "docker: the sandbox was still paused %d ms after its unpause",
+                                PL_DOCKER_RESUME_SETTLE_MS);
+        pl_sleep_ns(PL_MS(5));
+    }
 }
 
 /*
