@@ -630,11 +630,7 @@ export class Client {
     onOutput: OnOutput | undefined,
     given: { chunks: number },
   ): Promise<Json> {
-    const headers: Record<string, string> = {
-      "Content-Type": STREAM_MEDIA_TYPE,
-      "Connect-Protocol-Version": "1",
-    };
-    if (this.#apiKey !== undefined) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    const headers = this.#headers(STREAM_MEDIA_TYPE);
     const deadline = performance.now() + this.timeoutMs;
     const ctl = new AbortController();
     let timedOut = false;
@@ -725,12 +721,18 @@ export class Client {
     }
   }
 
-  async #attempt(method: string, text: string): Promise<Json> {
+  /** A call's headers: its media type, Connect's version and the key. */
+  #headers(contentType: string): Record<string, string> {
     const headers: Record<string, string> = {
-      "Content-Type": "application/json",
+      "Content-Type": contentType,
       "Connect-Protocol-Version": "1",
     };
     if (this.#apiKey !== undefined) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    return headers;
+  }
+
+  async #attempt(method: string, text: string): Promise<Json> {
+    const headers = this.#headers("application/json");
     // One deadline for the whole attempt: the abort ends a slow exchange,
     // and decoding is checked against it after.
     const deadline = performance.now() + this.timeoutMs;
