@@ -25,21 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 extern char **environ;
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void report(double *t, int n, int bad) {
-    qsort(t, (size_t)n, sizeof(*t), cmp);
+    qsort(t, (size_t)n, sizeof(*t), cmp_double);
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += t[i];

@@ -194,8 +194,8 @@ class WasmRuns(ClassDaemon, unittest.TestCase):
         self.assertRefusal(status, body, 400, "INVALID_REQUEST")
 
     def test_randomness_and_clocks_keep_the_workers(self):
-        # Math.random is seeded from the clock (clock_time_get), Date reads
-        # it: every host call the guest can make stays inside the worker's
+        # Math.random is seeded per run from the worker's getrandom, Date
+        # reads the clock (clock_time_get): every host call the guest can make stays inside the worker's
         # seccomp list, so no worker is killed and replaced.
         before = children(self.d.proc.pid)
         body = self.run_js(
@@ -205,6 +205,95 @@ class WasmRuns(ClassDaemon, unittest.TestCase):
         self.assertEqual((body["exit_code"], body["stdout"]),
                          (0, "true true true false 1970-01-01T00:00:00.000Z\n"), body)
         self.assertEqual(children(self.d.proc.pid), before)
+
+
+class WasmImage(ClassDaemon, unittest.TestCase):
+    """Every run starts from the engine's image, on the one worker here:
+    nothing a run does, however it ends, reaches the next."""
+    DAEMON_ENV = dict(WASM, SANDBOX_MAX_CONCURRENT="1", SANDBOX_PER_KEY_CONCURRENT="1",
+                      SANDBOX_MEMORY_MB="256", SANDBOX_TOTAL_MEMORY_MB="256",
+                      SANDBOX_RATE_PER_MIN="100000", SANDBOX_RATE_BURST="10000")
+
+    PROBE = ("console.log(JSON.stringify([typeof leak, ({}).p, [5, 6].at(-1), typeof JSON,"
+             " Object.isFrozen(Object.prototype), typeof console.log, plimsoll.hasGrant,"
+             " typeof structuredClone, Math.random === Math.random && typeof Math.random()]))")
+    CLEAN = ["undefined", None, 6, "object", False, "function", False, "function", "number"]
+
+    def run_js(self, code, **extra):
+        status, body = self.d.rpc("Run", js(code, **extra))
+        self.assertEqual(status, 200, body)
+        return body
+
+    def assertClean(self):
+        body = self.run_js(self.PROBE)
+        self.assertEqual((body["exit_code"], json.loads(body["stdout"])), (0, self.CLEAN), body)
+
+    def worker(self):
+        def exe(pid):
+            return os.path.basename(os.readlink("/proc/%d/exe" % pid))
+        kids = [k for k in children(self.d.proc.pid) if exe(k) == "plimsoll-js-worker"]
+        self.assertEqual(len(kids), 1, kids)
+        return kids[0]
+
+    def test_no_state_survives_any_ending(self):
+        spoil = ("globalThis.leak = 1; Object.prototype.p = 2; Array.prototype.at = () => 0;"
+                 " delete globalThis.JSON; console.log = null; globalThis.structuredClone = 1;"
+                 " Math.random = () => 7; Object.freeze(Object.prototype);")
+        endings = {
+            "completed": spoil,
+            "uncaught": spoil + " throw new Error('x')",
+            "rejected": spoil + " Promise.reject(1)",
+            "timed out": spoil + " for (;;) {}",
+            "out of memory": spoil + " const a = []; for (;;) a.push(new Array(1e5).fill(1))",
+            "grew memory then completed": spoil + " globalThis.big = new Uint8Array(64 << 20);",
+        }
+        pid = self.worker()
+        self.assertClean()
+        for name, code in endings.items():
+            with self.subTest(name):
+                extra = {"timeout_ms": 300} if name == "timed out" else {}
+                if name == "out of memory":
+                    extra = {"memory_mb": 32}
+                self.run_js(code, **extra)
+                self.assertClean()
+        # The same worker served every run: no respawn hid a leak.
+        self.assertEqual(self.worker(), pid)
+
+    def test_memory_a_run_grew_is_not_the_next_runs(self):
+        # A run grows its memory to 200 MiB; the next, capped at 16 MiB,
+        # still cannot pass its own cap, and its fresh allocation reads zero.
+        self.run_js("globalThis.big = new Uint8Array(200 << 20).fill(0xab)")
+        body = self.run_js("const b = new Uint8Array(12 << 20); console.log(b.every(x => x === 0))",
+                           memory_mb=16)
+        self.assertEqual(body["stdout"], "true\n", body)
+        body = self.run_js("const b = new Uint8Array(32 << 20); console.log('got it')",
+                           memory_mb=16)
+        self.assertTrue(body["out_of_memory"], body)
+        self.assertClean()
+
+    def test_math_random_differs_between_runs(self):
+        # Made once, the image would give every run QuickJS's one seed;
+        # each run gets its own.
+        firsts = {self.run_js("console.log(Math.random())")["stdout"] for _ in range(8)}
+        self.assertEqual(len(firsts), 8, firsts)
+
+    def test_a_cap_below_the_image_makes_its_own_engine(self):
+        # 1 MiB is below the image (and below what the engine needs at
+        # all): the run makes a fresh engine at its cap, fails as out of
+        # memory, and the image serves the next run as before.
+        pid = self.worker()
+        body = self.run_js("console.log(1)", memory_mb=1)
+        self.assertTrue(body["out_of_memory"], body)
+        self.assertIn("below what the engine needs to start", body["stderr"])
+        self.assertClean()
+        self.assertEqual(self.worker(), pid)
+
+    def test_a_grant_is_the_runs_own(self):
+        # hasGrant is set per run on the image's plimsoll object: read-only.
+        body = self.run_js("'use strict'; try { plimsoll.hasGrant = true; } catch (e)"
+                           " { console.log(e.name); } console.log(plimsoll.hasGrant)")
+        self.assertEqual(body["stdout"], "TypeError\nfalse\n", body)
+        self.assertClean()
 
 
 class WasmModules(ClassDaemon, unittest.TestCase):

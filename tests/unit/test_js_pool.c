@@ -116,17 +116,32 @@ static void test_stdin(struct pl_js_pool *pool) {
 }
 
 static void test_fresh_state(struct pl_js_pool *pool1) {
+    static const char probe[] =
+        "console.log(typeof leak, typeof v, ({}).polluted, [5, 6].at(-1), typeof JSON)";
+    struct pl_js_limits tiny = k_default;
     struct pl_js_result r;
 
-    printf("# state does not survive between runs (1 worker)\n");
+    printf("# state does not survive between runs (1 worker, the engine's image)\n");
     CHECK(run(pool1,
               "globalThis.leak = 42; var v = 1; Object.prototype.polluted = 1;"
-              "console.log(typeof leak)",
+              "Array.prototype.at = () => 0; delete globalThis.JSON; console.log(typeof leak)",
               NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out.data, "number\n") == 0);
+    CHECK(strcmp(r.out.data, "number\n") == 0 && r.from_image);
     pl_js_result_free(&r);
-    CHECK(run(pool1, "console.log(typeof leak, typeof v, ({}).polluted)", NULL, NULL, &r) == 0);
-    CHECK(strcmp(r.out.data, "undefined undefined undefined\n") == 0);
+    CHECK(run(pool1, probe, NULL, NULL, &r) == 0);
+    CHECK(strcmp(r.out.data, "undefined undefined undefined 6 object\n") == 0 && r.from_image);
+    pl_js_result_free(&r);
+    /* A cap below the image: that run makes its own engine (and is out of
+     * memory at 1 MiB), and the image serves the next run again. */
+    tiny.memory_bytes = 1u << 20;
+    CHECK(run(pool1, "globalThis.leak = 1", NULL, &tiny, &r) == 0);
+    CHECK(r.out_of_memory && !r.from_image);
+    pl_js_result_free(&r);
+    CHECK(run(pool1, "globalThis.leak = 1; Object.prototype.polluted = 1", NULL, NULL, &r) == 0);
+    CHECK(r.exit_code == 0 && r.from_image);
+    pl_js_result_free(&r);
+    CHECK(run(pool1, probe, NULL, NULL, &r) == 0);
+    CHECK(strcmp(r.out.data, "undefined undefined undefined 6 object\n") == 0 && r.from_image);
     pl_js_result_free(&r);
 }
 
@@ -450,10 +465,9 @@ static void test_soak(struct pl_js_pool *pool) {
  * every host path a run takes (memory growth, out of memory, the deadline
  * timer), on one worker: none may trip the worker's seccomp filter, which
  * would kill it and make the run an infrastructure error.  Math.random is
- * seeded from the clock (gettimeofday -> clock_time_get), not random_get:
- * the guest does not import it, so the JavaScript worker's filter does not
- * allow getrandom.  (Sanitizer builds log instead of killing; the release
- * build is the check.) */
+ * seeded for each run by the worker (getrandom, in its filter), not by the
+ * guest, which imports no random call.  (Sanitizer builds log instead of
+ * killing; the release build is the check.) */
 static void test_guest_reach_under_seccomp(struct pl_js_pool *pool1) {
     static const char *const snippets[] = {
         "const a = [Math.random(), Math.random(), Math.random()];"

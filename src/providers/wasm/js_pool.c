@@ -46,7 +46,8 @@
 #define PL_JS_SPAWN_TIMEOUT_NS PL_MS(10000)
 
 const char *pl_js_quickjs_version(void) {
-    return "QuickJS 2021-03-27 (wasm32-wasi, wasm2c) with the ES2023 built-ins it lacks added by "
+    return "QuickJS 2021-03-27 (wasm32-wasi, wasm2c; each run starts from a pre-initialised "
+           "engine image) with the ES2023 built-ins it lacks added by "
            "plimsoll; not: class static blocks, #x in obj, RegExp d flag, Error cause, symbols as "
            "WeakMap keys";
 }

@@ -57,6 +57,9 @@ struct pl_js_result {
      * code ran (its own REFUSED frame; no exit status means this).  err
      * holds the one-line reason; exit_code and the flags are 0. */
     bool refused;
+    /* JavaScript pools: the run started from the worker's engine image
+     * (false: its cap was below the image, it made its own engine). */
+    bool from_image;
 };
 
 /**

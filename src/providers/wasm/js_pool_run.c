@@ -368,6 +368,7 @@ static int read_result(struct pl_js_worker *w, const struct pl_js_limits *l,
     res->timed_out = resp.flags & PL_JS_RESP_TIMED_OUT;
     res->out_of_memory = resp.flags & PL_JS_RESP_OOM;
     res->trapped = resp.flags & PL_JS_RESP_TRAPPED;
+    res->from_image = resp.flags & PL_JS_RESP_FROM_IMAGE;
     res->guest_ns = resp.guest_ns;
     *ret_flags = resp.flags;
     return 0;

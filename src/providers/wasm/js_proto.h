@@ -150,6 +150,8 @@ struct pl_js_broker_reply {
 /* The worker exits after this frame (a module worker's deadline, or its
  * interpreter ran out of host memory): the pool replaces it at once. */
 #define PL_JS_RESP_WORKER_ENDS (1u << 5)
+/* The run started from the worker's engine image (JavaScript worker). */
+#define PL_JS_RESP_FROM_IMAGE (1u << 6)
 
 /* A REFUSED frame's fixed part; the reason text (at most PL_JS_MAX_REFUSAL
  * bytes, one line) follows. */

@@ -19,11 +19,18 @@
  * the module, installs a seccomp filter, sends HELLO, and then serves RUN
  * requests until the socket closes.
  *
- * Per run: a fresh instance (all-zero linear memory capped at the
- * request's memory_bytes, data segments re-applied, new QuickJS runtime),
- * ITIMER_REAL armed to the deadline around all guest code, SIGALRM ->
- * siglongjmp back here (deferred while inside a host import), instance
- * freed (memory scrubbed) on every path, call-depth counter reset.
+ * The engine's image: before HELLO the worker makes one instance, lets
+ * the guest's plg_init() make QuickJS's runtime and context with every
+ * global (intrinsics, console, the polyfills, the formatter), and keeps a
+ * copy of the linear memory and the stack pointer.  Per run: the instance
+ * as the image left it (its memory capped at the request's memory_bytes,
+ * Math.random seeded from getrandom), ITIMER_REAL armed to the deadline
+ * around all guest code, SIGALRM -> siglongjmp back here (deferred while
+ * inside a host import), call-depth counter reset; after the answer, the
+ * image is copied back over everything the run could have written and
+ * the rest scrubbed, so no state of one run reaches the next.  A run whose
+ * cap is below the image makes a fresh instance instead (all-zero memory,
+ * data segments, plg_init), freed (scrubbed) on every path.
  *
  * Broker calls: when the RUN carries PL_JS_RUN_BROKER, the guest's
  * plimsoll.broker_call import sends the request to the pool as a
@@ -55,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -305,34 +313,149 @@ static int copy_in(Z_qjs_instance_t *inst, uint32_t addr, const char *src, uint3
  * clobber it, and so its address is stable for the WASI context. */
 static Z_qjs_instance_t g_inst;
 
+/*
+ * The engine's image: the linear memory and the one mutable global (the
+ * shadow stack pointer) as plg_init() leaves them, made once when the
+ * worker starts.  While g_inst_live, g_inst is an instance made from the
+ * image; between runs its memory equals the image (image_restore() copies
+ * it back after every run, after the answer), so each plg_run() is the
+ * first in its copy.  A run whose memory cap is below the image
+ * makes, instead, a fresh instance of its own at its cap, as every run
+ * did before the image existed.
+ */
+static struct {
+    uint8_t *data; /* NULL: no image, every run makes a fresh instance */
+    uint32_t pages;
+    uint32_t module_max; /* the module's own maximum, in pages */
+    uint32_t stack_pointer;
+} g_image;
+static bool g_inst_live;
+
+/* Math.random's seed for one run. */
+static uint64_t run_seed(void) {
+    uint64_t seed = 0;
+
+    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+        seed = pl_now_ns() ^ ((uint64_t)getpid() << 32);
+    return seed;
+}
+
+/* Make (or make again) g_inst from the image, or make the image itself.
+ * Runs no caller code.  Returns 0 with g_inst_live, or -1. */
+static int image_instance(void) {
+    /* The instance's import pointers are only read inside guest calls;
+     * each run sets them to its own before it calls in. */
+    static pl_broker_host_t no_broker = {.fd = -1};
+    pl_wasi_t wasi;
+    volatile int32_t status = -1;
+
+    if (g_inst_live)
+        return 0;
+    memset(&g_inst, 0, sizeof(g_inst));
+    pl_wasi_init(&wasi, &g_inst.w2c_memory, 4096, 4096);
+    no_broker.memory = &g_inst.w2c_memory;
+    pl_wasm_rt_set_memory_cap(65535);
+    wasm_rt_call_stack_depth = 0;
+    if (sigsetjmp(pl_wasm_jump, 1) == 0) {
+        pl_wasm_jump_armed = true;
+        Z_qjs_instantiate(&g_inst, &no_broker, &wasi);
+        if (g_image.data) {
+            status = pl_wasm_rt_memory_restore(&g_inst.w2c_memory, g_image.data, g_image.pages);
+            g_inst.w2c___stack_pointer = g_image.stack_pointer;
+        } else {
+            Z_qjsZ__initialize(&g_inst);
+            status = (int32_t)Z_qjsZ_plg_init(&g_inst);
+        }
+        pl_wasm_jump_armed = false;
+    } else {
+        pl_wasm_jump_armed = false;
+        pl_wasm_rt_reset_after_jump();
+    }
+    pl_wasi_release(&wasi);
+    if (status == 0 && !g_image.data) {
+        size_t size = g_inst.w2c_memory.size;
+        g_image.data = malloc(size);
+        if (g_image.data) {
+            memcpy(g_image.data, g_inst.w2c_memory.data, size);
+            g_image.pages = g_inst.w2c_memory.pages;
+            g_image.module_max = g_inst.w2c_memory.max_pages;
+            g_image.stack_pointer = g_inst.w2c___stack_pointer;
+        } else {
+            status = -1;
+        }
+    }
+    if (status != 0) {
+        Z_qjs_free(&g_inst);
+        return -1;
+    }
+    g_inst_live = true;
+    return 0;
+}
+
+/* After the answer: the instance back to the image for the next run. */
+static void image_restore(void) {
+    if (!g_image.data)
+        return;
+    if (g_inst_live) {
+        if (pl_wasm_rt_memory_restore(&g_inst.w2c_memory, g_image.data, g_image.pages) == 0) {
+            g_inst.w2c___stack_pointer = g_image.stack_pointer;
+            return;
+        }
+        Z_qjs_free(&g_inst);
+        g_inst_live = false;
+    }
+    if (image_instance() < 0) {
+        fprintf(stderr, "plimsoll-js-worker[%d]: cannot restore the engine's image\n",
+                (int)getpid());
+        _exit(1); /* the pool makes another worker */
+    }
+}
+
 static void run_one(const struct pl_js_run_req *req, const char *code, const char *in,
                     pl_wasi_t *wasi, pl_broker_host_t *broker, struct run_result *res) {
     volatile int32_t status = -1;
     volatile int jump;
     uint64_t t0 = pl_now_ns();
     uint64_t pages = req->memory_bytes / PL_WASM_PAGE_SIZE;
+    uint32_t cap = pages > 65535 ? 65535 : (uint32_t)(pages ? pages : 1);
+    bool from_image = g_inst_live && cap >= g_image.pages;
 
     memset(res, 0, sizeof(*res));
-    memset(&g_inst, 0, sizeof(g_inst));
+    if (g_inst_live && !from_image) {
+        Z_qjs_free(&g_inst); /* image_restore() makes it again */
+        g_inst_live = false;
+    }
     wasm_rt_call_stack_depth = 0;
-    pl_wasm_rt_set_memory_cap(pages > 65535 ? 65535 : (uint32_t)(pages ? pages : 1));
 
     jump = sigsetjmp(pl_wasm_jump, 1);
     if (jump == 0) {
         uint32_t code_ptr, stdin_ptr;
 
         pl_wasm_jump_armed = true;
-        Z_qjs_instantiate(&g_inst, broker, wasi);
-        arm_deadline(req->timeout_ms);
-        Z_qjsZ__initialize(&g_inst);
-        code_ptr = Z_qjsZ_plg_alloc(&g_inst, req->code_len);
+        if (from_image) {
+            g_inst.Z_plimsoll_instance = broker;
+            g_inst.Z_wasi_snapshot_preview1_instance = wasi;
+            pl_wasm_rt_memory_set_max(&g_inst.w2c_memory, cap, g_image.module_max);
+            arm_deadline(req->timeout_ms);
+            status = PLG_RUN_OK;
+        } else {
+            memset(&g_inst, 0, sizeof(g_inst));
+            pl_wasm_rt_set_memory_cap(cap);
+            Z_qjs_instantiate(&g_inst, broker, wasi);
+            arm_deadline(req->timeout_ms);
+            Z_qjsZ__initialize(&g_inst);
+            status = (int32_t)Z_qjsZ_plg_init(&g_inst);
+        }
+        code_ptr = status == PLG_RUN_OK ? Z_qjsZ_plg_alloc(&g_inst, req->code_len) : 0;
         stdin_ptr = code_ptr ? Z_qjsZ_plg_alloc(&g_inst, req->stdin_len) : 0;
-        if (!code_ptr || !stdin_ptr || copy_in(&g_inst, code_ptr, code, req->code_len) < 0 ||
-            copy_in(&g_inst, stdin_ptr, in, req->stdin_len) < 0)
+        if (status != PLG_RUN_OK)
+            ; /* plg_init said why */
+        else if (!code_ptr || !stdin_ptr || copy_in(&g_inst, code_ptr, code, req->code_len) < 0 ||
+                 copy_in(&g_inst, stdin_ptr, in, req->stdin_len) < 0)
             status = -2; /* inputs do not fit */
         else
             status = (int32_t)Z_qjsZ_plg_run(&g_inst, code_ptr, req->code_len, stdin_ptr,
-                                             req->stdin_len, broker->max_request);
+                                             req->stdin_len, broker->max_request, run_seed());
         disarm_deadline();
         pl_wasm_jump_armed = false;
     } else {
@@ -340,7 +463,10 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
         pl_wasm_jump_armed = false;
         pl_wasm_rt_reset_after_jump();
     }
-    Z_qjs_free(&g_inst);
+    if (from_image)
+        res->flags |= PL_JS_RESP_FROM_IMAGE;
+    else
+        Z_qjs_free(&g_inst);
     res->guest_ns = pl_now_ns() - t0;
 
     if (jump == PL_WASM_JUMP_DEADLINE) {
@@ -477,6 +603,7 @@ static int serve_one(int fd) {
     };
     r = pl_js_write_frame(fd, PL_JS_MSG_RESULT, parts, 4);
     pl_wasi_release(&wasi);
+    image_restore(); /* after the answer: not on the run's path */
     return r;
 }
 
@@ -503,6 +630,12 @@ static void *serve_thread(void *arg) {
         fprintf(stderr, "plimsoll-js-worker: seccomp: %s\n", strerror(-r));
         _exit(2);
     }
+    /* The image is made under the filter too: plg_init is plimsoll's own
+     * code, but nothing it does needs more.  Without it (cannot happen
+     * but for memory), every run makes its own engine. */
+    if (image_instance() < 0)
+        fprintf(stderr, "plimsoll-js-worker[%d]: no engine image; each run makes its engine\n",
+                (int)getpid());
     if (send_hello(fd) < 0)
         _exit(1);
     for (;;) {

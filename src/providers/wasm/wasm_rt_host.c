@@ -211,6 +211,22 @@ uint32_t wasm_rt_grow_memory(wasm_rt_memory_t *mem, uint32_t delta) {
     return old_pages;
 }
 
+/* Scrub [from, to) of the region as wasm_rt_free_memory does: zeroed and
+ * kept below PL_WASM_KEEP_RESIDENT, returned to the kernel (and
+ * inaccessible) above it. */
+static int region_scrub(uint8_t *data, size_t from, size_t to) {
+    size_t keep = to < PL_WASM_KEEP_RESIDENT ? to : PL_WASM_KEEP_RESIDENT;
+
+    if (from < keep) {
+        memset(data + from, 0, keep - from);
+        from = keep;
+    }
+    if (to > from && (madvise(data + from, to - from, MADV_DONTNEED) != 0 ||
+                      mprotect(data + from, to - from, PROT_NONE) != 0))
+        return -1;
+    return 0;
+}
+
 /*
  * Free = scrub.  Everything the instance could have written lies below
  * mem->size (accesses are bounds-checked against it and it never shrinks),
@@ -224,13 +240,8 @@ uint32_t wasm_rt_grow_memory(wasm_rt_memory_t *mem, uint32_t delta) {
  * MADV_DONTNEED (reads back as zero) and set back to PROT_NONE.
  */
 void wasm_rt_free_memory(wasm_rt_memory_t *mem) {
-    size_t used = mem->size;
-    size_t keep = used < PL_WASM_KEEP_RESIDENT ? used : PL_WASM_KEEP_RESIDENT;
-
     if (mem->data) {
-        memset(mem->data, 0, keep);
-        if (used > keep && (madvise(mem->data + keep, used - keep, MADV_DONTNEED) != 0 ||
-                            mprotect(mem->data + keep, used - keep, PROT_NONE) != 0)) {
+        if (region_scrub(mem->data, 0, mem->size) < 0) {
             /* Cannot guarantee zeroed memory: start over. */
             munmap(g_region, PL_WASM_REGION_SIZE);
             g_region = NULL;
@@ -238,6 +249,33 @@ void wasm_rt_free_memory(wasm_rt_memory_t *mem) {
         g_region_in_use = false;
     }
     memset(mem, 0, sizeof(*mem));
+}
+
+/*
+ * Everything the instance could have written lies below mem->size, as for
+ * wasm_rt_free_memory: [0, image) is overwritten with the image, the rest
+ * scrubbed.  The image's own pages stay read/write (they lie below the
+ * resident part, or were made accessible when the memory grew to them).
+ */
+int pl_wasm_rt_memory_restore(wasm_rt_memory_t *mem, const uint8_t *image, uint32_t pages) {
+    size_t used = mem->size, img = (size_t)pages * PL_WASM_PAGE_SIZE;
+
+    if (!mem->data || !g_region_in_use)
+        return -1;
+    if (used < img) {
+        if (mprotect(mem->data + used, img - used, PROT_READ | PROT_WRITE) != 0)
+            return -1;
+    } else if (region_scrub(mem->data, img, used) < 0) {
+        return -1;
+    }
+    memcpy(mem->data, image, img);
+    mem->pages = pages;
+    mem->size = (uint32_t)img;
+    return 0;
+}
+
+void pl_wasm_rt_memory_set_max(wasm_rt_memory_t *mem, uint32_t pages, uint32_t module_max) {
+    mem->max_pages = pages < module_max ? pages : module_max;
 }
 
 void wasm_rt_allocate_funcref_table(wasm_rt_funcref_table_t *table, uint32_t elements,

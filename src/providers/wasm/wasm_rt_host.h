@@ -61,6 +61,22 @@ void pl_wasm_rt_set_memory_cap(uint32_t pages);
 bool pl_wasm_rt_memory_failed(void);
 
 /**
+ * pl_wasm_rt_memory_restore - put an instance's memory back to an image:
+ * [0, pages) holds image's bytes, nothing the instance wrote beyond them
+ * survives (scrubbed as wasm_rt_free_memory does), and the memory's size
+ * is pages again (its max_pages is left as it was).  Returns 0, or -1 when the memory cannot
+ * be restored (the instance must then be freed and made again).
+ */
+int pl_wasm_rt_memory_restore(wasm_rt_memory_t *mem, const uint8_t *image, uint32_t pages);
+
+/**
+ * pl_wasm_rt_memory_set_max - the most pages mem may grow to from now on:
+ * min(pages, module_max).  For an instance kept across runs, whose cap is
+ * the run's.
+ */
+void pl_wasm_rt_memory_set_max(wasm_rt_memory_t *mem, uint32_t pages, uint32_t module_max);
+
+/**
  * pl_wasm_rt_reset_after_jump - reset global runtime state after a trap or
  * deadline jump out of guest code (call depth counter).
  */

@@ -47,9 +47,10 @@
  * Allow only what a serving worker needs: socket I/O on its existing fd,
  * memory management (guest memory is mmap/mprotect, the C heap uses
  * brk/mmap/mremap/madvise), the deadline timer and signal return, clocks,
- * futex (libc locks) and exit.  The module worker also gets getrandom and
- * clock_getres (WASI random_get and clock_res_get; the JavaScript guest
- * imports neither).  openat fails with EACCES; anything else (socket, exec,
+ * futex (libc locks), getrandom (the JavaScript worker seeds each run's
+ * Math.random with it, the module worker serves WASI random_get) and exit.
+ * The module worker also gets clock_getres (WASI clock_res_get; the
+ * JavaScript guest does not import it).  openat fails with EACCES; anything else (socket, exec,
  * kill, ptrace, ...) kills the whole worker, and the pool reports an
  * infrastructure error and respawns it.
  *
@@ -89,7 +90,6 @@ int pl_worker_seccomp(unsigned flags) {
         ALLOW(__NR_getpid),
         ALLOW(__NR_exit),
         ALLOW(__NR_exit_group),
-        ONLY_WITH(PL_SECCOMP_WASI_CALLS),
         ALLOW(__NR_getrandom),
         ONLY_WITH(PL_SECCOMP_WASI_CALLS),
         ALLOW(__NR_clock_getres),

@@ -5,13 +5,13 @@
 #pragma once
 
 /* pl_worker_seccomp() flags: system calls only one worker needs.
- * PL_SECCOMP_WASI_CALLS: getrandom and clock_getres, for WASI's random_get
- * and clock_res_get (the module worker). */
+ * PL_SECCOMP_WASI_CALLS: clock_getres, for WASI's clock_res_get (the
+ * module worker; both workers get getrandom). */
 #define PL_SECCOMP_WASI_CALLS (1u << 0)
 
 /*
  * Allow only what a serving worker needs (socket I/O on its fd, memory
- * management, the deadline timer, clocks, futex, exit), plus what `flags`
+ * management, the deadline timer, clocks, futex, getrandom, exit), plus what `flags`
  * adds; openat fails with EACCES; anything else kills the worker (logs, in
  * sanitizer builds).  Returns 0 or -errno.
  */

@@ -5,21 +5,18 @@
  * Object.groupBy, Map.groupBy, Promise.withResolvers), for the snippet's
  * global (docs/providers/wasm.md, "The JavaScript it runs").
  *
- * Each is installed lazily, and only for a snippet whose source names it:
- * the property is an accessor whose getter, on first use, compiles the
- * function (plimsoll's own JavaScript, below), puts it in place as an
- * ordinary method (writable, configurable, not enumerable) and returns it.
- * A snippet that names none pays for a scan of its source; one that names
- * some, for two small function objects each, and for compiling only what
- * it uses.  Assigning the property replaces it, as it would a built-in.
- * Nothing survives the run: every run is a fresh instance.
+ * Each is compiled by plg_init() and put on its object as an ordinary
+ * method (writable, configurable, not enumerable), as a built-in is.  The
+ * engine's image holds them (js_worker.c), so a run pays nothing for them,
+ * and every run starts from the image: nothing one run does to them
+ * reaches the next.
  *
  * Included once, by qjs_guest.c.
  */
 #pragma once
 
 /* The object a built-in belongs to. */
-enum lazy_target {
+enum builtin_target {
     ON_GLOBAL,       /* globalThis */
     ON_OBJECT,       /* Object */
     ON_MAP,          /* Map */
@@ -29,8 +26,8 @@ enum lazy_target {
     ON_TYPED_PROTO,  /* %TypedArray%.prototype, Int8Array.prototype's prototype */
 };
 
-struct lazy_builtin {
-    enum lazy_target target;
+struct builtin {
+    enum builtin_target target;
     const char *name;
     const char *src; /* a function expression, strict */
 };
@@ -151,7 +148,7 @@ static const char map_group_by_src[] =
     "  }\n"
     "  return out; })";
 
-static const struct lazy_builtin lazy_builtins[] = {
+static const struct builtin builtins[] = {
     /* ES2022 */
     {ON_ARRAY_PROTO, "at", AT_SRC("Object(this)")},
     {ON_STRING_PROTO, "at",
@@ -196,13 +193,12 @@ static const struct lazy_builtin lazy_builtins[] = {
 
 /* The object a built-in belongs to, found from the global object as the
  * engine made it (no script runs for it). */
-static JSValue lazy_target(JSContext *ctx, int magic) {
+static JSValue builtin_target(JSContext *ctx, enum builtin_target t) {
     static const char *const ctor[] = {
         [ON_OBJECT] = "Object",       [ON_MAP] = "Map",
         [ON_PROMISE] = "Promise",     [ON_ARRAY_PROTO] = "Array",
         [ON_STRING_PROTO] = "String", [ON_TYPED_PROTO] = "Int8Array",
     };
-    enum lazy_target t = lazy_builtins[magic].target;
     JSValue global = JS_GetGlobalObject(ctx);
     if (t == ON_GLOBAL)
         return global;
@@ -219,84 +215,24 @@ static JSValue lazy_target(JSContext *ctx, int magic) {
     return typed;
 }
 
-/* On first use: the function compiled and put in place of the accessor,
- * an ordinary method from now on. */
-static JSValue lazy_get(JSContext *ctx, JSValueConst this_val, int magic) {
-    const struct lazy_builtin *l = &lazy_builtins[magic];
-    (void)this_val;
-    JSValue f = JS_Eval(ctx, l->src, strlen(l->src), "<plimsoll-builtins>", JS_EVAL_TYPE_GLOBAL);
-    if (JS_IsException(f))
-        return f;
-    JSValue target = lazy_target(ctx, magic);
-    if (JS_IsException(target)) {
-        JS_FreeValue(ctx, f);
-        return target;
-    }
-    int r = JS_DefinePropertyValueStr(ctx, target, l->name, JS_DupValue(ctx, f),
-                                      JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
-    JS_FreeValue(ctx, target);
-    if (r < 0) {
-        JS_FreeValue(ctx, f);
-        return JS_EXCEPTION;
-    }
-    return f;
-}
-
-/* An assignment: on the object that holds it, a method's place (not
- * enumerable, as a built-in's); on anything else, its own property, as
- * an assignment over an inherited method makes. */
-static JSValue lazy_set(JSContext *ctx, JSValueConst this_val, JSValueConst val, int magic) {
-    JSValue target = lazy_target(ctx, magic);
-    if (JS_IsException(target))
-        return target;
-    int flags = JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE;
-    bool same = JS_VALUE_GET_TAG(target) == JS_TAG_OBJECT &&
-                JS_VALUE_GET_TAG(this_val) == JS_TAG_OBJECT &&
-                JS_VALUE_GET_PTR(target) == JS_VALUE_GET_PTR(this_val);
-    if (!same)
-        flags |= JS_PROP_ENUMERABLE;
-    JS_FreeValue(ctx, target);
-    if (JS_DefinePropertyValueStr(ctx, this_val, lazy_builtins[magic].name, JS_DupValue(ctx, val),
-                                  flags) < 0)
-        return JS_EXCEPTION;
-    return JS_UNDEFINED;
-}
-
-/* Whether the snippet's source names it: the name as a whole word. */
-static bool names(const char *code, size_t len, const char *name) {
-    size_t n = strlen(name);
-    for (const char *p = code, *end = code + len; (size_t)(end - p) >= n;) {
-        const char *hit = memmem(p, (size_t)(end - p), name, n);
-        if (!hit)
-            return false;
-        bool word_before =
-            hit > code && (isalnum((unsigned char)hit[-1]) || hit[-1] == '_' || hit[-1] == '$');
-        bool word_after =
-            hit + n < end && (isalnum((unsigned char)hit[n]) || hit[n] == '_' || hit[n] == '$');
-        if (!word_before && !word_after)
-            return true;
-        p = hit + 1;
-    }
-    return false;
-}
-
-/*
- * Every one the snippet's source names, as an accessor on its object (a
- * snippet that names none pays for a scan of its source, nothing more).
- * What the source never names cannot be reached but by a name built at
- * run time (obj[computed]); docs/providers/wasm.md says so.
- */
-static int add_lazy_builtins(JSContext *ctx, const char *code, size_t len) {
-    for (int i = 0; i < (int)countof(lazy_builtins); i++) {
-        if (!names(code, len, lazy_builtins[i].name))
-            continue;
-        JSValue target = lazy_target(ctx, i);
-        if (JS_IsException(target))
+/* Every one compiled and put in place. */
+static int add_builtins(JSContext *ctx) {
+    for (size_t i = 0; i < countof(builtins); i++) {
+        const struct builtin *b = &builtins[i];
+        JSValue f =
+            JS_Eval(ctx, b->src, strlen(b->src), "<plimsoll-builtins>", JS_EVAL_TYPE_GLOBAL);
+        if (JS_IsException(f))
             return -1;
-        JSCFunctionListEntry e[] = {
-            JS_CGETSET_MAGIC_DEF(lazy_builtins[i].name, lazy_get, lazy_set, i)};
-        JS_SetPropertyFunctionList(ctx, target, e, 1);
+        JSValue target = builtin_target(ctx, b->target);
+        if (JS_IsException(target)) {
+            JS_FreeValue(ctx, f);
+            return -1;
+        }
+        int r = JS_DefinePropertyValueStr(ctx, target, b->name, f,
+                                          JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
         JS_FreeValue(ctx, target);
+        if (r < 0)
+            return -1;
     }
     return 0;
 }

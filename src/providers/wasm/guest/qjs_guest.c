@@ -2,11 +2,16 @@
 /*
  * Guest shim: the only C code compiled together with QuickJS to wasm32-wasi.
  *
- * It exports a two-call API to the host (see guest_abi.h): plg_alloc() to
- * get a buffer in linear memory for the script and stdin, and plg_run() to
- * execute a script once in a brand-new QuickJS runtime.  The host creates
- * a fresh wasm instance for every run, so nothing here needs to be freed or
- * reset: the whole linear memory is thrown away afterwards.
+ * It exports a three-call API to the host (see guest_abi.h): plg_init() to
+ * make the QuickJS runtime and context with every global a snippet sees,
+ * plg_alloc() to get a buffer in linear memory for the script and stdin,
+ * and plg_run() to execute a script once in that context.  The host calls
+ * plg_init() once per worker and keeps the linear memory and globals it
+ * leaves as the engine's image; every run starts from a copy of that image
+ * and its memory is thrown away afterwards (js_worker.c), so nothing here
+ * needs to be freed or reset, and plg_run() is called at most once per
+ * copy.  What plg_init() makes is the same for every run; what must differ
+ * between runs (Math.random's seed) plg_run() takes from the host.
  *
  * What the script sees: the standard ECMAScript globals of QuickJS
  * 2021-03-27 (with BigInt), plus `console` (log/info/debug to stdout,
@@ -27,7 +32,6 @@
  * block is freed before printing the error so the message can be built
  * even at the cap.
  */
-#include <ctype.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdbool.h>
@@ -63,7 +67,11 @@ static void *g_oom_reserve;
 static const char *g_stdin_data;
 static size_t g_stdin_len;
 static uint32_t g_broker_max_request;      /* 0: this run has no grant */
-static JSValue g_formatter = JS_UNDEFINED; /* lazily compiled console formatter */
+static JSValue g_plimsoll = JS_UNDEFINED;  /* the plimsoll object, made by plg_init */
+static JSValue g_formatter = JS_UNDEFINED; /* console's formatter, compiled by plg_init */
+static JSRuntime *g_rt;                    /* made by plg_init, NULL if it failed */
+static JSContext *g_ctx;
+static uint64_t g_random_state; /* Math.random's, seeded by plg_run */
 
 /* Unhandled promise rejections still pending at the end of the run. */
 struct rejection {
@@ -596,13 +604,13 @@ static int add_plimsoll(JSContext *ctx, JSValueConst global) {
     if (JS_DefinePropertyValueStr(ctx, obj, "request",
                                   JS_NewCFunction(ctx, js_plimsoll_request, "request", 1),
                                   JS_PROP_ENUMERABLE) < 0 ||
-        JS_DefinePropertyValueStr(ctx, obj, "hasGrant", JS_NewBool(ctx, g_broker_max_request != 0),
-                                  JS_PROP_ENUMERABLE) < 0) {
+        JS_DefinePropertyValueStr(ctx, global, "plimsoll", JS_DupValue(ctx, obj),
+                                  JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE) < 0) {
         JS_FreeValue(ctx, obj);
         return -1;
     }
-    return JS_DefinePropertyValueStr(ctx, global, "plimsoll", obj,
-                                     JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
+    g_plimsoll = obj; /* plg_run adds hasGrant, the run's own */
+    return 0;
 }
 
 /* Install console, readStdin and plimsoll on the global object. */
@@ -627,6 +635,40 @@ static int add_globals(JSContext *ctx) {
 out:
     JS_FreeValue(ctx, global);
     return ret;
+}
+
+/* ---- Math.random ------------------------------------------------------- */
+
+/* QuickJS seeds its own generator when the context is made, which is once
+ * per image: every run would draw the same sequence.  This one is the same
+ * kind of generator (xorshift64*, 52 random bits per double in [0, 1)),
+ * seeded by plg_run from the host's randomness. */
+static JSValue js_math_random(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv) {
+    uint64_t x = g_random_state, bits;
+    double d;
+
+    (void)this_val, (void)argc, (void)argv;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    g_random_state = x;
+    bits = ((x * UINT64_C(0x2545F4914F6CDD1D)) >> 12) | (UINT64_C(0x3ff) << 52);
+    memcpy(&d, &bits, sizeof(d));
+    return JS_NewFloat64(ctx, d - 1.0);
+}
+
+static int add_math_random(JSContext *ctx) {
+    JSValue global = JS_GetGlobalObject(ctx);
+    JSValue math = JS_GetPropertyStr(ctx, global, "Math");
+    int r = -1;
+
+    if (!JS_IsException(math))
+        r = JS_DefinePropertyValueStr(ctx, math, "random",
+                                      JS_NewCFunction(ctx, js_math_random, "random", 0),
+                                      JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE);
+    JS_FreeValue(ctx, math);
+    JS_FreeValue(ctx, global);
+    return r < 0 ? -1 : 0;
 }
 
 /* ---- uncaught errors --------------------------------------------------- */
@@ -732,36 +774,60 @@ EXPORT("plg_alloc") uint32_t plg_alloc(uint32_t size) {
 }
 
 /**
+ * plg_init - make the runtime and the context with every global a snippet
+ * sees (console, readStdin, plimsoll, the built-ins of polyfills.h, the
+ * per-run Math.random) and compile the console's formatter.  The host
+ * calls it once per instance, before any plg_run.  Returns PLG_RUN_OK, or
+ * PLG_RUN_OOM after printing why to fd 2.
+ */
+EXPORT("plg_init") int32_t plg_init(void) {
+    g_oom_reserve = malloc(GUEST_OOM_RESERVE);
+    g_rt = JS_NewRuntime2(&guest_mf, NULL);
+    if (!g_rt)
+        goto failed;
+    JS_SetMaxStackSize(g_rt, GUEST_JS_MAX_STACK);
+    JS_SetHostPromiseRejectionTracker(g_rt, rejection_tracker, NULL);
+    g_ctx = JS_NewContext(g_rt);
+    if (!g_ctx)
+        goto failed;
+    if (add_globals(g_ctx) < 0 || add_builtins(g_ctx) < 0 || add_math_random(g_ctx) < 0 ||
+        JS_IsException(get_formatter(g_ctx)))
+        goto failed;
+    return PLG_RUN_OK;
+
+failed:
+    g_ctx = NULL; /* plg_run then refuses to run */
+    write_str(2, "plimsoll: could not create the JavaScript runtime "
+                 "(out of memory)\n");
+    return PLG_RUN_OOM;
+}
+
+/**
  * plg_run - run code (NUL-terminated at code[code_len], as plg_alloc
- * guarantees) as a global script named "<snippet>", then drain the job
- * queue.  stdin is what readStdin() returns.  broker_max_request is the
- * run's grant (0: none; plimsoll.request then throws).  Returns a PLG_RUN_*
+ * guarantees) as a global script named "<snippet>" in the context plg_init
+ * made, then drain the job queue.  stdin is what readStdin() returns.
+ * broker_max_request is the run's grant (0: none; plimsoll.request then
+ * throws).  seed is Math.random's (0 is taken as 1).  Returns a PLG_RUN_*
  * status.
  */
 EXPORT("plg_run")
 int32_t plg_run(uint32_t code_ptr, uint32_t code_len, uint32_t stdin_ptr, uint32_t stdin_len,
-                uint32_t broker_max_request) {
+                uint32_t broker_max_request, uint64_t seed) {
     const char *code = (const char *)(uintptr_t)code_ptr;
-    JSRuntime *rt;
-    JSContext *ctx;
+    JSContext *ctx = g_ctx;
     JSValue val;
     int status = PLG_RUN_OK;
 
+    if (!ctx)
+        return PLG_RUN_OOM; /* plg_init failed and said so */
     g_stdin_data = (const char *)(uintptr_t)stdin_ptr;
     g_stdin_len = stdin_len;
     g_broker_max_request = broker_max_request;
-    g_oom_reserve = malloc(GUEST_OOM_RESERVE);
-
-    rt = JS_NewRuntime2(&guest_mf, NULL);
-    if (!rt)
-        goto setup_failed;
-    JS_SetMaxStackSize(rt, GUEST_JS_MAX_STACK);
-    JS_SetHostPromiseRejectionTracker(rt, rejection_tracker, NULL);
-    ctx = JS_NewContext(rt);
-    if (!ctx)
-        goto setup_failed;
-    if (add_globals(ctx) < 0 || add_lazy_builtins(ctx, code, code_len) < 0)
-        goto setup_failed;
+    g_random_state = seed ? seed : 1;
+    /* Read-only, as the run's grant is. */
+    if (JS_DefinePropertyValueStr(ctx, g_plimsoll, "hasGrant",
+                                  JS_NewBool(ctx, broker_max_request != 0), JS_PROP_ENUMERABLE) < 0)
+        return report_exception(ctx);
 
     val = JS_Eval(ctx, code, code_len, "<snippet>", JS_EVAL_TYPE_GLOBAL);
     if (JS_IsException(val))
@@ -770,7 +836,7 @@ int32_t plg_run(uint32_t code_ptr, uint32_t code_len, uint32_t stdin_ptr, uint32
 
     for (;;) {
         JSContext *job_ctx;
-        int r = JS_ExecutePendingJob(rt, &job_ctx);
+        int r = JS_ExecutePendingJob(g_rt, &job_ctx);
 
         if (r == 0)
             break;
@@ -784,9 +850,4 @@ int32_t plg_run(uint32_t code_ptr, uint32_t code_len, uint32_t stdin_ptr, uint32
     }
     /* No teardown: the host discards the whole instance. */
     return status;
-
-setup_failed:
-    write_str(2, "plimsoll: could not create the JavaScript runtime "
-                 "(out of memory)\n");
-    return PLG_RUN_OOM;
 }
