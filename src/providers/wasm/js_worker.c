@@ -324,9 +324,8 @@ static Z_qjs_instance_t g_inst;
  * did before the image existed.
  */
 static struct {
-    uint8_t *data; /* NULL: no image, every run makes a fresh instance */
-    uint32_t pages;
-    uint32_t module_max; /* the module's own maximum, in pages */
+    struct pl_wasm_image mem; /* mem.data NULL: no image, every run makes its own engine */
+    uint32_t module_max;      /* the module's own maximum, in pages */
     uint32_t stack_pointer;
 } g_image;
 static bool g_inst_live;
@@ -359,8 +358,8 @@ static int image_instance(void) {
     if (sigsetjmp(pl_wasm_jump, 1) == 0) {
         pl_wasm_jump_armed = true;
         Z_qjs_instantiate(&g_inst, &no_broker, &wasi);
-        if (g_image.data) {
-            status = pl_wasm_rt_memory_restore(&g_inst.w2c_memory, g_image.data, g_image.pages);
+        if (g_image.mem.data) {
+            status = pl_wasm_rt_memory_restore(&g_inst.w2c_memory, &g_image.mem);
             g_inst.w2c___stack_pointer = g_image.stack_pointer;
         } else {
             Z_qjsZ__initialize(&g_inst);
@@ -372,17 +371,10 @@ static int image_instance(void) {
         pl_wasm_rt_reset_after_jump();
     }
     pl_wasi_release(&wasi);
-    if (status == 0 && !g_image.data) {
-        size_t size = g_inst.w2c_memory.size;
-        g_image.data = malloc(size);
-        if (g_image.data) {
-            memcpy(g_image.data, g_inst.w2c_memory.data, size);
-            g_image.pages = g_inst.w2c_memory.pages;
-            g_image.module_max = g_inst.w2c_memory.max_pages;
-            g_image.stack_pointer = g_inst.w2c___stack_pointer;
-        } else {
-            status = -1;
-        }
+    if (status == 0 && !g_image.mem.data) {
+        status = pl_wasm_image_take(&g_image.mem, &g_inst.w2c_memory);
+        g_image.module_max = g_inst.w2c_memory.max_pages;
+        g_image.stack_pointer = g_inst.w2c___stack_pointer;
     }
     if (status != 0) {
         Z_qjs_free(&g_inst);
@@ -394,10 +386,10 @@ static int image_instance(void) {
 
 /* After the answer: the instance back to the image for the next run. */
 static void image_restore(void) {
-    if (!g_image.data)
+    if (!g_image.mem.data)
         return;
     if (g_inst_live) {
-        if (pl_wasm_rt_memory_restore(&g_inst.w2c_memory, g_image.data, g_image.pages) == 0) {
+        if (pl_wasm_rt_memory_restore(&g_inst.w2c_memory, &g_image.mem) == 0) {
             g_inst.w2c___stack_pointer = g_image.stack_pointer;
             return;
         }
@@ -418,7 +410,7 @@ static void run_one(const struct pl_js_run_req *req, const char *code, const cha
     uint64_t t0 = pl_now_ns();
     uint64_t pages = req->memory_bytes / PL_WASM_PAGE_SIZE;
     uint32_t cap = pages > 65535 ? 65535 : (uint32_t)(pages ? pages : 1);
-    bool from_image = g_inst_live && cap >= g_image.pages;
+    bool from_image = g_inst_live && cap >= g_image.mem.pages;
 
     memset(res, 0, sizeof(*res));
     if (g_inst_live && !from_image) {

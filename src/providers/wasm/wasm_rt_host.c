@@ -251,26 +251,68 @@ void wasm_rt_free_memory(wasm_rt_memory_t *mem) {
     memset(mem, 0, sizeof(*mem));
 }
 
+/* Granularity of an image's zero and non-zero spans. */
+#define PL_WASM_SPAN_UNIT 4096u
+
+static bool all_zero(const uint8_t *p, size_t len) {
+    return p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
+}
+
+int pl_wasm_image_take(struct pl_wasm_image *img, const wasm_rt_memory_t *mem) {
+    size_t size = (size_t)mem->pages * PL_WASM_PAGE_SIZE, units = size / PL_WASM_SPAN_UNIT;
+
+    memset(img, 0, sizeof(*img));
+    img->data = malloc(size ? size : 1);
+    img->spans = calloc(units ? units : 1, sizeof(*img->spans)); /* at most one per unit */
+    if (!img->data || !img->spans) {
+        free(img->data);
+        free(img->spans);
+        memset(img, 0, sizeof(*img));
+        return -1;
+    }
+    memcpy(img->data, mem->data, size);
+    img->pages = mem->pages;
+    for (size_t u = 0; u < units; u++) {
+        uint32_t off = (uint32_t)(u * PL_WASM_SPAN_UNIT);
+        bool zero = all_zero(img->data + off, PL_WASM_SPAN_UNIT);
+        struct pl_wasm_span *last = img->n_spans ? &img->spans[img->n_spans - 1] : NULL;
+
+        if (last && last->zero == zero)
+            last->len += PL_WASM_SPAN_UNIT;
+        else
+            img->spans[img->n_spans++] = (struct pl_wasm_span){off, PL_WASM_SPAN_UNIT, zero};
+    }
+    return 0;
+}
+
 /*
  * Everything the instance could have written lies below mem->size, as for
- * wasm_rt_free_memory: [0, image) is overwritten with the image, the rest
- * scrubbed.  The image's own pages stay read/write (they lie below the
- * resident part, or were made accessible when the memory grew to them).
+ * wasm_rt_free_memory: [0, image) is overwritten with the image (its zero
+ * spans with memset, which writes without reading), the rest scrubbed.
+ * The image's own pages stay read/write (they lie below the resident
+ * part, or were made accessible when the memory grew to them).
  */
-int pl_wasm_rt_memory_restore(wasm_rt_memory_t *mem, const uint8_t *image, uint32_t pages) {
-    size_t used = mem->size, img = (size_t)pages * PL_WASM_PAGE_SIZE;
+int pl_wasm_rt_memory_restore(wasm_rt_memory_t *mem, const struct pl_wasm_image *img) {
+    size_t used = mem->size, size = (size_t)img->pages * PL_WASM_PAGE_SIZE;
 
     if (!mem->data || !g_region_in_use)
         return -1;
-    if (used < img) {
-        if (mprotect(mem->data + used, img - used, PROT_READ | PROT_WRITE) != 0)
+    if (used < size) {
+        if (mprotect(mem->data + used, size - used, PROT_READ | PROT_WRITE) != 0)
             return -1;
-    } else if (region_scrub(mem->data, img, used) < 0) {
+    } else if (region_scrub(mem->data, size, used) < 0) {
         return -1;
     }
-    memcpy(mem->data, image, img);
-    mem->pages = pages;
-    mem->size = (uint32_t)img;
+    for (uint32_t i = 0; i < img->n_spans; i++) {
+        const struct pl_wasm_span *sp = &img->spans[i];
+
+        if (sp->zero)
+            memset(mem->data + sp->off, 0, sp->len);
+        else
+            memcpy(mem->data + sp->off, img->data + sp->off, sp->len);
+    }
+    mem->pages = img->pages;
+    mem->size = (uint32_t)size;
     return 0;
 }
 

@@ -60,14 +60,36 @@ void pl_wasm_rt_set_memory_cap(uint32_t pages);
  */
 bool pl_wasm_rt_memory_failed(void);
 
+/* A copy of an instance's linear memory (the engine's image), with the
+ * spans of it that are zero and those that are not: a restore writes
+ * zeros where the image has them instead of copying them. */
+struct pl_wasm_span {
+    uint32_t off, len;
+    bool zero;
+};
+
+struct pl_wasm_image {
+    uint8_t *data; /* pages * PL_WASM_PAGE_SIZE bytes */
+    uint32_t pages;
+    uint32_t n_spans;
+    struct pl_wasm_span *spans; /* in order, covering [0, pages) */
+};
+
+/**
+ * pl_wasm_image_take - copy mem into img (which must be zeroed or freed)
+ * and find its spans.  Returns 0, or -1 out of memory (img left empty).
+ */
+int pl_wasm_image_take(struct pl_wasm_image *img, const wasm_rt_memory_t *mem);
+
 /**
  * pl_wasm_rt_memory_restore - put an instance's memory back to an image:
- * [0, pages) holds image's bytes, nothing the instance wrote beyond them
- * survives (scrubbed as wasm_rt_free_memory does), and the memory's size
- * is pages again (its max_pages is left as it was).  Returns 0, or -1 when the memory cannot
- * be restored (the instance must then be freed and made again).
+ * [0, pages) holds the image's bytes, nothing the instance wrote beyond
+ * them survives (scrubbed as wasm_rt_free_memory does), and the memory's
+ * size is the image's again (its max_pages is left as it was).  Returns 0,
+ * or -1 when the memory cannot be restored (the instance must then be
+ * freed and made again).
  */
-int pl_wasm_rt_memory_restore(wasm_rt_memory_t *mem, const uint8_t *image, uint32_t pages);
+int pl_wasm_rt_memory_restore(wasm_rt_memory_t *mem, const struct pl_wasm_image *img);
 
 /**
  * pl_wasm_rt_memory_set_max - the most pages mem may grow to from now on:
