@@ -199,15 +199,19 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
 }
 
 /* Cheap: the engine answers, the runtime is still registered at the same
- * path, both tags still name the inspected images.  Cached for a second. */
+ * path, both tags still name the inspected images.  Stands for
+ * READY_CACHE_NS. */
 static int docker_ready(void *state, struct pl_error *err) {
     struct docker_state *s = state;
     uint64_t now = pl_now_ns();
     pthread_mutex_lock(&s->lock);
     bool fresh = s->ready_at_ns && now - s->ready_at_ns < READY_CACHE_NS;
     pthread_mutex_unlock(&s->lock);
-    if (fresh)
-        return 0;
+    return fresh ? 0 : dk_ready_refresh(s, err);
+}
+
+int dk_ready_refresh(struct docker_state *s, struct pl_error *err) {
+    uint64_t now = pl_now_ns();
     long st = 0;
     if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 2000, &st, NULL, err) < 0 || st != 200) {
         dk_flush_warm(s);

@@ -52,7 +52,10 @@
 #define LABEL_RUN "org.plimsoll.run"
 #define API_TIMEOUT_MS 30000L
 #define KILL_GRACE_MS 3000
-#define READY_CACHE_NS 1000000000ull
+/* How long a readiness check stands.  While the runs' warm pool waits
+ * full, its filler refreshes it each second (dk_ready_refresh), so a run
+ * finds it standing instead of waiting for the engine's /info. */
+#define READY_CACHE_NS 1500000000ull
 
 /*
  * Who the guest is.  SANDBOX_DOCKER_UID (default below, a uid no host
@@ -277,6 +280,10 @@ int dk_exec_in(struct docker_state *s, const char *container_id, const char *use
 
 /* docker.c */
 void dk_invalidate_ready(struct docker_state *s);
+/* Check readiness now (the engine answers, the runtime is registered at the
+ * same path, both tags name the inspected images) and let it stand for
+ * READY_CACHE_NS.  Returns 0 or -1 with err (NOT_READY). */
+int dk_ready_refresh(struct docker_state *s, struct pl_error *err);
 
 /* pool.c */
 int dk_run_pool_start(struct docker_state *s);

@@ -194,18 +194,26 @@ int pl_docker_hijack(struct pl_docker_engine *e, const char *path, const char *j
         close(fd);
         return pl_error_set(err, PL_REASON_INTERNAL, "docker attach: cannot send the request");
     }
-    /* Read the answer's head one byte at a time, so no stream byte is eaten. */
+    /* Read the answer's head and not one stream byte more: look at what
+     * has come (MSG_PEEK), then take exactly up to the blank line, or all
+     * of it while the head has not ended (its end may straddle two reads:
+     * the search starts 3 bytes back). */
     char head[ATTACH_HEADER_MAX];
     size_t len = 0;
     while (len < sizeof(head) - 1) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, ATTACH_TIMEOUT_MS) <= 0)
             break;
-        ssize_t r = recv(fd, head + len, 1, 0);
+        ssize_t r = recv(fd, head + len, sizeof(head) - 1 - len, MSG_PEEK);
         if (r <= 0)
             break;
-        len++;
-        if (len >= 4 && memcmp(head + len - 4, "\r\n\r\n", 4) == 0)
+        size_t from = len >= 3 ? len - 3 : 0;
+        const char *end = memmem(head + from, len + (size_t)r - from, "\r\n\r\n", 4);
+        size_t take = end ? (size_t)(end + 4 - head) - len : (size_t)r;
+        if (recv(fd, head + len, take, 0) != (ssize_t)take)
+            break;
+        len += take;
+        if (end)
             break;
     }
     head[len] = '\0';
