@@ -24,11 +24,39 @@
 #include "docker_int.h"
 #include "../settings.h"
 
+/* While calls come, re-check readiness each READY_KEEP_EVERY_MS so that a
+ * call finds it standing (docker_ready); idle, ask the engine nothing. */
+static void *ready_keeper_main(void *arg) {
+    struct docker_state *s = arg;
+    pthread_mutex_lock(&s->lock);
+    while (!s->keeper_stop) {
+        struct timespec ts = pl_timespec_of(pl_deadline_in_ms(READY_KEEP_EVERY_MS));
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        uint64_t now = pl_now_ns();
+        bool wanted = s->asked_at_ns && now - s->asked_at_ns < READY_KEEP_NS;
+        if (s->keeper_stop || !wanted)
+            continue;
+        pthread_mutex_unlock(&s->lock);
+        struct pl_error e = {0};
+        (void)dk_ready_refresh(s, &e); /* a failure stands as not ready until the next */
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
 static void docker_destroy(void *state) {
     struct docker_state *s = state;
     if (!s)
         return;
     dk_pools_stop(s);
+    if (s->keeper_started) {
+        pthread_mutex_lock(&s->lock);
+        s->keeper_stop = true;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->keeper, NULL);
+    }
     if (s->reaper_started) {
         pthread_mutex_lock(&s->lock);
         s->reaper_stop = true;
@@ -84,6 +112,8 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     }
     if (pthread_create(&s->reaper, NULL, dk_reaper_main, s) == 0)
         s->reaper_started = true;
+    if (pthread_create(&s->keeper, NULL, ready_keeper_main, s) == 0)
+        s->keeper_started = true;
     if (dk_check_uid_unused(&s->set, err) < 0 ||
         pl_hostview_init(&s->hv, s->set.instance, strcmp(s->set.runtime, "runsc") == 0,
                          s->runtime_path, err) < 0)
@@ -200,12 +230,13 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
 
 /* Cheap: the engine answers, the runtime is still registered at the same
  * path, both tags still name the inspected images.  Stands for
- * READY_CACHE_NS. */
+ * READY_CACHE_NS, kept standing by the keeper while calls come. */
 static int docker_ready(void *state, struct pl_error *err) {
     struct docker_state *s = state;
     uint64_t now = pl_now_ns();
     pthread_mutex_lock(&s->lock);
     bool fresh = s->ready_at_ns && now - s->ready_at_ns < READY_CACHE_NS;
+    s->asked_at_ns = now;
     pthread_mutex_unlock(&s->lock);
     return fresh ? 0 : dk_ready_refresh(s, err);
 }

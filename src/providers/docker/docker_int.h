@@ -52,10 +52,13 @@
 #define LABEL_RUN "org.plimsoll.run"
 #define API_TIMEOUT_MS 30000L
 #define KILL_GRACE_MS 3000
-/* How long a readiness check stands.  While the runs' warm pool waits
- * full, its filler refreshes it each second (dk_ready_refresh), so a run
- * finds it standing instead of waiting for the engine's /info. */
+/* How long a readiness check stands.  While calls come (one asked within
+ * READY_KEEP_NS), the keeper thread re-checks each READY_KEEP_EVERY_MS, so
+ * a call finds a standing check instead of waiting for the engine's /info;
+ * an idle daemon asks the engine nothing. */
 #define READY_CACHE_NS 1500000000ull
+#define READY_KEEP_EVERY_MS 1000u
+#define READY_KEEP_NS 60000000000ull
 
 /*
  * Who the guest is.  SANDBOX_DOCKER_UID (default below, a uid no host
@@ -118,6 +121,9 @@ struct docker_state {
     bool reaper_started;
 
     uint64_t ready_at_ns; /* last time readiness held */
+    uint64_t asked_at_ns; /* last time a call or a poll asked */
+    pthread_t keeper;     /* keeps readiness standing while calls come */
+    bool keeper_started, keeper_stop;
 
     /* The warm pools (pool.c): started containers each waiting for one
      * run at the default memory allowance; session sandboxes each waiting

@@ -69,14 +69,11 @@ static bool run_usable(void *owner, void *item) {
 
 /* If the engine went away, what waits may be unusable when it comes back
  * (containerd can list a container as running whose stdin is wired to
- * nothing).  Asked each second while the pool waits full: the readiness a
- * run checks first is refreshed here too, so the run finds it standing. */
+ * nothing). */
 static bool run_healthy(void *owner) {
     struct docker_state *s = owner;
     long st = 0;
     struct pl_error e = {0};
-    if (dk_ready_refresh(s, &e) == 0)
-        return true;
     return pl_docker_call(s->engine, "GET", "/_ping", NULL, 2000, &st, NULL, &e) == 0 && st == 200;
 }
 
