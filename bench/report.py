@@ -228,6 +228,12 @@ waiting sandbox's memory is the engine's cgroup figure for a pooled
 container (usage minus inactive file cache), both interpreters included.
 The spec's figures for comparison: about 20 ms (runc) and 30–50 ms (gVisor)
 with the pool, 750 / 850 ms without; 39 / 66 MiB per waiting sandbox.
+Issue 18's aims: open + first cell ≤ 10 ms (runc) and ≤ 15 ms (runsc), a
+later cell ≤ 5 ms on both. A call no longer waits for the readiness check
+(the engine's `/info`, 28 ms), which a keeper thread re-checks each second
+while calls come ([providers/docker.md](providers/docker.md)); what is
+left of a later cell is the settings read-back (an inspect of the
+container, compared with its digest at open) and the cell's own frames.
 
 ## e2b provider: plumbing only
 
@@ -279,7 +285,10 @@ provider: half the CLI's time or better. plimsoll's runs take a container
 from its warm pool (`SANDBOX_DOCKER_WARM`, 2 per image by default: created
 and started before the run); back-to-back calls from one client outrun the
 warmer that replaces them, so some runs start a container cold, which is
-what the p95 and p99 show.
+what the p95 and p99 show. Where a run's time goes (most of it the
+engine's handling of the container's exit, after the guest's output is
+complete) and what a 30 ms hand-off needs:
+[internals/docker-handoff.md](internals/docker-handoff.md).
 
 Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
 `PL_BENCH_DOCKER_N` for the docker series).
