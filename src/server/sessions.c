@@ -106,9 +106,13 @@ static void *reaper_main(void *arg) {
         pthread_cond_timedwait(&s->cond, &s->lock, &ts);
         if (s->stop)
             break;
-        uint64_t now = pl_now_ns();
         for (unsigned i = 0; i < s->nslots; i++) {
             struct pl_session *ss = &s->slots[i];
+            /* Read per slot: a pause below lets go of the lock, and a slot
+             * opened, called or ended meanwhile holds a later time than a
+             * clock read before it (the difference would wrap: a session
+             * just opened was once ended as past its lifetime). */
+            uint64_t now = pl_now_ns();
             if (!ss->used)
                 continue;
             if (ss->ended) {

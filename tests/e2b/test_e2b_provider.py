@@ -300,8 +300,10 @@ class Reaper(E2BDaemon):
         # Longer than a reaper interval: a pass sees the VM before the run
         # knows its id, and must spare it.
         self.fake.misbehave(create_delay_ms=7000)
-        r = self.run_ok({"snippet": {"language": "python", "code": "print('slow')"}})
-        self.assertEqual(r["stdout"], "slow\n")
+        # The deadline leaves room for the 7 s create and the run after it.
+        r = self.run_ok({"timeout_ms": 30000,
+                         "snippet": {"language": "python", "code": "print('slow')"}})
+        self.assertEqual(r["stdout"], "slow\n", r)
 
 
 class StartupRefusals(unittest.TestCase):

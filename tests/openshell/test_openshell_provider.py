@@ -170,7 +170,9 @@ class Runs(HostedStreams, OpenShellDaemon):
 
     def test_deadline_ends_the_run_and_deletes(self):
         t = time.monotonic()
-        b = self.run_ok({"timeout_ms": 2000,
+        # 5 s: the sandbox must be ready inside the deadline for the loop to
+        # start (a slow CI day made 2 s too short for the fake's container).
+        b = self.run_ok({"timeout_ms": 5000,
                          "snippet": {"language": "javascript", "code": "for(;;){}"}})
         self.assertEqual((b["outcome"], b["exit_code"], b["timed_out"]), ("timed_out", 124, True), b)
         self.assertLess(time.monotonic() - t, 15)
@@ -219,7 +221,7 @@ class Runs(HostedStreams, OpenShellDaemon):
         # The gateway ends the call at the deadline plimsoll sent
         # (DEADLINE_EXCEEDED) before any exit: the command met its deadline.
         self.fake.misbehave(exec_withhold_exit="main.py")  # the snippet's exec, not the upload
-        b = self.run_ok(py("print(1)", timeout_ms=2000))
+        b = self.run_ok(py("print(1)", timeout_ms=5000))  # as above: the sandbox first
         self.assertEqual((b["exit_code"], b["timed_out"], b["outcome"]), (124, True, "timed_out"), b)
         self.fake.reset()
         self.assert_no_sandbox_left()

@@ -23,7 +23,9 @@
 struct fake {
     atomic_int opened, closed, paused, resumed;
     atomic_bool fail_open, fail_resume;
-    atomic_int in_run; /* calls running now: never above 1 per session */
+    atomic_int pausing;  /* pauses begun */
+    atomic_int pause_ms; /* how long a pause takes */
+    atomic_int in_run;   /* calls running now: never above 1 per session */
     atomic_int max_in_run;
 };
 
@@ -56,6 +58,8 @@ static int fake_session_run(void *state, void *session, const struct pl_run_ctx 
 
 static int fake_pause(void *state, void *session) {
     (void)state, (void)session;
+    atomic_fetch_add(&F.pausing, 1);
+    pl_sleep_ns(PL_MS((uint64_t)atomic_load(&F.pause_ms)));
     atomic_fetch_add(&F.paused, 1);
     return 0;
 }
@@ -371,6 +375,29 @@ static void test_a_failed_resume_ends_the_session(void **state) {
     fixture_free(f);
 }
 
+/* The reaper lets go of the table while a provider pauses an idle
+ * session; a session opened meanwhile in a later slot is younger than the
+ * reaper's clock read before the pause, and once was ended at once as past
+ * its lifetime (the difference wrapped). */
+static void test_a_session_opened_during_a_pause_lives(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new(2, 600, 1, 8);
+    char a[PL_SESSION_ID_LEN + 1], b[PL_SESSION_ID_LEN + 1];
+    atomic_store(&F.pause_ms, 600);
+    open_ok(f, "alice", a);
+    wait_count(&F.pausing, 1);
+    open_ok(f, "bob", b); /* while alice's pause runs */
+    wait_count(&F.paused, 1);
+    pl_sleep_ns(PL_MS(300)); /* the rest of that pass, and the next */
+    struct pl_session *ss = NULL;
+    struct pl_error err = {0};
+    char why[256] = "";
+    assert_int_equal(pl_sessions_begin(f->s, "bob", b, &ss, why, sizeof(why), &err), 0);
+    pl_sessions_done(f->s, ss, NULL, NULL);
+    assert_int_equal(pl_sessions_open_count(f->s), 2);
+    fixture_free(f);
+}
+
 static void test_lifetime_ends_a_session(void **state) {
     (void)state;
     struct fixture *f = fixture_new(2, 1, 600, 8);
@@ -417,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_one_call_at_a_time),
         cmocka_unit_test(test_idle_pause_and_resume),
         cmocka_unit_test(test_an_idle_stop_gives_the_slot_back),
+        cmocka_unit_test(test_a_session_opened_during_a_pause_lives),
         cmocka_unit_test(test_a_failed_resume_ends_the_session),
         cmocka_unit_test(test_lifetime_ends_a_session),
         cmocka_unit_test(test_shutdown_ends_sessions_and_refuses_opens),
