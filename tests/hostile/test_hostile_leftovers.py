@@ -95,9 +95,9 @@ class Leftovers:
     def run_py(self, code, timeout_ms=None):
         import secrets
         if timeout_ms is None:
-            # Enough for the program to reach its point: gVisor's forks and
-            # a loaded CI machine once made 2 s too short for ten forks.
-            timeout_ms = 5000 if self.RUNTIME == "runsc" else 2000
+            # Enough for the program to reach its point: a loaded CI machine
+            # once made 2 s too short for ten forks (runsc, then runc).
+            timeout_ms = 5000
         self.marker = "plh" + secrets.token_hex(4)
         status, body = self.d.rpc("Run", py(MARK % self.marker + code, timeout_ms=timeout_ms))
         return status, body
