@@ -36,11 +36,15 @@ class Hostile(StepLeftovers, HostedGuests, OpenShellDaemon):
                   "    os._exit(0)\n"
                   "os.setsid()\n"
                   "me = os.getpid()\n"
+                  # Spelt in two: the word itself in this source would match
+                  # the plant's own parent, which a slow day once killed
+                  # before it exited (step one 137, step two never ran).
+                  "word = b'cle' + b'an'\n"
                   "while True:\n"
                   "    for p in os.listdir('/proc'):\n"
                   "        try:\n"
                   "            if int(p) != me and "
-                  "b'clean' in open('/proc/%s/cmdline' % p, 'rb').read():\n"
+                  "word in open('/proc/%s/cmdline' % p, 'rb').read():\n"
                   "                os.kill(int(p), signal.SIGKILL)\n"
                   "        except (OSError, ValueError):\n"
                   "            pass\n"
