@@ -30,13 +30,9 @@
 extern char **environ;
 
 static void report(double *t, int n, int bad) {
-    qsort(t, (size_t)n, sizeof(*t), cmp_double);
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += t[i];
-    printf("{\"n\":%d,\"p50_us\":%.1f,\"p95_us\":%.1f,\"p99_us\":%.1f,\"mean_us\":%.1f,"
-           "\"min_us\":%.1f,\"bad\":%d}\n",
-           n, t[n / 2], t[(int)(n * 0.95)], t[(int)(n * 0.99)], sum / n, t[0], bad);
+    printf("{");
+    print_series(t, n);
+    printf(",\"bad\":%d}\n", bad);
 }
 
 static size_t sink(char *p, size_t s, size_t n, void *ud) {

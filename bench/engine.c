@@ -103,14 +103,10 @@ int main(int argc, char **argv) {
     }
     double secs = (now_us() - t0) / 1e6;
 
-    qsort(t, (size_t)n, sizeof(*t), cmp_double);
     qsort(guest, (size_t)n, sizeof(*guest), cmp_double);
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += t[i];
-    printf("{\"n\":%d,\"p50_us\":%.1f,\"p95_us\":%.1f,\"p99_us\":%.1f,\"mean_us\":%.1f,"
-           "\"min_us\":%.1f,\"guest_p50_us\":%.1f,\"per_s\":%.0f,\"threads\":%d,\"bad\":%d}\n",
-           n, t[n / 2], t[(int)(n * 0.95)], t[(int)(n * 0.99)], sum / n, t[0], guest[n / 2],
+    printf("{");
+    print_series(t, n);
+    printf(",\"guest_p50_us\":%.1f,\"per_s\":%.0f,\"threads\":%d,\"bad\":%d}\n", guest[n / 2],
            n / secs, threads, bad);
     pl_js_pool_free(pool);
     free(t);
