@@ -98,18 +98,21 @@ int pl_hostview_init(struct pl_hostview *hv, const char *instance, bool runsc,
         if (dash < 0 || dash + 3 >= nf)
             continue;
         const char *fstype = f[dash + 1], *super = f[dash + 3];
-        if (strcmp(fstype, "cgroup") == 0 && !hv->cg_root[0]) {
-            bool pids = false;
+        if (strcmp(fstype, "cgroup") == 0 && strcmp(f[3], "/") == 0) {
+            bool pids = false, memory = false;
             char opts[512];
             snprintf(opts, sizeof(opts), "%s", super);
             char *os = NULL;
-            for (char *o = strtok_r(opts, ",", &os); o; o = strtok_r(NULL, ",", &os))
-                if (strcmp(o, "pids") == 0)
-                    pids = true;
-            if (pids && strcmp(f[3], "/") == 0) {
-                unescape(f[4]);
-                snprintf(hv->cg_root, sizeof(hv->cg_root), "%s", f[4]);
+            for (char *o = strtok_r(opts, ",", &os); o; o = strtok_r(NULL, ",", &os)) {
+                pids = pids || strcmp(o, "pids") == 0;
+                memory = memory || strcmp(o, "memory") == 0;
             }
+            if ((pids && !hv->cg_root[0]) || (memory && !hv->mem_root[0]))
+                unescape(f[4]);
+            if (pids && !hv->cg_root[0])
+                snprintf(hv->cg_root, sizeof(hv->cg_root), "%s", f[4]);
+            if (memory && !hv->mem_root[0])
+                snprintf(hv->mem_root, sizeof(hv->mem_root), "%s", f[4]);
         } else if (strcmp(fstype, "cgroup2") == 0 && !v2_root[0] && strcmp(f[3], "/") == 0) {
             unescape(f[4]);
             snprintf(v2_root, sizeof(v2_root), "%s", f[4]);
@@ -119,6 +122,7 @@ int pl_hostview_init(struct pl_hostview *hv, const char *instance, bool runsc,
     if (!hv->cg_root[0] && v2_root[0]) {
         hv->v2 = true;
         snprintf(hv->cg_root, sizeof(hv->cg_root), "%s", v2_root);
+        snprintf(hv->mem_root, sizeof(hv->mem_root), "%s", v2_root);
     }
     if (!hv->cg_root[0])
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -263,6 +267,7 @@ int pl_hostview_procs(const struct pl_hostview *hv, const char *rel, pid_t **ret
 int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms,
                          unsigned *ret_killed) {
     unsigned killed = 0;
+    uint64_t nap = 250000; /* ns */
     uint64_t deadline = pl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         pid_t *t = NULL;
@@ -294,8 +299,36 @@ int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned
                 *ret_killed = killed;
             return -ETIMEDOUT;
         }
-        pl_sleep_ns(PL_MS(5));
+        /* A SIGKILLed process leaves its cgroup within a millisecond or
+         * two: look again soon, then every 5 ms. */
+        pl_sleep_ns(nap);
+        if (nap < PL_MS(5))
+            nap *= 2;
     }
+}
+
+long long pl_hostview_oom_kills(const struct pl_hostview *hv, const char *rel) {
+    if (!hv->mem_root[0])
+        return -ENOENT;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s%s/%s", hv->mem_root, rel,
+             hv->v2 ? "memory.events" : "memory.oom_control");
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    char line[128];
+    long long n = -ENODATA;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "oom_kill ", 9) == 0) {
+            char *end = NULL;
+            errno = 0;
+            long long v = strtoll(line + 9, &end, 10);
+            if (errno == 0 && end != line + 9 && v >= 0)
+                n = v;
+            break;
+        }
+    fclose(f);
+    return n;
 }
 
 int pl_hostview_wait_empty(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms) {

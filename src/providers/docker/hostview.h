@@ -31,6 +31,7 @@
 
 struct pl_hostview {
     char cg_root[256];      /* v1: the pids hierarchy's mount; v2: the unified mount */
+    char mem_root[256];     /* v1: the memory hierarchy's mount; v2: the unified mount */
     bool v2;                /* cgroup v2 */
     char parent[128];       /* the instance's cgroup parent, "/plimsoll-<instance>" */
     char runtime_root[256]; /* where the runtime keeps its per-container state */
@@ -79,6 +80,13 @@ int pl_hostview_procs(const struct pl_hostview *hv, const char *rel, pid_t **ret
  */
 int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms,
                          unsigned *ret_killed);
+
+/*
+ * How many processes of cgroup rel the kernel's OOM killer has killed
+ * (v1: memory.oom_control's oom_kill; v2: memory.events'), read on the
+ * host; < 0 (-errno) when it cannot be read.
+ */
+long long pl_hostview_oom_kills(const struct pl_hostview *hv, const char *rel);
 
 /*
  * Wait up to timeout_ms for cgroup rel to be empty or gone (the runtime
