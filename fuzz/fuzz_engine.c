@@ -15,7 +15,11 @@
  *   3  the bootstrap's files report (pl_docker_files_report), byte 1 the
  *      cap: accepted only as exactly one "PLIMSOLL {...}" line;
  *   4  a session agent's report (pl_docker_agent_report), with and without
- *      the launcher's "ready" prefix: accepted only as exactly one line.
+ *      the launcher's "ready" prefix: accepted only as exactly one line;
+ *   5  the run's end marker (pl_demux_expect_end) in a guest's stdout: byte
+ *      1 seeds the chunking, the rest is what the guest and the bootstrap
+ *      wrote; fed as frames in chunks, it must agree with a plain reading
+ *      (the first whole marker and its status taken out, nothing else lost).
  * Any crash, leak, sanitizer report or broken invariant (abort) is a bug. */
 #include <stdbool.h>
 #include <stddef.h>
@@ -291,15 +295,84 @@ static void fuzz_agent_report(const uint8_t *p, size_t n) {
     }
 }
 
+/* A marker whose own prefix repeats, so a broken match must be tried again
+ * from inside itself. */
+static const char MARK[] = "\x1e\x1eE\x1e\x1eEN ";
+
+static void fuzz_end_mark(const uint8_t *p, size_t n) {
+    if (n < 1)
+        return;
+    uint32_t seed = 0x85ebca6bu ^ p[0];
+    p++;
+    n--;
+    size_t ml = sizeof(MARK) - 1;
+    struct pl_demux d = {.out = {.cap = 1u << 20}, .err = {.cap = 1u << 20}};
+    pl_demux_expect_end(&d, MARK, ml);
+    size_t off = 0;
+    while (off < n) {
+        size_t c = 1 + next_rand(&seed) % 16;
+        if (c > n - off)
+            c = n - off;
+        unsigned char frame[8 + 16] = {1, 0, 0, 0, 0, 0, 0, (unsigned char)c};
+        memcpy(frame + 8, p + off, c);
+        /* the header and the payload split at a random point too */
+        size_t cut = next_rand(&seed) % (8 + c + 1);
+        if (pl_demux_feed(&d, frame, cut) < 0 || pl_demux_feed(&d, frame + cut, 8 + c - cut) < 0)
+            abort();
+        off += c;
+    }
+    const struct pl_demux_mark *m = &d.m[0];
+    /* The plain reading: the first whole marker, then three digits and a
+     * newline (or the first byte that is not). */
+    const uint8_t *hit = n >= ml ? memmem(p, n, MARK, ml) : NULL;
+    size_t want_len = n, cut_at = n, cut_len = 0;
+    bool done = false, bad = false, after = false;
+    int status = 0;
+    if (hit) {
+        size_t at = (size_t)(hit - p), k = 0;
+        const uint8_t *st = hit + ml;
+        size_t left = n - at - ml;
+        while (k < left && k < 4 && (k < 3 ? st[k] >= '0' && st[k] <= '9' : st[k] == '\n'))
+            k++;
+        if (k == 4) {
+            done = true;
+            status = (st[0] - '0') * 100 + (st[1] - '0') * 10 + (st[2] - '0');
+            bad = status > 255;
+            cut_len = ml + 4;
+        } else if (k < left) {
+            done = bad = true;
+            cut_len = ml + k + 1;
+        }
+        if (done) {
+            cut_at = at;
+            want_len = n - cut_len;
+            after = n > at + cut_len;
+        }
+    }
+    if (m->done != done || m->bad != bad || m->after != after ||
+        (done && !bad && m->status != status))
+        abort();
+    if (pl_demux_flush(&d) < 0 || d.out.kept.len != want_len || d.out.total != want_len ||
+        d.err.total != 0 || (cut_at && memcmp(d.out.kept.data, p, cut_at) != 0) ||
+        (want_len > cut_at &&
+         memcmp(d.out.kept.data + cut_at, p + cut_at + cut_len, want_len - cut_at) != 0))
+        abort();
+    int got = -1;
+    if (pl_demux_ended(&d, &got))
+        abort(); /* stderr never had the marker */
+    pl_demux_free(&d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0: fuzz_demux(data + 1, size - 1); break;
     case 1: fuzz_answer(data + 1, size - 1); break;
     case 2: fuzz_upgrade(data + 1, size - 1); break;
     case 3: fuzz_files_report(data + 1, size - 1); break;
-    default: fuzz_agent_report(data + 1, size - 1); break;
+    case 4: fuzz_agent_report(data + 1, size - 1); break;
+    default: fuzz_end_mark(data + 1, size - 1); break;
     }
     return 0;
 }

@@ -225,6 +225,87 @@ int pl_docker_hijack(struct pl_docker_engine *e, const char *path, const char *j
     return 0;
 }
 
+void pl_demux_expect_end(struct pl_demux *d, const char *mark, size_t len) {
+    if (len > sizeof(d->mark))
+        len = 0;
+    memcpy(d->mark, mark, len);
+    d->mark_len = len;
+    memset(d->m, 0, sizeof(d->m));
+}
+
+/*
+ * Output bytes p[0..n) of one stream, through the marker's search: bytes
+ * that could begin the marker wait in m->pend; on a byte that breaks the
+ * match the oldest waiting byte is output and the rest tried again.
+ */
+static int mark_feed(const struct pl_demux *d, struct pl_capture *c, struct pl_demux_mark *m,
+                     const unsigned char *p, size_t n) {
+    if (d->mark_len == 0 || m->done) {
+        if (m->done && n)
+            m->after = true;
+        return pl_capture_add(c, p, n);
+    }
+    while (n > 0) {
+        if (m->pend_len == 0) {
+            const unsigned char *hit = memchr(p, (unsigned char)d->mark[0], n);
+            size_t plain = hit ? (size_t)(hit - p) : n;
+            if (plain && pl_capture_add(c, p, plain) < 0)
+                return -1;
+            p += plain;
+            n -= plain;
+            if (!hit)
+                return 0;
+        }
+        m->pend[m->pend_len++] = *p++;
+        n--;
+        if (m->pend_len <= d->mark_len) {
+            while (m->pend_len && memcmp(m->pend, d->mark, m->pend_len) != 0) {
+                if (pl_capture_add(c, m->pend, 1) < 0)
+                    return -1;
+                memmove(m->pend, m->pend + 1, --m->pend_len);
+            }
+            continue;
+        }
+        /* The fixed part (with the nonce) came: three digits, a newline. */
+        size_t k = m->pend_len - d->mark_len;
+        unsigned char b = m->pend[m->pend_len - 1];
+        if (k <= 3 ? (b < '0' || b > '9') : b != '\n') {
+            m->bad = m->done = true;
+        } else if (k == 4) {
+            const unsigned char *st = m->pend + d->mark_len;
+            m->status = (st[0] - '0') * 100 + (st[1] - '0') * 10 + (st[2] - '0');
+            m->bad = m->status > 255;
+            m->done = true;
+        }
+        if (m->done) {
+            m->pend_len = 0;
+            return mark_feed(d, c, m, p, n);
+        }
+    }
+    return 0;
+}
+
+bool pl_demux_ended(const struct pl_demux *d, int *status) {
+    for (int i = 0; i < 2; i++)
+        if (!d->mark_len || !d->m[i].done || d->m[i].bad || d->m[i].after)
+            return false;
+    if (d->m[0].status != d->m[1].status)
+        return false;
+    *status = d->m[0].status;
+    return true;
+}
+
+int pl_demux_flush(struct pl_demux *d) {
+    int rc = 0;
+    for (int i = 0; i < 2; i++) {
+        struct pl_demux_mark *m = &d->m[i];
+        if (m->pend_len && pl_capture_add(i == 0 ? &d->out : &d->err, m->pend, m->pend_len) < 0)
+            rc = -1;
+        m->pend_len = 0;
+    }
+    return rc;
+}
+
 int pl_demux_feed(struct pl_demux *d, const unsigned char *p, size_t n) {
     while (n > 0 && !d->broken) {
         if (d->remaining == 0) {
@@ -248,7 +329,8 @@ int pl_demux_feed(struct pl_demux *d, const unsigned char *p, size_t n) {
             continue;
         }
         size_t take = d->remaining < n ? d->remaining : n;
-        if (pl_capture_add(d->stream == 1 ? &d->out : &d->err, p, take) < 0)
+        int i = d->stream == 1 ? 0 : 1;
+        if (mark_feed(d, i == 0 ? &d->out : &d->err, &d->m[i], p, take) < 0)
             return -1;
         d->remaining -= (uint32_t)take;
         p += take;

@@ -75,6 +75,18 @@ int pl_docker_hijack(struct pl_docker_engine *e, const char *path, const char *j
  * 32-bit length) and the payload.  Feed bytes as they arrive; payload bytes
  * are appended to out/err up to each cap, the rest counted and dropped.
  */
+#define PL_DEMUX_MARK_MAX 64
+
+/* One stream's search for the run's end marker (pl_demux_expect_end). */
+struct pl_demux_mark {
+    unsigned char pend[PL_DEMUX_MARK_MAX + 4]; /* bytes that may begin the marker, held back */
+    size_t pend_len;
+    bool done;  /* the whole marker came */
+    bool after; /* bytes came after it (kept as output) */
+    bool bad;   /* its fixed part came, then no status: the marker is not trusted */
+    int status; /* what it reported, 0-255 */
+};
+
 struct pl_demux {
     unsigned char hdr[8];
     size_t hdr_len;
@@ -82,8 +94,27 @@ struct pl_demux {
     int stream;                 /* of the current frame */
     bool broken;                /* a frame header was invalid */
     struct pl_capture out, err; /* caps set by the caller; totals count what the guest wrote */
+    char mark[PL_DEMUX_MARK_MAX];
+    size_t mark_len;           /* 0: no end marker is looked for */
+    struct pl_demux_mark m[2]; /* stdout's, stderr's */
 };
 
 /* Returns < 0 once the stream is broken (an invalid header). */
 int pl_demux_feed(struct pl_demux *d, const unsigned char *data, size_t len);
 void pl_demux_free(struct pl_demux *d);
+
+/*
+ * Look for a run's end marker (docs/providers/docker.md, "The run's end"):
+ * the bytes mark (1 to PL_DEMUX_MARK_MAX, a secret nonce among them), then
+ * three decimal digits and a newline, as the last bytes of stdout and of
+ * stderr.  The marker is taken out of the output; bytes that might begin
+ * it are held back until they cannot (pl_demux_flush releases them).
+ */
+void pl_demux_expect_end(struct pl_demux *d, const char *mark, size_t len);
+
+/* Whether both streams ended with the marker, nothing after it, and the same
+ * status (into *status). */
+bool pl_demux_ended(const struct pl_demux *d, int *status);
+
+/* The stream ended without the marker: what was held back is output. */
+int pl_demux_flush(struct pl_demux *d);
