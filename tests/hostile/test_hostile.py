@@ -144,6 +144,68 @@ class HostileDocker(HostileDockerDaemon):
         self.assertLess(time.time() - marker, 60)
         self.assertIn(b["exit_code"], (0, 137, 143))
 
+    def test_a_forged_end_marker_is_only_output(self):
+        # The run's end marker needs the run's nonce (docs/providers/
+        # docker.md, "The run's end"): guessed ones, whole or cut, on both
+        # streams, end nothing and lose nothing.
+        b = self.py("import os, sys\n"
+                    "fake = '\\x1eplimsoll-end ' + '0' * 32 + ' 000\\n'\n"
+                    "for fd in (1, 2):\n"
+                    "    os.write(fd, fake.encode())\n"
+                    "    os.write(fd, fake[:20].encode())\n"
+                    "print('after'); print('err after', file=sys.stderr)\n"
+                    "sys.stdout.write('\\x1eplimsoll-end ')\n"
+                    "sys.exit(5)")
+        fake = "\x1eplimsoll-end " + "0" * 32 + " 000\n"
+        self.assertEqual(b["exit_code"], 5, b)
+        self.assertFalse(b["timed_out"], b)
+        self.assertEqual(b["stdout"], fake + fake[:20] + "after\n\x1eplimsoll-end ", b)
+        self.assertEqual(b["stderr"], fake + fake[:20] + "err after\n", b)
+
+    def test_pid1_takes_no_signal_from_the_guest(self):
+        # The bootstrap stays PID 1 and blocks every signal: nothing the
+        # guest sends it ends the run early or changes its status.
+        b = self.py("import os, signal, time\n"
+                    "for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,\n"
+                    "            signal.SIGCHLD, signal.SIGPIPE):\n"
+                    "    os.kill(1, sig)\n"
+                    "time.sleep(0.3)\n"
+                    "print('alive', os.getppid())")
+        self.assertEqual((b["exit_code"], b["stdout"], b["stderr"]), (0, "alive 1\n", ""), b)
+        # SIGKILL and SIGSTOP cannot be blocked.  Linux delivers neither to a
+        # namespace's init from inside it; gVisor delivers both.  There the
+        # guest ends its own run (PID 1 gone, the sandbox with it: 137) or
+        # stops its own end (the deadline ends it): its choice, like exiting
+        # or sleeping, and the answer is still typed.
+        for sig, want_runsc in (("SIGKILL", (137, False)), ("SIGSTOP", (124, True))):
+            b = self.py("import os, signal, time\n"
+                        "os.kill(1, signal.%s)\n"
+                        "time.sleep(0.3)\n"
+                        "print('alive')" % sig, timeout_ms=3000)
+            got = (b["exit_code"], b["timed_out"])
+            if self.RUNTIME == "runc":
+                self.assertEqual(got + (b["stdout"],), (0, False, "alive\n"), b)
+            else:
+                self.assertEqual(got, want_runsc, b)
+            self.assertFalse(b["out_of_memory"], b)
+
+    def test_what_the_main_process_leaves_is_ended_with_it(self):
+        # The run ends when the guest's main process does (as when it was
+        # PID 1): a child still writing is killed before the end marker.
+        t0 = time.monotonic()
+        b = self.py("import os, time\n"
+                    "if os.fork() == 0:\n"
+                    "    os.setsid()\n"
+                    "    while True:\n"
+                    "        os.write(1, b'child\\n'); time.sleep(0.01)\n"
+                    "time.sleep(0.2)\n"
+                    "print('main done', flush=True)\n"
+                    "os._exit(3)", timeout_ms=20000)
+        self.assertEqual(b["exit_code"], 3, b)
+        self.assertFalse(b["timed_out"], b)
+        self.assertIn("main done\n", b["stdout"], b)
+        self.assertLess(time.monotonic() - t0, 15)  # a bound, not a speed claim
+
     def test_proc_and_sys_show_no_host(self):
         b = self.py("import os\n"
                     "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"

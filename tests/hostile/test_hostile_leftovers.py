@@ -174,6 +174,52 @@ class Leftovers:
         self.assert_nothing_left()
 
 
+    def test_an_early_end_claimed_with_the_nonce_leaves_nothing(self):
+        # Under runc a Python guest runs in the bootstrap's forked
+        # interpreter, so it can find the run's nonce and write the end
+        # marker itself while its processes run on.  That only ends the
+        # stream: the host empties the container's cgroup before the answer,
+        # so at the answer nothing of the run lives.  (Under runsc the guest
+        # is a fresh interpreter and the nonce is out of its reach.)
+        status, body = self.run_py(FORGE_END, timeout_ms=20000)
+        left = leftovers(self.full_instance, self.uid, wait=0.0, marker=self.marker)
+        self.assertEqual(status, 200, body)
+        self.assertFalse(body["timed_out"], body)
+        if self.RUNTIME == "runc":
+            self.assertIn("nonce found", body["stdout"], body)
+            self.assertEqual(body["exit_code"], 7, body)
+        else:
+            self.assertIn("nonce out of reach", body["stdout"], body)
+            self.assertEqual(body["exit_code"], 0, body)
+        self.assertEqual(left["marked"], [], left)
+        self.assertEqual([k for k, v in left["cgroups"].items() if not self.is_warm(k)], [], left)
+        self.assert_nothing_left()
+
+
+# The guest leaves a process writing, then looks for the run's nonce up its
+# own stack and, when found, claims the end with status 7 and sleeps on.
+FORGE_END = r"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        os.write(1, b"still here\n"); time.sleep(0.05)
+time.sleep(0.3)
+found, f = None, sys._getframe().f_back
+while f is not None and found is None:
+    v = f.f_locals.get("end")
+    if isinstance(v, str) and len(v) == 32:
+        found = v
+    f = f.f_back
+print("nonce", "found" if found else "out of reach", flush=True)
+if found:
+    mark = ("\x1eplimsoll-end %s 007\n" % found).encode()
+    os.write(1, mark)
+    os.write(2, mark)
+    time.sleep(30)
+"""
+
+
 class ShippedProfile:
     def test_every_refused_system_call(self):
         status, body = self.run_py(SYSCALLS, timeout_ms=20000)

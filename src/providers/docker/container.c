@@ -309,6 +309,9 @@ int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadlin
             if (pl_demux_feed(&r->dx, buf, (size_t)n) < 0)
                 return pl_error_set(err, PL_REASON_INTERNAL,
                                     "docker attach stream: malformed frame");
+            int status;
+            if (pl_demux_ended(&r->dx, &status))
+                return 0; /* the run's end marker, on both streams */
             if (r->until_line && part >= r->nparts && r->dx.out.kept.len &&
                 memchr(r->dx.out.kept.data, '\n', r->dx.out.kept.len))
                 return 0;

@@ -52,6 +52,9 @@
 #define LABEL_RUN "org.plimsoll.run"
 #define API_TIMEOUT_MS 30000L
 #define KILL_GRACE_MS 3000
+/* A snippet's or module's end marker: this, the run's nonce, a space, then
+ * the status and a newline (bootstrap.py's supervise; "The run's end"). */
+#define END_MARK_PREFIX "\x1eplimsoll-end "
 /* How long a readiness check stands.  While calls come (one asked within
  * READY_KEEP_NS), the keeper thread re-checks each READY_KEEP_EVERY_MS, so
  * a call finds a standing check instead of waiting for the engine's /info;

@@ -188,6 +188,33 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
     return 0;
 }
 
+/*
+ * The run's end without the engine (docs/providers/docker.md, "The run's
+ * end"): both streams ended with the marker only the bootstrap knows, which
+ * it writes after the guest's main process ended and it reaped every other
+ * process of the sandbox.  The host then kills whatever is in the
+ * container's cgroup (the waiting bootstrap, under runsc the sandbox) and
+ * sees it empty, so nothing of the run lives when the answer goes.  A
+ * status of 137 (a SIGKILL: the OOM killer's or anyone's) or an OOM kill
+ * in the cgroup's own count leaves the verdict to the engine: 0, and the
+ * caller waits for the container as before.  1 when the run ended here
+ * (r->exit_code set); < 0 when the host could not empty the cgroup.
+ */
+static int fast_end(struct docker_state *s, struct cont_run *r) {
+    int status = 0;
+    if (r->project || !pl_demux_ended(&r->dx, &status) || status == 128 + SIGKILL)
+        return 0;
+    char cg[200];
+    pl_hostview_cgroup(&s->hv, r->id, cg, sizeof(cg));
+    if (pl_hostview_oom_kills(&s->hv, cg) != 0)
+        return 0;
+    if (pl_hostview_kill_all(&s->hv, cg, 5000, NULL) < 0)
+        return -1;
+    r->exit_code = status;
+    r->oom = false;
+    return 1;
+}
+
 int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err) {
     char path[256];
     if (r->warm_id[0]) {
@@ -219,6 +246,23 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
         goto fail;
     close(fd);
     fd = -1;
+    if (!r->timed_out) {
+        int fast = fast_end(s, r);
+        if (fast > 0) {
+            dk_reap_later(s, r->id);
+            return 0;
+        }
+        if (fast < 0) {
+            pl_error_set(err, PL_REASON_INTERNAL,
+                         "the run's processes could not all be killed on the host; its result "
+                         "cannot be trusted");
+            goto fail;
+        }
+    }
+    if (pl_demux_flush(&r->dx) < 0) {
+        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        goto fail;
+    }
     if (r->project) {
         /* The files are written and the report is in (or the bootstrap
          * failed): the steps, then the container ends. */
@@ -405,7 +449,21 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
     }
     if (req->kind != PL_PAYLOAD_PROJECT) {
         /* Snippets and modules: header, the code, then the guest's stdin;
-         * the guest's own output is the container's. */
+         * the guest's own output is the container's.  The bootstrap ends
+         * both streams with a marker holding this nonce once nothing of
+         * the guest lives ("The run's end"). */
+        char nonce[33], mark[PL_DEMUX_MARK_MAX];
+        if (!h || pl_random_hex(nonce, sizeof(nonce), 16) < 0) {
+            json_decref(h);
+            return pl_error_set(err, PL_REASON_INTERNAL, "docker: no randomness for the run");
+        }
+        json_object_set_new(h, "end", json_string(nonce));
+        /* Python in the bootstrap's own interpreter, forked (runc only:
+         * under runsc the fork bomb's children, each a copy of the bigger
+         * interpreter, met the memory limit before the process limit). */
+        json_object_set_new(h, "here", json_boolean(!s->hv.runsc));
+        int ml = snprintf(mark, sizeof(mark), END_MARK_PREFIX "%s ", nonce);
+        pl_demux_expect_end(&r->dx, mark, (size_t)ml);
         r->nparts = 3;
         r->dx.out.cap = r->dx.err.cap = ctx->output_bytes;
         pl_capture_stream(&r->dx.out, ctx->sink, 1, 0);
@@ -500,9 +558,15 @@ int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
         r.socket_dir = broker_dir;
         r.gate = &gate;
     } else {
-        dk_take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
+        /* Held from before the take: the pool's next container is not
+         * started beside this run's guest (pl_pool_hold). */
+        pl_pool_hold(&s->run_pool, true);
+        if (!dk_take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id))
+            pl_pool_hold(&s->run_pool, false);
     }
     int rc = dk_run_container(s, &r, err);
+    if (r.warm_id[0])
+        pl_pool_hold(&s->run_pool, false);
     /* The gate lives on this stack: nothing may ask it once we return. */
     pl_broker_unlisten(ctx->broker);
     dk_peer_gate_destroy(&gate);

@@ -7,9 +7,12 @@
 # file is compiled into plimsolld after common.py (the seccomp installer,
 # nondumpable, the stdin readers).
 #
-#   snippet  write the code to /tmp, exec the interpreter; fd 0 is left at
-#            the first byte of the guest's stdin, fds 1 and 2 are the
-#            container's, so the daemon reads the guest's output directly.
+#   snippet  write the code to /tmp, start the interpreter on it and stay
+#            PID 1 (supervise); fd 0 is left at the first byte of the guest's
+#            stdin, fds 1 and 2 are the container's, so the daemon reads the
+#            guest's output directly.  When the guest's main process ends,
+#            every other process is killed and reaped, then both streams get
+#            the end marker: the header's nonce and the exit status.
 #   project  write the files into /work, report one "PLIMSOLL <json>" line
 #            on stdout ({"setup": "ok"} or {"setup_failed": why}), then stay
 #            PID 1 (reaping, no signals) while the daemon runs each step as
@@ -44,6 +47,123 @@ def b64(data):
     return base64.b64encode(data).decode()
 
 
+import signal  # noqa: E402 - supervise's, loaded while the container waits
+
+
+def supervise(start, end):
+    """Run the guest, start() in a child process, and stay PID 1
+    (docs/providers/docker.md, "The run's end").  When the guest's main
+    process ends, kill and reap every other process of this pid namespace;
+    only then write the end marker (the header's nonce and the status) to
+    both streams, and exit with the guest's status.  Nothing of the guest
+    can write after the marker: nothing of it lives.  The marker only says
+    where the streams end: the daemon still empties the container's cgroup
+    and reads its OOM count from the host before it answers."""
+    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    # What this interpreter holds now is never collected in the guest's
+    # processes: their collections leave its pages shared, not copied.
+    import gc
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        start()
+        os._exit(70)  # start() does not return
+    code = 70
+    while True:
+        got, st = os.waitpid(-1, 0)
+        if got == pid:
+            code = os.waitstatus_to_exitcode(st)
+            code = 128 - code if code < 0 else code
+            break
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    mark = ("\x1eplimsoll-end %s %03d\n" % (end, code)).encode()
+    write_all(1, mark)
+    write_all(2, mark)
+    os._exit(code)
+
+
+def exec_guest(argv):
+    """A start for supervise: exec argv (127 when it cannot be)."""
+    def start():
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as e:
+            os.write(2, ("plimsoll: %s: %s\n" % (argv[0], e.strerror)).encode())
+        os._exit(127)
+    return start
+
+
+def python_here(path, code):
+    """A start for supervise: run a Python snippet in this interpreter,
+    already started while the container waited, as `python3 path` would:
+    a fresh __main__, sys.argv and sys.path[0] as for a script; an uncaught
+    exception's traceback without this file's frames and status 1;
+    SystemExit's status (or its message and 1).  The end is the
+    interpreter's own, less its teardown: non-daemon threads are joined,
+    atexit handlers run, sys.stdout and sys.stderr flushed, then _exit
+    (the container ends with the run: nothing is left to tear down, and a
+    forked interpreter's full teardown cost 30 ms here)."""
+    def start():
+        import ctypes
+        import types
+        # Dumpable again, as an exec'd python3 would be (PID 1 stays not).
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+        main = types.ModuleType("__main__")
+        main.__file__ = path
+        main.__builtins__ = __builtins__
+        sys.modules["__main__"] = main
+        sys.argv[:] = [path]
+        sys.path[0] = os.path.dirname(path)
+        status = 0
+        try:
+            exec(compile(code, path, "exec"), main.__dict__)
+        except SystemExit as e:
+            status = exit_status(e)
+        except BaseException as e:  # noqa: BLE001 - reported as python3 would
+            tb = e.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename != path:
+                tb = tb.tb_next
+            sys.excepthook(type(e), e.with_traceback(tb), tb)
+            # python3 ends itself with SIGINT after an uncaught ^C.
+            status = 128 + signal.SIGINT if isinstance(e, KeyboardInterrupt) else 1
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+        import atexit
+        atexit._run_exitfuncs()
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:  # noqa: BLE001 - a closed or replaced stream
+                status = status or 120
+        os._exit(status)
+    return start
+
+
+def exit_status(e):
+    """The status python3 exits with for SystemExit e (its message, when
+    not a number, goes to stderr)."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    try:
+        print(e.code, file=sys.stderr)
+    except Exception:  # noqa: BLE001
+        pass
+    return 1
+
+
 def snippet(h):
     code = need(read_exact(h["code_len"]))
     ext = ".py" if h["language"] == "python" else ".js"
@@ -51,7 +171,11 @@ def snippet(h):
     with open(path, "wb") as f:
         f.write(code)
     argv = ["python3", path] if ext == ".py" else ["node", path]
-    os.execvp(argv[0], argv)
+    if "end" not in h:
+        os.execvp(argv[0], argv)
+    end = h.pop("end")
+    here = ext == ".py" and h.get("here", True)
+    supervise(python_here(path, code) if here else exec_guest(argv), end)
 
 
 def module(h):
@@ -71,8 +195,11 @@ def module(h):
     with open("/tmp/.plimsoll-module.js", "w") as f:
         f.write(runner)
     os.environ["PLIMSOLL_ARGS"] = json.dumps(h.get("args", []))
-    os.execvp("node", ["node", "--no-warnings", "--experimental-wasi-unstable-preview1",
-                       "/tmp/.plimsoll-module.js"])
+    argv = ["node", "--no-warnings", "--experimental-wasi-unstable-preview1",
+            "/tmp/.plimsoll-module.js"]
+    if "end" not in h:
+        os.execvp(argv[0], argv)
+    supervise(exec_guest(argv), h.pop("end"))
 
 
 class SetupError(Exception):
@@ -150,12 +277,11 @@ def write_files(h):
 def hold():
     """Stay PID 1 while the daemon runs the steps as engine execs: give up
     stdin and the output streams, take no signal, reap orphans."""
-    import signal
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
-    sigs = set(range(1, signal.NSIG)) - {signal.SIGKILL, signal.SIGSTOP}
+    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
     signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     while True:
         try:
@@ -276,6 +402,9 @@ def step_exec(argv):
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "exec":
         step_exec(sys.argv[2:])
+    # Made non-dumpable while the container waits, so a run does not wait
+    # for it (supervise needs it; project does it again).
+    nondumpable()
     # The header's length on a line of its own, then the header: only those
     # few digits are read a byte at a time (each read is a system call, and
     # under gVisor a costly one).
