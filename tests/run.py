@@ -23,12 +23,15 @@ sys.path.insert(0, os.path.join(HERE, "lib"))
 class TimedResult(unittest.TextTestResult):
     """Also keeps each test class's time (setUpClass included, by the gap
     between one class's last test and the next's first), for the log's
-    "slowest classes" line: where a suite's minutes go."""
+    "slowest classes" line: where a suite's minutes go; and each test's own
+    time, for the "slowest tests" line."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.per_class = {}
+        self.per_test = {}
         self.last = (None, time.monotonic())
+        self.test_started = 0.0
 
     def startTest(self, test):
         cls, since = self.last
@@ -36,7 +39,12 @@ class TimedResult(unittest.TextTestResult):
         if cls is not None:
             self.per_class[cls] = self.per_class.get(cls, 0.0) + now - since
         self.last = ("%s.%s" % (type(test).__module__, type(test).__name__), now)
+        self.test_started = now
         super().startTest(test)
+
+    def stopTest(self, test):
+        self.per_test[test.id()] = time.monotonic() - self.test_started
+        super().stopTest(test)
 
     def stopTestRun(self):
         cls, since = self.last
@@ -63,6 +71,8 @@ def main():
                                      resultclass=TimedResult).run(suite)
     slowest = sorted(result.per_class.items(), key=lambda kv: -kv[1])[:8]
     print("slowest classes: " + ", ".join("%s %.0fs" % kv for kv in slowest), file=sys.stderr)
+    slowest = sorted(result.per_test.items(), key=lambda kv: -kv[1])[:8]
+    print("slowest tests: " + ", ".join("%s %.1fs" % kv for kv in slowest), file=sys.stderr)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
