@@ -49,9 +49,11 @@ def main(d, out):
         ("docker_runc_plimsoll", "plimsoll docker/runc python snippet `print(1)`, keep-alive"),
         ("docker_runc_paced", "the same at 80% of the runs' pool refill rate (Describe's pools)"),
         ("docker_runc_cli", "`docker run --rm` same image, runtime and walls (runc)"),
+        ("docker_runc_js", "plimsoll docker/runc javascript snippet `console.log(1)`, paced"),
         ("docker_runsc_plimsoll", "plimsoll docker/runsc python snippet `print(1)`, keep-alive"),
         ("docker_runsc_paced", "the same at 80% of the runs' pool refill rate (Describe's pools)"),
         ("docker_runsc_cli", "`docker run --rm` same image, runtime and walls (runsc)"),
+        ("docker_runsc_js", "plimsoll docker/runsc javascript snippet `console.log(1)`, paced"),
         ("docker_runc_project1", "plimsoll docker/runc project, one step `python3 -c print(1)`"),
         ("docker_runc_project3", "plimsoll docker/runc project, three such steps"),
         ("docker_runsc_project1", "plimsoll docker/runsc project, one step `python3 -c print(1)`"),
@@ -277,17 +279,21 @@ round trip and the run, nothing of HTTP, auth, the record or the log.
 Where the time goes, sampled by `perf`, before and after the image:
 [internals/profile-wasm.md](internals/profile-wasm.md).
 
-The docker rows compare one plimsoll run (create from the inspected image
-ID, attach, start, stream, wait, inspect; the container is deleted after
-the answer) with `docker run --rm` of the same image, runtime and walls
-through the Debian docker CLI, in the same run. The aim set for the docker
-provider: half the CLI's time or better. plimsoll's runs take a container
-from its warm pool (`SANDBOX_DOCKER_WARM`, 2 per image by default: created
-and started before the run); back-to-back calls from one client outrun the
-warmer that replaces them, so some runs start a container cold, which is
-what the p95 and p99 show. Where a run's time goes (most of it the
-engine's handling of the container's exit, after the guest's output is
-complete) and what a 30 ms hand-off needs:
+The docker rows compare one plimsoll run (a started container from the
+warm pool, attach, the payload, the stream to the bootstrap's end marker,
+the cgroup's OOM count and its emptying from the host; the container is
+deleted after the answer) with `docker run --rm` of the same image,
+runtime and walls through the Debian docker CLI, in the same run. The
+aims: 30 ms (runc) and 50 ms (runsc) when a waiting container exists.
+plimsoll's runs take a container from its warm pool
+(`SANDBOX_DOCKER_WARM`, 2 per image by default); back-to-back calls from
+one client outrun the warmer that replaces them, so some runs start a
+container cold, which is what the p95 and p99 show; the paced rows run at
+a rate the pool sustains. Under runc a Python snippet runs in a fork of
+the bootstrap's waiting interpreter; under runsc, and for JavaScript, the
+interpreter starts fresh (node's own start is most of the JavaScript row).
+Where a run's time goes and how the engine's teardown left the answer's
+path: [providers/docker.md](providers/docker.md), "The run's end", and
 [internals/docker-handoff.md](internals/docker-handoff.md).
 
 Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
