@@ -297,7 +297,10 @@ static void fuzz_agent_report(const uint8_t *p, size_t n) {
 
 /* A marker whose own prefix repeats, so a broken match must be tried again
  * from inside itself. */
-static const char MARK[] = "\x1e\x1eE\x1e\x1eEN ";
+static const char MARK[] = "\x1e\x1e"
+                           "E"
+                           "\x1e\x1e"
+                           "EN ";
 
 static void fuzz_end_mark(const uint8_t *p, size_t n) {
     if (n < 1)
