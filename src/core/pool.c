@@ -17,7 +17,6 @@ static int wait_ms(struct pl_pool *p, unsigned ms) {
 
 static void *filler_main(void *arg) {
     struct pl_pool *p = arg;
-    uint64_t deferred_since = 0; /* when the filler first stood aside for a hold */
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
         unsigned waiting[PL_POOL_KINDS] = {0};
@@ -38,19 +37,6 @@ static void *filler_main(void *arg) {
             }
             continue;
         }
-        /* A taker's run is under way (pl_pool_hold) and something still
-         * waits: making one now would take the CPU the run needs, so wait
-         * for its end, for at most PL_POOL_HOLD_MS in all. */
-        uint64_t now = pl_now_ns();
-        if (p->holds && p->n > 0) {
-            if (!deferred_since)
-                deferred_since = now;
-            if (now - deferred_since < (uint64_t)PL_POOL_HOLD_MS * 1000000ull) {
-                wait_ms(p, PL_POOL_HOLD_MS - (unsigned)((now - deferred_since) / 1000000ull));
-                continue;
-            }
-        }
-        deferred_since = 0;
         pthread_mutex_unlock(&p->lock);
         void *item = NULL;
         uint64_t t0 = pl_now_ns();
@@ -81,17 +67,6 @@ static void *filler_main(void *arg) {
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
-}
-
-void pl_pool_hold(struct pl_pool *p, bool on) {
-    if (!p->started)
-        return;
-    pthread_mutex_lock(&p->lock);
-    if (on)
-        p->holds++;
-    else if (p->holds > 0 && --p->holds == 0)
-        pthread_cond_broadcast(&p->cond);
-    pthread_mutex_unlock(&p->lock);
 }
 
 int pl_pool_start(struct pl_pool *p, const struct pl_pool_ops *ops, void *owner) {

@@ -21,8 +21,6 @@
 
 #define PL_POOL_MAX 128 /* items at most, all kinds together */
 #define PL_POOL_FULL (-1)
-/* How long the filler stands aside for held runs at most (pl_pool_hold). */
-#define PL_POOL_HOLD_MS 250u
 
 struct pl_pool_ops {
     /*
@@ -52,7 +50,6 @@ struct pl_pool {
     void *items[PL_POOL_MAX];
     int kinds[PL_POOL_MAX];
     unsigned n;
-    unsigned holds; /* runs under way that asked the filler to stand aside */
     bool stop;
     bool started;
     pthread_t filler;
@@ -60,14 +57,6 @@ struct pl_pool {
     uint64_t made, taken, missed;
     uint64_t make_ns; /* the recent time to make one (a moving average), 0 before any */
 };
-
-/*
- * A taker's run begins (on) or ends (off): while any run holds the pool and
- * at least one item still waits, the filler makes nothing, for at most
- * PL_POOL_HOLD_MS, so the run does not share the CPU with the making of the
- * next item.  An empty pool is filled at once.
- */
-void pl_pool_hold(struct pl_pool *p, bool on);
 
 /* What a pool did since it started, for Describe. */
 struct pl_pool_stats {

@@ -196,39 +196,6 @@ static void test_flush_and_stop(void **state) {
     assert_int_equal(atomic_load(&w.discarded), 6);
 }
 
-/* A held pool makes nothing while something still waits, for at most
- * PL_POOL_HOLD_MS; an empty pool is filled at once; a release refills. */
-static void test_a_hold_defers_the_refill_but_never_starves_it(void **state) {
-    (void)state;
-    struct owner w = {.per_kind = {2, 0}};
-    struct pl_pool p;
-    assert_int_equal(pl_pool_start(&p, &ops, &w), 0);
-    wait_for(&p, 2);
-    int want = 0;
-    pl_pool_hold(&p, true);
-    free(pl_pool_take(&p, fit_kind, &want));
-    /* The filler woke for the take and stood aside: one waits, none made. */
-    pl_sleep_ns(PL_MS(PL_POOL_HOLD_MS / 5));
-    assert_int_equal(atomic_load(&w.made), 2);
-    assert_int_equal(waiting(&p), 1);
-    /* Still held: the bound ends the wait. */
-    wait_for(&p, 2);
-    assert_int_equal(atomic_load(&w.made), 3);
-    /* Held with nothing waiting: filled at once, not deferred. */
-    free(pl_pool_take(&p, fit_kind, &want));
-    free(pl_pool_take(&p, fit_kind, &want));
-    wait_for(&p, 2);
-    pl_pool_hold(&p, false);
-    /* A release lets a deferred refill go at once. */
-    pl_pool_hold(&p, true);
-    free(pl_pool_take(&p, fit_kind, &want));
-    pl_pool_hold(&p, false);
-    wait_for(&p, 2);
-    pl_pool_stop(&p);
-    struct pl_pool never = {0};
-    pl_pool_hold(&never, true); /* a pool that never started: nothing */
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fills_each_kind_and_takes_by_fit),
@@ -237,7 +204,6 @@ int main(void) {
         cmocka_unit_test(test_make_failures_are_retried),
         cmocka_unit_test(test_unhealthy_pool_is_flushed_and_refilled),
         cmocka_unit_test(test_flush_and_stop),
-        cmocka_unit_test(test_a_hold_defers_the_refill_but_never_starves_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
