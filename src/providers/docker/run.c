@@ -558,15 +558,9 @@ int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
         r.socket_dir = broker_dir;
         r.gate = &gate;
     } else {
-        /* Held from before the take: the pool's next container is not
-         * started beside this run's guest (pl_pool_hold). */
-        pl_pool_hold(&s->run_pool, true);
-        if (!dk_take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id))
-            pl_pool_hold(&s->run_pool, false);
+        dk_take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
     }
     int rc = dk_run_container(s, &r, err);
-    if (r.warm_id[0])
-        pl_pool_hold(&s->run_pool, false);
     /* The gate lives on this stack: nothing may ask it once we return. */
     pl_broker_unlisten(ctx->broker);
     dk_peer_gate_destroy(&gate);
