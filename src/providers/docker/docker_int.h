@@ -174,6 +174,10 @@ struct cont_run {
     int nparts;
     unsigned timeout_ms;
     bool exec; /* a session's exec: at the deadline stop reading; the cleanup kills */
+    /* The bootstrap is the run's own container's PID 1 (dk_run, not a
+     * session's exec): it ends the run with the end marker ("The run's
+     * end"), which kills everything else in the pid namespace. */
+    bool own_container;
     /* out */
     struct pl_demux dx; /* caps set by the caller */
     int exit_code;

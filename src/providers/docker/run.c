@@ -447,11 +447,10 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
     }
     default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
     }
-    if (req->kind != PL_PAYLOAD_PROJECT) {
-        /* Snippets and modules: header, the code, then the guest's stdin;
-         * the guest's own output is the container's.  The bootstrap ends
-         * both streams with a marker holding this nonce once nothing of
-         * the guest lives ("The run's end"). */
+    if (req->kind != PL_PAYLOAD_PROJECT && r->own_container) {
+        /* The bootstrap ends both streams with a marker holding this nonce
+         * once nothing of the guest lives ("The run's end").  Never in a
+         * session's exec: the session's other processes live on. */
         char nonce[33], mark[PL_DEMUX_MARK_MAX];
         if (!h || pl_random_hex(nonce, sizeof(nonce), 16) < 0) {
             json_decref(h);
@@ -464,6 +463,10 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
         json_object_set_new(h, "here", json_boolean(!s->hv.runsc));
         int ml = snprintf(mark, sizeof(mark), END_MARK_PREFIX "%s ", nonce);
         pl_demux_expect_end(&r->dx, mark, (size_t)ml);
+    }
+    if (req->kind != PL_PAYLOAD_PROJECT) {
+        /* Snippets and modules: header, the code, then the guest's stdin;
+         * the guest's own output is the container's. */
         r->nparts = 3;
         r->dx.out.cap = r->dx.err.cap = ctx->output_bytes;
         pl_capture_stream(&r->dx.out, ctx->sink, 1, 0);
@@ -528,8 +531,10 @@ int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req
 int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
            struct pl_run_result *ret, struct pl_error *err) {
     struct docker_state *s = state;
-    struct cont_run r = {
-        .memory_mb = ctx->memory_mb, .run_id = ctx->run_id, .timeout_ms = ctx->timeout_ms};
+    struct cont_run r = {.memory_mb = ctx->memory_mb,
+                         .run_id = ctx->run_id,
+                         .timeout_ms = ctx->timeout_ms,
+                         .own_container = true};
     struct pl_buf hdr = {0}, files = {0};
     if (dk_prepare_run(s, ctx, req, &r, &hdr, &files, err) < 0) {
         pl_buf_free(&hdr);

@@ -171,7 +171,9 @@ def snippet(h):
     with open(path, "wb") as f:
         f.write(code)
     argv = ["python3", path] if ext == ".py" else ["node", path]
-    if "end" not in h:
+    # Only as its own container's PID 1 (never in a session's exec, where
+    # ending every other process would end the session's).
+    if "end" not in h or os.getpid() != 1:
         os.execvp(argv[0], argv)
     end = h.pop("end")
     here = ext == ".py" and h.get("here", True)
@@ -197,7 +199,7 @@ def module(h):
     os.environ["PLIMSOLL_ARGS"] = json.dumps(h.get("args", []))
     argv = ["node", "--no-warnings", "--experimental-wasi-unstable-preview1",
             "/tmp/.plimsoll-module.js"]
-    if "end" not in h:
+    if "end" not in h or os.getpid() != 1:
         os.execvp(argv[0], argv)
     supervise(exec_guest(argv), h.pop("end"))
 
