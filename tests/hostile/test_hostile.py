@@ -199,7 +199,7 @@ class HostileDocker(HostileDockerDaemon):
                     "    while True:\n"
                     "        os.write(1, b'child\\n'); time.sleep(0.01)\n"
                     "time.sleep(0.2)\n"
-                    "print('main done', flush=True)\n"
+                    "os.write(1, b'main done\\n')\n"
                     "os._exit(3)", timeout_ms=20000)
         self.assertEqual(b["exit_code"], 3, b)
         self.assertFalse(b["timed_out"], b)
