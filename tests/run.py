@@ -43,7 +43,10 @@ class TimedResult(unittest.TextTestResult):
         super().startTest(test)
 
     def stopTest(self, test):
-        self.per_test[test.id()] = time.monotonic() - self.test_started
+        # By class and method: a suite's own attribute may shadow id().
+        name = "%s.%s.%s" % (type(test).__module__, type(test).__name__,
+                             getattr(test, "_testMethodName", "?"))
+        self.per_test[name] = time.monotonic() - self.test_started
         super().stopTest(test)
 
     def stopTestRun(self):
