@@ -177,7 +177,7 @@ class Leftovers:
     def test_an_early_end_claimed_with_the_nonce_leaves_nothing(self):
         # Under runc a Python guest runs in the bootstrap's forked
         # interpreter, so it can find the run's nonce and write the end
-        # marker itself while its processes run on.  That only ends the
+        # marker itself while a child of its runs on.  That only ends the
         # stream: the host empties the container's cgroup before the answer,
         # so at the answer nothing of the run lives.  (Under runsc the guest
         # is a fresh interpreter and the nonce is out of its reach.)
@@ -196,14 +196,16 @@ class Leftovers:
         self.assert_nothing_left()
 
 
-# The guest leaves a process writing, then looks for the run's nonce up its
-# own stack and, when found, claims the end with status 7 and sleeps on.
+# The guest leaves a process running (silent: a byte after the marker would
+# rightly make it no end, and the deadline would decide), then looks for the
+# run's nonce up its own stack and, when found, claims the end with status 7
+# and sleeps on.
 FORGE_END = r"""
 import os, sys, time
 if os.fork() == 0:
     os.setsid()
-    while True:
-        os.write(1, b"still here\n"); time.sleep(0.05)
+    time.sleep(600)
+    os._exit(0)
 time.sleep(0.3)
 found, f = None, sys._getframe().f_back
 while f is not None and found is None:
