@@ -61,10 +61,6 @@ def supervise(start, end):
     and reads its OOM count from the host before it answers."""
     sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    # What this interpreter holds now is never collected in the guest's
-    # processes: their collections leave its pages shared, not copied.
-    import gc
-    gc.freeze()
     pid = os.fork()
     if pid == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
