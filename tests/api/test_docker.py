@@ -13,7 +13,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import RUN_TAG, DockerDaemon, docker_env, engine, ours  # noqa: E402
 from plimsoll_test.harness import BUILD, Daemon, error_info, run_startup  # noqa: E402
-from plimsoll_test.payloads import py  # noqa: E402
+from plimsoll_test.payloads import js, py  # noqa: E402
 
 
 class DockerRuns(DockerDaemon):
@@ -63,8 +63,9 @@ class DockerRuns(DockerDaemon):
         self.assertEqual((body["exit_code"], body["stdout"]), (3, "bye\n"))
 
     def test_a_python_snippet_ends_as_python3_would(self):
-        # Under runc the snippet runs in a fork of the bootstrap's waiting
-        # interpreter, under runsc in a fresh python3: the same answers.
+        # From a warm container the snippet runs in the python3 that waited
+        # for it (bootstrap.py's WAIT_PY), from a cold one in a fresh
+        # python3: the same answers.
         main = "/tmp/.plimsoll-main.py"
         cases = [
             ("import sys\nprint(__name__, sys.argv, __file__, sys.path[0])",
@@ -94,6 +95,37 @@ class DockerRuns(DockerDaemon):
         self.assertEqual(body["exit_code"], 1, body)
         self.assertTrue(body["stderr"].startswith('  File "%s", line 1\n' % main), body)
         self.assertIn("SyntaxError", body["stderr"], body)
+
+    def test_a_javascript_snippet_ends_as_node_would(self):
+        # A warm container's node waited for the code (bootstrap.py's
+        # WAIT_JS) and runs it through node's own entry point.
+        main = "/tmp/.plimsoll-main.js"
+        cases = [
+            ("console.log(JSON.stringify([process.argv.slice(1), process.execArgv,"
+             " require.main === module, __filename, module.id]))",
+             0, '[["%s"],[],true,"%s","."]\n' % (main, main)),
+            ("process.exit(3)", 3, ""),
+            ("process.exitCode = 4; setTimeout(() => console.log('later'), 100)", 4, "later\n"),
+            ("process.stdin.on('data', d => process.stdout.write(d.toString().toUpperCase()))",
+             0, "SHOUT\n"),
+            ("const fs = require('fs'); console.log(fs.readdirSync('/tmp').sort().join(','))",
+             0, ".plimsoll-main.js\n"),
+            ("const { fork } = require('child_process');\n"
+             "if (process.argv[2] === 'child') { process.send('from child'); process.exit(0); }\n"
+             "const c = fork(__filename, ['child']);\n"
+             "c.on('message', m => console.log(m));", 0, "from child\n"),
+        ]
+        for code, status, out in cases:
+            req = js(code)
+            req["snippet"]["stdin"] = "shout\n"
+            body = self.ok(req)
+            self.assertEqual((body["exit_code"], body["stdout"]), (status, out), body)
+        body = self.ok(js("console.log('before');\nthrow new Error('x');"))
+        self.assertEqual((body["exit_code"], body["stdout"]), (1, "before\n"), body)
+        lines = body["stderr"].splitlines()
+        self.assertEqual(lines[0], "%s:2" % main, body)
+        self.assertIn("Error: x", lines, body)
+        self.assertIn("    at Object.<anonymous> (%s:2:7)" % main, lines, body)
 
     def test_project_failing_lint_stops(self):
         body = self.ok({"project": {

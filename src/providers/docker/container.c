@@ -31,7 +31,7 @@
 static int host_kill(struct docker_state *s, const char *id, unsigned *ret_n) {
     char cg[200];
     pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
-    return pl_hostview_kill_all(&s->hv, cg, 5000, ret_n);
+    return pl_hostview_kill_all(&s->hv, cg, 5000, false, ret_n);
 }
 
 /*
@@ -45,7 +45,7 @@ int dk_host_prove_gone(struct docker_state *s, const char *id) {
     if (pl_hostview_wait_empty(&s->hv, cg, 1000) == 0)
         return 0;
     unsigned n = 0;
-    int r = pl_hostview_kill_all(&s->hv, cg, 5000, &n);
+    int r = pl_hostview_kill_all(&s->hv, cg, 5000, false, &n);
     fprintf(stderr,
             "plimsolld: docker: container %.12s ended but %u of its processes were still running "
             "on the host; %s\n",
@@ -319,12 +319,14 @@ int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadlin
     }
 }
 
-/* Create a container with the run configuration; its ID into ret_id. */
+/* Create a container with the run configuration; its ID into ret_id.
+ * waiters: its bootstrap starts the interpreters waiting (a warm snippet
+ * container's). */
 int dk_create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                        const char *run_id, const char *socket_dir, char ret_id[72],
+                        const char *run_id, const char *socket_dir, bool waiters, char ret_id[72],
                         struct pl_error *err) {
     char path[256];
-    json_t *cfg = dk_container_config(s, image_id, memory_mb, run_id, socket_dir);
+    json_t *cfg = dk_container_config(s, image_id, memory_mb, run_id, socket_dir, waiters);
     if (!cfg)
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
     snprintf(path, sizeof(path), "/containers/create?name=plimsoll-%.24s", run_id);

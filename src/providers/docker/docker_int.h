@@ -278,7 +278,7 @@ int dk_kill_container(struct docker_state *s, const char *id);
 int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
             struct pl_error *err);
 int dk_create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                        const char *run_id, const char *socket_dir, char ret_id[72],
+                        const char *run_id, const char *socket_dir, bool waiters, char ret_id[72],
                         struct pl_error *err);
 int dk_host_sweep(struct docker_state *s, const char *id, pid_t init_host_pid, const long *keep,
                   size_t nkeep, const long *dead, size_t ndead, unsigned *ret_killed,
@@ -359,7 +359,7 @@ int dk_check_uid_unused(const struct docker_settings *s, struct pl_error *err);
 json_t *dk_tmpfs_opts(const struct docker_settings *st, unsigned mb);
 void dk_user_spec(const struct docker_settings *st, unsigned gid_off, char buf[32]);
 json_t *dk_container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                            const char *run_id, const char *socket_dir);
+                            const char *run_id, const char *socket_dir, bool waiters);
 void dk_run_user(struct docker_state *s, char buf[32]);
 int dk_session_state(struct docker_state *s, const char *id, char ret_fp[65], bool *running,
                      bool *paused, struct pl_error *err);

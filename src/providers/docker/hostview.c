@@ -216,15 +216,61 @@ static int read_ids(const char *path, pid_t **ret, size_t *ret_n) {
     return 0;
 }
 
-int pl_hostview_threads(const struct pl_hostview *hv, const char *rel, pid_t **ret, size_t *ret_n) {
+/* The threads of cgroup rel, or (v2 without threaded mode) its processes:
+ * *ret_whole says so. */
+static int cgroup_ids(const struct pl_hostview *hv, const char *rel, pid_t **ret, size_t *ret_n,
+                      bool *ret_whole) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s%s/%s", hv->cg_root, rel, hv->v2 ? "cgroup.threads" : "tasks");
+    *ret_whole = false;
     int r = read_ids(path, ret, ret_n);
     if (r == -EOPNOTSUPP && hv->v2) { /* a domain cgroup without threaded mode */
         snprintf(path, sizeof(path), "%s%s/cgroup.procs", hv->cg_root, rel);
+        *ret_whole = true;
         r = read_ids(path, ret, ret_n);
     }
     return r;
+}
+
+int pl_hostview_threads(const struct pl_hostview *hv, const char *rel, pid_t **ret, size_t *ret_n) {
+    bool whole;
+    return cgroup_ids(hv, rel, ret, ret_n, &whole);
+}
+
+/* Whether thread tid of thread group leader has begun to exit (the
+ * kernel's PF_EXITING, in /proc/<leader>/task/<tid>/stat's flags) or is
+ * gone: it can never run a user instruction again. */
+static bool thread_exiting(pid_t leader, pid_t tid) {
+    char path[96];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)leader, (int)tid);
+    struct pl_buf b = {0};
+    int r = read_text(path, &b, 4096);
+    if (r < 0) {
+        pl_buf_free(&b);
+        return r == -ENOENT || r == -ESRCH;
+    }
+    /* After the name's last ')': state ppid pgrp session tty_nr tpgid flags. */
+    const char *p = b.data ? strrchr(b.data, ')') : NULL;
+    unsigned long flags = 0;
+    bool read = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1;
+    pl_buf_free(&b);
+    return read && (flags & 0x4ul) != 0; /* PF_EXITING */
+}
+
+/* Whether every thread of process pid has begun to exit (or is gone). */
+static bool group_exiting(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return errno == ENOENT || errno == ESRCH;
+    bool all = true;
+    struct dirent *e;
+    while (all && (e = readdir(d)))
+        if (e->d_name[0] != '.')
+            all = thread_exiting(pid, (pid_t)strtol(e->d_name, NULL, 10));
+    closedir(d);
+    return all;
 }
 
 /* The thread group of thread tid, from /proc/<tid>/status; -1 when gone. */
@@ -265,14 +311,15 @@ int pl_hostview_procs(const struct pl_hostview *hv, const char *rel, pid_t **ret
 }
 
 int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms,
-                         unsigned *ret_killed) {
+                         bool exiting_is_gone, unsigned *ret_killed) {
     unsigned killed = 0;
     uint64_t nap = 250000; /* ns */
     uint64_t deadline = pl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         pid_t *t = NULL;
         size_t n = 0;
-        int r = pl_hostview_threads(hv, rel, &t, &n);
+        bool whole = false;
+        int r = cgroup_ids(hv, rel, &t, &n, &whole);
         if (r == -ENOENT) {
             r = 0;
             n = 0;
@@ -284,12 +331,18 @@ int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned
         }
         /* kill() with any thread's id signals its whole thread group, so a
          * process whose main thread already exited dies too.  A SIGKILL is
-         * delivered to a stopped or traced process as well. */
-        for (size_t i = 0; i < n; i++)
+         * delivered to a stopped or traced process as well.  One that has
+         * begun to exit needs none (and, exiting_is_gone, counts as gone). */
+        size_t living = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (exiting_is_gone && (whole ? group_exiting(t[i]) : thread_exiting(t[i], t[i])))
+                continue;
+            living++;
             if (kill(t[i], SIGKILL) == 0)
                 killed++;
+        }
         free(t);
-        if (n == 0) {
+        if (living == 0) {
             if (ret_killed)
                 *ret_killed = killed;
             return 0;
@@ -299,8 +352,9 @@ int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned
                 *ret_killed = killed;
             return -ETIMEDOUT;
         }
-        /* A SIGKILLed process leaves its cgroup within a millisecond or
-         * two: look again soon, then every 5 ms. */
+        /* A SIGKILLed process begins to exit at once and leaves its cgroup
+         * within a millisecond or two (a gVisor sandbox's memory takes the
+         * kernel tens of milliseconds): look again soon, then every 5 ms. */
         pl_sleep_ns(nap);
         if (nap < PL_MS(5))
             nap *= 2;

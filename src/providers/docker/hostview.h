@@ -73,13 +73,16 @@ int pl_hostview_procs(const struct pl_hostview *hv, const char *rel, pid_t **ret
 
 /*
  * SIGKILL every process in cgroup rel, again until the cgroup is empty or
- * gone, for at most timeout_ms.  *ret_killed counts the processes signalled
- * (0: the cgroup was already empty).  Returns 0 when the cgroup is empty or
- * gone at the end, -ETIMEDOUT when something still lives, another -errno
- * when the cgroup could not be read.
+ * gone, for at most timeout_ms.  exiting_is_gone: until every thread left
+ * in it has begun to exit (the kernel's PF_EXITING: none can run a user
+ * instruction again; the kernel may still be freeing its memory).
+ * *ret_killed counts the signals sent (0: nothing lived).  Returns 0 when
+ * the cgroup is empty or gone at the end (or all of it exiting), -ETIMEDOUT
+ * when something still lives, another -errno when the cgroup could not be
+ * read.
  */
 int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms,
-                         unsigned *ret_killed);
+                         bool exiting_is_gone, unsigned *ret_killed);
 
 /*
  * How many processes of cgroup rel the kernel's OOM killer has killed

@@ -309,7 +309,8 @@ void dk_remove_leftover(const char *id, void *ud) {
 int dk_hostview_discover(struct docker_state *s, struct pl_error *err) {
     char run_id[40] = "hostview-", id[72] = "";
     pl_random_hex(run_id + 9, sizeof(run_id) - 9, 8);
-    if (dk_create_container(s, s->snippet_id, s->default_memory_mb, run_id, NULL, id, err) < 0)
+    if (dk_create_container(s, s->snippet_id, s->default_memory_mb, run_id, NULL, false, id, err) <
+        0)
         return -1;
     int rc = -1;
     char path[160], cg[200], got[256] = "";

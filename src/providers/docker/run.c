@@ -194,7 +194,9 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
  * it writes after the guest's main process ended and it reaped every other
  * process of the sandbox.  The host then kills whatever is in the
  * container's cgroup (the waiting bootstrap, under runsc the sandbox) and
- * sees it empty, so nothing of the run lives when the answer goes.  A
+ * sees every thread of it gone or exiting, so nothing of the run can run
+ * an instruction when the answer goes (the kernel frees a gVisor sandbox's
+ * memory in tens of milliseconds: after the answer).  A
  * status of 137 (a SIGKILL: the OOM killer's or anyone's) or an OOM kill
  * in the cgroup's own count leaves the verdict to the engine: 0, and the
  * caller waits for the container as before.  1 when the run ended here
@@ -208,7 +210,7 @@ static int fast_end(struct docker_state *s, struct cont_run *r) {
     pl_hostview_cgroup(&s->hv, r->id, cg, sizeof(cg));
     if (pl_hostview_oom_kills(&s->hv, cg) != 0)
         return 0;
-    if (pl_hostview_kill_all(&s->hv, cg, 5000, NULL) < 0)
+    if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0)
         return -1;
     r->exit_code = status;
     r->oom = false;
@@ -221,8 +223,8 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
         /* A warm container: created and started already, its bootstrap
          * blocked on stdin.  The run begins when we attach. */
         memcpy(r->id, r->warm_id, sizeof(r->id));
-    } else if (dk_create_container(s, r->image_id, r->memory_mb, r->run_id, r->socket_dir, r->id,
-                                   err) < 0) {
+    } else if (dk_create_container(s, r->image_id, r->memory_mb, r->run_id, r->socket_dir, false,
+                                   r->id, err) < 0) {
         return -1;
     }
     if (r->gate)
@@ -457,10 +459,6 @@ int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
             return pl_error_set(err, PL_REASON_INTERNAL, "docker: no randomness for the run");
         }
         json_object_set_new(h, "end", json_string(nonce));
-        /* Python in the bootstrap's own interpreter, forked (runc only:
-         * under runsc the fork bomb's children, each a copy of the bigger
-         * interpreter, met the memory limit before the process limit). */
-        json_object_set_new(h, "here", json_boolean(!s->hv.runsc));
         int ml = snprintf(mark, sizeof(mark), END_MARK_PREFIX "%s ", nonce);
         pl_demux_expect_end(&r->dx, mark, (size_t)ml);
     }

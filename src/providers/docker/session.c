@@ -217,7 +217,7 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
         free(d);
         return -1;
     }
-    json_t *cfg = dk_container_config(s, s->project_id, memory_mb, run_id, d->dir);
+    json_t *cfg = dk_container_config(s, s->project_id, memory_mb, run_id, d->dir, false);
     if (!cfg) {
         dk_dsession_free(d);
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");

@@ -35,8 +35,21 @@ def instance_parent(instance):
     return os.path.join(PIDS_ROOT, "plimsoll-" + instance)
 
 
-def cgroup_tasks(instance):
-    """{container id: [thread ids]} for every non-empty cgroup of the instance."""
+def exiting(tid):
+    """Whether thread tid is gone or has begun to exit (the kernel's
+    PF_EXITING in its flags): it can never run an instruction of its own
+    again, though the kernel may still be freeing its memory."""
+    try:
+        with open("/proc/%d/task/%d/stat" % (tid, tid)) as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return bool(int(stat[stat.rfind(")") + 2:].split()[6]) & 0x4)
+
+
+def cgroup_tasks(instance, living=False):
+    """{container id: [thread ids]} for every non-empty cgroup of the
+    instance (living: counting only threads that have not begun to exit)."""
     out = {}
     parent = instance_parent(instance)
     try:
@@ -52,6 +65,8 @@ def cgroup_tasks(instance):
                 tids = [int(x) for x in f.read().split()]
         except FileNotFoundError:
             continue
+        if living:
+            tids = [t for t in tids if not exiting(t)]
         if tids:
             out[name] = tids
     return out

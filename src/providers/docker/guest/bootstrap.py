@@ -7,7 +7,8 @@
 # file is compiled into plimsolld after common.py (the seccomp installer,
 # nondumpable, the stdin readers).
 #
-#   snippet  write the code to /tmp, start the interpreter on it and stay
+#   snippet  write the code to /tmp, start the interpreter on it (or, in
+#            a warm container, hand it to the waiting one) and stay
 #            PID 1 (supervise); fd 0 is left at the first byte of the guest's
 #            stdin, fds 1 and 2 are the container's, so the daemon reads the
 #            guest's output directly.  When the guest's main process ends,
@@ -50,22 +51,30 @@ def b64(data):
 import signal  # noqa: E402 - supervise's, loaded while the container waits
 
 
-def supervise(start, end):
-    """Run the guest, start() in a child process, and stay PID 1
-    (docs/providers/docker.md, "The run's end").  When the guest's main
-    process ends, kill and reap every other process of this pid namespace;
-    only then write the end marker (the header's nonce and the status) to
-    both streams, and exit with the guest's status.  Nothing of the guest
-    can write after the marker: nothing of it lives.  The marker only says
-    where the streams end: the daemon still empties the container's cgroup
-    and reads its OOM count from the host before it answers."""
+def start_child(start):
+    """Run start() in a child process (it does not return); the child's
+    pid.  Signals are blocked here first, as supervise needs."""
     sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     pid = os.fork()
     if pid == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
         start()
-        os._exit(70)  # start() does not return
+        os._exit(70)
+    return pid
+
+
+def supervise(pid, end):
+    """Stay PID 1 while the guest's main process, pid, runs
+    (docs/providers/docker.md, "The run's end").  When it ends, kill and
+    reap every other process of this pid namespace; only then write the end
+    marker (the header's nonce and the status) to both streams, and exit
+    with the guest's status.  Nothing of the guest can write after the
+    marker: nothing of it lives.  The marker only says where the streams
+    end: the daemon still kills the container's cgroup and reads its OOM
+    count from the host before it answers."""
+    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     code = 70
     while True:
         got, st = os.waitpid(-1, 0)
@@ -89,7 +98,7 @@ def supervise(start, end):
 
 
 def exec_guest(argv):
-    """A start for supervise: exec argv (127 when it cannot be)."""
+    """A start for start_child: exec argv (127 when it cannot be)."""
     def start():
         try:
             os.execvp(argv[0], argv)
@@ -99,81 +108,160 @@ def exec_guest(argv):
     return start
 
 
-def python_here(path, code):
-    """A start for supervise: run a Python snippet in this interpreter,
-    already started while the container waited, as `python3 path` would:
-    a fresh __main__, sys.argv and sys.path[0] as for a script; an uncaught
-    exception's traceback without this file's frames and status 1;
-    SystemExit's status (or its message and 1).  The end is the
-    interpreter's own, less its teardown: non-daemon threads are joined,
-    atexit handlers run, sys.stdout and sys.stderr flushed, then _exit
-    (the container ends with the run: nothing is left to tear down, and a
-    forked interpreter's full teardown cost 30 ms here)."""
-    def start():
-        import ctypes
-        import types
-        # Dumpable again, as an exec'd python3 would be (PID 1 stays not).
-        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
-        main = types.ModuleType("__main__")
-        main.__file__ = path
-        main.__builtins__ = __builtins__
-        sys.modules["__main__"] = main
-        sys.argv[:] = [path]
-        sys.path[0] = os.path.dirname(path)
-        status = 0
-        try:
-            exec(compile(code, path, "exec"), main.__dict__)
-        except SystemExit as e:
-            status = exit_status(e)
-        except BaseException as e:  # noqa: BLE001 - reported as python3 would
-            tb = e.__traceback__
-            while tb is not None and tb.tb_frame.f_code.co_filename != path:
-                tb = tb.tb_next
-            sys.excepthook(type(e), e.with_traceback(tb), tb)
-            # python3 ends itself with SIGINT after an uncaught ^C.
-            status = 128 + signal.SIGINT if isinstance(e, KeyboardInterrupt) else 1
-        threading = sys.modules.get("threading")
-        if threading is not None:
-            threading._shutdown()
-        import atexit
-        atexit._run_exitfuncs()
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except Exception:  # noqa: BLE001 - a closed or replaced stream
-                status = status or 120
-        os._exit(status)
-    return start
+# ---- the waiting interpreters (docs/providers/docker.md, "The run's end") --
+#
+# A warm container's bootstrap (started with the argument "waiters") starts
+# one interpreter per language before any header arrives: each is the
+# ordinary python3 or node, started by exec, and waits for one word on its
+# fd 3.  A snippet's language is handed "go" once its code is in /tmp;
+# every other waiter is killed first.  A waiter never sees the header (nor
+# the end marker's nonce); the guest's stdin is fd 0, shared and left at
+# the guest's first byte.  The run then costs no interpreter start.
 
+MAIN_PY = "/tmp/.plimsoll-main.py"
+MAIN_JS = "/tmp/.plimsoll-main.js"
+WAIT_JS_PATH = "/tmp/.plimsoll-wait.js"
 
+# python3 -c WAIT_PY: run MAIN_PY as `python3 MAIN_PY` would, after "go":
+# a fresh __main__, sys.argv and sys.path[0] as for a script; an uncaught
+# exception's traceback without this program's frames and status 1;
+# SystemExit's status (or its message and 1); 130 after an uncaught ^C.
+# The end is the interpreter's own less its teardown: non-daemon threads
+# joined, atexit handlers run, sys.stdout and sys.stderr flushed, then
+# _exit (the container ends with the run: nothing is left to tear down).
+WAIT_PY = r"""
+import os, sys, types, atexit
+try:
+    go = os.read(3, 8)
+    os.close(3)
+except OSError:
+    go = b""
+if go != b"go":
+    os._exit(70)
+path = "/tmp/.plimsoll-main.py"
 def exit_status(e):
-    """The status python3 exits with for SystemExit e (its message, when
-    not a number, goes to stderr)."""
     if e.code is None:
         return 0
     if isinstance(e.code, int):
         return e.code & 0xFF
     try:
         print(e.code, file=sys.stderr)
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return 1
+def run():
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    sys.argv[:] = [path]
+    sys.path[0] = os.path.dirname(path)
+    try:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec")
+    except BaseException as e:
+        sys.excepthook(type(e), e.with_traceback(None), None)
+        return 1
+    try:
+        exec(code, main.__dict__)
+    except SystemExit as e:
+        return exit_status(e)
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        return 130 if isinstance(e, KeyboardInterrupt) else 1
+    return 0
+status = run()
+threading = sys.modules.get("threading")
+if threading is not None:
+    threading._shutdown()
+atexit._run_exitfuncs()
+for f in (sys.stdout, sys.stderr):
+    try:
+        f.flush()
+    except Exception:
+        status = status or 120
+os._exit(status)
+"""
+
+# node WAIT_JS_PATH: the same for MAIN_JS, through node's own entry point
+# (require.main, argv, exit codes and uncaught errors are node's; the
+# bottom frame of a stack names this file instead of node's internal one).
+WAIT_JS = r"""'use strict';
+const fs = require('fs');
+const go = Buffer.alloc(8);
+let n = 0;
+try { n = fs.readSync(3, go, 0, 8, null); fs.closeSync(3); } catch (e) { process.exit(70); }
+try { fs.unlinkSync(__filename); } catch (e) { }
+if (go.toString('latin1', 0, n) !== 'go') process.exit(70);
+process.argv[1] = '/tmp/.plimsoll-main.js';
+require('module').runMain();
+"""
 
 
-def snippet(h):
+def spawn_waiters():
+    """Start the waiting interpreters: {language: (pid, the go pipe)}.
+    One that cannot start is left out (its language execs as before)."""
+    waiters = {}
+    try:
+        with open(WAIT_JS_PATH, "w") as f:
+            f.write(WAIT_JS)
+    except OSError:
+        pass
+    for lang, argv in (("python", ["python3", "-c", WAIT_PY]), ("javascript", ["node", WAIT_JS_PATH])):
+        r, w = os.pipe()
+        if r == 3:  # the child's dup2 onto itself would keep close-on-exec
+            r, old = os.dup(r), r
+            os.close(old)
+        try:
+            pid = os.posix_spawnp(argv[0], argv, os.environ,
+                                  file_actions=[(os.POSIX_SPAWN_DUP2, r, 3)])
+            waiters[lang] = (pid, w)
+        except OSError:
+            os.close(w)
+        os.close(r)
+    return waiters
+
+
+def end_waiters(waiters):
+    """Kill the waiters not used (supervise reaps them)."""
+    for pid, w in waiters.values():
+        os.close(w)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    waiters.clear()
+
+
+def hand_over(waiter):
+    """Say "go" to a waiter: its pid, or None when it is gone (then the
+    guest is started by exec)."""
+    pid, w = waiter
+    try:
+        os.write(w, b"go")
+    except OSError:
+        pid = None
+    os.close(w)
+    return pid
+
+
+def snippet(h, waiters):
     code = need(read_exact(h["code_len"]))
-    ext = ".py" if h["language"] == "python" else ".js"
-    path = "/tmp/.plimsoll-main" + ext
+    path = MAIN_PY if h["language"] == "python" else MAIN_JS
     with open(path, "wb") as f:
         f.write(code)
-    argv = ["python3", path] if ext == ".py" else ["node", path]
+    argv = ["python3", path] if path == MAIN_PY else ["node", path]
     # Only as its own container's PID 1 (never in a session's exec, where
     # ending every other process would end the session's).
     if "end" not in h or os.getpid() != 1:
         os.execvp(argv[0], argv)
-    end = h.pop("end")
-    here = ext == ".py" and h.get("here", True)
-    supervise(python_here(path, code) if here else exec_guest(argv), end)
+    waiter = waiters.pop(h["language"], None)
+    end_waiters(waiters)
+    pid = hand_over(waiter) if waiter else None
+    supervise(pid or start_child(exec_guest(argv)), h.pop("end"))
 
 
 def module(h):
@@ -197,7 +285,7 @@ def module(h):
             "/tmp/.plimsoll-module.js"]
     if "end" not in h or os.getpid() != 1:
         os.execvp(argv[0], argv)
-    supervise(exec_guest(argv), h.pop("end"))
+    supervise(start_child(exec_guest(argv)), h.pop("end"))
 
 
 class SetupError(Exception):
@@ -403,6 +491,8 @@ def main():
     # Made non-dumpable while the container waits, so a run does not wait
     # for it (supervise needs it; project does it again).
     nondumpable()
+    # A warm container's: the interpreters wait while the container does.
+    waiters = spawn_waiters() if sys.argv[1:] == ["waiters"] and os.getpid() == 1 else {}
     # The header's length on a line of its own, then the header: only those
     # few digits are read a byte at a time (each read is a system call, and
     # under gVisor a costly one).
@@ -410,17 +500,12 @@ def main():
     h = json.loads(need(read_exact(n)))
     kind = h["kind"]
     if kind == "snippet":
-        snippet(h)
-    elif kind == "module":
-        module(h)
-    elif kind == "project":
-        project(h)
-    elif kind == "files":
-        files(h)
-    elif kind == "probe":
-        probe(h)
-    else:
+        snippet(h, waiters)  # does not return
+    end_waiters(waiters)
+    handler = {"module": module, "project": project, "files": files, "probe": probe}.get(kind)
+    if handler is None:
         os._exit(70)
+    handler(h)
 
 
 main()
