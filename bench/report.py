@@ -281,7 +281,7 @@ Where the time goes, sampled by `perf`, before and after the image:
 
 The docker rows compare one plimsoll run (a started container from the
 warm pool, attach, the payload, the stream to the bootstrap's end marker,
-the cgroup's OOM count and its emptying from the host; the container is
+the cgroup's OOM count and its kill from the host; the container is
 deleted after the answer) with `docker run --rm` of the same image,
 runtime and walls through the Debian docker CLI, in the same run. The
 aims: 30 ms (runc) and 50 ms (runsc) when a waiting container exists.
@@ -289,9 +289,9 @@ plimsoll's runs take a container from its warm pool
 (`SANDBOX_DOCKER_WARM`, 2 per image by default); back-to-back calls from
 one client outrun the warmer that replaces them, so some runs start a
 container cold, which is what the p95 and p99 show; the paced rows run at
-a rate the pool sustains. Under runc a Python snippet runs in a fork of
-the bootstrap's waiting interpreter; under runsc, and for JavaScript, the
-interpreter starts fresh (node's own start is most of the JavaScript row).
+a rate the pool sustains. A warm container's python3 and node are
+started with it and wait for the code, so a paced run pays no
+interpreter start; a cold one starts the interpreter fresh.
 Where a run's time goes and how the engine's teardown left the answer's
 path: [providers/docker.md](providers/docker.md), "The run's end", and
 [internals/docker-handoff.md](internals/docker-handoff.md).
