@@ -78,6 +78,8 @@ class DockerRuns(DockerDaemon):
              "threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()",
              0, "thread\natexit\n", ""),
             ("raise KeyboardInterrupt", 130, "", None),
+            # Nothing of the hand-over stays open: 0, 1, 2 and listdir's own.
+            ("import os\nprint(len(os.listdir('/proc/self/fd')))", 0, "4\n", ""),
         ]
         for code, status, out, err in cases:
             body = self.ok(py(code))
