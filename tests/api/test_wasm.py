@@ -127,15 +127,19 @@ class WasmRuns(ClassDaemon, unittest.TestCase):
         for t in ts:
             t.start()
         time.sleep(0.2)
-        # The fourth slot keeps answering while three guests loop.
+        # The fourth slot keeps answering while three guests loop: count the
+        # answers that came back with all three loops still running (no
+        # rate: on a loaded machine a run can take a good part of the
+        # loops' second).
         answered = 0
         t0 = time.monotonic()
-        while time.monotonic() - t0 < 0.6:
-            if self.run_js("console.log(2)")["stdout"] == "2\n":
+        while all(t.is_alive() for t in ts) and time.monotonic() - t0 < 10:
+            out = self.run_js("console.log(2)")["stdout"]
+            if out == "2\n" and all(t.is_alive() for t in ts):
                 answered += 1
         for t in ts:
             t.join()
-        self.assertGreater(answered, 5)
+        self.assertGreaterEqual(answered, 2)
         for name, (status, body, secs) in results.items():
             with self.subTest(name):
                 self.assertEqual(status, 200, body)
