@@ -238,7 +238,8 @@ int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadlin
     int part = 0;
     size_t off = 0;
     bool wr_open = true;
-    uint64_t hard_end = 0; /* after a kill: how long we still read */
+    uint64_t hard_end = 0;  /* after a kill: how long we still read */
+    uint64_t drain_end = 0; /* after the engine said an exec ended */
     unsigned char buf[65536];
     if (r->nparts == 0) {
         shutdown(fd, SHUT_WR);
@@ -257,7 +258,9 @@ int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadlin
         }
         if (hard_end && now >= hard_end)
             return 0; /* killed; the stream did not end: stop reading */
-        uint64_t until = hard_end ? hard_end : deadline_ns;
+        if (drain_end && now >= drain_end)
+            return 0; /* ended, and the stream stayed open: stop reading */
+        uint64_t until = hard_end ? hard_end : drain_end ? drain_end : deadline_ns;
         int wait_ms = until > now ? (int)((until - now) / 1000000ull) + 1 : 0;
         /* An exec's stream may outlive its process: under runsc the engine
          * keeps it open when the sandbox dies under it.  A quiet exec is
@@ -268,8 +271,13 @@ int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadlin
         int pr = poll(&p, 1, wait_ms);
         if (pr < 0 && errno != EINTR)
             return pl_error_set(err, PL_REASON_INTERNAL, "poll: %s", strerror(errno));
-        if (pr == 0 && r->exec_id[0] && exec_ended(s, r->exec_id))
-            return 0;
+        /* Ended: what it wrote may still be on its way through the engine
+         * (CI lost a step's whole output returning here at once), so read
+         * on until the stream ends, for EXEC_DRAIN_MS at most. */
+        if (pr == 0 && r->exec_id[0] && !drain_end && exec_ended(s, r->exec_id)) {
+            drain_end = pl_now_ns() + (uint64_t)EXEC_DRAIN_MS * 1000000ull;
+            continue;
+        }
         if (pr <= 0)
             continue;
         if (wr_open && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {

@@ -52,6 +52,9 @@
 #define LABEL_RUN "org.plimsoll.run"
 #define API_TIMEOUT_MS 30000L
 #define KILL_GRACE_MS 3000
+/* How long an exec's stream is still read after the engine reports the
+ * exec ended (dk_pump): its output can be on its way. */
+#define EXEC_DRAIN_MS 2000
 /* A snippet's or module's end marker: this, the run's nonce, a space, then
  * the status and a newline (bootstrap.py's supervise; "The run's end"). */
 #define END_MARK_PREFIX "\x1eplimsoll-end "
