@@ -337,28 +337,18 @@ int dk_hostview_discover(struct docker_state *s, struct pl_error *err) {
     /* An exec meets the profile too (under runsc by plimsoll's own helper). */
     if (s->set.seccomp) {
         static const char *const argv[] = {"grep", "-E", "^Seccomp:", "/proc/self/status"};
+        struct cont_run e = {.timeout_ms = 20000};
+        e.dx.out.cap = e.dx.err.cap = 4096;
         int code = -1;
-        bool filtered = false, silent = true;
         char user[32];
         dk_run_user(s, user);
-        /* An exec that succeeded with no output at all is asked again (twice
-         * at most): the engine can lose a short exec's output (seen under
-         * runsc on a loaded machine).  Any answer without the filter is a
-         * refusal at once. */
-        for (int tries = 0; tries < 3 && silent; tries++) {
-            struct cont_run e = {.timeout_ms = 20000};
-            e.dx.out.cap = e.dx.err.cap = 4096;
-            if (dk_exec_in(s, id, user, dk_step_cmd(s, argv, 4), NULL, &e, &code, err) < 0) {
-                pl_demux_free(&e.dx);
-                goto out;
-            }
-            silent = code == 0 && e.dx.out.total == 0 && e.dx.err.total == 0;
-            filtered = code == 0 && e.dx.out.kept.data && strstr(e.dx.out.kept.data, "Seccomp:\t2");
+        if (dk_exec_in(s, id, user, dk_step_cmd(s, argv, 4), NULL, &e, &code, err) < 0) {
             pl_demux_free(&e.dx);
-            if (silent)
-                fprintf(stderr, "plimsolld: docker: the startup proof's exec answered nothing; "
-                                "asking again\n");
+            goto out;
         }
+        bool filtered =
+            code == 0 && e.dx.out.kept.data && strstr(e.dx.out.kept.data, "Seccomp:\t2");
+        pl_demux_free(&e.dx);
         if (!filtered) {
             pl_error_set(err, PL_REASON_INTERNAL,
                          "SANDBOX_PROVIDER=docker: a process started with docker exec has no "

@@ -110,9 +110,9 @@ def exec_guest(argv):
 
 # ---- the waiting interpreters (docs/providers/docker.md, "The run's end") --
 #
-# A warm container's bootstrap (started with the arguments "waiters" and the
-# languages; under runc only, settings.c says why) starts one interpreter
-# per language before any header arrives: each is the
+# A warm container's bootstrap (started with the argument "waiters"; under
+# runc only, settings.c says why) starts one interpreter per language
+# before any header arrives: each is the
 # ordinary python3 or node, started by exec, and waits for one word on its
 # fd 3.  A snippet's language is handed "go" once its code is in /tmp;
 # every other waiter is killed first.  A waiter never sees the header (nor
@@ -202,20 +202,16 @@ require('module').runMain();
 """
 
 
-def spawn_waiters(languages):
-    """Start the waiting interpreters of languages: {language: (pid, the go
-    pipe)}.  One that cannot start is left out (its language execs as
-    before)."""
+def spawn_waiters():
+    """Start the waiting interpreters: {language: (pid, the go pipe)}.
+    One that cannot start is left out (its language execs as before)."""
     waiters = {}
-    if "javascript" in languages:
-        try:
-            with open(WAIT_JS_PATH, "w") as f:
-                f.write(WAIT_JS)
-        except OSError:
-            pass
+    try:
+        with open(WAIT_JS_PATH, "w") as f:
+            f.write(WAIT_JS)
+    except OSError:
+        pass
     for lang, argv in (("python", ["python3", "-c", WAIT_PY]), ("javascript", ["node", WAIT_JS_PATH])):
-        if lang not in languages:
-            continue
         r, w = os.pipe()
         if r == 3:  # the child's dup2 onto itself would keep close-on-exec
             r, old = os.dup(r), r
@@ -497,9 +493,7 @@ def main():
     # for it (supervise needs it; project does it again).
     nondumpable()
     # A warm container's: the interpreters wait while the container does.
-    waiters = {}
-    if sys.argv[1:2] == ["waiters"] and os.getpid() == 1:
-        waiters = spawn_waiters(sys.argv[2:])
+    waiters = spawn_waiters() if sys.argv[1:] == ["waiters"] and os.getpid() == 1 else {}
     # The header's length on a line of its own, then the header: only those
     # few digits are read a byte at a time (each read is a system call, and
     # under gVisor a costly one).
