@@ -55,6 +55,10 @@
 /* How long an exec's stream is still read after the engine reports the
  * exec ended (dk_pump): its output can be on its way. */
 #define EXEC_DRAIN_MS 2000
+/* How long a run that ended by SIGKILL waits for the engine's late OOM
+ * verdict (run.c), and how often it asks. */
+#define OOM_LATE_MS 1000
+#define OOM_LATE_STEP_MS 50
 /* A snippet's or module's end marker: this, the run's nonce, a space, then
  * the status and a newline (bootstrap.py's supervise; "The run's end"). */
 #define END_MARK_PREFIX "\x1eplimsoll-end "

@@ -198,17 +198,15 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
  * an instruction when the answer goes (the kernel frees a gVisor sandbox's
  * memory in tens of milliseconds: after the answer).  A
  * status of 137 (a SIGKILL: the OOM killer's or anyone's) or an OOM kill
- * in the cgroup's own count leaves the verdict to the engine: 0, and the
+ * in the cgroup's own count (oom_kills, as the caller read it: not 0 also
+ * when it could not be read) leaves the verdict to the engine: 0, and the
  * caller waits for the container as before.  1 when the run ended here
  * (r->exit_code set); < 0 when the host could not empty the cgroup.
  */
-static int fast_end(struct docker_state *s, struct cont_run *r) {
+static int fast_end(struct docker_state *s, struct cont_run *r, const char *cg,
+                    long long oom_kills) {
     int status = 0;
-    if (r->project || !pl_demux_ended(&r->dx, &status) || status == 128 + SIGKILL)
-        return 0;
-    char cg[200];
-    pl_hostview_cgroup(&s->hv, r->id, cg, sizeof(cg));
-    if (pl_hostview_oom_kills(&s->hv, cg) != 0)
+    if (!pl_demux_ended(&r->dx, &status) || status == 128 + SIGKILL || oom_kills != 0)
         return 0;
     if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0)
         return -1;
@@ -231,6 +229,7 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
         dk_peer_gate_open(r->gate, r->id);
 
     int fd = -1;
+    long long oom_kills = -ENOENT; /* the cgroup's count, once read */
     if (pl_docker_attach(s->engine, r->id, &fd, err) < 0)
         goto fail;
     uint64_t t0 = pl_now_ns();
@@ -248,8 +247,15 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
         goto fail;
     close(fd);
     fd = -1;
-    if (!r->timed_out) {
-        int fast = fast_end(s, r);
+    if (!r->timed_out && !r->project) {
+        /* The cgroup's OOM count, read now: the runtime removes the cgroup
+         * with the container, and the engine's own flag can miss a kill
+         * (its OOM event may come after the exit: containerd#8180). */
+        char cg[200];
+        pl_hostview_cgroup(&s->hv, r->id, cg, sizeof(cg));
+        oom_kills = pl_hostview_oom_kills(&s->hv, cg);
+        r->oom = oom_kills > 0;
+        int fast = fast_end(s, r, cg, oom_kills);
         if (fast > 0) {
             dk_reap_later(s, r->id);
             return 0;
@@ -315,12 +321,24 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
 waited:
     r->exit_code = pl_docker_wait_code(w);
     json_decref(w);
-    json_t *ins = NULL;
     snprintf(path, sizeof(path), "/containers/%s/json", r->id);
-    if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
-        goto fail;
-    r->oom = pl_docker_state_flag(ins, "OOMKilled");
-    json_decref(ins);
+    /* When the host could not read the count (under runsc the cgroup is
+     * gone with the sandbox by the streams' end), the engine's flag is the
+     * word, and its OOM event can come after the exit (containerd#8180);
+     * it sets the flag when it comes, so a SIGKILLed end asks again, for
+     * OOM_LATE_MS at most.  A count read says it all: the kernel counts
+     * the kill before its victim can die. */
+    for (int tries = 0;; tries++) {
+        json_t *ins = NULL;
+        if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+            goto fail;
+        r->oom = r->oom || pl_docker_state_flag(ins, "OOMKilled");
+        json_decref(ins);
+        if (r->oom || r->project || oom_kills >= 0 || r->exit_code != 128 + SIGKILL ||
+            tries >= OOM_LATE_MS / OOM_LATE_STEP_MS)
+            break;
+        usleep(OOM_LATE_STEP_MS * 1000);
+    }
     /* The engine's word is not the end: the host proves nothing of the run
      * lives, and an end nobody's process gives (the engine's -1 when a
      * guest made its PID 1 unkillable to the runtime) is infrastructure. */
