@@ -157,7 +157,8 @@ class Leftovers(StepLeftovers, E2BDaemon):
                                    timeout=60)
                 self.assertEqual(p.returncode, 0, p.stderr)
                 return int(p.stdout)
-        self.fail("no VM %s" % sandbox_id)
+        ended = [l for l in self.d.log_text().splitlines() if '"session ended"' in l]
+        self.fail("no VM %s; the daemon's last session ends: %s" % (sandbox_id, ended[-2:]))
 
     def check_session(self, name):
         status, body = self.d.rpc("OpenSession", {})

@@ -66,14 +66,12 @@ static int end_leftovers(struct dc_state *s, struct dc_sandbox *sb, uint64_t dea
     p.argv = argv;
     p.argc = 4;
     p.cwd = "/";
-    uint64_t now = pl_now_ns();
-    p.deadline_ns = deadline > now + 2000000000ull ? deadline : now + 2000000000ull;
+    p.deadline_ns = ph_cleanup_deadline(deadline);
     int rc = dc_process(s, sb, &p, err);
     const char *out = p.out.kept.data ? (const char *)p.out.kept.data : "";
     size_t len = p.out.kept.data ? p.out.kept.len : 0;
-    if (rc == 0 && (p.timed_out || p.exit_code != 0 || !ph_cleanup_clean(out, len, NULL, 0)))
-        rc = pl_error_set(err, PL_REASON_INTERNAL,
-                          "what %s left running could not be ended: %.100s", after, out);
+    if (rc == 0)
+        rc = ph_cleanup_verdict(p.timed_out, p.exit_code, out, len, after, NULL, 0, err);
     dc_proc_free(&p);
     return rc;
 }

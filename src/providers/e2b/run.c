@@ -53,19 +53,13 @@ int eb_cleanup(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadli
     p.argv = argv;
     p.argc = argc;
     p.cwd = "/";
-    /* The run's deadline, or a short one of its own past it. */
-    uint64_t now = pl_now_ns();
-    p.deadline_ns = deadline > now + 2000000000ull ? deadline : now + 2000000000ull;
+    p.deadline_ns = ph_cleanup_deadline(deadline);
     int rc = eb_process(s, sb, &p, err);
     const char *out = p.out.kept.data ? (const char *)p.out.kept.data : "";
     size_t len = p.out.kept.data ? p.out.kept.len : 0;
-    if (rc == 0 &&
-        (p.timed_out || p.exit_code != 0 || len < 12 || memcmp(out, "clean\nalive", 11) != 0 ||
-         out[len - 1] != '\n' || memchr(out + 11, '\n', len - 12)))
-        rc = pl_error_set(err, PL_REASON_INTERNAL,
-                          "what %s left running could not be ended: %.100s", after, out);
-    if (rc == 0 && ret_alive)
-        snprintf(ret_alive, alive_size, "%.*s", (int)(len - 12), out + 11); /* " P:S..." */
+    if (rc == 0)
+        rc = ph_cleanup_verdict(p.timed_out, p.exit_code, out, len, after, ret_alive, alive_size,
+                                err);
     eb_proc_free(&p);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../../core/clock.h"
 #include "hosted.h"
 
 /*
@@ -124,4 +125,26 @@ bool ph_cleanup_clean(const char *out, size_t len, char *ret_alive, size_t alive
     if (ret_alive)
         snprintf(ret_alive, alive_size, "%.*s", (int)(len - 12), out + 11);
     return true;
+}
+
+uint64_t ph_cleanup_deadline(uint64_t deadline) {
+    uint64_t floor = pl_now_ns() + (uint64_t)PH_CLEANUP_MIN_MS * 1000000ull;
+    return deadline > floor ? deadline : floor;
+}
+
+int ph_cleanup_verdict(bool timed_out, int exit_code, const char *out, size_t len,
+                       const char *after, char *ret_alive, size_t alive_size,
+                       struct pl_error *err) {
+    if (!timed_out && exit_code == 0 && ph_cleanup_clean(out, len, ret_alive, alive_size))
+        return 0;
+    char why[48];
+    if (timed_out)
+        snprintf(why, sizeof(why), "the cleanup timed out");
+    else if (exit_code != 0)
+        snprintf(why, sizeof(why), "the cleanup exited %d", exit_code);
+    else
+        snprintf(why, sizeof(why), "the cleanup did not say clean");
+    return pl_error_set(err, PL_REASON_INTERNAL,
+                        "what %s left running could not be ended (%s): %.*s", after, why,
+                        (int)(len < 100 ? len : 100), out);
 }

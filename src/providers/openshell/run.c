@@ -157,16 +157,12 @@ int osh_cleanup(struct osh_state *s, const struct osh_sandbox *sb, const char *k
     for (char *t = strtok_r(tokens, " ", &save); t && argc < sizeof(argv) / sizeof(argv[0]);
          t = strtok_r(NULL, " ", &save))
         argv[argc++] = t;
-    uint64_t now = pl_now_ns();
-    unsigned ms = deadline > now + 2000000000ull ? (unsigned)((deadline - now) / 1000000) : 2000;
+    unsigned ms = (unsigned)((ph_cleanup_deadline(deadline) - pl_now_ns()) / 1000000ull);
     char out[1024];
     int code = 0;
     if (osh_command(s, sb, argv, argc, ms, out, sizeof(out), &code, err) < 0)
         return -1;
-    if (code != 0 || !ph_cleanup_clean(out, strlen(out), ret_alive, alive_size))
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "what %s left running could not be ended: %.100s", after, out);
-    return 0;
+    return ph_cleanup_verdict(false, code, out, strlen(out), after, ret_alive, alive_size, err);
 }
 
 /* Between two steps: nothing a step left running reaches the next one but
