@@ -191,6 +191,8 @@ class DockerRuns(DockerDaemon):
         self.assertEqual(body["stdout"], "")
 
     def test_fork_bomb_contained(self):
+        # Under runsc the 62 forks take 4-6 s on an idle machine here, and
+        # twice that on a loaded one: the deadline is not what is tested.
         body = self.ok(py(
             "import os, time\n"
             "n = 0\n"
@@ -200,7 +202,7 @@ class DockerRuns(DockerDaemon):
             "            time.sleep(30); os._exit(0)\n"
             "        n += 1\n"
             "except OSError as e:\n"
-            "    print('stopped after', n, e.errno)\n", timeout_ms=8000))
+            "    print('stopped after', n, e.errno)\n", timeout_ms=30000))
         self.assertIn("stopped after", body["stdout"], body)
         n = int(body["stdout"].split()[2])
         self.assertLess(n, 64)
