@@ -21,6 +21,7 @@
 #include "reports.h"
 #include "bootstrap.h"     /* generated: pl_docker_bootstrap[] */
 #include "session_agent.h" /* generated: pl_docker_session_agent[] */
+#include "session_main.h"  /* generated: pl_docker_session_main[] */
 
 /* "python", "javascript": a session's languages by index. */
 const char *const dk_lang_name[2] = {"python", "javascript"};
@@ -222,9 +223,10 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
         dk_dsession_free(d);
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
     }
-    /* A run's walls; the main process is the agent, which runs no guest
+    /* A run's walls; the main process (session_main.py) runs no guest
      * code; the work directory is the session's disk budget. */
-    json_object_set_new(cfg, "Cmd", dk_agent_cmd("main", NULL));
+    json_object_set_new(cfg, "Cmd",
+                        json_pack("[s, s, s]", "python3", "-c", pl_docker_session_main));
     json_object_set_new(cfg, "AttachStdin", json_false());
     json_object_set_new(cfg, "OpenStdin", json_false());
     json_object_set_new(cfg, "StdinOnce", json_false());

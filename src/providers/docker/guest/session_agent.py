@@ -13,8 +13,6 @@
 # /proc/<pid>/fd, environ and mem of a process whose group differs, so a
 # process of one role cannot read another role's descriptors or memory.
 #
-#   main            PID 1: reaps orphans, sleeps, exits 0 on SIGTERM/SIGINT.
-#                   Runs no guest code.
 #   launch LANG     trusted, as the LANG interpreter's group: ends every
 #                   other process of that group, prints "ready", reads the
 #                   uplink token from stdin (only now: nothing else of its
@@ -78,7 +76,7 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 
 
 seccomp_filter()  # common.py
-if MODE in ("launch", "cleanup", "main", "interp"):
+if MODE in ("launch", "cleanup", "interp"):
     NONDUMPABLE = nondumpable()
 
 import json  # noqa: E402
@@ -237,25 +235,6 @@ def end_all(spare):
 
 
 # ---- main ----------------------------------------------------------------
-
-def mode_main():
-    sigs = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    while True:
-        # Reap every child that has ended: orphans of execs land here.
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            except InterruptedError:
-                continue
-            if pid == 0:
-                break
-        info = signal.sigtimedwait(sigs, 5.0)
-        if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
-            os._exit(0)
-
 
 # ---- launch --------------------------------------------------------------
 
@@ -792,9 +771,7 @@ def mode_ps(args):
 
 def entry():
     args = sys.argv[2:]
-    if MODE == "main":
-        mode_main()
-    elif MODE == "launch":
+    if MODE == "launch":
         mode_launch(args)
     elif MODE == "cleanup":
         mode_cleanup(args)
