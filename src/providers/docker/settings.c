@@ -229,11 +229,7 @@ json_t *dk_container_config(struct docker_state *s, const char *image_id, unsign
     }
     json_t *labels = json_pack("{s:s, s:s}", LABEL_INSTANCE, st->instance, LABEL_RUN, run_id);
     json_t *cmd = json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap);
-    /* Under runc only: under runsc, with a waiting python3, the fork bomb
-     * met the memory limit before the process limit (test_docker's
-     * test_fork_bomb_contained, 3 of 3; a fresh python3 passes 3 of 3), so
-     * a runsc guest is exec'd as before (docs/providers/docker.md). */
-    if (waiters && !runsc)
+    if (waiters)
         json_array_append_new(cmd, json_string("waiters"));
     json_t *env = json_pack("[s, s, s, s]", "HOME=/tmp", "PYTHONUNBUFFERED=1",
                             "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8");

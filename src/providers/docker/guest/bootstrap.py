@@ -110,8 +110,8 @@ def exec_guest(argv):
 
 # ---- the waiting interpreters (docs/providers/docker.md, "The run's end") --
 #
-# A warm container's bootstrap (started with the argument "waiters"; under
-# runc only, settings.c says why) starts one interpreter per language
+# A warm container's bootstrap (started with the argument "waiters")
+# starts one interpreter per language
 # before any header arrives: each is the
 # ordinary python3 or node, started by exec, and waits for one word on its
 # fd 3.  A snippet's language is handed "go" once its code is in /tmp;
