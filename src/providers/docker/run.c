@@ -325,17 +325,17 @@ waited:
     /* When the host could not read the count (under runsc the cgroup is
      * gone with the sandbox by the streams' end), the engine's flag is the
      * word, and its OOM event can come after the exit (containerd#8180);
-     * it sets the flag when it comes, so a SIGKILLed end asks again, for
-     * OOM_LATE_MS at most.  A count read says it all: the kernel counts
-     * the kill before its victim can die. */
+     * it sets the flag when it comes, so a SIGKILLed end (not the
+     * deadline's kill) asks again, for OOM_LATE_MS at most.  A count read
+     * says it all: the kernel counts the kill before its victim can die. */
     for (int tries = 0;; tries++) {
         json_t *ins = NULL;
         if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
             goto fail;
         r->oom = r->oom || pl_docker_state_flag(ins, "OOMKilled");
         json_decref(ins);
-        if (r->oom || r->project || oom_kills >= 0 || r->exit_code != 128 + SIGKILL ||
-            tries >= OOM_LATE_MS / OOM_LATE_STEP_MS)
+        if (r->oom || r->project || r->timed_out || oom_kills >= 0 ||
+            r->exit_code != 128 + SIGKILL || tries >= OOM_LATE_MS / OOM_LATE_STEP_MS)
             break;
         usleep(OOM_LATE_STEP_MS * 1000);
     }
