@@ -210,8 +210,7 @@ static int fast_end(struct docker_state *s, struct cont_run *r, const char *cg,
         return 0;
     if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0)
         return -1;
-    r->exit_code = status;
-    r->oom = false;
+    r->exit_code = status; /* r->oom is false: the count was 0 */
     return 1;
 }
 

@@ -110,9 +110,8 @@ def exec_guest(argv):
 
 # ---- the waiting interpreters (docs/providers/docker.md, "The run's end") --
 #
-# A warm container's bootstrap (started with the argument "waiters")
-# starts one interpreter per language
-# before any header arrives: each is the
+# A warm container's bootstrap (started with the argument "waiters") starts
+# one interpreter per language before any header arrives: each is the
 # ordinary python3 or node, started by exec, and waits for one word on its
 # fd 3.  A snippet's language is handed "go" once its code is in /tmp;
 # every other waiter is killed first.  A waiter never sees the header (nor
