@@ -289,10 +289,13 @@ plimsoll's runs take a container from its warm pool
 (`SANDBOX_DOCKER_WARM`, 2 per image by default); back-to-back calls from
 one client outrun the warmer that replaces them, so some runs start a
 container cold, which is what the p95 and p99 show; the paced rows run at
-a rate the pool sustains. Under runc a warm container's python3 and
-node are started with it and wait for the code, so a paced run pays no
-interpreter start; under runsc, and in a cold container, the interpreter
-starts fresh.
+a rate the pool sustains. A warm container's python3 and node are
+started with it and wait for the code (runc and runsc), so a paced run
+pays no interpreter start; in a cold container the interpreter starts
+fresh. A take holds the pool's refill back until the run ends (500 ms
+at most), so a new sandbox's start does not share the cores with the
+run ([providers/docker.md](providers/docker.md), "The pool stands
+aside").
 Where a run's time goes and how the engine's teardown left the answer's
 path: [providers/docker.md](providers/docker.md), "The run's end", and
 [internals/docker-handoff.md](internals/docker-handoff.md).

@@ -37,6 +37,11 @@ static void *filler_main(void *arg) {
             }
             continue;
         }
+        if (p->hold_until > pl_now_ns()) { /* a taker's work goes first */
+            struct timespec ts = pl_timespec_of(p->hold_until);
+            pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+            continue;
+        }
         pthread_mutex_unlock(&p->lock);
         void *item = NULL;
         uint64_t t0 = pl_now_ns();
@@ -111,6 +116,8 @@ void *pl_pool_take(struct pl_pool *p, int (*fit)(void *item, int kind, const voi
             p->n--;
             p->items[pick] = p->items[p->n];
             p->kinds[pick] = p->kinds[p->n];
+            if (p->ops->hold_ms)
+                p->hold_until = pl_deadline_in_ms(p->ops->hold_ms);
         } else if (tries == 0) {
             p->missed++;
         }
@@ -141,6 +148,15 @@ void pl_pool_flush(struct pl_pool *p) {
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 0; i < n; i++)
         p->ops->discard(p->owner, items[i]);
+}
+
+void pl_pool_release(struct pl_pool *p) {
+    if (!p->started)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->hold_until = 0;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
 }
 
 void pl_pool_poke(struct pl_pool *p) {

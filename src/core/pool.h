@@ -38,6 +38,13 @@ struct pl_pool_ops {
     bool (*usable)(void *owner, void *item);
     /* Optional: while full, once a second: whether what waits is still sound. */
     bool (*healthy)(void *owner);
+    /*
+     * After a take, the refill waits this long (0: not at all) or until
+     * the taker calls pl_pool_release, whichever is first: making an item
+     * (a sandbox's start) competes with the taken one's work for the same
+     * cores, and the taker wants its answer first.
+     */
+    unsigned hold_ms;
 };
 
 #define PL_POOL_KINDS 8
@@ -55,7 +62,8 @@ struct pl_pool {
     pthread_t filler;
     /* What it did (the lock): pl_pool_stats. */
     uint64_t made, taken, missed;
-    uint64_t make_ns; /* the recent time to make one (a moving average), 0 before any */
+    uint64_t hold_until; /* no making before this (monotonic ns; the lock) */
+    uint64_t make_ns;    /* the recent time to make one (a moving average), 0 before any */
 };
 
 /* What a pool did since it started, for Describe. */
@@ -87,6 +95,10 @@ void *pl_pool_take(struct pl_pool *p, int (*fit)(void *item, int kind, const voi
 /* Drop every waiting item (the owner found them unusable, e.g. its engine
  * restarted); the filler makes new ones. */
 void pl_pool_flush(struct pl_pool *p);
+
+/* The taker's work is done: the refill held back by its take
+ * (pl_pool_ops.hold_ms) may start now. */
+void pl_pool_release(struct pl_pool *p);
 
 /* Wake the filler: what choose would answer may have changed. */
 void pl_pool_poke(struct pl_pool *p);

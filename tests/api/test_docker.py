@@ -436,6 +436,23 @@ class DockerWarmPool(unittest.TestCase):
             d.stop()
         self.assertEqual(ours("test-warm"), [])
 
+    def test_a_waiting_container_that_died_is_not_used(self):
+        # The take asks the host (the runtime's state, the cgroup's
+        # threads), not the engine: a container killed while it waited is
+        # dropped and the run starts a fresh one.
+        d = Daemon(env=docker_env("runc", "test-warmdead", SANDBOX_DOCKER_WARM="1")).start(timeout=120)
+        try:
+            for c in self.wait_count("test-warmdead", 2):
+                self.assertEqual(engine("POST", "/containers/%s/kill" % c["Id"])[0], 204)
+            status, body = d.rpc("Run", py("print('fresh')"))
+            self.assertEqual((status, body["stdout"], body["exit_code"]), (200, "fresh\n", 0), body)
+            status, desc = d.rpc("Describe", {})
+            [runs] = desc["pools"]
+            self.assertEqual((runs["taken"], runs["missed"]), (0, 0), runs)  # found, dropped
+        finally:
+            d.stop()
+        self.assertEqual(ours("test-warmdead"), [])
+
     def test_pool_off(self):
         d = Daemon(env=docker_env("runc", "test-nowarm", SANDBOX_DOCKER_WARM="0")).start(timeout=120)
         try:

@@ -177,6 +177,38 @@ static void test_unhealthy_pool_is_flushed_and_refilled(void **state) {
     assert_int_equal(atomic_load(&w.made), atomic_load(&w.discarded));
 }
 
+/* A take holds the refill back until the taker releases it, or until
+ * hold_ms has passed. */
+static void test_a_take_holds_the_refill(void **state) {
+    (void)state;
+    struct pl_pool_ops held = ops;
+    held.hold_ms = 60000; /* longer than the test: only the release ends it */
+    struct owner w = {.per_kind = {1, 0}};
+    struct pl_pool p;
+    assert_int_equal(pl_pool_start(&p, &held, &w), 0);
+    wait_for(&p, 1); /* the first fill is not held */
+    int want = 0;
+    free(pl_pool_take(&p, fit_kind, &want));
+    pl_pool_poke(&p); /* a wake-up is not a release */
+    pl_sleep_ns(PL_MS(300));
+    assert_int_equal(atomic_load(&w.made), 1);
+    assert_int_equal(waiting(&p), 0);
+    pl_pool_release(&p);
+    wait_for(&p, 1);
+    assert_int_equal(atomic_load(&w.made), 2);
+    pl_pool_stop(&p);
+
+    held.hold_ms = 50; /* no release: the hold ends by itself */
+    struct owner w2 = {.per_kind = {1, 0}};
+    assert_int_equal(pl_pool_start(&p, &held, &w2), 0);
+    wait_for(&p, 1);
+    free(pl_pool_take(&p, fit_kind, &want));
+    wait_for(&p, 1);
+    assert_int_equal(atomic_load(&w2.made), 2);
+    pl_pool_stop(&p);
+    pl_pool_release(&p); /* a stopped pool: nothing to do */
+}
+
 static void test_flush_and_stop(void **state) {
     (void)state;
     struct pl_pool never = {0};
@@ -203,6 +235,7 @@ int main(void) {
         cmocka_unit_test(test_unusable_items_are_dropped_at_take),
         cmocka_unit_test(test_make_failures_are_retried),
         cmocka_unit_test(test_unhealthy_pool_is_flushed_and_refilled),
+        cmocka_unit_test(test_a_take_holds_the_refill),
         cmocka_unit_test(test_flush_and_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

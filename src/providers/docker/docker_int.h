@@ -59,6 +59,10 @@
  * verdict (run.c), and how often it asks. */
 #define OOM_LATE_MS 1000
 #define OOM_LATE_STEP_MS 50
+/* How long a run that took a warm container holds the pool's refill back
+ * at most (pool.c; released at the run's end): a new sandbox's start
+ * shares the cores with the run ("The warm pool"). */
+#define WARM_HOLD_MS 500
 /* A snippet's or module's end marker: this, the run's nonce, a space, then
  * the status and a newline (bootstrap.py's supervise; "The run's end"). */
 #define END_MARK_PREFIX "\x1eplimsoll-end "
@@ -309,6 +313,8 @@ int dk_ready_refresh(struct docker_state *s, struct pl_error *err);
 int dk_run_pool_start(struct docker_state *s);
 void dk_flush_warm(struct docker_state *s);
 bool dk_take_warm(struct docker_state *s, int which, unsigned memory_mb, char ret_id[72]);
+/* A run on a warm container ended: the refill its take held back starts. */
+void dk_warm_done(struct docker_state *s);
 int dk_session_pool_start(struct docker_state *s);
 /* The provider's pools op: the runs' and sessions' pools, for Describe. */
 size_t dk_pools(void *state, struct pl_pool_report *ret, size_t max);

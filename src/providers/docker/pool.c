@@ -56,16 +56,20 @@ static void run_discard(void *owner, void *item) {
     free(item);
 }
 
-/* One that died (e.g. the engine restarted) is dropped, not used. */
+/* One that died (e.g. the engine restarted) is dropped, not used.  Asked
+ * of the host, not the engine: the runtime still holds the container's
+ * state and its cgroup has threads.  The engine's inspect carries the
+ * bootstrap twice (about 48 KB to read and parse on every run's path),
+ * and the host's word is the stronger one. */
 static bool run_usable(void *owner, void *item) {
-    char path[128];
-    snprintf(path, sizeof(path), "/containers/%s/json", (const char *)item);
-    json_t *ins = NULL;
-    struct pl_error e = {0};
-    bool running = dk_api_expect(owner, "GET", path, NULL, 200, &ins, &e) == 0 &&
-                   pl_docker_state_flag(ins, "Running");
-    json_decref(ins);
-    return running;
+    struct docker_state *s = owner;
+    char cg[200];
+    pl_hostview_cgroup(&s->hv, item, cg, sizeof(cg));
+    pid_t *threads = NULL;
+    size_t n = 0;
+    bool alive = pl_hostview_threads(&s->hv, cg, &threads, &n) == 0 && n > 0;
+    free(threads);
+    return alive && pl_hostview_runtime_state(&s->hv, item);
 }
 
 /* If the engine went away, what waits may be unusable when it comes back
@@ -84,6 +88,7 @@ static const struct pl_pool_ops run_pool_ops = {
     .discard = run_discard,
     .usable = run_usable,
     .healthy = run_healthy,
+    .hold_ms = WARM_HOLD_MS,
 };
 
 static int fit_kind(void *item, int kind, const void *want) {
@@ -108,6 +113,10 @@ bool dk_take_warm(struct docker_state *s, int which, unsigned memory_mb, char re
     memcpy(ret_id, id, 72);
     free(id);
     return true;
+}
+
+void dk_warm_done(struct docker_state *s) {
+    pl_pool_release(&s->run_pool);
 }
 
 /* ---- the sessions' pool ----------------------------------------------------- */

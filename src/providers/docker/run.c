@@ -581,6 +581,8 @@ int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
         dk_take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
     }
     int rc = dk_run_container(s, &r, err);
+    if (!ctx->broker)
+        dk_warm_done(s); /* the refill a take held back may start */
     /* The gate lives on this stack: nothing may ask it once we return. */
     pl_broker_unlisten(ctx->broker);
     dk_peer_gate_destroy(&gate);
