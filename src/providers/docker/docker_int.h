@@ -61,7 +61,8 @@
 #define OOM_LATE_STEP_MS 50
 /* How long a run that took a warm container holds the pool's refill back
  * at most (pool.c; released at the run's end): a new sandbox's start
- * shares the cores with the run ("The warm pool"). */
+ * shares the cores with the run (docs/providers/docker.md, "The pool
+ * stands aside"). */
 #define WARM_HOLD_MS 500
 /* A snippet's or module's end marker: this, the run's nonce, a space, then
  * the status and a newline (bootstrap.py's supervise; "The run's end"). */

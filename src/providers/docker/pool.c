@@ -59,7 +59,7 @@ static void run_discard(void *owner, void *item) {
 /* One that died (e.g. the engine restarted) is dropped, not used.  Asked
  * of the host, not the engine: the runtime still holds the container's
  * state and its cgroup has threads.  The engine's inspect carries the
- * bootstrap twice (about 48 KB to read and parse on every run's path),
+ * bootstrap twice (about 57 KB to read and parse on every run's path),
  * and the host's word is the stronger one. */
 static bool run_usable(void *owner, void *item) {
     struct docker_state *s = owner;
