@@ -4,6 +4,7 @@ under runc (container tier) and under runsc (kernel tier)."""
 import base64
 import json
 import os
+import subprocess
 import sys
 import tarfile
 import io
@@ -297,6 +298,21 @@ class DockerRuns(DockerDaemon):
     def test_floor_at_tier_runs(self):
         self.ok(py("print(1)", minimum_isolation=self.TIER))
 
+    def test_engine_connections_are_kept_and_close_on_exec(self):
+        # The daemon keeps its connections to the engine between calls
+        # (engine.c, IDLE_HANDLES); each is root's way into the engine, so
+        # none may cross an exec (the runsc ps / kill the host view runs).
+        self.ok(py("print(1)"))
+        deadline = time.monotonic() + 10
+        while True:
+            fds = engine_connections(self.d.proc.pid)
+            for fd, flags in fds.items():
+                self.assertTrue(flags & os.O_CLOEXEC, "fd %d to the engine, flags %o" % (fd, flags))
+            if fds or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertTrue(fds, "no connection to the engine kept after a run")
+
 
 class DockerRunc(DockerRuns, unittest.TestCase):
     RUNTIME = "runc"
@@ -311,6 +327,26 @@ class DockerRunsc(DockerRuns, unittest.TestCase):
         body = self.ok(py("print(open('/proc/version').read())"))
         with open("/proc/version") as f:
             self.assertNotEqual(body["stdout"].strip(), f.read().strip())
+
+
+def engine_connections(pid, sock="/var/run/docker.sock"):
+    """{fd: open flags} of pid's sockets whose peer is the engine's
+    socket (ss: the engine's side of each names the socket's path and its
+    peer's inode)."""
+    out = subprocess.run(["ss", "-xn"], capture_output=True, text=True, check=True).stdout
+    peers = {f[7] for f in (line.split() for line in out.splitlines())
+             if len(f) >= 8 and f[4] == sock}
+    found = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            if target.startswith("socket:[") and target[8:-1] in peers:
+                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                    flags = [ln for ln in f if ln.startswith("flags:")][0]
+                found[int(fd)] = int(flags.split()[1], 8)
+        except (FileNotFoundError, IndexError):
+            pass  # closed meanwhile
+    return found
 
 
 def import_image(tag, changes):

@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,15 @@
 
 #define ATTACH_HEADER_MAX 8192u
 #define ATTACH_TIMEOUT_MS 10000
+/* libcurl handles kept between calls, each with its kept-alive connection
+ * to the engine (docs/providers/docker.md, "One connection kept"). */
+#define IDLE_HANDLES 4u
 
 struct pl_docker_engine {
     char socket[108];
+    pthread_mutex_t mu;
+    CURL *idle[IDLE_HANDLES]; /* under mu */
+    unsigned n_idle;
 };
 
 int pl_docker_engine_new(const char *docker_host, struct pl_docker_engine **ret,
@@ -44,12 +51,56 @@ int pl_docker_engine_new(const char *docker_host, struct pl_docker_engine **ret,
     if (!e)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     memcpy(e->socket, path, strlen(path) + 1);
+    pthread_mutex_init(&e->mu, NULL);
     *ret = e;
     return 0;
 }
 
 void pl_docker_engine_free(struct pl_docker_engine *e) {
+    if (!e)
+        return;
+    for (unsigned i = 0; i < e->n_idle; i++)
+        curl_easy_cleanup(e->idle[i]);
+    pthread_mutex_destroy(&e->mu);
     free(e);
+}
+
+/* A handle for one call: a kept one (its connection to the engine still
+ * open, its options reset) or a new one. */
+static CURL *handle_take(struct pl_docker_engine *e) {
+    CURL *c = NULL;
+    pthread_mutex_lock(&e->mu);
+    if (e->n_idle)
+        c = e->idle[--e->n_idle];
+    pthread_mutex_unlock(&e->mu);
+    if (!c)
+        return curl_easy_init();
+    curl_easy_reset(c); /* keeps the live connection, forgets every option */
+    return c;
+}
+
+/* Keep a handle whose call went through, for the next call; a handle whose
+ * call failed, or one more than IDLE_HANDLES, is closed with its
+ * connection. */
+static void handle_give_back(struct pl_docker_engine *e, CURL *c, bool ok) {
+    if (ok) {
+        pthread_mutex_lock(&e->mu);
+        if (e->n_idle < IDLE_HANDLES) {
+            e->idle[e->n_idle++] = c;
+            c = NULL;
+        }
+        pthread_mutex_unlock(&e->mu);
+    }
+    if (c)
+        curl_easy_cleanup(c);
+}
+
+/* The engine's socket is root's: opened close-on-exec, so that no child
+ * the daemon starts (runsc ps / kill) inherits a kept connection. */
+static curl_socket_t open_cloexec(void *ud, curlsocktype purpose, struct curl_sockaddr *a) {
+    (void)ud;
+    (void)purpose;
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
 const char *pl_docker_engine_socket(const struct pl_docker_engine *e) {
@@ -78,12 +129,13 @@ int pl_docker_call(struct pl_docker_engine *e, const char *method, const char *p
     int n = snprintf(url, sizeof(url), "http://docker%s%s", PL_DOCKER_API, path);
     if (n < 0 || (size_t)n >= sizeof(url))
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: request path too long");
-    CURL *c = curl_easy_init();
+    CURL *c = handle_take(e);
     if (!c)
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
     char *payload = body ? json_dumps(body, JSON_COMPACT) : NULL;
     struct curl_slist *h = NULL;
     struct pl_buf resp = {0};
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_cloexec);
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e->socket);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
@@ -105,7 +157,7 @@ int pl_docker_call(struct pl_docker_engine *e, const char *method, const char *p
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    handle_give_back(e, c, rc == CURLE_OK);
     free(payload);
     if (rc != CURLE_OK) {
         pl_buf_free(&resp);

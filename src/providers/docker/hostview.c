@@ -587,6 +587,7 @@ int pl_hostview_runsc_ps(const struct pl_hostview *hv, const char *id, long **re
     posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3); /* nothing of the daemon's */
     pid_t child = -1;
     int r = posix_spawn(&child, hv->runtime_path, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -674,6 +675,7 @@ int pl_hostview_runsc_signal(const struct pl_hostview *hv, const char *id, long 
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     pid_t child = -1;
     int r = posix_spawn(&child, hv->runtime_path, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
