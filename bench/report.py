@@ -289,7 +289,8 @@ plimsoll's runs take a container from its warm pool
 (`SANDBOX_DOCKER_WARM`, 2 per image by default); back-to-back calls from
 one client outrun the warmer that replaces them, so some runs start a
 container cold, which is what the p95 and p99 show; the paced rows run at
-a rate the pool sustains. A warm container's python3 and node are
+a rate the pool sustains, from the pool full again (`bench/run` waits
+until Describe's runs pool has its target waiting). A warm container's python3 and node are
 started with it and wait for the code (runc and runsc), so a paced run
 pays no interpreter start; in a cold container the interpreter starts
 fresh. A take holds the pool's refill back until the run ends (500 ms
