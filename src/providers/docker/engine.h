@@ -7,9 +7,9 @@
  * (tcp://, ssh://, anything but unix://) is refused: the broker's per-run
  * socket and the cleanup after each run only work on the same machine.
  *
- * Ordinary calls go through libcurl (CURLOPT_UNIX_SOCKET_PATH), on up to
- * four kept handles whose connections stay open between calls (opened
- * close-on-exec); the attach
+ * Ordinary calls go through libcurl (CURLOPT_UNIX_SOCKET_PATH), on a kept
+ * handle whose connection stays open between calls (opened close-on-exec)
+ * when no other call has it; the attach
  * stream, which the engine hijacks into a raw bidirectional byte stream
  * after an HTTP Upgrade, is a plain socket (libcurl has no hijack mode).
  * API version 1.41 (docker 20.10, Debian 12's docker.io).
