@@ -148,7 +148,11 @@ class HostileGrants(HostileDockerDaemon, GrantDaemon):
     def test_slow_api_never_outlives_the_deadline(self):
         t0 = time.monotonic()
         b = self.py("print(call('GET', '/slow'))\n", timeout_ms=1200)
-        self.assertTrue(b["timed_out"] or b["stdout"] == "(504, 'upstream_timeout')\n", b)
+        # The broker counts the deadline from dispatch, the container from
+        # its attach: a guest whose call comes after the former (a cold
+        # start on a loaded machine) is answered 504 "deadline" at once.
+        self.assertTrue(b["timed_out"] or b["stdout"] in ("(504, 'upstream_timeout')\n",
+                                                          "(504, 'deadline')\n"), b)
         self.assertLess(time.monotonic() - t0, 1.2 + 10)  # a bound, not a speed claim
 
     def test_dead_api_is_a_502_the_guest_can_read(self):
