@@ -56,8 +56,10 @@
  * exec ended (dk_pump): its output can be on its way. */
 #define EXEC_DRAIN_MS 2000
 /* How long a run that ended by SIGKILL waits for the engine's late OOM
- * verdict (run.c), and how often it asks. */
-#define OOM_LATE_MS 1000
+ * verdict (run.c), and how often it asks.  Only a sandbox that died with
+ * its cgroup waits (runsc); 1 s was once too short under ASan on a loaded
+ * machine (docs/providers/docker.md). */
+#define OOM_LATE_MS 3000
 #define OOM_LATE_STEP_MS 50
 /* How long a run that took a warm container holds the pool's refill back
  * at most (pool.c; released at the run's end): a new sandbox's start
