@@ -300,7 +300,7 @@ class DockerRuns(DockerDaemon):
 
     def test_engine_connections_are_kept_and_close_on_exec(self):
         # The daemon keeps its connections to the engine between calls
-        # (engine.c, IDLE_HANDLES); each is root's way into the engine, so
+        # (engine.c, its kept handle); each is root's way into the engine, so
         # none may cross an exec (the runsc ps / kill the host view runs).
         self.ok(py("print(1)"))
         deadline = time.monotonic() + 10

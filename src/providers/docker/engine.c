@@ -21,19 +21,17 @@
 
 #define ATTACH_HEADER_MAX 8192u
 #define ATTACH_TIMEOUT_MS 10000
-/* libcurl handles kept between calls, each with its kept-alive connection
- * to the engine (docs/providers/docker.md, "One connection kept").  One:
- * a kept handle holds three descriptors (the connection and libcurl's
- * wakeup pair), and with one the daemon's count stays what it was after
- * its first call (the hostile and load suites' leak checks); calls that
- * overlap open their own connection, as every call did before. */
-#define IDLE_HANDLES 1u
-
 struct pl_docker_engine {
     char socket[108];
     pthread_mutex_t mu;
-    CURL *idle[IDLE_HANDLES]; /* under mu */
-    unsigned n_idle;
+    /* The libcurl handle kept between calls, its connection to the engine
+     * still open (docs/providers/docker.md, "One connection kept"); under
+     * mu.  One: a kept handle holds three descriptors (the connection and
+     * libcurl's wakeup pair), and with one the daemon's count stays what it
+     * was after its first call (the hostile and load suites' leak checks);
+     * calls that overlap open their own connection, as every call did
+     * before. */
+    CURL *kept;
 };
 
 int pl_docker_engine_new(const char *docker_host, struct pl_docker_engine **ret,
@@ -63,8 +61,7 @@ int pl_docker_engine_new(const char *docker_host, struct pl_docker_engine **ret,
 void pl_docker_engine_free(struct pl_docker_engine *e) {
     if (!e)
         return;
-    for (unsigned i = 0; i < e->n_idle; i++)
-        curl_easy_cleanup(e->idle[i]);
+    curl_easy_cleanup(e->kept); /* NULL-safe */
     pthread_mutex_destroy(&e->mu);
     free(e);
 }
@@ -72,10 +69,9 @@ void pl_docker_engine_free(struct pl_docker_engine *e) {
 /* A handle for one call: a kept one (its connection to the engine still
  * open, its options reset) or a new one. */
 static CURL *handle_take(struct pl_docker_engine *e) {
-    CURL *c = NULL;
     pthread_mutex_lock(&e->mu);
-    if (e->n_idle)
-        c = e->idle[--e->n_idle];
+    CURL *c = e->kept;
+    e->kept = NULL;
     pthread_mutex_unlock(&e->mu);
     if (!c)
         return curl_easy_init();
@@ -84,13 +80,13 @@ static CURL *handle_take(struct pl_docker_engine *e) {
 }
 
 /* Keep a handle whose call went through, for the next call; a handle whose
- * call failed, or one more than IDLE_HANDLES, is closed with its
+ * call failed, or one while another is kept, is closed with its
  * connection. */
 static void handle_give_back(struct pl_docker_engine *e, CURL *c, bool ok) {
     if (ok) {
         pthread_mutex_lock(&e->mu);
-        if (e->n_idle < IDLE_HANDLES) {
-            e->idle[e->n_idle++] = c;
+        if (!e->kept) {
+            e->kept = c;
             c = NULL;
         }
         pthread_mutex_unlock(&e->mu);
