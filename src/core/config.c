@@ -25,6 +25,7 @@
     X(SANDBOX_OUTPUT_BYTES, output_bytes, 1048576, 1024, 67108864)                                 \
     X(PLIMSOLL_MAX_REQUEST_BYTES, max_request_bytes, 14680064, 65536, 268435456)                   \
     X(PLIMSOLL_REQUEST_READ_TIMEOUT_MS, request_read_timeout_ms, 30000, 100, 3600000)              \
+    X(PLIMSOLL_ANSWER_SEND_TIMEOUT_MS, answer_send_timeout_ms, 30000, 100, 3600000)                \
     X(PLIMSOLL_MAX_CONNECTIONS, max_connections, 256, 4, 65536)                                    \
     X(SANDBOX_MAX_SESSIONS, max_sessions, 0, 0, 1024)                                              \
     X(SANDBOX_SESSION_DISK_MB, session_disk_mb, 64, 1, 65536)                                      \

@@ -64,8 +64,9 @@ struct pl_config {
     unsigned request_bytes_in_flight; /* PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT: every body held */
     unsigned key_request_bytes_in_flight; /* PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT: one key's */
     unsigned
-        request_read_timeout_ms; /* PLIMSOLL_REQUEST_READ_TIMEOUT_MS: head and body, absolute */
-    unsigned max_connections;    /* PLIMSOLL_MAX_CONNECTIONS */
+        request_read_timeout_ms;     /* PLIMSOLL_REQUEST_READ_TIMEOUT_MS: head and body, absolute */
+    unsigned answer_send_timeout_ms; /* PLIMSOLL_ANSWER_SEND_TIMEOUT_MS: an answer's, absolute */
+    unsigned max_connections;        /* PLIMSOLL_MAX_CONNECTIONS */
     unsigned max_connections_per_address; /* PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS */
     unsigned drain_timeout_ms;            /* PLIMSOLL_DRAIN_TIMEOUT_MS */
     bool console;                         /* PLIMSOLL_CONSOLE: the page at / (on) */

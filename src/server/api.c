@@ -179,6 +179,23 @@ static int hold_body_bytes(struct pl_api *api, const char *principal, size_t n,
     return r;
 }
 
+/* Hold n bytes more for principal whatever the bounds say: an answer is
+ * made by a run that already happened, so it is charged, never refused;
+ * the caller's next bodies are refused at the head while it is over. */
+static int charge_body_bytes(struct pl_api *api, const char *principal, size_t n) {
+    pthread_mutex_lock(&body_bytes_lock);
+    struct pl_key_bytes **k = key_bytes_find(api, principal);
+    int r = -1;
+    if (*k || (*k = calloc(1, sizeof(**k)))) {
+        (*k)->principal = principal;
+        (*k)->held += n;
+        atomic_fetch_add(&api->body_bytes, n);
+        r = 0;
+    }
+    pthread_mutex_unlock(&body_bytes_lock);
+    return r;
+}
+
 static void release_body_bytes(struct pl_api *api, const char *principal, size_t n) {
     pthread_mutex_lock(&body_bytes_lock);
     atomic_fetch_sub(&api->body_bytes, n);
@@ -580,6 +597,13 @@ void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl
         api_stream_end(s, rs);
     else if (grpc_answer(call, rq))
         api_grpc_wrap(call->protocol, rq->content_type, rs);
+}
+
+void pl_api_call_hold_answer(struct pl_api *api, struct pl_api_call *call, size_t answer_bytes) {
+    if (!call || !call->lg.principal || answer_bytes <= call->held)
+        return;
+    if (charge_body_bytes(api, call->lg.principal, answer_bytes - call->held) == 0)
+        call->held = answer_bytes;
 }
 
 void pl_api_call_free(struct pl_api *api, struct pl_api_call *call) {

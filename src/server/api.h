@@ -150,6 +150,14 @@ int pl_api_stream_take(struct pl_api_stream *s, struct pl_buf *out);
  * (output from then on is dropped; the run goes on to its end). */
 void pl_api_stream_release(struct pl_api_stream *s);
 
+/* The call's answer is made and waits to be sent: the bytes it holds
+ * against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT and the caller's share
+ * become the answer's size when that is larger (the body's are no longer
+ * needed).  Charged past the bounds if need be (the run happened): the
+ * caller's next bodies are then refused AT_CAPACITY at the head until its
+ * answers are sent or reset (PLIMSOLL_ANSWER_SEND_TIMEOUT_MS).  NULL-safe. */
+void pl_api_call_hold_answer(struct pl_api *api, struct pl_api_call *call, size_t answer_bytes);
+
 /* Give back the call's body bytes and free it.  NULL-safe. */
 void pl_api_call_free(struct pl_api *api, struct pl_api_call *call);
 

@@ -255,8 +255,9 @@ static int take_place(struct run_call *c, struct call_log *lg) {
         return pl_sessions_begin(c->api->sessions, c->principal, c->session_id, &c->ss,
                                  c->ended_reason, sizeof(c->ended_reason), &c->err);
     }
-    VALUE(c, "the caller's rate tokens and a free run slot (%u of the daemon's in progress)",
-          pl_admission_in_flight(c->api->admission));
+    /* The daemon-wide count is said only in an AT_CAPACITY refusal, as Run
+     * says it: a ticket that passes tells nobody how busy others are. */
+    VALUE(c, "the caller's rate tokens and a free run slot");
     if (c->explain)
         return pl_admission_peek(c->api->admission, c->principal, &c->err);
     return pl_admission_acquire(c->api->admission, c->principal, &c->err);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../core/canon.h"
+#include "../core/jsonscan.h"
 #include "codec.h"
 #include "sandbox.pb-c.h"
 
@@ -76,8 +77,40 @@ static int bad(struct pl_error *err, const ProtobufCMessageDescriptor *desc, con
                         desc->name, what, field);
 }
 
+/*
+ * The JSON path's bounds, charged while decoding and before anything is
+ * built: every member's key, every value (an object or array one, a
+ * string, number or literal one) is one element of PL_JSON_MAX_ELEMENTS,
+ * counted as pl_json_measure counts the JSON text it becomes; every object
+ * or array opens a level of PL_JSON_MAX_DEPTH.  So a binary body can make
+ * no more than the JSON it stands for, whatever its shape (4 MiB of empty
+ * repeated entries is refused at the 8193rd, not built whole).
+ */
+struct budget {
+    size_t left; /* elements still allowed */
+};
+
+static int charge(struct budget *b, size_t n, struct pl_error *err) {
+    if (b->left >= n) {
+        b->left -= n;
+        return 0;
+    }
+    b->left = 0;
+    return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                        "body: more than %u JSON elements (PL_JSON_MAX_ELEMENTS) once decoded; "
+                        "the largest legal request has 4551",
+                        PL_JSON_MAX_ELEMENTS);
+}
+
+static int too_deep(struct pl_error *err) {
+    return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                        "body: nested deeper than %u levels (PL_JSON_MAX_DEPTH) once decoded; no "
+                        "request nests deeper than 6",
+                        PL_JSON_MAX_DEPTH);
+}
+
 static int decode_into(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
-                       json_t *obj, unsigned depth, struct pl_error *err);
+                       json_t *obj, unsigned level, struct budget *b, struct pl_error *err);
 
 /* A scalar held in a varint, as JSON. */
 static json_t *varint_json(ProtobufCType t, uint64_t v) {
@@ -87,6 +120,19 @@ static json_t *varint_json(ProtobufCType t, uint64_t v) {
     case PROTOBUF_C_TYPE_UINT32: return json_integer((uint32_t)v);
     default: return NULL;
     }
+}
+
+/* What a field's value costs before it is made: its own element, and for
+ * a member obj does not have yet its key (and a repeated field's array). */
+static int charge_value(const ProtobufCFieldDescriptor *f, const json_t *obj, unsigned level,
+                        struct budget *b, struct pl_error *err) {
+    bool first = !json_object_get(obj, f->name);
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+        if (first && level + 1 > PL_JSON_MAX_DEPTH)
+            return too_deep(err);
+        return charge(b, 1 + (first ? 2 : 0), err);
+    }
+    return charge(b, 1 + (first ? 1 : 0), err);
 }
 
 /* One field's value into obj (set, appended or merged by protobuf's rules). */
@@ -129,15 +175,50 @@ static int put_value(const ProtobufCMessageDescriptor *desc, const ProtobufCFiel
                : 0;
 }
 
+/* A map entry (key = 1, value = 2) into obj's map member: a key and a
+ * value each, the map object itself once. */
+static int decode_map_entry(const ProtobufCMessageDescriptor *desc,
+                            const ProtobufCFieldDescriptor *f, const uint8_t *p, size_t n,
+                            json_t *obj, unsigned level, struct budget *b, struct pl_error *err) {
+    json_t *m = json_object_get(obj, f->name);
+    if (!m && (level + 1 > PL_JSON_MAX_DEPTH))
+        return too_deep(err);
+    if (charge(b, 2 + (m ? 0 : 2), err) < 0)
+        return -1;
+    /* The entry's own members are counted against a budget of their own:
+     * at most its key and its value, each met once or more on the wire. */
+    struct budget eb = {.left = 5};
+    json_t *entry = json_object();
+    if (!entry)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory decoding %s", desc->name);
+    if (decode_into(f->descriptor, p, n, entry, level + 1, &eb, err) < 0) {
+        json_decref(entry);
+        return -1;
+    }
+    if (!m && json_object_set_new(obj, f->name, m = json_object()) < 0)
+        m = NULL;
+    const char *k = json_string_value(json_object_get(entry, "key"));
+    json_t *v = json_object_get(entry, "value");
+    int r = m && json_object_set_new(m, k ? k : "", v ? json_incref(v) : json_string("")) == 0
+                ? 0
+                : pl_error_set(err, PL_REASON_INTERNAL, "out of memory decoding %s", desc->name);
+    json_decref(entry);
+    return r;
+}
+
 static int decode_len_field(const ProtobufCMessageDescriptor *desc,
                             const ProtobufCFieldDescriptor *f, const uint8_t *p, size_t n,
-                            json_t *obj, unsigned depth, struct pl_error *err) {
+                            json_t *obj, unsigned level, struct budget *b, struct pl_error *err) {
     if (f->type == PROTOBUF_C_TYPE_STRING) {
         if (!pl_utf8_valid(p, n))
             return bad(err, desc, "a string that is not UTF-8", f->id);
+        if (charge_value(f, obj, level, b, err) < 0)
+            return -1;
         return put_value(desc, f, obj, json_stringn((const char *)p, n), err);
     }
     if (f->type == PROTOBUF_C_TYPE_BYTES) { /* proto3 JSON: standard base64 */
+        if (charge_value(f, obj, level, b, err) < 0)
+            return -1;
         char *b64 = pl_base64_encode(p, n, 1);
         json_t *v = b64 ? json_string(b64) : NULL;
         free(b64);
@@ -152,51 +233,37 @@ static int decode_len_field(const ProtobufCMessageDescriptor *desc,
             uint64_t v;
             if (read_varint(&r, &v) < 0)
                 return bad(err, desc, "a broken packed varint", f->id);
-            if (put_value(desc, f, obj, varint_json(f->type, v), err) < 0)
+            if (charge_value(f, obj, level, b, err) < 0 ||
+                put_value(desc, f, obj, varint_json(f->type, v), err) < 0)
                 return -1;
         }
         return 0;
     }
-    if (is_map_entry(f)) {
-        json_t *entry = json_object();
-        if (!entry)
-            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory decoding %s", desc->name);
-        if (decode_into(f->descriptor, p, n, entry, depth + 1, err) < 0) {
-            json_decref(entry);
-            return -1;
-        }
-        json_t *m = json_object_get(obj, f->name);
-        if (!m && json_object_set_new(obj, f->name, m = json_object()) < 0)
-            m = NULL;
-        const char *k = json_string_value(json_object_get(entry, "key"));
-        json_t *v = json_object_get(entry, "value");
-        int r =
-            m && json_object_set_new(m, k ? k : "", v ? json_incref(v) : json_string("")) == 0
-                ? 0
-                : pl_error_set(err, PL_REASON_INTERNAL, "out of memory decoding %s", desc->name);
-        json_decref(entry);
-        return r;
-    }
+    if (is_map_entry(f))
+        return decode_map_entry(desc, f, p, n, obj, level, b, err);
     /* A message: a singular one met twice merges into the first. */
     json_t *sub = f->label == PROTOBUF_C_LABEL_REPEATED ? NULL : json_object_get(obj, f->name);
+    /* Its object is a level below obj's, or two when it is in an array. */
+    unsigned sub_level = level + (f->label == PROTOBUF_C_LABEL_REPEATED ? 2 : 1);
     if (sub) {
         json_incref(sub);
+    } else if (sub_level > PL_JSON_MAX_DEPTH || charge_value(f, obj, level, b, err) < 0) {
+        return sub_level > PL_JSON_MAX_DEPTH ? too_deep(err) : -1;
     } else if (!(sub = json_object())) {
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory decoding %s", desc->name);
     }
-    if (decode_into(f->descriptor, p, n, sub, depth + 1, err) < 0) {
+    if (decode_into(f->descriptor, p, n, sub, sub_level, b, err) < 0) {
         json_decref(sub);
         return -1;
     }
     return put_value(desc, f, obj, sub, err);
 }
 
+/* level: the JSON depth of obj (the request's own object is 1). */
 static int decode_into(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
-                       json_t *obj, unsigned depth, struct pl_error *err) {
-    if (depth > PL_CODEC_MAX_DEPTH)
-        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "the binary %s nests messages deeper than %d", desc->name,
-                            PL_CODEC_MAX_DEPTH);
+                       json_t *obj, unsigned level, struct budget *b, struct pl_error *err) {
+    if (level > PL_JSON_MAX_DEPTH)
+        return too_deep(err);
     if (len == 0)
         return 0; /* no field: data may be NULL, and NULL + 0 is not C */
     struct reader r = {data, data + len};
@@ -218,16 +285,17 @@ static int decode_into(const ProtobufCMessageDescriptor *desc, const uint8_t *da
             uint64_t v;
             if (read_varint(&r, &v) < 0)
                 return bad(err, desc, "a broken varint", id);
-            json_t *j = scalar_known(f->type) ? varint_json(f->type, v) : NULL;
-            if (!j)
+            if (!scalar_known(f->type) || f->type == PROTOBUF_C_TYPE_STRING)
                 return bad(err, desc, "a varint for a field that is not one", id);
-            if (put_value(desc, f, obj, j, err) < 0)
+            if (charge_value(f, obj, level, b, err) < 0)
+                return -1;
+            if (put_value(desc, f, obj, varint_json(f->type, v), err) < 0)
                 return -1;
         } else if (wire == WIRE_LEN) {
             uint64_t n;
             if (read_varint(&r, &n) < 0 || n > (uint64_t)(r.end - r.p))
                 return bad(err, desc, "a length past the end", id);
-            if (decode_len_field(desc, f, r.p, (size_t)n, obj, depth, err) < 0)
+            if (decode_len_field(desc, f, r.p, (size_t)n, obj, level, b, err) < 0)
                 return -1;
             r.p += n;
         } else {
@@ -239,12 +307,13 @@ static int decode_into(const ProtobufCMessageDescriptor *desc, const uint8_t *da
 
 json_t *pl_codec_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                         struct pl_error *err) {
+    struct budget b = {.left = PL_JSON_MAX_ELEMENTS - 1}; /* the request's own object */
     json_t *obj = json_object();
     if (!obj) {
         pl_error_set(err, PL_REASON_INTERNAL, "out of memory decoding %s", desc->name);
         return NULL;
     }
-    if (decode_into(desc, data, len, obj, 0, err) < 0) {
+    if (decode_into(desc, data, len, obj, 1, &b, err) < 0) {
         json_decref(obj);
         return NULL;
     }

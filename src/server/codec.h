@@ -11,8 +11,11 @@
  *
  * Decoding is strict where the JSON decoder is strict: a field number the
  * contract does not have, a wire type that does not fit the field, a
- * string that is not UTF-8, or a message nested deeper than
- * PL_CODEC_MAX_DEPTH are refused INVALID_REQUEST.  Scalars repeated on the
+ * string that is not UTF-8 are refused INVALID_REQUEST, and so is a body
+ * that would decode to more than PL_JSON_MAX_ELEMENTS elements or nest
+ * deeper than PL_JSON_MAX_DEPTH (jsonscan.h), counted as the JSON it
+ * becomes and charged before each element is made, so a binary body can
+ * never build more than a JSON one may.  Scalars repeated on the
  * wire keep the last value, a message repeated merges, a oneof keeps its
  * last member (protobuf's rules).
  */
@@ -27,6 +30,7 @@
 #include "../core/buf.h"
 #include "../core/errors.h"
 
+/* How deep an answer may nest when encoded. */
 #define PL_CODEC_MAX_DEPTH 16
 
 /* The request and response messages of SandboxService's method (e.g.

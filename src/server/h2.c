@@ -40,10 +40,6 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 
-/* A slow reader of answers is given this long per write (as MHD's idle
- * timeout gives an HTTP/1.1 one). */
-#define SEND_TIMEOUT_S 120
-
 enum stream_state { READING_HEAD, READING_BODY, RUNNING, ANSWERING };
 
 struct stream {
@@ -53,7 +49,9 @@ struct stream {
     struct h2conn *c;
     int32_t id;
     enum stream_state state;
-    uint64_t since_ns; /* when the stream opened: the read deadline */
+    uint64_t since_ns;  /* when the stream opened: the read deadline */
+    uint64_t answer_ns; /* when its answer was ready: the send deadline */
+    bool send_cut;      /* reset at the send deadline */
     size_t header_bytes;
     char *method, *path, *ctype, *auth, *connect_timeout, *grpc_timeout, *length;
     struct pl_api_call *call;
@@ -85,12 +83,11 @@ struct h2conn {
     struct h2conn *prev, *next; /* the server's connections */
     struct pl_h2 *h2;
     int fd, evfd;
-    SSL *ssl;              /* over TLS, else NULL (h2c) */
-    const char *principal; /* the client certificate's, or NULL */
+    SSL *ssl;             /* over TLS, else NULL (h2c) */
+    char fingerprint[65]; /* the client certificate's (tls.h), or "" */
     nghttp2_session *s;
     struct stream *streams;
     uint64_t idle_since_ns; /* no stream open since then */
-    uint64_t io_ns;         /* the last byte read or written */
     pthread_mutex_t lock;   /* done, poked, workers */
     pthread_cond_t idle;
     struct stream *done;
@@ -100,6 +97,7 @@ struct h2conn {
 
 struct pl_h2 {
     struct pl_api *api;
+    struct pl_tls *tls; /* NULL: plain HTTP only */
     atomic_uint *in_progress;
     pthread_mutex_t lock; /* conns, n, stopping */
     pthread_cond_t gone;
@@ -121,11 +119,12 @@ struct pl_h2 {
 #define PL_H2_KEEP_WORKERS 8
 #define PL_H2_WORKER_IDLE_S 10
 
-struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress) {
+struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress, struct pl_tls *tls) {
     struct pl_h2 *h2 = calloc(1, sizeof(*h2));
     if (!h2)
         return NULL;
     h2->api = api;
+    h2->tls = tls;
     h2->in_progress = in_progress;
     pthread_mutex_init(&h2->lock, NULL);
     pthread_cond_init(&h2->gone, NULL);
@@ -273,6 +272,7 @@ static void submit_answer(struct stream *st) {
     if (!rs->body)
         rs->body = strdup("");
     st->state = ANSWERING;
+    st->answer_ns = pl_now_ns();
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = body_read};
     bool body = rs->body_len > 0 || rs->ntrailers > 0;
     submit_head(st, rs, body ? &prd : NULL);
@@ -330,7 +330,9 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
         .connect_timeout = st->connect_timeout,
         .grpc_timeout = st->grpc_timeout,
         .http2 = true,
-        .tls_principal = st->c->principal,
+        /* The current file's say, every request: a certificate removed
+         * and reloaded is nobody on a connection already open too. */
+        .tls_principal = pl_tls_principal(st->c->h2->tls, st->c->fingerprint),
     };
     if (st->length) {
         char *end = NULL;
@@ -354,6 +356,10 @@ static void run_one(struct stream *st) {
     rq.stream = &st->hooks;
     struct pl_api_response rs;
     pl_api_finish(c->h2->api, st->call, &rq, &rs);
+    /* The answer waits for its reader now, charged to the caller's bytes
+     * in place of the body, which nothing needs any more. */
+    pl_api_call_hold_answer(c->h2->api, st->call, rs.body_len);
+    pl_buf_free(&st->body);
     uint64_t one = 1;
     pthread_mutex_lock(&c->lock);
     st->rs = rs;
@@ -572,30 +578,37 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
 
 /* ---- the connection's loop ------------------------------------------------ */
 
-/* Write all of p, over TLS or not; the socket's SEND_TIMEOUT_S bounds a
- * plain write, a poll of as long a TLS one. */
-static int write_all(struct h2conn *c, const uint8_t *p, size_t len) {
+/* Write all of p, over TLS or not, by the absolute deadline (a peer that
+ * takes its bytes slowly cannot keep the thread past it); -1 past it or
+ * when the connection ended. */
+static int write_all(struct h2conn *c, const uint8_t *p, size_t len, uint64_t deadline) {
     size_t off = 0;
     while (off < len) {
+        short want = POLLOUT;
         if (!c->ssl) {
-            ssize_t w = send(c->fd, p + off, len - off, MSG_NOSIGNAL);
-            if (w < 0 && errno == EINTR)
+            ssize_t w = send(c->fd, p + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w > 0) {
+                off += (size_t)w;
                 continue;
-            if (w <= 0)
+            }
+            if (w == 0 || (errno != EAGAIN && errno != EINTR))
                 return -1;
-            off += (size_t)w;
-            continue;
+        } else {
+            int w = SSL_write(c->ssl, p + off, (int)(len - off));
+            if (w > 0) {
+                off += (size_t)w;
+                continue;
+            }
+            int e = SSL_get_error(c->ssl, w);
+            if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ)
+                return -1;
+            want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
         }
-        int w = SSL_write(c->ssl, p + off, (int)(len - off));
-        if (w > 0) {
-            off += (size_t)w;
-            continue;
-        }
-        int e = SSL_get_error(c->ssl, w);
-        if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ)
+        uint64_t now = pl_now_ns();
+        if (now >= deadline)
             return -1;
-        struct pollfd pw = {.fd = c->fd, .events = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN};
-        if (poll(&pw, 1, SEND_TIMEOUT_S * 1000) <= 0)
+        struct pollfd pw = {.fd = c->fd, .events = want};
+        if (poll(&pw, 1, (int)((deadline - now) / 1000000ull) + 1) < 0 && errno != EINTR)
             return -1;
     }
     return 0;
@@ -621,22 +634,22 @@ static ssize_t read_some(struct h2conn *c, uint8_t *buf, size_t len) {
 static int flush(struct h2conn *c) {
     uint8_t out[65536];
     size_t len = 0;
+    uint64_t deadline =
+        pl_now_ns() + (uint64_t)c->h2->api->config->answer_send_timeout_ms * 1000000ull;
     for (;;) {
         const uint8_t *p;
         ssize_t n = nghttp2_session_mem_send(c->s, &p);
         if (n < 0)
             return -1;
         if (n == 0 || len + (size_t)n > sizeof(out)) {
-            if (write_all(c, out, len) < 0)
+            if (write_all(c, out, len, deadline) < 0)
                 return -1;
-            if (len)
-                c->io_ns = pl_now_ns();
             len = 0;
         }
         if (n == 0)
             return 0;
         if ((size_t)n > sizeof(out)) {
-            if (write_all(c, p, (size_t)n) < 0)
+            if (write_all(c, p, (size_t)n, deadline) < 0)
                 return -1;
             continue;
         }
@@ -676,6 +689,7 @@ static void take_answers(struct h2conn *c) {
             stream_free(st);
         } else if (st->streaming) {
             st->state = ANSWERING;
+            st->answer_ns = pl_now_ns();
             st->final_in = true;
             if (st->deferred) {
                 st->deferred = false;
@@ -687,43 +701,68 @@ static void take_answers(struct h2conn *c) {
     }
 }
 
-/* Streams still reading past the deadline are reset; returns the ms to
- * the next deadline (or the idle one), -1 for none, 0 to close. */
+/*
+ * Every deadline here is absolute, and no inbound byte (a PING, SETTINGS,
+ * WINDOW_UPDATE, a trickle of DATA) moves one: a stream still reading its
+ * request past PLIMSOLL_REQUEST_READ_TIMEOUT_MS from its opening, or
+ * still answering past PLIMSOLL_ANSWER_SEND_TIMEOUT_MS from its answer's
+ * being ready (a streaming call's: from its end), is reset and freed; a
+ * connection with no stream for the read deadline is closed.  A running
+ * stream has the run's own deadline.  Returns the ms to the next
+ * deadline (1 when it reset a stream: the reset goes out, its stream is
+ * freed, and the idle clock may start), -1 for none, 0 to close.
+ */
 static int deadlines(struct h2conn *c) {
     uint64_t now = pl_now_ns();
-    uint64_t limit = (uint64_t)c->h2->api->config->request_read_timeout_ms * 1000000ull;
+    const struct pl_config *cfg = c->h2->api->config;
+    uint64_t read_limit = (uint64_t)cfg->request_read_timeout_ms * 1000000ull;
+    uint64_t send_limit = (uint64_t)cfg->answer_send_timeout_ms * 1000000ull;
     uint64_t next = UINT64_MAX;
+    bool reset = false;
     for (struct stream *st = c->streams; st; st = st->next) {
-        if (st->state != READING_HEAD && st->state != READING_BODY)
+        uint64_t due;
+        if (st->state == READING_HEAD || st->state == READING_BODY)
+            due = st->since_ns + read_limit;
+        else if (st->state == ANSWERING && !st->send_cut)
+            due = st->answer_ns + send_limit;
+        else
             continue;
-        if (now - st->since_ns >= limit) {
+        if (now >= due) {
             nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-            st->since_ns = now; /* reset once; its close frees it */
+            if (st->state == ANSWERING)
+                st->send_cut = true; /* reset once; its close frees it */
+            else
+                st->since_ns = now;
+            reset = true;
             continue;
         }
-        if (st->since_ns + limit < next)
-            next = st->since_ns + limit;
+        if (due < next)
+            next = due;
     }
     if (!c->streams) {
-        if (now - c->idle_since_ns >= limit)
+        if (now - c->idle_since_ns >= read_limit)
             return 0;
-        next = c->idle_since_ns + limit;
+        next = c->idle_since_ns + read_limit;
     }
-    /* An answer stalled by a peer that neither reads it (no window) nor
-     * sends anything for the read deadline ends the connection, as
-     * libmicrohttpd's idle timeout ends an HTTP/1.1 one. */
-    for (struct stream *st = c->streams; st; st = st->next) {
-        if (st->state != ANSWERING)
-            continue;
-        if (now - c->io_ns >= limit)
-            return 0;
-        if (c->io_ns + limit < next)
-            next = c->io_ns + limit;
-        break;
-    }
+    if (reset)
+        return 1; /* round again once the resets are sent and the streams freed */
     if (next == UINT64_MAX)
         return -1;
     return (int)((next - now) / 1000000ull + 1);
+}
+
+/*
+ * An answer ended (END_STREAM sent) before the request did: the stream is
+ * reset with NO_ERROR (RFC 9113, section 8.1), so a peer that never ends
+ * its request cannot keep the stream, or what it holds, open.
+ */
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *user) {
+    (void)user;
+    if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(s, f->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_NO_ERROR);
+    return 0;
 }
 
 static void serve(struct h2conn *c) {
@@ -735,6 +774,7 @@ static void serve(struct h2conn *c) {
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     int r = nghttp2_session_server_new(&c->s, cb, c);
     nghttp2_session_callbacks_del(cb);
     if (r != 0)
@@ -769,15 +809,13 @@ static void serve(struct h2conn *c) {
             ssize_t got = read_some(c, buf, sizeof(buf));
             if (got < 0)
                 break;
-            if (got > 0)
-                c->io_ns = pl_now_ns();
             if (got > 0 && nghttp2_session_mem_recv(c->s, buf, (size_t)got) < 0)
                 break;
         }
     }
 }
 
-void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *principal) {
+void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *fingerprint) {
     struct h2conn *c = calloc(1, sizeof(*c));
     if (!c) {
         SSL_free(ssl);
@@ -787,15 +825,13 @@ void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *principal) {
     c->h2 = h2;
     c->fd = fd;
     c->ssl = ssl;
-    c->principal = principal;
+    snprintf(c->fingerprint, sizeof(c->fingerprint), "%s", fingerprint ? fingerprint : "");
     if (ssl) /* TLS reads and writes wait in poll, never in the socket */
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    c->idle_since_ns = c->io_ns = pl_now_ns();
+    c->idle_since_ns = pl_now_ns();
     c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->idle, NULL);
-    struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     int one = 1; /* each flush is a whole answer: no reason to hold it back */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     pthread_mutex_lock(&h2->lock);

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 
 #include "api.h"
+#include "tls.h"
 
 #define PL_H2_MAX_STREAMS 100
 /* A request's header block, name and value bytes together. */
@@ -26,13 +27,14 @@
 
 struct pl_h2;
 
-/* in_progress counts requests read and not yet answered (http.c's). */
-struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress);
+/* in_progress counts requests read and not yet answered (http.c's); tls
+ * answers each request's client certificate (NULL: plain HTTP only). */
+struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress, struct pl_tls *tls);
 
 /* Serve one connection in the calling thread until it ends; closes fd
- * and frees ssl (TLS, ALPN h2; NULL for h2c).  principal: the client
- * certificate's (tls.h), or NULL; it outlives the connection. */
-void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *principal);
+ * and frees ssl (TLS, ALPN h2; NULL for h2c).  fingerprint: the client
+ * certificate's (tls.h), or "" or NULL; copied. */
+void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *fingerprint);
 
 /* The open connections (for the connection caps). */
 unsigned pl_h2_connections(struct pl_h2 *h2);

@@ -42,11 +42,12 @@
 /* One open connection, for the read deadline. */
 struct conn {
     struct conn *prev, *next;
-    const char *principal; /* its TLS client certificate's (tls.h), or NULL */
+    char fingerprint[65]; /* its TLS client certificate's (tls.h), or "" */
     int fd;
-    uint64_t since_ns; /* when reading its current request began */
-    bool reading;      /* its head or body is being read: the deadline runs */
-    bool cut;          /* the watchdog shut it down */
+    uint64_t since_ns;    /* when reading its current request began */
+    bool reading;         /* its head or body is being read: the deadline runs */
+    uint64_t send_due_ns; /* its answer is being sent and must be by then; 0: none */
+    bool cut;             /* the watchdog shut it down */
 };
 
 struct pl_http {
@@ -117,38 +118,38 @@ struct call_ctx {
  * that was closed and reused.
  */
 /*
- * The principals of TLS connections being handed to MHD (over a socket
- * pair, pump() below), by MHD's end of the pair: its descriptor and its
- * socket's inode, so a descriptor number closed and reused can never take
- * another connection's principal.  Each is taken once, when MHD starts
- * the connection, and lives in that connection's struct conn after.
+ * The client certificates of TLS connections being handed to MHD (over a
+ * socket pair, pump() below), by MHD's end of the pair: its descriptor and
+ * its socket's inode, so a descriptor number closed and reused can never
+ * take another connection's certificate.  Each is taken once, when MHD
+ * starts the connection, and lives in that connection's struct conn
+ * after; each request asks the current file whose it is (tls.h).
  */
 struct handing {
     struct handing *next;
     int fd;
     ino_t ino;
-    const char *principal;
+    char fingerprint[65];
 };
 static pthread_mutex_t handing_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct handing *handings;
 
-static const char *take_principal(int fd) {
+static void take_fingerprint(int fd, char fingerprint[65]) {
+    fingerprint[0] = '\0';
     struct stat st;
     if (fstat(fd, &st) < 0)
-        return NULL;
-    const char *principal = NULL;
+        return;
     pthread_mutex_lock(&handing_lock);
     for (struct handing **p = &handings; *p; p = &(*p)->next)
         if ((*p)->fd == fd) {
             struct handing *gone = *p;
             if (gone->ino == st.st_ino)
-                principal = gone->principal;
+                memcpy(fingerprint, gone->fingerprint, 65);
             *p = gone->next;
             free(gone);
             break;
         }
     pthread_mutex_unlock(&handing_lock);
-    return principal;
 }
 
 static void peer_release(struct pl_http *h, const struct sockaddr_storage *ss);
@@ -187,7 +188,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             return;
         }
         k->fd = ci->connect_fd;
-        k->principal = take_principal(k->fd);
+        take_fingerprint(k->fd, k->fingerprint);
         k->since_ns = pl_now_ns();
         k->reading = true;
         pthread_mutex_lock(&h->lock);
@@ -242,44 +243,76 @@ static void clock_restart(struct pl_http *h, struct MHD_Connection *c) {
     pthread_mutex_lock(&h->lock);
     k->reading = true;
     k->since_ns = pl_now_ns();
+    k->send_due_ns = 0;
     pthread_mutex_unlock(&h->lock);
 }
 
+/* An answer is queued: it must be sent within within_ns, an absolute
+ * deadline no byte either way moves (past it the watchdog ends the
+ * connection and the answer is freed). */
+static void send_clock(struct pl_http *h, struct MHD_Connection *c, uint64_t within_ns) {
+    struct conn *k = conn_of(c);
+    if (!k)
+        return;
+    pthread_mutex_lock(&h->lock);
+    k->send_due_ns = pl_now_ns() + within_ns;
+    pthread_mutex_unlock(&h->lock);
+}
+
+static uint64_t send_ns(const struct pl_http *h) {
+    return (uint64_t)h->api->config->answer_send_timeout_ms * 1000000ull;
+}
+
 /*
- * Shut down every connection still reading its request past the deadline.
+ * Shut down every connection still reading its request past the read
+ * deadline, or still sending an answer past its send deadline.
  * shutdown() wakes the connection's thread, which finds the end of its
  * input and closes; a run in progress is never touched (its connection is
- * not reading).  Logged at most once a second, with the count.
+ * neither reading nor sending).  Logged at most once a second, with the
+ * count.
  */
 static void *watchdog_main(void *arg) {
     struct pl_http *h = arg;
     uint64_t deadline = (uint64_t)h->api->config->request_read_timeout_ms * 1000000ull;
-    uint64_t tick = deadline / 10;
+    uint64_t tick = (deadline < send_ns(h) ? deadline : send_ns(h)) / 10;
     if (tick < 10000000ull)
         tick = 10000000ull;
     if (tick > 250000000ull)
         tick = 250000000ull;
-    unsigned long pending = 0;
+    unsigned long pending = 0, pending_send = 0;
     uint64_t last_log = 0;
     pthread_mutex_lock(&h->lock);
     while (!h->stopping) {
         uint64_t now = pl_now_ns();
         for (struct conn *k = h->conns; k; k = k->next) {
-            if (k->reading && !k->cut && now - k->since_ns >= deadline) {
+            if (k->cut)
+                continue;
+            bool late_read = k->reading && now - k->since_ns >= deadline;
+            bool late_send = k->send_due_ns && now >= k->send_due_ns;
+            if (late_read || late_send) {
                 shutdown(k->fd, SHUT_RDWR);
                 k->cut = true;
-                pending++;
+                if (late_read)
+                    pending++;
+                else
+                    pending_send++;
             }
         }
-        if (pending && now - last_log >= 1000000000ull) {
-            unsigned long n = pending;
-            pending = 0;
+        if ((pending || pending_send) && now - last_log >= 1000000000ull) {
+            unsigned long n = pending, ns = pending_send;
+            pending = pending_send = 0;
             last_log = now;
             pthread_mutex_unlock(&h->lock);
-            pl_log("info", "read deadline",
-                   json_pack("{s:i, s:i}", "connections_cut", (json_int_t)n,
-                             "request_read_timeout_ms",
-                             (json_int_t)h->api->config->request_read_timeout_ms));
+            if (n)
+                pl_log("info", "read deadline",
+                       json_pack("{s:i, s:i}", "connections_cut", (json_int_t)n,
+                                 "request_read_timeout_ms",
+                                 (json_int_t)h->api->config->request_read_timeout_ms));
+            if (ns)
+                pl_log("info", "send deadline",
+                       json_pack("{s:i, s:i}", "connections_cut", (json_int_t)ns,
+                                 "answer_send_timeout_ms",
+                                 (json_int_t)h->api->config->answer_send_timeout_ms));
             pthread_mutex_lock(&h->lock);
         }
         struct timespec until = pl_timespec_of(pl_now_ns() + tick);
@@ -567,6 +600,7 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
         pl_api_finish(h->api, hs->call, &hs->rq, &rs);
         pl_api_call_free(h->api, hs->call);
         pl_buf_free(&hs->body);
+        send_clock(h, c, send_ns(h));
         enum MHD_Result ret = send_response(c, &rs, false);
         hs->refs = 1;
         h1s_release(hs);
@@ -586,6 +620,7 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
     if (!begun) {
         /* Its content type may be the request's own string (gRPC-Web
          * echoes it), which hs holds: sent before hs is let go. */
+        send_clock(h, c, send_ns(h));
         enum MHD_Result ret = send_response(c, &whole, false);
         h1s_release(hs);
         return ret;
@@ -597,6 +632,9 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
         return MHD_NO;
     }
     add_headers(resp, &head_rs);
+    /* A streaming answer is sent while its run goes on: the run may take
+     * until the daemon's drain bound (its longest), then the send bound. */
+    send_clock(h, c, (uint64_t)h->api->config->drain_timeout_ms * 1000000ull + send_ns(h));
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)head_rs.status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -608,8 +646,8 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
  * (RFC 9112 6.3), so a chunked body's length is unknown, whatever else the
  * head claims; with neither header there is no body.
  */
-static void fill_head(struct MHD_Connection *c, const char *url, const char *method,
-                      struct pl_api_request *rq) {
+static void fill_head(struct pl_http *h, struct MHD_Connection *c, const char *url,
+                      const char *method, struct pl_api_request *rq) {
     rq->http_method = method;
     rq->path = url;
     rq->content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
@@ -617,7 +655,7 @@ static void fill_head(struct MHD_Connection *c, const char *url, const char *met
     rq->connect_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
     rq->grpc_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "grpc-timeout");
     struct conn *k = conn_of(c);
-    rq->tls_principal = k ? k->principal : NULL;
+    rq->tls_principal = k ? pl_tls_principal(h->tls, k->fingerprint) : NULL;
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     rq->length_known = true;
@@ -651,7 +689,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = ctx;
         atomic_fetch_add(&h->in_progress, 1);
         struct pl_api_request rq = {0};
-        fill_head(c, url, method, &rq);
+        fill_head(h, c, url, method, &rq);
         struct pl_api_response rs;
         if (pl_api_begin(h->api, &rq, &ctx->call, &rs)) {
             if (!rq.length_known ||
@@ -663,6 +701,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             /* A body it announced is never read, so the connection closes
              * after the answer. */
             clock_stop(h, c);
+            send_clock(h, c, send_ns(h));
             return send_response(c, &rs, !rq.length_known || rq.content_length > 0);
         }
         /* What the head held against the bytes in flight, in one
@@ -685,6 +724,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!clock_stop(h, c))
             return MHD_NO;
         ctx->draining = false;
+        send_clock(h, c, send_ns(h));
         return send_response(c, &ctx->early, false);
     }
     if (*upload_data_size) {
@@ -703,7 +743,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!clock_stop(h, c))
         return MHD_NO; /* cut at its deadline a moment ago: nothing is run */
     struct pl_api_request rq = {0};
-    fill_head(c, url, method, &rq);
+    fill_head(h, c, url, method, &rq);
     rq.body = ctx->body.data ? ctx->body.data : "";
     rq.body_len = ctx->body.len;
     rq.body_too_large = ctx->too_large;
@@ -711,6 +751,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return stream_call(h, c, ctx, &rq);
     struct pl_api_response rs;
     pl_api_finish(h->api, ctx->call, &rq, &rs);
+    /* The answer waits for its reader now, charged to the caller's bytes
+     * in place of the body, which nothing needs any more. */
+    pl_api_call_hold_answer(h->api, ctx->call, rs.body_len);
+    pl_buf_free(&ctx->body);
+    send_clock(h, c, send_ns(h));
     return send_response(c, &rs, false);
 }
 
@@ -885,19 +930,19 @@ static bool loopback(const struct sockaddr_storage *ss) {
 }
 
 /* Hand an HTTP/1.1 connection to MHD (which closes fd in any case). */
-static void to_mhd(struct pl_http *h, int fd, const struct sniff *sn, const char *principal) {
-    struct handing *hd = principal ? calloc(1, sizeof(*hd)) : NULL;
+static void to_mhd(struct pl_http *h, int fd, const struct sniff *sn, const char *fingerprint) {
+    struct handing *hd = fingerprint && fingerprint[0] ? calloc(1, sizeof(*hd)) : NULL;
     struct stat st;
     if (hd && fstat(fd, &st) == 0) {
         hd->fd = fd;
         hd->ino = st.st_ino;
-        hd->principal = principal;
+        memcpy(hd->fingerprint, fingerprint, 65);
         pthread_mutex_lock(&handing_lock);
         hd->next = handings;
         handings = hd;
         pthread_mutex_unlock(&handing_lock);
     } else {
-        free(hd); /* no principal, or none can be recorded: the bearer key decides */
+        free(hd); /* no certificate, or none can be recorded: the bearer key decides */
     }
     /* MHD tells the start from the connection's own thread, maybe after
      * this returns.  An entry whose connection never started (refused at
@@ -909,8 +954,9 @@ static void to_mhd(struct pl_http *h, int fd, const struct sniff *sn, const char
         peer_release(h, &sn->addr);
 }
 
-/* Write all of buf to TLS, waiting in poll (the socket is non-blocking). */
-static int tls_write_all(SSL *ssl, int fd, const char *buf, size_t len) {
+/* Write all of buf to TLS by the absolute deadline, waiting in poll (the
+ * socket is non-blocking). */
+static int tls_write_all(SSL *ssl, int fd, const char *buf, size_t len, uint64_t deadline) {
     size_t off = 0;
     while (off < len) {
         int w = SSL_write(ssl, buf + off, (int)(len - off));
@@ -919,9 +965,10 @@ static int tls_write_all(SSL *ssl, int fd, const char *buf, size_t len) {
             continue;
         }
         int e = SSL_get_error(ssl, w);
+        uint64_t now = pl_now_ns();
         struct pollfd pw = {.fd = fd, .events = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN};
-        if ((e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) ||
-            poll(&pw, 1, CONNECTION_IDLE_TIMEOUT_S * 1000) <= 0)
+        if ((e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) || now >= deadline ||
+            poll(&pw, 1, (int)((deadline - now) / 1000000ull) + 1) < 0)
             return -1;
     }
     return 0;
@@ -935,13 +982,13 @@ static int tls_write_all(SSL *ssl, int fd, const char *buf, size_t len) {
  * close its end.
  */
 static void pump(struct pl_http *h, SSL *ssl, int fd, const struct sniff *sn,
-                 const char *principal) {
+                 const char *fingerprint) {
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
         peer_release(h, &sn->addr);
         return;
     }
-    to_mhd(h, sp[1], sn, principal);
+    to_mhd(h, sp[1], sn, fingerprint);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     char buf[16384];
     for (;;) {
@@ -963,7 +1010,9 @@ static void pump(struct pl_http *h, SSL *ssl, int fd, const struct sniff *sn,
         }
         if (p[1].revents) {
             ssize_t n = read(sp[0], buf, sizeof(buf));
-            if (n <= 0 || tls_write_all(ssl, fd, buf, (size_t)n) < 0)
+            /* Each piece of an answer by the send deadline: a peer that
+             * takes it slowly cannot keep this thread after MHD let go. */
+            if (n <= 0 || tls_write_all(ssl, fd, buf, (size_t)n, pl_now_ns() + send_ns(h)) < 0)
                 break;
         }
     }
@@ -981,15 +1030,15 @@ static void *sniff_main(void *arg) {
         which = GONE; /* with TLS on, plain HTTP is for loopback peers alone */
     bool h2 = which == HTTP2;
     SSL *ssl = NULL;
-    const char *principal = NULL;
-    if (which == TLS && !(ssl = pl_tls_accept(h->tls, sn->fd, deadline, &h2, &principal)))
+    char fingerprint[65] = "";
+    if (which == TLS && !(ssl = pl_tls_accept(h->tls, sn->fd, deadline, &h2, fingerprint)))
         which = GONE;
     pthread_mutex_lock(&h->lock);
     h->sniffing--;
     pthread_cond_broadcast(&h->sniffed);
     pthread_mutex_unlock(&h->lock);
     if (which != GONE && h2) {
-        pl_h2_serve(h->h2, sn->fd, ssl, principal);
+        pl_h2_serve(h->h2, sn->fd, ssl, fingerprint);
         peer_release(h, &sn->addr);
         free(sn);
         return NULL;
@@ -998,7 +1047,7 @@ static void *sniff_main(void *arg) {
         to_mhd(h, sn->fd, sn, NULL); /* its count goes back when MHD ends it */
     } else {
         if (ssl)
-            pump(h, ssl, sn->fd, sn, principal); /* the same, by the socket pair */
+            pump(h, ssl, sn->fd, sn, fingerprint); /* the same, by the socket pair */
         else
             peer_release(h, &sn->addr);
         SSL_free(ssl);
@@ -1160,7 +1209,7 @@ int pl_http_start(struct pl_api *api, struct pl_http **ret_http, struct pl_error
                json_pack("{s:s, s:s}", "address", h->address, "detail",
                          "bound beyond loopback without TLS: bearer keys cross the network in "
                          "the clear; set PLIMSOLL_TLS_CERT_FILE and PLIMSOLL_TLS_KEY_FILE"));
-    h->h2 = h->daemon ? pl_h2_new(api, &h->in_progress) : NULL;
+    h->h2 = h->daemon ? pl_h2_new(api, &h->in_progress, h->tls) : NULL;
     if (!h->daemon || !h->h2 || pipe2(h->stop_fd, O_CLOEXEC) < 0 ||
         pthread_create(&h->acceptor, NULL, acceptor_main, h) != 0) {
         close(h->listen_fd);

@@ -27,19 +27,41 @@ struct client_cert {
 };
 
 /* A context and the client certificates it asks for; a reload makes a new
- * one.  Old ones are kept until the daemon ends: a connection may still
- * hold a principal string of theirs. */
+ * one and frees the one before at once: a connection keeps only its
+ * certificate's fingerprint (each request asks pl_tls_principal of the
+ * current one), and OpenSSL keeps an old context alive, counted, until
+ * its last connection is freed. */
 struct generation {
-    struct generation *older;
     SSL_CTX *ctx;
     struct client_cert *certs;
 };
 
+/* A principal's name, the same pointer for every generation that lists
+ * it, so a caller's per-key budgets stay one across reloads.  Append-only:
+ * names come from the operator's file alone. */
+struct name {
+    struct name *next;
+    char s[];
+};
+
 struct pl_tls {
     char cert[4096], key[4096], clients[4096];
-    pthread_mutex_t lock; /* current */
+    pthread_mutex_t lock; /* current, names */
     struct generation *current;
+    struct name *names;
 };
+
+static void generation_free(struct generation *g) {
+    if (!g)
+        return;
+    SSL_CTX_free(g->ctx);
+    while (g->certs) {
+        struct client_cert *c = g->certs;
+        g->certs = c->next;
+        free(c);
+    }
+    free(g);
+}
 
 void pl_tls_fingerprint(X509 *cert, char hex[65]) {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -185,38 +207,60 @@ int pl_tls_reload(struct pl_tls *t, struct pl_error *err) {
     if (build(t, &g, err) < 0)
         return -1;
     pthread_mutex_lock(&t->lock);
-    g->older = t->current;
+    struct generation *old = t->current;
     t->current = g;
     pthread_mutex_unlock(&t->lock);
+    generation_free(old);
     return 0;
 }
 
 void pl_tls_free(struct pl_tls *t) {
     if (!t)
         return;
-    while (t->current) {
-        struct generation *g = t->current;
-        t->current = g->older;
-        SSL_CTX_free(g->ctx);
-        while (g->certs) {
-            struct client_cert *c = g->certs;
-            g->certs = c->next;
-            free(c);
-        }
-        free(g);
+    generation_free(t->current);
+    while (t->names) {
+        struct name *n = t->names;
+        t->names = n->next;
+        free(n);
     }
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
 
-SSL *pl_tls_accept(struct pl_tls *t, int fd, uint64_t deadline_ns, bool *ret_h2,
-                   const char **ret_principal) {
+const char *pl_tls_principal(struct pl_tls *t, const char *fingerprint) {
+    if (!t || !fingerprint || !fingerprint[0])
+        return NULL;
+    const char *found = NULL;
     pthread_mutex_lock(&t->lock);
-    struct generation *g = t->current;
-    SSL *ssl = SSL_new(g->ctx); /* holds a reference to the context */
+    for (struct client_cert *c = t->current->certs; c && !found; c = c->next) {
+        if (strcmp(c->fingerprint, fingerprint) != 0)
+            continue;
+        for (struct name *n = t->names; n && !found; n = n->next)
+            if (strcmp(n->s, c->principal) == 0)
+                found = n->s;
+        if (!found) {
+            size_t len = strlen(c->principal);
+            struct name *n = malloc(sizeof(*n) + len + 1);
+            if (n) { /* out of memory: nobody, as an unlisted certificate */
+                memcpy(n->s, c->principal, len + 1);
+                n->next = t->names;
+                t->names = n;
+                found = n->s;
+            }
+        }
+        break;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return found;
+}
+
+SSL *pl_tls_accept(struct pl_tls *t, int fd, uint64_t deadline_ns, bool *ret_h2,
+                   char ret_fingerprint[65]) {
+    pthread_mutex_lock(&t->lock);
+    SSL *ssl = SSL_new(t->current->ctx); /* holds a reference to the context */
     pthread_mutex_unlock(&t->lock);
     *ret_h2 = false;
-    *ret_principal = NULL;
+    ret_fingerprint[0] = '\0';
     if (!ssl || SSL_set_fd(ssl, fd) != 1) {
         SSL_free(ssl);
         return NULL;
@@ -248,12 +292,8 @@ SSL *pl_tls_accept(struct pl_tls *t, int fd, uint64_t deadline_ns, bool *ret_h2,
     *ret_h2 = alpnlen == 2 && memcmp(alpn, "h2", 2) == 0;
     X509 *peer = SSL_get1_peer_certificate(ssl);
     if (peer) {
-        char fp[65];
-        pl_tls_fingerprint(peer, fp);
+        pl_tls_fingerprint(peer, ret_fingerprint);
         X509_free(peer);
-        for (struct client_cert *c = g->certs; c; c = c->next)
-            if (strcmp(c->fingerprint, fp) == 0)
-                *ret_principal = c->principal;
     }
     return ssl;
 }

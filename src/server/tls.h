@@ -7,8 +7,12 @@
  * SHA256-OF-THE-CERTIFICATE'S-DER", as the keys file maps keys).
  *
  * pl_tls_reload (SIGHUP) reads the files again into a new context; the
- * connections already open keep the one they began with, so no run in
- * progress is touched; a reload that fails keeps the old context.
+ * connections already open keep the one they began with (OpenSSL frees it
+ * with the last of them), so no run in progress is touched; a reload that
+ * fails keeps the old context.  A connection keeps its certificate's
+ * fingerprint, not a principal: every request asks pl_tls_principal,
+ * which reads the current file, so a certificate removed and reloaded is
+ * nobody from the next request on, on every connection already open.
  */
 #pragma once
 
@@ -28,12 +32,16 @@ void pl_tls_free(struct pl_tls *tls);
 /*
  * The handshake on fd, by deadline_ns (pl_now_ns's clock).  NULL when it
  * fails or the peer is too slow.  *ret_h2: ALPN chose "h2".
- * *ret_principal: the client certificate's principal, or NULL (no
- * certificate, or one the file does not list); the string lives as long
- * as tls.
+ * ret_fingerprint: the client certificate's SHA-256 fingerprint, or ""
+ * when it sent none.
  */
 SSL *pl_tls_accept(struct pl_tls *tls, int fd, uint64_t deadline_ns, bool *ret_h2,
-                   const char **ret_principal);
+                   char ret_fingerprint[65]);
+
+/* The principal the current client certificates file gives fingerprint,
+ * or NULL (none, unlisted, or tls NULL); the string lives as long as tls,
+ * and is the same pointer across reloads. */
+const char *pl_tls_principal(struct pl_tls *tls, const char *fingerprint);
 
 /* The certificate's SHA-256 fingerprint, as the client certs file has it. */
 void pl_tls_fingerprint(X509 *cert, char hex[65]);

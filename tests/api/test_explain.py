@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -138,6 +140,29 @@ class Agreement(unittest.TestCase):
         after = self.metrics()
         self.assertEqual(after.get("plimsoll_in_flight"), 0)
         self.assertEqual(after.get("plimsoll_runs_total"), before.get("plimsoll_runs_total"))
+
+    def test_a_ticket_that_passes_says_nothing_of_other_callers(self):
+        """While bob's runs hold two slots, alice's passing ticket reads as
+        it does on a quiet daemon: the daemon-wide count is said only in
+        an AT_CAPACITY refusal, as Run says it."""
+        quiet = self.explain({"run": js("console.log(1)")})["checks"][-1]
+        busy_code = "let t = Date.now(); while (Date.now() - t < 1500) {}"
+        threads = [threading.Thread(target=self.d.rpc, args=("Run", js(busy_code)),
+                                    kwargs={"principal": "bob"}) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            end = time.monotonic() + 5
+            while self.metrics().get("plimsoll_in_flight") != 2 and time.monotonic() < end:
+                time.sleep(0.02)
+            self.assertEqual(self.metrics().get("plimsoll_in_flight"), 2)
+            busy = self.explain({"run": js("console.log(1)")})["checks"][-1]
+        finally:
+            for t in threads:
+                t.join()
+        self.assertEqual(busy["check"], "admission")
+        self.assertEqual(busy, quiet)
+        self.assertNotIn("in progress", busy["value"])
 
     def metrics(self):
         status, _, text = self.d.request("GET", "/metrics",

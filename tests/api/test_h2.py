@@ -9,9 +9,11 @@ same port still answers.
 
 Run: cd tests/api && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_h2
 """
+import http.client
 import json
 import os
 import socket
+import struct
 import sys
 import time
 import unittest
@@ -20,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test import h2raw  # noqa: E402
 from plimsoll_test.h2raw import (DATA, END_STREAM, GOAWAY, HEADERS, RST_STREAM,  # noqa: E402
-                                 Conn, frame, request_headers)
+                                 SETTINGS, Conn, frame, request_headers)
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
 from plimsoll_test.payloads import js  # noqa: E402
 
@@ -32,6 +34,7 @@ class H2(unittest.TestCase):
     def setUpClass(cls):
         cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm", "PLIMSOLL_MAX_REQUEST_BYTES": "65536",
                             "PLIMSOLL_REQUEST_READ_TIMEOUT_MS": str(READ_MS),
+                            "PLIMSOLL_ANSWER_SEND_TIMEOUT_MS": str(READ_MS),
                             "PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS": "6",
                             "SANDBOX_MAX_CONCURRENT": "2"}).start()
 
@@ -245,12 +248,13 @@ class H2(unittest.TestCase):
 
     def test_an_answer_the_caller_never_reads(self):
         """300 KB of output and a caller that never opens its window (no
-        WINDOW_UPDATE, nothing sent): the connection ends at the read
-        deadline instead of holding its thread."""
+        WINDOW_UPDATE, nothing sent): the stream is reset at the send
+        deadline, and the connection, idle then, ends at the read deadline
+        after it instead of holding its thread."""
         c = self.conn()
         self.call(c, 1, "Run", js("console.log('x'.repeat(300000))"))
         t0 = time.monotonic()
-        end = time.monotonic() + READ_MS / 1000 + 10
+        end = time.monotonic() + 2 * READ_MS / 1000 + 10
         closed = False
         while time.monotonic() < end:
             try:
@@ -264,7 +268,7 @@ class H2(unittest.TestCase):
                 closed = True
                 break
         self.assertTrue(closed, "the stalled connection was never closed")
-        self.assertLess(time.monotonic() - t0, READ_MS / 1000 + 8)
+        self.assertLess(time.monotonic() - t0, 2 * READ_MS / 1000 + 8)
 
     def test_a_caller_gone_mid_run(self):
         c = self.conn()
@@ -315,3 +319,246 @@ class H2(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+SEND_MS = 2000
+SETTINGS_INITIAL_WINDOW_SIZE = 4
+
+
+class HeldForNothing(unittest.TestCase):
+    """What a peer can make the daemon hold by not finishing its side: a
+    stream refused at its head and never ended, an answer never read.
+    Every such thing has an absolute deadline no PING moves
+    (PLIMSOLL_REQUEST_READ_TIMEOUT_MS, PLIMSOLL_ANSWER_SEND_TIMEOUT_MS), and
+    an answer waiting for its reader is charged to its caller's bytes
+    (PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT), which come back when it is
+    reset (docs/security.md, "What a peer can make the daemon hold")."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(env={"SANDBOX_PROVIDER": "wasm", "PLIMSOLL_MAX_REQUEST_BYTES": "65536",
+                            "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT": "65536",
+                            "SANDBOX_OUTPUT_BYTES": str(16 << 20),
+                            "PLIMSOLL_REQUEST_READ_TIMEOUT_MS": str(READ_MS),
+                            "PLIMSOLL_ANSWER_SEND_TIMEOUT_MS": str(SEND_MS)}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def pinging_until_closed(self, c, seconds):
+        """PING every 0.2 s for up to seconds; the frames seen and whether
+        the daemon closed the connection (GOAWAY or end) meanwhile."""
+        seen, end = [], time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                c.send(frame(h2raw.PING, 0, 0, b"12345678"))
+            except (BrokenPipeError, ConnectionResetError):
+                return seen, True
+            t = time.monotonic() + 0.2
+            while time.monotonic() < t:
+                try:
+                    f = c.read_frame(timeout=max(0.01, t - time.monotonic()))
+                except socket.timeout:
+                    break
+                except ConnectionResetError:
+                    return seen, True
+                if f is None:
+                    return seen, True
+                seen.append(f)
+                if f[0] == GOAWAY:
+                    return seen, True
+        return seen, False
+
+    def test_a_refused_stream_never_ended_is_reset_and_pings_keep_nothing(self):
+        """No key, HEADERS without END_STREAM: 401 from the head, then
+        RST_STREAM(NO_ERROR) at once; a PING every 0.2 s after that keeps
+        neither the stream nor the connection past the read deadline."""
+        c = Conn(self.d)
+        try:
+            for sid in (1, 3, 5):
+                c.headers(sid, request_headers("Run", None), end_stream=False)
+            for sid in (1, 3, 5):
+                f, _ = c.until(lambda f, sid=sid: f[2] == sid and f[0] == RST_STREAM, timeout=3)
+                self.assertIsNotNone(f)
+                self.assertEqual(int.from_bytes(f[3], "big"), 0)  # NO_ERROR
+            t0 = time.monotonic()
+            _, closed = self.pinging_until_closed(c, READ_MS / 1000 + 5)
+            self.assertTrue(closed, "PINGs kept an idle connection open")
+            self.assertGreaterEqual(time.monotonic() - t0, READ_MS / 1000 * 0.5)
+        finally:
+            c.close()
+
+    def test_an_answer_never_read_is_reset_at_its_send_deadline(self):
+        """A receive window of 0 and a PING every 0.2 s: the answer's head
+        comes, its DATA never can, and at PLIMSOLL_ANSWER_SEND_TIMEOUT_MS the
+        stream is reset (CANCEL).  Meanwhile the 300 KB answer is charged to
+        alice's bytes (her next body is refused AT_CAPACITY, bob's is not);
+        after the reset they are hers again."""
+        c = Conn(self.d, preface=False)
+        try:
+            c.send(h2raw.PREFACE + frame(SETTINGS, 0, 0, struct.pack(
+                ">HI", SETTINGS_INITIAL_WINDOW_SIZE, 0)))
+            c.headers(1, request_headers("Run", self.d.keys["alice"]))
+            c.data(1, json.dumps(js("console.log('x'.repeat(300000))")).encode())
+            f, _ = c.until(lambda f: f[2] == 1 and f[0] == HEADERS, timeout=15)
+            t0 = time.monotonic()
+            self.assertIsNotNone(f)
+            status, body = self.d.rpc("Run", js("console.log(1)"))
+            self.assertEqual(status, 429, body)
+            self.assertEqual(error_info(body)[0]["reason"], "AT_CAPACITY")
+            self.assertIn("PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT", body["message"])
+            self.assertEqual(self.d.rpc("Run", js("console.log(1)"), principal="bob")[0], 200)
+            seen, _ = self.pinging_until_closed(c, SEND_MS / 1000 + 5)
+            resets = [f for f in seen if f[2] == 1 and f[0] == RST_STREAM]
+            self.assertTrue(resets, "the unread answer was never reset: %r" % seen[-5:])
+            self.assertEqual(int.from_bytes(resets[0][3], "big"), 8)  # CANCEL
+            self.assertFalse([f for f in seen if f[2] == 1 and f[0] == DATA])
+            self.assertGreaterEqual(time.monotonic() - t0, SEND_MS / 1000 * 0.8)
+        finally:
+            c.close()
+        status, body = self.d.rpc("Run", js("console.log(1)"))
+        self.assertEqual(status, 200, body)
+
+    def test_an_http1_answer_never_read_is_cut_at_its_send_deadline(self):
+        """HTTP/1.1, a small receive buffer and a reader that never reads an
+        8 MB answer (more than the kernel's socket buffers take): charged to alice while it waits, the connection cut at
+        the send deadline, and her bytes hers again."""
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((self.d.host, self.d.port))
+        try:
+            body = json.dumps(js("console.log('y'.repeat(8000000))")).encode()
+            s.sendall(b"POST /plimsoll.v1.SandboxService/Run HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\nAuthorization: Bearer " +
+                      self.d.keys["alice"].encode() + b"\r\nContent-Length: " +
+                      str(len(body)).encode() + b"\r\n\r\n" + body)
+            t0 = time.monotonic()
+            refused = False
+            while time.monotonic() - t0 < 10 and not refused:
+                status, answer = self.d.rpc("Run", js("console.log(1)"))
+                refused = status == 429
+                time.sleep(0.1)
+            self.assertTrue(refused, "the unread answer was not charged to its caller")
+            end = time.monotonic() + SEND_MS / 1000 + 5
+            while time.monotonic() < end:
+                status, answer = self.d.rpc("Run", js("console.log(1)"))
+                if status == 200:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(status, 200, answer)
+            self.assertTrue(any(x.get("msg") == "send deadline" for x in self.d.log_lines()))
+        finally:
+            s.close()
+
+
+def rss_peak_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def run_project(inner):
+    """A RunRequest whose project (field 11) holds inner's bytes."""
+    return b"\x5a" + varint(len(inner)) + inner
+
+
+# Hostile binary bodies of 4 MiB: what each decodes to is bounded by the
+# JSON path's element count, checked while decoding.
+HOSTILE_BODIES = {
+    "empty repeated entries": run_project(b"\x0a\x00" * (2 << 20)),
+    "many small strings": run_project((b"\x12\x06\x12\x01a\x12\x01b") * (1 << 19)),
+    "many empty steps": run_project(b"\x12\x00" * (2 << 20)),
+}
+
+# What one such body may cost the daemon's peak resident memory, over its
+# peak before: the body itself and the one copy a transport keeps, with
+# room for the allocator (docs/security.md, "Decoding").
+PEAK_PER_BODY_KIB = 4 * 4096 + 8192
+
+
+class BinaryBodies(unittest.TestCase):
+    """Connect binary, gRPC and gRPC-Web bodies that would expand a
+    hundredfold as a JSON tree: each is refused INVALID_REQUEST, and the
+    daemon's peak RSS grows by no more than PEAK_PER_BODY_KIB.  A daemon
+    of its own for each protocol: a peak, once reached, hides the next."""
+
+    def setUp(self):
+        self.d = Daemon(env={"SANDBOX_PROVIDER": "wasm"}).start()
+
+    def tearDown(self):
+        self.d.stop()
+
+    def check_peak(self, before, what):
+        grew = rss_peak_kib(self.d.proc.pid) - before
+        if os.environ.get("PL_SHOW_PEAKS"):
+            print("%s %s: peak RSS +%d KiB" % (self.id(), what, grew))
+        self.assertLess(grew, PEAK_PER_BODY_KIB, "%s: peak RSS grew %d KiB" % (what, grew))
+
+    def test_connect_binary(self):
+        for name, body in HOSTILE_BODIES.items():
+            before = rss_peak_kib(self.d.proc.pid)
+            conn = http.client.HTTPConnection(self.d.host, self.d.port, timeout=30)
+            conn.request("POST", "/plimsoll.v1.SandboxService/Run", body=body, headers={
+                "Content-Type": "application/proto",
+                "Authorization": "Bearer " + self.d.keys["alice"]})
+            r = conn.getresponse()
+            answer = json.loads(r.read())
+            conn.close()
+            self.assertEqual(r.status, 400, name)
+            self.assertEqual(error_info(answer)[0]["reason"], "INVALID_REQUEST", name)
+            self.assertIn("PL_JSON_MAX_ELEMENTS", answer["message"], name)
+            self.check_peak(before, name)
+
+    def test_grpc_web(self):
+        for name, body in HOSTILE_BODIES.items():
+            before = rss_peak_kib(self.d.proc.pid)
+            conn = http.client.HTTPConnection(self.d.host, self.d.port, timeout=30)
+            conn.request("POST", "/plimsoll.v1.SandboxService/Run",
+                         body=b"\x00" + struct.pack(">I", len(body)) + body, headers={
+                             "Content-Type": "application/grpc-web+proto",
+                             "Authorization": "Bearer " + self.d.keys["alice"]})
+            r = conn.getresponse()
+            raw = r.read()
+            conn.close()
+            self.assertEqual(r.status, 200, name)
+            # Trailers in the body, or (trailers-only) in the head.
+            said = raw + ("grpc-status:%s grpc-message:%s" % (
+                r.getheader("grpc-status"), r.getheader("grpc-message"))).encode()
+            self.assertIn(b"grpc-status:3", said.replace(b": ", b":"), name)
+            self.assertIn(b"PL_JSON_MAX_ELEMENTS", said, name)
+            self.check_peak(before, name)
+
+    def test_grpc(self):
+        """Through Debian's python3-grpcio, bytes as they are."""
+        try:
+            import grpc
+        except ImportError:
+            sys.path.append("/usr/lib/python3/dist-packages")
+            import grpc
+        channel = grpc.insecure_channel("%s:%d" % (self.d.host, self.d.port))
+        run = channel.unary_unary("/plimsoll.v1.SandboxService/Run",
+                                  request_serializer=None, response_deserializer=None)
+        try:
+            for name, body in HOSTILE_BODIES.items():
+                before = rss_peak_kib(self.d.proc.pid)
+                with self.assertRaises(grpc.RpcError) as cm:
+                    run(body, timeout=30,
+                        metadata=[("authorization", "Bearer " + self.d.keys["alice"])])
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, name)
+                self.assertIn("PL_JSON_MAX_ELEMENTS", cm.exception.details(), name)
+                self.check_peak(before, name)
+        finally:
+            channel.close()

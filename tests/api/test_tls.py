@@ -5,7 +5,8 @@ Python's ssl, TLS 1.1 and earlier refused, client certificates mapped to
 principals (and one the file does not list mapped to nobody), plain HTTP
 refused to a peer beyond loopback and kept for loopback, SIGHUP reloading
 the certificate without ending a run in progress, a reload that fails
-keeping the old one, and the startup checks of the settings.
+keeping the old one, a certificate removed and reloaded refused on the
+connections already open, and the startup checks of the settings.
 
 Run: cd tests/api && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_tls
 """
@@ -24,6 +25,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from plimsoll_test import h2raw  # noqa: E402
 from plimsoll_test.harness import Daemon, error_info, run_startup  # noqa: E402
 from plimsoll_test.payloads import js  # noqa: E402
 from plimsoll_test.pki import fingerprint, make_pki  # noqa: E402
@@ -225,6 +227,79 @@ class TLS(unittest.TestCase):
             pass
         s.close()
         self.assertEqual(self.https("Describe", {})[0], 200)
+
+
+class Revocation(unittest.TestCase):
+    """A client certificate removed from the file and SIGHUP sent: from the
+    next request on it is nobody, on connections opened before the reload
+    too (HTTP/2 and HTTP/1.1 over TLS, kept alive); put back and reloaded,
+    it is its principal again on the same connections."""
+
+    def test_a_removed_certificate_is_nobody_on_open_connections(self):
+        tmp = tempfile.mkdtemp(prefix="plimsoll-tls-rev-")
+        pki = make_pki(tmp)
+        clients = os.path.join(tmp, "client-certs")
+        listed = "alice %s\n" % fingerprint(pki["alice"] + ".pem")
+
+        def write_clients(text):
+            with open(clients + ".new", "w") as f:
+                f.write("# principal sha256(DER)\n" + text)
+            os.replace(clients + ".new", clients)
+
+        def reload(times):
+            d.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if sum(x.get("msg") == "reloaded" for x in d.log_lines()) >= times:
+                    return
+                time.sleep(0.05)
+            self.fail("no reload logged")
+
+        write_clients(listed)
+        d = Daemon(env={"SANDBOX_PROVIDER": "wasm",
+                        "PLIMSOLL_TLS_CERT_FILE": pki["server"] + ".pem",
+                        "PLIMSOLL_TLS_KEY_FILE": pki["server"] + ".key",
+                        "PLIMSOLL_TLS_CLIENT_CERTS_FILE": clients}).start()
+        ctx = ssl.create_default_context(cafile=pki["ca"] + ".pem")
+        ctx.load_cert_chain(pki["alice"] + ".pem", pki["alice"] + ".key")
+        h2ctx = ssl.create_default_context(cafile=pki["ca"] + ".pem")
+        h2ctx.load_cert_chain(pki["alice"] + ".pem", pki["alice"] + ".key")
+        h2ctx.set_alpn_protocols(["h2"])
+        h1 = http.client.HTTPSConnection(d.host, d.port, timeout=30, context=ctx)
+        h2 = h2raw.Conn.__new__(h2raw.Conn)
+        h2.s = h2ctx.wrap_socket(socket.create_connection((d.host, d.port), timeout=10),
+                                 server_hostname="127.0.0.1")
+        h2.buf, h2.filed = b"", {}
+        h2.send(h2raw.PREFACE + h2raw.frame(h2raw.SETTINGS, 0, 0))
+        stream = [1]  # the next client stream's id
+
+        def both():
+            """(HTTP/1.1 status, HTTP/2 answer's stdout or refusal reason)."""
+            h1.request("POST", SERVICE + "Run", body=json.dumps(js("console.log(1)")),
+                       headers={"Content-Type": "application/json"})
+            r = h1.getresponse()
+            status = r.status
+            r.read()
+            sid = stream[0]
+            stream[0] += 2
+            h2.headers(sid, h2raw.request_headers("Run"))
+            h2.data(sid, json.dumps(js("console.log(1)")).encode())
+            answer = h2.json_answer(sid)
+            return status, answer.get("stdout", error_info(answer)[0]["reason"]
+                                      if "code" in answer else None)
+
+        try:
+            self.assertEqual(both(), (200, "1\n"))
+            write_clients("")
+            reload(1)
+            self.assertEqual(both(), (401, "UNAUTHENTICATED"))
+            write_clients(listed)
+            reload(2)
+            self.assertEqual(both(), (200, "1\n"))
+        finally:
+            h1.close()
+            h2.close()
+            d.stop()
 
 
 class Settings(unittest.TestCase):

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "codec.h"
+#include "../../src/core/jsonscan.h"
 #include "sandbox.pb-c.h"
 
 static json_t *decode_ok(const ProtobufCMessageDescriptor *d, const void *p, size_t n) {
@@ -227,6 +228,78 @@ static void test_bytes_it_refuses(void **state) {
                    "length-delimited value for a scalar");
 }
 
+/* A project body (RunRequest.project = 11) of n copies of one Project
+ * field entry (its bytes in entry), whose length fits two varint bytes. */
+static uint8_t *project_of(const uint8_t *entry, size_t elen, size_t n, size_t *ret_len) {
+    size_t inner = elen * n;
+    uint8_t *p = malloc(inner + 8);
+    assert_non_null(p);
+    size_t o = 0;
+    p[o++] = 0x5a; /* field 11, length-delimited */
+    size_t v = inner;
+    do {
+        p[o++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    for (size_t i = 0; i < n; i++, o += elen)
+        memcpy(p + o, entry, elen);
+    *ret_len = o;
+    return p;
+}
+
+/* The decoder counts what it builds as pl_json_measure counts the JSON
+ * text it becomes: a body exactly at PL_JSON_MAX_ELEMENTS decodes, one
+ * element more is refused while decoding (before it is built), and so is
+ * a 4 MiB body of empty repeated entries, which would otherwise build a
+ * tree of two million objects. */
+static void test_the_json_bounds_hold_while_decoding(void **state) {
+    (void)state;
+    const ProtobufCMessageDescriptor *rr = &plimsoll__v1__run_request__descriptor;
+    const uint8_t empty_file[] = {0x0a, 0x00}; /* Project.files: {} */
+    /* {"project":{"files":[{}, ...]}}: 1 + 2 ("project" and its object) +
+     * 2 ("files" and its array) + one per entry. */
+    size_t fits = PL_JSON_MAX_ELEMENTS - 5, len;
+    uint8_t *body = project_of(empty_file, sizeof(empty_file), fits, &len);
+    json_t *j = decode_ok(rr, body, len);
+    char *text = json_dumps(j, JSON_COMPACT);
+    struct pl_json_shape shape;
+    pl_json_measure(text, strlen(text), SIZE_MAX, SIZE_MAX, &shape);
+    assert_int_equal(shape.elements, PL_JSON_MAX_ELEMENTS);
+    free(text);
+    json_decref(j);
+    free(body);
+    body = project_of(empty_file, sizeof(empty_file), fits + 1, &len);
+    decode_refused(rr, body, len, "PL_JSON_MAX_ELEMENTS");
+    free(body);
+    body = project_of(empty_file, sizeof(empty_file), (4u << 20) / 2, &len);
+    decode_refused(rr, body, len, "PL_JSON_MAX_ELEMENTS");
+    free(body);
+
+    /* Many small strings: Step.argv entries of one byte each, in steps. */
+    const uint8_t step_args[] = {0x12, 0x06, 0x12, 0x01, 'a', 0x12, 0x01, 'b'};
+    body = project_of(step_args, sizeof(step_args), 1u << 16, &len);
+    decode_refused(rr, body, len, "PL_JSON_MAX_ELEMENTS");
+    free(body);
+
+    /* Map entries (no request has a map; ExplainRefusal.metadata does):
+     * a key and a value each, "metadata" and its object once. */
+    const uint8_t entry[] = {0x2a, 0x06, 0x0a, 0x01, 'k', 0x12, 0x01, 'v'};
+    uint8_t *many = malloc(sizeof(entry) * 5000);
+    assert_non_null(many);
+    for (size_t i = 0; i < 5000; i++)
+        memcpy(many + i * sizeof(entry), entry, sizeof(entry));
+    decode_refused(&plimsoll__v1__explain_refusal__descriptor, many, sizeof(entry) * 4095,
+                   "PL_JSON_MAX_ELEMENTS");
+    j = decode_ok(&plimsoll__v1__explain_refusal__descriptor, many, sizeof(entry) * 4094);
+    assert_json(j, "{\"metadata\":{\"k\":\"v\"}}");
+    json_decref(j);
+    free(many);
+
+    /* The depth bound is checked as the elements are, but no message of
+     * the contract nests in itself, so no binary body reaches it: the
+     * deepest request is 5 levels (RunInSession's run.project.files[]). */
+}
+
 /* bytes (OutputChunk's) are base64 in JSON, as proto3 has them; any byte
  * goes, an empty one is unset; a string that is not base64 is no answer. */
 static void test_bytes_fields_both_ways(void **state) {
@@ -285,6 +358,7 @@ int main(void) {
         cmocka_unit_test(test_bytes_fields_both_ways),
         cmocka_unit_test(test_protobuf_s_rules_for_fields_met_twice),
         cmocka_unit_test(test_bytes_it_refuses),
+        cmocka_unit_test(test_the_json_bounds_hold_while_decoding),
         cmocka_unit_test(test_answers_outside_the_contract_are_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

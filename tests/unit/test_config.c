@@ -159,6 +159,7 @@ static void test_front_door(void **state) {
     assert_int_equal(c.max_request_bytes, 14680064);
     assert_int_equal(c.request_bytes_in_flight, 64u << 20);
     assert_int_equal(c.request_read_timeout_ms, 30000);
+    assert_int_equal(c.answer_send_timeout_ms, 30000);
     assert_int_equal(c.max_connections, 256);
     assert_int_equal(c.max_connections_per_address, 64); /* a quarter */
 
@@ -168,6 +169,11 @@ static void test_front_door(void **state) {
     assert_int_equal(LOAD("PLIMSOLL_REQUEST_READ_TIMEOUT_MS", "3600000"), 0);
     assert_refused_naming(LOAD("PLIMSOLL_REQUEST_READ_TIMEOUT_MS", "3600001"), &err,
                           "PLIMSOLL_REQUEST_READ_TIMEOUT_MS");
+    assert_int_equal(LOAD("PLIMSOLL_ANSWER_SEND_TIMEOUT_MS", "100"), 0);
+    assert_refused_naming(LOAD("PLIMSOLL_ANSWER_SEND_TIMEOUT_MS", "99"), &err,
+                          "PLIMSOLL_ANSWER_SEND_TIMEOUT_MS");
+    assert_refused_naming(LOAD("PLIMSOLL_ANSWER_SEND_TIMEOUT_MS", "3600001"), &err,
+                          "PLIMSOLL_ANSWER_SEND_TIMEOUT_MS");
 
     assert_int_equal(LOAD("PLIMSOLL_MAX_CONNECTIONS", "4"), 0);
     assert_int_equal(c.max_connections_per_address, 1);
