@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,9 +36,17 @@ struct admitted {
     pthread_mutex_t serial;
 };
 
+/* One source address's connections in progress. */
+struct peer {
+    struct peer *next;
+    struct in_addr addr;
+    unsigned n;
+};
+
 struct ph_guard {
     int listen_fd, stop_fd;
-    unsigned port, max_connections, idle_timeout_ms;
+    unsigned port, max_connections, max_per_address, idle_timeout_ms, head_timeout_ms;
+    struct peer *peers; /* lock */
     pthread_t acceptor;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -49,7 +58,86 @@ struct ph_guard {
 struct conn {
     struct ph_guard *g;
     int fd;
+    struct in_addr addr;
 };
+
+/* Count a connection from addr against its cap (lock held); false: full. */
+static bool peer_take(struct ph_guard *g, struct in_addr addr) {
+    struct peer *p = g->peers;
+    while (p && p->addr.s_addr != addr.s_addr)
+        p = p->next;
+    if (p && p->n >= g->max_per_address)
+        return false;
+    if (!p) {
+        if (!(p = calloc(1, sizeof(*p))))
+            return false;
+        p->addr = addr;
+        p->next = g->peers;
+        g->peers = p;
+    }
+    p->n++;
+    return true;
+}
+
+static void peer_give_back(struct ph_guard *g, struct in_addr addr) {
+    for (struct peer **pp = &g->peers; *pp; pp = &(*pp)->next) {
+        if ((*pp)->addr.s_addr != addr.s_addr)
+            continue;
+        if (--(*pp)->n == 0) {
+            struct peer *gone = *pp;
+            *pp = gone->next;
+            free(gone);
+        }
+        return;
+    }
+}
+
+/* Whether token is an admitted run's (counted as refused when not), in
+ * constant time per entry, nothing taken: the head's early check. */
+static bool known(struct ph_guard *g, const char *token) {
+    char digest[65];
+    bool valid = strlen(token) == PH_GUARD_TOKEN_LEN &&
+                 pl_sha256_hex(token, PH_GUARD_TOKEN_LEN, digest) == 0;
+    bool found = false;
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; valid && i < GUARD_MAX_RUNS; i++)
+        if (g->runs[i].used && CRYPTO_memcmp(g->runs[i].digest, digest, 64) == 0)
+            found = true;
+    if (!found)
+        g->refused++;
+    pthread_mutex_unlock(&g->lock);
+    return found;
+}
+
+/* The guard header's value in a head (buf[0..len), its blank line
+ * included) into token; "" when there is none or it is no token.  Only
+ * for the early check: the request is parsed strictly afterwards, and
+ * that parse's header decides. */
+static void head_token(const char *buf, size_t len, char token[PH_GUARD_TOKEN_LEN + 1]) {
+    static const char name[] = PH_GUARD_HEADER ":";
+    const size_t nlen = sizeof(name) - 1;
+    const char *end = buf + len;
+    token[0] = '\0';
+    const char *line = memchr(buf, '\n', len); /* past the request line */
+    while (line && ++line < end) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol)
+            return;
+        if ((size_t)(eol - line) > nlen && strncasecmp(line, name, nlen) == 0) {
+            const char *v = line + nlen, *ve = eol;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if (ve - v == PH_GUARD_TOKEN_LEN) {
+                memcpy(token, v, PH_GUARD_TOKEN_LEN);
+                token[PH_GUARD_TOKEN_LEN] = '\0';
+            }
+            return;
+        }
+        line = eol;
+    }
+}
 
 /* The admitted run whose token this is, its inflight count taken; NULL
  * when none.  Every entry is compared, in constant time each. */
@@ -104,19 +192,36 @@ static void answer_error(struct ph_guard *g, int fd, int status, const char *mes
     answer(g, fd, status, h, 2, body, (size_t)n);
 }
 
-/* Read one whole request within the idle timeout. */
+/*
+ * Read one whole request.  Its head must be in by the head deadline, and
+ * carry the token of a run in progress (-401 otherwise, before a body
+ * byte is read); the whole request by the idle deadline.  Both are
+ * absolute, from the connection's start.
+ */
 static int read_request(struct ph_guard *g, int fd, struct pl_http_request *req) {
     size_t cap = PL_HTTP_CAP_MAX_HEAD_BYTES, len = 0;
     struct pl_http_limits lim = {0};
     pl_http_limits_effective(NULL, &lim);
     char *buf = NULL;
     uint64_t deadline = pl_deadline_in_ms(g->idle_timeout_ms);
+    uint64_t head_deadline = pl_deadline_in_ms(g->head_timeout_ms);
+    bool head_in = false;
     int rc = 0;
     for (;;) {
         size_t consumed = 0;
         rc = len ? pl_http_parse_request(buf, len, &lim, req, &consumed) : 0;
         if (rc != 0)
             break;
+        const char *blank = buf && len >= 4 ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
+        if (blank && !head_in) {
+            head_in = true;
+            char token[PH_GUARD_TOKEN_LEN + 1];
+            head_token(buf, (size_t)(blank - buf) + 4, token);
+            if (!known(g, token)) {
+                rc = -401;
+                break;
+            }
+        }
         size_t want = len + 16384;
         if (want > lim.max_head_bytes + lim.max_body_bytes + 16384 || want > cap + (1u << 20)) {
             rc = -413;
@@ -128,7 +233,7 @@ static int read_request(struct ph_guard *g, int fd, struct pl_http_request *req)
             break;
         }
         buf = nb;
-        int w = pl_fd_wait(fd, POLLIN, deadline, g->stop_fd);
+        int w = pl_fd_wait(fd, POLLIN, head_in ? deadline : head_deadline, g->stop_fd);
         if (w < 0) {
             rc = w == -ETIMEDOUT ? -408 : -499;
             break;
@@ -151,6 +256,10 @@ static void serve(struct ph_guard *g, int fd) {
     int rc = read_request(g, fd, &req);
     if (rc == -499)
         return; /* the peer left, or the guard is stopping */
+    if (rc == -401) {
+        answer_error(g, fd, 401, "no run in progress holds this guard token");
+        return;
+    }
     if (rc < 0) {
         answer_error(g, fd, -rc, "the request was refused before it was read whole");
         return;
@@ -188,8 +297,9 @@ static void *conn_main(void *arg) {
     struct ph_guard *g = c->g;
     serve(g, c->fd);
     close(c->fd);
-    free(c);
     pthread_mutex_lock(&g->lock);
+    peer_give_back(g, c->addr);
+    free(c);
     g->active--;
     pthread_cond_broadcast(&g->cond);
     pthread_mutex_unlock(&g->lock);
@@ -207,16 +317,24 @@ static void *accept_main(void *arg) {
             break;
         if (!(p[0].revents & POLLIN))
             continue;
-        int fd = accept4(g->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof(sa);
+        int fd = accept4(g->listen_fd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
+        /* Both caps are taken before a thread or a byte is spent on it:
+         * one address's silent connections cannot fill the guard for
+         * every other VM's grant calls. */
         pthread_mutex_lock(&g->lock);
         bool room = g->active < g->max_connections;
-        if (room)
+        bool mine = room && peer_take(g, sa.sin_addr);
+        if (mine)
             g->active++;
         pthread_mutex_unlock(&g->lock);
-        if (!room) {
-            answer_error(g, fd, 503, "the guard is at its connection cap");
+        if (!mine) {
+            answer_error(g, fd, 503,
+                         room ? "this address is at the guard's per-address connection cap"
+                              : "the guard is at its connection cap");
             close(fd);
             continue;
         }
@@ -225,10 +343,12 @@ static void *accept_main(void *arg) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (!c || (c->g = g, c->fd = fd, pthread_create(&t, &attr, conn_main, c) != 0)) {
+        if (!c || (c->g = g, c->fd = fd, c->addr = sa.sin_addr,
+                   pthread_create(&t, &attr, conn_main, c) != 0)) {
             free(c);
             close(fd);
             pthread_mutex_lock(&g->lock);
+            peer_give_back(g, sa.sin_addr);
             g->active--;
             pthread_mutex_unlock(&g->lock);
         }
@@ -245,6 +365,11 @@ static void guard_free(struct ph_guard *g) {
         close(g->stop_fd);
     for (size_t i = 0; i < GUARD_MAX_RUNS; i++)
         pthread_mutex_destroy(&g->runs[i].serial);
+    while (g->peers) {
+        struct peer *p = g->peers;
+        g->peers = p->next;
+        free(p);
+    }
     pthread_cond_destroy(&g->cond);
     pthread_mutex_destroy(&g->lock);
     free(g);
@@ -256,7 +381,13 @@ int ph_guard_start(const struct ph_guard_opts *o, struct ph_guard **ret, struct 
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     g->listen_fd = g->stop_fd = -1;
     g->max_connections = o->max_connections ? o->max_connections : 64;
+    g->max_per_address = o->max_per_address ? o->max_per_address : g->max_connections / 4;
+    if (g->max_per_address == 0)
+        g->max_per_address = 1;
     g->idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : 5000;
+    g->head_timeout_ms = o->head_timeout_ms ? o->head_timeout_ms : 2000;
+    if (g->head_timeout_ms > g->idle_timeout_ms)
+        g->head_timeout_ms = g->idle_timeout_ms;
     pthread_mutex_init(&g->lock, NULL);
     pl_cond_init_monotonic(&g->cond);
     for (size_t i = 0; i < GUARD_MAX_RUNS; i++)

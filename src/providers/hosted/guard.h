@@ -11,8 +11,10 @@
  * token is revoked, after every request of it in flight has been answered.
  *
  * The bytes come from the guest: the parser is broker_http's (strict,
- * bounded, fuzzed), every wait has a deadline, one request per connection,
- * and the connections in progress are capped.
+ * bounded, fuzzed), every wait has an absolute deadline (the head's,
+ * shorter, then the whole request's), one request per connection, the
+ * token is checked from the head before a body byte is read, and the
+ * connections in progress are capped in all and per source address.
  */
 #pragma once
 
@@ -30,7 +32,9 @@ struct ph_guard_opts {
     const char *host;         /* an IPv4 literal to listen on ("0.0.0.0": every address) */
     unsigned port;            /* 0: any free port (ph_guard_port says which) */
     unsigned max_connections; /* in progress at once; past it 503 unread; 0: 64 */
+    unsigned max_per_address; /* of those, from one source address; 0: a quarter */
     unsigned idle_timeout_ms; /* reading a request, writing the answer; 0: 5000 */
+    unsigned head_timeout_ms; /* reading its head, whose token is checked first; 0: 2000 */
 };
 
 int ph_guard_start(const struct ph_guard_opts *o, struct ph_guard **ret, struct pl_error *err);
