@@ -84,6 +84,8 @@ struct pl_api_request {
     const char *tls_principal;   /* the TLS client certificate's, or NULL */
     bool length_known;           /* the head announced the body's length (Content-Length) */
     uint64_t content_length;     /* that length; a chunked body's is unknown until read */
+    size_t head_bytes; /* what the transport keeps of the head while the body is read (HTTP/2's
+                          stream: its headers' values), held with the body's bytes */
     const char *body;            /* the body phase only */
     size_t body_len;
     bool body_too_large;                    /* the server stopped reading at the limit */

@@ -52,7 +52,8 @@ struct stream {
     uint64_t since_ns;  /* when the stream opened: the read deadline */
     uint64_t answer_ns; /* when its answer was ready: the send deadline */
     bool send_cut;      /* reset at the send deadline */
-    size_t header_bytes;
+    size_t header_bytes; /* the header block's, as HPACK's size counts it */
+    size_t kept_bytes;   /* the values kept of it (the wanted headers) */
     char *method, *path, *ctype, *auth, *connect_timeout, *grpc_timeout, *length;
     struct pl_api_call *call;
     struct pl_buf body;
@@ -330,6 +331,7 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
         .connect_timeout = st->connect_timeout,
         .grpc_timeout = st->grpc_timeout,
         .http2 = true,
+        .head_bytes = st->kept_bytes,
         /* The current file's say, every request: a certificate removed
          * and reloaded is nobody on a connection already open too. */
         .tls_principal = pl_tls_principal(st->c->h2->tls, st->c->fingerprint),
@@ -522,6 +524,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         *slot = strndup((const char *)value, valuelen);
         if (!*slot)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        st->kept_bytes += valuelen + 1;
         if (i == 1) /* the path without its query, as HTTP/1.1's */
             (*slot)[strcspn(*slot, "?")] = '\0';
         return 0;
