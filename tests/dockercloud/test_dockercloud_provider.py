@@ -51,10 +51,11 @@ class DockerCloudDaemon(HostedRuns, unittest.TestCase):
     """One fake and one daemon for the class."""
     TIER = "vm"
     EXTRA = {}
+    FAKE = {}   # the fake's variant (FakeDockerCloud's keywords)
 
     @classmethod
     def setUpClass(cls):
-        cls.fake = FakeDockerCloud(secret="dckr_pat_" + os.urandom(8).hex()).start()
+        cls.fake = FakeDockerCloud(secret="dckr_pat_" + os.urandom(8).hex(), **cls.FAKE).start()
         try:
             cls.d = Daemon(env=dc_env(cls.fake, **cls.EXTRA)).start(timeout=120)
         except Exception:
@@ -171,6 +172,38 @@ class Runs(HostedStreams, DockerCloudDaemon):
         deletes = requests_of(self.fake, "DELETE", "/v1/sandboxes/")
         self.assertEqual(len(deletes), 1, deletes)
         self.assertTrue(deletes[0].get("ifMatch", "").startswith('"'), deletes)
+
+
+class MainProcessAsGuest(DockerCloudDaemon):
+    """A service whose sandbox's main process (PID 1) runs as the exec's
+    user, which the API allows (it says nothing of that process's user):
+    the cleanup between steps spares it and ends the rest."""
+    FAKE = {"main_user": "agent"}
+
+    def test_the_main_process_is_the_guests(self):
+        b = self.run_ok({"snippet": {"language": "python", "code": (
+            "import os\n"
+            "uid = [l.split()[1] for l in open('/proc/1/status') if l.startswith('Uid:')][0]\n"
+            "print(uid == str(os.getuid()))\n")}})
+        self.assertEqual(b["stdout"], "True\n", b)
+
+    def test_a_three_step_project(self):
+        b = self.run_ok({"project": {"steps": [
+            {"name": "leave", "argv": ["python3", "-c", (
+                "import subprocess\n"
+                "subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+                "print('left')\n")]},
+            {"name": "look", "argv": ["python3", "-c", (
+                "import os\n"
+                "left = [p for p in os.listdir('/proc') if p.isdigit() and\n"
+                "        open('/proc/%s/cmdline' % p, 'rb').read() == b'sleep\\x00600\\x00']\n"
+                "print(left or 'none')\n")]},
+            {"name": "third", "argv": ["python3", "-c", "import os; print(os.getuid())"]}]}})
+        self.assertEqual([(s["name"], s["exit_code"], s["stdout"]) for s in b["steps"]],
+                         [("leave", 0, "left\n"), ("look", 0, "none\n"), ("third", 0, "1000\n")],
+                         b)
+        self.assertEqual((b["outcome"], b["exit_code"]), ("completed", 0), b)
+        self.assert_no_sandbox_left()
 
 
 class Seal(DockerCloudDaemon):

@@ -4,7 +4,8 @@ real sandboxes.
 
     python3 fake_dockercloud.py --listen 127.0.0.1:0 --account ID --secret PAT \\
         [--default-image IMAGE] [--image NAME=IMAGE ...] [--token-ttl S] \\
-        [--permissions p1,p2,...] [--max-sandboxes N] [--account-allow CIDR ...]
+        [--permissions p1,p2,...] [--max-sandboxes N] [--account-allow CIDR ...] \\
+        [--main-user root|agent]
 
 It prints one line, {"listening": "HOST:PORT", "instance": "<id>"}, then
 serves until SIGTERM or SIGINT, when it force-removes every container and
@@ -15,7 +16,9 @@ in the real world is Docker's token endpoint on another host), the
 management API (/v1/..., bearer access token) and every sandbox's own
 endpoint (/endpoints/<uid>/v1/..., a scoped bearer from
 createEndpointCredential).  Each sandbox is a locked-down docker container
-(label plimsoll-fake-dockercloud=<instance>) whose PID 1 does nothing; files
+(label plimsoll-fake-dockercloud=<instance>) whose PID 1 does nothing (as
+root under docker's init, or with --main-user agent as the exec's default
+user, itself PID 1: the API does not say which user owns it); files
 and processes really live in it, its CPU and memory limits are real, and
 its network policy is enforced (no network, or iptables in its netns).
 Test control (header X-Fake-Control: <secret>): POST /_fake/misbehave,
@@ -120,6 +123,12 @@ SETUP_SCRIPT = """grep -q '^[^:]*:[^:]*:1000:' /etc/passwd || echo 'agent:x:1000
 grep -q '^[^:]*:[^:]*:1000:' /etc/group || echo 'agent:x:1000:' >> /etc/group
 mkdir -p /home/agent && chown 1000:1000 /home/agent
 """
+# --main-user: PID 1 drops to uid $1, gid $2, then does nothing.
+DROP_SCRIPT = ("import os, sys\n"
+               "os.setgroups([])\n"
+               "os.setgid(int(sys.argv[2]))\n"
+               "os.setuid(int(sys.argv[1]))\n"
+               "os.execvp('sleep', ['sleep', 'infinity'])\n")
 KILL_SCRIPT = 'kill -s "$1" -- "-$2"'
 
 
@@ -503,6 +512,7 @@ class Fake:
         self.token_ttl = args.token_ttl
         self.permissions = set(args.permissions.split(",")) if args.permissions else set(DEFAULT_PERMISSIONS)
         self.max_sandboxes = args.max_sandboxes
+        self.main_user = args.main_user
         self.instance = secrets.token_hex(6)
         self.network = "dcfake-" + self.instance
         self.base_url = ""                                 # set once bound
@@ -760,14 +770,23 @@ class Fake:
         cpus = min(sbx.spec.cpus, self.host_cpus)
         argv = ["run", "-d", "--pull", "never", "--name", sbx.container,
                 "--label", "%s=%s" % (LABEL, self.instance), "--label", "dockercloud-sandbox=" + sbx.uid,
-                "--user", "0", "--init", "--cpus", str(cpus),
+                "--cpus", str(cpus),
                 "--memory", "%dm" % sbx.spec.memory_mib, "--memory-swap", "%dm" % sbx.spec.memory_mib,
                 "--pids-limit", "512", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
                 "--network", sbx.network_mode]
         for cap in CAPS:
             argv += ["--cap-add", cap]
+        argv += ["--user", "0"]
+        if self.main_user == "root":
+            argv += ["--init"]
         for k, v in sbx.spec.environment.items():
             argv += ["-e", "%s=%s" % (k, v)]
+        if self.main_user != "root":
+            # PID 1 itself becomes the user before it does nothing (the
+            # container stays root's, so a root exec keeps its capabilities).
+            uid, gid, _ = USERS[self.main_user]
+            return argv + ["--entrypoint", "python3", sbx.spec.docker_image, "-c", DROP_SCRIPT,
+                           str(uid), str(gid)]
         return argv + ["--entrypoint", "sleep", sbx.spec.docker_image, "infinity"]
 
     def firewall(self, sbx):
@@ -1602,6 +1621,8 @@ def parse_args(argv):
     p.add_argument("--max-sandboxes", type=int, default=10, help="concurrent sandbox quota")
     p.add_argument("--account-allow", action="append", default=[],
                    help="an IP/CIDR the account's deny-all policy allows (repeatable)")
+    p.add_argument("--main-user", default="root", choices=sorted(USERS),
+                   help="the user the sandbox's main process (PID 1) runs as")
     args = p.parse_args(argv)
     if any("=" not in i or i.startswith("=") or i.endswith("=") for i in args.image):
         p.error("--image is NAME=IMAGE")

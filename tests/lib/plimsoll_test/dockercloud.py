@@ -57,13 +57,14 @@ class FakeDockerCloud(FakeProcess):
 
     def __init__(self, account="plimsoll-test", secret="dckr_pat_fake", images=None,
                  default_image=IMAGE, permissions=None, token_ttl=600, max_sandboxes=10,
-                 account_allow=()):
+                 account_allow=(), main_user="root"):
         self.account, self.secret = account, secret
         self.images = images or {"project": IMAGE}
         self.default_image = default_image
         self.permissions = permissions
         self.token_ttl, self.max_sandboxes = token_ttl, max_sandboxes
         self.account_allow = list(account_allow)
+        self.main_user = main_user
         self.proc = None
         self.port = self.url = self.auth_url = self.instance = None
         self.access_token = None
@@ -83,6 +84,7 @@ class FakeDockerCloud(FakeProcess):
             argv += ["--image", "%s=%s" % (name, image)]
         if self.permissions is not None:
             argv += ["--permissions", ",".join(self.permissions)]
+        argv += ["--main-user", self.main_user]
         for net in self.account_allow:
             argv += ["--account-allow", net]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
