@@ -89,8 +89,9 @@ class Runs(HostedStreams, DockerCloudDaemon):
         # The run count applies; the memory budget does not (Docker's machines).
         self.assertFalse(d["limits"].get("memory_budget_applies", False), d)
         checks = " | ".join(d["startup_checks"])
-        for phrase in ("read and network-policy-read", "deny-all with nothing allowed",
-                       "not root", "nothing reached", "delete read back"):
+        for phrase in ("read, network-policy-read and delete", "deny-all with nothing allowed",
+                       "with the cleanup between its steps", "not root", "nothing reached",
+                       "delete read back"):
             self.assertIn(phrase, checks)
 
     def test_snippets_of_each_language(self):
@@ -328,6 +329,29 @@ class Startup(unittest.TestCase):
                 self.refused("403" if perm not in ("sandboxesRead", "networkPoliciesRead")
                              else "lacks the %s permission" % perm)
                 self.fake.reset()
+
+    def test_a_token_without_the_delete_permission_creates_nothing(self):
+        # DeleteSandbox needs sandboxesDelete: refused before any create,
+        # naming the permission (not a sandbox "still there after its
+        # delete", left until its own timeout).
+        self.fake.misbehave(drop_permission=["sandboxesDelete"])
+        self.refused("lacks the sandboxesDelete permission")
+        self.assertEqual(requests_of(self.fake, "POST", "/v1/sandboxes", exact=True), [])
+        deletes = requests_of(self.fake, "DELETE", "/v1/sandboxes/")
+        self.assertEqual(len(deletes), 1, deletes)
+
+    def test_the_proof_runs_the_cleanup_between_its_steps(self):
+        # Exactly a project step's path: the guest's uid is learned first
+        # (one step, nothing after it), then the test project's three
+        # steps with the cleanup, as root, between each two.
+        d = Daemon(env=dc_env(self.fake)).start(timeout=120)
+        try:
+            procs = requests_of(self.fake, "POST", "/endpoints/")
+        finally:
+            d.stop()
+        procs = [r for r in procs if r["path"].split("?")[0].endswith("/v1/processes")]
+        self.assertEqual([r.get("user") for r in procs],
+                         [None, None, "root", None, "root", None], procs)
 
     def test_an_account_policy_that_is_not_deny_all(self):
         self.fake.set_account_policy(mode="allowAll")

@@ -139,7 +139,10 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
  * get its endpoint credential.  Any failure deletes it. */
 int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, bool grant,
             struct dc_sandbox *ret, struct pl_error *err);
-void dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb);
+/* The delete, then the run untracked; err (may be NULL) says why a delete
+ * failed, and the reaper finds that sandbox by its name. */
+int dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb,
+             struct pl_error *err);
 int dc_project(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err);

@@ -40,17 +40,20 @@ int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, bool gr
     if (rc == 0)
         rc = dc_credential(s, ret, err);
     if (rc < 0) {
-        dc_close(s, run_id, ret);
+        dc_close(s, run_id, ret, NULL);
         return -1;
     }
     return 0;
 }
 
-void dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb) {
-    struct pl_error err = {0};
-    if (sb->uid[0])
-        (void)dc_delete(s, sb->uid, &err); /* a sandbox left behind keeps its name: reaped */
+int dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb,
+             struct pl_error *err) {
+    struct pl_error mine = {0};
+    int rc = 0;
+    if (sb->uid[0]) /* a sandbox left behind keeps its name: reaped */
+        rc = dc_delete(s, sb->uid, err ? err : &mine);
     ph_untrack(&s->books, run_id);
+    return rc;
 }
 
 /* Between two steps, as root: nothing a step left running reaches the
@@ -115,8 +118,13 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
 
 static int between(void *ud, uint64_t deadline, const char *after, struct pl_error *err) {
     struct step_ud *u = ud;
-    /* The proof's first step learns the uid; it ends nothing before. */
-    return u->s->proof.user_uid ? end_leftovers(u->s, u->sb, deadline, after, err) : 0;
+    /* The startup test learns the uid before any project of more than one
+     * step (proof.c). */
+    if (!u->s->proof.user_uid)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the guest's uid is not known: what %s left running cannot be ended",
+                            after);
+    return end_leftovers(u->s, u->sb, deadline, after, err);
 }
 
 static const struct ph_project_ops ops = {.upload = upload, .step = step, .between = between};
@@ -143,7 +151,7 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
         return -1;
     /* The run's guard token: the sandbox's only way to its broker. */
     if (ctx->broker && ph_guard_admit(s->guard, ctx->broker, sb.guard_token, err) < 0) {
-        dc_close(s, ctx->run_id, &sb);
+        dc_close(s, ctx->run_id, &sb, NULL);
         return -1;
     }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.uid);
@@ -154,7 +162,7 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
     if (sb.guard_token[0])
         ph_guard_revoke(s->guard, sb.guard_token); /* after its last request was answered */
     explicit_bzero(sb.guard_token, sizeof(sb.guard_token));
-    dc_close(s, ctx->run_id, &sb);
+    dc_close(s, ctx->run_id, &sb, NULL);
     explicit_bzero(sb.cred, sizeof(sb.cred));
     return rc;
 }

@@ -1079,11 +1079,12 @@ class Handler(BaseHTTPRequestHandler):
         self.route = url.path
         self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         entry, t0 = None, time.monotonic()
+        self.entry = None
         try:
             if url.path.startswith("/_fake/"):
                 self.check_control()
                 return self.serve_control()
-            entry = self.fake.log_request(self.command, self.path)
+            entry = self.entry = self.fake.log_request(self.command, self.path)
             # The preconditions a client sent, for the tests to read back
             # (never a credential).
             for header, key in (("Idempotency-Key", "idempotencyKey"), ("If-Match", "ifMatch")):
@@ -1467,12 +1468,20 @@ class Handler(BaseHTTPRequestHandler):
             raise not_found()
         return handler[1](sbx, proc)
 
+    def log_user(self, request):
+        """The user a process was asked to run as (None: the default),
+        for the tests to read back."""
+        if self.entry is not None and isinstance(request, dict):
+            self.entry["user"] = request.get("user")
+
     def ep_exec(self, sbx):
         request = require_keys(self.read_json(), ("cmd", "env", "workingDir", "user"), "")
+        self.log_user(request)
         self.send_json(200, self.fake.run_exec(sbx, request))
 
     def ep_create_process(self, sbx):
         request = require_keys(self.read_json(), ("cmd", "env", "workingDir", "user", "pty", "session", "label"), "")
+        self.log_user(request)
         proc = self.fake.start_process(sbx, request)
         out = proc.json()
         out["receiptKind"] = "fresh"
