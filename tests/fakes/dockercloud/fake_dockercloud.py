@@ -22,12 +22,22 @@ user, itself PID 1: the API does not say which user owns it); files
 and processes really live in it, its CPU and memory limits are real, and
 its network policy is enforced (no network, or iptables in its netns).
 Test control (header X-Fake-Control: <secret>): POST /_fake/misbehave,
-/_fake/reset, /_fake/plant, PUT /_fake/account-policy, GET /_fake/state.
+/_fake/reset, /_fake/plant, /_fake/take-violations, PUT
+/_fake/account-policy, GET /_fake/state.
+
+Every request to the API and the endpoints, and every answer to it, is
+checked against the API's own OpenAPI file, read at start from
+../shared/upstream/dockercloud/api.yaml beside the repository (contract.py;
+the fake refuses to start without it); what breaks it is recorded as a
+violation naming the operation, the field and the upstream file, listed by
+/_fake/state and taken (and cleared) by /_fake/take-violations, never by
+/_fake/reset.
 docs/providers/dockercloud-fake.md says which operation of the "Docker
 Sandboxes API v1" document each route follows and where the fake
 simplifies.
 
-Standard library and the docker CLI only; every docker call is an argv list,
+The standard library, python3-yaml and python3-jsonschema (contract.py),
+and the docker CLI; every docker call is an argv list,
 and values reach `sh -c` scripts only as positional arguments.
 """
 import argparse
@@ -46,6 +56,8 @@ import time
 import urllib.parse
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from contract import Contract, ContractMissing
 
 MAX_BODY = 64 << 20            # larger request bodies are refused 413
 LABEL = "plimsoll-fake-dockercloud"
@@ -529,6 +541,8 @@ class Fake:
         self.idempotency = {}     # (operation, path, key) -> (fingerprint, status, body, headers)
         self.misbehaviour = {}
         self.requests = []
+        self.contract = Contract.load()
+        self.violations = []      # what broke the upstream contract (contract.py)
         self.stopping = threading.Event()
         self.busy = 0
         self.idle = threading.Condition(self.lock)
@@ -573,6 +587,17 @@ class Fake:
                 for token in self.tokens:
                     self.tokens[token] = 0
             self.misbehaviour.update(body)
+
+    def record_violations(self, request_line, found):
+        with self.lock:
+            for v in found:
+                if len(self.violations) < 1000:
+                    self.violations.append(dict(v, request=request_line))
+
+    def take_violations(self):
+        with self.lock:
+            out, self.violations = self.violations, []
+        return out
 
     def reset(self):
         with self.lock:
@@ -1080,6 +1105,7 @@ class Handler(BaseHTTPRequestHandler):
         self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         entry, t0 = None, time.monotonic()
         self.entry = None
+        self.raw_body, self.body_read, self.answered = b"", False, False
         try:
             if url.path.startswith("/_fake/"):
                 self.check_control()
@@ -1112,6 +1138,11 @@ class Handler(BaseHTTPRequestHandler):
                 entry["ms"] = round((time.monotonic() - t0) * 1000, 3)
 
     def read_body(self):
+        self.body_read = True
+        self.raw_body = self._read_body()
+        return self.raw_body
+
+    def _read_body(self):
         length = self.headers.get("Content-Length", "0").strip() or "0"
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self.read_chunked()
@@ -1156,7 +1187,25 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as e:
             raise bad_request("body", "not JSON: %s" % e) from None
 
+    def check_contract(self, status, data, content_type):
+        """The request and this answer against the API's OpenAPI file (not
+        the token exchange, which is Docker's other service, nor the test
+        controls)."""
+        if self.entry is None or self.answered or self.route.startswith("/v2/"):
+            return
+        self.answered = True
+        if not self.body_read:
+            self.drain_body()
+        path = re.sub(r"^/endpoints/[^/]+(?=/)", "", self.route)
+        found = self.fake.contract.check(self.command, path, self.query, self.headers, self.raw_body,
+                                         self.headers.get("Content-Type"), status,
+                                         data if status not in (204, 304) else b"",
+                                         content_type if status not in (204, 304) else None)
+        if found:
+            self.fake.record_violations("%s %s" % (self.command, self.path), found)
+
     def send_bytes(self, status, data, content_type, headers=None):
+        self.check_contract(status, data, content_type)
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -1603,6 +1652,9 @@ class Handler(BaseHTTPRequestHandler):
             body.setdefault("networkPolicies", [{"mode": "denyAll"}])
             status, sbx = self.fake.create(CreateSpec(body, self.fake), planted=True)
             return self.send_json(201, {"name": sbx.name, "uid": sbx.uid, "displayName": sbx.spec.display_name})
+        if route == "/_fake/take-violations" and method == "POST":
+            self.drain_body()
+            return self.send_json(200, {"violations": self.fake.take_violations()})
         if route == "/_fake/state" and method == "GET":
             with self.fake.lock:
                 requests = list(self.fake.requests)
@@ -1611,6 +1663,7 @@ class Handler(BaseHTTPRequestHandler):
                                         "sandboxes": [s.state_json() for s in self.fake.all()],
                                         "accountPolicy": account,
                                         "misbehaviour": self.fake.behaviour_all(),
+                                        "violations": list(self.fake.violations),
                                         "requests": requests})
         self.drain_body()
         raise not_found("no route %s %s" % (method, route))
@@ -1648,7 +1701,11 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    fake = Fake(args)
+    try:
+        fake = Fake(args)
+    except ContractMissing as e:
+        print("fake_dockercloud: %s" % e, file=sys.stderr)
+        return 1
     host, _, port = args.listen.rpartition(":")
     server = ThreadingHTTPServer((host.strip("[]"), int(port)), Handler)
     server.daemon_threads = True
