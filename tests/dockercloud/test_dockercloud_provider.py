@@ -207,6 +207,22 @@ class MainProcessAsGuest(DockerCloudDaemon):
         self.assert_no_sandbox_left()
 
 
+class MainProcessAsGuestUnderInit(MainProcessAsGuest):
+    """The same, the main process of the guest's user under an init of
+    root's (PID 1): the cleanup spares what the sandbox ran before any
+    code, and the main process outlives every step."""
+    FAKE = {"main_user": "init-agent"}
+
+    def test_the_main_process_is_the_guests(self):
+        b = self.run_ok({"snippet": {"language": "python", "code": (
+            "import os\n"
+            "kids = open('/proc/1/task/1/children').read().split()\n"
+            "uids = [[l.split()[1] for l in open('/proc/%s/status' % k) if l.startswith('Uid:')][0]\n"
+            "        for k in kids]\n"
+            "print(str(os.getuid()) in uids)\n")}})
+        self.assertEqual(b["stdout"], "True\n", b)
+
+
 class Seal(DockerCloudDaemon):
     def test_an_open_policy_is_refused_before_any_code(self):
         self.fake.misbehave(policy_open=True)
@@ -340,10 +356,28 @@ class Startup(unittest.TestCase):
         deletes = requests_of(self.fake, "DELETE", "/v1/sandboxes/")
         self.assertEqual(len(deletes), 1, deletes)
 
+    def test_a_refused_delete_of_the_startup_sandbox_refuses_the_startup(self):
+        # The permission held at the probe, then the sandbox's own delete
+        # refused 403 (the fake's ids are 20 characters, the probe's 32):
+        # the refusal names it rather than a sandbox "still there".
+        self.fake.misbehave(fail={"match": "^DELETE /v1/sandboxes/[a-z0-9]{20}$", "status": 403,
+                                  "times": 3})
+        d = Daemon(env=dc_env(self.fake))
+        with self.assertRaises(RuntimeError) as cm:
+            d.start(timeout=120)
+        self.assertIn("deleting the startup sandbox", str(cm.exception))
+        self.assertIn("lacks the sandboxesDelete permission", str(cm.exception))
+        left = self.fake.state()["sandboxes"]
+        self.assertEqual(len(left), 1, left)
+        self.fake.reset()
+        self.fake.delete(left[0]["uid"])
+
     def test_the_proof_runs_the_cleanup_between_its_steps(self):
         # Exactly a project step's path: the guest's uid is learned first
-        # (one step, nothing after it), then the test project's three
-        # steps with the cleanup, as root, between each two.
+        # (one step, nothing after it), then, as for every project of
+        # several steps, the sandbox's own processes are listed and the
+        # test project's three steps run with the cleanup, as root, between
+        # each two.
         d = Daemon(env=dc_env(self.fake)).start(timeout=120)
         try:
             procs = requests_of(self.fake, "POST", "/endpoints/")
@@ -351,7 +385,7 @@ class Startup(unittest.TestCase):
             d.stop()
         procs = [r for r in procs if r["path"].split("?")[0].endswith("/v1/processes")]
         self.assertEqual([r.get("user") for r in procs],
-                         [None, None, "root", None, "root", None], procs)
+                         [None, None, None, "root", None, "root", None], procs)
 
     def test_an_account_policy_that_is_not_deny_all(self):
         self.fake.set_account_policy(mode="allowAll")

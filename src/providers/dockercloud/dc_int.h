@@ -64,6 +64,9 @@ struct dc_state {
     char checks[6][768];
 };
 
+/* The most processes of the guest's user a fresh sandbox may have. */
+#define DC_KEEP_MAX 16
+
 /* A sandbox as the API answered its create (and the reads after it). */
 struct dc_sandbox {
     char uid[64];
@@ -74,6 +77,10 @@ struct dc_sandbox {
     uint64_t cred_until_ns;
     char allow[24];       /* the one network it may reach: "<guard>/32" with a grant, else "" */
     char guard_token[72]; /* a run with a grant: its guard token ("" none) */
+    /* The guest's user's processes the sandbox had before any code ran,
+     * "PID:START ..." (read before a project of several steps): the
+     * cleanup between steps spares them (run.c). */
+    char keep[DC_KEEP_MAX * 24];
 };
 
 /* settings.c */

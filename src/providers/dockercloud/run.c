@@ -56,18 +56,57 @@ int dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb
     return rc;
 }
 
+/* Before a project of several steps, as the guest's user: the processes
+ * of that user the sandbox has before any code ran (the service's own: the
+ * API does not say which user its processes run as), which the cleanup
+ * between steps spares (hosted/cleanup.c, ph_own_processes). */
+static int own_processes(struct dc_state *s, struct dc_sandbox *sb, uint64_t deadline,
+                         struct pl_error *err) {
+    const char *argv[] = {"python3", "-c", ph_own_processes};
+    struct dc_proc p;
+    dc_proc_init(&p, sizeof(sb->keep));
+    p.argv = argv;
+    p.argc = 3;
+    p.cwd = "/";
+    p.deadline_ns = ph_cleanup_deadline(deadline);
+    int rc = dc_process(s, sb, &p, err);
+    const char *out = p.out.kept.data ? (const char *)p.out.kept.data : "";
+    size_t len = p.out.kept.data ? p.out.kept.len : 0;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += out[i] == ':';
+    if (rc == 0 &&
+        (p.timed_out || p.exit_code != 0 || len == 0 || out[len - 1] != '\n' ||
+         strspn(out, "0123456789: ") != len - 1 || len > sizeof(sb->keep) || n > DC_KEEP_MAX))
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "the sandbox's own processes could not be read before the project (exit "
+                          "%d, at most %d kept): %.100s",
+                          p.exit_code, DC_KEEP_MAX, out);
+    if (rc == 0)
+        snprintf(sb->keep, sizeof(sb->keep), "%.*s", (int)(len - 1), out);
+    dc_proc_free(&p);
+    return rc;
+}
+
 /* Between two steps, as root: nothing a step left running reaches the
- * next one (hosted/cleanup.c). */
+ * next one but the sandbox's own processes (hosted/cleanup.c). */
 static int end_leftovers(struct dc_state *s, struct dc_sandbox *sb, uint64_t deadline,
                          const char *after, struct pl_error *err) {
     char uid[16];
     snprintf(uid, sizeof(uid), "%u", s->proof.user_uid);
-    const char *argv[] = {"python3", "-c", ph_end_user_processes, uid};
+    char keep[sizeof(sb->keep)];
+    snprintf(keep, sizeof(keep), "%s", sb->keep);
+    const char *argv[4 + DC_KEEP_MAX] = {"python3", "-c", ph_end_user_processes, uid};
+    size_t argc = 4;
+    char *save = NULL;
+    for (char *t = strtok_r(keep, " ", &save); t && argc < 4 + DC_KEEP_MAX;
+         t = strtok_r(NULL, " ", &save))
+        argv[argc++] = t;
     struct dc_proc p;
     dc_proc_init(&p, 4096);
     p.user = "root";
     p.argv = argv;
-    p.argc = 4;
+    p.argc = argc;
     p.cwd = "/";
     p.deadline_ns = ph_cleanup_deadline(deadline);
     int rc = dc_process(s, sb, &p, err);
@@ -133,6 +172,8 @@ int dc_project(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ct
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err) {
     struct step_ud u = {s, sb};
+    if (req->project.nsteps > 1 && own_processes(s, sb, deadline, err) < 0)
+        return -1;
     return ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
 }
 
@@ -158,7 +199,7 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
     struct step_ud u = {s, &sb};
     int rc = req->kind == PL_PAYLOAD_SNIPPET
                  ? ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err)
-                 : ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+                 : dc_project(s, &sb, ctx, req, deadline, ret, err);
     if (sb.guard_token[0])
         ph_guard_revoke(s->guard, sb.guard_token); /* after its last request was answered */
     explicit_bzero(sb.guard_token, sizeof(sb.guard_token));

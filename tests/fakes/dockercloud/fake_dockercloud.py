@@ -5,7 +5,7 @@ real sandboxes.
     python3 fake_dockercloud.py --listen 127.0.0.1:0 --account ID --secret PAT \\
         [--default-image IMAGE] [--image NAME=IMAGE ...] [--token-ttl S] \\
         [--permissions p1,p2,...] [--max-sandboxes N] [--account-allow CIDR ...] \\
-        [--main-user root|agent]
+        [--main-user root|agent|init-agent]
 
 It prints one line, {"listening": "HOST:PORT", "instance": "<id>"}, then
 serves until SIGTERM or SIGINT, when it force-removes every container and
@@ -16,9 +16,10 @@ in the real world is Docker's token endpoint on another host), the
 management API (/v1/..., bearer access token) and every sandbox's own
 endpoint (/endpoints/<uid>/v1/..., a scoped bearer from
 createEndpointCredential).  Each sandbox is a locked-down docker container
-(label plimsoll-fake-dockercloud=<instance>) whose PID 1 does nothing (as
-root under docker's init, or with --main-user agent as the exec's default
-user, itself PID 1: the API does not say which user owns it); files
+(label plimsoll-fake-dockercloud=<instance>) whose main process does
+nothing (as root under docker's init; with --main-user agent as the exec's
+default user, itself PID 1; with init-agent as that user under docker's
+init as root: the API does not say which user owns it); files
 and processes really live in it, its CPU and memory limits are real, and
 its network policy is enforced (no network, or iptables in its netns).
 Test control (header X-Fake-Control: <secret>): POST /_fake/misbehave,
@@ -802,14 +803,14 @@ class Fake:
         for cap in CAPS:
             argv += ["--cap-add", cap]
         argv += ["--user", "0"]
-        if self.main_user == "root":
+        if self.main_user != "agent":
             argv += ["--init"]
         for k, v in sbx.spec.environment.items():
             argv += ["-e", "%s=%s" % (k, v)]
         if self.main_user != "root":
-            # PID 1 itself becomes the user before it does nothing (the
+            # The main process becomes the user before it does nothing (the
             # container stays root's, so a root exec keeps its capabilities).
-            uid, gid, _ = USERS[self.main_user]
+            uid, gid, _ = USERS["agent"]
             return argv + ["--entrypoint", "python3", sbx.spec.docker_image, "-c", DROP_SCRIPT,
                            str(uid), str(gid)]
         return argv + ["--entrypoint", "sleep", sbx.spec.docker_image, "infinity"]
@@ -1683,7 +1684,7 @@ def parse_args(argv):
     p.add_argument("--max-sandboxes", type=int, default=10, help="concurrent sandbox quota")
     p.add_argument("--account-allow", action="append", default=[],
                    help="an IP/CIDR the account's deny-all policy allows (repeatable)")
-    p.add_argument("--main-user", default="root", choices=sorted(USERS),
+    p.add_argument("--main-user", default="root", choices=("root", "agent", "init-agent"),
                    help="the user the sandbox's main process (PID 1) runs as")
     args = p.parse_args(argv)
     if any("=" not in i or i.startswith("=") or i.endswith("=") for i in args.image):
