@@ -309,6 +309,13 @@ class FakeDockerCloudTest(unittest.TestCase):
         found = c.check("DELETE", "/v1/sandboxes/x", {}, {"If-Match": '"a"'}, b"", None, 200, b"{}",
                         "application/json")
         self.assertEqual([v["field"] for v in found], ["answer.status"], found)
+        # And the permissions the fake checks are the ones the operation
+        # declares (every exchange passes them; here a wrong one).
+        self.assertEqual(c.check("GET", "/v1/sandboxes/x", {}, {}, b"", None, 200, good,
+                                 "application/json", ("sandboxesRead",)), [])
+        found = c.check("GET", "/v1/sandboxes/x", {}, {}, b"", None, 200, good, "application/json",
+                        ("sandboxesExec",))
+        self.assertEqual([v["field"] for v in found], ["x-sbx-required-permissions"], found)
 
     def test_the_contract_is_read_from_upstream_or_nothing_runs(self):
         self.assertTrue(os.path.isfile(contract.UPSTREAM), contract.UPSTREAM)

@@ -148,9 +148,12 @@ class Contract:
 
     # -- one exchange
 
-    def check(self, method, path, query, headers, body, content_type, status, answer, answer_type):
+    def check(self, method, path, query, headers, body, content_type, status, answer, answer_type,
+              checked=None):
         """Violations of one request (query: {name: [values]}, headers: a
-        case-insensitive mapping, body: bytes) and of its answer."""
+        case-insensitive mapping, body: bytes) and of its answer; checked,
+        when given, is the permissions the fake checked for it, which must
+        be the operation's x-sbx-required-permissions."""
         if isinstance(headers, dict):
             headers = {k.lower(): v for k, v in headers.items()}
         op, params = self.find(method, path)
@@ -158,7 +161,12 @@ class Contract:
             return [{"operation": "%s %s" % (method, path), "field": "path" if not params else "method",
                      "message": "no operation of the API is %s %s" % (method, path),
                      "upstream": UPSTREAM_NAME, "line": 0}]
-        return (self.check_request(op, params, query, headers, body, content_type)
+        out = []
+        want = sorted(op.op.get("x-sbx-required-permissions") or [])
+        if checked is not None and sorted(checked) != want:
+            out.append(op.violation("x-sbx-required-permissions", "the fake checked %s, the file "
+                                    "requires %s" % (sorted(checked), want)))
+        return (out + self.check_request(op, params, query, headers, body, content_type)
                 + self.check_answer(op, status, answer, answer_type))
 
     def param_value(self, param, raw):

@@ -1107,6 +1107,7 @@ class Handler(BaseHTTPRequestHandler):
         entry, t0 = None, time.monotonic()
         self.entry = None
         self.raw_body, self.body_read, self.answered = b"", False, False
+        self.checked = None       # the permissions checked for this request
         try:
             if url.path.startswith("/_fake/"):
                 self.check_control()
@@ -1201,7 +1202,8 @@ class Handler(BaseHTTPRequestHandler):
         found = self.fake.contract.check(self.command, path, self.query, self.headers, self.raw_body,
                                          self.headers.get("Content-Type"), status,
                                          data if status not in (204, 304) else b"",
-                                         content_type if status not in (204, 304) else None)
+                                         content_type if status not in (204, 304) else None,
+                                         self.checked)
         if found:
             self.fake.record_violations("%s %s" % (self.command, self.path), found)
 
@@ -1270,6 +1272,7 @@ class Handler(BaseHTTPRequestHandler):
         raise not_found("no route %s %s" % (method, route))
 
     def access(self, *needed):
+        self.checked = needed
         try:
             return self.fake.check_access(self.headers.get("Authorization"), needed)
         except HttpError:
@@ -1498,6 +1501,8 @@ class Handler(BaseHTTPRequestHandler):
             handler = ("sandboxesExec", {None: self.ep_get_process, "/output": self.ep_output,
                                          "/signal": self.ep_signal}[m.group(2)])
             arg = m.group(1)
+        if handler is not None:
+            self.checked = (handler[0],)
         try:
             if sbx is None:
                 raise not_found("no sandbox endpoint %s" % uid)
