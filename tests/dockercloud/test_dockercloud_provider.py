@@ -51,10 +51,11 @@ class DockerCloudDaemon(HostedRuns, unittest.TestCase):
     """One fake and one daemon for the class."""
     TIER = "vm"
     EXTRA = {}
+    FAKE = {}   # the fake's variant (FakeDockerCloud's keywords)
 
     @classmethod
     def setUpClass(cls):
-        cls.fake = FakeDockerCloud(secret="dckr_pat_" + os.urandom(8).hex()).start()
+        cls.fake = FakeDockerCloud(secret="dckr_pat_" + os.urandom(8).hex(), **cls.FAKE).start()
         try:
             cls.d = Daemon(env=dc_env(cls.fake, **cls.EXTRA)).start(timeout=120)
         except Exception:
@@ -88,8 +89,9 @@ class Runs(HostedStreams, DockerCloudDaemon):
         # The run count applies; the memory budget does not (Docker's machines).
         self.assertFalse(d["limits"].get("memory_budget_applies", False), d)
         checks = " | ".join(d["startup_checks"])
-        for phrase in ("read and network-policy-read", "deny-all with nothing allowed",
-                       "not root", "nothing reached", "delete read back"):
+        for phrase in ("read, network-policy-read and delete", "deny-all with nothing allowed",
+                       "with the cleanup between its steps", "not root", "nothing reached",
+                       "delete read back"):
             self.assertIn(phrase, checks)
 
     def test_snippets_of_each_language(self):
@@ -171,6 +173,54 @@ class Runs(HostedStreams, DockerCloudDaemon):
         deletes = requests_of(self.fake, "DELETE", "/v1/sandboxes/")
         self.assertEqual(len(deletes), 1, deletes)
         self.assertTrue(deletes[0].get("ifMatch", "").startswith('"'), deletes)
+
+
+class MainProcessAsGuest(DockerCloudDaemon):
+    """A service whose sandbox's main process (PID 1) runs as the exec's
+    user, which the API allows (it says nothing of that process's user):
+    the cleanup between steps spares it and ends the rest."""
+    FAKE = {"main_user": "agent"}
+
+    def test_the_main_process_is_the_guests(self):
+        b = self.run_ok({"snippet": {"language": "python", "code": (
+            "import os\n"
+            "uid = [l.split()[1] for l in open('/proc/1/status') if l.startswith('Uid:')][0]\n"
+            "print(uid == str(os.getuid()))\n")}})
+        self.assertEqual(b["stdout"], "True\n", b)
+
+    def test_a_three_step_project(self):
+        b = self.run_ok({"project": {"steps": [
+            {"name": "leave", "argv": ["python3", "-c", (
+                "import subprocess\n"
+                "subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+                "print('left')\n")]},
+            {"name": "look", "argv": ["python3", "-c", (
+                "import os\n"
+                "left = [p for p in os.listdir('/proc') if p.isdigit() and\n"
+                "        open('/proc/%s/cmdline' % p, 'rb').read() == b'sleep\\x00600\\x00']\n"
+                "print(left or 'none')\n")]},
+            {"name": "third", "argv": ["python3", "-c", "import os; print(os.getuid())"]}]}})
+        self.assertEqual([(s["name"], s["exit_code"], s["stdout"]) for s in b["steps"]],
+                         [("leave", 0, "left\n"), ("look", 0, "none\n"), ("third", 0, "1000\n")],
+                         b)
+        self.assertEqual((b["outcome"], b["exit_code"]), ("completed", 0), b)
+        self.assert_no_sandbox_left()
+
+
+class MainProcessAsGuestUnderInit(MainProcessAsGuest):
+    """The same, the main process of the guest's user under an init of
+    root's (PID 1): the cleanup spares what the sandbox ran before any
+    code, and the main process outlives every step."""
+    FAKE = {"main_user": "init-agent"}
+
+    def test_the_main_process_is_the_guests(self):
+        b = self.run_ok({"snippet": {"language": "python", "code": (
+            "import os\n"
+            "kids = open('/proc/1/task/1/children').read().split()\n"
+            "uids = [[l.split()[1] for l in open('/proc/%s/status' % k) if l.startswith('Uid:')][0]\n"
+            "        for k in kids]\n"
+            "print(str(os.getuid()) in uids)\n")}})
+        self.assertEqual(b["stdout"], "True\n", b)
 
 
 class Seal(DockerCloudDaemon):
@@ -295,6 +345,47 @@ class Startup(unittest.TestCase):
                 self.refused("403" if perm not in ("sandboxesRead", "networkPoliciesRead")
                              else "lacks the %s permission" % perm)
                 self.fake.reset()
+
+    def test_a_token_without_the_delete_permission_creates_nothing(self):
+        # DeleteSandbox needs sandboxesDelete: refused before any create,
+        # naming the permission (not a sandbox "still there after its
+        # delete", left until its own timeout).
+        self.fake.misbehave(drop_permission=["sandboxesDelete"])
+        self.refused("lacks the sandboxesDelete permission")
+        self.assertEqual(requests_of(self.fake, "POST", "/v1/sandboxes", exact=True), [])
+        deletes = requests_of(self.fake, "DELETE", "/v1/sandboxes/")
+        self.assertEqual(len(deletes), 1, deletes)
+
+    def test_a_refused_delete_of_the_startup_sandbox_refuses_the_startup(self):
+        # The permission held at the probe, then the sandbox's own delete
+        # refused 403 (the fake's ids are 20 characters, the probe's 32):
+        # the refusal names it rather than a sandbox "still there".
+        self.fake.misbehave(fail={"match": "^DELETE /v1/sandboxes/[a-z0-9]{20}$", "status": 403,
+                                  "times": 3})
+        d = Daemon(env=dc_env(self.fake))
+        with self.assertRaises(RuntimeError) as cm:
+            d.start(timeout=120)
+        self.assertIn("deleting the startup sandbox", str(cm.exception))
+        self.assertIn("lacks the sandboxesDelete permission", str(cm.exception))
+        left = self.fake.state()["sandboxes"]
+        self.assertEqual(len(left), 1, left)
+        self.fake.reset()
+        self.fake.delete(left[0]["uid"])
+
+    def test_the_proof_runs_the_cleanup_between_its_steps(self):
+        # Exactly a project step's path: the guest's uid is learned first
+        # (one step, nothing after it), then, as for every project of
+        # several steps, the sandbox's own processes are listed and the
+        # test project's three steps run with the cleanup, as root, between
+        # each two.
+        d = Daemon(env=dc_env(self.fake)).start(timeout=120)
+        try:
+            procs = requests_of(self.fake, "POST", "/endpoints/")
+        finally:
+            d.stop()
+        procs = [r for r in procs if r["path"].split("?")[0].endswith("/v1/processes")]
+        self.assertEqual([r.get("user") for r in procs],
+                         [None, None, None, "root", None, "root", None], procs)
 
     def test_an_account_policy_that_is_not_deny_all(self):
         self.fake.set_account_policy(mode="allowAll")

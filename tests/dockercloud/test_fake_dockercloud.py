@@ -24,6 +24,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import engine, require_engine  # noqa: E402
 from plimsoll_test.dockercloud import IMAGE, FakeDockerCloud, multipart  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fakes", "dockercloud"))
+import contract  # noqa: E402
 
 FAKE = None
 DENY_ALL = [{"mode": "denyAll"}]
@@ -97,9 +99,15 @@ class FakeDockerCloudTest(unittest.TestCase):
 
     def setUp(self):
         FAKE.reset()
+        self.wrong_on_purpose = ()
 
     def tearDown(self):
         FAKE.reset()
+        # Every request and answer kept to the API's OpenAPI file but the
+        # ones a test sent wrong on purpose (by operation and field).
+        seen = FAKE.take_violations()
+        self.assertEqual([v for v in seen
+                          if (v["operation"], v["field"]) not in self.wrong_on_purpose], [], seen)
 
     def new_sandbox(self, **body):
         body.setdefault("networkPolicies", DENY_ALL)
@@ -122,6 +130,7 @@ class FakeDockerCloudTest(unittest.TestCase):
     # -- credentials and management rules
 
     def test_token_exchange_and_bearer(self):
+        self.wrong_on_purpose = {("GET /v1/no-such-route", "path")}
         status, body, _ = FAKE.json_request("POST", "/v2/auth/token", {"identifier": FAKE.account,
                                                                       "secret": "wrong"})
         self.assertEqual(status, 401, body)
@@ -135,6 +144,7 @@ class FakeDockerCloudTest(unittest.TestCase):
         self.assertError(*FAKE.api("GET", "/v1/no-such-route")[:2], 404, "notFound")
 
     def test_create_refusals_start_nothing(self):
+        self.wrong_on_purpose = {("createSandbox", f) for f in ("body", "body.resources", "body.displayName", "body.networkPolicies[0].mode", "body.networkPolicies[0]", "body.features.timeouts.timeout")}
         before = len(FAKE.containers())
         ref = {"imageRef": IMAGE}
         cases = [(dict(ref, colour="red"), 400, "invalidArgument"),
@@ -198,6 +208,7 @@ class FakeDockerCloudTest(unittest.TestCase):
                 self.assertError(*FAKE.api("GET", "/v1/sandboxes?" + query)[:2], 400, "invalidArgument")
 
     def test_delete_needs_the_current_etag(self):
+        self.wrong_on_purpose = {("deleteSandbox", "header.If-Match")}
         sbx = FAKE.create(networkPolicies=DENY_ALL)
         container = container_of(sbx["uid"])
         path = "/v1/" + sbx["name"]
@@ -226,6 +237,7 @@ class FakeDockerCloudTest(unittest.TestCase):
         self.assertEqual(len(FAKE.containers()), before + 1)
 
     def test_endpoint_credentials(self):
+        self.wrong_on_purpose = {("createEndpointCredential", f) for f in ("body.permissions[0]", "body.permissions", "body")}
         other = self.new_sandbox()
         status, cred, headers = FAKE.api("POST", "/v1/%s/endpoint-credentials" % self.deny["name"],
                                          {"permissions": ["sandboxesFilesRead"], "ttl": "900s"})
@@ -255,9 +267,65 @@ class FakeDockerCloudTest(unittest.TestCase):
         time.sleep(1.2)
         self.assertError(*call(short), 401, "unauthenticated")
 
+    # -- the upstream contract
+
+    def test_a_request_that_breaks_the_contract_is_named(self):
+        # The fake's own rules aside (it may accept what the document
+        # refuses), every request is checked against api.yaml: a wrong
+        # type, a field the document does not have, a query parameter the
+        # operation does not take, a missing required header.
+        self.wrong_on_purpose = {("createSandbox", "body.resources.cpus"),
+                                 ("createSandbox", "body"), ("listSandboxes", "query.page"),
+                                 ("deleteSandbox", "header.If-Match")}
+        FAKE.api("POST", "/v1/sandboxes", {"imageRef": IMAGE, "resources": {"cpus": "2", "memoryMib": 4096}})
+        FAKE.api("GET", "/v1/sandboxes?page=2")
+        FAKE.api("DELETE", "/v1/sandboxes/" + self.deny["uid"])
+        got = {(v["operation"], v["field"]): v for v in FAKE.state()["violations"]}
+        for key in self.wrong_on_purpose - {("createSandbox", "body")}:
+            self.assertIn(key, got, got)
+        with open(contract.UPSTREAM) as f:
+            lines = f.read().splitlines()
+        for (op, field), v in got.items():
+            self.assertEqual(v["upstream"], "dockercloud/api.yaml", v)
+            # The line of the operation in the upstream file.
+            self.assertEqual(lines[v["line"] - 1].strip(), "operationId: " + op, v)
+        self.assertIn("integer", got[("createSandbox", "body.resources.cpus")]["message"])
+        self.assertEqual(FAKE.get(self.deny)[0], 200)  # the delete was refused (428)
+
+    def test_an_answer_that_breaks_the_contract_is_named(self):
+        # The answers are checked the same way (here a fake's answer as it
+        # would be without the sandbox's required fields).
+        c = contract.Contract.load()
+        good = json.dumps(FAKE.get(self.deny)[1]).encode()
+        self.assertEqual(c.check("GET", "/v1/sandboxes/x", {}, {}, b"", None, 200, good,
+                                 "application/json"), [])
+        bad = json.loads(good)
+        del bad["core"]["status"]
+        bad["uid"] = ""
+        found = c.check("GET", "/v1/sandboxes/x", {}, {}, b"", None, 200, json.dumps(bad).encode(),
+                        "application/json")
+        self.assertEqual(sorted(v["field"] for v in found), ["answer(200).core", "answer(200).uid"], found)
+        self.assertEqual({v["operation"] for v in found}, {"getSandbox"})
+        found = c.check("DELETE", "/v1/sandboxes/x", {}, {"If-Match": '"a"'}, b"", None, 200, b"{}",
+                        "application/json")
+        self.assertEqual([v["field"] for v in found], ["answer.status"], found)
+        # And the permissions the fake checks are the ones the operation
+        # declares (every exchange passes them; here a wrong one).
+        self.assertEqual(c.check("GET", "/v1/sandboxes/x", {}, {}, b"", None, 200, good,
+                                 "application/json", ("sandboxesRead",)), [])
+        found = c.check("GET", "/v1/sandboxes/x", {}, {}, b"", None, 200, good, "application/json",
+                        ("sandboxesExec",))
+        self.assertEqual([v["field"] for v in found], ["x-sbx-required-permissions"], found)
+
+    def test_the_contract_is_read_from_upstream_or_nothing_runs(self):
+        self.assertTrue(os.path.isfile(contract.UPSTREAM), contract.UPSTREAM)
+        with self.assertRaises(contract.ContractMissing):
+            contract.Contract.load(contract.UPSTREAM + ".absent")
+
     # -- the sandbox endpoint
 
     def test_exec_user_env_workdir_and_exit_code(self):
+        self.wrong_on_purpose = {("exec", "body")}
         out = FAKE.exec(self.deny, ["sh", "-c", 'id -u; pwd; echo "$FAKE_VAR $PER_RUN"; echo oops >&2; exit 7'],
                         env={"PER_RUN": "yes"})
         self.assertEqual(out["exitCode"], 7)
@@ -276,6 +344,7 @@ class FakeDockerCloudTest(unittest.TestCase):
         self.assertEqual(status, 400, raw)
 
     def test_files(self):
+        self.wrong_on_purpose = {("upload", "body")}
         sbx = self.deny
         status, _, raw = FAKE.upload(sbx, [("/home/agent/proj/main.py", b"print('hi')\n", 0o600),
                                            ("/home/agent/proj/empty", b"")])
@@ -314,6 +383,7 @@ class FakeDockerCloudTest(unittest.TestCase):
         self.assertEqual(FAKE.upload(sbx, [("/home/agent/t.txt", b"x")], token=read_only)[0], 403)
 
     def test_process_output_and_signal(self):
+        self.wrong_on_purpose = {("signal", "body.signal")}
         sbx = self.deny
         status, _, raw = FAKE.endpoint(sbx, "POST", "/v1/processes",
                                        json.dumps({"cmd": ["sh", "-c", "echo started; sleep 303 & sleep 303"]}).encode())

@@ -309,6 +309,15 @@ int dc_delete(struct dc_state *s, const char *uid, struct pl_error *err) {
             json_decref(j);
             return 0;
         }
+        if (st == 403) {
+            char text[400];
+            dc_error_text(j, text, sizeof(text));
+            json_decref(j);
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "the Docker Sandboxes API: the token lacks the sandboxesDelete "
+                                "permission (deleting a sandbox answered 403%s%s)",
+                                text[0] ? ": " : "", text);
+        }
         if (st != 412) {
             int rc = refused("deleting a sandbox", st, j, err);
             json_decref(j);

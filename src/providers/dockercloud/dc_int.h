@@ -64,6 +64,9 @@ struct dc_state {
     char checks[6][768];
 };
 
+/* The most processes of the guest's user a fresh sandbox may have. */
+#define DC_KEEP_MAX 16
+
 /* A sandbox as the API answered its create (and the reads after it). */
 struct dc_sandbox {
     char uid[64];
@@ -74,6 +77,10 @@ struct dc_sandbox {
     uint64_t cred_until_ns;
     char allow[24];       /* the one network it may reach: "<guard>/32" with a grant, else "" */
     char guard_token[72]; /* a run with a grant: its guard token ("" none) */
+    /* The guest's user's processes the sandbox had before any code ran,
+     * "PID:START ..." (read before a project of several steps): the
+     * cleanup between steps spares them (run.c). */
+    char keep[DC_KEEP_MAX * 24];
 };
 
 /* settings.c */
@@ -139,7 +146,10 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
  * get its endpoint credential.  Any failure deletes it. */
 int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, bool grant,
             struct dc_sandbox *ret, struct pl_error *err);
-void dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb);
+/* The delete, then the run untracked; err (may be NULL) says why a delete
+ * failed, and the reaper finds that sandbox by its name. */
+int dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb,
+             struct pl_error *err);
 int dc_project(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err);

@@ -78,9 +78,9 @@ static void dc_info(void *state, struct pl_provider_info *ret) {
     ret->module = (struct pl_op_caps){.supported = false, .engine = ""};
     ret->session = (struct pl_op_caps){.supported = false, .engine = ""};
     snprintf(s->checks[0], sizeof(s->checks[0]),
-             "the token was exchanged and holds the read and network-policy-read permissions "
-             "(each proved by a call that needs it); create, credential and delete were proved "
-             "by the startup sandbox itself");
+             "the token was exchanged and holds the read, network-policy-read and delete "
+             "permissions (each proved by a call that needs it, before anything was created); "
+             "create, credential and delete were proved by the startup sandbox itself");
     snprintf(s->checks[1], sizeof(s->checks[1]), "the account's network policy in force: %s",
              s->proof.account_policy);
     snprintf(s->checks[2], sizeof(s->checks[2]),
@@ -89,7 +89,8 @@ static void dc_info(void *state, struct pl_provider_info *ret) {
              s->set.image, s->set.cpus, s->set.memory_mib);
     snprintf(s->checks[3], sizeof(s->checks[3]),
              "%u files uploaded into a directory tree under %s and a test program ran there as "
-             "a project's steps do (python3, node), as uid %u, not root",
+             "a project's steps do (python3, node), with the cleanup between its steps, as uid "
+             "%u, not root",
              s->proof.files_uploaded, s->set.workdir, s->proof.user_uid);
     snprintf(s->checks[4], sizeof(s->checks[4]),
              "egress tried live from inside: nothing reached (%s); the sandbox was deleted and "

@@ -3,13 +3,16 @@
  * proof.c: the startup test (docs/providers/dockercloud.md, "What the
  * startup test proves").  First the token, exchanged; then the permissions
  * a run needs, each by the cheapest documented call that needs it (no call
- * lists a token's permissions): read (list one sandbox), network-policy
- * read (the account's policy, which must be deny-all with nothing
- * allowed); then one throwaway sandbox, which proves create, credential
+ * lists a token's permissions), before anything is created: read (list one
+ * sandbox), network-policy read (the account's policy, which must be
+ * deny-all with nothing allowed), delete (the delete of a sandbox that does
+ * not exist); then one throwaway sandbox, which proves create, credential
  * and delete: created as every run's is, its seal read back, a directory
- * made and files uploaded into it, the test project run through exactly a
- * project step's path, egress tried from inside, and the delete read back.
- * The daemon serves nothing unless all of it holds.
+ * made and files uploaded into it, the guest's uid learned by a project of
+ * one step, then the test project run through exactly a project step's
+ * path, the cleanup between its steps included, egress tried from inside,
+ * and the delete read back.  The daemon serves nothing unless all of it
+ * holds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,49 @@ static int probe(struct dc_state *s, const char *path, const char *permission,
     if (st != 200)
         return pl_error_set(err, PL_REASON_INTERNAL, "GET %s answered %ld: %s", path, st, text);
     return 0;
+}
+
+/* The delete permission, with nothing to delete: DeleteSandbox needs
+ * sandboxesDelete (api.yaml, deleteSandbox's x-sbx-required-permissions)
+ * and answers an absent sandbox with an empty message (204).  The id is
+ * random, so no sandbox has it, and the etag is no sandbox's either. */
+static int probe_delete(struct dc_state *s, struct pl_error *err) {
+    char id[33], path[64];
+    if (pl_random_hex(id, sizeof(id), 16) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+    const char *extra[] = {"If-Match: \"plimsoll-probe\"", NULL};
+    json_t *j = NULL;
+    long st = 0;
+    if (dc_call(s, "DELETE", path, NULL, extra, &st, &j, NULL, 0, err) < 0)
+        return -1;
+    char text[400];
+    dc_error_text(j, text, sizeof(text));
+    json_decref(j);
+    if (st == 403)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the token lacks the sandboxesDelete permission (DELETE of a sandbox "
+                            "that does not exist answered 403: %s)",
+                            text);
+    if (st != 204 && st != 404)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "DELETE of a sandbox that does not exist answered %ld, not 204: %s", st,
+                            text);
+    return 0;
+}
+
+/* The guest's uid, by a project of one step through the path every
+ * project takes (hosted/proofproject.c). */
+static int learn_uid(struct dc_state *s, struct dc_sandbox *sb, struct pl_error *err) {
+    struct ph_proof_whoami w;
+    ph_proof_whoami(&w);
+    struct pl_run_ctx ctx = {.timeout_ms = 30000, .output_bytes = 4096};
+    struct pl_run_result r = {0};
+    int rc = dc_project(s, sb, &ctx, &w.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
+    if (rc == 0)
+        rc = ph_proof_uid(&r, &s->proof.user_uid, err);
+    pl_run_result_clear(&r);
+    return rc;
 }
 
 /* After the delete: read back until the sandbox is gone (404). */
@@ -66,7 +112,8 @@ int dc_prove(struct dc_state *s, struct pl_error *err) {
     if (dc_exchange_token(s, err) < 0)
         return -1;
     if (probe(s, "/v1/sandboxes?pageSize=1", "sandboxesRead", err) < 0 ||
-        probe(s, "/v1/network-policies", "networkPoliciesRead", err) < 0)
+        probe(s, "/v1/network-policies", "networkPoliciesRead", err) < 0 ||
+        probe_delete(s, err) < 0)
         return -1;
     char guard_net[24] = "";
     if (s->set.guard.url[0])
@@ -90,16 +137,32 @@ int dc_prove(struct dc_state *s, struct pl_error *err) {
     snprintf(dir, sizeof(dir), "%s/data/two", s->set.workdir);
     int rc = dc_mkdir(s, &sb, dir, err);
     if (rc == 0)
-        rc = dc_project(s, &sb, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
+        rc = learn_uid(s, &sb, err);
     if (rc == 0)
-        rc = ph_proof_judge(&r, s->set.workdir, "SANDBOX_DOCKERCLOUD_WORKDIR", &s->proof.user_uid,
-                            err);
+        rc = dc_project(s, &sb, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
+    unsigned as = 0;
+    if (rc == 0)
+        rc = ph_proof_judge(&r, s->set.workdir, "SANDBOX_DOCKERCLOUD_WORKDIR", &as, err);
+    if (rc == 0 && as != s->proof.user_uid)
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "the test project ran as uid %u, the step before it as uid %u", as,
+                          s->proof.user_uid);
     pl_run_result_clear(&r);
     char uid[sizeof(sb.uid)];
     snprintf(uid, sizeof(uid), "%s", sb.uid);
-    dc_close(s, run_id, &sb);
+    /* The delete's refusal is the startup's: a sandbox left behind costs
+     * money until its own timeout. */
+    struct pl_error del = {0};
+    int drc = dc_close(s, run_id, &sb, &del);
+    if (rc < 0 && drc < 0)
+        return pl_error_wrap(err, "the startup sandbox %s (whose delete failed too: %.200s): ", uid,
+                             del.message);
     if (rc < 0)
         return pl_error_wrap(err, "the startup sandbox %s: ", uid);
+    if (drc < 0) {
+        *err = del;
+        return pl_error_wrap(err, "deleting the startup sandbox %s: ", uid);
+    }
     s->proof.files_uploaded = 3;
     snprintf(s->proof.probe_detail, sizeof(s->proof.probe_detail), "%s", s->set.egress_probe);
     /* The delete is read back: a sandbox that outlives its run costs money. */

@@ -40,31 +40,73 @@ int dc_open(struct dc_state *s, const char *run_id, unsigned timeout_ms, bool gr
     if (rc == 0)
         rc = dc_credential(s, ret, err);
     if (rc < 0) {
-        dc_close(s, run_id, ret);
+        dc_close(s, run_id, ret, NULL);
         return -1;
     }
     return 0;
 }
 
-void dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb) {
-    struct pl_error err = {0};
-    if (sb->uid[0])
-        (void)dc_delete(s, sb->uid, &err); /* a sandbox left behind keeps its name: reaped */
+int dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb,
+             struct pl_error *err) {
+    struct pl_error mine = {0};
+    int rc = 0;
+    if (sb->uid[0]) /* a sandbox left behind keeps its name: reaped */
+        rc = dc_delete(s, sb->uid, err ? err : &mine);
     ph_untrack(&s->books, run_id);
+    return rc;
+}
+
+/* Before a project of several steps, as the guest's user: the processes
+ * of that user the sandbox has before any code ran (the service's own: the
+ * API does not say which user its processes run as), which the cleanup
+ * between steps spares (hosted/cleanup.c, ph_own_processes). */
+static int own_processes(struct dc_state *s, struct dc_sandbox *sb, uint64_t deadline,
+                         struct pl_error *err) {
+    const char *argv[] = {"python3", "-c", ph_own_processes};
+    struct dc_proc p;
+    dc_proc_init(&p, sizeof(sb->keep));
+    p.argv = argv;
+    p.argc = 3;
+    p.cwd = "/";
+    p.deadline_ns = ph_cleanup_deadline(deadline);
+    int rc = dc_process(s, sb, &p, err);
+    const char *out = p.out.kept.data ? (const char *)p.out.kept.data : "";
+    size_t len = p.out.kept.data ? p.out.kept.len : 0;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += out[i] == ':';
+    if (rc == 0 &&
+        (p.timed_out || p.exit_code != 0 || len == 0 || out[len - 1] != '\n' ||
+         strspn(out, "0123456789: ") != len - 1 || len > sizeof(sb->keep) || n > DC_KEEP_MAX))
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "the sandbox's own processes could not be read before the project (exit "
+                          "%d, at most %d kept): %.100s",
+                          p.exit_code, DC_KEEP_MAX, out);
+    if (rc == 0)
+        snprintf(sb->keep, sizeof(sb->keep), "%.*s", (int)(len - 1), out);
+    dc_proc_free(&p);
+    return rc;
 }
 
 /* Between two steps, as root: nothing a step left running reaches the
- * next one (hosted/cleanup.c). */
+ * next one but the sandbox's own processes (hosted/cleanup.c). */
 static int end_leftovers(struct dc_state *s, struct dc_sandbox *sb, uint64_t deadline,
                          const char *after, struct pl_error *err) {
     char uid[16];
     snprintf(uid, sizeof(uid), "%u", s->proof.user_uid);
-    const char *argv[] = {"python3", "-c", ph_end_user_processes, uid};
+    char keep[sizeof(sb->keep)];
+    snprintf(keep, sizeof(keep), "%s", sb->keep);
+    const char *argv[4 + DC_KEEP_MAX] = {"python3", "-c", ph_end_user_processes, uid};
+    size_t argc = 4;
+    char *save = NULL;
+    for (char *t = strtok_r(keep, " ", &save); t && argc < 4 + DC_KEEP_MAX;
+         t = strtok_r(NULL, " ", &save))
+        argv[argc++] = t;
     struct dc_proc p;
     dc_proc_init(&p, 4096);
     p.user = "root";
     p.argv = argv;
-    p.argc = 4;
+    p.argc = argc;
     p.cwd = "/";
     p.deadline_ns = ph_cleanup_deadline(deadline);
     int rc = dc_process(s, sb, &p, err);
@@ -115,8 +157,13 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
 
 static int between(void *ud, uint64_t deadline, const char *after, struct pl_error *err) {
     struct step_ud *u = ud;
-    /* The proof's first step learns the uid; it ends nothing before. */
-    return u->s->proof.user_uid ? end_leftovers(u->s, u->sb, deadline, after, err) : 0;
+    /* The startup test learns the uid before any project of more than one
+     * step (proof.c). */
+    if (!u->s->proof.user_uid)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the guest's uid is not known: what %s left running cannot be ended",
+                            after);
+    return end_leftovers(u->s, u->sb, deadline, after, err);
 }
 
 static const struct ph_project_ops ops = {.upload = upload, .step = step, .between = between};
@@ -125,6 +172,8 @@ int dc_project(struct dc_state *s, struct dc_sandbox *sb, const struct pl_run_ct
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err) {
     struct step_ud u = {s, sb};
+    if (req->project.nsteps > 1 && own_processes(s, sb, deadline, err) < 0)
+        return -1;
     return ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
 }
 
@@ -143,18 +192,18 @@ int dc_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
         return -1;
     /* The run's guard token: the sandbox's only way to its broker. */
     if (ctx->broker && ph_guard_admit(s->guard, ctx->broker, sb.guard_token, err) < 0) {
-        dc_close(s, ctx->run_id, &sb);
+        dc_close(s, ctx->run_id, &sb, NULL);
         return -1;
     }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.uid);
     struct step_ud u = {s, &sb};
     int rc = req->kind == PL_PAYLOAD_SNIPPET
                  ? ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err)
-                 : ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+                 : dc_project(s, &sb, ctx, req, deadline, ret, err);
     if (sb.guard_token[0])
         ph_guard_revoke(s->guard, sb.guard_token); /* after its last request was answered */
     explicit_bzero(sb.guard_token, sizeof(sb.guard_token));
-    dc_close(s, ctx->run_id, &sb);
+    dc_close(s, ctx->run_id, &sb, NULL);
     explicit_bzero(sb.cred, sizeof(sb.cred));
     return rc;
 }

@@ -176,6 +176,20 @@ struct ph_proof_project {
 void ph_proof_project(struct ph_proof_project *pp, const char *egress_probe);
 int ph_proof_judge(const struct pl_run_result *r, const char *workdir, const char *workdir_setting,
                    unsigned *ret_uid, struct pl_error *err);
+/*
+ * The guest's uid, learned before the test project by a project of one
+ * step (no cleanup follows it) through the same path as every project, so
+ * that the test project then runs with the cleanup between its steps,
+ * which needs the uid: ph_proof_whoami fills w, ph_proof_uid reads the
+ * result (not root).
+ */
+struct ph_proof_whoami {
+    struct pl_run_request req;
+    struct pl_step step;
+    const char *argv[3];
+};
+void ph_proof_whoami(struct ph_proof_whoami *w);
+int ph_proof_uid(const struct pl_run_result *r, unsigned *ret_uid, struct pl_error *err);
 
 /* A file a hosted provider uploads: its absolute path in the sandbox. */
 struct ph_file {

@@ -64,6 +64,37 @@ void ph_proof_project(struct ph_proof_project *pp, const char *egress_probe) {
     pp->req.project.nsteps = 3;
 }
 
+void ph_proof_whoami(struct ph_proof_whoami *w) {
+    memset(w, 0, sizeof(*w));
+    w->argv[0] = "python3";
+    w->argv[1] = "-c";
+    w->argv[2] = "import os; print(os.getuid())";
+    w->step = (struct pl_step){.name = "whoami", .argv = w->argv, .argc = 3};
+    w->req.kind = PL_PAYLOAD_PROJECT;
+    w->req.project.steps = &w->step;
+    w->req.project.nsteps = 1;
+}
+
+/* "UID\n", not root. */
+static int read_uid(const char *out, unsigned *ret_uid, struct pl_error *err) {
+    char *end = NULL;
+    unsigned long uid = strtoul(out, &end, 10);
+    if (end == out || *end != '\n' || uid == 0 || uid > 0x7fffffff)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "a run's code runs as uid %.16s: it must not run as root", out);
+    *ret_uid = (unsigned)uid;
+    return 0;
+}
+
+int ph_proof_uid(const struct pl_run_result *r, unsigned *ret_uid, struct pl_error *err) {
+    const struct pl_step_result *st = r->nsteps == 1 ? &r->steps[0] : NULL;
+    if (!st || r->timed_out || st->exit_code != 0 || !st->out)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the step that reads the guest's uid failed (exit %d): %.160s",
+                            st ? st->exit_code : -1, st && st->err ? st->err : "");
+    return read_uid(st->out, ret_uid, err);
+}
+
 int ph_proof_judge(const struct pl_run_result *r, const char *workdir, const char *workdir_setting,
                    unsigned *ret_uid, struct pl_error *err) {
     if (r->nsteps != 3 || r->timed_out || r->exit_code != 0) {
@@ -81,13 +112,8 @@ int ph_proof_judge(const struct pl_run_result *r, const char *workdir, const cha
         files_step->out[wl] != '\n')
         return pl_error_set(err, PL_REASON_INTERNAL, "the test project ran in %.100s, not in %s %s",
                             files_step->out, workdir_setting, workdir);
-    char *end = NULL;
-    unsigned long uid = strtoul(files_step->out + wl + 1, &end, 10);
-    if (end == files_step->out + wl + 1 || *end != '\n' || uid == 0 || uid > 0x7fffffff)
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "a run's code runs as uid %.16s: it must not run as root",
-                            files_step->out + wl + 1);
-    *ret_uid = (unsigned)uid;
+    if (read_uid(files_step->out + wl + 1, ret_uid, err) < 0)
+        return -1;
     /* Step 3: nothing reached. */
     const struct pl_step_result *eg = &r->steps[2];
     if (!eg->out || strstr(eg->out, "reached ") || !strstr(eg->out, "blocked "))

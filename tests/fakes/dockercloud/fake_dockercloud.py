@@ -4,7 +4,8 @@ real sandboxes.
 
     python3 fake_dockercloud.py --listen 127.0.0.1:0 --account ID --secret PAT \\
         [--default-image IMAGE] [--image NAME=IMAGE ...] [--token-ttl S] \\
-        [--permissions p1,p2,...] [--max-sandboxes N] [--account-allow CIDR ...]
+        [--permissions p1,p2,...] [--max-sandboxes N] [--account-allow CIDR ...] \\
+        [--main-user root|agent|init-agent]
 
 It prints one line, {"listening": "HOST:PORT", "instance": "<id>"}, then
 serves until SIGTERM or SIGINT, when it force-removes every container and
@@ -15,16 +16,29 @@ in the real world is Docker's token endpoint on another host), the
 management API (/v1/..., bearer access token) and every sandbox's own
 endpoint (/endpoints/<uid>/v1/..., a scoped bearer from
 createEndpointCredential).  Each sandbox is a locked-down docker container
-(label plimsoll-fake-dockercloud=<instance>) whose PID 1 does nothing; files
+(label plimsoll-fake-dockercloud=<instance>) whose main process does
+nothing (as root under docker's init; with --main-user agent as the exec's
+default user, itself PID 1; with init-agent as that user under docker's
+init as root: the API does not say which user owns it); files
 and processes really live in it, its CPU and memory limits are real, and
 its network policy is enforced (no network, or iptables in its netns).
 Test control (header X-Fake-Control: <secret>): POST /_fake/misbehave,
-/_fake/reset, /_fake/plant, PUT /_fake/account-policy, GET /_fake/state.
+/_fake/reset, /_fake/plant, /_fake/take-violations, PUT
+/_fake/account-policy, GET /_fake/state.
+
+Every request to the API and the endpoints, and every answer to it, is
+checked against the API's own OpenAPI file, read at start from
+../shared/upstream/dockercloud/api.yaml beside the repository (contract.py;
+the fake refuses to start without it); what breaks it is recorded as a
+violation naming the operation, the field and the upstream file, listed by
+/_fake/state and taken (and cleared) by /_fake/take-violations, never by
+/_fake/reset.
 docs/providers/dockercloud-fake.md says which operation of the "Docker
 Sandboxes API v1" document each route follows and where the fake
 simplifies.
 
-Standard library and the docker CLI only; every docker call is an argv list,
+The standard library, python3-yaml and python3-jsonschema (contract.py),
+and the docker CLI; every docker call is an argv list,
 and values reach `sh -c` scripts only as positional arguments.
 """
 import argparse
@@ -43,6 +57,8 @@ import time
 import urllib.parse
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from contract import Contract, ContractMissing
 
 MAX_BODY = 64 << 20            # larger request bodies are refused 413
 LABEL = "plimsoll-fake-dockercloud"
@@ -120,6 +136,12 @@ SETUP_SCRIPT = """grep -q '^[^:]*:[^:]*:1000:' /etc/passwd || echo 'agent:x:1000
 grep -q '^[^:]*:[^:]*:1000:' /etc/group || echo 'agent:x:1000:' >> /etc/group
 mkdir -p /home/agent && chown 1000:1000 /home/agent
 """
+# --main-user: PID 1 drops to uid $1, gid $2, then does nothing.
+DROP_SCRIPT = ("import os, sys\n"
+               "os.setgroups([])\n"
+               "os.setgid(int(sys.argv[2]))\n"
+               "os.setuid(int(sys.argv[1]))\n"
+               "os.execvp('sleep', ['sleep', 'infinity'])\n")
 KILL_SCRIPT = 'kill -s "$1" -- "-$2"'
 
 
@@ -503,6 +525,7 @@ class Fake:
         self.token_ttl = args.token_ttl
         self.permissions = set(args.permissions.split(",")) if args.permissions else set(DEFAULT_PERMISSIONS)
         self.max_sandboxes = args.max_sandboxes
+        self.main_user = args.main_user
         self.instance = secrets.token_hex(6)
         self.network = "dcfake-" + self.instance
         self.base_url = ""                                 # set once bound
@@ -519,6 +542,8 @@ class Fake:
         self.idempotency = {}     # (operation, path, key) -> (fingerprint, status, body, headers)
         self.misbehaviour = {}
         self.requests = []
+        self.contract = Contract.load()
+        self.violations = []      # what broke the upstream contract (contract.py)
         self.stopping = threading.Event()
         self.busy = 0
         self.idle = threading.Condition(self.lock)
@@ -563,6 +588,17 @@ class Fake:
                 for token in self.tokens:
                     self.tokens[token] = 0
             self.misbehaviour.update(body)
+
+    def record_violations(self, request_line, found):
+        with self.lock:
+            for v in found:
+                if len(self.violations) < 1000:
+                    self.violations.append(dict(v, request=request_line))
+
+    def take_violations(self):
+        with self.lock:
+            out, self.violations = self.violations, []
+        return out
 
     def reset(self):
         with self.lock:
@@ -760,14 +796,23 @@ class Fake:
         cpus = min(sbx.spec.cpus, self.host_cpus)
         argv = ["run", "-d", "--pull", "never", "--name", sbx.container,
                 "--label", "%s=%s" % (LABEL, self.instance), "--label", "dockercloud-sandbox=" + sbx.uid,
-                "--user", "0", "--init", "--cpus", str(cpus),
+                "--cpus", str(cpus),
                 "--memory", "%dm" % sbx.spec.memory_mib, "--memory-swap", "%dm" % sbx.spec.memory_mib,
                 "--pids-limit", "512", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
                 "--network", sbx.network_mode]
         for cap in CAPS:
             argv += ["--cap-add", cap]
+        argv += ["--user", "0"]
+        if self.main_user != "agent":
+            argv += ["--init"]
         for k, v in sbx.spec.environment.items():
             argv += ["-e", "%s=%s" % (k, v)]
+        if self.main_user != "root":
+            # The main process becomes the user before it does nothing (the
+            # container stays root's, so a root exec keeps its capabilities).
+            uid, gid, _ = USERS["agent"]
+            return argv + ["--entrypoint", "python3", sbx.spec.docker_image, "-c", DROP_SCRIPT,
+                           str(uid), str(gid)]
         return argv + ["--entrypoint", "sleep", sbx.spec.docker_image, "infinity"]
 
     def firewall(self, sbx):
@@ -1060,11 +1105,14 @@ class Handler(BaseHTTPRequestHandler):
         self.route = url.path
         self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         entry, t0 = None, time.monotonic()
+        self.entry = None
+        self.raw_body, self.body_read, self.answered = b"", False, False
+        self.checked = None       # the permissions checked for this request
         try:
             if url.path.startswith("/_fake/"):
                 self.check_control()
                 return self.serve_control()
-            entry = self.fake.log_request(self.command, self.path)
+            entry = self.entry = self.fake.log_request(self.command, self.path)
             # The preconditions a client sent, for the tests to read back
             # (never a credential).
             for header, key in (("Idempotency-Key", "idempotencyKey"), ("If-Match", "ifMatch")):
@@ -1092,6 +1140,11 @@ class Handler(BaseHTTPRequestHandler):
                 entry["ms"] = round((time.monotonic() - t0) * 1000, 3)
 
     def read_body(self):
+        self.body_read = True
+        self.raw_body = self._read_body()
+        return self.raw_body
+
+    def _read_body(self):
         length = self.headers.get("Content-Length", "0").strip() or "0"
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self.read_chunked()
@@ -1136,7 +1189,26 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as e:
             raise bad_request("body", "not JSON: %s" % e) from None
 
+    def check_contract(self, status, data, content_type):
+        """The request and this answer against the API's OpenAPI file (not
+        the token exchange, which is Docker's other service, nor the test
+        controls)."""
+        if self.entry is None or self.answered or self.route.startswith("/v2/"):
+            return
+        self.answered = True
+        if not self.body_read:
+            self.drain_body()
+        path = re.sub(r"^/endpoints/[^/]+(?=/)", "", self.route)
+        found = self.fake.contract.check(self.command, path, self.query, self.headers, self.raw_body,
+                                         self.headers.get("Content-Type"), status,
+                                         data if status not in (204, 304) else b"",
+                                         content_type if status not in (204, 304) else None,
+                                         self.checked)
+        if found:
+            self.fake.record_violations("%s %s" % (self.command, self.path), found)
+
     def send_bytes(self, status, data, content_type, headers=None):
+        self.check_contract(status, data, content_type)
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -1200,6 +1272,7 @@ class Handler(BaseHTTPRequestHandler):
         raise not_found("no route %s %s" % (method, route))
 
     def access(self, *needed):
+        self.checked = needed
         try:
             return self.fake.check_access(self.headers.get("Authorization"), needed)
         except HttpError:
@@ -1428,6 +1501,8 @@ class Handler(BaseHTTPRequestHandler):
             handler = ("sandboxesExec", {None: self.ep_get_process, "/output": self.ep_output,
                                          "/signal": self.ep_signal}[m.group(2)])
             arg = m.group(1)
+        if handler is not None:
+            self.checked = (handler[0],)
         try:
             if sbx is None:
                 raise not_found("no sandbox endpoint %s" % uid)
@@ -1448,12 +1523,20 @@ class Handler(BaseHTTPRequestHandler):
             raise not_found()
         return handler[1](sbx, proc)
 
+    def log_user(self, request):
+        """The user a process was asked to run as (None: the default),
+        for the tests to read back."""
+        if self.entry is not None and isinstance(request, dict):
+            self.entry["user"] = request.get("user")
+
     def ep_exec(self, sbx):
         request = require_keys(self.read_json(), ("cmd", "env", "workingDir", "user"), "")
+        self.log_user(request)
         self.send_json(200, self.fake.run_exec(sbx, request))
 
     def ep_create_process(self, sbx):
         request = require_keys(self.read_json(), ("cmd", "env", "workingDir", "user", "pty", "session", "label"), "")
+        self.log_user(request)
         proc = self.fake.start_process(sbx, request)
         out = proc.json()
         out["receiptKind"] = "fresh"
@@ -1575,6 +1658,9 @@ class Handler(BaseHTTPRequestHandler):
             body.setdefault("networkPolicies", [{"mode": "denyAll"}])
             status, sbx = self.fake.create(CreateSpec(body, self.fake), planted=True)
             return self.send_json(201, {"name": sbx.name, "uid": sbx.uid, "displayName": sbx.spec.display_name})
+        if route == "/_fake/take-violations" and method == "POST":
+            self.drain_body()
+            return self.send_json(200, {"violations": self.fake.take_violations()})
         if route == "/_fake/state" and method == "GET":
             with self.fake.lock:
                 requests = list(self.fake.requests)
@@ -1583,6 +1669,7 @@ class Handler(BaseHTTPRequestHandler):
                                         "sandboxes": [s.state_json() for s in self.fake.all()],
                                         "accountPolicy": account,
                                         "misbehaviour": self.fake.behaviour_all(),
+                                        "violations": list(self.fake.violations),
                                         "requests": requests})
         self.drain_body()
         raise not_found("no route %s %s" % (method, route))
@@ -1602,6 +1689,8 @@ def parse_args(argv):
     p.add_argument("--max-sandboxes", type=int, default=10, help="concurrent sandbox quota")
     p.add_argument("--account-allow", action="append", default=[],
                    help="an IP/CIDR the account's deny-all policy allows (repeatable)")
+    p.add_argument("--main-user", default="root", choices=("root", "agent", "init-agent"),
+                   help="the user the sandbox's main process (PID 1) runs as")
     args = p.parse_args(argv)
     if any("=" not in i or i.startswith("=") or i.endswith("=") for i in args.image):
         p.error("--image is NAME=IMAGE")
@@ -1618,7 +1707,11 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    fake = Fake(args)
+    try:
+        fake = Fake(args)
+    except ContractMissing as e:
+        print("fake_dockercloud: %s" % e, file=sys.stderr)
+        return 1
     host, _, port = args.listen.rpartition(":")
     server = ThreadingHTTPServer((host.strip("[]"), int(port)), Handler)
     server.daemon_threads = True

@@ -7,9 +7,11 @@ token exchange (token), the management API with the access token (api),
 sandbox creation that waits for running (create), deletion with the etag
 (delete), endpoint credentials (credential), a sandbox's own endpoint
 (endpoint, exec, upload), and the test controls (misbehave, reset, plant,
-set_account_policy, state).  stop() ends the fake with SIGTERM and returns
-the containers and networks of its label still left (none when it cleaned
-up).  gateway() is the host's address on the fake's bridge network, where a
+set_account_policy, state, take_violations).  stop() ends the fake with
+SIGTERM and returns the containers and networks of its label still left
+(none when it cleaned up); it raises ContractViolations when the fake
+recorded any request or answer that breaks the API's OpenAPI file
+(../shared/upstream/dockercloud/api.yaml) and no test took them.  gateway() is the host's address on the fake's bridge network, where a
 test listens to probe a sandbox's egress.
 
     with FakeDockerCloud() as fake:
@@ -51,19 +53,25 @@ def multipart(files, boundary="dcfakeboundary"):
     return body + b"--%s--\r\n" % boundary.encode(), "multipart/form-data; boundary=" + boundary
 
 
+class ContractViolations(AssertionError):
+    """Requests or answers that break the Docker Sandboxes API's OpenAPI
+    file, as the fake recorded them."""
+
+
 class FakeDockerCloud(FakeProcess):
     """One fake Docker Sandboxes service. Use as a context manager."""
     LABEL = LABEL
 
     def __init__(self, account="plimsoll-test", secret="dckr_pat_fake", images=None,
                  default_image=IMAGE, permissions=None, token_ttl=600, max_sandboxes=10,
-                 account_allow=()):
+                 account_allow=(), main_user="root"):
         self.account, self.secret = account, secret
         self.images = images or {"project": IMAGE}
         self.default_image = default_image
         self.permissions = permissions
         self.token_ttl, self.max_sandboxes = token_ttl, max_sandboxes
         self.account_allow = list(account_allow)
+        self.main_user = main_user
         self.proc = None
         self.port = self.url = self.auth_url = self.instance = None
         self.access_token = None
@@ -83,6 +91,7 @@ class FakeDockerCloud(FakeProcess):
             argv += ["--image", "%s=%s" % (name, image)]
         if self.permissions is not None:
             argv += ["--permissions", ",".join(self.permissions)]
+        argv += ["--main-user", self.main_user]
         for net in self.account_allow:
             argv += ["--account-allow", net]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
@@ -193,6 +202,11 @@ class FakeDockerCloud(FakeProcess):
         (status, headers, body bytes)."""
         uri = urllib.parse.urlsplit(sandbox["core"]["endpoint"]["uri"])
         h = dict(headers or {})
+        if body is not None and not any(k.lower() == "content-type" for k in h):
+            # What the document's operation takes: raw bytes for a file's
+            # content, JSON for every other body.
+            h["Content-Type"] = ("application/octet-stream" if path.startswith("/v1/files/content")
+                                 else "application/json")
         if token is None:
             token = self.credential(sandbox)
         if token:
@@ -247,6 +261,27 @@ class FakeDockerCloud(FakeProcess):
 
     def state(self):
         return self.control("GET", "/_fake/state")[1]
+
+    def take_violations(self):
+        """The contract violations recorded since the last take (each
+        {operation, field, message, upstream, line, request}), cleared."""
+        status, body, _ = self.control("POST", "/_fake/take-violations")
+        if status != 200:
+            raise RuntimeError("take-violations: %s %r" % (status, body))
+        return body["violations"]
+
+    def stop(self, timeout=60):
+        """As FakeProcess.stop; raises ContractViolations (after the fake
+        is stopped and its containers removed) when any were recorded."""
+        violations = []
+        if self.proc and self.proc.poll() is None:
+            violations = self.take_violations()
+        left = super().stop(timeout)
+        if violations:
+            raise ContractViolations("the Docker Sandboxes fake saw %d breaches of %s: %s"
+                                     % (len(violations), violations[0]["upstream"],
+                                        json.dumps(violations[:10], indent=1)))
+        return left
 
     @staticmethod
     def idempotency_key():
