@@ -166,6 +166,13 @@ def main(d, out):
         if snip:
             ratios.append("| wasm: snippets/s, the engine alone / plimsoll (Connect JSON, 4 "
                           "connections) | %.2f× |" % (e4["per_s"] / snip["req_per_s"]))
+    attack = load(d, "attack")
+    if attack and attack.get("ratio"):
+        ratios.append("| an honest wasm run's p50 under attack / on a quiet daemon (%.2f / %.2f "
+                      "ms, a new HTTP/1.1 connection each; strangers at every HTTP/2 cap, "
+                      "`bench/attack.py`; %d answers wrong) | %.2f× |" % (
+                          attack["attack_p50_ms"], attack["quiet_p50_ms"], attack["wrong"],
+                          attack["ratio"]))
     lat = proto.get("latency") or {}
     if lat.get("connect_json_h1") and lat.get("grpc_h2"):
         ratios.append("| gRPC (HTTP/2) p50 / Connect JSON (HTTP/1.1) p50 | %.2f× |"

@@ -53,8 +53,10 @@ def request_headers(method, key=None, ctype="application/json", extra=()):
 
 
 class Conn:
-    def __init__(self, d, timeout=10, preface=True):
-        self.s = socket.create_connection((d.host, d.port), timeout=timeout)
+    def __init__(self, d, timeout=10, preface=True, source=None):
+        """source: the loopback address to connect from (127.0.0.0/8)."""
+        self.s = socket.create_connection((d.host, d.port), timeout=timeout,
+                                          source_address=(source, 0) if source else None)
         self.buf = b""
         self.filed = {}  # frames read while waiting for another stream's
         if preface:
