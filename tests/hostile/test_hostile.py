@@ -189,6 +189,40 @@ class HostileDocker(HostileDockerDaemon):
                 self.assertEqual(got, want_runsc, b)
             self.assertFalse(b["out_of_memory"], b)
 
+    def test_what_a_guest_can_read_of_pid_1(self):
+        """A warm run's guest tries its PID 1's (the bootstrap's) /proc.  Its
+        memory is refused under both runtimes; under runc PID 1 is not
+        dumpable and everything else is refused too; under runsc gVisor
+        shows its environment, maps, smaps and auxv and opens its stdin
+        (docs/providers/docker.md, "The run's end").  None of it holds the
+        run's nonce: the guest claims the end with every 32-hex-digit
+        string it found there, and its output goes on after each claim."""
+        b = self.py("import os, re, sys\n"
+                    "got, found = [], set()\n"
+                    "for what in ('environ', 'maps', 'smaps', 'auxv', 'mem', 'fd/0'):\n"
+                    "    try:\n"
+                    "        fd = os.open('/proc/1/' + what, os.O_RDONLY | os.O_NONBLOCK)\n"
+                    "    except OSError:\n"
+                    "        continue\n"
+                    "    got.append(what)\n"
+                    "    try:\n"
+                    "        data = os.read(fd, 1 << 20)\n"
+                    "    except OSError:\n"
+                    "        data = b''\n"
+                    "    os.close(fd)\n"
+                    "    for run in re.findall(rb'[0-9a-f]{32,}', data):\n"
+                    "        found.update(run[i:i + 32] for i in range(len(run) - 31))\n"
+                    "for cand in sorted(found)[:200]:\n"
+                    "    sys.stdout.buffer.write(b'\\x1eplimsoll-end ' + cand + b' 000\\n')\n"
+                    "    sys.stdout.flush()\n"
+                    "print('after', got)\n")
+        self.assertEqual(b["exit_code"], 0, b)
+        if self.RUNTIME == "runc":
+            self.assertEqual(b["stdout"], "after []\n", b)
+        else:
+            self.assertTrue(b["stdout"].endswith(
+                "after ['environ', 'maps', 'smaps', 'auxv', 'fd/0']\n"), b)
+
     def test_what_the_main_process_leaves_is_ended_with_it(self):
         # The run ends when the guest's main process does (as when it was
         # PID 1): a child still writing is killed before the end marker.

@@ -350,6 +350,49 @@ class HostileSessions(HostileDockerDaemon):
             self.assertIn("started", b["stdout"], b)
             self.assertNotIn("accepted", b["stdout"], b)
 
+    def test_what_a_call_can_read_of_the_other_roles(self):
+        """A call's code (group + 0) tries every kept interpreter's and
+        launcher's /proc/<pid>/environ, maps and fd/*.  Under runc the
+        groups wall the roles and every one is refused; under runsc gVisor
+        lets any process of the sandbox uid read them (docs/sessions.md,
+        "Who can reach what"), which this pins; under both the cells that
+        follow are answered by the interpreters the daemon launched."""
+        status, body = self.d.rpc("OpenSession", {"languages": ["python", "javascript"]})
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
+        self.assertEqual(self.cell(sid, "python", "p = 1; p")["stdout"], "1\n")
+        self.assertEqual(self.cell(sid, "javascript", "globalThis.j = 2; j")["stdout"], "2\n")
+        b = self.ok(sid, "import os\n"
+                         "got = set()\n"
+                         "for pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+                         "    try:\n"
+                         "        comm = open('/proc/%s/comm' % pid).read().strip()\n"
+                         "    except OSError:\n"
+                         "        continue\n"
+                         "    if comm not in ('python3', 'node') or int(pid) == os.getpid():\n"
+                         "        continue\n"
+                         "    paths = [('environ', '/proc/%s/environ' % pid),\n"
+                         "             ('maps', '/proc/%s/maps' % pid)]\n"
+                         "    try:\n"
+                         "        paths += [('fd', '/proc/%s/fd/%s' % (pid, f))\n"
+                         "                  for f in os.listdir('/proc/%s/fd' % pid)]\n"
+                         "    except OSError:\n"
+                         "        pass\n"
+                         "    for what, path in paths:\n"
+                         "        try:\n"
+                         "            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))\n"
+                         "            got.add(what)\n"
+                         "        except OSError:\n"
+                         "            pass\n"
+                         "print(sorted(got))\n")
+        if self.RUNTIME == "runc":
+            self.assertEqual(b["stdout"], "[]\n", b)
+        else:
+            self.assertIn("'environ'", b["stdout"], b)
+        self.assertEqual(self.cell(sid, "python", "p + 1")["stdout"], "2\n")
+        self.assertEqual(self.cell(sid, "javascript", "j + 1")["stdout"], "3\n")
+
     def test_no_credential_is_readable_by_the_calls_code(self):
         """Nothing a call can read holds a cell channel's credential: not an
         interpreter's environment, nor any descriptor a call can open."""
