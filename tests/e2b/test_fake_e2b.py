@@ -439,6 +439,38 @@ class FakeE2BTest(unittest.TestCase):
         self.assertIs(FAKE.api("GET", "/sandboxes/" + self.mis["sandboxID"])[1]["allowInternetAccess"], False,
                       "egress_open still reports the deny it ignored")
 
+    def test_network_report_misbehaviours(self):
+        gateway = FAKE.gateway()
+        listener = socket.create_server((gateway, 0))
+        self.addCleanup(listener.close)
+        port = listener.getsockname()[1]
+        threading.Thread(target=lambda: listener.accept()[0].close(), daemon=True).start()
+        locked = dict(timeout=60, secure=True, allow_internet_access=False,
+                      network={"allowPublicTraffic": False, "denyOut": ["0.0.0.0/0"]})
+        # internet_open: the deny is ignored, the VM reaches out, and its
+        # detail says so (allowInternetAccess true, no denyOut).
+        FAKE.misbehave(internet_open=True)
+        sbx = self.new_sandbox(**locked)
+        headers = {"X-Access-Token": sbx["envdAccessToken"],
+                   "e2b-traffic-access-token": sbx["trafficAccessToken"]}
+        run = FAKE.run(sbx["sandboxID"], "python3", ["-c", PROBE_PY, gateway, str(port)], headers=headers)
+        self.assertEqual(run.stdout, b"connected\n", run.stderr)
+        d = FAKE.api("GET", "/sandboxes/" + sbx["sandboxID"])[1]
+        self.assertEqual((d["allowInternetAccess"], d["network"]), (True, {"allowPublicTraffic": False}))
+        # detail_internet, detail_network: only the report changes.
+        FAKE.reset()
+        FAKE.misbehave(detail_internet=None, detail_network={"denyOut": ["10.0.0.0/8"]})
+        sbx = self.new_sandbox(**locked)
+        self.assertEqual([s["network_mode"] for s in FAKE.state()["sandboxes"]
+                          if s["sandboxID"] == sbx["sandboxID"]], ["none"])
+        d = FAKE.api("GET", "/sandboxes/" + sbx["sandboxID"])[1]
+        self.assertEqual((d["allowInternetAccess"], d["network"]), (None, {"denyOut": ["10.0.0.0/8"]}))
+        FAKE.reset()
+        d = FAKE.api("GET", "/sandboxes/" + sbx["sandboxID"])[1]
+        self.assertEqual(d["network"], {"denyOut": ["10.0.0.0/8"]}, "stamped at the create")
+        status, body, _ = FAKE.api("POST", "/_fake/misbehave", {"detail_internet": "yes"})
+        self.assertEqual(status, 400, body)
+
     def test_metrics_read_the_container_limits(self):
         for sbx, headers, cpus, mib in ((self.open, {}, 2, 512), (self.mis, {}, 1, 256)):
             with self.subTest(sandbox=sbx["sandboxID"]):

@@ -314,6 +314,11 @@ class Sandbox:
         self.started_at = now_us()
         self.end_at = self.started_at + spec.timeout * 1_000_000
         self.state = "running"
+        # What the detail reports of its network: what the create asked,
+        # unless a misbehaviour says otherwise (Fake.start_sandbox).
+        self.report_internet = ("allowInternetAccess", spec.allow_internet) \
+            if spec.allow_internet is not None else None
+        self.report_network = spec.network
         self.processes = {}          # in-container pid -> Proc
         self.lock = threading.Lock()  # serializes pause, resume and removal
 
@@ -345,10 +350,10 @@ class Sandbox:
         out["domain"] = domain
         if self.envd_token:
             out["envdAccessToken"] = self.envd_token
-        if self.spec.allow_internet is not None:
-            out["allowInternetAccess"] = self.spec.allow_internet
-        if self.spec.network is not None:
-            out["network"] = self.spec.network
+        if self.report_internet is not None:
+            out["allowInternetAccess"] = self.report_internet[1]
+        if self.report_network is not None:
+            out["network"] = self.report_network
         return out
 
     def state_json(self):
@@ -489,8 +494,13 @@ class Fake:
         """Set the misbehaviours of body (see docs/providers/e2b-fake.md)."""
         require_type(body, dict, "body")
         allowed = {"omit": str, "resources": dict, "egress_open": bool, "fail": dict,
-                   "vanish_during_process": bool, "resume_new_id": bool, "create_delay_ms": int}
+                   "vanish_during_process": bool, "resume_new_id": bool, "create_delay_ms": int,
+                   "internet_open": bool, "detail_network": dict}
         for key, value in body.items():
+            if key == "detail_internet":
+                if value is not None:
+                    require_type(value, bool, key)   # true, false or null
+                continue
             if key not in allowed:
                 raise api_error(400, "unknown misbehaviour %r" % key)
             require_type(value, allowed[key], key)
@@ -575,11 +585,19 @@ class Fake:
         resources = self.behaviour("resources") or {}
         cpu = resources.get("cpuCount", self.cpu)
         memory_mb = resources.get("memoryMB", self.memory_mb)
-        egress_open = self.behaviour("egress_open", False)
+        # internet_open: a service that ignores allow_internet_access and
+        # denyOut, and says so in the detail; egress_open: one that opens
+        # the network and still reports the deny it was asked for.
+        internet_open = self.behaviour("internet_open", False)
+        egress_open = self.behaviour("egress_open", False) or internet_open
         allowed = self.allowed_out(spec) if not egress_open else []
         network_mode = ("none" if spec.egress_denied and not egress_open and not allowed
                         else self.network)
         sbx = Sandbox(spec, self.instance, cpu, memory_mb, network_mode)
+        if internet_open:
+            sbx.report_internet = ("allowInternetAccess", True)
+            sbx.report_network = {k: v for k, v in (spec.network or {}).items() if k != "denyOut"}
+        self.stamp_report(sbx)
         try:
             docker_ok(self.run_argv(sbx))
             self.firewall(sbx, allowed)
@@ -590,6 +608,15 @@ class Fake:
         with self.lock:
             self.sandboxes[sbx.id] = sbx
         return sbx
+
+    def stamp_report(self, sbx):
+        """detail_internet, detail_network: what a new (or resumed) sandbox's
+        detail reports of its network, whatever it was created with."""
+        with self.lock:
+            if "detail_internet" in self.misbehaviour:
+                sbx.report_internet = ("allowInternetAccess", self.misbehaviour["detail_internet"])
+            if "detail_network" in self.misbehaviour:
+                sbx.report_network = json.loads(json.dumps(self.misbehaviour["detail_network"]))
 
     @staticmethod
     def allowed_out(spec):
@@ -664,6 +691,7 @@ class Fake:
             docker_ok(["start", sbx.container])
             self.firewall(sbx, getattr(sbx, "allowed_out", []))  # a new netns
             sbx.state, sbx.end_at = "running", deadline
+            self.stamp_report(sbx)   # a resume is a new VM from the snapshot
             if self.behaviour("resume_new_id", False):
                 with self.lock:
                     del self.sandboxes[sbx.id]
