@@ -197,6 +197,14 @@ class Runs(HostedStreams, E2BDaemon):
         self.assertEqual((r["outcome"], r["exit_code"]), ("completed", 127))
         self.assertIn("not found", r["steps"][1]["stderr"])
 
+    def test_a_step_reading_stdin_reads_its_end(self):
+        # envd keeps a process's stdin open unless the StartRequest says
+        # stdin: false (process.proto); a step reads an empty stdin, as on
+        # docker, instead of waiting for its deadline.
+        r = self.run_ok({"timeout_ms": 20000, "project": {"steps": [{"name": "cat", "argv": ["cat"]}]}})
+        self.assertEqual((r["outcome"], r["exit_code"], r["steps"][0]["stdout"]),
+                         ("completed", 0, ""), r)
+
     def test_deadline_kills_and_deletes(self):
         t0 = time.monotonic()
         r = self.run_ok({"snippet": {"language": "javascript", "code": "for(;;){}"},

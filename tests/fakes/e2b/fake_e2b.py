@@ -24,14 +24,22 @@ streaming) and /process.Process/SendSignal (Connect unary).  Test control
 /_fake/state.  docs/providers/e2b-fake.md says which E2B document each
 route follows and where the fake simplifies.
 
-Standard library and the docker CLI only; every docker call is an argv list,
-and values reach `sh -c` scripts only as positional arguments.
+Every request it is sent and every answer it gives is checked against
+E2B's published contracts, read at start from ../shared/upstream/e2b of the
+worktree (--upstream; contract.py): a violation is recorded with the
+operation, the field and the upstream file, and listed by GET /_fake/state
+("violations"); the fake does not start without the contracts.
+
+The standard library, Debian's python3-jsonschema and python3-yaml (for
+contract.py), and the docker CLI; every docker call is an argv list, and
+values reach `sh -c` scripts only as positional arguments.
 """
 import argparse
 import base64
 import ipaddress
 import json
 import math
+import os
 import queue
 import re
 import secrets
@@ -45,6 +53,8 @@ import time
 import urllib.parse
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import contract
 
 MAX_BODY = 64 << 20          # larger request bodies are refused 413
 ENVD_PORT = 49983
@@ -116,15 +126,24 @@ echo "meminfo $(sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/\\1/p' /proc/meminfo)"
 echo "disk $(df -Pk / | tail -n 1)"
 """
 KILL_SCRIPT = 'kill -s "$1" -- "-$2"'
+# E2B's contracts: ../shared/upstream/e2b beside the repository.
+UPSTREAM = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                         "..", "..", "shared", "upstream", "e2b"))
+# The Connect protocol's error codes (connectrpc.com/docs/protocol).
+CONNECT_CODES = {"canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found",
+                 "already_exists", "permission_denied", "resource_exhausted",
+                 "failed_precondition", "aborted", "out_of_range", "unimplemented", "internal",
+                 "unavailable", "data_loss", "unauthenticated"}
 HOME_SCRIPT = 'mkdir -p /home/user && chown 1000:1000 /home/user'
 
 
 class HttpError(Exception):
     """An answer other than success: status and JSON body."""
 
-    def __init__(self, status, body):
+    def __init__(self, status, body, proxy=False):
         super().__init__(status)
         self.status, self.body = status, body
+        self.proxy = proxy   # the edge proxy's answer, not the API's or envd's
 
 
 def api_error(status, message):
@@ -134,7 +153,8 @@ def api_error(status, message):
 
 def proxy_error(status, sandbox_id, message):
     """The edge proxy's JSON error for non-browser clients."""
-    return HttpError(status, {"sandboxId": sandbox_id, "message": message, "code": status})
+    return HttpError(status, {"sandboxId": sandbox_id, "message": message, "code": status},
+                     proxy=True)
 
 
 class ConnectError(Exception):
@@ -373,7 +393,7 @@ class Proc:
     exit status of docker exec).  A detached process (its client went away
     or its deadline passed) keeps running and its output is dropped."""
 
-    def __init__(self, sandbox, argv):
+    def __init__(self, sandbox, argv, stdin_open=False):
         self.sandbox = sandbox
         self.events = queue.Queue(maxsize=256)
         self.pid = None
@@ -382,7 +402,10 @@ class Proc:
         self.attached = True
         self.started = threading.Event()
         self.timer = None
-        self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        # StartRequest.stdin (process.proto: "We default to true"): an open
+        # pipe nobody writes to (SendInput is not served), else nothing.
+        self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin_open else subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE)
         pumps = [threading.Thread(target=self.pump, args=(self.popen.stdout, "stdout"), daemon=True),
                  threading.Thread(target=self.pump_stderr, daemon=True)]
@@ -478,6 +501,23 @@ class Fake:
         self.stopping = threading.Event()
         self.creating = 0                    # creates under way
         self.idle = threading.Condition(self.lock)
+        self.contract = contract.Contract(args.upstream)
+        self.violations = []                 # of the contracts, as recorded
+        self.expected = None                 # a list while a test sends them on purpose
+
+    # -- the contract check
+
+    def record(self, found, direction):
+        """Violations of the contract: every one is kept (and printed)."""
+        if not found:
+            return
+        with self.lock:
+            for v in found:
+                v = dict(v, direction=direction)
+                (self.expected if self.expected is not None else self.violations).append(v)
+                if self.expected is None:
+                    print("fake_e2b: contract violation: %s" % json.dumps(v), file=sys.stderr,
+                          flush=True)
 
     # -- log and misbehaviours
 
@@ -752,14 +792,16 @@ class Fake:
         if not isinstance(envs, dict) or not all(isinstance(v, str) and k and "=" not in k
                                                  for k, v in envs.items()):
             raise ConnectError("invalid_argument", "process.envs must map names to strings")
+        stdin_open = request.get("stdin") is not False
         uid, gid, home = USERS[user]
         cwd = proc_cfg.get("cwd") or home
-        argv = ["docker", "exec", "-u", "%d:%d" % (uid, gid), "-w", cwd,
+        argv = ["docker", "exec"] + (["-i"] if stdin_open else []) + [
+                "-u", "%d:%d" % (uid, gid), "-w", cwd,
                 "-e", "HOME=" + home, "-e", "USER=" + user, "-e", "LOGNAME=" + user]
         for k, v in envs.items():
             argv += ["-e", "%s=%s" % (k, v)]
         argv += [sbx.container, "sh", "-c", START_SCRIPT, "e2bfake", proc_cfg["cmd"]] + args
-        proc = Proc(sbx, argv)
+        proc = Proc(sbx, argv, stdin_open)
         if not proc.started.wait(60) or proc.pid is None:
             proc.detach()
             raise ConnectError("invalid_argument", proc.failure.decode(errors="replace").strip()
@@ -852,6 +894,18 @@ def resolve_path(path, home):
     return path
 
 
+def connect_error_violations(error, operation, field):
+    """A Connect error ({"code", "message", "details"}) against the protocol."""
+    if not isinstance(error, dict):
+        return [contract.violation("Connect protocol", operation, field, "not an object")]
+    found = [contract.violation("Connect protocol", operation, "%s.%s" % (field, k), "not a field")
+             for k in error if k not in ("code", "message", "details")]
+    if error.get("code") not in CONNECT_CODES:
+        found.append(contract.violation("Connect protocol", operation, field + ".code",
+                                        "%r is not a Connect code" % (error.get("code"),)))
+    return found
+
+
 def envelope(obj, flags=0):
     data = json.dumps(obj, separators=(",", ":")).encode()
     return struct.pack(">BI", flags, len(data)) + data
@@ -886,29 +940,127 @@ class Handler(BaseHTTPRequestHandler):
         self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         host = self.headers.get("Host", "")
         entry, t0 = None, time.monotonic()
+        self.raw_body, self.checked, self.op, self.rpc = None, True, None, None
+        self.unchecked_answer = False
         try:
             if url.path.startswith("/_fake/"):
                 self.check_api_key()
                 self.serve_control()
                 return
             entry = self.fake.log_request(self.command, self.path, host)
+            target = self.envd_target(host)
+            self.find_operation(target)
             status = self.fake.take_failure("%s %s" % (self.command, self.path))
             if status is not None:
                 self.drain_body()
+                self.unchecked_answer = True   # a fault of the fake's making
                 raise api_error(status, "failure injected by the fake")
-            target = self.envd_target(host)
             if target:
                 self.serve_envd(*target)
             else:
                 self.check_api_key()
                 self.serve_api()
         except HttpError as e:
+            self.unchecked_answer = self.unchecked_answer or e.proxy
             self.send_json(e.status, e.body)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         finally:
             if entry is not None:
                 entry["ms"] = round((time.monotonic() - t0) * 1000, 3)
+
+    def find_operation(self, target):
+        """The contract's operation of this request (self.op: OpenAPI;
+        self.rpc: a Process RPC), or a violation when it has none."""
+        c, method = self.fake.contract, self.command
+        self.checked = False
+        if target and target[0] != ENVD_PORT:
+            self.checked = True   # another port of the VM: not envd's
+            return
+        if target and self.route.startswith("/process.Process/"):
+            self.rpc = c.rpc(self.route)
+            if self.rpc is None:
+                self.fake.record([contract.violation(contract.PROCESS_FILE, "%s %s" % (method, self.route),
+                                                     "path", "not an RPC of service Process")], "request")
+            elif method != "POST":
+                self.fake.record([contract.violation(contract.PROCESS_FILE, self.route, "method",
+                                                     "Connect RPCs are POST")], "request")
+            return
+        self.op, v = (c.envd if target else c.api).operation(method, self.route)
+        if v:
+            self.fake.record([v], "request")
+
+    def check_request_once(self):
+        """The request against the contract, once its body is read (at the
+        first byte of the answer, so a violation is recorded before the
+        client has its answer)."""
+        if self.checked:
+            return
+        self.checked = True
+        body = self.raw_body or b""
+        if self.op is not None:
+            found = self.op.check_request(self.query, self.headers, body,
+                                          self.headers.get("Content-Type"))
+        elif self.rpc is not None:
+            found = self.check_rpc_request(body)
+        else:
+            return
+        self.fake.record(found, "request")
+
+    def check_rpc_request(self, body):
+        rpc, c = self.rpc, self.fake.contract
+        name = self.route
+        media = self.headers.get("Content-Type", "").split(";")[0].strip()
+        want = "application/connect+json" if rpc["server_stream"] or rpc["client_stream"] \
+            else "application/json"
+        if media != want:
+            return [contract.violation(contract.PROCESS_FILE, name, "headers.Content-Type",
+                                       "%r: the provider speaks Connect's JSON, %s" % (media, want))]
+        if want == "application/connect+json":
+            if len(body) < 5 or struct.unpack(">I", body[1:5])[0] != len(body) - 5:
+                return [contract.violation(contract.PROCESS_FILE, name, "body",
+                                           "not one Connect envelope")]
+            body = body[5:]
+        try:
+            message = json.loads(body)
+        except ValueError as e:
+            return [contract.violation(contract.PROCESS_FILE, name, "body", "not JSON: %s" % e)]
+        return c.process.check(rpc["request"], message, name, "body")
+
+    def check_answer(self, status, content_type, data):
+        """An answer (not a stream's) against the contract."""
+        self.check_request_once()
+        if self.unchecked_answer:
+            return
+        if self.op is not None:
+            self.fake.record(self.op.check_response(status, content_type, data), "response")
+        elif self.rpc is not None:
+            try:
+                message = json.loads(data or b"null")
+            except ValueError as e:
+                return self.fake.record([contract.violation(contract.PROCESS_FILE, self.route,
+                                                            "response", "not JSON: %s" % e)], "response")
+            if status == 200:
+                self.fake.record(self.fake.contract.process.check(self.rpc["response"], message,
+                                                                  self.route, "response"), "response")
+            else:
+                self.fake.record(connect_error_violations(message, self.route, "response"),
+                                 "response")
+
+    def check_stream_message(self, flags, message):
+        """One message of a Process stream against the contract."""
+        if self.rpc is None or self.unchecked_answer:
+            return
+        if flags & 2:
+            found = [contract.violation("Connect protocol", self.route, "end-stream." + k,
+                                        "not a field of the end-of-stream message")
+                     for k in message if k not in ("error", "metadata")]
+            if "error" in message:
+                found += connect_error_violations(message["error"], self.route, "end-stream.error")
+        else:
+            found = self.fake.contract.process.check(self.rpc["response"], message, self.route,
+                                                     "stream")
+        self.fake.record(found, "response")
 
     def envd_target(self, host):
         """(port, sandbox id) when the Host names a sandbox's port, else None."""
@@ -918,7 +1070,13 @@ class Handler(BaseHTTPRequestHandler):
         return None
 
     def read_body(self):
-        """The request body (Content-Length or chunked), at most MAX_BODY."""
+        """The request body (Content-Length or chunked), at most MAX_BODY;
+        kept for the contract check."""
+        body = self.read_body_raw()
+        self.raw_body = (self.raw_body or b"") + body
+        return body
+
+    def read_body_raw(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self.read_chunked()
         length = self.headers.get("Content-Length", "0").strip() or "0"
@@ -963,6 +1121,7 @@ class Handler(BaseHTTPRequestHandler):
             raise api_error(400, "Error when parsing request: %s" % e) from None
 
     def send_bytes(self, status, data, content_type, headers=None):
+        self.check_answer(status, content_type if status != 204 else "", data if status != 204 else b"")
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -1001,7 +1160,7 @@ class Handler(BaseHTTPRequestHandler):
         if route == "/v2/sandboxes" and method == "GET":
             return self.api_list()
         if route == "/health" and method == "GET":
-            return self.send_json(200, {})
+            return self.send_bytes(204, b"", "")   # openapi.yml: 204, no body
         m = self.SANDBOX_PATH.match(route)
         if m:
             action = (method, m.group(2))
@@ -1112,13 +1271,21 @@ class Handler(BaseHTTPRequestHandler):
             body.setdefault("templateID", next(iter(self.fake.templates)))
             sbx = self.fake.create(CreateSpec(body, self.fake.templates))
             return self.send_json(201, {"sandboxID": sbx.id})
+        if route == "/_fake/expect" and method == "POST":
+            # {"on": true}: violations from now on are a test's own, sent on
+            # purpose; {"on": false} answers them and ends that.
+            on = require_type((self.read_json() or {}).get("on"), bool, "on")
+            with self.fake.lock:
+                got, self.fake.expected = self.fake.expected or [], [] if on else None
+            return self.send_json(200, {"violations": got})
         if route == "/_fake/state" and method == "GET":
             with self.fake.lock:
                 requests = list(self.fake.requests)
             return self.send_json(200, {"instance": self.fake.instance, "network": self.fake.network,
                                         "sandboxes": [s.state_json() for s in self.fake.all()],
                                         "misbehaviour": self.fake.behaviour_all(),
-                                        "requests": requests})
+                                        "requests": requests,
+                                        "violations": list(self.fake.violations)})
         self.drain_body()
         raise api_error(404, "no route %s %s" % (method, route))
 
@@ -1138,8 +1305,13 @@ class Handler(BaseHTTPRequestHandler):
             token = self.headers.get("X-Access-Token", "")
             if not secrets.compare_digest(token.encode(), sbx.envd_token.encode()):
                 self.drain_body()
-                raise api_error(401, "unauthorized access, please provide a valid access token "
-                                     "or method signing if supported")
+                e = api_error(401, "unauthorized access, please provide a valid access token "
+                                   "or method signing if supported")
+                # envd's auth middleware answers before any RPC handler: its
+                # 401 is not a Connect error (on /files and /metrics it is
+                # envd.yaml's Error).
+                e.proxy = self.rpc is not None
+                raise e
         routes = {("GET", "/health"): lambda s: self.send_bytes(204, b"", ""),
                   ("GET", "/metrics"): lambda s: self.send_json(200, self.fake.metrics(s)),
                   ("GET", "/files"): self.envd_download,
@@ -1203,6 +1375,9 @@ class Handler(BaseHTTPRequestHandler):
         for headers, data in parse_multipart(self.read_body(), content_type):
             disposition = headers.get("content-disposition", "")
             if disposition_param(disposition, "name") != "file":
+                self.fake.record([self.op.v("body", "part %r: the File body's one property is "
+                                                    "file" % disposition_param(disposition, "name"))],
+                                 "request")
                 continue
             path = self.query_one("path") or disposition_param(disposition, "filename")
             if not path:
@@ -1311,12 +1486,15 @@ class Handler(BaseHTTPRequestHandler):
         return int(value) if value and value.isdigit() and int(value) > 0 else KEEPALIVE_S
 
     def begin_stream(self):
+        self.check_request_once()
         self.send_response(200)
         self.send_header("Content-Type", "application/connect+json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
     def send_chunk(self, data):
+        flags, length = struct.unpack(">BI", data[:5])
+        self.check_stream_message(flags, json.loads(data[5:5 + length]))
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
@@ -1364,6 +1542,8 @@ def parse_args(argv):
     p.add_argument("--cpu", type=int, default=2, help="CPUs of every template")
     p.add_argument("--memory-mb", type=int, default=512, help="memory of every template (MiB)")
     p.add_argument("--domain", default="localhost", help="the sandboxes' domain")
+    p.add_argument("--upstream", default=UPSTREAM,
+                   help="E2B's contracts: openapi.yml, envd.yaml, process.proto")
     args = p.parse_args(argv)
     if any("=" not in t or t.startswith("=") or t.endswith("=") for t in args.template):
         p.error("--template is NAME=IMAGE")
@@ -1372,7 +1552,11 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    fake = Fake(args)
+    try:
+        fake = Fake(args)
+    except contract.ContractMissing as e:
+        print("fake_e2b: %s" % e, file=sys.stderr)
+        return 1
     host, _, port = args.listen.rpartition(":")
     server = ThreadingHTTPServer((host.strip("[]"), int(port)), Handler)
     server.daemon_threads = True
