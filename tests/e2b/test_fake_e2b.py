@@ -637,6 +637,39 @@ class ContractCheck(unittest.TestCase):
         self.assertEqual(sorted(v["field"] for v in found),
                          ["message.event.end.exitCode", "message.event.exit"])
 
+    def test_the_api_refuses_what_its_document_does_not_admit(self):
+        # E2B's API validates each request against openapi.yml before any
+        # handler (400, "validation error: ..."); a field it does not
+        # declare passes (and the check records it).
+        cases = [({"timeout": 60}, "body.templateID"),
+                 ({"templateID": "base", "timeout": "60"}, "body.timeout"),
+                 ({"templateID": "base", "secure": "yes"}, "body.secure"),
+                 ({"templateID": "base", "network": {"denyOut": "0.0.0.0/0"}}, "body.network.denyOut"),
+                 ({"templateID": "base", "autoPause": 1}, "body.autoPause")]
+        for body, field in cases:
+            with self.subTest(body=body), FAKE.deliberate():
+                status, answer, _ = FAKE.api("POST", "/sandboxes", body)
+                self.assertEqual(status, 400, answer)
+                self.assertTrue(answer["message"].startswith("validation error: "), answer)
+                self.assertIn(field, answer["message"])
+        with FAKE.deliberate():
+            status, answer, _ = FAKE.api("GET", "/v2/sandboxes?state=sleeping")
+        self.assertEqual(status, 400, answer)
+        self.assertIn("query.state", answer["message"])
+        with FAKE.deliberate():
+            status, answer, _ = FAKE.api("POST", "/sandboxes/inosuch/connect", {})
+        self.assertIn("body.timeout", answer["message"])
+        # The key comes first: no key is 401 before the body is looked at.
+        with FAKE.deliberate():
+            status, answer, _ = FAKE.api("POST", "/sandboxes", {"timeout": "x"}, key=False)
+        self.assertEqual(status, 401, answer)
+        with FAKE.deliberate() as got:
+            status, sbx, _ = FAKE.api("POST", "/sandboxes", {"templateID": "base", "timeout": 30,
+                                                             "unknownField": 1})
+        self.assertEqual(status, 201, sbx)
+        kill(sbx["sandboxID"])
+        self.assertEqual([v["field"] for v in got], ["body.unknownField"])
+
     def test_the_fake_does_not_start_without_the_contracts(self):
         p = subprocess.run([sys.executable, FAKE_PY, "--api-key", "k", "--template", "b=x",
                             "--upstream", "/nonexistent/e2b"], capture_output=True, timeout=60)

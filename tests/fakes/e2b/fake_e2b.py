@@ -941,6 +941,7 @@ class Handler(BaseHTTPRequestHandler):
         host = self.headers.get("Host", "")
         entry, t0 = None, time.monotonic()
         self.raw_body, self.checked, self.op, self.rpc = None, True, None, None
+        self.body_cache = None
         self.unchecked_answer = False
         try:
             if url.path.startswith("/_fake/"):
@@ -959,6 +960,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.serve_envd(*target)
             else:
                 self.check_api_key()
+                self.validate_request()
                 self.serve_api()
         except HttpError as e:
             self.unchecked_answer = self.unchecked_answer or e.proxy
@@ -989,6 +991,19 @@ class Handler(BaseHTTPRequestHandler):
         self.op, v = (c.envd if target else c.api).operation(method, self.route)
         if v:
             self.fake.record([v], "request")
+
+    def validate_request(self):
+        """What E2B's API refuses before any handler: a request its OpenAPI
+        document does not admit is 400 (e2b-dev/infra packages/api/main.go:
+        OapiRequestValidatorWithOptions; utils/error.go's message)."""
+        if self.op is None:
+            return
+        body = self.read_body()
+        self.body_cache = body
+        problem = self.op.refusal(self.query, body, self.headers.get("Content-Type"))
+        if problem:
+            raise api_error(400, "validation error: error in openapi3filter.RequestError: %s: %s"
+                                 % (problem["field"], problem["problem"]))
 
     def check_request_once(self):
         """The request against the contract, once its body is read (at the
@@ -1072,6 +1087,9 @@ class Handler(BaseHTTPRequestHandler):
     def read_body(self):
         """The request body (Content-Length or chunked), at most MAX_BODY;
         kept for the contract check."""
+        if self.body_cache is not None:   # read already (validate_request)
+            body, self.body_cache = self.body_cache, None
+            return body
         body = self.read_body_raw()
         self.raw_body = (self.raw_body or b"") + body
         return body
