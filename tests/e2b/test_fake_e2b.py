@@ -27,7 +27,8 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import engine, require_engine  # noqa: E402
-from plimsoll_test.e2b import FAKE as FAKE_PY, IMAGE, FakeE2B, basic_user, envelope, multipart  # noqa: E402
+from plimsoll_test.e2b import (FAKE as FAKE_PY, IMAGE, FakeE2B, basic_user, envelope,  # noqa: E402
+                               multipart, read_envelopes)
 sys.path.insert(0, os.path.dirname(FAKE_PY))
 import contract  # noqa: E402  (tests/fakes/e2b/contract.py)
 
@@ -607,12 +608,20 @@ class ContractCheck(unittest.TestCase):
         sbx = create(timeout=60)
         self.addCleanup(kill, sbx["sandboxID"])
         with FAKE.deliberate() as got:
-            FAKE.envd(sbx["sandboxID"], "POST", "/process.Process/Start",
-                      envelope({"process": {"cmd": "true", "environment": {"A": "b"}}, "stdin": 1}),
-                      {"Content-Type": "application/connect+json"})
-            FAKE.envd(sbx["sandboxID"], "POST", "/process.Process/SendSignal",
-                      json.dumps({"process": {"pid": 1}, "signal": "SIGKILL"}).encode(),
-                      {"Content-Type": "application/json"})
+            _, _, started = FAKE.envd(sbx["sandboxID"], "POST", "/process.Process/Start",
+                                      envelope({"process": {"cmd": "true", "environment": {"A": "b"}},
+                                                "stdin": 1}),
+                                      {"Content-Type": "application/connect+json"})
+            status, _, signalled = FAKE.envd(sbx["sandboxID"], "POST", "/process.Process/SendSignal",
+                                             json.dumps({"process": {"pid": 1}, "signal": "SIGKILL"}).encode(),
+                                             {"Content-Type": "application/json"})
+        # envd's Connect handler refuses JSON that does not read as the
+        # message (stdin is a bool, SIGKILL no Signal), and drops fields it
+        # does not know (environment: recorded, not refused).
+        (flags, trailer), = read_envelopes(started)
+        self.assertEqual((flags, trailer["error"]["code"]), (2, "invalid_argument"), trailer)
+        self.assertIn("body.stdin", trailer["error"]["message"])
+        self.assertEqual((status, json.loads(signalled)["code"]), (400, "invalid_argument"))
         self.assertEqual(sorted((v["field"], v["file"].split(":")[0]) for v in got),
                          [("body.process.environment", "e2b/process.proto"),
                           ("body.signal", "e2b/process.proto"),

@@ -1416,10 +1416,25 @@ class Handler(BaseHTTPRequestHandler):
         body = self.read_body()
         try:
             self.basic_user()
+            try:
+                self.proto_refusal("SendSignalRequest", json.loads(body))
+            except ValueError:
+                pass   # signal_process names it
             self.signal_process(sbx, body)
         except ConnectError as e:
             raise HttpError(CONNECT_STATUS[e.code], e.body()) from None
         self.send_json(200, {})
+
+    def proto_refusal(self, message, request):
+        """What envd's Connect handler refuses before the RPC runs: JSON that
+        does not read as the request message (a wrong type, an enum name it
+        does not have), invalid_argument.  Fields it does not know are
+        dropped, as connect-go's JSON codec drops them."""
+        found = [v for v in self.fake.contract.process.check(message, request, self.route, "body")
+                 if not v["problem"].startswith("not a field of")]
+        if found:
+            raise ConnectError("invalid_argument", "proto: (line 1:1): %s: %s"
+                               % (found[0]["field"], found[0]["problem"]))
 
     @staticmethod
     def signal_process(sbx, body):
@@ -1453,6 +1468,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             user = self.basic_user()
             request = self.connect_request(body)
+            self.proto_refusal("StartRequest", request)
             timeout_s = self.connect_timeout()
             keepalive_s = self.keepalive_interval()
             proc = self.fake.start_process(sbx, user, request, timeout_s)
