@@ -421,6 +421,10 @@ class StartupRefusals(unittest.TestCase):
                                             "denyOut": ["0.0.0.0/0"], "allowOut": ["8.8.8.8/32"]})
         self.refused("network.allowOut is not empty")
 
+    def test_detail_without_a_network(self):
+        self.fake.misbehave(detail_network=None)
+        self.refused("it reports no network")
+
     def test_detail_with_public_traffic(self):
         self.fake.misbehave(detail_network={"denyOut": ["0.0.0.0/0"]})
         self.refused("network.allowPublicTraffic is not false")

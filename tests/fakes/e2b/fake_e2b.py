@@ -535,11 +535,11 @@ class Fake:
         require_type(body, dict, "body")
         allowed = {"omit": str, "resources": dict, "egress_open": bool, "fail": dict,
                    "vanish_during_process": bool, "resume_new_id": bool, "create_delay_ms": int,
-                   "internet_open": bool, "detail_network": dict}
+                   "internet_open": bool}
         for key, value in body.items():
-            if key == "detail_internet":
-                if value is not None:
-                    require_type(value, bool, key)   # true, false or null
+            if key in ("detail_internet", "detail_network"):
+                if value is not None:   # null: reported null / no network at all
+                    require_type(value, bool if key == "detail_internet" else dict, key)
                 continue
             if key not in allowed:
                 raise api_error(400, "unknown misbehaviour %r" % key)
@@ -655,7 +655,7 @@ class Fake:
         with self.lock:
             if "detail_internet" in self.misbehaviour:
                 sbx.report_internet = ("allowInternetAccess", self.misbehaviour["detail_internet"])
-            if "detail_network" in self.misbehaviour:
+            if "detail_network" in self.misbehaviour:   # None: the detail has no network
                 sbx.report_network = json.loads(json.dumps(self.misbehaviour["detail_network"]))
 
     @staticmethod
