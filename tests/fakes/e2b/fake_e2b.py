@@ -20,7 +20,7 @@ GET /v2/sandboxes, GET and DELETE /sandboxes/{id}, POST
 /sandboxes/{id}/timeout, /pause and /connect.  envd: GET /health, GET
 /metrics, GET and POST /files, POST /process.Process/Start (Connect server
 streaming) and /process.Process/SendSignal (Connect unary).  Test control
-(same key): POST /_fake/misbehave, /_fake/reset, /_fake/plant and GET
+(same key): POST /_fake/misbehave, /_fake/reset, /_fake/plant, /_fake/expect and GET
 /_fake/state.  docs/providers/e2b-fake.md says which E2B document each
 route follows and where the fake simplifies.
 
