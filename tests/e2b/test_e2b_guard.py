@@ -119,6 +119,23 @@ class Guard(GuardDaemon):
                               int(self.guard[7:].rsplit(':', 1)[1])])}})
         self.assertEqual(r["stdout"].strip(), "blocked")
 
+    def test_a_vm_whose_detail_allows_more_than_the_guard_is_refused(self):
+        # A grant's VM is created with allowOut [guard/32]; its own detail
+        # must say exactly that.
+        self.fake.misbehave(detail_network={"allowPublicTraffic": False,
+                                            "denyOut": ["0.0.0.0/0"],
+                                            "allowOut": [self.guard[7:].rsplit(":", 1)[0] + "/32",
+                                                         "203.0.113.7/32"]})
+        status, body = self.d.rpc("Run", {"grant_profile": "items",
+                                          "snippet": {"language": "python", "code": "print(1)"}})
+        self.assertEqual(status, 500, body)
+        self.assertIn("network.allowOut is not the guard's address alone", body["message"])
+        self.assertFalse([r for r in self.fake.state()["requests"]
+                          if "process.Process" in r["path"]], "nothing ran in the VM")
+        self.fake.reset()
+        self.assertEqual(self.run_ok({"grant_profile": "items", "snippet": {
+            "language": "python", "code": "print(2)"}})["stdout"], "2\n")
+
     def test_a_caller_not_allowed_is_refused_before_dispatch(self):
         status, body = self.d.rpc("Run", {"grant_profile": "items",
                                           "snippet": {"language": "python", "code": "1"}},

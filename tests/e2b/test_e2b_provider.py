@@ -130,7 +130,8 @@ class Startup(E2BDaemon):
         self.assertFalse(d.get("supports_sessions", False))
         self.assertFalse(d["limits"].get("memory_budget_applies", False))
         checks = " | ".join(d["startup_checks"])
-        for words in ("secure: true", "both access tokens", "2 CPUs, 512 MiB",
+        for words in ("secure: true", "both access tokens", "allowInternetAccess false",
+                      "2 CPUs, 512 MiB",
                       "3 files uploaded", "nothing reached", "delete read back"):
             self.assertIn(words, checks)
 
@@ -195,6 +196,14 @@ class Runs(HostedStreams, E2BDaemon):
         self.assertEqual(r["steps"][0]["stdout"], "/home/user/project\n")
         self.assertEqual((r["outcome"], r["exit_code"]), ("completed", 127))
         self.assertIn("not found", r["steps"][1]["stderr"])
+
+    def test_a_step_reading_stdin_reads_its_end(self):
+        # envd keeps a process's stdin open unless the StartRequest says
+        # stdin: false (process.proto); a step reads an empty stdin, as on
+        # docker, instead of waiting for its deadline.
+        r = self.run_ok({"timeout_ms": 20000, "project": {"steps": [{"name": "cat", "argv": ["cat"]}]}})
+        self.assertEqual((r["outcome"], r["exit_code"], r["steps"][0]["stdout"]),
+                         ("completed", 0, ""), r)
 
     def test_deadline_kills_and_deletes(self):
         t0 = time.monotonic()
@@ -278,6 +287,33 @@ class MidRunFailures(E2BDaemon):
             time.sleep(0.5)
         self.assertEqual(status, 200, body)
         self.run_ok({"snippet": {"language": "python", "code": "print(1)"}})
+
+
+class RunNetwork(E2BDaemon):
+    """Every run's VM is read back, not only the startup VM."""
+
+    def refused(self, words):
+        status, body = self.d.rpc("Run", {"snippet": {"language": "python", "code": "print(1)"}})
+        self.assertEqual(status, 500, body)
+        info, _ = error_info(body)
+        self.assertEqual(info["reason"], "INTERNAL", body)
+        self.assertIn(words, body["message"])
+        requests = self.fake.state()["requests"]
+        self.assertEqual(len(creates(self.fake.state())), 1, requests)
+        self.assertFalse([r for r in requests if "process.Process" in r["path"] or
+                          r["path"].startswith("/files")], "nothing ran in the VM")
+        self.assert_no_sandbox_left()
+
+    def test_a_run_vm_reported_open_is_refused_before_anything_runs(self):
+        self.fake.misbehave(internet_open=True)
+        self.refused("allowInternetAccess is not false")
+        self.fake.reset()
+        self.run_ok({"snippet": {"language": "python", "code": "print(1)"}})
+
+    def test_a_run_vm_with_other_egress_rules_is_refused(self):
+        self.fake.misbehave(detail_network={"allowPublicTraffic": False,
+                                            "denyOut": ["0.0.0.0/0", "10.0.0.0/8"]})
+        self.refused("network.denyOut is not")
 
 
 class Reaper(E2BDaemon):
@@ -364,6 +400,39 @@ class StartupRefusals(unittest.TestCase):
             self.assertEqual(lst.accepted, 0)
         finally:
             lst.close()
+
+    # The VM's own detail must report the network the create sent; the live
+    # probe (192.0.2.1:80, which nothing answers) cannot tell.
+    def test_detail_says_the_internet_is_open(self):
+        self.fake.misbehave(internet_open=True)
+        self.refused("allowInternetAccess is not false")
+
+    def test_detail_says_nothing_of_the_internet(self):
+        self.fake.misbehave(detail_internet=None)
+        self.refused("allowInternetAccess is not set")
+
+    def test_detail_denies_less_than_all(self):
+        self.fake.misbehave(detail_network={"allowPublicTraffic": False,
+                                            "denyOut": ["10.0.0.0/8"]})
+        self.refused("network.denyOut is not")
+
+    def test_detail_allows_an_address_out(self):
+        self.fake.misbehave(detail_network={"allowPublicTraffic": False,
+                                            "denyOut": ["0.0.0.0/0"], "allowOut": ["8.8.8.8/32"]})
+        self.refused("network.allowOut is not empty")
+
+    def test_detail_without_a_network(self):
+        self.fake.misbehave(detail_network=None)
+        self.refused("it reports no network")
+
+    def test_detail_with_public_traffic(self):
+        self.fake.misbehave(detail_network={"denyOut": ["0.0.0.0/0"]})
+        self.refused("network.allowPublicTraffic is not false")
+
+    def test_detail_with_transform_rules(self):
+        self.fake.misbehave(detail_network={"allowPublicTraffic": False, "denyOut": ["0.0.0.0/0"],
+                                            "rules": {"example.com": [{"transform": {}}]}})
+        self.refused("network.rules is not empty")
 
     def test_wrong_key(self):
         text = self.refused("401", E2B_API_KEY="e2b_wrong")

@@ -75,6 +75,23 @@ class Sessions(HostedSessions, E2BDaemon):
         out, vm3 = self.look(sid)  # and the new id is the one kept
         self.assertEqual(vm3, vm2)
 
+    def test_a_resumed_vm_whose_detail_says_internet_open_ends_the_session(self):
+        sid = self.open()
+        _, vm = self.look(sid)
+        self.wait_idle(vm)
+        self.fake.reset()
+        self.fake.misbehave(detail_internet=True)
+        status, body = self.d.rpc("RunInSession", {"session_id": sid,
+                                                   "run": project([["true"]])})
+        self.assertNotEqual(status, 200, body)
+        self.assertEqual(error_info(body)[0]["reason"], "SESSION_ENDED", body)
+        self.assertFalse([r for r in self.fake.state()["requests"]
+                          if "process.Process" in r["path"]], "nothing ran in the VM")
+        deadline = time.monotonic() + 10
+        while self.sandbox_exists(vm) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertFalse(self.sandbox_exists(vm), "the refused VM is deleted")
+
     def test_a_vm_gone_ends_the_session_with_the_reason(self):
         sid = self.open()
         _, vm = self.look(sid)

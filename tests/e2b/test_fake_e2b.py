@@ -3,7 +3,10 @@
 docs/providers/e2b-fake.md says, with real containers: the control plane's
 rules, the TTL, pause and connect, envd's tokens, files and processes (as
 the default user and as root, with deadlines and signals), egress, and
-every misbehaviour a provider test can ask for.
+every misbehaviour a provider test can ask for, and its check of every
+request and answer against E2B's published contracts (a test that sends
+one against them on purpose does it inside FAKE.deliberate(); any other
+violation fails the test that caused it, and the module).
 
     cd tests/e2b && PYTHONPATH=../lib python3 -m unittest -v test_fake_e2b
 
@@ -15,6 +18,7 @@ import http.client
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -23,7 +27,10 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import engine, require_engine  # noqa: E402
-from plimsoll_test.e2b import IMAGE, FakeE2B, basic_user, envelope, multipart  # noqa: E402
+from plimsoll_test.e2b import (FAKE as FAKE_PY, IMAGE, FakeE2B, basic_user, envelope,  # noqa: E402
+                               multipart, read_envelopes)
+sys.path.insert(0, os.path.dirname(FAKE_PY))
+import contract  # noqa: E402  (tests/fakes/e2b/contract.py)
 
 TAG = "e2bfake-%d" % os.getpid()
 FAKE = None
@@ -107,8 +114,13 @@ class FakeE2BTest(unittest.TestCase):
         finally:
             FAKE.reset()
 
+    def setUp(self):
+        self.violations_before = len(FAKE.violations())
+
     def tearDown(self):
         FAKE.reset()
+        self.assertEqual(FAKE.violations()[self.violations_before:], [],
+                         "this test broke E2B's contract outside FAKE.deliberate()")
 
     def new_sandbox(self, **body):
         """A sandbox of this test alone, killed when it ends."""
@@ -130,7 +142,7 @@ class FakeE2BTest(unittest.TestCase):
                  ("POST", "/_fake/reset", {})]
         for key in (False, "wrong-key"):
             for method, path, body in calls:
-                with self.subTest(key=key, call=path):
+                with self.subTest(key=key, call=path), FAKE.deliberate():
                     status, answer, _ = FAKE.api(method, path, body, key=key)
                     self.assertError(status, answer, 401)
         self.assertEqual(len(FAKE.containers()), before)
@@ -147,11 +159,14 @@ class FakeE2BTest(unittest.TestCase):
                  ({"templateID": "base", "network": {"allowOut": ["example.com"]}}, 400),
                  ({"templateID": "base", "metadata": {"n": 1}}, 400)]
         for body, code in cases:
-            with self.subTest(body=body):
+            with self.subTest(body=body), FAKE.deliberate():
                 status, answer, _ = FAKE.api("POST", "/sandboxes", body)
                 self.assertError(status, answer, code)
-        status, _, raw = FAKE.request("POST", "/sandboxes", b"{not json",
-                                      {"X-API-Key": FAKE.api_key})
+        with FAKE.deliberate() as got:
+            status, _, raw = FAKE.request("POST", "/sandboxes", b"{not json",
+                                          {"X-API-Key": FAKE.api_key,
+                                           "Content-Type": "application/json"})
+        self.assertIn("body", [v["field"] for v in got])
         self.assertEqual(status, 400, raw)
         self.assertEqual(len(FAKE.containers()), before)
 
@@ -160,7 +175,9 @@ class FakeE2BTest(unittest.TestCase):
         self.assertEqual(self.open["domain"], "localhost")
         self.assertEqual(self.open["templateID"], "base")
         self.assertTrue(self.deny["envdAccessToken"] and self.deny["trafficAccessToken"])
-        secure = self.new_sandbox(timeout=60, secure=True, cpuCount=1, memoryMB=128)
+        with FAKE.deliberate() as got:   # NewSandbox has no cpuCount, no memoryMB
+            secure = self.new_sandbox(timeout=60, secure=True, cpuCount=1, memoryMB=128)
+        self.assertEqual(sorted(v["field"] for v in got), ["body.cpuCount", "body.memoryMB"])
         self.assertIn("envdAccessToken", secure)
         self.assertNotIn("trafficAccessToken", secure)
         status, detail, _ = FAKE.api("GET", "/sandboxes/" + secure["sandboxID"])
@@ -224,7 +241,7 @@ class FakeE2BTest(unittest.TestCase):
         status, body, _ = FAKE.api("GET", "/sandboxes?metadata=" + metadata_query({"suite": TAG}))
         self.assertEqual({s["sandboxID"] for s in body}, ids)
         for bad in ("limit=0", "limit=101", "nextToken=bm9wZQ", "state=sleeping", "metadata=novalue"):
-            with self.subTest(query=bad):
+            with self.subTest(query=bad), FAKE.deliberate():
                 status, body, _ = FAKE.api("GET", "/v2/sandboxes?" + bad)
                 self.assertError(status, body, 400)
 
@@ -260,7 +277,8 @@ class FakeE2BTest(unittest.TestCase):
         paused = FAKE.api("GET", "/v2/sandboxes?state=paused")[1]
         self.assertIn(sid, [s["sandboxID"] for s in paused])
         self.assertNotIn(sid, [s["sandboxID"] for s in FAKE.api("GET", "/sandboxes")[1]])
-        status, body, _ = FAKE.api("POST", "/sandboxes/%s/connect" % sid, {})
+        with FAKE.deliberate():
+            status, body, _ = FAKE.api("POST", "/sandboxes/%s/connect" % sid, {})
         self.assertError(status, body, 400)
         status, body, _ = FAKE.api("POST", "/sandboxes/%s/connect" % sid, {"timeout": 60})
         self.assertEqual((status, body["sandboxID"]), (201, sid), body)
@@ -291,7 +309,8 @@ class FakeE2BTest(unittest.TestCase):
         sleeper = self.new_sandbox(timeout=600, autoPause=True)["sandboxID"]
         status, body, _ = FAKE.api("POST", "/sandboxes/%s/timeout" % sleeper, {"timeout": 1})
         self.assertEqual(status, 204, body)
-        self.assertError(*FAKE.api("POST", "/sandboxes/%s/timeout" % sleeper, {})[:2], 400)
+        with FAKE.deliberate():
+            self.assertError(*FAKE.api("POST", "/sandboxes/%s/timeout" % sleeper, {})[:2], 400)
         self.assertError(*FAKE.api("POST", "/sandboxes/inosuch/timeout", {"timeout": 5})[:2], 404)
 
         def expired():
@@ -304,7 +323,8 @@ class FakeE2BTest(unittest.TestCase):
         self.assertIn(container_of(sleeper), names)
 
     def test_body_limit(self):
-        with socket.create_connection(("127.0.0.1", FAKE.port), timeout=10) as s:
+        with socket.create_connection(("127.0.0.1", FAKE.port), timeout=10) as s, \
+                FAKE.deliberate():   # the body never sent
             s.sendall(b"POST /sandboxes HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\n"
                       b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
                       % (FAKE.api_key.encode(), (64 << 20) + 1))
@@ -323,7 +343,8 @@ class FakeE2BTest(unittest.TestCase):
                  (traffic_only, "POST", "/process.Process/Start", 401),
                  (good, "GET", "/metrics", 200)]
         for headers, method, path, code in cases:
-            with self.subTest(headers=sorted(headers), path=path):
+            # (Start without its request, on purpose: refused for its token first.)
+            with self.subTest(headers=sorted(headers), path=path), FAKE.deliberate():
                 status, _, raw = FAKE.envd(sid, method, path, headers=headers)
                 self.assertEqual(status, code, raw)
                 if code in (401, 403):
@@ -439,6 +460,38 @@ class FakeE2BTest(unittest.TestCase):
         self.assertIs(FAKE.api("GET", "/sandboxes/" + self.mis["sandboxID"])[1]["allowInternetAccess"], False,
                       "egress_open still reports the deny it ignored")
 
+    def test_network_report_misbehaviours(self):
+        gateway = FAKE.gateway()
+        listener = socket.create_server((gateway, 0))
+        self.addCleanup(listener.close)
+        port = listener.getsockname()[1]
+        threading.Thread(target=lambda: listener.accept()[0].close(), daemon=True).start()
+        locked = dict(timeout=60, secure=True, allow_internet_access=False,
+                      network={"allowPublicTraffic": False, "denyOut": ["0.0.0.0/0"]})
+        # internet_open: the deny is ignored, the VM reaches out, and its
+        # detail says so (allowInternetAccess true, no denyOut).
+        FAKE.misbehave(internet_open=True)
+        sbx = self.new_sandbox(**locked)
+        headers = {"X-Access-Token": sbx["envdAccessToken"],
+                   "e2b-traffic-access-token": sbx["trafficAccessToken"]}
+        run = FAKE.run(sbx["sandboxID"], "python3", ["-c", PROBE_PY, gateway, str(port)], headers=headers)
+        self.assertEqual(run.stdout, b"connected\n", run.stderr)
+        d = FAKE.api("GET", "/sandboxes/" + sbx["sandboxID"])[1]
+        self.assertEqual((d["allowInternetAccess"], d["network"]), (True, {"allowPublicTraffic": False}))
+        # detail_internet, detail_network: only the report changes.
+        FAKE.reset()
+        FAKE.misbehave(detail_internet=None, detail_network={"denyOut": ["10.0.0.0/8"]})
+        sbx = self.new_sandbox(**locked)
+        self.assertEqual([s["network_mode"] for s in FAKE.state()["sandboxes"]
+                          if s["sandboxID"] == sbx["sandboxID"]], ["none"])
+        d = FAKE.api("GET", "/sandboxes/" + sbx["sandboxID"])[1]
+        self.assertEqual((d["allowInternetAccess"], d["network"]), (None, {"denyOut": ["10.0.0.0/8"]}))
+        FAKE.reset()
+        d = FAKE.api("GET", "/sandboxes/" + sbx["sandboxID"])[1]
+        self.assertEqual(d["network"], {"denyOut": ["10.0.0.0/8"]}, "stamped at the create")
+        status, body, _ = FAKE.api("POST", "/_fake/misbehave", {"detail_internet": "yes"})
+        self.assertEqual(status, 400, body)
+
     def test_metrics_read_the_container_limits(self):
         for sbx, headers, cpus, mib in ((self.open, {}, 2, 512), (self.mis, {}, 1, 256)):
             with self.subTest(sandbox=sbx["sandboxID"]):
@@ -516,6 +569,122 @@ class FakeE2BTest(unittest.TestCase):
             left = other.stop()
         self.assertEqual(left, [])
         self.assertEqual(other.returncode, 0)
+
+
+class ContractCheck(unittest.TestCase):
+    """The fake's check of what it is sent and what it answers against
+    E2B's own documents (tests/fakes/e2b/contract.py)."""
+
+    def setUp(self):
+        self.violations_before = len(FAKE.violations())
+
+    def tearDown(self):
+        self.assertEqual(FAKE.violations()[self.violations_before:], [])
+
+    def test_a_misspelt_create_field_is_named(self):
+        # E2B's server ignores a field it does not declare: the VM is made,
+        # with its internet open.  The check names the field.
+        with FAKE.deliberate() as got:
+            status, sbx, _ = FAKE.api("POST", "/sandboxes", {"templateID": "base", "timeout": 30,
+                                                             "allow_internet_acess": False})
+        self.assertEqual(status, 201, sbx)
+        kill(sbx["sandboxID"])
+        self.assertEqual([(v["operation"], v["field"], v["direction"]) for v in got],
+                         [("POST /sandboxes", "body.allow_internet_acess", "request")], got)
+        self.assertRegex(got[0]["file"], r"^e2b/openapi\.yml:\d+$")
+
+    def test_wrong_types_query_and_path(self):
+        with FAKE.deliberate() as got:
+            FAKE.api("POST", "/sandboxes", {"templateID": "base", "timeout": "30",
+                                            "network": {"denyOut": "0.0.0.0/0"}})
+            FAKE.api("GET", "/v2/sandboxes?states=running&limit=500")
+            FAKE.api("POST", "/sandboxes/x")
+            FAKE.api("GET", "/v1/nothing")
+        fields = sorted(v["field"] for v in got)
+        self.assertEqual(fields, ["body.network.denyOut", "body.timeout", "method", "path",
+                                  "query.limit", "query.states"], got)
+
+    def test_a_process_request_is_checked_against_process_proto(self):
+        sbx = create(timeout=60)
+        self.addCleanup(kill, sbx["sandboxID"])
+        with FAKE.deliberate() as got:
+            _, _, started = FAKE.envd(sbx["sandboxID"], "POST", "/process.Process/Start",
+                                      envelope({"process": {"cmd": "true", "environment": {"A": "b"}},
+                                                "stdin": 1}),
+                                      {"Content-Type": "application/connect+json"})
+            status, _, signalled = FAKE.envd(sbx["sandboxID"], "POST", "/process.Process/SendSignal",
+                                             json.dumps({"process": {"pid": 1}, "signal": "SIGKILL"}).encode(),
+                                             {"Content-Type": "application/json"})
+        # envd's Connect handler refuses JSON that does not read as the
+        # message (stdin is a bool, SIGKILL no Signal), and drops fields it
+        # does not know (environment: recorded, not refused).
+        (flags, trailer), = read_envelopes(started)
+        self.assertEqual((flags, trailer["error"]["code"]), (2, "invalid_argument"), trailer)
+        self.assertIn("body.stdin", trailer["error"]["message"])
+        self.assertEqual((status, json.loads(signalled)["code"]), (400, "invalid_argument"))
+        self.assertEqual(sorted((v["field"], v["file"].split(":")[0]) for v in got),
+                         [("body.process.environment", "e2b/process.proto"),
+                          ("body.signal", "e2b/process.proto"),
+                          ("body.stdin", "e2b/process.proto")], got)
+        # What the fake streams back is checked too (and holds).
+        run = FAKE.run(sbx["sandboxID"], "sh", ["-c", "echo hi; exit 3"])
+        self.assertEqual((run.stdout, run.end.get("exitCode")), (b"hi\n", 3))
+
+    def test_answers_are_checked_against_the_response_schemas(self):
+        c = contract.Contract(os.path.join(os.path.dirname(FAKE_PY), "..", "..", "..", "..",
+                                           "shared", "upstream", "e2b"))
+        op, _ = c.api.operation("GET", "/sandboxes/i123")
+        detail = {"templateID": "t", "sandboxID": "i123", "clientID": "c", "cpuCount": "2",
+                  "memoryMB": 512, "diskSizeMB": 1, "state": "running", "envdVersion": "0.4.0",
+                  "startedAt": "now", "allowInternetAccess": None, "network": {"denyOut": []}}
+        found = op.check_response(200, "application/json", json.dumps(detail).encode())
+        self.assertEqual(sorted(v["field"] for v in found),
+                         ["response.200.cpuCount", "response.200.endAt", "response.200.startedAt"])
+        self.assertEqual(op.check_response(204, "", b"")[0]["field"], "response")
+        found = c.process.check("StartResponse", {"event": {"end": {"exitCode": "x"}, "exit": {}}},
+                                "Start")
+        self.assertEqual(sorted(v["field"] for v in found),
+                         ["message.event.end.exitCode", "message.event.exit"])
+
+    def test_the_api_refuses_what_its_document_does_not_admit(self):
+        # E2B's API validates each request against openapi.yml before any
+        # handler (400, "validation error: ..."); a field it does not
+        # declare passes (and the check records it).
+        cases = [({"timeout": 60}, "body.templateID"),
+                 ({"templateID": "base", "timeout": "60"}, "body.timeout"),
+                 ({"templateID": "base", "secure": "yes"}, "body.secure"),
+                 ({"templateID": "base", "network": {"denyOut": "0.0.0.0/0"}}, "body.network.denyOut"),
+                 ({"templateID": "base", "autoPause": 1}, "body.autoPause")]
+        for body, field in cases:
+            with self.subTest(body=body), FAKE.deliberate():
+                status, answer, _ = FAKE.api("POST", "/sandboxes", body)
+                self.assertEqual(status, 400, answer)
+                self.assertTrue(answer["message"].startswith("validation error: "), answer)
+                self.assertIn(field, answer["message"])
+        with FAKE.deliberate():
+            status, answer, _ = FAKE.api("GET", "/v2/sandboxes?state=sleeping")
+        self.assertEqual(status, 400, answer)
+        self.assertIn("query.state", answer["message"])
+        with FAKE.deliberate():
+            status, answer, _ = FAKE.api("POST", "/sandboxes/inosuch/connect", {})
+        self.assertIn("body.timeout", answer["message"])
+        # The key comes first: no key is 401 before the body is looked at.
+        with FAKE.deliberate():
+            status, answer, _ = FAKE.api("POST", "/sandboxes", {"timeout": "x"}, key=False)
+        self.assertEqual(status, 401, answer)
+        with FAKE.deliberate() as got:
+            status, sbx, _ = FAKE.api("POST", "/sandboxes", {"templateID": "base", "timeout": 30,
+                                                             "unknownField": 1})
+        self.assertEqual(status, 201, sbx)
+        kill(sbx["sandboxID"])
+        self.assertEqual([v["field"] for v in got], ["body.unknownField"])
+
+    def test_the_fake_does_not_start_without_the_contracts(self):
+        p = subprocess.run([sys.executable, FAKE_PY, "--api-key", "k", "--template", "b=x",
+                            "--upstream", "/nonexistent/e2b"], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"openapi.yml is missing", p.stderr)
+        self.assertEqual(p.stdout, b"")
 
 
 if __name__ == "__main__":

@@ -179,6 +179,80 @@ int eb_get(struct e2b_state *s, const char *id, json_t **ret_detail, long *ret_s
     return 0;
 }
 
+/* An array of strings that is exactly the set want[0..n) (absent: empty). */
+static bool same_set(const json_t *arr, const char *const *want, size_t n) {
+    if (!arr || json_is_null(arr))
+        return n == 0;
+    if (!json_is_array(arr))
+        return false;
+    size_t i;
+    const json_t *v;
+    bool seen[2] = {false, false};
+    json_array_foreach(arr, i, v) {
+        const char *t = json_string_value(v);
+        size_t k = 0;
+        while (t && k < n && strcmp(t, want[k]) != 0)
+            k++;
+        if (!t || k == n)
+            return false;
+        seen[k] = true;
+    }
+    for (size_t k = 0; k < n; k++)
+        if (!seen[k])
+            return false;
+    return true;
+}
+
+/* What a detail's network says that is not what the create sent, or NULL. */
+static const char *network_mismatch(const json_t *d, const char *allow_out, char *cidr,
+                                    size_t cidr_len) {
+    const json_t *inet = json_object_get(d, "allowInternetAccess");
+    if (!json_is_false(inet))
+        return !inet || json_is_null(inet) ? "allowInternetAccess is not set (it was sent false)"
+                                           : "allowInternetAccess is not false";
+    const json_t *net = json_object_get(d, "network");
+    if (!json_is_object(net))
+        return "it reports no network";
+    if (!json_is_false(json_object_get(net, "allowPublicTraffic")))
+        return "network.allowPublicTraffic is not false";
+    const char *deny[] = {"0.0.0.0/0"};
+    if (!same_set(json_object_get(net, "denyOut"), deny, 1))
+        return "network.denyOut is not [\"0.0.0.0/0\"]";
+    const char *allow[1] = {NULL};
+    if (allow_out) {
+        snprintf(cidr, cidr_len, "%s/32", allow_out);
+        allow[0] = cidr;
+    }
+    if (!same_set(json_object_get(net, "allowOut"), allow, allow_out ? 1 : 0))
+        return allow_out ? "network.allowOut is not the guard's address alone"
+                         : "network.allowOut is not empty";
+    const json_t *rules = json_object_get(net, "rules");
+    if (rules && !json_is_null(rules) && !(json_is_object(rules) && json_object_size(rules) == 0))
+        return "network.rules is not empty";
+    const json_t *proxy = json_object_get(net, "egressProxy");
+    if (proxy && !json_is_null(proxy))
+        return "network.egressProxy is set";
+    return NULL;
+}
+
+int eb_check_network(struct e2b_state *s, const char *id, const char *allow_out,
+                     struct pl_error *err) {
+    json_t *d = NULL;
+    long st = 0;
+    if (eb_get(s, id, &d, &st, err) < 0)
+        return pl_error_wrap(err, "reading the VM's network back: ");
+    char cidr[32];
+    const char *why = network_mismatch(d, allow_out, cidr, sizeof(cidr));
+    json_decref(d);
+    if (why)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "E2B's detail of sandbox %s is not the network it was created with: "
+                            "%s (internet denied, public traffic off, %s): refused, the VM is "
+                            "deleted",
+                            id, why, allow_out ? "only the guard allowed" : "nothing allowed");
+    return 0;
+}
+
 /* A call on one sandbox with no answer to read: 0 when the status is one of
  * the two that mean done; a 404 outside them is SESSION_ENDED. */
 static int on_sandbox(struct e2b_state *s, const char *method, const char *id, const char *suffix,

@@ -86,7 +86,9 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
         ret->session.languages[i] = s->cell_langs[i];
     snprintf(s->checks[0], sizeof(s->checks[0]),
              "a throwaway VM of template %s was created with secure: true, public traffic off "
-             "and the internet denied, and its answer carried both access tokens",
+             "and the internet denied, its answer carried both access tokens, and its own "
+             "detail reads back that network (allowInternetAccess false, denyOut 0.0.0.0/0 "
+             "alone, nothing allowed out), as every run's VM's must",
              s->set.template_id);
     snprintf(s->checks[1], sizeof(s->checks[1]),
              "its resources read back from the API and seen from inside: %u CPUs, %u MiB",

@@ -100,6 +100,12 @@ int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, const
 int eb_get(struct e2b_state *s, const char *id, json_t **ret_detail, long *ret_status,
            struct pl_error *err);
 int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err);
+/* The VM's own detail (GET /sandboxes/{id}) must report the network the
+ * create sent: allowInternetAccess false, public traffic off, denyOut
+ * exactly 0.0.0.0/0, allowOut exactly allow_out/32 (or none), no rules, no
+ * egress proxy.  Anything else is refused (docs/providers/e2b.md). */
+int eb_check_network(struct e2b_state *s, const char *id, const char *allow_out,
+                     struct pl_error *err);
 /* Pause (409, already paused, is fine); resume with an explicit timeout,
  * keeping the answer's sandboxID.  404 is SESSION_ENDED: the VM is gone. */
 int eb_pause(struct e2b_state *s, const char *id, struct pl_error *err);

@@ -143,8 +143,11 @@ int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc 
                        ? json_pack("{s:s, s:s}", "PLIMSOLL_GUARD_URL", s->set.guard_url,
                                    "PLIMSOLL_GUARD_TOKEN", sb->guard_token)
                        : json_object();
-    json_t *req = json_pack("{s:{s:s, s:o, s:o, s:s}}", "process", "cmd", p->argv[0], "args", args,
-                            "envs", envs, "cwd", p->cwd ? p->cwd : "/");
+    /* stdin: false, or envd keeps the process's stdin open (process.proto's
+     * StartRequest: "We default to true") and a step that reads it waits
+     * for its deadline. */
+    json_t *req = json_pack("{s:{s:s, s:o, s:o, s:s}, s:b}", "process", "cmd", p->argv[0], "args",
+                            args, "envs", envs, "cwd", p->cwd ? p->cwd : "/", "stdin", 0);
     char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     struct pl_buf body = {0};

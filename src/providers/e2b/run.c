@@ -24,6 +24,12 @@ int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, const 
         ph_untrack(&s->books, run_id);
         return -1;
     }
+    /* Every VM's own detail, not only the startup VM's: the network is set
+     * by each create (a run with a grant sends another allowOut). */
+    if (eb_check_network(s, ret->id, allow_out, err) < 0) {
+        eb_close(s, run_id, ret);
+        return -1;
+    }
     return 0;
 }
 

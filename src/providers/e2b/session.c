@@ -129,7 +129,15 @@ int eb_session_resume(void *state, void *session, struct pl_error *err) {
     struct eb_session *ss = session;
     uint64_t lived_s = (pl_now_ns() - ss->opened_ns) / 1000000000ull;
     uint64_t left = s->session_lifetime_s > lived_s ? s->session_lifetime_s - lived_s : 1;
-    return eb_connect(s, &ss->sb, (unsigned)left + s->set.vm_slack_s, err);
+    if (eb_connect(s, &ss->sb, (unsigned)left + s->set.vm_slack_s, err) < 0)
+        return -1;
+    /* A resumed VM (perhaps under a new id) is read back as a new one is. */
+    if (eb_check_network(s, ss->sb.id, NULL, err) < 0) {
+        struct pl_error ignored = {0};
+        (void)eb_delete(s, ss->sb.id, &ignored);
+        return pl_error_wrap(err, "resuming the session's VM: ");
+    }
+    return 0;
 }
 
 void eb_session_close(void *state, void *session) {

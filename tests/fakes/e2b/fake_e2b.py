@@ -20,18 +20,26 @@ GET /v2/sandboxes, GET and DELETE /sandboxes/{id}, POST
 /sandboxes/{id}/timeout, /pause and /connect.  envd: GET /health, GET
 /metrics, GET and POST /files, POST /process.Process/Start (Connect server
 streaming) and /process.Process/SendSignal (Connect unary).  Test control
-(same key): POST /_fake/misbehave, /_fake/reset, /_fake/plant and GET
+(same key): POST /_fake/misbehave, /_fake/reset, /_fake/plant, /_fake/expect and GET
 /_fake/state.  docs/providers/e2b-fake.md says which E2B document each
 route follows and where the fake simplifies.
 
-Standard library and the docker CLI only; every docker call is an argv list,
-and values reach `sh -c` scripts only as positional arguments.
+Every request it is sent and every answer it gives is checked against
+E2B's published contracts, read at start from ../shared/upstream/e2b of the
+worktree (--upstream; contract.py): a violation is recorded with the
+operation, the field and the upstream file, and listed by GET /_fake/state
+("violations"); the fake does not start without the contracts.
+
+The standard library, Debian's python3-jsonschema and python3-yaml (for
+contract.py), and the docker CLI; every docker call is an argv list, and
+values reach `sh -c` scripts only as positional arguments.
 """
 import argparse
 import base64
 import ipaddress
 import json
 import math
+import os
 import queue
 import re
 import secrets
@@ -45,6 +53,8 @@ import time
 import urllib.parse
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import contract
 
 MAX_BODY = 64 << 20          # larger request bodies are refused 413
 ENVD_PORT = 49983
@@ -116,15 +126,24 @@ echo "meminfo $(sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/\\1/p' /proc/meminfo)"
 echo "disk $(df -Pk / | tail -n 1)"
 """
 KILL_SCRIPT = 'kill -s "$1" -- "-$2"'
+# E2B's contracts: ../shared/upstream/e2b beside the repository.
+UPSTREAM = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                         "..", "..", "shared", "upstream", "e2b"))
+# The Connect protocol's error codes (connectrpc.com/docs/protocol).
+CONNECT_CODES = {"canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found",
+                 "already_exists", "permission_denied", "resource_exhausted",
+                 "failed_precondition", "aborted", "out_of_range", "unimplemented", "internal",
+                 "unavailable", "data_loss", "unauthenticated"}
 HOME_SCRIPT = 'mkdir -p /home/user && chown 1000:1000 /home/user'
 
 
 class HttpError(Exception):
     """An answer other than success: status and JSON body."""
 
-    def __init__(self, status, body):
+    def __init__(self, status, body, proxy=False):
         super().__init__(status)
         self.status, self.body = status, body
+        self.proxy = proxy   # the edge proxy's answer, not the API's or envd's
 
 
 def api_error(status, message):
@@ -134,7 +153,8 @@ def api_error(status, message):
 
 def proxy_error(status, sandbox_id, message):
     """The edge proxy's JSON error for non-browser clients."""
-    return HttpError(status, {"sandboxId": sandbox_id, "message": message, "code": status})
+    return HttpError(status, {"sandboxId": sandbox_id, "message": message, "code": status},
+                     proxy=True)
 
 
 class ConnectError(Exception):
@@ -314,6 +334,11 @@ class Sandbox:
         self.started_at = now_us()
         self.end_at = self.started_at + spec.timeout * 1_000_000
         self.state = "running"
+        # What the detail reports of its network: what the create asked,
+        # unless a misbehaviour says otherwise (Fake.start_sandbox).
+        self.report_internet = ("allowInternetAccess", spec.allow_internet) \
+            if spec.allow_internet is not None else None
+        self.report_network = spec.network
         self.processes = {}          # in-container pid -> Proc
         self.lock = threading.Lock()  # serializes pause, resume and removal
 
@@ -345,10 +370,10 @@ class Sandbox:
         out["domain"] = domain
         if self.envd_token:
             out["envdAccessToken"] = self.envd_token
-        if self.spec.allow_internet is not None:
-            out["allowInternetAccess"] = self.spec.allow_internet
-        if self.spec.network is not None:
-            out["network"] = self.spec.network
+        if self.report_internet is not None:
+            out["allowInternetAccess"] = self.report_internet[1]
+        if self.report_network is not None:
+            out["network"] = self.report_network
         return out
 
     def state_json(self):
@@ -368,7 +393,7 @@ class Proc:
     exit status of docker exec).  A detached process (its client went away
     or its deadline passed) keeps running and its output is dropped."""
 
-    def __init__(self, sandbox, argv):
+    def __init__(self, sandbox, argv, stdin_open=False):
         self.sandbox = sandbox
         self.events = queue.Queue(maxsize=256)
         self.pid = None
@@ -377,7 +402,10 @@ class Proc:
         self.attached = True
         self.started = threading.Event()
         self.timer = None
-        self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        # StartRequest.stdin (process.proto: "We default to true"): an open
+        # pipe nobody writes to (SendInput is not served), else nothing.
+        self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin_open else subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE)
         pumps = [threading.Thread(target=self.pump, args=(self.popen.stdout, "stdout"), daemon=True),
                  threading.Thread(target=self.pump_stderr, daemon=True)]
@@ -473,6 +501,23 @@ class Fake:
         self.stopping = threading.Event()
         self.creating = 0                    # creates under way
         self.idle = threading.Condition(self.lock)
+        self.contract = contract.Contract(args.upstream)
+        self.violations = []                 # of the contracts, as recorded
+        self.expected = None                 # a list while a test sends them on purpose
+
+    # -- the contract check
+
+    def record(self, found, direction):
+        """Violations of the contract: every one is kept (and printed)."""
+        if not found:
+            return
+        with self.lock:
+            for v in found:
+                v = dict(v, direction=direction)
+                (self.expected if self.expected is not None else self.violations).append(v)
+                if self.expected is None:
+                    print("fake_e2b: contract violation: %s" % json.dumps(v), file=sys.stderr,
+                          flush=True)
 
     # -- log and misbehaviours
 
@@ -489,8 +534,13 @@ class Fake:
         """Set the misbehaviours of body (see docs/providers/e2b-fake.md)."""
         require_type(body, dict, "body")
         allowed = {"omit": str, "resources": dict, "egress_open": bool, "fail": dict,
-                   "vanish_during_process": bool, "resume_new_id": bool, "create_delay_ms": int}
+                   "vanish_during_process": bool, "resume_new_id": bool, "create_delay_ms": int,
+                   "internet_open": bool}
         for key, value in body.items():
+            if key in ("detail_internet", "detail_network"):
+                if value is not None:   # null: reported null / no network at all
+                    require_type(value, bool if key == "detail_internet" else dict, key)
+                continue
             if key not in allowed:
                 raise api_error(400, "unknown misbehaviour %r" % key)
             require_type(value, allowed[key], key)
@@ -575,11 +625,19 @@ class Fake:
         resources = self.behaviour("resources") or {}
         cpu = resources.get("cpuCount", self.cpu)
         memory_mb = resources.get("memoryMB", self.memory_mb)
-        egress_open = self.behaviour("egress_open", False)
+        # internet_open: a service that ignores allow_internet_access and
+        # denyOut, and says so in the detail; egress_open: one that opens
+        # the network and still reports the deny it was asked for.
+        internet_open = self.behaviour("internet_open", False)
+        egress_open = self.behaviour("egress_open", False) or internet_open
         allowed = self.allowed_out(spec) if not egress_open else []
         network_mode = ("none" if spec.egress_denied and not egress_open and not allowed
                         else self.network)
         sbx = Sandbox(spec, self.instance, cpu, memory_mb, network_mode)
+        if internet_open:
+            sbx.report_internet = ("allowInternetAccess", True)
+            sbx.report_network = {k: v for k, v in (spec.network or {}).items() if k != "denyOut"}
+        self.stamp_report(sbx)
         try:
             docker_ok(self.run_argv(sbx))
             self.firewall(sbx, allowed)
@@ -590,6 +648,15 @@ class Fake:
         with self.lock:
             self.sandboxes[sbx.id] = sbx
         return sbx
+
+    def stamp_report(self, sbx):
+        """detail_internet, detail_network: what a new (or resumed) sandbox's
+        detail reports of its network, whatever it was created with."""
+        with self.lock:
+            if "detail_internet" in self.misbehaviour:
+                sbx.report_internet = ("allowInternetAccess", self.misbehaviour["detail_internet"])
+            if "detail_network" in self.misbehaviour:   # None: the detail has no network
+                sbx.report_network = json.loads(json.dumps(self.misbehaviour["detail_network"]))
 
     @staticmethod
     def allowed_out(spec):
@@ -664,6 +731,7 @@ class Fake:
             docker_ok(["start", sbx.container])
             self.firewall(sbx, getattr(sbx, "allowed_out", []))  # a new netns
             sbx.state, sbx.end_at = "running", deadline
+            self.stamp_report(sbx)   # a resume is a new VM from the snapshot
             if self.behaviour("resume_new_id", False):
                 with self.lock:
                     del self.sandboxes[sbx.id]
@@ -724,14 +792,16 @@ class Fake:
         if not isinstance(envs, dict) or not all(isinstance(v, str) and k and "=" not in k
                                                  for k, v in envs.items()):
             raise ConnectError("invalid_argument", "process.envs must map names to strings")
+        stdin_open = request.get("stdin") is not False
         uid, gid, home = USERS[user]
         cwd = proc_cfg.get("cwd") or home
-        argv = ["docker", "exec", "-u", "%d:%d" % (uid, gid), "-w", cwd,
+        argv = ["docker", "exec"] + (["-i"] if stdin_open else []) + [
+                "-u", "%d:%d" % (uid, gid), "-w", cwd,
                 "-e", "HOME=" + home, "-e", "USER=" + user, "-e", "LOGNAME=" + user]
         for k, v in envs.items():
             argv += ["-e", "%s=%s" % (k, v)]
         argv += [sbx.container, "sh", "-c", START_SCRIPT, "e2bfake", proc_cfg["cmd"]] + args
-        proc = Proc(sbx, argv)
+        proc = Proc(sbx, argv, stdin_open)
         if not proc.started.wait(60) or proc.pid is None:
             proc.detach()
             raise ConnectError("invalid_argument", proc.failure.decode(errors="replace").strip()
@@ -824,6 +894,18 @@ def resolve_path(path, home):
     return path
 
 
+def connect_error_violations(error, operation, field):
+    """A Connect error ({"code", "message", "details"}) against the protocol."""
+    if not isinstance(error, dict):
+        return [contract.violation("Connect protocol", operation, field, "not an object")]
+    found = [contract.violation("Connect protocol", operation, "%s.%s" % (field, k), "not a field")
+             for k in error if k not in ("code", "message", "details")]
+    if error.get("code") not in CONNECT_CODES:
+        found.append(contract.violation("Connect protocol", operation, field + ".code",
+                                        "%r is not a Connect code" % (error.get("code"),)))
+    return found
+
+
 def envelope(obj, flags=0):
     data = json.dumps(obj, separators=(",", ":")).encode()
     return struct.pack(">BI", flags, len(data)) + data
@@ -858,29 +940,142 @@ class Handler(BaseHTTPRequestHandler):
         self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         host = self.headers.get("Host", "")
         entry, t0 = None, time.monotonic()
+        self.raw_body, self.checked, self.op, self.rpc = None, True, None, None
+        self.body_cache = None
+        self.unchecked_answer = False
         try:
             if url.path.startswith("/_fake/"):
                 self.check_api_key()
                 self.serve_control()
                 return
             entry = self.fake.log_request(self.command, self.path, host)
+            target = self.envd_target(host)
+            self.find_operation(target)
             status = self.fake.take_failure("%s %s" % (self.command, self.path))
             if status is not None:
                 self.drain_body()
+                self.unchecked_answer = True   # a fault of the fake's making
                 raise api_error(status, "failure injected by the fake")
-            target = self.envd_target(host)
             if target:
                 self.serve_envd(*target)
             else:
                 self.check_api_key()
+                self.validate_request()
                 self.serve_api()
         except HttpError as e:
+            self.unchecked_answer = self.unchecked_answer or e.proxy
             self.send_json(e.status, e.body)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         finally:
             if entry is not None:
                 entry["ms"] = round((time.monotonic() - t0) * 1000, 3)
+
+    def find_operation(self, target):
+        """The contract's operation of this request (self.op: OpenAPI;
+        self.rpc: a Process RPC), or a violation when it has none."""
+        c, method = self.fake.contract, self.command
+        self.checked = False
+        if target and target[0] != ENVD_PORT:
+            self.checked = True   # another port of the VM: not envd's
+            return
+        if target and self.route.startswith("/process.Process/"):
+            self.rpc = c.rpc(self.route)
+            if self.rpc is None:
+                self.fake.record([contract.violation(contract.PROCESS_FILE, "%s %s" % (method, self.route),
+                                                     "path", "not an RPC of service Process")], "request")
+            elif method != "POST":
+                self.fake.record([contract.violation(contract.PROCESS_FILE, self.route, "method",
+                                                     "Connect RPCs are POST")], "request")
+            return
+        self.op, v = (c.envd if target else c.api).operation(method, self.route)
+        if v:
+            self.fake.record([v], "request")
+
+    def validate_request(self):
+        """What E2B's API refuses before any handler: a request its OpenAPI
+        document does not admit is 400 (e2b-dev/infra packages/api/main.go:
+        OapiRequestValidatorWithOptions; utils/error.go's message)."""
+        if self.op is None:
+            return
+        body = self.read_body()
+        self.body_cache = body
+        problem = self.op.refusal(self.query, body, self.headers.get("Content-Type"))
+        if problem:
+            raise api_error(400, "validation error: error in openapi3filter.RequestError: %s: %s"
+                                 % (problem["field"], problem["problem"]))
+
+    def check_request_once(self):
+        """The request against the contract, once its body is read (at the
+        first byte of the answer, so a violation is recorded before the
+        client has its answer)."""
+        if self.checked:
+            return
+        self.checked = True
+        body = self.raw_body or b""
+        if self.op is not None:
+            found = self.op.check_request(self.query, self.headers, body,
+                                          self.headers.get("Content-Type"))
+        elif self.rpc is not None:
+            found = self.check_rpc_request(body)
+        else:
+            return
+        self.fake.record(found, "request")
+
+    def check_rpc_request(self, body):
+        rpc, c = self.rpc, self.fake.contract
+        name = self.route
+        media = self.headers.get("Content-Type", "").split(";")[0].strip()
+        want = "application/connect+json" if rpc["server_stream"] or rpc["client_stream"] \
+            else "application/json"
+        if media != want:
+            return [contract.violation(contract.PROCESS_FILE, name, "headers.Content-Type",
+                                       "%r: the provider speaks Connect's JSON, %s" % (media, want))]
+        if want == "application/connect+json":
+            if len(body) < 5 or struct.unpack(">I", body[1:5])[0] != len(body) - 5:
+                return [contract.violation(contract.PROCESS_FILE, name, "body",
+                                           "not one Connect envelope")]
+            body = body[5:]
+        try:
+            message = json.loads(body)
+        except ValueError as e:
+            return [contract.violation(contract.PROCESS_FILE, name, "body", "not JSON: %s" % e)]
+        return c.process.check(rpc["request"], message, name, "body")
+
+    def check_answer(self, status, content_type, data):
+        """An answer (not a stream's) against the contract."""
+        self.check_request_once()
+        if self.unchecked_answer:
+            return
+        if self.op is not None:
+            self.fake.record(self.op.check_response(status, content_type, data), "response")
+        elif self.rpc is not None:
+            try:
+                message = json.loads(data or b"null")
+            except ValueError as e:
+                return self.fake.record([contract.violation(contract.PROCESS_FILE, self.route,
+                                                            "response", "not JSON: %s" % e)], "response")
+            if status == 200:
+                self.fake.record(self.fake.contract.process.check(self.rpc["response"], message,
+                                                                  self.route, "response"), "response")
+            else:
+                self.fake.record(connect_error_violations(message, self.route, "response"),
+                                 "response")
+
+    def check_stream_message(self, flags, message):
+        """One message of a Process stream against the contract."""
+        if self.rpc is None or self.unchecked_answer:
+            return
+        if flags & 2:
+            found = [contract.violation("Connect protocol", self.route, "end-stream." + k,
+                                        "not a field of the end-of-stream message")
+                     for k in message if k not in ("error", "metadata")]
+            if "error" in message:
+                found += connect_error_violations(message["error"], self.route, "end-stream.error")
+        else:
+            found = self.fake.contract.process.check(self.rpc["response"], message, self.route,
+                                                     "stream")
+        self.fake.record(found, "response")
 
     def envd_target(self, host):
         """(port, sandbox id) when the Host names a sandbox's port, else None."""
@@ -890,7 +1085,16 @@ class Handler(BaseHTTPRequestHandler):
         return None
 
     def read_body(self):
-        """The request body (Content-Length or chunked), at most MAX_BODY."""
+        """The request body (Content-Length or chunked), at most MAX_BODY;
+        kept for the contract check."""
+        if self.body_cache is not None:   # read already (validate_request)
+            body, self.body_cache = self.body_cache, None
+            return body
+        body = self.read_body_raw()
+        self.raw_body = (self.raw_body or b"") + body
+        return body
+
+    def read_body_raw(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self.read_chunked()
         length = self.headers.get("Content-Length", "0").strip() or "0"
@@ -935,6 +1139,7 @@ class Handler(BaseHTTPRequestHandler):
             raise api_error(400, "Error when parsing request: %s" % e) from None
 
     def send_bytes(self, status, data, content_type, headers=None):
+        self.check_answer(status, content_type if status != 204 else "", data if status != 204 else b"")
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -973,7 +1178,7 @@ class Handler(BaseHTTPRequestHandler):
         if route == "/v2/sandboxes" and method == "GET":
             return self.api_list()
         if route == "/health" and method == "GET":
-            return self.send_json(200, {})
+            return self.send_bytes(204, b"", "")   # openapi.yml: 204, no body
         m = self.SANDBOX_PATH.match(route)
         if m:
             action = (method, m.group(2))
@@ -1084,13 +1289,21 @@ class Handler(BaseHTTPRequestHandler):
             body.setdefault("templateID", next(iter(self.fake.templates)))
             sbx = self.fake.create(CreateSpec(body, self.fake.templates))
             return self.send_json(201, {"sandboxID": sbx.id})
+        if route == "/_fake/expect" and method == "POST":
+            # {"on": true}: violations from now on are a test's own, sent on
+            # purpose; {"on": false} answers them and ends that.
+            on = require_type((self.read_json() or {}).get("on"), bool, "on")
+            with self.fake.lock:
+                got, self.fake.expected = self.fake.expected or [], [] if on else None
+            return self.send_json(200, {"violations": got})
         if route == "/_fake/state" and method == "GET":
             with self.fake.lock:
                 requests = list(self.fake.requests)
             return self.send_json(200, {"instance": self.fake.instance, "network": self.fake.network,
                                         "sandboxes": [s.state_json() for s in self.fake.all()],
                                         "misbehaviour": self.fake.behaviour_all(),
-                                        "requests": requests})
+                                        "requests": requests,
+                                        "violations": list(self.fake.violations)})
         self.drain_body()
         raise api_error(404, "no route %s %s" % (method, route))
 
@@ -1110,8 +1323,13 @@ class Handler(BaseHTTPRequestHandler):
             token = self.headers.get("X-Access-Token", "")
             if not secrets.compare_digest(token.encode(), sbx.envd_token.encode()):
                 self.drain_body()
-                raise api_error(401, "unauthorized access, please provide a valid access token "
-                                     "or method signing if supported")
+                e = api_error(401, "unauthorized access, please provide a valid access token "
+                                   "or method signing if supported")
+                # envd's auth middleware answers before any RPC handler: its
+                # 401 is not a Connect error (on /files and /metrics it is
+                # envd.yaml's Error).
+                e.proxy = self.rpc is not None
+                raise e
         routes = {("GET", "/health"): lambda s: self.send_bytes(204, b"", ""),
                   ("GET", "/metrics"): lambda s: self.send_json(200, self.fake.metrics(s)),
                   ("GET", "/files"): self.envd_download,
@@ -1175,6 +1393,9 @@ class Handler(BaseHTTPRequestHandler):
         for headers, data in parse_multipart(self.read_body(), content_type):
             disposition = headers.get("content-disposition", "")
             if disposition_param(disposition, "name") != "file":
+                self.fake.record([self.op.v("body", "part %r: the File body's one property is "
+                                                    "file" % disposition_param(disposition, "name"))],
+                                 "request")
                 continue
             path = self.query_one("path") or disposition_param(disposition, "filename")
             if not path:
@@ -1195,10 +1416,25 @@ class Handler(BaseHTTPRequestHandler):
         body = self.read_body()
         try:
             self.basic_user()
+            try:
+                self.proto_refusal("SendSignalRequest", json.loads(body))
+            except ValueError:
+                pass   # signal_process names it
             self.signal_process(sbx, body)
         except ConnectError as e:
             raise HttpError(CONNECT_STATUS[e.code], e.body()) from None
         self.send_json(200, {})
+
+    def proto_refusal(self, message, request):
+        """What envd's Connect handler refuses before the RPC runs: JSON that
+        does not read as the request message (a wrong type, an enum name it
+        does not have), invalid_argument.  Fields it does not know are
+        dropped, as connect-go's JSON codec drops them."""
+        found = [v for v in self.fake.contract.process.check(message, request, self.route, "body")
+                 if not v["problem"].startswith("not a field of")]
+        if found:
+            raise ConnectError("invalid_argument", "proto: (line 1:1): %s: %s"
+                               % (found[0]["field"], found[0]["problem"]))
 
     @staticmethod
     def signal_process(sbx, body):
@@ -1232,6 +1468,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             user = self.basic_user()
             request = self.connect_request(body)
+            self.proto_refusal("StartRequest", request)
             timeout_s = self.connect_timeout()
             keepalive_s = self.keepalive_interval()
             proc = self.fake.start_process(sbx, user, request, timeout_s)
@@ -1283,12 +1520,15 @@ class Handler(BaseHTTPRequestHandler):
         return int(value) if value and value.isdigit() and int(value) > 0 else KEEPALIVE_S
 
     def begin_stream(self):
+        self.check_request_once()
         self.send_response(200)
         self.send_header("Content-Type", "application/connect+json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
     def send_chunk(self, data):
+        flags, length = struct.unpack(">BI", data[:5])
+        self.check_stream_message(flags, json.loads(data[5:5 + length]))
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
@@ -1336,6 +1576,8 @@ def parse_args(argv):
     p.add_argument("--cpu", type=int, default=2, help="CPUs of every template")
     p.add_argument("--memory-mb", type=int, default=512, help="memory of every template (MiB)")
     p.add_argument("--domain", default="localhost", help="the sandboxes' domain")
+    p.add_argument("--upstream", default=UPSTREAM,
+                   help="E2B's contracts: openapi.yml, envd.yaml, process.proto")
     args = p.parse_args(argv)
     if any("=" not in t or t.startswith("=") or t.endswith("=") for t in args.template):
         p.error("--template is NAME=IMAGE")
@@ -1344,7 +1586,11 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    fake = Fake(args)
+    try:
+        fake = Fake(args)
+    except contract.ContractMissing as e:
+        print("fake_e2b: %s" % e, file=sys.stderr)
+        return 1
     host, _, port = args.listen.rpartition(":")
     server = ThreadingHTTPServer((host.strip("[]"), int(port)), Handler)
     server.daemon_threads = True

@@ -5,7 +5,10 @@ FakeE2B starts one fake as a child process and speaks to it: the control
 plane with the API key (api), the test controls (misbehave, reset, plant,
 state), a sandbox's envd through the edge proxy's Host routing (envd), and
 Process/Start's Connect stream (run).  stop() ends the fake with SIGTERM and
-proves its containers and network are gone.  bridge_gateway(network) is a
+proves its containers and network are gone; it raises AssertionError when
+the fake recorded any violation of E2B's contracts (a request the client
+sent, an answer the fake gave) that no test sent on purpose
+(deliberate()).  bridge_gateway(network) is a
 docker bridge network's address on the host, where a test listens to probe
 a sandbox's egress (FakeE2B.gateway(): the fake's own network's).
 
@@ -14,6 +17,7 @@ a sandbox's egress (FakeE2B.gateway(): the fake's own network's).
         result = fake.run(sbx["sandboxID"], "python3", ["-c", "print(1)"])
 """
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -134,6 +138,21 @@ class FakeE2B(FakeProcess):
         self.instance = hello["instance"]
         return self
 
+    def stop(self, timeout=60):
+        """Ends the fake (FakeProcess.stop); raises AssertionError, once it
+        is gone, when E2B's contracts were broken."""
+        found = []
+        if self.proc and self.proc.poll() is None:
+            try:
+                found = self.violations()
+            except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
+                found = [{"problem": "the violations could not be read: %s" % e}]
+        left = super().stop(timeout)
+        if found:
+            raise AssertionError("E2B's contract was broken %d times:\n%s" % (
+                len(found), "\n".join(json.dumps(v) for v in found)))
+        return left
+
     def gateway(self):
         """The host's address on the fake's network (egress probes)."""
         return bridge_gateway(self.state()["network"])
@@ -182,6 +201,24 @@ class FakeE2B(FakeProcess):
 
     def state(self):
         return self.api("GET", "/_fake/state")[1]
+
+    def violations(self):
+        """The contract violations recorded so far."""
+        return self.state()["violations"]
+
+    @contextlib.contextmanager
+    def deliberate(self):
+        """Requests sent on purpose against the contract: the violations
+        recorded inside the block are the block's (the list it yields),
+        not the suite's failure."""
+        got = []
+        status, body, _ = self.api("POST", "/_fake/expect", {"on": True})
+        if status != 200:
+            raise RuntimeError("expect: %s %r" % (status, body))
+        try:
+            yield got
+        finally:
+            got.extend(self.api("POST", "/_fake/expect", {"on": False})[1]["violations"])
 
     def envd_host(self, sandbox_id, port=ENVD_PORT):
         return "%d-%s.%s:%d" % (port, sandbox_id, self.domain, self.port)
