@@ -211,7 +211,8 @@ class AuthTest(Base):
 
     def test_driver_report(self):
         info = FAKE.info()
-        self.assertTrue(info.version)
+        self.assertTrue(info.gateway_version)
+        self.assertEqual(info.status, FAKE.pb.SERVICE_STATUS_HEALTHY)
         self.assertEqual(len(info.compute_drivers), 1)
         d = info.compute_drivers[0]
         self.assertEqual((d.name, d.capabilities.driver_name), ("docker", "docker"))
@@ -219,6 +220,8 @@ class AuthTest(Base):
         FAKE.misbehave(driver="kubernetes")
         d = FAKE.info().compute_drivers[0]
         self.assertEqual((d.name, d.capabilities.driver_name), ("kubernetes", "kubernetes"))
+        FAKE.misbehave(gateway_status="DEGRADED")
+        self.assertEqual(FAKE.info().status, FAKE.pb.SERVICE_STATUS_DEGRADED)
         FAKE.misbehave(driver_denied=True)
         self.assertCode(CODE.PERMISSION_DENIED, FAKE.info)
         FAKE.reset()
@@ -590,7 +593,7 @@ class MisbehaviourTest(Base):
         self.assertEqual(FAKE.policy_status(sbx.metadata.name, version=1), st)
         self.assertCode(CODE.NOT_FOUND, FAKE.policy_status, sbx.metadata.name, version=2)
         provs = FAKE.providers(sbx.metadata.name)
-        self.assertEqual([(p.name, dict(p.credentials)) for p in provs], [("declared", {"TOKEN": "declared-secret"})])
+        self.assertEqual([(p.metadata.name, dict(p.credentials)) for p in provs], [("declared", {"TOKEN": "declared-secret"})])
 
     def check_real(self, sbx, labels, memory):
         """The container is as asked, whatever the read-back says."""
@@ -618,7 +621,7 @@ class MisbehaviourTest(Base):
         self.assertNotEqual(st.revision.policy_hash,
                             hashlib.sha256(pol.SerializeToString(deterministic=True)).hexdigest())
         self.assertRegex(st.revision.policy_hash, "^[0-9a-f]{64}$")
-        provs = {p.name: dict(p.credentials) for p in FAKE.providers(sbx.metadata.name)}
+        provs = {p.metadata.name: dict(p.credentials) for p in FAKE.providers(sbx.metadata.name)}
         self.assertEqual(provs, {"declared": {"TOKEN": "declared-secret"},
                                  "fake-attached": {"API_KEY": "fake-attached-secret"}})
         self.check_real(sbx, {"owner": "plimsoll"}, 512 << 20)
@@ -634,7 +637,7 @@ class MisbehaviourTest(Base):
         self.assertEqual(got.spec.template.image, "other/image:1")
         self.assertEqual(dict(got.spec.template.resources["limits"]), {"cpu": "2"})
         self.assertEqual(FAKE.policy_status(sbx.metadata.name).revision.policy_hash, "00" * 32)
-        self.assertEqual([(p.name, dict(p.credentials)) for p in FAKE.providers(sbx.metadata.name)],
+        self.assertEqual([(p.metadata.name, dict(p.credentials)) for p in FAKE.providers(sbx.metadata.name)],
                          [("leaked", {"KEY": "leaked-secret"})])
         self.check_real(sbx, {"owner": "plimsoll"}, 256 << 20)
 

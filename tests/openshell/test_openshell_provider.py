@@ -404,6 +404,10 @@ class Startup(unittest.TestCase):
                 fake.misbehave(driver="kubernetes")
                 self.refuse(fake, "compute driver must be docker")
                 fake.reset()
+            with self.subTest("GetGatewayInfo's own status is not healthy"):
+                fake.misbehave(gateway_status="DEGRADED")
+                self.refuse(fake, "GetGatewayInfo reports it degraded, not healthy")
+                fake.reset()
             with self.subTest("the driver may not be read"):
                 fake.misbehave(driver_denied=True)
                 self.refuse(fake, "PERMISSION_DENIED")

@@ -132,7 +132,21 @@ int osh_gateway_driver(struct osh_state *s, struct pl_error *err) {
     int rc = 0;
     char names[256] = "";
     size_t off = 0;
-    copy_printable(s->gateway_version, sizeof(s->gateway_version), g->version);
+    copy_printable(s->gateway_version, sizeof(s->gateway_version), g->gateway_version);
+    /* The gateway states its own status here too (upstream's answers
+     * HEALTHY, crates/openshell-server/src/grpc/mod.rs:262): anything else
+     * is a gateway not to start on. */
+    if (g->status != OPENSHELL__V1__SERVICE_STATUS__SERVICE_STATUS_HEALTHY) {
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "the OpenShell gateway's GetGatewayInfo reports it %s, not healthy",
+                          g->status == OPENSHELL__V1__SERVICE_STATUS__SERVICE_STATUS_DEGRADED
+                              ? "degraded"
+                          : g->status == OPENSHELL__V1__SERVICE_STATUS__SERVICE_STATUS_UNHEALTHY
+                              ? "unhealthy"
+                              : "of no stated status");
+        protobuf_c_message_free_unpacked(m, NULL);
+        return rc;
+    }
     /* Exactly one driver, and it is docker: only that report is evidence
      * that each sandbox is a container on a docker engine. */
     for (size_t i = 0; i < g->n_compute_drivers; i++) {

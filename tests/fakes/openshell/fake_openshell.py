@@ -15,9 +15,12 @@ force-removes every container of its label and exits 0.
 The gateway speaks gRPC over HTTP/2: h2c by default, TLS with --tls-cert and
 --tls-key, mutual TLS when --client-ca is given too.  Every call needs
 `authorization: Bearer <token>`; GetGatewayInfo needs the admin token when
-there is one.  The messages are proto/openshell/openshell.proto (the
-contract the C provider is built from), compiled with protoc into a
-temporary directory at start; nothing generated is kept.  Requests larger
+there is one.  The messages are upstream's own protos (NVIDIA/OpenShell
+proto/*.proto, read from <repo>/../shared/upstream/openshell, whose README
+names the commit; --proto-dir to read them elsewhere), compiled with protoc
+into a temporary directory at start, so the fake speaks upstream's wire
+format whatever proto/openshell/openshell.proto says; nothing generated is
+kept.  Requests larger
 than 1 MiB (OpenShell's limit) fail RESOURCE_EXHAUSTED.
 
 Each sandbox is a locked-down docker container (label
@@ -137,15 +140,37 @@ def new_name():
     return "sandbox-" + "".join(secrets.choice(ID_ALPHABET) for _ in range(8))
 
 
+class Messages:
+    """Upstream's messages as one namespace: openshell.v1's, then
+    openshell.sandbox.v1's, then openshell.datamodel.v1's (upstream spreads
+    the public API over those three packages; no name is in two of them)."""
+
+    def __init__(self, modules):
+        self._modules = modules
+
+    def __getattr__(self, name):
+        for m in self._modules:
+            if hasattr(m, name):
+                return getattr(m, name)
+        raise AttributeError(name)
+
+
 def load_messages(proto_dir, out_dir):
-    """Compile openshell.proto with protoc into out_dir; the module."""
-    p = subprocess.run(["protoc", "-I" + proto_dir, "-I/usr/include", "--python_out=" + out_dir,
-                        "openshell.proto"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    """Compile upstream's protos (every *.proto of proto_dir: openshell.proto
+    imports datamodel, sandbox and options) with protoc into out_dir; their
+    messages, as a Messages."""
+    if not os.path.isfile(os.path.join(proto_dir, "openshell.proto")):
+        raise RuntimeError("no openshell.proto in %s (upstream's protos: ../shared/upstream/"
+                           "openshell from the repository)" % proto_dir)
+    files = sorted(f for f in os.listdir(proto_dir) if f.endswith(".proto"))
+    p = subprocess.run(["protoc", "-I" + proto_dir, "-I/usr/include", "--python_out=" + out_dir]
+                       + files, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if p.returncode != 0:
         raise RuntimeError("protoc: " + p.stderr.decode(errors="replace"))
     sys.path.insert(0, out_dir)
     try:
-        return importlib.import_module("openshell_pb2")
+        return Messages([importlib.import_module(m)
+                         for m in ("openshell_pb2", "sandbox_pb2", "datamodel_pb2")])
     finally:
         sys.path.remove(out_dir)
 
@@ -431,7 +456,8 @@ class Fake:
     """The fake gateway's state: settings, sandboxes, providers,
     misbehaviours and the call log."""
 
-    MISBEHAVIOURS = {"driver": (str,), "driver_denied": (bool,), "drift_labels": (bool, dict),
+    MISBEHAVIOURS = {"driver": (str,), "driver_denied": (bool,), "gateway_status": (str,),
+                     "drift_labels": (bool, dict),
                      "drift_image": (bool, str), "drift_limits": (bool, dict),
                      "drift_policy_hash": (bool, str), "attach_provider": (bool, str, dict),
                      "exec_hang_after_exit": (bool,), "exec_withhold_exit": (str,),
@@ -564,6 +590,9 @@ class Fake:
                 raise ValueError("unknown misbehaviour %r" % key)
             if value is not None and not isinstance(value, self.MISBEHAVIOURS[key]):
                 raise ValueError("%s: wrong type" % key)
+        if body.get("gateway_status") not in (None, "UNSPECIFIED", "HEALTHY", "DEGRADED",
+                                               "UNHEALTHY"):
+            raise ValueError("gateway_status: UNSPECIFIED, HEALTHY, DEGRADED or UNHEALTHY")
         if isinstance(body.get("drift_labels"), dict) and \
                 not all(isinstance(v, str) for v in body["drift_labels"].values()):
             raise ValueError("drift_labels: values must be strings")
@@ -985,7 +1014,11 @@ class Service:
             raise fail("PERMISSION_DENIED", "the compute drivers are not visible to this token")
         name = self.fake.behaviour("driver") or "docker"
         version = self.fake.driver_version if name == "docker" else "v0.0.0-fake"
-        out = self.pb.GetGatewayInfoResponse(version=FAKE_VERSION)
+        # Upstream's answer: HEALTHY, its version, its drivers
+        # (crates/openshell-server/src/grpc/mod.rs:243-265).
+        status = self.fake.behaviour("gateway_status") or "HEALTHY"
+        out = self.pb.GetGatewayInfoResponse(status=getattr(self.pb, "SERVICE_STATUS_" + status),
+                                             gateway_version=FAKE_VERSION)
         d = out.compute_drivers.add()
         d.name = name
         d.capabilities.driver_name = name
@@ -1014,7 +1047,7 @@ class Service:
         out = self.pb.ListSandboxProvidersResponse()
         for rec in self.fake.sandbox_providers(sbx):
             p = out.providers.add()
-            p.id, p.name, p.type = rec["id"], rec["name"], rec["type"]
+            p.metadata.id, p.metadata.name, p.type = rec["id"], rec["name"], rec["type"]
             p.credentials.update(rec["credentials"])
             p.config.update(rec["config"])
         return out
@@ -1230,8 +1263,11 @@ def parse_args(argv):
     p.add_argument("--max-sandboxes", type=int, default=10, help="live sandboxes at most")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop (and clean up) when the process that started the fake ends")
-    p.add_argument("--proto-dir", default=os.path.join(here, "..", "..", "..", "proto", "openshell"),
-                   help="the folder of openshell.proto (compiled at start)")
+    p.add_argument("--proto-dir",
+                   default=os.path.normpath(os.path.join(here, "..", "..", "..", "..", "shared",
+                                                         "upstream", "openshell")),
+                   help="the folder of upstream's protos (compiled at start; default "
+                   "<repo>/../shared/upstream/openshell)")
     args = p.parse_args(argv)
     if any("=" not in i or i.startswith("=") or i.endswith("=") for i in args.image):
         p.error("--image is NAME=IMAGE")
