@@ -479,6 +479,46 @@ class ExecTest(Base):
         self.assertCode(CODE.INVALID_ARGUMENT, FAKE.exec, self.id, ["true"], workdir="relative")
         self.assertCode(CODE.INVALID_ARGUMENT, FAKE.exec, self.id, ["true"], environment={"A=B": "c"})
 
+    def test_upstreams_exec_limits(self):
+        """validate_exec_request_fields (../shared/upstream/openshell/
+        validation.rs:45-77): each refusal INVALID_ARGUMENT with upstream's
+        message; each limit itself is allowed."""
+        kb32 = 32 * 1024
+        for args, kw, message in (
+                (["true"] + ["x"] * 1024, {}, "command array exceeds 1024 argument limit"),
+                (["echo", "x" * (kb32 + 1)], {}, "command argument 1 exceeds 32768 byte limit"),
+                (["echo", "\u00e9" * (kb32 // 2) + "x"], {},
+                 "command argument 1 exceeds 32768 byte limit"),
+                (["echo", "a\0b"], {}, "command argument 1 contains null bytes"),
+                (["true"], {"environment": {"V": "x" * (kb32 + 1)}},
+                 "environment value for 'V' exceeds 32768 byte limit"),
+                (["true"], {"environment": {"V": "a\nb"}},
+                 "environment value for 'V' contains newline or carriage return characters"),
+                (["true"], {"environment": {"1V": "a"}}, "environment keys must match"),
+                (["true"], {"environment": {"OPENSHELL_X": "a"}},
+                 "keys starting with OPENSHELL_ are reserved"),
+                (["true"], {"workdir": "/" + "w" * 4096}, "workdir exceeds 4096 byte limit"),
+                (["true"], {"workdir": "/tmp\r"},
+                 "workdir contains newline or carriage return characters")):
+            with self.subTest(message):
+                e = self.assertCode(CODE.INVALID_ARGUMENT, FAKE.exec, self.id, args, **kw)
+                self.assertIn(message, e.details())
+        # At the limits: 1024 arguments, one of 32 KiB, a 32 KiB value, and
+        # newlines in an argument (inline scripts) are upstream's to allow.
+        out = FAKE.exec(self.id, ["sh", "-c", 'printf %s "$#"', "sh"] + ["y"] * 1020)
+        self.assertEqual(out.stdout, b"1020")
+        out = FAKE.exec(self.id, ["sh", "-c", 'printf "%s " "${#1}"; printf %s "$V" | wc -c',
+                                  "sh", "z" * kb32], environment={"V": "v" * kb32,
+                                                                  "OPENSHELL_PYFUNC_B64": "e30="})
+        self.assertEqual(out.stdout, b"32768 32768\n")
+        self.assertEqual(FAKE.exec(self.id, ["sh", "-c", "echo a\necho b"]).stdout, b"a\nb\n")
+        # The interactive start is held to the same rules.
+        call = FAKE.exec_interactive(iter([FAKE.pb.ExecSandboxInput(
+            start=FAKE.exec_request(self.id, ["echo", "x" * (kb32 + 1)]))]))
+        with self.assertRaises(grpc.RpcError) as e:
+            list(call)
+        self.assertEqual(e.exception.code(), CODE.INVALID_ARGUMENT)
+
     def test_message_limit(self):
         e = self.assertCode(CODE.RESOURCE_EXHAUSTED, FAKE.exec, self.id, ["cat"], stdin=b"x" * ((1 << 20) + 1))
         self.assertIn("larger than max", e.details())

@@ -35,6 +35,10 @@
 /* A gRPC message, and an upload's chunk under the gateway's 1 MiB. */
 #define OSH_MAX_MESSAGE (4u << 20)
 #define OSH_UPLOAD_CHUNK (768u << 10)
+/* Upstream's limits on an exec's command (crates/openshell-server/src/grpc/
+ * validation.rs:31-33): arguments, and bytes of one argument. */
+#define OSH_EXEC_MAX_ARGS 1024u
+#define OSH_EXEC_MAX_ARG_LEN (32u << 10)
 /* The guest user's own processes a fresh sandbox may run. */
 #define OSH_MAX_BASELINE 8
 

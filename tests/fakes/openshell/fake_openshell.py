@@ -175,6 +175,62 @@ def load_messages(proto_dir, out_dir):
         sys.path.remove(out_dir)
 
 
+# ------------------------------------------------------ upstream's exec rules
+
+# crates/openshell-server/src/grpc/validation.rs:31-35 (the commit in
+# ../shared/upstream/README.md).
+MAX_EXEC_COMMAND_ARGS = 1024
+MAX_EXEC_ARG_LEN = 32 * 1024
+MAX_EXEC_WORKDIR_LEN = 4096
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+EXEC_ALLOWED_OPENSHELL_KEYS = ("OPENSHELL_PYFUNC_B64",)
+
+
+def validate_exec_request(req):
+    """What upstream's gateway checks of an ExecSandboxRequest before it
+    looks the sandbox up, in its order, each an INVALID_ARGUMENT with its
+    message: handle_exec_sandbox (crates/openshell-server/src/grpc/
+    sandbox.rs:1194-1205; the interactive start, sandbox.rs:1607-1618) and
+    validate_exec_request_fields (validation.rs:45-77, with
+    validate_exec_env_entries, validation.rs:393-420).  Lengths are bytes of
+    UTF-8, as Rust's str::len."""
+    def bad(message):
+        return fail("INVALID_ARGUMENT", message)
+    if not req.sandbox_id:
+        raise bad("sandbox_id is required")
+    if not req.command:
+        raise bad("command is required")
+    if any(not ENV_KEY_RE.match(k) for k in req.environment):
+        raise bad("environment keys must match ^[A-Za-z_][A-Za-z0-9_]*$")
+    if len(req.command) > MAX_EXEC_COMMAND_ARGS:
+        raise bad("command array exceeds %d argument limit" % MAX_EXEC_COMMAND_ARGS)
+    for i, arg in enumerate(req.command):
+        if len(arg.encode()) > MAX_EXEC_ARG_LEN:
+            raise bad("command argument %d exceeds %d byte limit" % (i, MAX_EXEC_ARG_LEN))
+        if "\0" in arg:
+            raise bad("command argument %d contains null bytes" % i)
+
+    def control(value, field):
+        if "\0" in value:
+            raise bad("%s contains null bytes" % field)
+        if "\n" in value or "\r" in value:
+            raise bad("%s contains newline or carriage return characters" % field)
+    for key, value in req.environment.items():
+        if len(value.encode()) > MAX_EXEC_ARG_LEN:
+            raise bad("environment value for '%s' exceeds %d byte limit" % (key, MAX_EXEC_ARG_LEN))
+        control(value, "environment value for '%s'" % key)
+    for key, value in req.environment.items():
+        if not ENV_KEY_RE.match(key):
+            raise bad("environment keys must match ^[A-Za-z_][A-Za-z0-9_]*$; got '%s'" % key)
+        if key.startswith("OPENSHELL_") and key not in EXEC_ALLOWED_OPENSHELL_KEYS:
+            raise bad("environment keys starting with OPENSHELL_ are reserved; got '%s'" % key)
+        control(value, "environment value for '%s'" % key)
+    if req.workdir:
+        if len(req.workdir.encode()) > MAX_EXEC_WORKDIR_LEN:
+            raise bad("workdir exceeds %d byte limit" % MAX_EXEC_WORKDIR_LEN)
+        control(req.workdir, "workdir")
+
+
 # --------------------------------------------------------------- quantities
 
 CPU_RE = re.compile(r"^(\d+(?:\.\d+)?)(m?)$")
@@ -960,6 +1016,7 @@ class Fake:
         return False
 
     def start_exec(self, request, inputs=None):
+        validate_exec_request(request)
         sbx = None
         with self.lock:
             sbx = self.by_id.get(request.sandbox_id)
@@ -967,16 +1024,8 @@ class Fake:
                 raise fail("NOT_FOUND", "no sandbox with id %r" % request.sandbox_id)
             if sbx.phase != "READY":
                 raise fail("FAILED_PRECONDITION", "sandbox %s is %s, not READY" % (sbx.name, sbx.phase))
-        if not request.command:
-            raise fail("INVALID_ARGUMENT", "command is empty")
         if request.workdir and not request.workdir.startswith("/"):
             raise fail("INVALID_ARGUMENT", "workdir must be an absolute path")
-        for k in request.environment:
-            if not k or "=" in k or "\0" in k:
-                raise fail("INVALID_ARGUMENT", "environment: invalid name %r" % k)
-        if any("\0" in a for a in request.command) or "\0" in request.workdir or \
-                any("\0" in v for v in request.environment.values()):
-            raise fail("INVALID_ARGUMENT", "NUL in command, workdir or environment")
         ex = Exec(self, sbx, request, inputs)
         with self.lock:
             self.execs.append(ex.log)
