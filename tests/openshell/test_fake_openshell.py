@@ -18,6 +18,7 @@ commands in it."""
 import hashlib
 import io
 import os
+import struct
 import subprocess
 import sys
 import tarfile
@@ -158,6 +159,32 @@ def drain(call, out):
         out.append("end")
     except grpc.RpcError as e:
         out.append(e.code())
+
+
+
+def upstream_policy_hash(pol):
+    """Upstream's deterministic_policy_hash (crates/openshell-server/src/grpc/
+    policy.rs:5704, canonical_policy_bytes :5667-5700) of a policy whose
+    endpoints carry no L7 rules and that has no middlewares, spelled out:
+    the policy without its maps, length-prefixed; "network_policies", the
+    count, and per key in order the key and its rule's bytes (the rule,
+    then per endpoint its index and an empty graphql_persisted_queries
+    map); "network_middlewares" and 0."""
+    def lp(b):
+        return struct.pack("<Q", len(b)) + b
+    free = type(pol)()
+    free.CopyFrom(pol)
+    free.network_policies.clear()
+    out = lp(free.SerializeToString()) + lp(b"network_policies") + \
+        struct.pack("<Q", len(pol.network_policies))
+    for key in sorted(pol.network_policies):
+        rule = pol.network_policies[key]
+        rb = lp(rule.SerializeToString()) + b"".join(
+            struct.pack("<Q", i) + lp(b"graphql_persisted_queries") + struct.pack("<Q", 0)
+            for i in range(len(rule.endpoints)))
+        out += lp(key.encode()) + lp(rb)
+    out += lp(b"network_middlewares") + struct.pack("<Q", 0)
+    return hashlib.sha256(out).hexdigest()
 
 
 class Base(unittest.TestCase):
@@ -618,6 +645,33 @@ class MisbehaviourTest(Base):
         pol.network_policies["npm"].name = "npm"
         return pol
 
+    def test_the_hash_is_upstreams(self):
+        """The order of map entries and of endpoints: the first does not
+        change upstream's hash, the second does (policy.rs:5667-5700 sorts
+        maps and keeps repeated fields in order)."""
+        a = self.policy()
+        b = FAKE.pb.SandboxPolicy(version=1)
+        b.process.run_as_user = "sandbox"
+        b.network_policies["npm"].name = "npm"
+        rule = b.network_policies["pypi"]
+        rule.name = "pypi"
+        rule.endpoints.add(host="pypi.org", port=443)
+        b.filesystem.read_write.extend(["/tmp"])
+        c = self.policy()
+        c.network_policies["pypi"].endpoints.add(host="files.pythonhosted.org", port=443)
+        d = self.policy()
+        d.network_policies["pypi"].endpoints.insert(0, FAKE.pb.NetworkEndpoint(
+            host="files.pythonhosted.org", port=443))
+        hashes = []
+        for pol in (a, b, c, d):
+            sbx = self.new_sandbox(policy=pol)
+            hashes.append(FAKE.policy_status(sbx.metadata.name).revision.policy_hash)
+        self.assertEqual(hashes[0], hashes[1])
+        self.assertEqual(hashes[0], upstream_policy_hash(a))
+        self.assertEqual(hashes[2], upstream_policy_hash(c))
+        self.assertNotEqual(hashes[2], hashes[3])
+        self.assertEqual(len(set(hashes[1:])), 3)
+
     def test_no_drift(self):
         FAKE.provider("declared", {"TOKEN": "declared-secret"})
         pol = self.policy()
@@ -627,7 +681,7 @@ class MisbehaviourTest(Base):
         self.assertEqual(got.spec.template.image, "base")
         st = FAKE.policy_status(sbx.metadata.name)
         self.assertEqual(st.revision.policy_hash,
-                         hashlib.sha256(pol.SerializeToString(deterministic=True)).hexdigest())
+                         upstream_policy_hash(pol))
         self.assertEqual((st.revision.version, st.revision.status, st.active_version),
                          (1, FAKE.pb.POLICY_STATUS_LOADED, 1))
         self.assertEqual(FAKE.policy_status(sbx.metadata.name, version=1), st)
@@ -659,7 +713,7 @@ class MisbehaviourTest(Base):
         self.assertEqual(FAKE.list("owner=plimsoll"), [])
         st = FAKE.policy_status(sbx.metadata.name)
         self.assertNotEqual(st.revision.policy_hash,
-                            hashlib.sha256(pol.SerializeToString(deterministic=True)).hexdigest())
+                            upstream_policy_hash(pol))
         self.assertRegex(st.revision.policy_hash, "^[0-9a-f]{64}$")
         provs = {p.metadata.name: dict(p.credentials) for p in FAKE.providers(sbx.metadata.name)}
         self.assertEqual(provs, {"declared": {"TOKEN": "declared-secret"},

@@ -421,6 +421,12 @@ class Startup(unittest.TestCase):
                 fake.misbehave(stuck_error=True)
                 self.refuse(fake, "went to ERROR")
                 fake.reset()
+            with self.subTest("a startup sandbox whose policy hash is not upstream's"):
+                # Not the hash upstream's gateway computes of the policy sent
+                # (policy.rs:5704): refused, not taken as the one to match.
+                fake.misbehave(drift_policy_hash=True)
+                self.refuse(fake, "its policy's hash is")
+                fake.reset()
             with self.subTest("a startup sandbox read back otherwise"):
                 fake.misbehave(drift_image=True)
                 self.refuse(fake, "not what plimsoll asked for")

@@ -101,10 +101,9 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
              s->gateway_version[0] ? s->gateway_version : "unstated", s->driver_version);
     snprintf(s->checks[1], sizeof(s->checks[1]),
              "a throwaway sandbox of %s (cpu %s, %u MiB) was read back as asked: labels, image, "
-             "limits, policy (first revision, loaded, hash %.16s..., %s), no providers",
-             s->set.image, s->set.cpu, s->set.memory_mib, s->policy_hash,
-             s->hash_is_sha256 ? "the SHA-256 of the policy as plimsoll packs it"
-                               : "treated as opaque");
+             "limits, policy (first revision, loaded, hash %.16s..., the gateway's hash of "
+             "the policy sent, as plimsoll computes it), no providers",
+             s->set.image, s->set.cpu, s->set.memory_mib, s->policy_hash);
     snprintf(s->checks[2], sizeof(s->checks[2]),
              "files uploaded as a tar stream into %.200s and a test program ran there as a "
              "project's steps do (python3, node), as uid %u, not root; egress tried live and "

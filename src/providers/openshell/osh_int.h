@@ -65,8 +65,7 @@ struct osh_state {
     struct ph_books books;
     /* what the startup test showed */
     char driver[64], driver_version[64], gateway_version[64];
-    char policy_hash[80]; /* the startup sandbox's: every sandbox's must equal it */
-    bool hash_is_sha256;  /* it equals the SHA-256 of the policy as plimsoll packs it */
+    char policy_hash[65]; /* upstream's hash of the policy sent, once a sandbox showed it */
     unsigned user_uid;
     char checks[7][768];
     /* sessions: on when SANDBOX_MAX_SESSIONS > 0 */

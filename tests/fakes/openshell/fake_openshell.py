@@ -56,6 +56,7 @@ import secrets
 import shutil
 import signal
 import string
+import struct
 import subprocess
 import sys
 import tarfile
@@ -231,6 +232,114 @@ def validate_exec_request(req):
         control(req.workdir, "workdir")
 
 
+# --------------------------------------------------- upstream's policy hash
+
+def _u64(n):
+    return n.to_bytes(8, "little")
+
+
+def _lp(data):
+    """append_canonical_bytes (policy.rs:5511-5518): a u64 little-endian
+    length, then the bytes."""
+    return _u64(len(data)) + data
+
+
+def _sorted_message_map(label, values):
+    """append_sorted_message_map (policy.rs:5524-5541)."""
+    out = _lp(label) + _u64(len(values))
+    for key in sorted(values):
+        out += _lp(key.encode()) + _lp(values[key].SerializeToString(deterministic=True))
+    return out
+
+
+def _canonical_rule(rule):
+    """canonical_rule_bytes (policy.rs:5544-5595)."""
+    map_free = type(rule)()
+    map_free.CopyFrom(rule)
+    for ep in map_free.endpoints:
+        ep.graphql_persisted_queries.clear()
+        for r in ep.rules:
+            if r.HasField("allow"):
+                r.allow.query.clear()
+                r.allow.params.clear()
+        for d in ep.deny_rules:
+            d.query.clear()
+            d.params.clear()
+    out = _lp(map_free.SerializeToString(deterministic=True))
+    for ei, ep in enumerate(rule.endpoints):
+        out += _u64(ei) + _sorted_message_map(b"graphql_persisted_queries",
+                                              ep.graphql_persisted_queries)
+        for ri, r in enumerate(ep.rules):
+            out += _u64(ri)
+            if r.HasField("allow"):
+                out += _sorted_message_map(b"allow_query", r.allow.query)
+                out += _sorted_message_map(b"allow_params", r.allow.params)
+        for ri, d in enumerate(ep.deny_rules):
+            out += _u64(ri) + _sorted_message_map(b"deny_query", d.query)
+            out += _sorted_message_map(b"deny_params", d.params)
+    return out
+
+
+def _canonical_struct(st):
+    """canonical_struct_bytes (policy.rs:5597-5611)."""
+    out = _u64(len(st.fields))
+    for key in sorted(st.fields):
+        out += _lp(key.encode()) + _lp(_canonical_value(st.fields[key]))
+    return out
+
+
+def _canonical_value(v):
+    """canonical_value_bytes (policy.rs:5613-5652)."""
+    kind = v.WhichOneof("kind")
+    if kind is None:
+        return b"\0"
+    if kind == "null_value":
+        return b"\1" + int(v.null_value).to_bytes(4, "little", signed=True)
+    if kind == "number_value":
+        return b"\2" + struct.pack("<d", v.number_value)
+    if kind == "string_value":
+        return b"\3" + _lp(v.string_value.encode())
+    if kind == "bool_value":
+        return b"\4" + bytes([1 if v.bool_value else 0])
+    if kind == "struct_value":
+        return b"\5" + _lp(_canonical_struct(v.struct_value))
+    out = b"\6" + _u64(len(v.list_value.values))
+    for item in v.list_value.values:
+        out += _lp(_canonical_value(item))
+    return out
+
+
+def _canonical_middleware(mw):
+    """canonical_middleware_bytes (policy.rs:5654-5665)."""
+    map_free = type(mw)()
+    map_free.CopyFrom(mw)
+    map_free.ClearField("config")
+    out = _lp(map_free.SerializeToString(deterministic=True))
+    if mw.HasField("config"):
+        out += _lp(_canonical_struct(mw.config))
+    return out
+
+
+def deterministic_policy_hash(policy):
+    """Upstream's deterministic_policy_hash (crates/openshell-server/src/grpc/
+    policy.rs:5704-5706): the hex SHA-256 of canonical_policy_bytes
+    (policy.rs:5667-5700), which encodes the policy without its maps and
+    then each map's entries in key order.  The revision 1 a gateway records
+    for a sandbox carries this hash of its spec's policy (policy.rs:2372)."""
+    map_free = type(policy)()
+    map_free.CopyFrom(policy)
+    map_free.network_policies.clear()
+    map_free.network_middlewares.clear()
+    out = _lp(map_free.SerializeToString(deterministic=True))
+    out += _lp(b"network_policies") + _u64(len(policy.network_policies))
+    for key in sorted(policy.network_policies):
+        out += _lp(key.encode()) + _lp(_canonical_rule(policy.network_policies[key]))
+    out += _lp(b"network_middlewares") + _u64(len(policy.network_middlewares))
+    for key in sorted(policy.network_middlewares):
+        out += _lp(key.encode()) + _lp(_canonical_middleware(policy.network_middlewares[key]))
+    return hashlib.sha256(out).hexdigest()
+
+
 # --------------------------------------------------------------- quantities
 
 CPU_RE = re.compile(r"^(\d+(?:\.\d+)?)(m?)$")
@@ -354,7 +463,11 @@ class Sandbox:
         return spec
 
     def policy_hash(self):
-        real = hashlib.sha256(self.spec.policy.SerializeToString(deterministic=True)).hexdigest()
+        # Revision 1 carries upstream's hash of the spec's policy
+        # (policy.rs:2372); a sandbox without a policy has no revision
+        # upstream, here the SHA-256 of nothing.
+        real = deterministic_policy_hash(self.spec.policy) if self.spec.HasField("policy") \
+            else hashlib.sha256(b"").hexdigest()
         d = self.drift.get("drift_policy_hash")
         if isinstance(d, str):
             return d
