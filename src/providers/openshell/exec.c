@@ -107,8 +107,11 @@ static int fit_command(const char *const *argv, size_t argc, const char ***ret_a
     const char *src = argv[longest];
     for (size_t off = 0; off < len; k++) {
         size_t take = len - off < OSH_ARG_PIECE ? len - off : OSH_ARG_PIECE;
-        /* Never before a continuation byte: each piece is whole UTF-8. */
-        while (off + take < len && take > 1 && ((unsigned char)src[off + take] & 0xc0) == 0x80)
+        /* Never before a continuation byte: each piece is whole UTF-8 (a
+         * character has at most 3 of them; more is not UTF-8 anyway). */
+        for (int back = 0;
+             back < 3 && off + take < len && ((unsigned char)src[off + take] & 0xc0) == 0x80;
+             back++)
             take--;
         memcpy(store + used, src + off, take);
         out[o++] = store + used;
