@@ -96,6 +96,19 @@ for p in os.listdir("/proc"):
         except OSError:
             pass
 """
+# SIGKILL every process whose argv (joined by spaces) is one of argv[1:].
+KILL_LEFT_PY = r"""
+import os, signal, sys, time
+for p in os.listdir("/proc"):
+    if p.isdigit() and int(p) != os.getpid():
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                if f.read().replace(b"\0", b" ").decode().strip() in sys.argv[1:]:
+                    os.kill(int(p), signal.SIGKILL)
+        except OSError:
+            pass
+time.sleep(0.3)
+"""
 WRITE_PY = r"""
 import os
 for d in ["/", "/etc", "/home", "/root", "/usr", "/var", "/var/tmp", "/run", "/dev", "/dev/shm",
@@ -571,6 +584,27 @@ class ExecTest(Base):
         self.assertTrue(FAKE.wait_for(
             lambda: not {"sleep 1003", "sleep 1004", "sleep 1005"} & set(processes(self.id)), timeout=10))
         self.assertTrue(FAKE.wait_for(lambda: FAKE.state()["execs"][0]["state"] == "cancelled"))
+
+    def test_a_gateway_that_kills_only_the_group(self):
+        """exec_kill "group": a timed-out or cancelled command's process
+        group ends, a process that left it with setsid stays (upstream
+        documents only the 124)."""
+        FAKE.misbehave(exec_kill="group")
+        out = FAKE.exec(self.id, ["sh", "-c", "(setsid sleep 1011 &); sleep 1012 & echo started; "
+                                  "sleep 1013"], timeout_seconds=1)
+        self.assertEqual((out.stdout, out.exit_code), (b"started\n", 124))
+        call = FAKE.exec_stream(self.id, ["sh", "-c", "(setsid sleep 1014 &); sleep 1015 & "
+                                          "echo started; sleep 1016"])
+        self.assertEqual(next(call).stdout.data, b"started\n")
+        call.cancel()
+        self.assertTrue(FAKE.wait_for(
+            lambda: not {"sleep 1012", "sleep 1013", "sleep 1015", "sleep 1016"}
+            & set(processes(self.id)), timeout=10))
+        time.sleep(1)
+        left = set(processes(self.id))
+        self.assertTrue({"sleep 1011", "sleep 1014"} <= left, left)
+        FAKE.exec(self.id, ["python3", "-c", KILL_LEFT_PY, "sleep 1011", "sleep 1014"])
+        self.assertFalse({"sleep 1011", "sleep 1014"} & set(processes(self.id)))
 
     def test_hang_after_exit(self):
         FAKE.misbehave(exec_hang_after_exit=True)

@@ -113,9 +113,9 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
              "from inside: writes land only under /tmp, loopback is the only interface, the "
              "cgroup holds the memory and CPU limits, a child cannot read its parent's memory");
     snprintf(s->checks[4], sizeof(s->checks[4]),
-             "a command cancelled at its deadline left no process behind (by the gateway's "
-             "timeout, and by the client cancelling its stream); the sandbox was deleted and "
-             "the delete read back");
+             "a command cancelled at its deadline (by the gateway's timeout, and by the client "
+             "cancelling its stream) ended 124, and after plimsoll's cleanup none of its "
+             "processes was left; the sandbox was deleted and the delete read back");
     int n = 5;
     if (s->session_lifetime_s)
         ph_session_check(s->checks[n++], sizeof(s->checks[0]), "across an idle stop", s->cell_langs,

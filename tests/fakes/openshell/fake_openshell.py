@@ -517,6 +517,7 @@ class Exec:
         self.finished = False
         self.exit_code = None
         self.killed = False
+        self.groups = None
         self.log = {"sandbox": sbx.name, "sandbox_id": sbx.id, "argv": list(request.command),
                     "workdir": request.workdir or EXEC_WORKDIR, "env": sorted(request.environment),
                     "timeout_seconds": request.timeout_seconds, "stdin_bytes": len(request.stdin),
@@ -589,9 +590,12 @@ class Exec:
 
     def kill(self):
         """Kill every process of this exec (daemons included), then the
-        docker CLI."""
+        docker CLI; under exec_kill "group", only those still in the
+        command's own process group."""
         self.killed = True
-        self.fake.kill_marked(self.sbx, self.marker)
+        self.groups = self.fake.exec_groups(self.sbx, self.marker) \
+            if self.fake.behaviour("exec_kill") == "group" else None
+        self.fake.kill_marked(self.sbx, self.marker, groups=self.groups)
         if self.popen.poll() is None:
             self.popen.kill()
         # A process the engine was still starting when the CLI died starts
@@ -601,7 +605,7 @@ class Exec:
     def rekill(self):
         for delay in (0.5, 1.5, 3):
             time.sleep(delay)
-            self.fake.kill_marked(self.sbx, self.marker)
+            self.fake.kill_marked(self.sbx, self.marker, groups=self.groups)
 
     def expire(self):
         if self.exit_code is None:
@@ -630,6 +634,7 @@ class Fake:
                      "drift_image": (bool, str), "drift_limits": (bool, dict),
                      "drift_policy_hash": (bool, str), "attach_provider": (bool, str, dict),
                      "exec_hang_after_exit": (bool,), "exec_withhold_exit": (str,),
+                     "exec_kill": (str,),
                      "stuck_error": (bool,), "fail_next": (dict,)}
     DRIFTS = ("drift_labels", "drift_image", "drift_limits", "drift_policy_hash", "attach_provider")
 
@@ -759,6 +764,8 @@ class Fake:
                 raise ValueError("unknown misbehaviour %r" % key)
             if value is not None and not isinstance(value, self.MISBEHAVIOURS[key]):
                 raise ValueError("%s: wrong type" % key)
+        if body.get("exec_kill") not in (None, "all", "group"):
+            raise ValueError("exec_kill: all or group")
         if body.get("gateway_status") not in (None, "UNSPECIFIED", "HEALTHY", "DEGRADED",
                                                "UNHEALTHY"):
             raise ValueError("gateway_status: UNSPECIFIED, HEALTHY, DEGRADED or UNHEALTHY")
@@ -1114,10 +1121,35 @@ class Fake:
                     grew = True
         return found
 
-    def kill_marked(self, sbx, marker, rounds=200):
-        """SIGKILL the exec's processes until none is left."""
+    @staticmethod
+    def stat_of(pid):
+        """(ppid, pgid) of a host pid, or None once it is gone."""
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+            return int(rest[1]), int(rest[2])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def exec_groups(self, sbx, marker):
+        """The process group of the exec's command: that of its process
+        whose parent is outside the sandbox (what docker exec started; an
+        orphan's parent is the sandbox's init)."""
+        inside = set(self.container_pids(sbx))
+        groups = set()
+        for pid in self.marked(sbx, marker):
+            st = self.stat_of(pid)
+            if st and st[0] not in inside:
+                groups.add(st[1])
+        return groups
+
+    def kill_marked(self, sbx, marker, rounds=200, groups=None):
+        """SIGKILL the exec's processes until none is left (with groups,
+        only those in one of those process groups)."""
         for _ in range(rounds):
             pids = self.marked(sbx, marker)
+            if groups is not None:
+                pids = {p for p in pids if (self.stat_of(p) or (0, None))[1] in groups}
             if not pids:
                 return True
             for pid in pids:
