@@ -343,8 +343,10 @@ static int osh_policy_hash(const Openshell__V1__SandboxPolicy *p, char hex[65]) 
     int rc = sorted ? put_message(&b, &map_free.base) : -1;
     static const char np[] = "network_policies", nm[] = "network_middlewares";
     if (rc == 0) {
-        memcpy(sorted, p->network_policies, n * sizeof(*sorted));
-        qsort(sorted, n, sizeof(*sorted), by_key);
+        if (n) {
+            memcpy(sorted, p->network_policies, n * sizeof(*sorted));
+            qsort(sorted, n, sizeof(*sorted), by_key);
+        }
         rc = put_bytes(&b, np, sizeof(np) - 1) < 0 || put_u64(&b, n) < 0 ? -1 : 0;
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
