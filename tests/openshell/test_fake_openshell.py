@@ -18,6 +18,7 @@ commands in it."""
 import hashlib
 import io
 import os
+import struct
 import subprocess
 import sys
 import tarfile
@@ -95,6 +96,19 @@ for p in os.listdir("/proc"):
         except OSError:
             pass
 """
+# SIGKILL every process whose argv (joined by spaces) is one of argv[1:].
+KILL_LEFT_PY = r"""
+import os, signal, sys, time
+for p in os.listdir("/proc"):
+    if p.isdigit() and int(p) != os.getpid():
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                if f.read().replace(b"\0", b" ").decode().strip() in sys.argv[1:]:
+                    os.kill(int(p), signal.SIGKILL)
+        except OSError:
+            pass
+time.sleep(0.3)
+"""
 WRITE_PY = r"""
 import os
 for d in ["/", "/etc", "/home", "/root", "/usr", "/var", "/var/tmp", "/run", "/dev", "/dev/shm",
@@ -160,6 +174,32 @@ def drain(call, out):
         out.append(e.code())
 
 
+
+def upstream_policy_hash(pol):
+    """Upstream's deterministic_policy_hash (crates/openshell-server/src/grpc/
+    policy.rs:5704, canonical_policy_bytes :5667-5700) of a policy whose
+    endpoints carry no L7 rules and that has no middlewares, spelled out:
+    the policy without its maps, length-prefixed; "network_policies", the
+    count, and per key in order the key and its rule's bytes (the rule,
+    then per endpoint its index and an empty graphql_persisted_queries
+    map); "network_middlewares" and 0."""
+    def lp(b):
+        return struct.pack("<Q", len(b)) + b
+    free = type(pol)()
+    free.CopyFrom(pol)
+    free.network_policies.clear()
+    out = lp(free.SerializeToString()) + lp(b"network_policies") + \
+        struct.pack("<Q", len(pol.network_policies))
+    for key in sorted(pol.network_policies):
+        rule = pol.network_policies[key]
+        rb = lp(rule.SerializeToString()) + b"".join(
+            struct.pack("<Q", i) + lp(b"graphql_persisted_queries") + struct.pack("<Q", 0)
+            for i in range(len(rule.endpoints)))
+        out += lp(key.encode()) + lp(rb)
+    out += lp(b"network_middlewares") + struct.pack("<Q", 0)
+    return hashlib.sha256(out).hexdigest()
+
+
 class Base(unittest.TestCase):
     def setUp(self):
         FAKE.reset()
@@ -211,7 +251,8 @@ class AuthTest(Base):
 
     def test_driver_report(self):
         info = FAKE.info()
-        self.assertTrue(info.version)
+        self.assertTrue(info.gateway_version)
+        self.assertEqual(info.status, FAKE.pb.SERVICE_STATUS_HEALTHY)
         self.assertEqual(len(info.compute_drivers), 1)
         d = info.compute_drivers[0]
         self.assertEqual((d.name, d.capabilities.driver_name), ("docker", "docker"))
@@ -219,6 +260,8 @@ class AuthTest(Base):
         FAKE.misbehave(driver="kubernetes")
         d = FAKE.info().compute_drivers[0]
         self.assertEqual((d.name, d.capabilities.driver_name), ("kubernetes", "kubernetes"))
+        FAKE.misbehave(gateway_status="DEGRADED")
+        self.assertEqual(FAKE.info().status, FAKE.pb.SERVICE_STATUS_DEGRADED)
         FAKE.misbehave(driver_denied=True)
         self.assertCode(CODE.PERMISSION_DENIED, FAKE.info)
         FAKE.reset()
@@ -476,6 +519,46 @@ class ExecTest(Base):
         self.assertCode(CODE.INVALID_ARGUMENT, FAKE.exec, self.id, ["true"], workdir="relative")
         self.assertCode(CODE.INVALID_ARGUMENT, FAKE.exec, self.id, ["true"], environment={"A=B": "c"})
 
+    def test_upstreams_exec_limits(self):
+        """validate_exec_request_fields (../shared/upstream/openshell/
+        validation.rs:45-77): each refusal INVALID_ARGUMENT with upstream's
+        message; each limit itself is allowed."""
+        kb32 = 32 * 1024
+        for args, kw, message in (
+                (["true"] + ["x"] * 1024, {}, "command array exceeds 1024 argument limit"),
+                (["echo", "x" * (kb32 + 1)], {}, "command argument 1 exceeds 32768 byte limit"),
+                (["echo", "\u00e9" * (kb32 // 2) + "x"], {},
+                 "command argument 1 exceeds 32768 byte limit"),
+                (["echo", "a\0b"], {}, "command argument 1 contains null bytes"),
+                (["true"], {"environment": {"V": "x" * (kb32 + 1)}},
+                 "environment value for 'V' exceeds 32768 byte limit"),
+                (["true"], {"environment": {"V": "a\nb"}},
+                 "environment value for 'V' contains newline or carriage return characters"),
+                (["true"], {"environment": {"1V": "a"}}, "environment keys must match"),
+                (["true"], {"environment": {"OPENSHELL_X": "a"}},
+                 "keys starting with OPENSHELL_ are reserved"),
+                (["true"], {"workdir": "/" + "w" * 4096}, "workdir exceeds 4096 byte limit"),
+                (["true"], {"workdir": "/tmp\r"},
+                 "workdir contains newline or carriage return characters")):
+            with self.subTest(message):
+                e = self.assertCode(CODE.INVALID_ARGUMENT, FAKE.exec, self.id, args, **kw)
+                self.assertIn(message, e.details())
+        # At the limits: 1024 arguments, one of 32 KiB, a 32 KiB value, and
+        # newlines in an argument (inline scripts) are upstream's to allow.
+        out = FAKE.exec(self.id, ["sh", "-c", 'printf %s "$#"', "sh"] + ["y"] * 1020)
+        self.assertEqual(out.stdout, b"1020")
+        out = FAKE.exec(self.id, ["sh", "-c", 'printf "%s " "${#1}"; printf %s "$V" | wc -c',
+                                  "sh", "z" * kb32], environment={"V": "v" * kb32,
+                                                                  "OPENSHELL_PYFUNC_B64": "e30="})
+        self.assertEqual(out.stdout, b"32768 32768\n")
+        self.assertEqual(FAKE.exec(self.id, ["sh", "-c", "echo a\necho b"]).stdout, b"a\nb\n")
+        # The interactive start is held to the same rules.
+        call = FAKE.exec_interactive(iter([FAKE.pb.ExecSandboxInput(
+            start=FAKE.exec_request(self.id, ["echo", "x" * (kb32 + 1)]))]))
+        with self.assertRaises(grpc.RpcError) as e:
+            list(call)
+        self.assertEqual(e.exception.code(), CODE.INVALID_ARGUMENT)
+
     def test_message_limit(self):
         e = self.assertCode(CODE.RESOURCE_EXHAUSTED, FAKE.exec, self.id, ["cat"], stdin=b"x" * ((1 << 20) + 1))
         self.assertIn("larger than max", e.details())
@@ -501,6 +584,27 @@ class ExecTest(Base):
         self.assertTrue(FAKE.wait_for(
             lambda: not {"sleep 1003", "sleep 1004", "sleep 1005"} & set(processes(self.id)), timeout=10))
         self.assertTrue(FAKE.wait_for(lambda: FAKE.state()["execs"][0]["state"] == "cancelled"))
+
+    def test_a_gateway_that_kills_only_the_group(self):
+        """exec_kill "group": a timed-out or cancelled command's process
+        group ends, a process that left it with setsid stays (upstream
+        documents only the 124)."""
+        FAKE.misbehave(exec_kill="group")
+        out = FAKE.exec(self.id, ["sh", "-c", "(setsid sleep 1011 &); sleep 1012 & echo started; "
+                                  "sleep 1013"], timeout_seconds=1)
+        self.assertEqual((out.stdout, out.exit_code), (b"started\n", 124))
+        call = FAKE.exec_stream(self.id, ["sh", "-c", "(setsid sleep 1014 &); sleep 1015 & "
+                                          "echo started; sleep 1016"])
+        self.assertEqual(next(call).stdout.data, b"started\n")
+        call.cancel()
+        self.assertTrue(FAKE.wait_for(
+            lambda: not {"sleep 1012", "sleep 1013", "sleep 1015", "sleep 1016"}
+            & set(processes(self.id)), timeout=10))
+        time.sleep(1)
+        left = set(processes(self.id))
+        self.assertTrue({"sleep 1011", "sleep 1014"} <= left, left)
+        FAKE.exec(self.id, ["python3", "-c", KILL_LEFT_PY, "sleep 1011", "sleep 1014"])
+        self.assertFalse({"sleep 1011", "sleep 1014"} & set(processes(self.id)))
 
     def test_hang_after_exit(self):
         FAKE.misbehave(exec_hang_after_exit=True)
@@ -575,6 +679,33 @@ class MisbehaviourTest(Base):
         pol.network_policies["npm"].name = "npm"
         return pol
 
+    def test_the_hash_is_upstreams(self):
+        """The order of map entries and of endpoints: the first does not
+        change upstream's hash, the second does (policy.rs:5667-5700 sorts
+        maps and keeps repeated fields in order)."""
+        a = self.policy()
+        b = FAKE.pb.SandboxPolicy(version=1)
+        b.process.run_as_user = "sandbox"
+        b.network_policies["npm"].name = "npm"
+        rule = b.network_policies["pypi"]
+        rule.name = "pypi"
+        rule.endpoints.add(host="pypi.org", port=443)
+        b.filesystem.read_write.extend(["/tmp"])
+        c = self.policy()
+        c.network_policies["pypi"].endpoints.add(host="files.pythonhosted.org", port=443)
+        d = self.policy()
+        d.network_policies["pypi"].endpoints.insert(0, FAKE.pb.NetworkEndpoint(
+            host="files.pythonhosted.org", port=443))
+        hashes = []
+        for pol in (a, b, c, d):
+            sbx = self.new_sandbox(policy=pol)
+            hashes.append(FAKE.policy_status(sbx.metadata.name).revision.policy_hash)
+        self.assertEqual(hashes[0], hashes[1])
+        self.assertEqual(hashes[0], upstream_policy_hash(a))
+        self.assertEqual(hashes[2], upstream_policy_hash(c))
+        self.assertNotEqual(hashes[2], hashes[3])
+        self.assertEqual(len(set(hashes[1:])), 3)
+
     def test_no_drift(self):
         FAKE.provider("declared", {"TOKEN": "declared-secret"})
         pol = self.policy()
@@ -584,13 +715,13 @@ class MisbehaviourTest(Base):
         self.assertEqual(got.spec.template.image, "base")
         st = FAKE.policy_status(sbx.metadata.name)
         self.assertEqual(st.revision.policy_hash,
-                         hashlib.sha256(pol.SerializeToString(deterministic=True)).hexdigest())
+                         upstream_policy_hash(pol))
         self.assertEqual((st.revision.version, st.revision.status, st.active_version),
                          (1, FAKE.pb.POLICY_STATUS_LOADED, 1))
         self.assertEqual(FAKE.policy_status(sbx.metadata.name, version=1), st)
         self.assertCode(CODE.NOT_FOUND, FAKE.policy_status, sbx.metadata.name, version=2)
         provs = FAKE.providers(sbx.metadata.name)
-        self.assertEqual([(p.name, dict(p.credentials)) for p in provs], [("declared", {"TOKEN": "declared-secret"})])
+        self.assertEqual([(p.metadata.name, dict(p.credentials)) for p in provs], [("declared", {"TOKEN": "declared-secret"})])
 
     def check_real(self, sbx, labels, memory):
         """The container is as asked, whatever the read-back says."""
@@ -616,9 +747,9 @@ class MisbehaviourTest(Base):
         self.assertEqual(FAKE.list("owner=plimsoll"), [])
         st = FAKE.policy_status(sbx.metadata.name)
         self.assertNotEqual(st.revision.policy_hash,
-                            hashlib.sha256(pol.SerializeToString(deterministic=True)).hexdigest())
+                            upstream_policy_hash(pol))
         self.assertRegex(st.revision.policy_hash, "^[0-9a-f]{64}$")
-        provs = {p.name: dict(p.credentials) for p in FAKE.providers(sbx.metadata.name)}
+        provs = {p.metadata.name: dict(p.credentials) for p in FAKE.providers(sbx.metadata.name)}
         self.assertEqual(provs, {"declared": {"TOKEN": "declared-secret"},
                                  "fake-attached": {"API_KEY": "fake-attached-secret"}})
         self.check_real(sbx, {"owner": "plimsoll"}, 512 << 20)
@@ -634,7 +765,7 @@ class MisbehaviourTest(Base):
         self.assertEqual(got.spec.template.image, "other/image:1")
         self.assertEqual(dict(got.spec.template.resources["limits"]), {"cpu": "2"})
         self.assertEqual(FAKE.policy_status(sbx.metadata.name).revision.policy_hash, "00" * 32)
-        self.assertEqual([(p.name, dict(p.credentials)) for p in FAKE.providers(sbx.metadata.name)],
+        self.assertEqual([(p.metadata.name, dict(p.credentials)) for p in FAKE.providers(sbx.metadata.name)],
                          [("leaked", {"KEY": "leaked-secret"})])
         self.check_real(sbx, {"owner": "plimsoll"}, 256 << 20)
 

@@ -59,6 +59,7 @@ class OpenShellDaemon(HostedRuns, unittest.TestCase):
     """One fake and one daemon for the class."""
     TIER = "container"
     EXTRA = {}
+    MISBEHAVE = {}   # set on the fake before the daemon starts
 
     @classmethod
     def setUpClass(cls):
@@ -69,6 +70,8 @@ class OpenShellDaemon(HostedRuns, unittest.TestCase):
             json.dump({"profiles": {"items": profile("http://127.0.0.1:9", token_cred())}}, f)
         cls.fake = FakeOpenShell().start()
         try:
+            if cls.MISBEHAVE:
+                cls.fake.misbehave(**cls.MISBEHAVE)
             cls.d = Daemon(env=osh_env(cls.fake, PLIMSOLL_GRANTS_FILE=path, ITEMS_TOKEN=TOKEN,
                                        **cls.EXTRA)).start(timeout=180)
         except Exception:
@@ -107,7 +110,8 @@ class Runs(HostedStreams, OpenShellDaemon):
                        "writes land only under /tmp", "loopback is the only interface",
                        "cgroup holds the memory and CPU limits",
                        "a child cannot read its parent's memory",
-                       "cancelled at its deadline left no process", "delete read back"):
+                       "after plimsoll's cleanup none of its processes was left",
+                       "the gateway's hash of the policy sent", "delete read back"):
             self.assertIn(phrase, checks)
 
     def test_snippets_of_each_language(self):
@@ -383,6 +387,36 @@ class Tls(unittest.TestCase):
         self.creates_before = self.fake.state()["calls"].get("CreateSandbox", {}).get("count", 0)
 
 
+class GroupKill(OpenShellDaemon):
+    """A gateway that ends only a timed-out or cancelled command's process
+    group (upstream documents only the 124, not what else it ends): the
+    daemon starts, its startup proof ending the rest with plimsoll's own
+    cleanup, and runs and sessions work."""
+    EXTRA = {"SANDBOX_MAX_SESSIONS": "2", "SANDBOX_SESSION_IDLE": "30"}
+    MISBEHAVE = {"exec_kill": "group"}
+
+    def setUp(self):
+        self.fake.reset()
+        self.fake.misbehave(**self.MISBEHAVE)
+
+    def test_started_and_runs(self):
+        status, d = self.d.rpc("Describe", {})
+        self.assertIn("after plimsoll's cleanup none of its processes was left",
+                      " | ".join(d["startup_checks"]))
+        self.assertTrue(d["supports_sessions"], d)
+        self.assertEqual(self.run_ok(py("print(6 * 7)"))["stdout"], "42\n")
+        status, body = self.d.rpc("OpenSession", {})
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        try:
+            status, body = self.d.rpc("RunCell", {"session_id": sid, "cell": {
+                "language": "python", "code": "print(6 * 7)"}})
+            self.assertEqual(status, 200, body)
+            self.assertIn("42", json.dumps(body))
+        finally:
+            self.d.rpc("CloseSession", {"session_id": sid})
+
+
 class Startup(unittest.TestCase):
     """The startup test refuses each gateway it cannot trust."""
 
@@ -404,6 +438,10 @@ class Startup(unittest.TestCase):
                 fake.misbehave(driver="kubernetes")
                 self.refuse(fake, "compute driver must be docker")
                 fake.reset()
+            with self.subTest("GetGatewayInfo's own status is not healthy"):
+                fake.misbehave(gateway_status="DEGRADED")
+                self.refuse(fake, "GetGatewayInfo reports it degraded, not healthy")
+                fake.reset()
             with self.subTest("the driver may not be read"):
                 fake.misbehave(driver_denied=True)
                 self.refuse(fake, "PERMISSION_DENIED")
@@ -416,6 +454,12 @@ class Startup(unittest.TestCase):
             with self.subTest("a sandbox stuck in ERROR"):
                 fake.misbehave(stuck_error=True)
                 self.refuse(fake, "went to ERROR")
+                fake.reset()
+            with self.subTest("a startup sandbox whose policy hash is not upstream's"):
+                # Not the hash upstream's gateway computes of the policy sent
+                # (policy.rs:5704): refused, not taken as the one to match.
+                fake.misbehave(drift_policy_hash=True)
+                self.refuse(fake, "its policy's hash is")
                 fake.reset()
             with self.subTest("a startup sandbox read back otherwise"):
                 fake.misbehave(drift_image=True)

@@ -19,9 +19,40 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from test_openshell_provider import OpenShellDaemon  # noqa: E402  (tests/lib on the path)
-from plimsoll_test.harness import error_info  # noqa: E402
+from test_openshell_provider import OpenShellDaemon, osh_env  # noqa: E402  (tests/lib on the path)
+from plimsoll_test.harness import Daemon, error_info  # noqa: E402
+from plimsoll_test.openshell import FakeOpenShell  # noqa: E402
 from plimsoll_test.hosted_sessions import HostedSessions, project  # noqa: E402
+
+
+class StartupSession(unittest.TestCase):
+    """The daemon's startup with sessions on, against a fake that holds
+    every exec to upstream's limits (validation.rs:45-77: at most 1024
+    arguments, each at most 32 KiB): it starts, and every command it sent
+    was within them, the session agent (~37 KB) as python3 -c pieces."""
+
+    def test_the_startup_session_keeps_to_the_exec_limits(self):
+        with FakeOpenShell() as fake:
+            d = Daemon(env=osh_env(fake, SANDBOX_MAX_SESSIONS="2", SANDBOX_SESSION_IDLE="2",
+                                   SANDBOX_SESSION_LIFETIME="600")).start(timeout=180)
+            try:
+                status, desc = d.rpc("Describe", {})
+                self.assertTrue(desc["supports_sessions"], desc)
+                execs = fake.state()["execs"]
+            finally:
+                d.stop()
+            self.assertTrue(execs)
+            for e in execs:
+                self.assertLessEqual(len(e["argv"]), 1024)
+                self.assertLessEqual(max(len(a.encode()) for a in e["argv"]), 32 << 10)
+            launched = [e["argv"] for e in execs if "vmlaunch" in e["argv"]]
+            self.assertTrue(launched, "no interpreter was launched")
+            for argv in launched:
+                i = argv.index("-c", argv.index("python3"))
+                n = int(argv[i + 2])
+                self.assertGreaterEqual(n, 2)
+                self.assertEqual(argv[i + 3 + n], "vmlaunch")
+            self.assertEqual(fake.stop(), [])
 
 
 class Sessions(HostedSessions, OpenShellDaemon):

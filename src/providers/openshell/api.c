@@ -132,7 +132,21 @@ int osh_gateway_driver(struct osh_state *s, struct pl_error *err) {
     int rc = 0;
     char names[256] = "";
     size_t off = 0;
-    copy_printable(s->gateway_version, sizeof(s->gateway_version), g->version);
+    copy_printable(s->gateway_version, sizeof(s->gateway_version), g->gateway_version);
+    /* The gateway states its own status here too (upstream's answers
+     * HEALTHY, crates/openshell-server/src/grpc/mod.rs:262): anything else
+     * is a gateway not to start on. */
+    if (g->status != OPENSHELL__V1__SERVICE_STATUS__SERVICE_STATUS_HEALTHY) {
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "the OpenShell gateway's GetGatewayInfo reports it %s, not healthy",
+                          g->status == OPENSHELL__V1__SERVICE_STATUS__SERVICE_STATUS_DEGRADED
+                              ? "degraded"
+                          : g->status == OPENSHELL__V1__SERVICE_STATUS__SERVICE_STATUS_UNHEALTHY
+                              ? "unhealthy"
+                              : "of no stated status");
+        protobuf_c_message_free_unpacked(m, NULL);
+        return rc;
+    }
     /* Exactly one driver, and it is docker: only that report is evidence
      * that each sandbox is a container on a docker engine. */
     for (size_t i = 0; i < g->n_compute_drivers; i++) {
@@ -261,6 +275,98 @@ static uint8_t *pack_policy(const Openshell__V1__SandboxPolicy *p, size_t *ret_l
         protobuf_c_message_pack(&p->base, b);
     *ret_len = len;
     return b;
+}
+
+/*
+ * Upstream's policy hash (deterministic_policy_hash, crates/openshell-server/
+ * src/grpc/policy.rs:5704: the hex SHA-256 of canonical_policy_bytes,
+ * :5667-5700), over the fields this proto carries: the policy with its maps
+ * cleared, encoded (prost's encoding: fields by number, defaults left out;
+ * protobuf-c's is the same bytes for these messages) and length-prefixed
+ * (:5511-5522, a u64 little-endian length); then "network_policies", their
+ * count and each key (sorted bytewise) with its rule's canonical bytes
+ * (:5544-5595: the rule encoded, then per endpoint its index and its empty
+ * graphql_persisted_queries map; these endpoints carry no L7 rules); then
+ * "network_middlewares" and a count of 0 (this proto has none).
+ */
+static int put_u64(struct pl_buf *b, uint64_t v) {
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(v >> (8 * i));
+    return pl_buf_append(b, le, 8);
+}
+
+static int put_bytes(struct pl_buf *b, const void *data, size_t len) {
+    return put_u64(b, len) < 0 || (len && pl_buf_append(b, data, len) < 0) ? -1 : 0;
+}
+
+static int put_message(struct pl_buf *b, const ProtobufCMessage *m) {
+    size_t len = protobuf_c_message_get_packed_size(m);
+    uint8_t *packed = malloc(len ? len : 1);
+    if (!packed)
+        return -1;
+    protobuf_c_message_pack(m, packed);
+    int rc = put_bytes(b, packed, len);
+    free(packed);
+    return rc;
+}
+
+static int by_key(const void *a, const void *b) {
+    const Openshell__V1__SandboxPolicy__NetworkPoliciesEntry *const *x = a, *const *y = b;
+    return strcmp((*x)->key, (*y)->key);
+}
+
+static int canonical_rule(struct pl_buf *out, const Openshell__V1__NetworkPolicyRule *r) {
+    struct pl_buf rb = {0};
+    int rc = put_message(&rb, &r->base);
+    for (size_t i = 0; rc == 0 && i < r->n_endpoints; i++) {
+        static const char label[] = "graphql_persisted_queries";
+        rc = put_u64(&rb, i) < 0 || put_bytes(&rb, label, sizeof(label) - 1) < 0 ||
+                     put_u64(&rb, 0) < 0
+                 ? -1
+                 : 0;
+    }
+    if (rc == 0)
+        rc = put_bytes(out, rb.data, rb.len);
+    pl_buf_free(&rb);
+    return rc;
+}
+
+static int osh_policy_hash(const Openshell__V1__SandboxPolicy *p, char hex[65]) {
+    Openshell__V1__SandboxPolicy map_free = *p;
+    map_free.n_network_policies = 0;
+    map_free.network_policies = NULL;
+    size_t n = p->n_network_policies;
+    Openshell__V1__SandboxPolicy__NetworkPoliciesEntry **sorted =
+        calloc(n ? n : 1, sizeof(*sorted));
+    struct pl_buf b = {0};
+    int rc = sorted ? put_message(&b, &map_free.base) : -1;
+    static const char np[] = "network_policies", nm[] = "network_middlewares";
+    if (rc == 0) {
+        if (n) {
+            memcpy(sorted, p->network_policies, n * sizeof(*sorted));
+            qsort(sorted, n, sizeof(*sorted), by_key);
+        }
+        rc = put_bytes(&b, np, sizeof(np) - 1) < 0 || put_u64(&b, n) < 0 ? -1 : 0;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const Openshell__V1__NetworkPolicyRule *r = sorted[i]->value;
+        Openshell__V1__NetworkPolicyRule empty = OPENSHELL__V1__NETWORK_POLICY_RULE__INIT;
+        rc = put_bytes(&b, sorted[i]->key, strlen(sorted[i]->key)) < 0 ||
+                     canonical_rule(&b, r ? r : &empty) < 0
+                 ? -1
+                 : 0;
+    }
+    if (rc == 0)
+        rc = put_bytes(&b, nm, sizeof(nm) - 1) < 0 || put_u64(&b, 0) < 0 ? -1 : 0;
+    unsigned char md[32];
+    if (rc == 0 && EVP_Digest(b.data, b.len, md, NULL, EVP_sha256(), NULL) != 1)
+        rc = -1;
+    for (int i = 0; rc == 0 && i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    free(sorted);
+    pl_buf_free(&b);
+    return rc;
 }
 
 /* Whether n labels (key/value pairs of any entry type) are exactly ours. */
@@ -402,7 +508,11 @@ int osh_readback(struct osh_state *s, struct osh_sandbox *sb, struct pl_error *e
     if (np)
         return refuse_drift(sb->name, "the gateway attached provider credentials to it", err);
 
-    /* The policy's revision: the first, loaded, with the startup's hash. */
+    /* The policy's revision: the first, loaded, and its hash upstream's
+     * hash of the policy plimsoll sent. */
+    char want[65];
+    if (osh_policy_hash(&a.policy, want) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     Openshell__V1__GetSandboxPolicyStatusRequest ps =
         OPENSHELL__V1__GET_SANDBOX_POLICY_STATUS_REQUEST__INIT;
     ps.name = sb->name;
@@ -418,23 +528,16 @@ int osh_readback(struct osh_state *s, struct osh_sandbox *sb, struct pl_error *e
     if (!rev || rev->version != 1 || st->active_version != 1 ||
         rev->status != OPENSHELL__V1__POLICY_STATUS__POLICY_STATUS_LOADED)
         snprintf(why, sizeof(why), "its policy is not the first revision, loaded");
-    else if (!rev->policy_hash[0] || strlen(rev->policy_hash) >= sizeof(s->policy_hash))
-        snprintf(why, sizeof(why), "its policy has no hash");
-    else if (!s->policy_hash[0]) {
-        /* The startup sandbox: its hash is the one every sandbox must have. */
-        snprintf(s->policy_hash, sizeof(s->policy_hash), "%s", rev->policy_hash);
-        size_t pl = 0;
-        uint8_t *pp = pack_policy(&a.policy, &pl);
-        unsigned char md[32];
-        char hex[65];
-        if (pp && EVP_Digest(pp, pl, md, NULL, EVP_sha256(), NULL) == 1) {
-            for (int i = 0; i < 32; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
-            s->hash_is_sha256 = strcmp(hex, rev->policy_hash) == 0;
-        }
-        free(pp);
-    } else if (strcmp(rev->policy_hash, s->policy_hash) != 0)
-        snprintf(why, sizeof(why), "its policy's hash is not the startup sandbox's");
+    else if (strcmp(rev->policy_hash, want) != 0) {
+        char shown[24];
+        copy_printable(shown, sizeof(shown), rev->policy_hash);
+        snprintf(why, sizeof(why),
+                 "its policy's hash is %s%s, not %.16s... (the gateway's hash of the policy "
+                 "plimsoll sent)",
+                 shown[0] ? shown : "empty",
+                 strlen(rev->policy_hash) >= sizeof(shown) - 1 ? "..." : "", want);
+    } else
+        snprintf(s->policy_hash, sizeof(s->policy_hash), "%s", want);
     protobuf_c_message_free_unpacked(m, NULL);
     return why[0] ? refuse_drift(sb->name, why, err) : 0;
 }

@@ -29,6 +29,107 @@ static int on_event(void *ud, const unsigned char *msg, size_t len, struct pl_er
     return osh_exec_event(ud, msg, len, err);
 }
 
+/*
+ * A command within upstream's limits (OSH_EXEC_MAX_ARGS, OSH_EXEC_MAX_ARG_LEN).
+ * A program longer than one argument may be (the session agent, ~37 KB) is
+ * only ever python3's -c: it goes as pieces, each under the limit and cut
+ * between UTF-8 characters (the field is a protobuf string), after a short
+ * program that joins them, takes them and their count out of sys.argv and
+ * sys.orig_argv (where the session agent finds its own source to start an
+ * interpreter with) and runs the whole as -c would have.  Any
+ * other argument over the limit is refused before anything is sent.
+ * *ret_argv is the command to send (argv itself when it fits); free
+ * *ret_argv and *ret_store when they are not NULL.
+ */
+#define OSH_ARG_PIECE 30000u
+static const char join_pieces[] = "import sys\n"
+                                  "a, o = sys.argv, sys.orig_argv\n"
+                                  "n = int(a[1])\n"
+                                  "s = ''.join(a[2:2 + n])\n"
+                                  "i = o.index('-c')\n"
+                                  "sys.orig_argv = o[:i + 1] + [s] + o[i + 3 + n:]\n"
+                                  "del a[1:2 + n]\n"
+                                  "c = compile(s, '<string>', 'exec')\n"
+                                  "del a, o, n, s, i\n"
+                                  "exec(c)\n";
+
+static bool is_python_c(const char *const *argv, size_t i) {
+    if (i < 2 || strcmp(argv[i - 1], "-c") != 0)
+        return false;
+    const char *slash = strrchr(argv[i - 2], '/');
+    return strcmp(slash ? slash + 1 : argv[i - 2], "python3") == 0;
+}
+
+static int fit_command(const char *const *argv, size_t argc, const char ***ret_argv,
+                       size_t *ret_argc, char **ret_store, struct pl_error *err) {
+    *ret_argv = NULL;
+    *ret_store = NULL;
+    *ret_argc = argc;
+    size_t longest = argc, len = 0;
+    for (size_t i = 0; i < argc; i++) {
+        size_t l = strlen(argv[i]);
+        if (l <= OSH_EXEC_MAX_ARG_LEN)
+            continue;
+        if (longest != argc || !is_python_c(argv, i))
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "openshell: argument %zu of a command is %zu bytes, over the "
+                                "gateway's %u",
+                                i, l, OSH_EXEC_MAX_ARG_LEN);
+        longest = i;
+        len = l;
+    }
+    if (longest == argc) {
+        if (argc > OSH_EXEC_MAX_ARGS)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "openshell: a command of %zu arguments, over the gateway's %u",
+                                argc, OSH_EXEC_MAX_ARGS);
+        *ret_argv = (const char **)argv;
+        return 0;
+    }
+    size_t pieces = len / (OSH_ARG_PIECE - 3) + 1; /* a cut steps back 3 bytes at most */
+    size_t n = argc + 1 + pieces;
+    if (n > OSH_EXEC_MAX_ARGS)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "openshell: a command of %zu arguments, over the gateway's %u", n,
+                            OSH_EXEC_MAX_ARGS);
+    const char **out = calloc(n + 1, sizeof(*out));
+    char *store = malloc(len + pieces + 24);
+    if (!out || !store) {
+        free(out);
+        free(store);
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    size_t o = 0, used = 0, k = 0;
+    for (size_t i = 0; i < longest; i++)
+        out[o++] = argv[i];
+    out[o++] = join_pieces;
+    size_t count_at = o++; /* the count, once known */
+    const char *src = argv[longest];
+    for (size_t off = 0; off < len; k++) {
+        size_t take = len - off < OSH_ARG_PIECE ? len - off : OSH_ARG_PIECE;
+        /* Never before a continuation byte: each piece is whole UTF-8 (a
+         * character has at most 3 of them; more is not UTF-8 anyway). */
+        for (int back = 0;
+             back < 3 && off + take < len && ((unsigned char)src[off + take] & 0xc0) == 0x80;
+             back++)
+            take--;
+        memcpy(store + used, src + off, take);
+        out[o++] = store + used;
+        used += take;
+        store[used++] = '\0';
+        off += take;
+    }
+    char *count = store + used;
+    snprintf(count, 24, "%zu", k);
+    out[count_at] = count;
+    for (size_t i = longest + 1; i < argc; i++)
+        out[o++] = argv[i];
+    *ret_argv = out;
+    *ret_argc = o;
+    *ret_store = store;
+    return 0;
+}
+
 int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec *x,
              struct pl_error *err) {
     uint64_t now = pl_now_ns();
@@ -38,10 +139,15 @@ int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec 
         return 0;
     }
     uint64_t left_ms = (x->deadline_ns - now + 999999) / 1000000;
+    const char **argv;
+    size_t argc;
+    char *store;
+    if (fit_command(x->argv, x->argc, &argv, &argc, &store, err) < 0)
+        return -1;
     Openshell__V1__ExecSandboxRequest req = OPENSHELL__V1__EXEC_SANDBOX_REQUEST__INIT;
     req.sandbox_id = (char *)sb->id;
-    req.n_command = x->argc;
-    req.command = (char **)x->argv;
+    req.n_command = argc;
+    req.command = (char **)argv;
     if (x->workdir)
         req.workdir = (char *)x->workdir;
     req.timeout_seconds = (uint32_t)((left_ms + 999) / 1000 + (x->cancel_first ? 30 : 0));
@@ -58,9 +164,13 @@ int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec 
     req.stdin.len = x->stdin_data ? x->stdin_len : 0;
     size_t len = protobuf_c_message_get_packed_size(&req.base);
     uint8_t *packed = malloc(len ? len : 1);
+    if (packed)
+        protobuf_c_message_pack(&req.base, packed);
+    if (argv != (const char **)x->argv)
+        free(argv);
+    free(store);
     if (!packed)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    protobuf_c_message_pack(&req.base, packed);
     struct ph_grpc_call c = {.method = "/openshell.v1.OpenShell/ExecSandbox",
                              .msg = packed,
                              .len = len,

@@ -101,10 +101,9 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
              s->gateway_version[0] ? s->gateway_version : "unstated", s->driver_version);
     snprintf(s->checks[1], sizeof(s->checks[1]),
              "a throwaway sandbox of %s (cpu %s, %u MiB) was read back as asked: labels, image, "
-             "limits, policy (first revision, loaded, hash %.16s..., %s), no providers",
-             s->set.image, s->set.cpu, s->set.memory_mib, s->policy_hash,
-             s->hash_is_sha256 ? "the SHA-256 of the policy as plimsoll packs it"
-                               : "treated as opaque");
+             "limits, policy (first revision, loaded, hash %.16s..., the gateway's hash of "
+             "the policy sent, as plimsoll computes it), no providers",
+             s->set.image, s->set.cpu, s->set.memory_mib, s->policy_hash);
     snprintf(s->checks[2], sizeof(s->checks[2]),
              "files uploaded as a tar stream into %.200s and a test program ran there as a "
              "project's steps do (python3, node), as uid %u, not root; egress tried live and "
@@ -114,9 +113,9 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
              "from inside: writes land only under /tmp, loopback is the only interface, the "
              "cgroup holds the memory and CPU limits, a child cannot read its parent's memory");
     snprintf(s->checks[4], sizeof(s->checks[4]),
-             "a command cancelled at its deadline left no process behind (by the gateway's "
-             "timeout, and by the client cancelling its stream); the sandbox was deleted and "
-             "the delete read back");
+             "a command cancelled at its deadline (by the gateway's timeout, and by the client "
+             "cancelling its stream) ended 124, and after plimsoll's cleanup none of its "
+             "processes was left; the sandbox was deleted and the delete read back");
     int n = 5;
     if (s->session_lifetime_s)
         ph_session_check(s->checks[n++], sizeof(s->checks[0]), "across an idle stop", s->cell_langs,

@@ -35,6 +35,10 @@
 /* A gRPC message, and an upload's chunk under the gateway's 1 MiB. */
 #define OSH_MAX_MESSAGE (4u << 20)
 #define OSH_UPLOAD_CHUNK (768u << 10)
+/* Upstream's limits on an exec's command (crates/openshell-server/src/grpc/
+ * validation.rs:31-33): arguments, and bytes of one argument. */
+#define OSH_EXEC_MAX_ARGS 1024u
+#define OSH_EXEC_MAX_ARG_LEN (32u << 10)
 /* The guest user's own processes a fresh sandbox may run. */
 #define OSH_MAX_BASELINE 8
 
@@ -61,8 +65,7 @@ struct osh_state {
     struct ph_books books;
     /* what the startup test showed */
     char driver[64], driver_version[64], gateway_version[64];
-    char policy_hash[80]; /* the startup sandbox's: every sandbox's must equal it */
-    bool hash_is_sha256;  /* it equals the SHA-256 of the policy as plimsoll packs it */
+    char policy_hash[65]; /* upstream's hash of the policy sent, once a sandbox showed it */
     unsigned user_uid;
     char checks[7][768];
     /* sessions: on when SANDBOX_MAX_SESSIONS > 0 */

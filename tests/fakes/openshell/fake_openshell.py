@@ -15,9 +15,12 @@ force-removes every container of its label and exits 0.
 The gateway speaks gRPC over HTTP/2: h2c by default, TLS with --tls-cert and
 --tls-key, mutual TLS when --client-ca is given too.  Every call needs
 `authorization: Bearer <token>`; GetGatewayInfo needs the admin token when
-there is one.  The messages are proto/openshell/openshell.proto (the
-contract the C provider is built from), compiled with protoc into a
-temporary directory at start; nothing generated is kept.  Requests larger
+there is one.  The messages are upstream's own protos (NVIDIA/OpenShell
+proto/*.proto, read from <repo>/../shared/upstream/openshell, whose README
+names the commit; --proto-dir to read them elsewhere), compiled with protoc
+into a temporary directory at start, so the fake speaks upstream's wire
+format whatever proto/openshell/openshell.proto says; nothing generated is
+kept.  Requests larger
 than 1 MiB (OpenShell's limit) fail RESOURCE_EXHAUSTED.
 
 Each sandbox is a locked-down docker container (label
@@ -53,6 +56,7 @@ import secrets
 import shutil
 import signal
 import string
+import struct
 import subprocess
 import sys
 import tarfile
@@ -137,17 +141,203 @@ def new_name():
     return "sandbox-" + "".join(secrets.choice(ID_ALPHABET) for _ in range(8))
 
 
+class Messages:
+    """Upstream's messages as one namespace: openshell.v1's, then
+    openshell.sandbox.v1's, then openshell.datamodel.v1's (upstream spreads
+    the public API over those three packages; no name is in two of them)."""
+
+    def __init__(self, modules):
+        self._modules = modules
+
+    def __getattr__(self, name):
+        for m in self._modules:
+            if hasattr(m, name):
+                return getattr(m, name)
+        raise AttributeError(name)
+
+
 def load_messages(proto_dir, out_dir):
-    """Compile openshell.proto with protoc into out_dir; the module."""
-    p = subprocess.run(["protoc", "-I" + proto_dir, "-I/usr/include", "--python_out=" + out_dir,
-                        "openshell.proto"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    """Compile upstream's protos (every *.proto of proto_dir: openshell.proto
+    imports datamodel, sandbox and options) with protoc into out_dir; their
+    messages, as a Messages."""
+    if not os.path.isfile(os.path.join(proto_dir, "openshell.proto")):
+        raise RuntimeError("no openshell.proto in %s (upstream's protos: ../shared/upstream/"
+                           "openshell from the repository)" % proto_dir)
+    files = sorted(f for f in os.listdir(proto_dir) if f.endswith(".proto"))
+    p = subprocess.run(["protoc", "-I" + proto_dir, "-I/usr/include", "--python_out=" + out_dir]
+                       + files, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if p.returncode != 0:
         raise RuntimeError("protoc: " + p.stderr.decode(errors="replace"))
     sys.path.insert(0, out_dir)
     try:
-        return importlib.import_module("openshell_pb2")
+        return Messages([importlib.import_module(m)
+                         for m in ("openshell_pb2", "sandbox_pb2", "datamodel_pb2")])
     finally:
         sys.path.remove(out_dir)
+
+
+# ------------------------------------------------------ upstream's exec rules
+
+# crates/openshell-server/src/grpc/validation.rs:31-35 (the commit in
+# ../shared/upstream/README.md).
+MAX_EXEC_COMMAND_ARGS = 1024
+MAX_EXEC_ARG_LEN = 32 * 1024
+MAX_EXEC_WORKDIR_LEN = 4096
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+EXEC_ALLOWED_OPENSHELL_KEYS = ("OPENSHELL_PYFUNC_B64",)
+
+
+def validate_exec_request(req):
+    """What upstream's gateway checks of an ExecSandboxRequest before it
+    looks the sandbox up, in its order, each an INVALID_ARGUMENT with its
+    message: handle_exec_sandbox (crates/openshell-server/src/grpc/
+    sandbox.rs:1194-1205; the interactive start, sandbox.rs:1607-1618) and
+    validate_exec_request_fields (validation.rs:45-77, with
+    validate_exec_env_entries, validation.rs:393-420).  Lengths are bytes of
+    UTF-8, as Rust's str::len."""
+    def bad(message):
+        return fail("INVALID_ARGUMENT", message)
+    if not req.sandbox_id:
+        raise bad("sandbox_id is required")
+    if not req.command:
+        raise bad("command is required")
+    if any(not ENV_KEY_RE.match(k) for k in req.environment):
+        raise bad("environment keys must match ^[A-Za-z_][A-Za-z0-9_]*$")
+    if len(req.command) > MAX_EXEC_COMMAND_ARGS:
+        raise bad("command array exceeds %d argument limit" % MAX_EXEC_COMMAND_ARGS)
+    for i, arg in enumerate(req.command):
+        if len(arg.encode()) > MAX_EXEC_ARG_LEN:
+            raise bad("command argument %d exceeds %d byte limit" % (i, MAX_EXEC_ARG_LEN))
+        if "\0" in arg:
+            raise bad("command argument %d contains null bytes" % i)
+
+    def control(value, field):
+        if "\0" in value:
+            raise bad("%s contains null bytes" % field)
+        if "\n" in value or "\r" in value:
+            raise bad("%s contains newline or carriage return characters" % field)
+    for key, value in req.environment.items():
+        if len(value.encode()) > MAX_EXEC_ARG_LEN:
+            raise bad("environment value for '%s' exceeds %d byte limit" % (key, MAX_EXEC_ARG_LEN))
+        control(value, "environment value for '%s'" % key)
+    for key, value in req.environment.items():
+        if not ENV_KEY_RE.match(key):
+            raise bad("environment keys must match ^[A-Za-z_][A-Za-z0-9_]*$; got '%s'" % key)
+        if key.startswith("OPENSHELL_") and key not in EXEC_ALLOWED_OPENSHELL_KEYS:
+            raise bad("environment keys starting with OPENSHELL_ are reserved; got '%s'" % key)
+        control(value, "environment value for '%s'" % key)
+    if req.workdir:
+        if len(req.workdir.encode()) > MAX_EXEC_WORKDIR_LEN:
+            raise bad("workdir exceeds %d byte limit" % MAX_EXEC_WORKDIR_LEN)
+        control(req.workdir, "workdir")
+
+
+# --------------------------------------------------- upstream's policy hash
+
+def _u64(n):
+    return n.to_bytes(8, "little")
+
+
+def _lp(data):
+    """append_canonical_bytes (policy.rs:5511-5518): a u64 little-endian
+    length, then the bytes."""
+    return _u64(len(data)) + data
+
+
+def _sorted_message_map(label, values):
+    """append_sorted_message_map (policy.rs:5524-5541)."""
+    out = _lp(label) + _u64(len(values))
+    for key in sorted(values):
+        out += _lp(key.encode()) + _lp(values[key].SerializeToString(deterministic=True))
+    return out
+
+
+def _canonical_rule(rule):
+    """canonical_rule_bytes (policy.rs:5544-5595)."""
+    map_free = type(rule)()
+    map_free.CopyFrom(rule)
+    for ep in map_free.endpoints:
+        ep.graphql_persisted_queries.clear()
+        for r in ep.rules:
+            if r.HasField("allow"):
+                r.allow.query.clear()
+                r.allow.params.clear()
+        for d in ep.deny_rules:
+            d.query.clear()
+            d.params.clear()
+    out = _lp(map_free.SerializeToString(deterministic=True))
+    for ei, ep in enumerate(rule.endpoints):
+        out += _u64(ei) + _sorted_message_map(b"graphql_persisted_queries",
+                                              ep.graphql_persisted_queries)
+        for ri, r in enumerate(ep.rules):
+            out += _u64(ri)
+            if r.HasField("allow"):
+                out += _sorted_message_map(b"allow_query", r.allow.query)
+                out += _sorted_message_map(b"allow_params", r.allow.params)
+        for ri, d in enumerate(ep.deny_rules):
+            out += _u64(ri) + _sorted_message_map(b"deny_query", d.query)
+            out += _sorted_message_map(b"deny_params", d.params)
+    return out
+
+
+def _canonical_struct(st):
+    """canonical_struct_bytes (policy.rs:5597-5611)."""
+    out = _u64(len(st.fields))
+    for key in sorted(st.fields):
+        out += _lp(key.encode()) + _lp(_canonical_value(st.fields[key]))
+    return out
+
+
+def _canonical_value(v):
+    """canonical_value_bytes (policy.rs:5613-5652)."""
+    kind = v.WhichOneof("kind")
+    if kind is None:
+        return b"\0"
+    if kind == "null_value":
+        return b"\1" + int(v.null_value).to_bytes(4, "little", signed=True)
+    if kind == "number_value":
+        return b"\2" + struct.pack("<d", v.number_value)
+    if kind == "string_value":
+        return b"\3" + _lp(v.string_value.encode())
+    if kind == "bool_value":
+        return b"\4" + bytes([1 if v.bool_value else 0])
+    if kind == "struct_value":
+        return b"\5" + _lp(_canonical_struct(v.struct_value))
+    out = b"\6" + _u64(len(v.list_value.values))
+    for item in v.list_value.values:
+        out += _lp(_canonical_value(item))
+    return out
+
+
+def _canonical_middleware(mw):
+    """canonical_middleware_bytes (policy.rs:5654-5665)."""
+    map_free = type(mw)()
+    map_free.CopyFrom(mw)
+    map_free.ClearField("config")
+    out = _lp(map_free.SerializeToString(deterministic=True))
+    if mw.HasField("config"):
+        out += _lp(_canonical_struct(mw.config))
+    return out
+
+
+def deterministic_policy_hash(policy):
+    """Upstream's deterministic_policy_hash (crates/openshell-server/src/grpc/
+    policy.rs:5704-5706): the hex SHA-256 of canonical_policy_bytes
+    (policy.rs:5667-5700), which encodes the policy without its maps and
+    then each map's entries in key order.  The revision 1 a gateway records
+    for a sandbox carries this hash of its spec's policy (policy.rs:2372)."""
+    map_free = type(policy)()
+    map_free.CopyFrom(policy)
+    map_free.network_policies.clear()
+    map_free.network_middlewares.clear()
+    out = _lp(map_free.SerializeToString(deterministic=True))
+    out += _lp(b"network_policies") + _u64(len(policy.network_policies))
+    for key in sorted(policy.network_policies):
+        out += _lp(key.encode()) + _lp(_canonical_rule(policy.network_policies[key]))
+    out += _lp(b"network_middlewares") + _u64(len(policy.network_middlewares))
+    for key in sorted(policy.network_middlewares):
+        out += _lp(key.encode()) + _lp(_canonical_middleware(policy.network_middlewares[key]))
+    return hashlib.sha256(out).hexdigest()
 
 
 # --------------------------------------------------------------- quantities
@@ -273,7 +463,11 @@ class Sandbox:
         return spec
 
     def policy_hash(self):
-        real = hashlib.sha256(self.spec.policy.SerializeToString(deterministic=True)).hexdigest()
+        # Revision 1 carries upstream's hash of the spec's policy
+        # (policy.rs:2372); a sandbox without a policy has no revision
+        # upstream, here the SHA-256 of nothing.
+        real = deterministic_policy_hash(self.spec.policy) if self.spec.HasField("policy") \
+            else hashlib.sha256(b"").hexdigest()
         d = self.drift.get("drift_policy_hash")
         if isinstance(d, str):
             return d
@@ -323,6 +517,7 @@ class Exec:
         self.finished = False
         self.exit_code = None
         self.killed = False
+        self.groups = None
         self.log = {"sandbox": sbx.name, "sandbox_id": sbx.id, "argv": list(request.command),
                     "workdir": request.workdir or EXEC_WORKDIR, "env": sorted(request.environment),
                     "timeout_seconds": request.timeout_seconds, "stdin_bytes": len(request.stdin),
@@ -395,9 +590,12 @@ class Exec:
 
     def kill(self):
         """Kill every process of this exec (daemons included), then the
-        docker CLI."""
+        docker CLI; under exec_kill "group", only those still in the
+        command's own process group."""
         self.killed = True
-        self.fake.kill_marked(self.sbx, self.marker)
+        self.groups = self.fake.exec_groups(self.sbx, self.marker) \
+            if self.fake.behaviour("exec_kill") == "group" else None
+        self.fake.kill_marked(self.sbx, self.marker, groups=self.groups)
         if self.popen.poll() is None:
             self.popen.kill()
         # A process the engine was still starting when the CLI died starts
@@ -407,7 +605,7 @@ class Exec:
     def rekill(self):
         for delay in (0.5, 1.5, 3):
             time.sleep(delay)
-            self.fake.kill_marked(self.sbx, self.marker)
+            self.fake.kill_marked(self.sbx, self.marker, groups=self.groups)
 
     def expire(self):
         if self.exit_code is None:
@@ -431,10 +629,12 @@ class Fake:
     """The fake gateway's state: settings, sandboxes, providers,
     misbehaviours and the call log."""
 
-    MISBEHAVIOURS = {"driver": (str,), "driver_denied": (bool,), "drift_labels": (bool, dict),
+    MISBEHAVIOURS = {"driver": (str,), "driver_denied": (bool,), "gateway_status": (str,),
+                     "drift_labels": (bool, dict),
                      "drift_image": (bool, str), "drift_limits": (bool, dict),
                      "drift_policy_hash": (bool, str), "attach_provider": (bool, str, dict),
                      "exec_hang_after_exit": (bool,), "exec_withhold_exit": (str,),
+                     "exec_kill": (str,),
                      "stuck_error": (bool,), "fail_next": (dict,)}
     DRIFTS = ("drift_labels", "drift_image", "drift_limits", "drift_policy_hash", "attach_provider")
 
@@ -564,6 +764,11 @@ class Fake:
                 raise ValueError("unknown misbehaviour %r" % key)
             if value is not None and not isinstance(value, self.MISBEHAVIOURS[key]):
                 raise ValueError("%s: wrong type" % key)
+        if body.get("exec_kill") not in (None, "all", "group"):
+            raise ValueError("exec_kill: all or group")
+        if body.get("gateway_status") not in (None, "UNSPECIFIED", "HEALTHY", "DEGRADED",
+                                               "UNHEALTHY"):
+            raise ValueError("gateway_status: UNSPECIFIED, HEALTHY, DEGRADED or UNHEALTHY")
         if isinstance(body.get("drift_labels"), dict) and \
                 not all(isinstance(v, str) for v in body["drift_labels"].values()):
             raise ValueError("drift_labels: values must be strings")
@@ -916,10 +1121,35 @@ class Fake:
                     grew = True
         return found
 
-    def kill_marked(self, sbx, marker, rounds=200):
-        """SIGKILL the exec's processes until none is left."""
+    @staticmethod
+    def stat_of(pid):
+        """(ppid, pgid) of a host pid, or None once it is gone."""
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+            return int(rest[1]), int(rest[2])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def exec_groups(self, sbx, marker):
+        """The process group of the exec's command: that of its process
+        whose parent is outside the sandbox (what docker exec started; an
+        orphan's parent is the sandbox's init)."""
+        inside = set(self.container_pids(sbx))
+        groups = set()
+        for pid in self.marked(sbx, marker):
+            st = self.stat_of(pid)
+            if st and st[0] not in inside:
+                groups.add(st[1])
+        return groups
+
+    def kill_marked(self, sbx, marker, rounds=200, groups=None):
+        """SIGKILL the exec's processes until none is left (with groups,
+        only those in one of those process groups)."""
         for _ in range(rounds):
             pids = self.marked(sbx, marker)
+            if groups is not None:
+                pids = {p for p in pids if (self.stat_of(p) or (0, None))[1] in groups}
             if not pids:
                 return True
             for pid in pids:
@@ -931,6 +1161,7 @@ class Fake:
         return False
 
     def start_exec(self, request, inputs=None):
+        validate_exec_request(request)
         sbx = None
         with self.lock:
             sbx = self.by_id.get(request.sandbox_id)
@@ -938,16 +1169,8 @@ class Fake:
                 raise fail("NOT_FOUND", "no sandbox with id %r" % request.sandbox_id)
             if sbx.phase != "READY":
                 raise fail("FAILED_PRECONDITION", "sandbox %s is %s, not READY" % (sbx.name, sbx.phase))
-        if not request.command:
-            raise fail("INVALID_ARGUMENT", "command is empty")
         if request.workdir and not request.workdir.startswith("/"):
             raise fail("INVALID_ARGUMENT", "workdir must be an absolute path")
-        for k in request.environment:
-            if not k or "=" in k or "\0" in k:
-                raise fail("INVALID_ARGUMENT", "environment: invalid name %r" % k)
-        if any("\0" in a for a in request.command) or "\0" in request.workdir or \
-                any("\0" in v for v in request.environment.values()):
-            raise fail("INVALID_ARGUMENT", "NUL in command, workdir or environment")
         ex = Exec(self, sbx, request, inputs)
         with self.lock:
             self.execs.append(ex.log)
@@ -985,7 +1208,11 @@ class Service:
             raise fail("PERMISSION_DENIED", "the compute drivers are not visible to this token")
         name = self.fake.behaviour("driver") or "docker"
         version = self.fake.driver_version if name == "docker" else "v0.0.0-fake"
-        out = self.pb.GetGatewayInfoResponse(version=FAKE_VERSION)
+        # Upstream's answer: HEALTHY, its version, its drivers
+        # (crates/openshell-server/src/grpc/mod.rs:243-265).
+        status = self.fake.behaviour("gateway_status") or "HEALTHY"
+        out = self.pb.GetGatewayInfoResponse(status=getattr(self.pb, "SERVICE_STATUS_" + status),
+                                             gateway_version=FAKE_VERSION)
         d = out.compute_drivers.add()
         d.name = name
         d.capabilities.driver_name = name
@@ -1014,7 +1241,7 @@ class Service:
         out = self.pb.ListSandboxProvidersResponse()
         for rec in self.fake.sandbox_providers(sbx):
             p = out.providers.add()
-            p.id, p.name, p.type = rec["id"], rec["name"], rec["type"]
+            p.metadata.id, p.metadata.name, p.type = rec["id"], rec["name"], rec["type"]
             p.credentials.update(rec["credentials"])
             p.config.update(rec["config"])
         return out
@@ -1230,8 +1457,11 @@ def parse_args(argv):
     p.add_argument("--max-sandboxes", type=int, default=10, help="live sandboxes at most")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop (and clean up) when the process that started the fake ends")
-    p.add_argument("--proto-dir", default=os.path.join(here, "..", "..", "..", "proto", "openshell"),
-                   help="the folder of openshell.proto (compiled at start)")
+    p.add_argument("--proto-dir",
+                   default=os.path.normpath(os.path.join(here, "..", "..", "..", "..", "shared",
+                                                         "upstream", "openshell")),
+                   help="the folder of upstream's protos (compiled at start; default "
+                   "<repo>/../shared/upstream/openshell)")
     args = p.parse_args(argv)
     if any("=" not in i or i.startswith("=") or i.endswith("=") for i in args.image):
         p.error("--image is NAME=IMAGE")

@@ -3,8 +3,9 @@
 the tests see it.
 
 FakeOpenShell starts one fake as a child process and speaks to it: a gRPC
-channel to the gateway with the messages of proto/openshell/openshell.proto
-(compiled with protoc into a temporary folder, never kept), one method per
+channel to the gateway with upstream's messages, the ones the fake serves
+(../shared/upstream/openshell, compiled with protoc into a temporary
+folder, never kept), one method per
 RPC (call, or the helpers health, info, create, get, list, delete,
 providers, policy_status, exec, exec_stream), and the test controls
 (misbehave, reset, plant, provider, state).  stop() ends the fake with
@@ -20,6 +21,7 @@ interpreter without them (pyenv's python3) borrows Debian's dist-packages.
 """
 import http.client
 import importlib
+import importlib.util
 import json
 import os
 import select
@@ -40,7 +42,8 @@ from .fakes import FakeProcess
 from .harness import ROOT
 
 FAKE = os.path.join(ROOT, "tests", "fakes", "openshell", "fake_openshell.py")
-PROTO_DIR = os.path.join(ROOT, "proto", "openshell")
+# Upstream's protos, which the fake serves (../shared/upstream's README).
+UPSTREAM_DIR = os.path.normpath(os.path.join(ROOT, "..", "shared", "upstream", "openshell"))
 IMAGE = "plimsoll/project:latest"
 LABEL = "plimsoll-fake-openshell"
 SERVICE = "openshell.v1.OpenShell"
@@ -59,20 +62,17 @@ _PB = {}
 
 
 def messages():
-    """The generated module of openshell.proto (compiled once per process
-    into a temporary folder, removed right after the import)."""
+    """Upstream's messages (the fake's load_messages over UPSTREAM_DIR:
+    openshell.v1's, sandbox.v1's and datamodel.v1's as one namespace),
+    compiled once per process into a temporary folder, removed right after
+    the import."""
     if "pb" not in _PB:
+        spec = importlib.util.spec_from_file_location("fake_openshell_messages", FAKE)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
         out = tempfile.mkdtemp(prefix="openshell-pb-")
         try:
-            p = subprocess.run(["protoc", "-I" + PROTO_DIR, "-I/usr/include", "--python_out=" + out,
-                                "openshell.proto"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            if p.returncode != 0:
-                raise RuntimeError("protoc: " + p.stderr.decode(errors="replace"))
-            sys.path.insert(0, out)
-            try:
-                _PB["pb"] = importlib.import_module("openshell_pb2")
-            finally:
-                sys.path.remove(out)
+            _PB["pb"] = mod.load_messages(UPSTREAM_DIR, out)
         finally:
             shutil.rmtree(out, ignore_errors=True)
     return _PB["pb"]
