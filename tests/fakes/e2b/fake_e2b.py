@@ -940,6 +940,7 @@ class Handler(BaseHTTPRequestHandler):
         self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         host = self.headers.get("Host", "")
         entry, t0 = None, time.monotonic()
+        self.entry = None
         self.raw_body, self.checked, self.op, self.rpc = None, True, None, None
         self.body_cache = None
         self.unchecked_answer = False
@@ -948,7 +949,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.check_api_key()
                 self.serve_control()
                 return
-            entry = self.fake.log_request(self.command, self.path, host)
+            entry = self.entry = self.fake.log_request(self.command, self.path, host)
             target = self.envd_target(host)
             self.find_operation(target)
             status = self.fake.take_failure("%s %s" % (self.command, self.path))
@@ -1467,6 +1468,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self.read_body()
         try:
             user = self.basic_user()
+            if self.entry is not None:
+                self.entry["user"] = user   # for the tests to read back
             request = self.connect_request(body)
             self.proto_refusal("StartRequest", request)
             timeout_s = self.connect_timeout()
