@@ -132,7 +132,8 @@ class Startup(E2BDaemon):
         checks = " | ".join(d["startup_checks"])
         for words in ("secure: true", "both access tokens", "allowInternetAccess false",
                       "2 CPUs, 512 MiB",
-                      "3 files uploaded", "nothing reached", "delete read back"):
+                      "3 files uploaded", "with the cleanup between its steps",
+                      "nothing reached", "delete read back"):
             self.assertIn(words, checks)
 
     def test_startup_vm_is_gone(self):
@@ -400,6 +401,19 @@ class StartupRefusals(unittest.TestCase):
             self.assertEqual(lst.accepted, 0)
         finally:
             lst.close()
+
+    def test_the_proof_runs_the_cleanup_between_its_steps(self):
+        # Exactly a project step's path: the guest's uid is learned first
+        # (one step, nothing after it), then the test project's three
+        # steps with the cleanup, as root, between each two.
+        d = Daemon(env=e2b_env(self.fake)).start(timeout=120)
+        try:
+            starts = [r for r in self.fake.state()["requests"]
+                      if r["path"] == "/process.Process/Start"]
+        finally:
+            d.stop()
+        self.assertEqual([r.get("user") for r in starts],
+                         ["user", "user", "root", "user", "root", "user"], starts)
 
     # The VM's own detail must report the network the create sent; the live
     # probe (192.0.2.1:80, which nothing answers) cannot tell.

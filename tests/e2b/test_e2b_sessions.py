@@ -108,5 +108,81 @@ class Sessions(HostedSessions, E2BDaemon):
         self.assertEqual(error_info(body)[0]["reason"], "SESSION_ENDED", body)
 
 
+class CleanupAfterTheAnswer(E2BDaemon):
+    """The cleanup between calls runs after the answer has gone back, so
+    the next call waits for it and the caller does not (the spec's session
+    contract); the fake's root processes, the cleanup, hang for longer than
+    the 10 s the cleanup has."""
+    EXTRA = Sessions.EXTRA
+    HANG_MS = 30000
+
+    def open(self):
+        status, body = self.d.rpc("OpenSession", {})
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
+        return sid
+
+    def run_call(self, sid):
+        t0 = time.monotonic()
+        run = dict(project([["true"]]), timeout_ms=5000)
+        status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": run})
+        return status, body, time.monotonic() - t0
+
+    def answered_at_once(self, sid):
+        """A call whose cleanup hangs: its answer does not wait for it."""
+        status, body, took = self.run_call(sid)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["exit_code"], 0, body)
+        self.assertLess(took, 3.0, "the answer waited for the cleanup")
+        return body["sandbox_name"]
+
+    def refused_naming_the_cleanup(self, sid):
+        status, body, took = self.run_call(sid)
+        self.assertNotEqual(status, 200, body)
+        self.assertEqual(error_info(body)[0]["reason"], "SESSION_ENDED", body)
+        self.assertIn("the cleanup after the last call failed", body["message"])
+        self.assertIn("the cleanup timed out", body["message"])
+        return took
+
+    def vm_state(self, sandbox_id):
+        for s in self.fake.state()["sandboxes"]:
+            if s["sandboxID"] == sandbox_id:
+                return s["state"]
+        return None
+
+    def test_the_next_call_waits_for_the_cleanup_and_is_refused_when_it_failed(self):
+        sid = self.open()
+        self.answered_at_once(sid)   # a cleanup that works first
+        self.fake.misbehave(delay_root_process_ms=self.HANG_MS)
+        self.answered_at_once(sid)
+        took = self.refused_naming_the_cleanup(sid)
+        self.assertGreater(took, 4.0, "the next call did not wait for the cleanup")
+        self.assertLess(took, 20.0)
+
+    def test_a_close_waits_for_the_cleanup_then_deletes_the_vm(self):
+        sid = self.open()
+        self.fake.misbehave(delay_root_process_ms=self.HANG_MS)
+        vm = self.answered_at_once(sid)
+        status, body = self.d.rpc("CloseSession", {"session_id": sid})
+        self.assertEqual(status, 200, body)
+        deadline = time.monotonic() + 20
+        while self.vm_state(vm) is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertIsNone(self.vm_state(vm), "the closed session's VM is deleted")
+
+    def test_an_idle_pause_waits_for_the_cleanup_and_the_resume_is_refused(self):
+        sid = self.open()
+        self.fake.misbehave(delay_root_process_ms=self.HANG_MS)
+        vm = self.answered_at_once(sid)
+        deadline = time.monotonic() + 25
+        while self.vm_state(vm) != "paused" and time.monotonic() < deadline:
+            time.sleep(0.3)
+        self.assertEqual(self.vm_state(vm), "paused")
+        self.refused_naming_the_cleanup(sid)
+        self.assertFalse([r for r in self.fake.state()["requests"]
+                          if r["path"].endswith("/connect")], "a session ending is not resumed")
+
+
 if __name__ == "__main__":
     unittest.main()

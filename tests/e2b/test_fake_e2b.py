@@ -532,6 +532,20 @@ class FakeE2BTest(unittest.TestCase):
         self.new_sandbox(timeout=30)
         self.assertGreaterEqual(time.monotonic() - started, 1.5)
 
+    def test_delay_root_process(self):
+        # A root process (the provider's cleanup) runs its command only
+        # after the delay; the guest's user's processes are not delayed.
+        sid = self.new_sandbox(timeout=60)["sandboxID"]
+        FAKE.misbehave(delay_root_process_ms=1500)
+        started = time.monotonic()
+        run = FAKE.run(sid, "id", ["-u"], headers={"Authorization": basic_user("root")})
+        self.assertGreaterEqual(time.monotonic() - started, 1.5)
+        self.assertEqual(run.stdout, b"0\n")
+        started = time.monotonic()
+        run = FAKE.run(sid, "id", ["-u"])
+        self.assertLess(time.monotonic() - started, 1.5)
+        self.assertEqual(run.stdout, b"1000\n")
+
     def test_omit_misbehaviour_garbles_the_answer_not_the_sandbox(self):
         for field in ("envdAccessToken", "trafficAccessToken"):
             with self.subTest(field=field):

@@ -95,7 +95,7 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
              s->proof.cpu_count, s->proof.memory_mb);
     snprintf(s->checks[2], sizeof(s->checks[2]),
              "%u files uploaded into %s and a test program ran there as a project's steps do "
-             "(python3, node), as uid %u, not root",
+             "(python3, node), with the cleanup between its steps, as uid %u, not root",
              s->proof.files_uploaded, s->set.workdir, s->user_uid);
     snprintf(s->checks[3], sizeof(s->checks[3]),
              "egress tried live from inside: nothing reached (%s)", s->proof.probe_detail);

@@ -74,6 +74,7 @@ struct e2b_state {
      * was not. */
     const char *cell_langs[3];
     char cell_note[256];
+    char proof_verdict[256]; /* the startup session's last cleanup, when it failed */
 };
 
 /* A sandbox as the control plane answered its create (or connect). */

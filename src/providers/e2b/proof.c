@@ -5,8 +5,9 @@
  * traffic off, internet denied, both access tokens required in the answer);
  * its resources read back from the control plane and from inside; several
  * files uploaded into the project directory and a test program run through
- * exactly a project step's path; egress tried live; the VM deleted and the
- * delete read back.  The daemon serves nothing unless all of it holds.
+ * exactly a project step's path (the guest's uid learned first by a project
+ * of one step, so the cleanup runs between the test's steps); egress tried live; the VM deleted and
+ * the delete read back.  The daemon serves nothing unless all of it holds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,17 +54,40 @@ static int check_resources(struct e2b_state *s, const struct eb_sandbox *sb, str
     return 0;
 }
 
-/* The project every hosted provider's proof runs (hosted/proofproject.c). */
+/* The guest's uid, by a project of one step through the path every
+ * project takes (hosted/proofproject.c): the cleanup between the test
+ * project's steps needs it. */
+static int learn_uid(struct e2b_state *s, const struct eb_sandbox *sb, struct pl_error *err) {
+    struct ph_proof_whoami w;
+    ph_proof_whoami(&w);
+    struct pl_run_ctx ctx = {.timeout_ms = 30000, .output_bytes = 4096};
+    struct pl_run_result r = {0};
+    int rc = eb_project(s, sb, &ctx, &w.req, pl_deadline_in_ms(ctx.timeout_ms), &r, err);
+    if (rc == 0)
+        rc = ph_proof_uid(&r, &s->user_uid, err);
+    pl_run_result_clear(&r);
+    return rc < 0 ? pl_error_wrap(err, "the guest's uid: ") : 0;
+}
+
+/* The project every hosted provider's proof runs (hosted/proofproject.c),
+ * with the cleanup as root between its steps, as every project's. */
 static int proof_project(struct e2b_state *s, const struct eb_sandbox *sb, struct pl_run_result *r,
                          struct pl_error *err) {
+    if (learn_uid(s, sb, err) < 0)
+        return -1;
     struct ph_proof_project pp;
     ph_proof_project(&pp, s->set.egress_probe);
     struct pl_run_ctx ctx = {.timeout_ms = 60000, .output_bytes = 64 * 1024};
     if (eb_project(s, sb, &ctx, &pp.req, pl_deadline_in_ms(ctx.timeout_ms), r, err) < 0)
         return pl_error_wrap(err, "the test project: ");
     s->proof.files_uploaded = 3;
-    if (ph_proof_judge(r, s->set.workdir, "SANDBOX_E2B_WORKDIR", &s->user_uid, err) < 0)
+    unsigned as = 0;
+    if (ph_proof_judge(r, s->set.workdir, "SANDBOX_E2B_WORKDIR", &as, err) < 0)
         return -1;
+    if (as != s->user_uid)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the test project ran as uid %u, the step before it as uid %u", as,
+                            s->user_uid);
     snprintf(s->proof.probe_detail, sizeof(s->proof.probe_detail), "%s", s->set.egress_probe);
     return 0;
 }

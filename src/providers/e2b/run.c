@@ -107,8 +107,13 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
 
 static int between(void *ud, uint64_t deadline, const char *after, struct pl_error *err) {
     struct step_ud *u = ud;
-    /* The proof's first step learns the uid; it ends nothing before. */
-    return u->s->user_uid ? eb_end_leftovers(u->s, u->sb, deadline, after, err) : 0;
+    /* The startup test learns the uid before any project of more than one
+     * step (proof.c). */
+    if (!u->s->user_uid)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the guest's uid is not known: what %s left running cannot be ended",
+                            after);
+    return eb_end_leftovers(u->s, u->sb, deadline, after, err);
 }
 
 const struct ph_project_ops eb_ops = {.upload = upload, .step = step, .between = between};

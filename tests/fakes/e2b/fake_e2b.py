@@ -535,7 +535,7 @@ class Fake:
         require_type(body, dict, "body")
         allowed = {"omit": str, "resources": dict, "egress_open": bool, "fail": dict,
                    "vanish_during_process": bool, "resume_new_id": bool, "create_delay_ms": int,
-                   "internet_open": bool}
+                   "internet_open": bool, "delay_root_process_ms": int}
         for key, value in body.items():
             if key in ("detail_internet", "detail_network"):
                 if value is not None:   # null: reported null / no network at all
@@ -550,8 +550,9 @@ class Fake:
             for key in ("cpuCount", "memoryMB"):
                 if require_type(body["resources"].get(key), int, "resources." + key) <= 0:
                     raise api_error(400, "resources.%s must be positive" % key)
-        if body.get("create_delay_ms", 0) < 0:
-            raise api_error(400, "create_delay_ms must not be negative")
+        for key in ("create_delay_ms", "delay_root_process_ms"):
+            if body.get(key, 0) < 0:
+                raise api_error(400, "%s must not be negative" % key)
         if "fail" in body:
             fail = body["fail"]
             try:
@@ -793,6 +794,13 @@ class Fake:
                                                  for k, v in envs.items()):
             raise ConnectError("invalid_argument", "process.envs must map names to strings")
         stdin_open = request.get("stdin") is not False
+        cmd = proc_cfg["cmd"]
+        delay_ms = self.behaviour("delay_root_process_ms", 0) if user == "root" else 0
+        if delay_ms:
+            # A root process (the cleanup between steps and calls) that
+            # hangs: its command runs only after the delay, in its group.
+            args = ["-c", 'sleep "$0" && exec "$@"', "%.3f" % (delay_ms / 1000), cmd] + args
+            cmd = "sh"
         uid, gid, home = USERS[user]
         cwd = proc_cfg.get("cwd") or home
         argv = ["docker", "exec"] + (["-i"] if stdin_open else []) + [
@@ -800,7 +808,7 @@ class Fake:
                 "-e", "HOME=" + home, "-e", "USER=" + user, "-e", "LOGNAME=" + user]
         for k, v in envs.items():
             argv += ["-e", "%s=%s" % (k, v)]
-        argv += [sbx.container, "sh", "-c", START_SCRIPT, "e2bfake", proc_cfg["cmd"]] + args
+        argv += [sbx.container, "sh", "-c", START_SCRIPT, "e2bfake", cmd] + args
         proc = Proc(sbx, argv, stdin_open)
         if not proc.started.wait(60) or proc.pid is None:
             proc.detach()
@@ -940,6 +948,7 @@ class Handler(BaseHTTPRequestHandler):
         self.query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         host = self.headers.get("Host", "")
         entry, t0 = None, time.monotonic()
+        self.entry = None
         self.raw_body, self.checked, self.op, self.rpc = None, True, None, None
         self.body_cache = None
         self.unchecked_answer = False
@@ -948,7 +957,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.check_api_key()
                 self.serve_control()
                 return
-            entry = self.fake.log_request(self.command, self.path, host)
+            entry = self.entry = self.fake.log_request(self.command, self.path, host)
             target = self.envd_target(host)
             self.find_operation(target)
             status = self.fake.take_failure("%s %s" % (self.command, self.path))
@@ -1467,6 +1476,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self.read_body()
         try:
             user = self.basic_user()
+            if self.entry is not None:
+                self.entry["user"] = user   # for the tests to read back
             request = self.connect_request(body)
             self.proto_refusal("StartRequest", request)
             timeout_s = self.connect_timeout()
