@@ -86,7 +86,7 @@ struct pl_api_request {
     uint64_t content_length;     /* that length; a chunked body's is unknown until read */
     size_t head_bytes; /* what the transport keeps of the head while the body is read (HTTP/2's
                           stream: its headers' values), held with the body's bytes */
-    const char *body;            /* the body phase only */
+    const char *body;  /* the body phase only */
     size_t body_len;
     bool body_too_large;                    /* the server stopped reading at the limit */
     const struct pl_api_stream_out *stream; /* NULL: the transport cannot stream */

@@ -49,9 +49,9 @@ struct stream {
     struct h2conn *c;
     int32_t id;
     enum stream_state state;
-    uint64_t since_ns;  /* when the stream opened: the read deadline */
-    uint64_t answer_ns; /* when its answer was ready: the send deadline */
-    bool send_cut;      /* reset at the send deadline */
+    uint64_t since_ns;   /* when the stream opened: the read deadline */
+    uint64_t answer_ns;  /* when its answer was ready: the send deadline */
+    bool send_cut;       /* reset at the send deadline */
     size_t header_bytes; /* the header block's, as HPACK's size counts it */
     size_t kept_bytes;   /* the values kept of it (the wanted headers) */
     char *method, *path, *ctype, *auth, *connect_timeout, *grpc_timeout, *length;
