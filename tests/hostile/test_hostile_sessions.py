@@ -141,6 +141,14 @@ class HostileSessions(HostileDockerDaemon):
         self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
         return sid
 
+    def open_both(self):
+        """A session whose waiting interpreters are Python's and JavaScript's."""
+        status, body = self.d.rpc("OpenSession", {"languages": ["python", "javascript"]})
+        self.assertEqual(status, 200, body)
+        sid = body["session_id"]
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
+        return sid
+
     def call(self, sid, code, **extra):
         status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": py(code, **extra)})
         return status, body
@@ -357,10 +365,7 @@ class HostileSessions(HostileDockerDaemon):
         lets any process of the sandbox uid read them (docs/sessions.md,
         "Who can reach what"), which this pins; under both the cells that
         follow are answered by the interpreters the daemon launched."""
-        status, body = self.d.rpc("OpenSession", {"languages": ["python", "javascript"]})
-        self.assertEqual(status, 200, body)
-        sid = body["session_id"]
-        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
+        sid = self.open_both()
         self.assertEqual(self.cell(sid, "python", "p = 1; p")["stdout"], "1\n")
         self.assertEqual(self.cell(sid, "javascript", "globalThis.j = 2; j")["stdout"], "2\n")
         b = self.ok(sid, "import os\n"
@@ -396,10 +401,7 @@ class HostileSessions(HostileDockerDaemon):
     def test_no_credential_is_readable_by_the_calls_code(self):
         """Nothing a call can read holds a cell channel's credential: not an
         interpreter's environment, nor any descriptor a call can open."""
-        status, body = self.d.rpc("OpenSession", {"languages": ["python", "javascript"]})
-        self.assertEqual(status, 200, body)
-        sid = body["session_id"]
-        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
+        sid = self.open_both()
         self.assertEqual(self.cell(sid, "javascript", "1")["stdout"], "1\n")
         b = self.ok(sid, "import os, re\n"
                          "hits, read = [], 0\n"

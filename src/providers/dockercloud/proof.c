@@ -22,22 +22,24 @@
 #include "../../core/ids.h"
 #include "dc_int.h"
 
-/* A probe of one permission: 403 names it. */
-static int probe(struct dc_state *s, const char *path, const char *permission,
-                 struct pl_error *err) {
+/* A probe of one permission: method on path (with extra headers), which
+ * must answer ok or also_ok; a 403 names the permission. */
+static int probe(struct dc_state *s, const char *method, const char *path, const char **extra,
+                 long ok, long also_ok, const char *permission, struct pl_error *err) {
     json_t *j = NULL;
     long st = 0;
-    if (dc_call(s, "GET", path, NULL, NULL, &st, &j, NULL, 0, err) < 0)
+    if (dc_call(s, method, path, NULL, extra, &st, &j, NULL, 0, err) < 0)
         return -1;
     char text[400];
     dc_error_text(j, text, sizeof(text));
     json_decref(j);
     if (st == 403)
         return pl_error_set(err, PL_REASON_INTERNAL,
-                            "the token lacks the %s permission (GET %s answered 403: %s)",
-                            permission, path, text);
-    if (st != 200)
-        return pl_error_set(err, PL_REASON_INTERNAL, "GET %s answered %ld: %s", path, st, text);
+                            "the token lacks the %s permission (%s %s answered 403: %s)",
+                            permission, method, path, text);
+    if (st != ok && st != also_ok)
+        return pl_error_set(err, PL_REASON_INTERNAL, "%s %s answered %ld, not %ld: %s", method,
+                            path, st, ok, text);
     return 0;
 }
 
@@ -51,23 +53,7 @@ static int probe_delete(struct dc_state *s, struct pl_error *err) {
         return pl_error_set(err, PL_REASON_INTERNAL, "no randomness");
     snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
     const char *extra[] = {"If-Match: \"plimsoll-probe\"", NULL};
-    json_t *j = NULL;
-    long st = 0;
-    if (dc_call(s, "DELETE", path, NULL, extra, &st, &j, NULL, 0, err) < 0)
-        return -1;
-    char text[400];
-    dc_error_text(j, text, sizeof(text));
-    json_decref(j);
-    if (st == 403)
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "the token lacks the sandboxesDelete permission (DELETE of a sandbox "
-                            "that does not exist answered 403: %s)",
-                            text);
-    if (st != 204 && st != 404)
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "DELETE of a sandbox that does not exist answered %ld, not 204: %s", st,
-                            text);
-    return 0;
+    return probe(s, "DELETE", path, extra, 204, 404, "sandboxesDelete", err);
 }
 
 /* The guest's uid, by a project of one step through the path every
@@ -111,8 +97,8 @@ static int gone(struct dc_state *s, const char *uid, struct pl_error *err) {
 int dc_prove(struct dc_state *s, struct pl_error *err) {
     if (dc_exchange_token(s, err) < 0)
         return -1;
-    if (probe(s, "/v1/sandboxes?pageSize=1", "sandboxesRead", err) < 0 ||
-        probe(s, "/v1/network-policies", "networkPoliciesRead", err) < 0 ||
+    if (probe(s, "GET", "/v1/sandboxes?pageSize=1", NULL, 200, 200, "sandboxesRead", err) < 0 ||
+        probe(s, "GET", "/v1/network-policies", NULL, 200, 200, "networkPoliciesRead", err) < 0 ||
         probe_delete(s, err) < 0)
         return -1;
     char guard_net[24] = "";
