@@ -115,11 +115,12 @@ class Sessions(HostedSessions, OpenShellDaemon):
         """A call, and its cleanup (after the answer) waited for."""
         before = len(self.cleanups())
         _, name = self.look(sid)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while (len(self.cleanups()) == before or self.cleanups()[-1]["state"] == "running") and \
                 time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertEqual(self.cleanups()[-1]["state"], "exited")
+        self.assertEqual(self.cleanups()[-1]["state"], "exited",
+                         [(e["state"], e["started"]) for e in self.cleanups()])
         return name
 
     def sandbox_exists(self, name):
@@ -141,7 +142,7 @@ class Sessions(HostedSessions, OpenShellDaemon):
         _, name = self.look(sid)
         before = self.fake.state()["calls"]["GetSandbox"]["count"]
         self.look(sid)
-        self.look(sid)
+        self.look_cleaned(sid)  # its cleanup (after the answer) counted too
         self.assertGreaterEqual(self.fake.state()["calls"]["GetSandbox"]["count"], before + 2)
         # The gateway now reports it otherwise: the session ends, nothing runs.
         execs = len(self.fake.state()["execs"])
