@@ -3,7 +3,8 @@
 gateway sandbox per session whose main process does nothing, read back
 from the gateway before every call (a sandbox changed, gone or out of
 READY ends the session with the reason, and nothing runs); the same
-cleanup between calls as a project's steps; an idle session is stopped:
+cleanup between calls as a project's steps, after the answer (the next
+call waits for it, and one that failed refuses it); an idle session is stopped:
 its files stay, its interpreters end, and it gives back its admission slot
 (the next call takes one again); the one real session the daemon opens at
 startup.  The cases every hosted provider's sessions meet are
@@ -54,6 +55,35 @@ class StartupSession(unittest.TestCase):
                 self.assertEqual(argv[i + 3 + n], "vmlaunch")
             self.assertEqual(fake.stop(), [])
 
+    def test_the_shutdown_waits_for_a_cleanup_and_ends_it(self):
+        # A call's cleanup the gateway holds up (its exit withheld) when the
+        # daemon is told to stop: the stop waits for it (no thread outlives
+        # its session; a sanitizer's report fails stop()), the sandbox goes,
+        # and the daemon exits 0.
+        with FakeOpenShell() as fake:
+            d = Daemon(env=osh_env(fake, SANDBOX_MAX_SESSIONS="2", SANDBOX_SESSION_IDLE="60",
+                                   SANDBOX_SESSION_LIFETIME="600")).start(timeout=180)
+            try:
+                status, body = d.rpc("OpenSession", {})
+                self.assertEqual(status, 200, body)
+                fake.misbehave(exec_withhold_exit="def spared(p)")
+                status, body = d.rpc("RunInSession", {"session_id": body["session_id"],
+                                                      "run": project([["true"]])})
+                self.assertEqual(status, 200, body)
+                deadline = time.monotonic() + 10
+                while not any(e["state"] == "withholding" for e in fake.state()["execs"]) and \
+                        time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertTrue(any(e["state"] == "withholding" for e in fake.state()["execs"]))
+            finally:
+                t0 = time.monotonic()
+                rc = d.stop()
+            self.assertEqual(rc, 0)
+            self.assertLess(time.monotonic() - t0, 25)
+            self.assertEqual([s["phase"] for s in fake.state()["sandboxes"] if not s["deleted"]
+                              and s["phase"] != "DELETING"], [])
+            self.assertEqual(fake.stop(), [])
+
 
 class Sessions(HostedSessions, OpenShellDaemon):
     TIER = "container"
@@ -78,6 +108,21 @@ class Sessions(HostedSessions, OpenShellDaemon):
         self.assertEqual(self.in_flight(), 0)
         self.assertTrue(self.sandbox_exists(name))  # stopped, not deleted
 
+    def cleanups(self):
+        return [e for e in self.fake.state()["execs"] if "def spared(p)" in " ".join(e["argv"])]
+
+    def look_cleaned(self, sid):
+        """A call, and its cleanup (after the answer) waited for."""
+        before = len(self.cleanups())
+        _, name = self.look(sid)
+        deadline = time.monotonic() + 30
+        while (len(self.cleanups()) == before or self.cleanups()[-1]["state"] == "running") and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.cleanups()[-1]["state"], "exited",
+                         [(e["state"], e["started"]) for e in self.cleanups()])
+        return name
+
     def sandbox_exists(self, name):
         return any(s["name"] == name for s in self.live())
 
@@ -97,7 +142,7 @@ class Sessions(HostedSessions, OpenShellDaemon):
         _, name = self.look(sid)
         before = self.fake.state()["calls"]["GetSandbox"]["count"]
         self.look(sid)
-        self.look(sid)
+        self.look_cleaned(sid)  # its cleanup (after the answer) counted too
         self.assertGreaterEqual(self.fake.state()["calls"]["GetSandbox"]["count"], before + 2)
         # The gateway now reports it otherwise: the session ends, nothing runs.
         execs = len(self.fake.state()["execs"])
@@ -137,6 +182,62 @@ class Sessions(HostedSessions, OpenShellDaemon):
                                                        "run": project([["true"]])})
             self.assertEqual(error_info(body)[0]["reason"], "SESSION_ENDED", (how, body))
             self.assert_no_sandbox_left()
+
+    def test_the_cleanup_runs_after_the_answer(self):
+        # The gateway withholds the cleanup's exit (its script's own text
+        # picks it out): the call's answer does not wait for it, the next
+        # call does (the cleanup's floor, PH_CLEANUP_MIN_MS, 10 s), and is
+        # refused SESSION_ENDED naming the cleanup; nothing else runs.
+        sid = self.open()
+        self.look_cleaned(sid)
+        self.fake.misbehave(exec_withhold_exit="def spared(p)")
+        t0 = time.monotonic()
+        run = dict(project([["echo", "answered"]]), timeout_ms=8000)
+        status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": run})
+        answered = time.monotonic() - t0
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["steps"][0]["stdout"], "answered\n", body)
+        self.assertLess(answered, 4, "the answer waited for the cleanup")
+        status, body = self.d.rpc("RunInSession", {"session_id": sid,
+                                                   "run": project([["touch", "/tmp/ran"]])})
+        refused = time.monotonic() - t0
+        info, _ = error_info(body)
+        self.assertEqual(info["reason"], "SESSION_ENDED", body)
+        self.assertIn("cleanup between calls failed", body["message"])
+        self.assertIn("the call left running", body["message"])
+        self.assertGreaterEqual(refused, 9.5, "the next call did not wait for the cleanup")
+        last = self.fake.state()["execs"][-1]  # the withheld cleanup, and nothing since
+        self.assertIn("def spared(p)", " ".join(last["argv"]))
+        self.assertEqual(last["state"], "withholding", last)
+        self.fake.reset()
+        self.assert_no_sandbox_left()
+
+    def test_a_close_and_an_idle_stop_wait_for_the_cleanup(self):
+        # With the cleanup held up: a close waits for it, then the sandbox
+        # goes; an idle stop waits for it and, as it failed, ends the
+        # session (its slot comes back, its sandbox goes) rather than stop it.
+        for how in ("close", "idle"):
+            sid = self.open()
+            name = self.look_cleaned(sid)
+            self.fake.misbehave(exec_withhold_exit="def spared(p)")
+            self.call(sid, project([["true"]]))
+            t0 = time.monotonic()
+            if how == "close":
+                status, body = self.d.rpc("CloseSession", {"session_id": sid})
+                self.assertEqual(status, 200, body)
+            # The sandbox goes only once the cleanup has ended (its floor, 10 s).
+            deadline = time.monotonic() + 25
+            while self.sandbox_exists(name) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.assertFalse(self.sandbox_exists(name))
+            self.assertGreaterEqual(time.monotonic() - t0, 5, (how, "did not wait"))
+            if how == "idle":
+                self.assertEqual(self.in_flight(), 0)
+                status, body = self.d.rpc("RunInSession", {"session_id": sid,
+                                                           "run": project([["true"]])})
+                self.assertEqual(error_info(body)[0]["reason"], "SESSION_ENDED", body)
+                self.assertIn("paused when idle", body["message"])
+            self.fake.reset()
 
     def test_an_idle_stop_keeps_the_files_and_gives_the_slot_back(self):
         sid = self.open()

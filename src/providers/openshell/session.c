@@ -5,13 +5,18 @@
  * back as a run's is, whose main process does nothing.  Before every call
  * the whole sandbox is read back from the gateway (osh_readback); a
  * sandbox that changed, is gone or left READY ends the session.  After
- * every call the cleanup ends what the call left running but the sandbox's
- * own processes and the kept interpreters (hosted/cells.c).  An idle
+ * every call's answer the cleanup ends what the call left running but the
+ * sandbox's own processes and the kept interpreters (hosted/cells.c), on a
+ * thread of its own: the caller does not wait for it, the next call (and
+ * the idle stop, the resume and the close) does, and one that failed
+ * refuses the next call SESSION_ENDED with its reason.  An idle
  * session is stopped: every process of the guest's ends, interpreters
  * included, the files stay, and the session gives back its admission slot
  * (Describe's idle_frees_slot); the next call reads the sandbox back and
  * its first cell says interpreter_started.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,13 @@ struct osh_session {
     char run_id[48]; /* tracked while the sandbox lives */
     struct osh_sandbox sb;
     struct ph_cells cells;
+    /* The cleanup after the last call's answer, while cleaner_running;
+     * verdict: why it failed (the session then ends), "" while it did not. */
+    pthread_t cleaner;
+    bool cleaner_running;
+    struct osh_state *s;
+    uint64_t clean_by; /* the call's deadline, for the cleanup's own */
+    char verdict[256];
 };
 
 /* The cleanup after a call (or for the idle stop): the kept interpreters
@@ -36,6 +48,33 @@ static int session_cleanup(struct osh_state *s, struct osh_session *ss, uint64_t
         return -1;
     ph_cells_survive(&ss->cells, alive);
     return 0;
+}
+
+static void *cleaner_main(void *arg) {
+    struct osh_session *ss = arg;
+    struct pl_error err = {0};
+    if (session_cleanup(ss->s, ss, ss->clean_by, "the call", &err) < 0)
+        snprintf(ss->verdict, sizeof(ss->verdict), "the cleanup between calls failed: %.200s",
+                 err.message);
+    return NULL;
+}
+
+/* The last call's cleanup, waited for: nothing of the session's outlives
+ * this but the sandbox. */
+static void cleaner_join(struct osh_session *ss) {
+    if (ss->cleaner_running) {
+        pthread_join(ss->cleaner, NULL);
+        ss->cleaner_running = false;
+    }
+}
+
+static void cleaner_start(struct osh_state *s, struct osh_session *ss, uint64_t deadline) {
+    ss->s = s;
+    ss->clean_by = deadline;
+    if (pthread_create(&ss->cleaner, NULL, cleaner_main, ss) == 0)
+        ss->cleaner_running = true;
+    else
+        snprintf(ss->verdict, sizeof(ss->verdict), "the cleanup between calls could not start");
 }
 
 int osh_session_open(void *state, const struct pl_session_open *o, void **ret_session,
@@ -77,6 +116,7 @@ int osh_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
                     struct pl_error *err) {
     struct osh_state *s = state;
     struct osh_session *ss = session;
+    cleaner_join(ss); /* the previous call's cleanup: this call waits for it */
     if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT &&
         req->kind != PL_PAYLOAD_CELL)
         return pl_error_set(err, PL_REASON_UNSUPPORTED,
@@ -94,13 +134,16 @@ int osh_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
         *err = rb;
         return judge_failure(s, ss, err);
     }
+    /* The sandbox's own state first (a main process that ended also fails
+     * the cleanup, and is the reason worth telling), then the cleanup's. */
+    if (ss->verdict[0])
+        return pl_error_set(err, PL_REASON_SESSION_ENDED, "%s", ss->verdict);
     if (osh_call(s, &ss->sb, &ss->cells, ctx, req, deadline, ret, err) < 0)
         return judge_failure(s, ss, err);
-    /* The cleanup between calls: nothing of this call reaches the next but
-     * the kept interpreters; one that cannot be proved ends the session. */
-    struct pl_error cerr = {0};
-    if (session_cleanup(s, ss, deadline, "the call", &cerr) < 0)
-        snprintf(ret->session_ended, sizeof(ret->session_ended), "%.200s", cerr.message);
+    /* The cleanup between calls, after the answer: nothing of this call
+     * reaches the next but the kept interpreters; one that cannot be
+     * proved refuses the next call, and the session ends. */
+    cleaner_start(s, ss, deadline);
     return 0;
 }
 
@@ -111,14 +154,18 @@ int osh_session_pause(void *state, void *session) {
     struct osh_state *s = state;
     struct osh_session *ss = session;
     struct pl_error err = {0};
+    cleaner_join(ss);
+    if (ss->verdict[0])
+        return -1; /* the last cleanup failed: the session ends now */
     ph_cells_drop(&ss->cells);
     return session_cleanup(s, ss, pl_deadline_in_ms(15000), "the session before its stop", &err);
 }
 
 /* Taken up again: the read-back before the call says whether it is as it
- * was; nothing else to do. */
+ * was; nothing else to do (the stop already waited for the cleanup). */
 int osh_session_resume(void *state, void *session, struct pl_error *err) {
-    (void)state, (void)session, (void)err;
+    (void)state, (void)err;
+    cleaner_join(session);
     return 0;
 }
 
@@ -127,6 +174,7 @@ void osh_session_close(void *state, void *session) {
     struct osh_session *ss = session;
     if (!ss)
         return;
+    cleaner_join(ss);
     osh_close(s, &ss->sb);
     free(ss);
 }
