@@ -59,7 +59,7 @@
  * verdict (run.c), and how often it asks.  Only a sandbox that died with
  * its cgroup waits (runsc); 1 s was once too short under ASan on a loaded
  * machine (docs/providers/docker.md). */
-#define OOM_LATE_MS 8000
+#define OOM_LATE_MS 3000
 #define OOM_LATE_STEP_MS 50
 /* How long a run that took a warm container holds the pool's refill back
  * at most (pool.c; released at the run's end): a new sandbox's start
