@@ -189,10 +189,21 @@ class DockerRuns(DockerDaemon):
         self.assertEqual([s["name"] for s in body["steps"]], ["quick"])
 
     def test_oom(self):
-        body = self.ok(py("x = bytearray(400 * 1024 * 1024)\nprint(len(x))", memory_mb=64))
+        # Under runc the host's count of the cgroup decides.  Under runsc the
+        # cgroup is gone with the sandbox and the engine's OOMKilled is the
+        # only word, which containerd sometimes never sets (an OOM event
+        # lost: docs/providers/docker.md, "Out of memory"); such a run is
+        # answered 137 without out_of_memory.  So there it is asked up to
+        # four times, and the daemon must report the flag the first time
+        # the engine has it.
+        tries = 1 if self.RUNTIME == "runc" else 4
+        for _ in range(tries):
+            body = self.ok(py("x = bytearray(400 * 1024 * 1024)\nprint(len(x))", memory_mb=64))
+            self.assertEqual(body["exit_code"], 137, body)
+            self.assertEqual(body["stdout"], "")
+            if body["out_of_memory"]:
+                break
         self.assertTrue(body["out_of_memory"], body)
-        self.assertEqual(body["exit_code"], 137)
-        self.assertEqual(body["stdout"], "")
 
     def test_fork_bomb_contained(self):
         # Contained means stopped by a limit: the process limit (the guest
