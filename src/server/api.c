@@ -388,7 +388,7 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     /* An HTTP/2 stream's kept headers wait with its body, within the one
      * request's largest (so a key's share, at least that, always fits one). */
     size_t most = api->config->max_request_bytes;
-    want = want + rq->head_bytes < most ? want + rq->head_bytes : (want > most ? want : most);
+    want = want + rq->head_bytes < most ? want + rq->head_bytes : most; /* want <= most: above */
     const char *which = NULL;
     if (want && hold_body_bytes(api, lg->principal, want, &which) < 0) {
         bool mine = strcmp(which, "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT") == 0;
