@@ -112,15 +112,22 @@ class Sessions(HostedSessions, OpenShellDaemon):
         return [e for e in self.fake.state()["execs"] if "def spared(p)" in " ".join(e["argv"])]
 
     def look_cleaned(self, sid):
-        """A call, and its cleanup (after the answer) waited for."""
-        before = len(self.cleanups())
+        """A call, and its cleanup (after the answer) waited for.  The call's
+        cleanup is the first one the gateway saw start after the call's own
+        exec: the previous call's cleanup can still be starting when this
+        call is sent, so a count taken before it would name the wrong one."""
         _, name = self.look(sid)
         deadline = time.monotonic() + 30
-        while (len(self.cleanups()) == before or self.cleanups()[-1]["state"] == "running") and \
-                time.monotonic() < deadline:
+        while True:
+            execs = self.fake.state()["execs"]
+            mine = [i for i, e in enumerate(execs) if "kept.txt" in " ".join(e["argv"])]
+            self.assertTrue(mine, "the call's own exec is not in the gateway's log")
+            after = [e for e in execs[mine[-1] + 1:] if "def spared(p)" in " ".join(e["argv"])]
+            if (after and after[0]["state"] != "running") or time.monotonic() > deadline:
+                break
             time.sleep(0.05)
-        self.assertEqual(self.cleanups()[-1]["state"], "exited",
-                         [(e["state"], e["started"]) for e in self.cleanups()])
+        self.assertTrue(after, "no cleanup after the call")
+        self.assertEqual(after[0]["state"], "exited", [(e["state"], e["started"]) for e in after])
         return name
 
     def sandbox_exists(self, name):
