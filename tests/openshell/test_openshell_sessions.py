@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_openshell_provider import OpenShellDaemon, osh_env  # noqa: E402  (tests/lib on the path)
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
 from plimsoll_test.openshell import FakeOpenShell  # noqa: E402
-from plimsoll_test.hosted_sessions import HostedSessions, project  # noqa: E402
+from plimsoll_test.hosted_sessions import LOOK, HostedSessions, project  # noqa: E402
 
 
 class StartupSession(unittest.TestCase):
@@ -108,8 +108,12 @@ class Sessions(HostedSessions, OpenShellDaemon):
         self.assertEqual(self.in_flight(), 0)
         self.assertTrue(self.sandbox_exists(name))  # stopped, not deleted
 
+    @staticmethod
+    def is_cleanup(e):
+        return "def spared(p)" in " ".join(e["argv"])
+
     def cleanups(self):
-        return [e for e in self.fake.state()["execs"] if "def spared(p)" in " ".join(e["argv"])]
+        return [e for e in self.fake.state()["execs"] if self.is_cleanup(e)]
 
     def look_cleaned(self, sid):
         """A call, and its cleanup (after the answer) waited for.  The call's
@@ -120,9 +124,9 @@ class Sessions(HostedSessions, OpenShellDaemon):
         deadline = time.monotonic() + 30
         while True:
             execs = self.fake.state()["execs"]
-            mine = [i for i, e in enumerate(execs) if "kept.txt" in " ".join(e["argv"])]
+            mine = [i for i, e in enumerate(execs) if LOOK in e["argv"]]
             self.assertTrue(mine, "the call's own exec is not in the gateway's log")
-            after = [e for e in execs[mine[-1] + 1:] if "def spared(p)" in " ".join(e["argv"])]
+            after = [e for e in execs[mine[-1] + 1:] if self.is_cleanup(e)]
             if (after and after[0]["state"] != "running") or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
