@@ -14,12 +14,14 @@
  *   2  the head of a hijacked stream's answer (attach, exec start);
  *   3  the bootstrap's files report (pl_docker_files_report), byte 1 the
  *      cap: accepted only as exactly one "PLIMSOLL {...}" line;
- *   4  a session agent's report (pl_docker_agent_report), with and without
- *      the launcher's "ready" prefix: accepted only as exactly one line;
+ *   4  the cleanup's report (pl_docker_agent_report): accepted only as
+ *      exactly one line;
  *   5  the run's end marker (pl_demux_expect_end) in a guest's stdout: byte
  *      1 seeds the chunking, the rest is what the guest and the bootstrap
  *      wrote; fed as frames in chunks, it must agree with a plain reading
- *      (the first whole marker and its status taken out, nothing else lost).
+ *      (the first whole marker and its status taken out, nothing else lost);
+ *   6  a launcher's stream (pl_last_line), byte 1 seeding the chunking: its
+ *      report must be the plain reading of the stream's last line.
  * Any crash, leak, sanitizer report or broken invariant (abort) is a bug. */
 #include <stdbool.h>
 #include <stddef.h>
@@ -282,17 +284,53 @@ static void fuzz_files_report(const uint8_t *p, size_t n) {
 
 static void fuzz_agent_report(const uint8_t *p, size_t n) {
     const char *out = (const char *)p;
-    for (int k = 0; k < 2; k++) {
-        const char *prefix = k ? "ready\n" : "";
-        size_t pl = strlen(prefix);
-        json_t *j = pl_docker_agent_report(out, n, prefix);
-        if (j) {
-            if (!json_is_object(j) || n < pl + 2 || memcmp(out, prefix, pl) != 0 ||
-                out[n - 1] != '\n' || memchr(out + pl, '\n', n - pl - 1))
-                abort();
-            json_decref(j);
+    json_t *j = pl_docker_agent_report(out, n);
+    if (j) {
+        if (!json_is_object(j) || n < 2 || out[n - 1] != '\n' || memchr(out, '\n', n - 1))
+            abort();
+        json_decref(j);
+    }
+}
+
+/* A launcher's stream (pl_last_line): fed in chunks seeded by byte 1, the
+ * report must be what a plain reading of the whole stream's last line
+ * gives. */
+static void fuzz_last_line(const uint8_t *p, size_t n) {
+    if (n < 1)
+        return;
+    uint32_t seed = 0x9e3779b9u ^ p[0];
+    const char *s = (const char *)p + 1;
+    n--;
+    struct pl_last_line *l = calloc(1, sizeof(*l));
+    if (!l)
+        return;
+    for (size_t at = 0; at < n;) {
+        size_t c = 1 + next_rand(&seed) % 300;
+        if (c > n - at)
+            c = n - at;
+        pl_last_line_feed(l, s + at, c);
+        at += c;
+    }
+    json_t *got = pl_last_line_report(l);
+    free(l);
+    json_t *want = NULL;
+    if (n >= 2 && s[n - 1] == '\n') {
+        size_t b = n - 1;
+        while (b > 0 && s[b - 1] != '\n')
+            b--;
+        size_t len = n - 1 - b;
+        if (len > 0 && len <= PL_LAST_LINE_MAX) {
+            want = json_loadb(s + b, len, JSON_REJECT_DUPLICATES, NULL);
+            if (!json_is_object(want)) {
+                json_decref(want);
+                want = NULL;
+            }
         }
     }
+    if (!got != !want || (got && !json_equal(got, want)))
+        abort();
+    json_decref(got);
+    json_decref(want);
 }
 
 /* A marker whose own prefix repeats, so a broken match must be tried again
@@ -369,12 +407,13 @@ static void fuzz_end_mark(const uint8_t *p, size_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
     case 0: fuzz_demux(data + 1, size - 1); break;
     case 1: fuzz_answer(data + 1, size - 1); break;
     case 2: fuzz_upgrade(data + 1, size - 1); break;
     case 3: fuzz_files_report(data + 1, size - 1); break;
     case 4: fuzz_agent_report(data + 1, size - 1); break;
+    case 6: fuzz_last_line(data + 1, size - 1); break;
     default: fuzz_end_mark(data + 1, size - 1); break;
     }
     return 0;

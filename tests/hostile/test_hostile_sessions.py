@@ -6,6 +6,7 @@ and a session that cannot be proved clean ends instead of running the next
 call.  After each class the daemon is ready, no container is left, and fd
 and thread counts are back."""
 import os
+import re
 import secrets
 import sys
 import time
@@ -357,6 +358,82 @@ class HostileSessions(HostileDockerDaemon):
         if st == 200:
             self.assertIn("started", b["stdout"], b)
             self.assertNotIn("accepted", b["stdout"], b)
+
+    def test_a_kept_interpreter_writes_into_a_launchers_report(self):
+        """The kept Python interpreter's own thread watches /proc for the
+        JavaScript launcher; when it appears it reads its stdin, opens its
+        stdout (refused under runc, open under Debian's runsc), takes a
+        challenge of its own from the cell socket and writes report lines
+        naming itself until the launcher is gone.  The cell is still
+        answered by the interpreter the daemon launched, and the session
+        goes on."""
+        sid = self.open()
+        b = self.cell(sid, "python", "import json, os, socket, threading, time\n"
+                      "def note(w):\n"
+                      "    with open('/work/attack.log', 'a') as f: f.write(w + '\\n')\n"
+                      "def forge(pid):\n"
+                      "    try:\n"
+                      "        fd = os.open('/proc/%s/fd/0' % pid, os.O_RDONLY | os.O_NONBLOCK)\n"
+                      "        note('stdin ' + repr(os.read(fd, 256)))\n"
+                      "    except OSError as e:\n"
+                      "        note('stdin refused %s' % e.errno)\n"
+                      "    try:\n"
+                      "        out = os.open('/proc/%s/fd/1' % pid, os.O_WRONLY | os.O_NONBLOCK)\n"
+                      "    except OSError as e:\n"
+                      "        note('stdout refused %s' % e.errno); return\n"
+                      "    note('stdout opened')\n"
+                      "    s = socket.socket(socket.AF_UNIX); s.settimeout(2)\n"
+                      "    ch = b''\n"
+                      "    try:\n"
+                      "        s.connect('/run/plimsoll/cells.sock'); ch = s.recv(53)[5:]\n"
+                      "    except OSError:\n"
+                      "        pass\n"
+                      "    line = json.dumps({'challenge': ch.decode(), 'pid': os.getpid(),\n"
+                      "                       'start': 1, 'dumpable': False}).encode()\n"
+                      "    while os.path.exists('/proc/%s' % pid):\n"
+                      "        try:\n"
+                      "            os.write(out, b'\\n' + line + b'\\n')\n"
+                      "        except OSError:\n"
+                      "            break\n"
+                      "        time.sleep(0.001)\n"
+                      "    note('wrote')\n"
+                      "def watch():\n"
+                      "    seen = set()\n"
+                      "    while True:\n"
+                      "        for p in os.listdir('/proc'):\n"
+                      "            if not p.isdigit() or p in seen:\n"
+                      "                continue\n"
+                      "            try:\n"
+                      "                cmd = open('/proc/%s/cmdline' % p, 'rb').read()\n"
+                      "            except OSError:\n"
+                      "                continue\n"
+                      "            if b'\\0launch\\0javascript' in cmd:\n"
+                      "                seen.add(p); note('found'); forge(p)\n"
+                      "        time.sleep(0.0005)\n"
+                      "threading.Thread(target=watch, daemon=True).start()\n"
+                      "'armed'")
+        self.assertEqual(b["stdout"], "'armed'\n", b)
+        b = self.cell(sid, "javascript", "6 * 7")
+        self.assertEqual((b["stdout"], b["exit_code"], b["interpreter_started"]),
+                         ("42\n", 0, True), b)
+        self.assertEqual(self.cell(sid, "javascript", "globalThis.q = 5; q * 2")["stdout"],
+                         "10\n")
+        # The watcher saw the launcher (so the attack ran), and under runc
+        # every descriptor of it was refused.
+        log = self.ok(sid, "print(open('/work/attack.log').read())")["stdout"]
+        self.assertIn("found", log)
+        if self.RUNTIME == "runc":
+            self.assertIn("stdout refused", log)
+            self.assertNotIn("stdout opened", log)
+        # Nothing secret was on the launcher's stdin.
+        self.assertIsNone(re.search(r"[0-9a-f]{32}", log), log)
+        # An interpreter that held the launcher's stream when it stopped
+        # everything was ended for it, before it wrote past the report;
+        # the session answers either way.
+        b = self.cell(sid, "python", "1 + 1")
+        self.assertEqual(b["stdout"], "2\n", b)
+        if "stdout opened" in log:
+            self.assertEqual((b["interpreter_started"], "wrote" in log), (True, False), log)
 
     def test_what_a_call_can_read_of_the_other_roles(self):
         """A call's code (group + 0) tries every kept interpreter's and

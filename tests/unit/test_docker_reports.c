@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -64,13 +65,9 @@ static void test_files_report_refused(void **state) {
 static void test_agent_report(void **state) {
     (void)state;
     const char *good = "{\"pid\": 7, \"start\": 99}\n";
-    json_t *j = pl_docker_agent_report(good, strlen(good), "");
+    json_t *j = pl_docker_agent_report(good, strlen(good));
     assert_non_null(j);
     assert_int_equal(json_integer_value(json_object_get(j, "pid")), 7);
-    json_decref(j);
-    const char *launch = "ready\n{\"pid\": 7, \"start\": 99}\n";
-    j = pl_docker_agent_report(launch, strlen(launch), "ready\n");
-    assert_non_null(j);
     json_decref(j);
     static const char *const bad[] = {
         "",
@@ -80,13 +77,73 @@ static void test_agent_report(void **state) {
         "{\"pid\": 7}\nx",              /* bytes after */
         "[7]\n",                        /* not an object */
         "{\"pid\": 7, \"pid\": 8}\n",   /* a member twice */
-        "ready\n{\"pid\": 7}\n",        /* an unexpected prefix */
+        "ready\n{\"pid\": 7}\n",        /* a line before */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        if ((j = pl_docker_agent_report(bad[i], strlen(bad[i]), "")))
+        if ((j = pl_docker_agent_report(bad[i], strlen(bad[i]))))
             fail_msg("case %zu accepted", i);
-    assert_null(pl_docker_agent_report(good, strlen(good), "ready\n"));
-    assert_null(pl_docker_agent_report(NULL, 0, ""));
+    assert_null(pl_docker_agent_report(NULL, 0));
+}
+
+/* Feed s in pieces of `step` bytes and read the report. */
+static json_t *last_of(const char *s, size_t len, size_t step) {
+    static struct pl_last_line l;
+    memset(&l, 0, sizeof(l));
+    for (size_t at = 0; at < len; at += step)
+        pl_last_line_feed(&l, s + at, len - at < step ? len - at : step);
+    return pl_last_line_report(&l);
+}
+
+static void test_last_line(void **state) {
+    (void)state;
+    /* What another process wrote before the launcher's newline is dropped,
+     * a torn line included; the last line is the report. */
+    const char *s = "{\"pid\": 1, \"challenge\": \"forged\"}\nhalf a li\n{\"pid\": 7}\n";
+    for (size_t step = 1; step <= strlen(s); step++) {
+        json_t *j = last_of(s, strlen(s), step);
+        assert_non_null(j);
+        assert_int_equal(json_integer_value(json_object_get(j, "pid")), 7);
+        json_decref(j);
+    }
+    static const char *const bad[] = {
+        "",
+        "{\"pid\": 7}",                /* no end of line */
+        "{\"pid\": 7}\nx",             /* bytes after the last newline */
+        "{\"pid\": 7}\n\n",            /* an empty last line */
+        "{\"pid\": 7}\n[7]\n",         /* not an object */
+        "{\"pid\": 7, \"pid\": 8}\n",  /* a member twice */
+        "{\"pid\": 7} {\"pid\": 8}\n", /* two values */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *j = last_of(bad[i], strlen(bad[i]), 3);
+        if (j)
+            fail_msg("case %zu accepted", i);
+    }
+    /* A line longer than the bound, before the report or as it, in bounded
+     * memory: the one before is dropped, the last one is never cut to fit. */
+    size_t big = 3 * PL_LAST_LINE_MAX;
+    char *b = malloc(big + 64);
+    assert_non_null(b);
+    memset(b, 'x', big);
+    strcpy(b + big, "\n{\"pid\": 9}\n");
+    json_t *j = last_of(b, strlen(b), 1000);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "pid")), 9);
+    json_decref(j);
+    b[0] = '{';
+    memcpy(b + 1, "\"a\": \"", 6);
+    strcpy(b + big, "\"}\n");
+    assert_null(last_of(b, strlen(b), 1000));
+    /* At the bound exactly, the line is whole. */
+    size_t k = PL_LAST_LINE_MAX - 2;
+    memset(b, ' ', PL_LAST_LINE_MAX);
+    b[0] = '{';
+    b[k + 1] = '}';
+    b[k + 2] = '\n';
+    j = last_of(b, k + 3, 7);
+    assert_non_null(j);
+    json_decref(j);
+    free(b);
 }
 
 int main(void) {
@@ -94,6 +151,7 @@ int main(void) {
         cmocka_unit_test(test_files_report_accepted),
         cmocka_unit_test(test_files_report_refused),
         cmocka_unit_test(test_agent_report),
+        cmocka_unit_test(test_last_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -259,10 +259,10 @@ struct dsession {
 /* Start a language's interpreter; its pid and start time come from the
  * launcher, which runs no guest code (docs/sessions.md). */
 /*
- * The cell uplink.  Each kept interpreter connects out to dir/cells.sock
- * (/run/plimsoll/cells.sock inside, the session's read-only mount) before
- * it listens, and greets with its language and the token its launch was
- * given in the exec's environment.  Cells then travel over that connection
+ * The cell uplink.  Each kept interpreter's launcher connects out to
+ * dir/cells.sock (/run/plimsoll/cells.sock inside, the session's read-only
+ * mount), reads the challenge the daemon sends there and names it in its
+ * report; the interpreter inherits that connection.  Cells then travel over it
  * with the agent's framing (docs/sessions.md), with no exec per cell.  What
  * comes back is the interpreter's output, guest data like any cell's; the
  * daemon bounds it (caps, deadline) and trusts nothing in it.  Without an

@@ -41,12 +41,44 @@ json_t *pl_docker_files_report(const char *out, size_t len, uint64_t total, size
     return j;
 }
 
-json_t *pl_docker_agent_report(const char *out, size_t len, const char *prefix) {
-    size_t p = strlen(prefix);
-    if (!out || len < p + 2 || memcmp(out, prefix, p) != 0 || out[len - 1] != '\n' ||
-        memchr(out + p, '\n', len - p - 1))
+json_t *pl_docker_agent_report(const char *out, size_t len) {
+    if (!out || len < 2 || out[len - 1] != '\n' || memchr(out, '\n', len - 1))
         return NULL;
-    json_t *j = json_loadb(out + p, len - p - 1, JSON_REJECT_DUPLICATES, NULL);
+    json_t *j = json_loadb(out, len - 1, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+void pl_last_line_feed(struct pl_last_line *l, const char *data, size_t len) {
+    while (len > 0) {
+        const char *eol = memchr(data, '\n', len);
+        size_t n = eol ? (size_t)(eol - data) : len;
+        if (!l->cur_over && n <= PL_LAST_LINE_MAX - l->cur_len) {
+            memcpy(l->cur + l->cur_len, data, n);
+            l->cur_len += n;
+        } else {
+            l->cur_over = true;
+        }
+        if (!eol)
+            return;
+        memcpy(l->line, l->cur, l->cur_len);
+        l->line_len = l->cur_len;
+        l->line_over = l->cur_over;
+        l->have = true;
+        l->cur_len = 0;
+        l->cur_over = false;
+        data += n + 1;
+        len -= n + 1;
+    }
+}
+
+json_t *pl_last_line_report(const struct pl_last_line *l) {
+    if (!l->have || l->line_over || l->cur_len > 0 || l->cur_over || l->line_len == 0)
+        return NULL;
+    json_t *j = json_loadb(l->line, l->line_len, JSON_REJECT_DUPLICATES, NULL);
     if (!json_is_object(j)) {
         json_decref(j);
         return NULL;

@@ -7,14 +7,18 @@
  * provider.
  *
  * A helper reports before any guest code can reach its output (the
- * bootstrap before the first step; the launcher and the cleanup with a
- * group of their own, docs/sessions.md), so a report is trusted for what
- * it says only when it has exactly its shape: anything added, cut or
- * garbled is refused, never read around.
+ * bootstrap before the first step; the cleanup with a group of their own,
+ * docs/sessions.md), so a report is trusted for what it says only when it
+ * has exactly its shape: anything added, cut or garbled is refused, never
+ * read around.  The launcher is the exception: under a runsc whose /proc
+ * is open to the sandbox uid, another process may have written to its
+ * stdout before the launcher stopped it, so only its last line counts
+ * (pl_last_line).
  */
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,8 +34,31 @@ json_t *pl_docker_files_report(const char *out, size_t len, uint64_t total, size
                                int exit_code, char *why, size_t wlen);
 
 /*
- * An agent's report: out (len bytes) must be prefix (may be "") then
- * exactly one line holding one JSON object, nothing after it.  Returns the
- * object, or NULL.
+ * The cleanup's report: out (len bytes) must be exactly one line holding
+ * one JSON object, nothing after it.  Returns the object, or NULL.
  */
-json_t *pl_docker_agent_report(const char *out, size_t len, const char *prefix);
+json_t *pl_docker_agent_report(const char *out, size_t len);
+
+/*
+ * The last line of a stream fed in pieces, in bounded memory: the line in
+ * progress and the last whole one, each at most PL_LAST_LINE_MAX bytes (a
+ * longer line is remembered as too long, never cut).  Zero-initialise.
+ */
+#define PL_LAST_LINE_MAX 4096
+
+struct pl_last_line {
+    char cur[PL_LAST_LINE_MAX]; /* the line in progress */
+    size_t cur_len;
+    bool cur_over;               /* it is longer than PL_LAST_LINE_MAX */
+    char line[PL_LAST_LINE_MAX]; /* the last whole line, without its newline */
+    size_t line_len;
+    bool line_over;
+    bool have; /* a whole line came */
+};
+
+void pl_last_line_feed(struct pl_last_line *l, const char *data, size_t len);
+
+/* The stream's last line as one JSON object: the stream ended with a
+ * newline and that line, within its bound, holds exactly one object.
+ * Returns the object, or NULL. */
+json_t *pl_last_line_report(const struct pl_last_line *l);

@@ -59,7 +59,7 @@ static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, u
     int rc = dk_exec_in(s, d->id, user, cmd, NULL, &r, &code, err);
     json_t *j = NULL;
     if (rc == 0 && code == 0 && !r.timed_out)
-        j = pl_docker_agent_report(r.dx.out.kept.data, r.dx.out.kept.len, "");
+        j = pl_docker_agent_report(r.dx.out.kept.data, r.dx.out.kept.len);
     if (rc == 0 && !j)
         pl_error_set(err, PL_REASON_INTERNAL,
                      "session agent %s: no well-formed report (exit %d%s): %.200s", mode, code,

@@ -62,138 +62,150 @@ void dk_uplink_close(struct dsession *d) {
 }
 
 /*
- * After a launch: take the connection the launcher greeted with.  Every
- * connection waiting on the cell socket is judged: its peer must pass the
- * session's gate (the sandbox's cgroup) and, under runc where the peer is
- * the connecting process itself, run with the launched language's group
- * (only the launcher has it now: it ended every other process of it);
- * then its greeting must be "LANG TOKEN" with this launch's token,
- * compared in constant time.  Exactly one may match; anything else is
- * closed.  Two matches would mean the token leaked: the session ends.
+ * A launch's connections (docs/sessions.md, "The uplink"): each one waiting
+ * on the cell socket while the launcher runs is judged as it comes.  Its
+ * peer must pass the session's gate (the sandbox's cgroup) and, under runc
+ * where the peer is the connecting process itself, run with the launched
+ * language's group; then it is sent a fresh challenge and kept.  At most
+ * LAUNCH_CANDIDATES are kept, the oldest closed first: the launcher
+ * connects after it stopped every other process, so its connection is the
+ * newest.  The one whose challenge ends the launcher's report is the
+ * uplink; the others are closed.
  */
-static int uplink_accept(struct dsession *d, int lang, const char *token, struct pl_error *err) {
-    dk_uplink_drop(d, lang);
-    if (d->lfd < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "the session's cell socket is not open");
-    char want[128];
-    int wn = snprintf(want, sizeof(want), "%s %s", dk_lang_name[lang], token);
-    uint64_t deadline = pl_now_ns() + 2000000000ull;
-    int found = -1;
-    unsigned good = 0;
+#define LAUNCH_CANDIDATES 8
+#define CHALLENGE_HEX 48
+
+struct candidate {
+    int fd;
+    char challenge[CHALLENGE_HEX + 1];
+};
+
+struct candidates {
+    struct candidate c[LAUNCH_CANDIDATES];
+    size_t n;
+};
+
+static void candidates_close(struct candidates *cs, int keep) {
+    for (size_t i = 0; i < cs->n; i++) {
+        if (cs->c[i].fd != keep)
+            close(cs->c[i].fd);
+        OPENSSL_cleanse(cs->c[i].challenge, sizeof(cs->c[i].challenge));
+    }
+    cs->n = 0;
+}
+
+static bool candidate_peer(struct dsession *d, int lang, int fd) {
+    struct ucred cr = {0};
+    socklen_t cl = sizeof(cr);
     gid_t lang_gid = (gid_t)(d->s->set.uid + (lang == LANG_PY ? GID_PY : GID_JS));
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
+           dk_peer_gate_check(&d->gate, fd, cr.pid, cr.uid, cr.gid) &&
+           (d->s->hv.runsc || cr.gid == lang_gid);
+}
+
+static void candidates_take(struct dsession *d, int lang, struct candidates *cs) {
     for (;;) {
         int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-                break;
-            if (good > 0 || pl_fd_wait(d->lfd, POLLIN, deadline, -1) < 0)
-                break;
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return;
+        }
+        unsigned char msg[5 + CHALLENGE_HEX] = {'H', 0, 0, 0, CHALLENGE_HEX};
+        char ch[CHALLENGE_HEX + 1];
+        if (!candidate_peer(d, lang, fd) || pl_random_hex(ch, sizeof(ch), CHALLENGE_HEX / 2) < 0) {
+            close(fd);
             continue;
         }
-        struct ucred cr = {0};
-        socklen_t cl = sizeof(cr);
-        bool peer = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
-                    dk_peer_gate_check(&d->gate, fd, cr.pid, cr.uid, cr.gid) &&
-                    (d->s->hv.runsc || cr.gid == lang_gid);
-        unsigned char h[5];
-        char got[128];
-        uint32_t n = 0;
-        uint64_t greet_by = pl_now_ns() + 500000000ull;
-        if (peer && pl_fd_read_full(fd, h, 5, greet_by, -1) == 0 && h[0] == 'H' &&
-            (n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4]) ==
-                (uint32_t)wn &&
-            pl_fd_read_full(fd, got, n, greet_by, -1) == 0) {
-            unsigned char diff = 0;
-            for (uint32_t i = 0; i < n; i++)
-                diff |= (unsigned char)(got[i] ^ want[i]);
-            if (diff == 0) {
-                good++;
-                if (found < 0) {
-                    found = fd;
-                    continue;
-                }
-            }
+        memcpy(msg + 5, ch, CHALLENGE_HEX);
+        bool sent = send(fd, msg, sizeof(msg), MSG_NOSIGNAL) == (ssize_t)sizeof(msg);
+        OPENSSL_cleanse(msg, sizeof(msg));
+        if (!sent) {
+            close(fd);
+            OPENSSL_cleanse(ch, sizeof(ch));
+            continue;
         }
-        close(fd); /* not the launcher: an impostor, or a second claim */
+        if (cs->n == LAUNCH_CANDIDATES) {
+            close(cs->c[0].fd);
+            memmove(cs->c, cs->c + 1, sizeof(cs->c[0]) * (LAUNCH_CANDIDATES - 1));
+            cs->n--;
+        }
+        cs->c[cs->n].fd = fd;
+        memcpy(cs->c[cs->n].challenge, ch, sizeof(ch));
+        OPENSSL_cleanse(ch, sizeof(ch));
+        cs->n++;
     }
-    if (good == 1) {
-        d->in[lang].fd = found;
-        return 0;
-    }
-    if (found >= 0)
-        close(found);
-    return pl_error_set(err, PL_REASON_INTERNAL,
-                        good ? "the %s interpreter's cell channel was claimed twice"
-                             : "the %s interpreter's launcher did not greet the cell socket",
-                        dk_lang_name[lang]);
+}
+
+/* The connection whose challenge is `got`, compared in constant time with
+ * every one; -1 unless exactly one matches. */
+static int candidates_match(const struct candidates *cs, const char *got) {
+    if (!got || strlen(got) != CHALLENGE_HEX)
+        return -1;
+    int found = -1;
+    unsigned hits = 0;
+    for (size_t i = 0; i < cs->n; i++)
+        if (CRYPTO_memcmp(cs->c[i].challenge, got, CHALLENGE_HEX) == 0) {
+            hits++;
+            found = cs->c[i].fd;
+        }
+    return hits == 1 ? found : -1;
 }
 
 /*
- * The launcher's exchange, one exec as the language's group: it says
- * "ready" once it has ended every other process of that group; only then
- * does the token go to its stdin (the exec's own stream, which nothing in
- * the sandbox can read: the launcher's group is alone and others are
- * refused its /proc).  It greets the cell socket, starts the interpreter
- * and reports one JSON line; while it waits for the end of its stdin, the
- * daemon takes the greeting (uplink_accept: its peer is the launcher,
- * alive); then the daemon closes the stream and the launcher exits 0.
+ * The launcher's exchange, one exec as the language's group with no stdin:
+ * while it runs, the connections it and anything else make to the cell
+ * socket are judged and sent challenges (candidates_take); its stdout is
+ * read to its end, keeping only the last line (its report: a process of the
+ * sandbox uid may have written before it, never after), and it must exit 0
+ * with a report or 1 with an error.
  */
-static int launch_exchange(struct docker_state *s, struct dsession *d, int lang, const char *token,
-                           json_t **ret, struct pl_error *err) {
+static int launch_exchange(struct docker_state *s, struct dsession *d, int lang, json_t **ret,
+                           struct pl_error *err) {
     char user[32], eid[80], path[160];
     dk_user_spec(&s->set, lang == LANG_PY ? GID_PY : GID_JS, user);
     int fd = -1;
-    if (dk_exec_start(s, d->id, user, dk_agent_cmd("launch", dk_lang_name[lang]), NULL, true, &fd,
+    if (dk_exec_start(s, d->id, user, dk_agent_cmd("launch", dk_lang_name[lang]), NULL, false, &fd,
                       eid, err) < 0)
         return -1;
     struct pl_demux dx = {.out = {.cap = 64u << 10}, .err = {.cap = 64u << 10}};
+    struct pl_last_line *last = calloc(1, sizeof(*last));
+    struct candidates cs = {.n = 0};
     uint64_t deadline = pl_now_ns() + 30000000000ull;
-    bool sent = false, accepted = false;
-    json_t *j = NULL;
     unsigned char buf[4096];
-    int rc = pl_fd_set_nonblock(fd);
-    while (rc == 0) {
-        int w = pl_fd_wait(fd, POLLIN, deadline, -1);
-        if (w < 0) {
+    int rc = last && pl_fd_set_nonblock(fd) == 0
+                 ? 0
+                 : pl_error_set(err, PL_REASON_INTERNAL, "no memory for the %s launch",
+                                dk_lang_name[lang]);
+    bool ended = false;
+    while (rc == 0 && !ended) {
+        uint64_t now = pl_now_ns();
+        if (now >= deadline) {
             rc = pl_error_set(err, PL_REASON_INTERNAL, "the %s launcher did not finish in 30 s",
                               dk_lang_name[lang]);
             break;
         }
+        struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = d->lfd, .events = POLLIN}};
+        int left_ms = (int)((deadline - now) / 1000000u) + 1;
+        if (poll(pf, d->lfd >= 0 ? 2 : 1, left_ms) < 0 && errno != EINTR)
+            rc = pl_error_set(err, PL_REASON_INTERNAL, "poll: %s", strerror(errno));
+        if (d->lfd >= 0 && pf[1].revents)
+            candidates_take(d, lang, &cs);
+        if (rc < 0 || !pf[0].revents)
+            continue;
         ssize_t n = recv(fd, buf, sizeof(buf), 0);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
-        if (n <= 0)
+        if (n <= 0) {
+            ended = true;
             break;
+        }
         if (pl_demux_feed(&dx, buf, (size_t)n) < 0) {
             rc = pl_error_set(err, PL_REASON_INTERNAL, "docker exec stream: malformed frame");
             break;
         }
-        const char *o = dx.out.kept.data;
-        size_t len = dx.out.kept.len;
-        if (!sent && len >= 6) {
-            if (memcmp(o, "ready\n", 6) != 0)
-                break; /* not the launcher's first word: judged below */
-            char line[80];
-            int ln = snprintf(line, sizeof(line), "%s\n", token);
-            size_t wrote = 0;
-            if (pl_fd_write_full(fd, line, (size_t)ln, deadline, -1, &wrote) < 0) {
-                rc = pl_error_set(err, PL_REASON_INTERNAL, "the %s launcher took no token",
-                                  dk_lang_name[lang]);
-                break;
-            }
-            sent = true;
-        }
-        if (sent && !accepted && len > 7 && o[len - 1] == '\n') {
-            /* The report: exactly one line after "ready". */
-            j = pl_docker_agent_report(o, len, "ready\n");
-            if (!j)
-                break;
-            accepted = true;
-            if (json_is_integer(json_object_get(j, "pid")) &&
-                uplink_accept(d, lang, token, err) < 0)
-                rc = -1;
-            shutdown(fd, SHUT_WR); /* the launcher may go */
-        }
+        pl_last_line_feed(last, dx.out.kept.data, dx.out.kept.len);
+        dx.out.kept.len = 0;
     }
     close(fd);
     int code = -1;
@@ -211,20 +223,29 @@ static int launch_exchange(struct docker_state *s, struct dsession *d, int lang,
             break;
         usleep(10000);
     }
-    /* Nothing may follow the report, even after the greeting was taken. */
-    json_t *whole = pl_docker_agent_report(dx.out.kept.data, dx.out.kept.len, "ready\n");
-    bool intact = whole != NULL;
-    json_decref(whole);
-    if (rc == 0 && (!accepted || !j || !intact || (code != 0 && code != 1)))
+    json_t *j = rc == 0 && last ? pl_last_line_report(last) : NULL;
+    free(last);
+    const char *why = json_string_value(json_object_get(j, "error"));
+    int up = -1;
+    if (rc == 0 && j && code == 1 && why)
+        rc = pl_error_set(err, PL_REASON_INTERNAL, "the %s interpreter did not start: %.200s",
+                          dk_lang_name[lang], why);
+    else if (rc == 0 && (!j || code != 0 || why))
         rc = pl_error_set(err, PL_REASON_INTERNAL,
                           "the %s launcher gave no well-formed report (exit %d): %.200s",
                           dk_lang_name[lang], code, dx.err.kept.data ? dx.err.kept.data : "");
+    else if (rc == 0 &&
+             (up = candidates_match(&cs, json_string_value(json_object_get(j, "challenge")))) < 0)
+        rc = pl_error_set(err, PL_REASON_INTERNAL,
+                          "the %s launcher's report names no connection to the cell socket",
+                          dk_lang_name[lang]);
+    candidates_close(&cs, up);
     pl_demux_free(&dx);
     if (rc < 0) {
-        dk_uplink_drop(d, lang);
         json_decref(j);
         return -1;
     }
+    d->in[lang].fd = up;
     *ret = j;
     return 0;
 }
@@ -257,32 +278,26 @@ static long host_pid_of(struct docker_state *s, struct dsession *d, long pid,
  * launcher greeted with (docs/sessions.md). */
 int dk_launch(struct docker_state *s, struct dsession *d, int lang, struct pl_error *err) {
     json_t *j = NULL;
-    char token[49];
-    if (pl_random_hex(token, sizeof(token), 24) < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "no randomness for the uplink token");
     dk_uplink_drop(d, lang);
     d->in[lang].up = false;
+    if (d->lfd < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "the session's cell socket is not open");
     /* Connections waiting from before this launch are nobody's: close them. */
-    for (int fd; d->lfd >= 0 && (fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
+    for (int fd; (fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
         close(fd);
-    int rc = launch_exchange(s, d, lang, token, &j, err);
-    if (rc < 0) {
-        OPENSSL_cleanse(token, sizeof(token));
+    if (launch_exchange(s, d, lang, &j, err) < 0)
         return -1;
-    }
     json_t *pid = json_object_get(j, "pid"), *start = json_object_get(j, "start");
     if (!json_is_integer(pid) || !json_is_integer(start)) {
-        pl_error_set(err, PL_REASON_INTERNAL, "the %s interpreter did not start: %.200s",
-                     dk_lang_name[lang], json_string_value(json_object_get(j, "error")) ?: "?");
+        pl_error_set(err, PL_REASON_INTERNAL, "the %s launcher reported no interpreter",
+                     dk_lang_name[lang]);
         json_decref(j);
-        OPENSSL_cleanse(token, sizeof(token));
         dk_uplink_drop(d, lang);
         return -1;
     }
     d->in[lang].pid = (long)json_integer_value(pid);
     d->in[lang].start = (unsigned long long)json_integer_value(start);
     json_decref(j);
-    OPENSSL_cleanse(token, sizeof(token));
     d->in[lang].host_pid = host_pid_of(s, d, d->in[lang].pid, d->in[lang].start);
     if (d->in[lang].host_pid < 0) {
         dk_uplink_drop(d, lang);

@@ -9,23 +9,25 @@
 # through Engine API execs (working directory /work), always as the sandbox's
 # uid; the group tells the roles apart (docs/sessions.md, "Who can reach
 # what"): G+0 the calls' own code, G+1 the Python interpreter, G+2 the
-# JavaScript one, G+3 the cleanup.  Linux and gVisor both refuse
-# /proc/<pid>/fd, environ and mem of a process whose group differs, so a
-# process of one role cannot read another role's descriptors or memory.
+# JavaScript one, G+3 the cleanup.  Linux refuses /proc/<pid>/fd, environ
+# and mem of a process whose group differs, so there a process of one role
+# cannot read another role's descriptors or memory; the gVisor of Debian 12
+# does not refuse them, so a launch keeps nothing secret on a stream and
+# stops everything else while it runs (docs/sessions.md, "The uplink").
 #
 #   launch LANG     trusted, as the LANG interpreter's group: ends every
-#                   other process of that group, prints "ready", reads the
-#                   uplink token from stdin (only now: nothing else of its
-#                   group is left to read it), connects to plimsolld's cell
-#                   socket /run/plimsoll/cells.sock and greets with
-#                   "LANG TOKEN", starts the interpreter detached (double
-#                   fork + setsid, reparented to PID 1) holding that
+#                   other process of that group, stops every other process
+#                   but PID 1 and kills any that holds a descriptor to its
+#                   streams, connects to plimsolld's cell socket
+#                   /run/plimsoll/cells.sock and reads the challenge the
+#                   daemon sends there, starts the interpreter detached
+#                   (double fork + setsid, reparented to PID 1) holding that
 #                   connection as fd 3, waits until it says it is ready on fd
-#                   4, prints {"pid": P, "start": S}, waits for the end of
-#                   stdin (plimsolld checks the greeting's peer meanwhile)
-#                   and exits 0; or prints {"error": "..."} and exits 1.  The token never reaches
-#                   the interpreter; a connected socket cannot be reopened
-#                   through /proc.
+#                   4, prints a newline and {"challenge": C, "pid": P,
+#                   "start": S}, closes its streams, continues what it
+#                   stopped and exits 0; or prints {"error": "..."} last and
+#                   exits 1.  Nothing secret is on its streams; a connected
+#                   socket cannot be reopened through /proc.
 #   cleanup KEEP IPC  trusted, its own group: KEEP is [[pid, start], ...];
 #                   ends every process but PID 1, itself and the kept ones
 #                   (spared only if their start time still matches; a
@@ -45,10 +47,11 @@
 #                   (NODE_SERVER is cell_server.js, put in by the build).
 #
 # Uplink framing, both directions: 1 type byte, a 4-byte big-endian length,
-# the data.  plimsolld to interpreter: "C" a cell's code (UTF-8).
+# the data.  plimsolld to interpreter: "C" a cell's code (UTF-8); to the
+# launcher, first, "H" the challenge (read by the launcher, never by the
+# interpreter).
 # Interpreter to plimsolld: "O" stdout bytes, "E" stderr bytes, "X" the end
-# of a cell, its data the status in ASCII ("0" ran, "1" raised).  The
-# launcher's greeting is one "H" frame.
+# of a cell, its data the status in ASCII ("0" ran, "1" raised).
 #
 # Cell semantics.  Python: the last statement, when an expression whose
 # value is not None, is printed with repr(); top-level await works
@@ -306,48 +309,167 @@ def start_interpreter(lang, uplink):
     return pid
 
 
+def thread_states(pid):
+    """The states of pid's threads, or None when /proc lists none (gVisor,
+    for a zombie leader whose other threads may run)."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return None
+    states = []
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
+                raw = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        states.append(raw[raw.rfind(")") + 2:][:1])
+    return states
+
+
+def stop_others(me):
+    """SIGSTOP every process but PID 1 and this one, rescanning until every
+    one reads stopped (a stopped process can neither fork nor open
+    anything).  A process whose threads /proc does not list is killed: it
+    cannot be seen to stop.  Returns (the pids this call stopped, the pids
+    found stopped already); raises when one does not stop within 2 s."""
+    stopped, before, doomed = set(), set(), set()
+    deadline = time.monotonic() + 2.0
+    while True:
+        running = []
+        for p in list_pids():
+            if p in (1, me):
+                continue
+            states = thread_states(p)
+            if states is None:
+                if alive(p):
+                    doomed.add(p)
+                    running.append(p)
+                continue
+            live = [t for t in states if t not in ("Z", "X", "x", "")]
+            if live and all(t in ("T", "t") for t in live):
+                if p not in stopped:
+                    before.add(p)
+            elif live:
+                running.append(p)
+        if not running:
+            return stopped, before
+        if time.monotonic() > deadline:
+            raise OSError("processes did not stop for the launch: %s" % sorted(running)[:8])
+        for p in running:
+            try:
+                os.kill(p, signal.SIGKILL if p in doomed else signal.SIGSTOP)
+            except OSError:
+                pass
+            if p not in doomed:
+                stopped.add(p)
+        time.sleep(0.001)
+
+
+def stream_ids():
+    """(device, inode) of this process's stdio pipes and sockets (the exec's
+    streams; /dev/null is nobody's secret)."""
+    import stat
+    ids = set()
+    for fd in (0, 1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            ids.add((st.st_dev, st.st_ino))
+    return ids
+
+
+def end_holders(me, ids):
+    """Kill every process (but PID 1 and this one) that holds a descriptor
+    to one of ids, and wait until each is gone.  A process whose
+    descriptors are refused to this one (Linux: another group, or not
+    dumpable) was refused this one's as well."""
+    holders = []
+    for p in list_pids():
+        if p in (1, me):
+            continue
+        try:
+            fds = os.listdir("/proc/%d/fd" % p)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat("/proc/%d/fd/%s" % (p, fd))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in ids:
+                holders.append(p)
+                break
+    for p in holders:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 2.0
+    while any(alive(p) for p in holders):
+        if time.monotonic() > deadline:
+            raise OSError("processes holding the launcher's streams did not end")
+        time.sleep(0.002)
+    return holders
+
+
+def launch_report(obj, stopped):
+    """The launcher's last word: a newline (ending whatever a process wrote
+    to this stream before it was stopped), then one JSON line; then no
+    stream of this process is open, and what it stopped goes on."""
+    os.write(1, b"\n" + (json.dumps(obj, separators=(", ", ": ")) + "\n").encode())
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    for p in stopped:
+        try:
+            os.kill(p, signal.SIGCONT)
+        except OSError:
+            pass
+    os._exit(1 if "error" in obj else 0)
+
+
 def mode_launch(args):
     dumpable_off, why = NONDUMPABLE
+    stopped = set()
     try:
         if len(args) != 1 or args[0] not in LANGS:
             raise ValueError("usage: launch python|javascript")
         lang = args[0]
         me, group = os.getpid(), os.getgid()
-        # Nothing else of this interpreter's group may live while the token
-        # is here: a process of the group could read this one's stdin.  Only
-        # a launch can make a process of the group (no capability, no
-        # set-group-id program), so after this sweep none exists but us.
-        # (gVisor shows group 0 for a zombie leader whose other threads run:
-        # no process here has group 0, so that reads as "maybe ours".)
+        # What this interpreter's group left is no longer anyone's.  (gVisor
+        # shows group 0 for a zombie leader whose other threads run: no
+        # process here has group 0, so that reads as "maybe ours".)
         left = end_all(lambda p: p in (1, me) or proc_gid(p) not in (group, 0))
         if left:
             raise OSError("processes of the %s group could not be ended: %s" % (lang, left))
-        os.write(1, b"ready\n")
-        token = (read_line(256) or b"").strip()
-        if not token:
-            raise OSError("no uplink token")
+        # Everything else waits while the launch runs, and nothing may keep
+        # this process's streams open past it (docs/sessions.md, "The
+        # uplink"): what it wrote there before the stop comes before the
+        # report, and nothing can come after it.
+        stopped, _ = stop_others(me)
+        killed = end_holders(me, stream_ids())
+        stopped.difference_update(killed)
         up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         up.settimeout(5.0)
         up.connect(UPLINK)
-        up.sendall(frame(T_HELLO, lang.encode() + b" " + token))
+        kind, challenge = recv_frame(up, 64)
+        if kind != T_HELLO or not challenge:
+            raise OSError("plimsolld sent no challenge on the cell socket")
         up.settimeout(None)
-        token = None
         pid = start_interpreter(lang, up)
         st = proc_stat(pid)
         if st is None or not alive(pid):
             raise OSError("the %s interpreter ended at startup" % lang)
-        out = {"pid": pid, "start": st[2], "dumpable": not dumpable_off}
+        out = {"challenge": challenge.decode("ascii", "replace"), "pid": pid,
+               "start": st[2], "dumpable": not dumpable_off}
         if why:
             out["dumpable_error"] = why
-        say(out)
-        # Stay until plimsolld has checked who greeted (it reads this
-        # process's credentials while it lives), then it closes stdin.
-        while os.read(0, 256):
-            pass
-        os._exit(0)
+        launch_report(out, stopped)
     except Exception as e:  # noqa: BLE001
-        say({"error": str(e) or type(e).__name__})
-        os._exit(1)
+        launch_report({"error": (str(e) or type(e).__name__)[:500]}, stopped)
 
 
 # ---- hosted VMs (e2b): no uplink to plimsolld -----------------------------
