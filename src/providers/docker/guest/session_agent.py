@@ -164,27 +164,33 @@ def list_pids():
     return out
 
 
+def thread_states(pid):
+    """The states of pid's threads, or None when /proc lists none (gVisor,
+    for a zombie leader whose other threads may run)."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return None
+    states = []
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
+                raw = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        states.append(raw[raw.rfind(")") + 2:][:1])
+    return states
+
+
 def alive(pid):
     """A process is alive while any of its threads is: a main thread that
     exited alone reads as a zombie ("Z") while the others run on.  Linux
     lists the threads (/proc/PID/task); gVisor lists none for a zombie
     leader, but counts them in /proc/PID/status ("Threads: 2" while one
     still runs, "1" once all are gone)."""
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        tids = None
-    if tids is not None:
-        for tid in tids:
-            try:
-                with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
-                    raw = f.read().decode("utf-8", "replace")
-            except OSError:
-                continue
-            state = raw[raw.rfind(")") + 2:][:1]
-            if state not in ("Z", "X", "x", ""):
-                return True
-        return False
+    states = thread_states(pid)
+    if states is not None:
+        return any(t not in ("Z", "X", "x", "") for t in states)
     try:
         with open("/proc/%d/status" % pid) as f:
             fields = dict(line.split(":", 1) for line in f if ":" in line)
@@ -307,24 +313,6 @@ def start_interpreter(lang, uplink):
     if not ok:
         raise OSError("the %s interpreter did not start within 10 s" % lang)
     return pid
-
-
-def thread_states(pid):
-    """The states of pid's threads, or None when /proc lists none (gVisor,
-    for a zombie leader whose other threads may run)."""
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return None
-    states = []
-    for tid in tids:
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
-                raw = f.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        states.append(raw[raw.rfind(")") + 2:][:1])
-    return states
 
 
 def stop_others(me):
