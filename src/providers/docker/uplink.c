@@ -169,14 +169,14 @@ static int launch_exchange(struct docker_state *s, struct dsession *d, int lang,
                       eid, err) < 0)
         return -1;
     struct pl_demux dx = {.out = {.cap = 64u << 10}, .err = {.cap = 64u << 10}};
-    struct pl_last_line *last = calloc(1, sizeof(*last));
+    struct pl_last_line last = {.have = false};
     struct candidates cs = {.n = 0};
     uint64_t deadline = pl_now_ns() + 30000000000ull;
     unsigned char buf[4096];
-    int rc = last && pl_fd_set_nonblock(fd) == 0
+    int rc = pl_fd_set_nonblock(fd) == 0
                  ? 0
-                 : pl_error_set(err, PL_REASON_INTERNAL, "no memory for the %s launch",
-                                dk_lang_name[lang]);
+                 : pl_error_set(err, PL_REASON_INTERNAL, "the %s launcher's stream: %s",
+                                dk_lang_name[lang], strerror(errno));
     bool ended = false;
     while (rc == 0 && !ended) {
         uint64_t now = pl_now_ns();
@@ -204,7 +204,7 @@ static int launch_exchange(struct docker_state *s, struct dsession *d, int lang,
             rc = pl_error_set(err, PL_REASON_INTERNAL, "docker exec stream: malformed frame");
             break;
         }
-        pl_last_line_feed(last, dx.out.kept.data, dx.out.kept.len);
+        pl_last_line_feed(&last, dx.out.kept.data, dx.out.kept.len);
         dx.out.kept.len = 0;
     }
     close(fd);
@@ -223,8 +223,7 @@ static int launch_exchange(struct docker_state *s, struct dsession *d, int lang,
             break;
         usleep(10000);
     }
-    json_t *j = rc == 0 && last ? pl_last_line_report(last) : NULL;
-    free(last);
+    json_t *j = rc == 0 ? pl_last_line_report(&last) : NULL;
     const char *why = json_string_value(json_object_get(j, "error"));
     int up = -1;
     if (rc == 0 && j && code == 1 && why)
