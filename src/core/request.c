@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "canon.h"
+#include "cleanup.h"
 #include "config.h"
 #include "jsonscan.h"
 
@@ -299,6 +300,18 @@ static int path_ok(const char *p, size_t n) {
     return 1;
 }
 
+/* Files being decoded, owned until handed on. */
+struct file_list {
+    struct pl_file *v;
+    size_t n;
+};
+
+static void file_list_clear(struct file_list *l) {
+    for (size_t i = 0; l->v && i < l->n; i++)
+        free(l->v[i].content);
+    free(l->v);
+}
+
 static int decode_files(const json_t *list, const char *where, struct pl_file **ret_files,
                         size_t *ret_n, struct pl_error *err) {
     size_t n = json_array_size(list);
@@ -309,7 +322,8 @@ static int decode_files(const json_t *list, const char *where, struct pl_file **
     if (n > PL_PROJECT_MAX_FILES)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files: more than %u files", where,
                             PL_PROJECT_MAX_FILES);
-    struct pl_file *files = calloc(n, sizeof(*files));
+    PL_CLEANUP(file_list_clear) struct file_list fl = {calloc(n, sizeof(*fl.v)), n};
+    struct pl_file *files = fl.v;
     if (!files)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     size_t total = 0;
@@ -320,45 +334,40 @@ static int decode_files(const json_t *list, const char *where, struct pl_file **
         const char *content = str(f, "content", &clen);
         const char *b64 = str(f, "content_base64", &blen);
         if (!path || !path_ok(path, plen)) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                         "%s.files[%zu].path: a relative path of at most %u bytes, without "
-                         "'.', '..', empty or control characters",
-                         where, i, PL_PATH_MAX_BYTES);
-            goto fail;
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "%s.files[%zu].path: a relative path of at most %u bytes, without "
+                                "'.', '..', empty or control characters",
+                                where, i, PL_PATH_MAX_BYTES);
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(files[j].path, path) == 0) {
-                pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files[%zu].path: duplicate", where,
-                             i);
-                goto fail;
+                return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files[%zu].path: duplicate",
+                                    where, i);
             }
         }
         files[i].path = path;
         if (content && b64) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                         "%s.files[%zu]: give content or content_base64, not both", where, i);
-            goto fail;
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "%s.files[%zu]: give content or content_base64, not both", where,
+                                i);
         }
         if (b64) {
             int r = pl_base64_decode(b64, blen, PL_PROJECT_MAX_FILE_BYTES, &files[i].content,
                                      &files[i].len);
             if (r < 0) {
-                pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                             r == -2 ? "%s.files[%zu].content_base64: too large"
-                                     : "%s.files[%zu].content_base64: not base64",
-                             where, i);
-                goto fail;
+                return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                    r == -2 ? "%s.files[%zu].content_base64: too large"
+                                            : "%s.files[%zu].content_base64: not base64",
+                                    where, i);
             }
         } else {
             if (clen > PL_PROJECT_MAX_FILE_BYTES) {
-                pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files[%zu].content: too large",
-                             where, i);
-                goto fail;
+                return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                    "%s.files[%zu].content: too large", where, i);
             }
             files[i].content = malloc(clen ? clen : 1);
             if (!files[i].content) {
-                pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-                goto fail;
+                return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
             }
             if (clen)
                 memcpy(files[i].content, content, clen);
@@ -366,19 +375,14 @@ static int decode_files(const json_t *list, const char *where, struct pl_file **
         }
         total += files[i].len;
         if (total > PL_PROJECT_MAX_FILE_BYTES) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s.files: more than %u bytes in all",
-                         where, PL_PROJECT_MAX_FILE_BYTES);
-            goto fail;
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "%s.files: more than %u bytes in all", where,
+                                PL_PROJECT_MAX_FILE_BYTES);
         }
     }
-    *ret_files = files;
+    *ret_files = PL_TAKE_PTR(fl.v);
     *ret_n = n;
     return 0;
-fail:
-    for (size_t i = 0; i < n; i++)
-        free(files[i].content);
-    free(files);
-    return -1;
 }
 
 static int decode_strings(const json_t *list, const char *what, size_t min, const char ***ret,
@@ -557,7 +561,7 @@ void pl_run_request_clear(struct pl_run_request *r) {
 
 int pl_run_request_decode(const char *body, size_t len, const struct pl_request_limits *limits,
                           struct pl_run_request *ret, struct pl_error *err) {
-    struct pl_run_request r = {0};
+    PL_CLEANUP(pl_run_request_clear) struct pl_run_request r = {0};
     json_t *root = parse_body(body, len, err);
     if (!root)
         return -1;
@@ -569,11 +573,10 @@ int pl_run_request_decode(const char *body, size_t len, const struct pl_request_
     const char *floor = str(r.canonical, "minimum_isolation", NULL);
     if (floor && *floor) {
         if (pl_tier_parse(floor, &r.floor) < 0) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                         "minimum_isolation: \"%.32s\" is not a tier (none, process, "
-                         "container, kernel, vm)",
-                         floor);
-            goto fail;
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "minimum_isolation: \"%.32s\" is not a tier (none, process, "
+                                "container, kernel, vm)",
+                                floor);
         }
         r.has_floor = true;
     }
@@ -582,31 +585,25 @@ int pl_run_request_decode(const char *body, size_t len, const struct pl_request_
     if (r.grant_profile && glen == 0)
         r.grant_profile = NULL;
     if (r.grant_profile && glen > PL_NAME_MAX_BYTES) {
-        pl_error_set(err, PL_REASON_INVALID_REQUEST, "grant_profile: longer than %u bytes",
-                     PL_NAME_MAX_BYTES);
-        goto fail;
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "grant_profile: longer than %u bytes",
+                            PL_NAME_MAX_BYTES);
     }
     json_t *t = json_object_get(r.canonical, "timeout_ms");
     r.timeout_ms = t ? (unsigned)json_integer_value(t) : 0;
     if (r.timeout_ms > limits->max_timeout_ms) {
-        pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                     "timeout_ms: %u exceeds the longest allowed, %u ms", r.timeout_ms,
-                     limits->max_timeout_ms);
-        goto fail;
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "timeout_ms: %u exceeds the longest allowed, %u ms", r.timeout_ms,
+                            limits->max_timeout_ms);
     }
     json_t *m = json_object_get(r.canonical, "memory_mb");
     r.memory_mb = m ? (unsigned)json_integer_value(m) : 0;
     if (r.memory_mb > limits->memory_mb) {
-        pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                     "memory_mb: %u exceeds the per-run allowance of %u MB", r.memory_mb,
-                     limits->memory_mb);
-        goto fail;
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "memory_mb: %u exceeds the per-run allowance of %u MB", r.memory_mb,
+                            limits->memory_mb);
     }
     if (decode_payload(&r, limits->allow_cell, err) < 0)
-        goto fail;
-    *ret = r;
+        return -1;
+    *ret = PL_TAKE_STRUCT(r);
     return 0;
-fail:
-    pl_run_request_clear(&r);
-    return -1;
 }

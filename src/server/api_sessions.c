@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/cleanup.h"
 #include "../core/jsonscan.h"
 #include "api_int.h"
 
@@ -80,79 +81,85 @@ static void run_inner(struct pl_api *api, const char *principal, bool cell, bool
                       const struct pl_api_request *rq, struct pl_api_response *rs,
                       struct call_log *lg);
 
+static int open_session(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
+                        struct pl_api_response *rs, struct call_log *lg, struct pl_error *err) {
+    static const char *const f[] = {"languages", NULL}, *const c[] = {"languages", NULL};
+    PL_AUTO_JSON json_t *m = decode_outer(rq->body, rq->body_len, "OpenSessionRequest", f, c, err);
+    if (!m)
+        return -1;
+    json_t *langs = json_object_get(m, "languages");
+    const char *hint[5] = {0};
+    size_t n = json_array_size(langs);
+    if ((langs && !json_is_array(langs)) || n > 4)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "languages: a list of at most 4");
+    for (size_t i = 0; i < n; i++) {
+        hint[i] = json_string_value(json_array_get(langs, i));
+        if (!hint[i] || (strcmp(hint[i], "python") != 0 && strcmp(hint[i], "javascript") != 0))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "languages[%zu]: must be \"python\" or \"javascript\"", i);
+    }
+    if (sessions_available(api, err) < 0)
+        return -1;
+    if (pl_provider_ready(api->provider, err) < 0) {
+        err->reason = PL_REASON_NOT_READY;
+        return -1;
+    }
+    if (atomic_load(&api->draining))
+        return pl_error_set(err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
+    char id[PL_SESSION_ID_LEN + 1];
+    if (pl_sessions_open(api->sessions, principal, hint, id, err) < 0)
+        return -1;
+    lg->outcome = "ok";
+    api_set_json(rs, 200, json_pack("{s:s}", "session_id", id));
+    return 0;
+}
+
+static int close_session(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
+                         struct pl_api_response *rs, struct call_log *lg, struct pl_error *err) {
+    static const char *const f[] = {"session_id", NULL}, *const c[] = {"sessionId", NULL};
+    PL_AUTO_JSON json_t *m = decode_outer(rq->body, rq->body_len, "CloseSessionRequest", f, c, err);
+    const char *id;
+    if (!m || !(id = session_id_of(m, err)) || sessions_available(api, err) < 0 ||
+        pl_sessions_close(api->sessions, principal, id, err) < 0)
+        return -1;
+    lg->outcome = "ok";
+    api_set_json(rs, 200, json_object());
+    return 0;
+}
+
 void api_handle_session_call(struct pl_api *api, const char *principal, const char *method,
                              const struct pl_api_request *rq, struct pl_api_response *rs,
                              struct call_log *lg) {
     struct pl_error err = {0};
-    json_t *m = NULL;
+    int rc;
     if (strcmp(method, "OpenSession") == 0) {
-        static const char *const f[] = {"languages", NULL}, *const c[] = {"languages", NULL};
-        if (!(m = decode_outer(rq->body, rq->body_len, "OpenSessionRequest", f, c, &err)))
-            goto refused;
-        json_t *langs = json_object_get(m, "languages");
-        const char *hint[5] = {0};
-        size_t n = json_array_size(langs);
-        if ((langs && !json_is_array(langs)) || n > 4) {
-            pl_error_set(&err, PL_REASON_INVALID_REQUEST, "languages: a list of at most 4");
-            goto refused;
-        }
-        for (size_t i = 0; i < n; i++) {
-            hint[i] = json_string_value(json_array_get(langs, i));
-            if (!hint[i] ||
-                (strcmp(hint[i], "python") != 0 && strcmp(hint[i], "javascript") != 0)) {
-                pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                             "languages[%zu]: must be \"python\" or \"javascript\"", i);
-                goto refused;
-            }
-        }
-        if (sessions_available(api, &err) < 0)
-            goto refused;
-        if (pl_provider_ready(api->provider, &err) < 0) {
-            err.reason = PL_REASON_NOT_READY;
-            goto refused;
-        }
-        if (atomic_load(&api->draining)) {
-            pl_error_set(&err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
-            goto refused;
-        }
-        char id[PL_SESSION_ID_LEN + 1];
-        if (pl_sessions_open(api->sessions, principal, hint, id, &err) < 0)
-            goto refused;
-        json_decref(m);
-        lg->outcome = "ok";
-        api_set_json(rs, 200, json_pack("{s:s}", "session_id", id));
+        rc = open_session(api, principal, rq, rs, lg, &err);
+    } else if (strcmp(method, "CloseSession") == 0) {
+        rc = close_session(api, principal, rq, rs, lg, &err);
+    } else {
+        /* RunInSession and RunCell: an inner RunRequest, decoded by the Run path. */
+        run_inner(api, principal,
+                  strcmp(method, "RunCell") == 0 || strcmp(method, "RunCellStream") == 0, false, rq,
+                  rs, lg);
         return;
     }
-    if (strcmp(method, "CloseSession") == 0) {
-        static const char *const f[] = {"session_id", NULL}, *const c[] = {"sessionId", NULL};
-        const char *id;
-        if (!(m = decode_outer(rq->body, rq->body_len, "CloseSessionRequest", f, c, &err)) ||
-            !(id = session_id_of(m, &err)) || sessions_available(api, &err) < 0 ||
-            pl_sessions_close(api->sessions, principal, id, &err) < 0)
-            goto refused;
-        json_decref(m);
-        lg->outcome = "ok";
-        api_set_json(rs, 200, json_object());
-        return;
-    }
-    /* RunInSession and RunCell: an inner RunRequest, decoded by the Run path. */
-    run_inner(api, principal,
-              strcmp(method, "RunCell") == 0 || strcmp(method, "RunCellStream") == 0, false, rq, rs,
-              lg);
-    return;
-refused:
-    json_decref(m);
-    api_refuse(api, rs, lg, &err, NULL);
+    if (rc < 0)
+        api_refuse(api, rs, lg, &err, NULL);
 }
 
-/* RunInSession, RunCell and Explain: the inner RunRequest (for a cell one
- * built from it and its timeout) and the session id, then the Run path
- * (explain: its ladder alone). */
-static void run_inner(struct pl_api *api, const char *principal, bool cell, bool explain,
-                      const struct pl_api_request *rq, struct pl_api_response *rs,
-                      struct call_log *lg) {
-    struct pl_error err = {0};
-    json_t *m = NULL;
+/* The inner call of RunInSession, RunCell or Explain, read from the outer
+ * message: the RunRequest's text (for a cell one built from it and its
+ * timeout), the session id (or "-" for one of the wrong length; "" for an
+ * Explain without one) and whether it is a cell. */
+struct inner_call {
+    char *text;
+    bool cell;
+    char id[PL_SESSION_ID_LEN + 1];
+};
+
+static int inner_call_read(struct pl_api *api, const char *principal, bool explain,
+                           const struct pl_api_request *rq, struct inner_call *ret,
+                           struct pl_error *err) {
     static const char *const rf[] = {"session_id", "run", NULL}, *const rc[] = {"sessionId", "run",
                                                                                 NULL};
     static const char *const cf[] = {"session_id", "cell", "timeout_ms", NULL}, *const cc[] = {
@@ -162,83 +169,86 @@ static void run_inner(struct pl_api *api, const char *principal, bool cell, bool
                                                                                     NULL};
     static const char *const ef[] = {"session_id", "run", "cell", "timeout_ms", NULL},
                              *const ec[] = {"sessionId", "run", "cell", "timeoutMs", NULL};
+    bool cell = ret->cell;
     const char *id = NULL;
-    if (!(m = decode_outer(rq->body, rq->body_len,
-                           explain ? "ExplainRequest"
-                           : cell  ? "RunCellRequest"
-                                   : "RunInSessionRequest",
-                           explain ? ef
-                           : cell  ? cf
-                                   : rf,
-                           explain ? ec
-                           : cell  ? cc
-                                   : rc,
-                           &err)))
-        goto refused;
+    PL_AUTO_JSON json_t *m = decode_outer(rq->body, rq->body_len,
+                                          explain ? "ExplainRequest"
+                                          : cell  ? "RunCellRequest"
+                                                  : "RunInSessionRequest",
+                                          explain ? ef
+                                          : cell  ? cf
+                                                  : rf,
+                                          explain ? ec
+                                          : cell  ? cc
+                                                  : rc,
+                                          err);
+    if (!m)
+        return -1;
     if (explain) {
         /* the Run, RunInSession or RunCell it stands for */
         cell = json_object_get(m, "cell") != NULL;
-        if (cell == (json_object_get(m, "run") != NULL)) {
-            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                         "ExplainRequest: exactly one of run and cell");
-            goto refused;
-        }
-        if (!cell && json_object_get(m, "timeout_ms")) {
-            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                         "ExplainRequest: timeout_ms goes with a cell (a run's is in the run)");
-            goto refused;
-        }
-        if (json_object_get(m, "session_id") && !(id = session_id_of(m, &err)))
-            goto refused;
-        if (cell && !id) {
-            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                         "ExplainRequest: a cell runs only in a session (session_id)");
-            goto refused;
-        }
+        if (cell == (json_object_get(m, "run") != NULL))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "ExplainRequest: exactly one of run and cell");
+        if (!cell && json_object_get(m, "timeout_ms"))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "ExplainRequest: timeout_ms goes with a cell (a run's is in the "
+                                "run)");
+        if (json_object_get(m, "session_id") && !(id = session_id_of(m, err)))
+            return -1;
+        if (cell && !id)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "ExplainRequest: a cell runs only in a session (session_id)");
         /* It counts against the rate limit: no probing for free. */
-        if (pl_admission_spend(api->admission, principal, &err) < 0)
-            goto refused;
-    } else if (!(id = session_id_of(m, &err))) {
-        goto refused;
+        if (pl_admission_spend(api->admission, principal, err) < 0)
+            return -1;
+    } else if (!(id = session_id_of(m, err))) {
+        return -1;
     }
-    json_t *inner;
+    PL_AUTO_JSON json_t *inner = NULL;
     if (cell) {
         json_t *c = json_object_get(m, "cell");
-        if (!json_is_object(c)) {
-            pl_error_set(&err, PL_REASON_INVALID_REQUEST, "cell: required");
-            goto refused;
-        }
+        if (!json_is_object(c))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "cell: required");
         inner = json_pack("{s:O}", "cell", c);
         json_t *t = json_object_get(m, "timeout_ms");
         if (inner && t)
             json_object_set(inner, "timeout_ms", t);
     } else {
         inner = json_incref(json_object_get(m, "run"));
-        if (!json_is_object(inner)) {
-            json_decref(inner);
-            pl_error_set(&err, PL_REASON_INVALID_REQUEST, "run: required");
-            goto refused;
-        }
+        if (!json_is_object(inner))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "run: required");
     }
-    char *text = inner ? json_dumps(inner, JSON_COMPACT) : NULL;
-    json_decref(inner);
-    if (!text) {
-        pl_error_set(&err, PL_REASON_INTERNAL, "out of memory");
-        goto refused;
-    }
-    char idcopy[PL_SESSION_ID_LEN + 1] = "-"; /* a wrong length is simply no session */
-    if (id && strlen(id) == PL_SESSION_ID_LEN)
-        memcpy(idcopy, id, sizeof(idcopy));
-    json_decref(m);
-    if (explain)
-        api_run_explain(api, principal, text, strlen(text), id ? idcopy : NULL, cell, rs, lg);
+    ret->text = inner ? json_dumps(inner, JSON_COMPACT) : NULL;
+    if (!ret->text)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    ret->cell = cell;
+    if (!id)
+        ret->id[0] = '\0';
+    else if (strlen(id) == PL_SESSION_ID_LEN)
+        memcpy(ret->id, id, sizeof(ret->id));
     else
-        api_run_request(api, principal, text, strlen(text), idcopy, cell, rs, lg);
-    free(text);
-    return;
-refused:
-    json_decref(m);
-    api_refuse(api, rs, lg, &err, NULL);
+        snprintf(ret->id, sizeof(ret->id), "-"); /* a wrong length is simply no session */
+    return 0;
+}
+
+/* RunInSession, RunCell and Explain: the inner call, then the Run path
+ * (explain: its ladder alone). */
+static void run_inner(struct pl_api *api, const char *principal, bool cell, bool explain,
+                      const struct pl_api_request *rq, struct pl_api_response *rs,
+                      struct call_log *lg) {
+    struct pl_error err = {0};
+    struct inner_call in = {.cell = cell};
+    if (inner_call_read(api, principal, explain, rq, &in, &err) < 0) {
+        api_refuse(api, rs, lg, &err, NULL);
+        return;
+    }
+    PL_AUTO_FREE char *text = in.text;
+    if (explain)
+        api_run_explain(api, principal, text, strlen(text), in.id[0] ? in.id : NULL, in.cell, rs,
+                        lg);
+    else
+        api_run_request(api, principal, text, strlen(text), in.id, in.cell, rs, lg);
 }
 
 void api_handle_explain(struct pl_api *api, const char *principal, const struct pl_api_request *rq,

@@ -122,6 +122,22 @@ int dk_remove_container(struct docker_state *s, const char *id) {
     return 0;
 }
 
+/* A deletion the engine refuses is tried again, with a growing pause (the
+ * engine may be restarting, or runsc still stopping the sandbox), at most
+ * ATTEMPTS times in all. */
+int dk_remove_container_patiently(struct docker_state *s, const char *id, int attempts) {
+    long backoff_ms = 200;
+    for (int attempt = 1;; attempt++) {
+        if (dk_remove_container(s, id) == 0)
+            return 0;
+        if (attempt >= attempts)
+            return -1;
+        struct timespec ts = {backoff_ms / 1000, (backoff_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
+    }
+}
+
 void *dk_reaper_main(void *arg) {
     struct docker_state *s = arg;
     pthread_mutex_lock(&s->lock);
@@ -133,14 +149,9 @@ void *dk_reaper_main(void *arg) {
             break; /* stopping, and nothing left */
         s->reap_head = it->next;
         pthread_mutex_unlock(&s->lock);
-        /* Retry for about half a minute: the engine may be restarting.  A
-         * container still left is deleted at this instance's next start. */
-        long backoff_ms = 200;
-        for (int attempt = 0; attempt < 10 && dk_remove_container(s, it->id) < 0; attempt++) {
-            struct timespec ts = {backoff_ms / 1000, (backoff_ms % 1000) * 1000000L};
-            nanosleep(&ts, NULL);
-            backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
-        }
+        /* About half a minute in all; a container still left is deleted
+         * at this instance's next start. */
+        dk_remove_container_patiently(s, it->id, 11);
         free(it);
         pthread_mutex_lock(&s->lock);
         s->reap_pending--;

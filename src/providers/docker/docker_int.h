@@ -283,6 +283,7 @@ void dk_peer_gate_destroy(struct peer_gate *g);
 bool dk_peer_gate_check(void *ud, int fd, pid_t pid, uid_t uid, gid_t gid);
 struct pl_broker_sock_access dk_sandbox_access(struct docker_state *s, struct peer_gate *g);
 int dk_remove_container(struct docker_state *s, const char *id);
+int dk_remove_container_patiently(struct docker_state *s, const char *id, int attempts);
 void *dk_reaper_main(void *arg);
 void dk_reap_later(struct docker_state *s, const char *id);
 int dk_delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error *err);
@@ -342,6 +343,8 @@ int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_lan
 json_t *dk_report_line(const struct pl_buf *out);
 char *dk_take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated);
 void dk_free_steps(struct pl_step_result *st, size_t n);
+/* Releases what a cont_run holds (its streams, its steps); a zeroed one is fine. */
+void dk_cont_run_clear(struct cont_run *r);
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
 int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
                      pid_t init_host_pid, const long *keep, size_t nkeep, struct pl_error *err);

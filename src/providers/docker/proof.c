@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../core/cleanup.h"
 #include "docker_int.h"
 #include "../../core/canon.h"
 
@@ -190,11 +191,11 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
                           "tmpfs", "/tmp", "/work", "write_targets", "/", "/etc", "/usr", "/var",
                           "/var/tmp", "/root", "/home", "/opt", "/srv", "/run", "/tmp", "/work",
                           "socket", "/run/plimsoll/broker.sock");
-    char *line = json_dumps(h, JSON_COMPACT);
+    PL_AUTO_FREE char *line = json_dumps(h, JSON_COMPACT);
     json_decref(h);
-    struct pl_buf hdr = {0};
+    PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
     pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
-    free(line);
+    PL_CLEANUP(dk_cont_run_clear)
     struct cont_run r = {.image_id = image_id,
                          .memory_mb = 256,
                          .run_id = "startup-proof",
@@ -209,10 +210,7 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
     r.gate = &can->gate;
     r.dx.out.cap = 1u << 20;
     r.dx.err.cap = 64u << 10;
-    int rc = dk_run_container(s, &r, err);
-    pl_buf_free(&hdr);
-    if (rc < 0) {
-        pl_demux_free(&r.dx);
+    if (dk_run_container(s, &r, err) < 0) {
         char why[sizeof(err->message)];
         memcpy(why, err->message, sizeof(why));
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -220,14 +218,11 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
                             "container did not run under %s: %.300s",
                             image, s->set.runtime, why);
     }
-    json_t *rep = dk_report_line(&r.dx.out.kept);
+    PL_AUTO_JSON json_t *rep = dk_report_line(&r.dx.out.kept);
     if (!rep && r.dx.err.kept.len)
         fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)r.dx.err.kept.len,
                 r.dx.err.kept.data);
-    pl_demux_free(&r.dx);
-    rc = judge_probe(s, image, rep, ret_langs, err);
-    json_decref(rep);
-    return rc;
+    return judge_probe(s, image, rep, ret_langs, err);
 }
 
 int dk_inspect_image(struct docker_state *s, const char *setting_name, const char *ref,
@@ -306,74 +301,63 @@ void dk_remove_leftover(const char *id, void *ud) {
  * the host where a container's processes live and where the runtime keeps
  * its state; both must be where the host-side proof will look.
  */
+static int hostview_check(struct docker_state *s, const char *id, struct pl_error *err) {
+    char path[160], cg[200], got[256] = "";
+    snprintf(path, sizeof(path), "/containers/%s/start", id);
+    if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
+        return -1;
+    PL_AUTO_JSON json_t *ins = NULL;
+    snprintf(path, sizeof(path), "/containers/%s/json", id);
+    if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+        return -1;
+    json_int_t pid = json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
+    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
+    if (pid <= 0 || pl_hostview_cgroup_of_pid(&s->hv, (pid_t)pid, got, sizeof(got)) < 0 ||
+        strcmp(got, cg) != 0)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "SANDBOX_PROVIDER=docker: a container's processes are not in the "
+                            "cgroup plimsoll asked for (%s; found \"%s\"): the engine must use "
+                            "the cgroupfs driver",
+                            cg, got);
+    if (pl_hostview_find_runtime_root(&s->hv, id, err) < 0)
+        return -1;
+    /* An exec meets the profile too (under runsc by plimsoll's own helper). */
+    if (s->set.seccomp) {
+        static const char *const argv[] = {"grep", "-E", "^Seccomp:", "/proc/self/status"};
+        PL_CLEANUP(dk_cont_run_clear) struct cont_run e = {.timeout_ms = 20000};
+        e.dx.out.cap = e.dx.err.cap = 4096;
+        int code = -1;
+        char user[32];
+        dk_run_user(s, user);
+        if (dk_exec_in(s, id, user, dk_step_cmd(s, argv, 4), NULL, &e, &code, err) < 0)
+            return -1;
+        if (code != 0 || !e.dx.out.kept.data || !strstr(e.dx.out.kept.data, "Seccomp:\t2"))
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "SANDBOX_PROVIDER=docker: a process started with docker exec has "
+                                "no seccomp filter under %s (exit %d)",
+                                s->set.runtime, code);
+    }
+    if (s->hv.runsc) {
+        PL_AUTO_FREE long *pids = NULL;
+        size_t n = 0;
+        if (pl_hostview_runsc_ps(&s->hv, id, &pids, &n, err) < 0)
+            return -1;
+        if (n < 1)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "SANDBOX_PROVIDER=docker: runsc ps listed no process in a running "
+                                "sandbox");
+    }
+    return 0;
+}
+
 int dk_hostview_discover(struct docker_state *s, struct pl_error *err) {
     char run_id[40] = "hostview-", id[72] = "";
     pl_random_hex(run_id + 9, sizeof(run_id) - 9, 8);
     if (dk_create_container(s, s->snippet_id, s->default_memory_mb, run_id, NULL, false, id, err) <
         0)
         return -1;
-    int rc = -1;
-    char path[160], cg[200], got[256] = "";
-    json_t *ins = NULL;
-    snprintf(path, sizeof(path), "/containers/%s/start", id);
-    if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
-        goto out;
-    snprintf(path, sizeof(path), "/containers/%s/json", id);
-    if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
-        goto out;
-    json_int_t pid = json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
-    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
-    if (pid <= 0 || pl_hostview_cgroup_of_pid(&s->hv, (pid_t)pid, got, sizeof(got)) < 0 ||
-        strcmp(got, cg) != 0) {
-        pl_error_set(err, PL_REASON_INTERNAL,
-                     "SANDBOX_PROVIDER=docker: a container's processes are not in the cgroup "
-                     "plimsoll asked for (%s; found \"%s\"): the engine must use the cgroupfs "
-                     "driver",
-                     cg, got);
-        goto out;
-    }
-    if (pl_hostview_find_runtime_root(&s->hv, id, err) < 0)
-        goto out;
-    /* An exec meets the profile too (under runsc by plimsoll's own helper). */
-    if (s->set.seccomp) {
-        static const char *const argv[] = {"grep", "-E", "^Seccomp:", "/proc/self/status"};
-        struct cont_run e = {.timeout_ms = 20000};
-        e.dx.out.cap = e.dx.err.cap = 4096;
-        int code = -1;
-        char user[32];
-        dk_run_user(s, user);
-        if (dk_exec_in(s, id, user, dk_step_cmd(s, argv, 4), NULL, &e, &code, err) < 0) {
-            pl_demux_free(&e.dx);
-            goto out;
-        }
-        bool filtered =
-            code == 0 && e.dx.out.kept.data && strstr(e.dx.out.kept.data, "Seccomp:\t2");
-        pl_demux_free(&e.dx);
-        if (!filtered) {
-            pl_error_set(err, PL_REASON_INTERNAL,
-                         "SANDBOX_PROVIDER=docker: a process started with docker exec has no "
-                         "seccomp filter under %s (exit %d)",
-                         s->set.runtime, code);
-            goto out;
-        }
-    }
-    if (s->hv.runsc) {
-        long *pids = NULL;
-        size_t n = 0;
-        if (pl_hostview_runsc_ps(&s->hv, id, &pids, &n, err) < 0)
-            goto out;
-        free(pids);
-        if (n < 1) {
-            pl_error_set(err, PL_REASON_INTERNAL,
-                         "SANDBOX_PROVIDER=docker: runsc ps listed no process in a running "
-                         "sandbox");
-            goto out;
-        }
-    }
-    rc = 0;
-out:
-    json_decref(ins);
-    if (id[0] && dk_remove_container(s, id) < 0 && rc == 0)
+    int rc = hostview_check(s, id, err);
+    if (dk_remove_container_patiently(s, id, 5) < 0 && rc == 0)
         rc = pl_error_set(err, PL_REASON_INTERNAL,
                           "SANDBOX_PROVIDER=docker: the startup container %.12s could not be "
                           "removed",

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../core/cleanup.h"
 #include "docker_int.h"
 #include "reports.h"
 #include "bootstrap.h" /* generated: pl_docker_bootstrap[] */
@@ -55,6 +56,13 @@ void dk_free_steps(struct pl_step_result *st, size_t n) {
         free(st[i].err);
     }
     free(st);
+}
+
+void dk_cont_run_clear(struct cont_run *r) {
+    pl_demux_free(&r->dx);
+    dk_free_steps(r->steps, r->nsteps);
+    r->steps = NULL;
+    r->nsteps = 0;
 }
 
 /*
@@ -96,6 +104,7 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
             r->timed_out = true;
             return 0;
         }
+        PL_CLEANUP(dk_cont_run_clear)
         struct cont_run e = {.timeout_ms = (unsigned)((deadline - now) / 1000000ull) + 1};
         e.dx.out.cap = e.dx.err.cap = r->output_bytes;
         pl_capture_stream(&e.dx.out, r->sink, 1, (unsigned)i + 1);
@@ -114,17 +123,15 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
                          i + 1);
         }
         if (rc < 0) {
-            pl_demux_free(&e.dx);
             /* Did the sandbox end under the step (the guest's doing), or did
              * the engine fail us? */
             char path[160];
-            json_t *ins = NULL;
+            PL_AUTO_JSON json_t *ins = NULL;
             snprintf(path, sizeof(path), "/containers/%s/json", r->id);
             if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
                 return -1;
             bool running = pl_docker_state_flag(ins, "Running");
             r->oom = pl_docker_state_flag(ins, "OOMKilled");
-            json_decref(ins);
             if (running) {
                 *err = xerr;
                 return -1;
@@ -135,7 +142,6 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
             return 0;
         }
         if (e.timed_out) {
-            pl_demux_free(&e.dx);
             r->timed_out = true;
             return 0;
         }
@@ -145,7 +151,6 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
         st->duration_ms = ms;
         st->out = dk_take(&e.dx.out, &st->out_len, &st->out_truncated);
         st->err = dk_take(&e.dx.err, &st->err_len, &st->err_truncated);
-        pl_demux_free(&e.dx);
         r->nsteps++;
         if (!st->name || !st->out || !st->err)
             return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
@@ -166,11 +171,10 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
              * up to 2 s to settle before calling it the infrastructure's. */
             bool running = true;
             for (int tries = 0; tries < 20 && running; tries++) {
-                json_t *ins = NULL;
+                PL_AUTO_JSON json_t *ins = NULL;
                 struct pl_error ierr = {0};
                 if (dk_api_expect(s, "GET", path, NULL, 200, &ins, &ierr) == 0)
                     running = pl_docker_state_flag(ins, "Running");
-                json_decref(ins);
                 if (running)
                     usleep(100000);
             }
@@ -214,6 +218,68 @@ static int fast_end(struct docker_state *s, struct cont_run *r, const char *cg,
     return 1;
 }
 
+/* Whichever way dk_run_container leaves, the container it made goes to the
+ * reaper, after the attach stream is closed. */
+struct reap_guard {
+    struct docker_state *s;
+    const char *id;
+};
+
+static void reap_guard_end(struct reap_guard *g) {
+    if (g->id)
+        dk_reap_later(g->s, g->id);
+}
+
+/* A project's steps, once the bootstrap reported its files written; then
+ * the container ends. */
+static int run_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
+                             struct pl_error *err) {
+    PL_AUTO_JSON json_t *rep = r->timed_out ? NULL : dk_report_line(&r->dx.out.kept);
+    if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed")) {
+        PL_AUTO_JSON json_t *ins = NULL;
+        char path[256];
+        snprintf(path, sizeof(path), "/containers/%s/json", r->id);
+        if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
+            return -1;
+        pid_t init_pid =
+            (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
+        if (dk_project_steps(s, r, deadline, init_pid, NULL, 0, err) < 0)
+            return -1;
+    }
+    if (dk_end_container(s, r->id) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: cannot end the project's container");
+    return 0;
+}
+
+/* The engine's exit code for r's container.  The guest may close its
+ * output and keep running: the wait is bounded by the deadline too, and a
+ * guest still running then is killed. */
+static int wait_exit(struct docker_state *s, struct cont_run *r, uint64_t deadline,
+                     struct pl_error *err) {
+    char path[256];
+    snprintf(path, sizeof(path), "/containers/%s/wait?condition=not-running", r->id);
+    PL_AUTO_JSON json_t *w = NULL;
+    uint64_t now = pl_now_ns();
+    if (!r->timed_out && now < deadline) {
+        long st = 0;
+        long wait_ms = (long)((deadline - now) / 1000000ull) + 1;
+        struct pl_error werr = {0};
+        if (pl_docker_call(s->engine, "POST", path, NULL, wait_ms, &st, &w, &werr) == 0 &&
+            st == 200) {
+            r->exit_code = pl_docker_wait_code(w);
+            return 0;
+        }
+        json_decref(PL_TAKE_PTR(w));
+        /* Not exited by the deadline (or the call failed): kill, then wait. */
+        if (dk_end_container(s, r->id) == 0)
+            r->timed_out = pl_now_ns() >= deadline;
+    }
+    if (dk_api_expect(s, "POST", path, NULL, 200, &w, err) < 0)
+        return -1;
+    r->exit_code = pl_docker_wait_code(w);
+    return 0;
+}
+
 int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err) {
     char path[256];
     if (r->warm_id[0]) {
@@ -224,28 +290,27 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
                                    r->id, err) < 0) {
         return -1;
     }
+    PL_CLEANUP(reap_guard_end) struct reap_guard reap = {s, r->id};
     if (r->gate)
         dk_peer_gate_open(r->gate, r->id);
 
-    int fd = -1;
+    PL_AUTO_CLOSE int fd = -1;
     long long oom_kills = -ENOENT; /* the cgroup's count, once read */
     if (pl_docker_attach(s->engine, r->id, &fd, err) < 0)
-        goto fail;
+        return -1;
     uint64_t t0 = pl_now_ns();
+    uint64_t deadline = t0 + (uint64_t)r->timeout_ms * 1000000ull;
     if (!r->warm_id[0]) {
         snprintf(path, sizeof(path), "/containers/%s/start", r->id);
         if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
-            goto fail;
+            return -1;
     }
-    if (pl_fd_set_nonblock(fd) < 0) {
-        pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
-        goto fail;
-    }
+    if (pl_fd_set_nonblock(fd) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
     r->until_line = r->project != NULL;
-    if (dk_pump(s, r, fd, t0 + (uint64_t)r->timeout_ms * 1000000ull, err) < 0)
-        goto fail;
-    close(fd);
-    fd = -1;
+    if (dk_pump(s, r, fd, deadline, err) < 0)
+        return -1;
+    close(PL_TAKE_FD(fd));
     if (!r->timed_out && !r->project) {
         /* The cgroup's OOM count, read now: the runtime removes the cgroup
          * with the container, and the engine's own flag can miss a kill
@@ -255,71 +320,21 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
         oom_kills = pl_hostview_oom_kills(&s->hv, cg);
         r->oom = oom_kills > 0;
         int fast = fast_end(s, r, cg, oom_kills);
-        if (fast > 0) {
-            dk_reap_later(s, r->id);
+        if (fast > 0)
             return 0;
-        }
-        if (fast < 0) {
-            pl_error_set(err, PL_REASON_INTERNAL,
-                         "the run's processes could not all be killed on the host; its result "
-                         "cannot be trusted");
-            goto fail;
-        }
+        if (fast < 0)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "the run's processes could not all be killed on the host; its "
+                                "result cannot be trusted");
     }
-    if (pl_demux_flush(&r->dx) < 0) {
-        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-        goto fail;
-    }
-    if (r->project) {
-        /* The files are written and the report is in (or the bootstrap
-         * failed): the steps, then the container ends. */
-        json_t *rep = r->timed_out ? NULL : dk_report_line(&r->dx.out.kept);
-        if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed")) {
-            json_t *ins = NULL;
-            snprintf(path, sizeof(path), "/containers/%s/json", r->id);
-            if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0) {
-                json_decref(rep);
-                goto fail;
-            }
-            pid_t init_pid =
-                (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
-            json_decref(ins);
-            if (dk_project_steps(s, r, t0 + (uint64_t)r->timeout_ms * 1000000ull, init_pid, NULL, 0,
-                                 err) < 0) {
-                json_decref(rep);
-                goto fail;
-            }
-        }
-        json_decref(rep);
-        if (dk_end_container(s, r->id) < 0) {
-            pl_error_set(err, PL_REASON_INTERNAL, "docker: cannot end the project's container");
-            goto fail;
-        }
-    }
-
-    /* The guest may close its output and keep running: the wait is bounded
-     * by the deadline too, and a guest still running then is killed. */
-    json_t *w = NULL;
-    snprintf(path, sizeof(path), "/containers/%s/wait?condition=not-running", r->id);
-    uint64_t deadline = t0 + (uint64_t)r->timeout_ms * 1000000ull, now = pl_now_ns();
-    if (!r->timed_out && now < deadline) {
-        long st = 0;
-        long wait_ms = (long)((deadline - now) / 1000000ull) + 1;
-        struct pl_error werr = {0};
-        if (pl_docker_call(s->engine, "POST", path, NULL, wait_ms, &st, &w, &werr) == 0 &&
-            st == 200)
-            goto waited;
-        json_decref(w);
-        w = NULL;
-        /* Not exited by the deadline (or the call failed): kill, then wait. */
-        if (dk_end_container(s, r->id) == 0)
-            r->timed_out = pl_now_ns() >= deadline;
-    }
-    if (dk_api_expect(s, "POST", path, NULL, 200, &w, err) < 0)
-        goto fail;
-waited:
-    r->exit_code = pl_docker_wait_code(w);
-    json_decref(w);
+    if (pl_demux_flush(&r->dx) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    /* The files are written and the report is in (or the bootstrap
+     * failed): the steps, then the container ends. */
+    if (r->project && run_project_steps(s, r, deadline, err) < 0)
+        return -1;
+    if (wait_exit(s, r, deadline, err) < 0)
+        return -1;
     snprintf(path, sizeof(path), "/containers/%s/json", r->id);
     /* When the host could not read the count (under runsc the cgroup is
      * gone with the sandbox by the streams' end), the engine's flag is the
@@ -328,11 +343,10 @@ waited:
      * deadline's kill) asks again, for OOM_LATE_MS at most.  A count read
      * says it all: the kernel counts the kill before its victim can die. */
     for (int tries = 0;; tries++) {
-        json_t *ins = NULL;
+        PL_AUTO_JSON json_t *ins = NULL;
         if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
-            goto fail;
+            return -1;
         r->oom = r->oom || pl_docker_state_flag(ins, "OOMKilled");
-        json_decref(ins);
         if (r->oom || r->project || r->timed_out || oom_kills >= 0 ||
             r->exit_code != 128 + SIGKILL || tries >= OOM_LATE_MS / OOM_LATE_STEP_MS)
             break;
@@ -342,27 +356,17 @@ waited:
      * lives, and an end nobody's process gives (the engine's -1 when a
      * guest made its PID 1 unkillable to the runtime) is infrastructure. */
     int gone = dk_host_prove_gone(s, r->id);
-    if (gone != 0) {
-        pl_error_set(err, PL_REASON_INTERNAL,
-                     "the run's container ended while its processes still ran on the host "
-                     "(they %s); its result cannot be trusted",
-                     gone > 0 ? "were killed" : "could not all be killed");
-        goto fail;
-    }
-    if (!r->project && (r->exit_code < 0 || r->exit_code > 255)) {
-        pl_error_set(err, PL_REASON_INTERNAL,
-                     "the engine reported exit code %d, which no process can return; the run's "
-                     "end cannot be trusted",
-                     r->exit_code);
-        goto fail;
-    }
-    dk_reap_later(s, r->id);
+    if (gone != 0)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the run's container ended while its processes still ran on the "
+                            "host (they %s); its result cannot be trusted",
+                            gone > 0 ? "were killed" : "could not all be killed");
+    if (!r->project && (r->exit_code < 0 || r->exit_code > 255))
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the engine reported exit code %d, which no process can return; "
+                            "the run's end cannot be trusted",
+                            r->exit_code);
     return 0;
-fail:
-    if (fd >= 0)
-        close(fd);
-    dk_reap_later(s, r->id);
-    return -1;
 }
 
 /*
@@ -543,59 +547,55 @@ int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req
     return 0;
 }
 
+/* A grant's broker listening for one run, and the gate it asks: the broker
+ * stops listening before the gate, which lives on the run's stack, goes. */
+struct run_listener {
+    struct pl_broker *broker;
+    struct peer_gate gate;
+};
+
+static void run_listener_end(struct run_listener *l) {
+    pl_broker_unlisten(l->broker);
+    dk_peer_gate_destroy(&l->gate);
+}
+
 int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
            struct pl_run_result *ret, struct pl_error *err) {
     struct docker_state *s = state;
+    PL_CLEANUP(dk_cont_run_clear)
     struct cont_run r = {.memory_mb = ctx->memory_mb,
                          .run_id = ctx->run_id,
                          .timeout_ms = ctx->timeout_ms,
                          .own_container = true};
-    struct pl_buf hdr = {0}, files = {0};
-    if (dk_prepare_run(s, ctx, req, &r, &hdr, &files, err) < 0) {
-        pl_buf_free(&hdr);
-        pl_buf_free(&files);
-        pl_demux_free(&r.dx);
+    PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
+    PL_CLEANUP(pl_buf_free) struct pl_buf files = {0};
+    if (dk_prepare_run(s, ctx, req, &r, &hdr, &files, err) < 0)
         return -1;
-    }
     /* A grant's broker listens in a directory of its own, bind-mounted at
      * /run/plimsoll; a warm container has no such mount, so grant runs
      * start cold.  Only this run's container may connect (peer_gate). */
     char broker_dir[PATH_MAX];
-    struct peer_gate gate;
-    dk_peer_gate_init(&gate, s);
+    PL_CLEANUP(run_listener_end) struct run_listener listener = {.broker = ctx->broker};
+    dk_peer_gate_init(&listener.gate, s);
     if (ctx->broker) {
         snprintf(broker_dir, sizeof(broker_dir), "%.2000s/%s/run-%s", s->set.run_dir,
                  s->set.instance, ctx->run_id);
-        struct pl_broker_sock_access acc = dk_sandbox_access(s, &gate);
+        struct pl_broker_sock_access acc = dk_sandbox_access(s, &listener.gate);
         if (dk_make_instance_dir(s, err) < 0 ||
-            pl_broker_listen(ctx->broker, broker_dir, &acc, err) < 0) {
-            pl_buf_free(&hdr);
-            pl_buf_free(&files);
-            pl_demux_free(&r.dx);
-            dk_peer_gate_destroy(&gate);
+            pl_broker_listen(ctx->broker, broker_dir, &acc, err) < 0)
             return -1;
-        }
         r.socket_dir = broker_dir;
-        r.gate = &gate;
+        r.gate = &listener.gate;
     } else {
         dk_take_warm(s, req->kind == PL_PAYLOAD_PROJECT ? 1 : 0, ctx->memory_mb, r.warm_id);
     }
     int rc = dk_run_container(s, &r, err);
     if (!ctx->broker)
         dk_warm_done(s); /* the refill a take held back may start */
-    /* The gate lives on this stack: nothing may ask it once we return. */
-    pl_broker_unlisten(ctx->broker);
-    dk_peer_gate_destroy(&gate);
-    pl_buf_free(&hdr);
-    pl_buf_free(&files);
     if (rc < 0) {
-        pl_demux_free(&r.dx);
-        dk_free_steps(r.steps, r.nsteps);
         dk_invalidate_ready(s);
         return -1;
     }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-%.24s", ctx->run_id);
-    rc = dk_finish_run(ctx, req, &r, ret, err);
-    dk_free_steps(r.steps, r.nsteps); /* what dk_finish_run did not take */
-    return rc;
+    return dk_finish_run(ctx, req, &r, ret, err);
 }

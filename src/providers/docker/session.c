@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../core/cleanup.h"
 #include "docker_int.h"
 #include "reports.h"
 #include "bootstrap.h"     /* generated: pl_docker_bootstrap[] */
@@ -46,7 +47,7 @@ json_t *dk_agent_cmd(const char *mode, const char *arg) {
  */
 static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, unsigned gid_off,
                       json_t **ret, struct pl_error *err) {
-    struct cont_run r = {.timeout_ms = 20000};
+    PL_CLEANUP(dk_cont_run_clear) struct cont_run r = {.timeout_ms = 20000};
     r.dx.out.cap = 1u << 20;
     r.dx.err.cap = 64u << 10;
     int code = -1;
@@ -65,7 +66,6 @@ static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, u
                      "session agent %s: no well-formed report (exit %d%s): %.200s", mode, code,
                      r.timed_out ? ", timed out" : "",
                      r.dx.err.kept.data ? r.dx.err.kept.data : "");
-    pl_demux_free(&r.dx);
     if (!j)
         return -1;
     *ret = j;
@@ -363,20 +363,20 @@ static int session_files(struct docker_state *s, struct dsession *d, const struc
     *ret_timed_out = false;
     if (nfiles == 0)
         return 0;
-    struct pl_buf hdr = {0}, body = {0};
+    PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
+    PL_CLEANUP(pl_buf_free) struct pl_buf body = {0};
     json_t *fl = json_array();
     for (size_t i = 0; i < nfiles; i++) {
         json_array_append_new(
             fl, json_pack("{s:s, s:I}", "path", files[i].path, "len", (json_int_t)files[i].len));
         pl_buf_append(&body, files[i].content, files[i].len);
     }
-    json_t *h = json_pack("{s:s, s:o}", "kind", "files", "files", fl);
-    char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
-    json_decref(h);
+    PL_AUTO_JSON json_t *h = json_pack("{s:s, s:o}", "kind", "files", "files", fl);
+    PL_AUTO_FREE char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
     if (line)
         pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
-    free(line);
     uint64_t now = pl_now_ns();
+    PL_CLEANUP(dk_cont_run_clear)
     struct cont_run r = {.timeout_ms =
                              now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1,
                          .parts = {hdr.data, body.data},
@@ -401,9 +401,6 @@ static int session_files(struct docker_state *s, struct dsession *d, const struc
         else if (!r.timed_out && code != 0)
             snprintf(ret_failed, flen, "writing the files ended with exit %d", code);
     }
-    pl_demux_free(&r.dx);
-    pl_buf_free(&hdr);
-    pl_buf_free(&body);
     return rc;
 }
 
@@ -435,7 +432,7 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         ret->err = calloc(1, 1);
         return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     }
-    struct pl_demux dx = {0};
+    PL_CLEANUP(pl_demux_free) struct pl_demux dx = {0};
     int status = 1;
     enum uplink_end e = UPLINK_UNUSABLE;
     for (int attempt = 0; attempt < 2 && e == UPLINK_UNUSABLE; attempt++) {
@@ -455,11 +452,9 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         if (e == UPLINK_UNUSABLE)
             d->in[lang].up = false; /* it ended between calls: a fresh one */
     }
-    if (e == UPLINK_UNUSABLE) {
-        pl_demux_free(&dx);
+    if (e == UPLINK_UNUSABLE)
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "the %s interpreter's cell channel failed twice", dk_lang_name[lang]);
-    }
     ret->cell_uplink = true;
     ret->timed_out = e == UPLINK_TIMED_OUT;
     if (e == UPLINK_TIMED_OUT || e == UPLINK_ENDED) {
@@ -484,7 +479,6 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
     }
     ret->out = dk_take(&dx.out, &ret->out_len, &ret->out_truncated);
     ret->err = dk_take(&dx.err, &ret->err_len, &ret->err_truncated);
-    pl_demux_free(&dx);
     return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
 }
 
@@ -548,8 +542,9 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
     if (req->kind == PL_PAYLOAD_CELL) {
         rc = session_cell(s, d, ctx, req, ret, err);
     } else {
-        struct cont_run r = {.timeout_ms = ctx->timeout_ms};
-        struct pl_buf hdr = {0}, files = {0};
+        PL_CLEANUP(dk_cont_run_clear) struct cont_run r = {.timeout_ms = ctx->timeout_ms};
+        PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
+        PL_CLEANUP(pl_buf_free) struct pl_buf files = {0};
         rc = dk_prepare_run(s, ctx, req, &r, &hdr, &files, err);
         if (rc == 0 && req->kind == PL_PAYLOAD_PROJECT) {
             rc = session_project(s, d, ctx, req, &r, err);
@@ -565,12 +560,8 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
                             &code, err);
             r.exit_code = code < 0 ? 137 : code;
         }
-        pl_buf_free(&hdr);
-        pl_buf_free(&files);
         if (rc == 0)
             rc = dk_finish_run(ctx, req, &r, ret, err);
-        pl_demux_free(&r.dx);
-        dk_free_steps(r.steps, r.nsteps);
     }
     pl_broker_unlisten(ctx->broker);
     /* Whatever the call left running ends now, after the answer. */
