@@ -8,9 +8,9 @@
  * and plg_run() to execute a script once in that context.  The host calls
  * plg_init() once per worker and keeps the linear memory and globals it
  * leaves as the engine's image; every run starts from a copy of that image
- * and its memory is thrown away afterwards (js_worker.c), so nothing here
- * needs to be freed or reset, and plg_run() is called at most once per
- * copy.  What plg_init() makes is the same for every run; what must differ
+ * and its memory is thrown away afterwards (js-worker/js_worker.c), so
+ * nothing here needs to be freed or reset, and plg_run() is called at most
+ * once per copy.  What plg_init() makes is the same for every run; what must differ
  * between runs (Math.random's seed) plg_run() takes from the host.
  *
  * What the script sees: the standard ECMAScript globals of QuickJS
@@ -21,9 +21,9 @@
  * QuickJS's std/os modules are not compiled in, so there is no file,
  * network, process or environment access; the WASI calls the module
  * imports are fd_write, clock_time_get, fd_close, fd_seek and
- * fd_fdstat_get, all implemented by the host (wasi_host.c), and its
- * only other imports are plimsoll.broker_call/broker_reply (guest_abi.h),
- * implemented by the worker (js_worker.c).
+ * fd_fdstat_get, all implemented by the host (js-worker/wasi_host.c), and
+ * its only other imports are plimsoll.broker_call/broker_reply
+ * (guest_abi.h), implemented by the worker (js-worker/js_worker.c).
  *
  * Out of memory: QuickJS allocates through guest_malloc() and friends,
  * which set g_alloc_failed when malloc() returns NULL (linear memory could
