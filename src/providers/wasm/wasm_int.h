@@ -37,7 +37,8 @@
  *   qjs_guest.c     the shim compiled with QuickJS
  *   guest_abi.h     the guest's exports and imports (js_worker.c includes it)
  *   polyfills.h     the built-ins QuickJS lacks
- *   include/pthread.h no-op pthreads (wasi-libc has none)
+ *   format.js       console's value formatter (embedded by scripts/build/embed)
+ *   pthread_shim.h  no-op pthreads for QuickJS's <pthread.h>
  *
  * The files outside this folder's own have headers of their own and never
  * see this one.
