@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/providers/wasm/wasi_runner.h"
+#include "../src/providers/wasm/wasi-worker/wasi_runner.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,8 +21,8 @@
 
 #include "../../src/core/clock.h"
 #include "../../src/core/fdio.h"
-#include "../../src/providers/wasm/js_proto.h"
-#include "../../src/providers/wasm/wasi_job.h"
+#include "../../src/providers/wasm/protocol/js_proto.h"
+#include "../../src/providers/wasm/protocol/wasi_job.h"
 #include "js_pool_test.h"
 
 /* ---- the broker (plimsoll.request) ------------------------------------------ */

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/providers/wasm/worker_seccomp.h"
+#include "../../src/providers/wasm/common-worker/worker_seccomp.h"
 #include "wasi_test.h"
 
 /* Validate + run `name` with args and stdin; asserts the run succeeded. */

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "../../src/core/fileread.h"
-#include "../../src/providers/wasm/wasi_runner.h"
+#include "../../src/providers/wasm/wasi-worker/wasi_runner.h"
 
 static const char *g_modules_dir = PL_WASI_MODULES_DIR;
 

@@ -12,7 +12,7 @@ exact bytes to stdout and stderr.  Standard library only.
 """
 import sys
 
-# The bounds of src/providers/wasm/wasi_runner.h (PL_WASI_MAX_*).
+# The bounds of src/providers/wasm/wasi-worker/wasi_runner.h (PL_WASI_MAX_*).
 BOUNDS = {
     "types": 100000,
     "funcs": 100000,

@@ -34,7 +34,7 @@
 #include "../../core/clock.h"
 #include "../../core/fdio.h"
 #include "js_pool.h"
-#include "js_proto.h"
+#include "protocol/js_proto.h"
 #include "wasm_int.h"
 
 #ifndef PL_JS_WORKER_DEFAULT_PATH

@@ -38,7 +38,7 @@
 #include "../../core/clock.h"
 #include "../../core/fdio.h"
 #include "js_pool.h"
-#include "js_proto.h"
+#include "protocol/js_proto.h"
 #include "wasm_int.h"
 
 #define PL_JS_MAX_TIMEOUT_MS 3600000u

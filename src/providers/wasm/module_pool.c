@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "../provider.h"
-#include "wasi_job.h"
+#include "protocol/wasi_job.h"
 #include "wasm_int.h"
 
 /* Address space of a module worker beyond the memory cap: wabt's own value

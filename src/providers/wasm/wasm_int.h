@@ -3,14 +3,45 @@
  * wasm_int.h: what the wasm provider's daemon-side files share, and
  * nothing outside src/providers/wasm/ includes.
  *
+ * Each file runs in one place, and its folder says which: this folder's
+ * own files in plimsolld, protocol/ in plimsolld and the workers,
+ * *-worker/ in a worker process only, guest/ inside the wasm sandbox only.
+ *
+ * plimsolld (this header is theirs):
  *   wasm.c          the provider's ops (create, destroy, info, ready, run)
  *   proof.c         the startup proof create runs before the daemon serves
  *   module_pool.c   the module worker pool: starting it, one module run
- *   js_pool.c       the worker pool's processes (js_pool.h)
- *   js_pool_run.c   one run on the pool, over the protocol (js_proto.h)
+ *   js_pool.h       the worker pool's API (also tools/, bench/, tests/)
+ *   js_pool.c       the worker pool's processes
+ *   js_pool_run.c   one run on the pool, over the protocol
  *
- * The worker executables' files (js_worker.c, wasi_worker.c and what they
- * link) have headers of their own and never see this one.
+ * plimsolld and the workers (protocol/):
+ *   js_proto.[ch]   the frames between the pool and either worker
+ *   wasi_job.[ch]   a module run in a RUN frame (plimsolld, wasi-worker)
+ *
+ * plimsoll-js-worker (js-worker/):
+ *   js_worker.c     main, the engine's image, the serving loop, the broker
+ *   wasi_host.[ch]  the JavaScript guest's WASI imports, its captures
+ *   wasm_rt_host.[ch] the wasm2c runtime
+ *
+ * plimsoll-wasi-worker (wasi-worker/):
+ *   wasi_worker.c   main, REFUSED or STARTED, the deadline's answer
+ *   wasi_runner.{h,cc}, wasi_validate.cc, wasi_calls.cc, wasi_runner_int.hh
+ *                   the module runner (also the wasi_runner library the
+ *                   unit tests and the fuzzer link)
+ *
+ * Both workers (common-worker/):
+ *   worker_seccomp.[ch] the workers' system-call filter
+ *
+ * Inside the wasm sandbox (guest/, built by scripts/build/quickjs-wasm):
+ *   qjs_guest.c     the shim compiled with QuickJS
+ *   guest_abi.h     the guest's exports and imports (js_worker.c includes it)
+ *   polyfills.h     the built-ins QuickJS lacks
+ *   format.js       console's value formatter (embedded by scripts/build/embed)
+ *   pthread_shim.h  no-op pthreads for QuickJS's <pthread.h>
+ *
+ * The files outside this folder's own have headers of their own and never
+ * see this one.
  */
 #pragma once
 

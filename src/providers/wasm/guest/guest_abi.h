@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ABI between the wasm guest (guest/qjs_guest.c) and the host worker
- * (src/js_worker.c).  Shared by both sides so the status codes and the
- * shadow-stack size cannot drift apart.  Plain C, no includes.
+ * (js-worker/js_worker.c).  Shared by both sides so the status codes and
+ * the shadow-stack size cannot drift apart.  Plain C, no includes.
  *
  * Exports of the wasm module (names after wasm2c mangling in brackets):
  *   _initialize()                     reactor constructor, call once per instance
  *   plg_init() -> i32                 make the runtime and context, once per instance,
  *                                     after _initialize; PLG_RUN_OK or PLG_RUN_OOM.
  *                                     The host keeps the memory and globals it leaves
- *                                     as the engine's image (js_worker.c).
+ *                                     as the engine's image (js-worker/js_worker.c).
  *   plg_alloc(u32 size) -> u32        malloc(size + 1), NUL-terminated; 0 = OOM
  *   plg_run(u32 code, u32 code_len, u32 stdin, u32 stdin_len, u32 broker_max_request,
  *           u64 seed) -> i32 PLG_RUN_*; broker_max_request 0 = no grant; seed is

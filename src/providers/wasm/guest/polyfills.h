@@ -7,9 +7,9 @@
  *
  * Each is compiled by plg_init() and put on its object as an ordinary
  * method (writable, configurable, not enumerable), as a built-in is.  The
- * engine's image holds them (js_worker.c), so a run pays nothing for them,
- * and every run starts from the image: nothing one run does to them
- * reaches the next.
+ * engine's image holds them (js-worker/js_worker.c), so a run pays
+ * nothing for them, and every run starts from the image: nothing one run
+ * does to them reaches the next.
  *
  * Included once, by qjs_guest.c.
  */

@@ -8,9 +8,9 @@
  * and plg_run() to execute a script once in that context.  The host calls
  * plg_init() once per worker and keeps the linear memory and globals it
  * leaves as the engine's image; every run starts from a copy of that image
- * and its memory is thrown away afterwards (js_worker.c), so nothing here
- * needs to be freed or reset, and plg_run() is called at most once per
- * copy.  What plg_init() makes is the same for every run; what must differ
+ * and its memory is thrown away afterwards (js-worker/js_worker.c), so
+ * nothing here needs to be freed or reset, and plg_run() is called at most
+ * once per copy.  What plg_init() makes is the same for every run; what must differ
  * between runs (Math.random's seed) plg_run() takes from the host.
  *
  * What the script sees: the standard ECMAScript globals of QuickJS
@@ -21,9 +21,9 @@
  * QuickJS's std/os modules are not compiled in, so there is no file,
  * network, process or environment access; the WASI calls the module
  * imports are fd_write, clock_time_get, fd_close, fd_seek and
- * fd_fdstat_get, all implemented by the host (wasi_host.c), and its
- * only other imports are plimsoll.broker_call/broker_reply (guest_abi.h),
- * implemented by the worker (js_worker.c).
+ * fd_fdstat_get, all implemented by the host (js-worker/wasi_host.c), and
+ * its only other imports are plimsoll.broker_call/broker_reply
+ * (guest_abi.h), implemented by the worker (js-worker/js_worker.c).
  *
  * Out of memory: QuickJS allocates through guest_malloc() and friends,
  * which set g_alloc_failed when malloc() returns NULL (linear memory could
@@ -44,6 +44,7 @@
 #include "quickjs.h"
 #include "cutils.h"
 
+#include "format_js.h" /* generated from format.js by scripts/build/embed */
 #include "guest_abi.h"
 #include "polyfills.h"
 
@@ -166,126 +167,15 @@ static void write_str(int fd, const char *s) {
 }
 
 /*
- * Node-like value formatting for console.* and uncaught errors, written in
- * JS and compiled on first use only (hello-world never pays for it).
- * format(args) returns one line without the trailing newline.
+ * Node-like value formatting for console.* and uncaught errors: format.js,
+ * embedded by scripts/build/embed as pl_guest_format and compiled on first
+ * use only (hello-world never pays for it).  format(args) returns one line
+ * without the trailing newline.  Returns the formatter function (borrowed
+ * reference), compiling it once.
  */
-static const char formatter_src[] =
-    "(function () {\n"
-    "'use strict';\n"
-    "const isId = /^[A-Za-z_$][\\w$]*$/;\n"
-    "function quote(s) {\n"
-    "  return \"'\" + s.replace(/\\\\/g, '\\\\\\\\').replace(/'/g, \"\\\\'\")\n"
-    "    .replace(/\\n/g, '\\\\n') + \"'\";\n"
-    "}\n"
-    "function key(k) {\n"
-    "  return typeof k === 'symbol' ? '[' + k.toString() + ']' : isId.test(k) ? k : quote(k);\n"
-    "}\n"
-    "function errStr(e) {\n"
-    "  let head;\n"
-    "  try { head = String(e); } catch (_) { head = '[object Error]'; }\n"
-    "  const st = e.stack;\n"
-    "  if (typeof st !== 'string' || !st.length) return head;\n"
-    "  const lines = st.replace(/\\n$/, '').split('\\n');\n"
-    "  if (lines.length > 10)\n"
-    "    lines.splice(10, lines.length - 10, '    ... ' + (lines.length - 10) + ' more frames');\n"
-    "  return head + '\\n' + lines.join('\\n');\n"
-    "}\n"
-    "function join(open, parts, close, depth) {\n"
-    "  if (parts.length === 0) return open + close;\n"
-    "  const one = open + ' ' + parts.join(', ') + ' ' + close;\n"
-    "  if (one.length <= 72 && !one.includes('\\n')) return one;\n"
-    "  const pad = '  '.repeat(depth + 1);\n"
-    "  return open + '\\n' + pad + parts.join(',\\n' + pad) + '\\n' + '  '.repeat(depth) + close;\n"
-    "}\n"
-    "function fmt(v, depth, seen, top) {\n"
-    "  switch (typeof v) {\n"
-    "  case 'string': return top ? v : quote(v);\n"
-    "  case 'number': return Object.is(v, -0) ? '-0' : String(v);\n"
-    "  case 'bigint': return String(v) + 'n';\n"
-    "  case 'symbol': return v.toString();\n"
-    "  case 'undefined': return 'undefined';\n"
-    "  case 'boolean': return String(v);\n"
-    "  case 'function':\n"
-    "    return v.name ? '[Function: ' + v.name + ']' : '[Function (anonymous)]';\n"
-    "  }\n"
-    "  if (v === null) return 'null';\n"
-    "  if (seen.includes(v)) return '[Circular]';\n"
-    "  if (v instanceof Error) return errStr(v);\n"
-    "  if (v instanceof Date) return isNaN(v) ? 'Invalid Date' : v.toISOString();\n"
-    "  if (v instanceof RegExp) return String(v);\n"
-    "  if (v instanceof Promise) return 'Promise {}';\n"
-    "  const isArr = Array.isArray(v);\n"
-    "  if (depth > 2) return isArr ? '[Array]' : '[Object]';\n"
-    "  seen.push(v);\n"
-    "  try {\n"
-    "    const parts = [];\n"
-    "    if (isArr || ArrayBuffer.isView(v)) {\n"
-    "      const n = Math.min(v.length, 100);\n"
-    "      for (let i = 0; i < n; i++)\n"
-    "        parts.push(i in v ? fmt(v[i], depth + 1, seen) : '<empty>');\n"
-    "      if (v.length > 100) parts.push('... ' + (v.length - 100) + ' more items');\n"
-    "      const pre = isArr ? '' : v.constructor.name + '(' + v.length + ') ';\n"
-    "      return pre + join('[', parts, ']', depth);\n"
-    "    }\n"
-    "    if (v instanceof Map) {\n"
-    "      for (const [k, x] of v) parts.push(fmt(k, depth + 1, seen) + ' => ' + fmt(x, depth + 1, "
-    "seen));\n"
-    "      return 'Map(' + v.size + ') ' + join('{', parts, '}', depth);\n"
-    "    }\n"
-    "    if (v instanceof Set) {\n"
-    "      for (const x of v) parts.push(fmt(x, depth + 1, seen));\n"
-    "      return 'Set(' + v.size + ') ' + join('{', parts, '}', depth);\n"
-    "    }\n"
-    "    for (const k of Reflect.ownKeys(v)) {\n"
-    "      const d = Object.getOwnPropertyDescriptor(v, k);\n"
-    "      if (!d || !d.enumerable) continue;\n"
-    "      const x = 'value' in d ? fmt(d.value, depth + 1, seen) : '[Getter/Setter]';\n"
-    "      parts.push(key(k) + ': ' + x);\n"
-    "    }\n"
-    "    const proto = Object.getPrototypeOf(v);\n"
-    "    let pre = '';\n"
-    "    if (proto === null) pre = '[Object: null prototype] ';\n"
-    "    else if (proto !== Object.prototype && proto.constructor && proto.constructor.name)\n"
-    "      pre = proto.constructor.name + ' ';\n"
-    "    return pre + join('{', parts, '}', depth);\n"
-    "  } finally { seen.pop(); }\n"
-    "}\n"
-    "return function format(args) {\n"
-    "  let out = '';\n"
-    "  let i = 0;\n"
-    "  if (typeof args[0] === 'string' && args.length > 1 && args[0].includes('%')) {\n"
-    "    const f = args[0];\n"
-    "    i = 1;\n"
-    "    for (let j = 0; j < f.length; j++) {\n"
-    "      const c = f[j];\n"
-    "      if (c !== '%' || j + 1 >= f.length) { out += c; continue; }\n"
-    "      const t = f[++j];\n"
-    "      if (t === '%') { out += '%'; continue; }\n"
-    "      if (i >= args.length || !'sdifjoOc'.includes(t)) { out += '%' + t; continue; }\n"
-    "      const a = args[i++];\n"
-    "      switch (t) {\n"
-    "      case 's': out += typeof a === 'string' ? a : fmt(a, 1, [], false); break;\n"
-    "      case 'd': case 'i': out += typeof a === 'bigint' ? a + 'n' :\n"
-    "        String(t === 'i' ? Math.trunc(Number(a)) : Number(a)); break;\n"
-    "      case 'f': out += String(parseFloat(a)); break;\n"
-    "      case 'j': out += JSON.stringify(a); break;\n"
-    "      case 'c': break;\n"
-    "      default: out += fmt(a, 0, [], false);\n"
-    "      }\n"
-    "    }\n"
-    "    if (i < args.length) out += ' ';\n"
-    "  }\n"
-    "  for (let k = i; k < args.length; k++)\n"
-    "    out += (k > i ? ' ' : '') + fmt(args[k], 0, [], true);\n"
-    "  return out;\n"
-    "};\n"
-    "})()";
-
-/* Return the formatter function (borrowed reference), compiling it once. */
 static JSValueConst get_formatter(JSContext *ctx) {
     if (JS_IsUndefined(g_formatter)) {
-        JSValue f = JS_Eval(ctx, formatter_src, sizeof(formatter_src) - 1, "<plimsoll-console>",
+        JSValue f = JS_Eval(ctx, pl_guest_format, sizeof(pl_guest_format) - 1, "<plimsoll-console>",
                             JS_EVAL_TYPE_GLOBAL);
         if (JS_IsException(f))
             return JS_EXCEPTION;

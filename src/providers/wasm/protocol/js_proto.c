@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "../../core/fdio.h"
+#include "../../../core/fdio.h"
 
 int pl_js_write_frame(int fd, uint16_t type, const struct iovec *parts, size_t nparts) {
     struct pl_js_frame_hdr hdr = {

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * No-op pthread.h for building QuickJS for wasm32-wasi.
+ * No-op pthreads for building QuickJS for wasm32-wasi.
  *
  * wasi-libc (Debian 12) ships no pthread.h, but QuickJS includes it for
- * Atomics.wait/notify.  The guest is single-threaded and never calls
+ * Atomics.wait/notify.  scripts/build/quickjs-wasm writes a pthread.h that
+ * includes this file into the engine's own build directory, on that
+ * compile's include path only, so nothing in the tree is named like a
+ * system header.  The guest is single-threaded and never calls
  * JS_SetCanBlock(), so Atomics.wait throws before it reaches these calls;
  * they only need to compile.  Every function succeeds and does nothing,
  * except the waits, which return at once (a timed wait reports ETIMEDOUT).

@@ -33,8 +33,8 @@
 extern "C" {
 #endif
 
-#include "../../core/capture.h"
-#include "../../core/errors.h"
+#include "../../../core/capture.h"
+#include "../../../core/errors.h"
 
 /* Return codes (all failures are < 0). */
 #define PL_WASI_OK 0

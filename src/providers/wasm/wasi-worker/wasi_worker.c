@@ -45,10 +45,10 @@
 #include <unistd.h>
 
 #include "wasi_runner.h"
-#include "../../core/fdio.h"
-#include "js_proto.h"
-#include "wasi_job.h"
-#include "worker_seccomp.h"
+#include "../../../core/fdio.h"
+#include "../protocol/js_proto.h"
+#include "../protocol/wasi_job.h"
+#include "../common-worker/worker_seccomp.h"
 
 #define WORKER_SOCKET_FD 3
 

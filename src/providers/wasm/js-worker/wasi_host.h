@@ -24,7 +24,7 @@
 
 #include <wasm-rt.h>
 
-#include "../../core/capture.h"
+#include "../../../core/capture.h"
 
 /* The WASI "instance" wasm2c passes to every import. */
 struct Z_wasi_snapshot_preview1_instance_t {

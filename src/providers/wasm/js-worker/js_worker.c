@@ -69,14 +69,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "../../core/clock.h"
-#include "../../core/fdio.h"
-#include "guest_abi.h"
-#include "js_proto.h"
+#include "../../../core/clock.h"
+#include "../../../core/fdio.h"
+#include "../guest/guest_abi.h"
+#include "../protocol/js_proto.h"
 #include "qjs_wasm.h"
 #include "wasi_host.h"
 #include "wasm_rt_host.h"
-#include "worker_seccomp.h"
+#include "../common-worker/worker_seccomp.h"
 
 #define WORKER_SOCKET_FD 3
 #define WORKER_STACK_SIZE (16u << 20)
