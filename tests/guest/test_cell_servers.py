@@ -16,11 +16,12 @@ import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GUEST = os.path.join(ROOT, "src", "providers", "docker", "guest")
+LINES = os.path.join(ROOT, "src", "providers", "guest", "lines.py")  # first in each
 
 
 def assemble(out, *inputs):
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "build", "embed"), out, "x"] +
-                   list(inputs), check=True)
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "build", "embed"), out, "x",
+                    LINES] + list(inputs), check=True)
     with open(out) as f:
         return f.read()
 
