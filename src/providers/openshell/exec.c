@@ -32,7 +32,7 @@ static int on_event(void *ud, const unsigned char *msg, size_t len, struct pl_er
 
 /*
  * A command within upstream's limits (OSH_EXEC_MAX_ARGS, OSH_EXEC_MAX_ARG_LEN).
- * A program longer than one argument may be (the session agent, ~37 KB) is
+ * A program longer than one argument may be (the session agent, about 43 KB) is
  * only ever python3's -c: it goes as pieces, each under the limit and cut
  * between UTF-8 characters (the field is a protobuf string), after a short
  * program that joins them and runs the whole as -c would have
