@@ -36,8 +36,8 @@ static int on_event(void *ud, const unsigned char *msg, size_t len, struct pl_er
  * only ever python3's -c: it goes as pieces, each under the limit and cut
  * between UTF-8 characters (the field is a protobuf string), after a short
  * program that joins them and runs the whole as -c would have
- * (guest/join_pieces.py).  Any
- * other argument over the limit is refused before anything is sent.
+ * (guest/join_pieces.py).  Any other argument over the limit is refused
+ * before anything is sent.
  * *ret_argv is the command to send (argv itself when it fits); free
  * *ret_argv and *ret_store when they are not NULL.
  */

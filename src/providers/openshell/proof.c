@@ -10,7 +10,8 @@
  * its own cgroup holds the requested memory and CPU limits; a child
  * cannot read its parent's memory; and a cancelled command's processes
  * are gone once plimsoll's own cleanup has run.  The delete is read back.  The daemon serves
- * nothing unless all of it holds.
+ * nothing unless all of it holds.  What runs inside: guest/walls.py (with
+ * guest/walls_child.py), guest/spawn_orphans.sh and guest/orphans.py.
  */
 #include <jansson.h>
 #include <stdio.h>
