@@ -16,11 +16,12 @@ import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GUEST = os.path.join(ROOT, "src", "providers", "docker", "guest")
+LINES = os.path.join(ROOT, "src", "providers", "guest", "lines.py")  # first in each
 
 
 def assemble(out, *inputs):
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "build", "embed"), out, "x"] +
-                   list(inputs), check=True)
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "build", "embed"), out, "x",
+                    LINES] + list(inputs), check=True)
     with open(out) as f:
         return f.read()
 
@@ -207,24 +208,21 @@ class PythonCellServer(CellServer, unittest.TestCase):
 
 
 class GuestScriptsLint(unittest.TestCase):
-    """The Python guest scripts as they run (common.py first), through
-    pyflakes: an undefined name there fails only inside a sandbox."""
+    """The Python guest scripts as plimsolld embeds them (the build's copies,
+    lines.py and common.py first), through pyflakes: an undefined name
+    there fails only inside a sandbox (test_guest_programs lints every
+    guest program)."""
 
     def test_pyflakes(self):
         if not shutil.which("pyflakes3"):
             self.fail("pyflakes3 is not installed (scripts/deps installs it)")
-        work = tempfile.mkdtemp(prefix="plimsoll-lint-")
-        try:
-            boot = os.path.join(work, "bootstrap.py")
-            agent = os.path.join(work, "session_agent.py")
-            assemble(boot, os.path.join(GUEST, "common.py"), os.path.join(GUEST, "bootstrap.py"))
-            assemble(agent, os.path.join(GUEST, "common.py"),
-                     "NODE_SERVER=" + os.path.join(GUEST, "cell_server.js"),
-                     os.path.join(GUEST, "session_agent.py"))
-            r = subprocess.run(["pyflakes3", boot, agent], capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        build = os.environ.get("PLIMSOLL_BUILD_DIR", os.path.join(ROOT, "build"))
+        built = [os.path.join(build, "src", "providers", "docker", "guest", name)
+                 for name in ("bootstrap.py", "session_agent.py")]
+        for path in built:
+            self.assertTrue(os.path.exists(path), "%s is not built" % path)
+        r = subprocess.run(["pyflakes3"] + built, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@
 
 #include "../../core/ids.h"
 #include "hosted.h"
-#include "session_agent.h" /* the docker package's guest agent: its interpreters */
+#include "session_agent.h"   /* docker's guest agent (docker_agent_dep): its interpreters */
+#include "session_look_py.h" /* generated: ph_guest_session_look[] */
 
 /* vmcell's exit codes besides the cell's 0 and 1 (session_agent.py). */
 #define CELL_NO_INTERPRETER 3
@@ -290,12 +291,7 @@ int ph_prove_session(const struct ph_session_ops *so, void *state, const char *w
                           so->paused);
     if (rc == 0)
         rc = so->resume(state, h, err);
-    const char *look[] = {
-        "python3", "-c",
-        "import os\n"
-        "print(open('kept.txt').read(), end='')\n"
-        "print(sum(1 for p in os.listdir('/proc') if p.isdigit() and\n"
-        "          open('/proc/%s/cmdline' % p).read() == 'sleep\\x00600\\x00'))\n"};
+    const char *look[] = {"python3", "-c", ph_guest_session_look};
     struct pl_step steps2[] = {{.name = "look", .argv = look, .argc = 3}};
     struct pl_run_request second = {.kind = PL_PAYLOAD_PROJECT};
     second.project.steps = steps2;

@@ -140,12 +140,13 @@ int ph_setting_guard(const struct pl_config *c, const char *url_name, const char
  * The cleanup between a project's steps (and after a session's call), run
  * as root in the sandbox by `python3 -c`: argv UID [PID:START...] ends
  * every process of UID but the kept ones and prints "clean", then "alive"
- * and the kept ones still alive (cleanup.c says how).
+ * and the kept ones still alive (guest/end_processes.py says how).
  */
-extern const char ph_end_user_processes[];
+extern const char *const ph_end_user_processes;
 /* The guest user's processes but the caller's own chain, "PID:START ..."
- * (run as that user): what a "self" cleanup is to spare. */
-extern const char ph_own_processes[];
+ * (run as that user): what a "self" cleanup is to spare
+ * (guest/own_processes.py). */
+extern const char *const ph_own_processes;
 /* Whether a cleanup's output says clean; *ret_alive (may be NULL) gets the
  * " PID:START..." that follows "alive". */
 bool ph_cleanup_clean(const char *out, size_t len, char *ret_alive, size_t alive_size);

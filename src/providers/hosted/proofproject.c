@@ -4,43 +4,25 @@
  * runs through exactly a project step's path (docs/internals/hosted.md,
  * "The startup test"): three files in a directory tree, three steps
  * (Python reads the files back and says where and as whom it runs, Node
- * runs, every egress probe target is tried and must be unreachable).
+ * runs, every egress probe target is tried and must be unreachable): the
+ * programs are guest/check_files.py, guest/node_runs.js and
+ * guest/probe_egress.py.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_files_py.h" /* generated: ph_guest_check_files[] */
 #include "hosted.h"
-
-/* Step 1: the files arrived whole, in the project directory. */
-static const char check_files[] =
-    "import os, sys\n"
-    "want = {'check_files.py': None, 'data/one.txt': b'one\\n', 'data/two/two.txt': b'two\\n'}\n"
-    "for path, body in want.items():\n"
-    "    with open(path, 'rb') as f:\n"
-    "        got = f.read()\n"
-    "    if body is not None and got != body:\n"
-    "        sys.exit('%s: wrong content' % path)\n"
-    "print(os.getcwd())\n"
-    "print(os.getuid())\n";
-
-/* Step 3: every probe target is unreachable.  Prints one line per target:
- * "reached host:port" or "blocked host:port why". */
-static const char probe_egress[] =
-    "import socket, sys\n"
-    "for target in sys.argv[1].split(','):\n"
-    "    host, port = target.rsplit(':', 1)\n"
-    "    try:\n"
-    "        socket.create_connection((host, int(port)), timeout=3).close()\n"
-    "        print('reached', target)\n"
-    "    except OSError as e:\n"
-    "        print('blocked', target, type(e).__name__)\n";
+#include "node_runs_js.h"    /* generated: ph_guest_node_runs[] */
+#include "probe_egress_py.h" /* generated: ph_guest_probe_egress[] */
+#include "whoami_py.h"       /* generated: ph_guest_whoami[] */
 
 void ph_proof_project(struct ph_proof_project *pp, const char *egress_probe) {
     memset(pp, 0, sizeof(*pp));
     pp->files[0] = (struct pl_file){.path = "check_files.py",
-                                    .content = (unsigned char *)check_files,
-                                    .len = sizeof(check_files) - 1};
+                                    .content = (unsigned char *)ph_guest_check_files,
+                                    .len = sizeof(ph_guest_check_files) - 1};
     pp->files[1] =
         (struct pl_file){.path = "data/one.txt", .content = (unsigned char *)"one\n", .len = 4};
     pp->files[2] =
@@ -49,10 +31,10 @@ void ph_proof_project(struct ph_proof_project *pp, const char *egress_probe) {
     pp->step1[1] = "check_files.py";
     pp->step2[0] = "node";
     pp->step2[1] = "-e";
-    pp->step2[2] = "console.log(typeof require('fs').readFileSync)";
+    pp->step2[2] = ph_guest_node_runs;
     pp->step3[0] = "python3";
     pp->step3[1] = "-c";
-    pp->step3[2] = probe_egress;
+    pp->step3[2] = ph_guest_probe_egress;
     pp->step3[3] = egress_probe;
     pp->steps[0] = (struct pl_step){.name = "files", .argv = pp->step1, .argc = 2};
     pp->steps[1] = (struct pl_step){.name = "node", .argv = pp->step2, .argc = 3};
@@ -68,7 +50,7 @@ void ph_proof_whoami(struct ph_proof_whoami *w) {
     memset(w, 0, sizeof(*w));
     w->argv[0] = "python3";
     w->argv[1] = "-c";
-    w->argv[2] = "import os; print(os.getuid())";
+    w->argv[2] = ph_guest_whoami;
     w->step = (struct pl_step){.name = "whoami", .argv = w->argv, .argc = 3};
     w->req.kind = PL_PAYLOAD_PROJECT;
     w->req.project.steps = &w->step;

@@ -20,6 +20,7 @@
 #include "../../core/clock.h"
 #include "../../core/ids.h"
 #include "openshell.pb-c.h"
+#include "join_pieces_py.h" /* generated: osh_guest_join_pieces[] */
 #include "osh_int.h"
 
 /* The client's deadline past the gateway's: its 124 has time to arrive. */
@@ -31,27 +32,16 @@ static int on_event(void *ud, const unsigned char *msg, size_t len, struct pl_er
 
 /*
  * A command within upstream's limits (OSH_EXEC_MAX_ARGS, OSH_EXEC_MAX_ARG_LEN).
- * A program longer than one argument may be (the session agent, ~37 KB) is
+ * A program longer than one argument may be (the session agent, about 43 KB) is
  * only ever python3's -c: it goes as pieces, each under the limit and cut
  * between UTF-8 characters (the field is a protobuf string), after a short
- * program that joins them, takes them and their count out of sys.argv and
- * sys.orig_argv (where the session agent finds its own source to start an
- * interpreter with) and runs the whole as -c would have.  Any
- * other argument over the limit is refused before anything is sent.
+ * program that joins them and runs the whole as -c would have
+ * (guest/join_pieces.py).  Any other argument over the limit is refused
+ * before anything is sent.
  * *ret_argv is the command to send (argv itself when it fits); free
  * *ret_argv and *ret_store when they are not NULL.
  */
 #define OSH_ARG_PIECE 30000u
-static const char join_pieces[] = "import sys\n"
-                                  "a, o = sys.argv, sys.orig_argv\n"
-                                  "n = int(a[1])\n"
-                                  "s = ''.join(a[2:2 + n])\n"
-                                  "i = o.index('-c')\n"
-                                  "sys.orig_argv = o[:i + 1] + [s] + o[i + 3 + n:]\n"
-                                  "del a[1:2 + n]\n"
-                                  "c = compile(s, '<string>', 'exec')\n"
-                                  "del a, o, n, s, i\n"
-                                  "exec(c)\n";
 
 static bool is_python_c(const char *const *argv, size_t i) {
     if (i < 2 || strcmp(argv[i - 1], "-c") != 0)
@@ -102,7 +92,7 @@ static int fit_command(const char *const *argv, size_t argc, const char ***ret_a
     size_t o = 0, used = 0, k = 0;
     for (size_t i = 0; i < longest; i++)
         out[o++] = argv[i];
-    out[o++] = join_pieces;
+    out[o++] = osh_guest_join_pieces;
     size_t count_at = o++; /* the count, once known */
     const char *src = argv[longest];
     for (size_t off = 0; off < len; k++) {

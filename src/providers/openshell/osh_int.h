@@ -187,7 +187,6 @@ int osh_command_cancel(struct osh_state *s, const struct osh_sandbox *sb, const 
 #define OSH_RELAY_OPEN 'O'
 #define OSH_RELAY_DATA 'D'
 #define OSH_RELAY_CLOSE 'C'
-extern const char osh_relay_py[];
 /* The relay's frames as they come (exported for its fuzz harness): each
  * whole frame to on_frame; < 0 once a frame breaks the rules (an unknown
  * type, a payload over OSH_RELAY_FRAME_MAX, bytes on an O or C) or

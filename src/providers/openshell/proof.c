@@ -10,7 +10,8 @@
  * its own cgroup holds the requested memory and CPU limits; a child
  * cannot read its parent's memory; and a cancelled command's processes
  * are gone once plimsoll's own cleanup has run.  The delete is read back.  The daemon serves
- * nothing unless all of it holds.
+ * nothing unless all of it holds.  What runs inside: guest/walls.py (with
+ * guest/walls_child.py), guest/spawn_orphans.sh and guest/orphans.py.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -19,100 +20,10 @@
 
 #include "../../core/clock.h"
 #include "../../core/ids.h"
+#include "orphans_py.h" /* generated: osh_guest_orphans[] */
 #include "osh_int.h"
-
-/* From inside: the walls a run relies on, as one JSON line. */
-static const char inside[] =
-    "import ctypes, json, os, socket, subprocess, sys\n"
-    "r = {}\n"
-    "bad = []\n"
-    "for d in ('/', '/etc', '/usr', '/var', '/home', '/opt', '/root', os.path.expanduser('~')):\n"
-    "    if os.path.realpath(d) == '/tmp' or os.path.realpath(d).startswith('/tmp/'):\n"
-    "        continue\n"
-    "    p = os.path.join(d, '.plimsoll-proof-%d' % os.getpid())\n"
-    "    try:\n"
-    "        with open(p, 'w') as f:\n"
-    "            f.write('x')\n"
-    "        bad.append(d)\n"
-    "        os.unlink(p)\n"
-    "    except OSError:\n"
-    "        pass\n"
-    "r['written_outside_tmp'] = bad\n"
-    "try:\n"
-    "    p = '/tmp/.plimsoll-proof-%d' % os.getpid()\n"
-    "    with open(p, 'w') as f:\n"
-    "        f.write('x')\n"
-    "    os.unlink(p)\n"
-    "    r['tmp_writable'] = True\n"
-    "except OSError:\n"
-    "    r['tmp_writable'] = False\n"
-    "r['interfaces'] = sorted(n for _, n in socket.if_nameindex())\n"
-    "def rd(p):\n"
-    "    try:\n"
-    "        with open(p) as f:\n"
-    "            return f.read().strip()\n"
-    "    except OSError:\n"
-    "        return None\n"
-    "if rd('/sys/fs/cgroup/memory.max') is not None:\n"
-    "    r['memory'] = rd('/sys/fs/cgroup/memory.max')\n"
-    "    r['cpu'] = rd('/sys/fs/cgroup/cpu.max')\n"
-    "else:\n"
-    "    r['memory'] = rd('/sys/fs/cgroup/memory/memory.limit_in_bytes')\n"
-    "    q = rd('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')\n"
-    "    per = rd('/sys/fs/cgroup/cpu/cpu.cfs_period_us')\n"
-    "    r['cpu'] = '%s %s' % (q, per) if q and per else None\n"
-    "secret = ctypes.create_string_buffer(os.urandom(16).hex().encode())\n"
-    "child = '''import ctypes, os, sys\n"
-    "ppid, addr, n, want = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]\n"
-    "got = []\n"
-    "try:\n"
-    "    with open('/proc/%d/mem' % ppid, 'rb') as f:\n"
-    "        f.seek(addr)\n"
-    "        if f.read(n) == want.encode():\n"
-    "            got.append('/proc/ppid/mem')\n"
-    "except OSError:\n"
-    "    pass\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "class IOV(ctypes.Structure):\n"
-    "    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
-    "buf = ctypes.create_string_buffer(n)\n"
-    "loc, rem = IOV(ctypes.addressof(buf), n), IOV(addr, n)\n"
-    "libc.process_vm_readv.restype = ctypes.c_ssize_t\n"
-    "if libc.process_vm_readv(ctypes.c_int(ppid), ctypes.byref(loc), ctypes.c_ulong(1), "
-    "ctypes.byref(rem), ctypes.c_ulong(1), ctypes.c_ulong(0)) == n and buf.raw == want.encode():\n"
-    "    got.append('process_vm_readv')\n"
-    "libc.ptrace.restype = ctypes.c_long\n"
-    "if libc.ptrace(ctypes.c_long(0x4206), ctypes.c_long(ppid), None, None) == 0:\n"
-    "    got.append('ptrace')\n"
-    "print(','.join(got))\n"
-    "'''\n"
-    "out = subprocess.run([sys.executable, '-c', child, str(os.getpid()),\n"
-    "                      str(ctypes.addressof(secret)), str(len(secret.value)),\n"
-    "                      secret.value.decode()], stdout=subprocess.PIPE, timeout=20)\n"
-    "r['parent_memory_read_by'] = out.stdout.decode().strip()\n"
-    "print(json.dumps(r))\n";
-
-/* After a cancelled command: nothing it started is left. */
-static const char orphans[] = "import os, time\n"
-                              "mark = ('plimsoll-proof-' + 'orphan').encode()\n"
-                              "for _ in range(40):\n"
-                              "    left = []\n"
-                              "    for p in os.listdir('/proc'):\n"
-                              "        try:\n"
-                              "            with open('/proc/%s/cmdline' % p, 'rb') as f:\n"
-                              "                if mark in f.read():\n"
-                              "                    left.append(p)\n"
-                              "        except OSError:\n"
-                              "            pass\n"
-                              "    if not left:\n"
-                              "        break\n"
-                              "    time.sleep(0.1)\n"
-                              "print(' '.join(left) if left else 'none')\n";
-
-static const char spawn_orphans[] =
-    "python3 -c 'import time; time.sleep(999)' plimsoll-proof-orphan &\n"
-    "setsid python3 -c 'import time; time.sleep(999)' plimsoll-proof-orphan &\n"
-    "exec python3 -c 'import time; time.sleep(999)' plimsoll-proof-orphan\n";
+#include "spawn_orphans_sh.h" /* generated: osh_guest_spawn_orphans[] */
+#include "walls_py.h"         /* generated: osh_guest_walls[] */
 
 /* The limits asked, as the cgroup says them. */
 static int judge_inside(struct osh_state *s, const char *out, struct pl_error *err) {
@@ -182,7 +93,7 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
     char out[4096];
     int code = 0;
     if (rc == 0) {
-        const char *argv[] = {"python3", "-c", inside};
+        const char *argv[] = {"python3", "-c", osh_guest_walls};
         rc = osh_command(s, &sb, argv, 3, 30000, out, sizeof(out), &code, err);
         if (rc == 0 && code != 0)
             rc = pl_error_set(err, PL_REASON_INTERNAL, "the walls' test exited %d", code);
@@ -197,7 +108,7 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
      * command's process group (not the process that left it with setsid)
      * passes as well, since no run relies on more than the cleanup. */
     for (int cancel = 0; rc == 0 && cancel < 2; cancel++) {
-        const char *spawn[] = {"/bin/sh", "-c", spawn_orphans};
+        const char *spawn[] = {"/bin/sh", "-c", osh_guest_spawn_orphans};
         rc = osh_command_cancel(s, &sb, spawn, 3, 1500, cancel, out, sizeof(out), &code, err);
         if (rc == 0 && code != 124)
             rc = pl_error_set(err, PL_REASON_INTERNAL,
@@ -207,7 +118,7 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
                              cancel ? "a command whose stream was cancelled"
                                     : "a command the gateway timed out",
                              NULL, 0, err);
-        const char *check[] = {"python3", "-c", orphans};
+        const char *check[] = {"python3", "-c", osh_guest_orphans};
         if (rc == 0)
             rc = osh_command(s, &sb, check, 3, 15000, out, sizeof(out), &code, err);
         if (rc == 0 && (code != 0 || strcmp(out, "none\n") != 0))

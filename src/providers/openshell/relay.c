@@ -2,7 +2,7 @@
 /*
  * relay.c: grants through a relay in the sandbox that plimsoll dials into
  * (docs/providers/openshell.md, "Grants: the relay").  The sandbox keeps no
- * network rule at all: a run with a grant starts the relay (relay_py.c)
+ * network rule at all: a run with a grant starts the relay (guest/relay.py)
  * over ExecSandboxInteractive, and one thread of the daemon holds that
  * stream for the run.  Each guest connection's bytes come up framed; the
  * thread reads each request with broker_http's parser under the limits of
@@ -28,6 +28,7 @@
 #include "../../core/log.h"
 #include "openshell.pb-c.h"
 #include "osh_int.h"
+#include "relay_py.h" /* generated: osh_guest_relay[] */
 
 #define RELAY_READY_MS 15000u        /* the relay's start, at most */
 #define RELAY_IDLE_MS 5000u          /* a request read whole, as docker's socket */
@@ -381,7 +382,7 @@ int osh_relay_start(struct osh_state *s, const struct osh_sandbox *sb, struct pl
 
     uint64_t now = pl_now_ns();
     uint64_t left_ms = deadline_ns > now ? (deadline_ns - now) / 1000000 : 0;
-    const char *argv[] = {"python3", "-c", osh_relay_py, OSH_RELAY_SOCKET};
+    const char *argv[] = {"python3", "-c", osh_guest_relay, OSH_RELAY_SOCKET};
     Openshell__V1__ExecSandboxRequest start = OPENSHELL__V1__EXEC_SANDBOX_REQUEST__INIT;
     start.sandbox_id = (char *)sb->id;
     start.n_command = 4;

@@ -122,83 +122,8 @@ MAIN_PY = "/tmp/.plimsoll-main.py"
 MAIN_JS = "/tmp/.plimsoll-main.js"
 WAIT_JS_PATH = "/tmp/.plimsoll-wait.js"
 
-# python3 -c WAIT_PY: run MAIN_PY as `python3 MAIN_PY` would, after "go":
-# a fresh __main__, sys.argv and sys.path[0] as for a script; an uncaught
-# exception's traceback without this program's frames and status 1;
-# SystemExit's status (or its message and 1); 130 after an uncaught ^C.
-# The end is the interpreter's own less its teardown: non-daemon threads
-# joined, atexit handlers run, sys.stdout and sys.stderr flushed, then
-# _exit (the container ends with the run: nothing is left to tear down).
-WAIT_PY = r"""
-import os, sys, types, atexit
-try:
-    go = os.read(3, 8)
-    os.close(3)
-except OSError:
-    go = b""
-if go != b"go":
-    os._exit(70)
-path = "/tmp/.plimsoll-main.py"
-def exit_status(e):
-    if e.code is None:
-        return 0
-    if isinstance(e.code, int):
-        return e.code & 0xFF
-    try:
-        print(e.code, file=sys.stderr)
-    except Exception:
-        pass
-    return 1
-def run():
-    main = types.ModuleType("__main__")
-    main.__file__ = path
-    main.__builtins__ = __builtins__
-    sys.modules["__main__"] = main
-    sys.argv[:] = [path]
-    sys.path[0] = os.path.dirname(path)
-    try:
-        with open(path, "rb") as f:
-            code = compile(f.read(), path, "exec")
-    except BaseException as e:
-        sys.excepthook(type(e), e.with_traceback(None), None)
-        return 1
-    try:
-        exec(code, main.__dict__)
-    except SystemExit as e:
-        return exit_status(e)
-    except BaseException as e:
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != path:
-            tb = tb.tb_next
-        sys.excepthook(type(e), e.with_traceback(tb), tb)
-        return 130 if isinstance(e, KeyboardInterrupt) else 1
-    return 0
-status = run()
-threading = sys.modules.get("threading")
-if threading is not None:
-    threading._shutdown()
-atexit._run_exitfuncs()
-for f in (sys.stdout, sys.stderr):
-    try:
-        f.flush()
-    except Exception:
-        status = status or 120
-os._exit(status)
-"""
-
-# node WAIT_JS_PATH: the same for MAIN_JS, through node's own entry point
-# (require.main, argv, exit codes and uncaught errors are node's; the
-# bottom frame of a stack names this file instead of node's internal one).
-WAIT_JS = r"""'use strict';
-const fs = require('fs');
-const go = Buffer.alloc(8);
-let n = 0;
-try { n = fs.readSync(3, go, 0, 8, null); fs.closeSync(3); } catch (e) { process.exit(70); }
-try { fs.unlinkSync(__filename); } catch (e) { }
-if (go.toString('latin1', 0, n) !== 'go') process.exit(70);
-process.argv[1] = '/tmp/.plimsoll-main.js';
-require('module').runMain();
-"""
+# The waiting interpreters: WAIT_PY (wait_main.py) and WAIT_JS
+# (wait_main.js), put before this file by scripts/build/embed.
 
 
 def spawn_waiters():

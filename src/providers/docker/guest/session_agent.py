@@ -690,6 +690,7 @@ def mode_interp(args):
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     sys.argv = [""]
+    sys.excepthook = sys.__excepthook__  # the cells' interpreter is plain Python
     g = main.__dict__
     agent_file = sys._getframe().f_code.co_filename
     counter = [0]
