@@ -17,6 +17,9 @@
  *
  *     PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
  *
+ * A value that exists only to be cleaned up when the scope ends (say, a
+ * container to remove on any early return) takes PL_GUARD(x_end).
+ *
  * A pointer to an object freed by a NULL-safe `x_free(T *)` takes the
  * x_freep that PL_DEFINE_FREEP(T, x_free) declares next to the type.  See
  * docs/internals/cleanup.md.
@@ -30,6 +33,10 @@
 #include <unistd.h>
 
 #define PL_CLEANUP(func) __attribute__((cleanup(func)))
+
+/* A guard: a variable whose only use is the cleanup that ends its scope
+ * (clang, unlike gcc, calls such a variable unused). */
+#define PL_GUARD(func) __attribute__((cleanup(func), unused))
 
 static inline void pl_freep(void *p) {
     free(*(void **)p);

@@ -290,7 +290,7 @@ int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error
                                    r->id, err) < 0) {
         return -1;
     }
-    PL_CLEANUP(reap_guard_end) struct reap_guard reap = {s, r->id};
+    PL_GUARD(reap_guard_end) struct reap_guard reap = {s, r->id};
     if (r->gate)
         dk_peer_gate_open(r->gate, r->id);
 
