@@ -7,6 +7,7 @@
 #include "api_int.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,181 +209,235 @@ static void release_body_bytes(struct pl_api *api, const char *principal, size_t
     pthread_mutex_unlock(&body_bytes_lock);
 }
 
-/*
- * The head phase: everything the request line and the headers decide,
- * before a body byte is read.  In order: the probes and /metrics (GET, no
- * body), an unknown path or method (404), a method other than POST (405),
- * the content type (415), authentication (401), the announced length
- * against PLIMSOLL_MAX_REQUEST_BYTES (400), and the bodies already held
- * against PLIMSOLL_MAX_REQUEST_BYTES_IN_FLIGHT, then the caller's against
- * PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT (429 AT_CAPACITY).  Returns
- * true when rs holds the answer; false when the call needs its body, with
- * call->method set and the body's bytes held.
- */
-static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
-                       struct pl_api_response *rs, struct pl_api_call *call) {
-    struct call_log *lg = &call->lg;
-    struct pl_error err = {0};
-    bool get = strcmp(rq->http_method, "GET") == 0 || strcmp(rq->http_method, "HEAD") == 0;
-    call->protocol = api_protocol_of(rq->content_type);
+/* One request's head on its way through the head's checks. */
+struct head_call {
+    struct pl_api *api;
+    const struct pl_api_request *rq;
+    struct pl_api_response *rs;
+    struct pl_api_call *call;
+    struct call_log *lg;
+    bool get;           /* GET or HEAD */
+    const char *method; /* the path's method, under SERVICE_PREFIX */
+};
 
-    /* The console: public static assets, no data (PLIMSOLL_CONSOLE=off:
-     * none, the path answers 404 as any other). */
+/* ---- the head's rungs: each true when it answered (rs holds it) ---------- */
+
+/* The console: public static assets, no data (PLIMSOLL_CONSOLE=off: none,
+ * the path answers 404 as any other). */
+static bool serve_console(struct head_call *h) {
     const struct pl_console_asset *asset =
-        api->config->console && get ? pl_console_find(rq->path) : NULL;
-    if (asset) {
-        lg->method = "console";
-        char *body = malloc(asset->len + 1);
-        if (!body) {
-            api_set_text(rs, 500, "out of memory\n");
-            return true;
-        }
-        memcpy(body, asset->body, asset->len + 1);
-        api_set_body(rs, 200, asset->content_type, body);
-        rs->body_len = asset->len;
+        h->api->config->console && h->get ? pl_console_find(h->rq->path) : NULL;
+    if (!asset)
+        return false;
+    h->lg->method = "console";
+    char *body = malloc(asset->len + 1);
+    if (!body) {
+        api_set_text(h->rs, 500, "out of memory\n");
         return true;
     }
-    if (strcmp(rq->path, "/healthz") == 0 && get) {
-        lg->method = "healthz";
-        api_set_text(rs, 200, "ok\n");
-        return true;
-    }
-    if (strcmp(rq->path, "/readyz") == 0 && get) {
-        lg->method = "readyz";
-        if (atomic_load(&api->draining)) {
-            api_set_text(rs, 503, "not ready: shutting down\n");
-        } else if (pl_provider_ready(api->provider, &err) < 0) {
-            struct pl_buf b = {0};
-            pl_buf_printf(&b, "not ready: %s\n", err.message);
-            api_set_body(rs, 503, "text/plain; charset=utf-8", b.data);
-        } else {
-            api_set_text(rs, 200, "ready\n");
-        }
-        return true;
-    }
-    if (strcmp(rq->path, "/metrics") == 0 && get) {
-        lg->method = "metrics";
-        lg->principal = authenticate(api, rq);
-        if (!lg->principal) {
-            api_set_text(rs, 401, "unauthenticated: send Authorization: Bearer <key>\n");
-            lg->outcome = "refused";
-            lg->reason = PL_REASON_UNAUTHENTICATED;
-            pl_metrics_refusal(api->metrics, PL_REASON_UNAUTHENTICATED);
-            return true;
-        }
+    memcpy(body, asset->body, asset->len + 1);
+    api_set_body(h->rs, 200, asset->content_type, body);
+    h->rs->body_len = asset->len;
+    return true;
+}
+
+static bool serve_healthz(struct head_call *h) {
+    if (strcmp(h->rq->path, "/healthz") != 0 || !h->get)
+        return false;
+    h->lg->method = "healthz";
+    api_set_text(h->rs, 200, "ok\n");
+    return true;
+}
+
+static bool serve_readyz(struct head_call *h) {
+    if (strcmp(h->rq->path, "/readyz") != 0 || !h->get)
+        return false;
+    h->lg->method = "readyz";
+    struct pl_error err = {0};
+    if (atomic_load(&h->api->draining)) {
+        api_set_text(h->rs, 503, "not ready: shutting down\n");
+    } else if (pl_provider_ready(h->api->provider, &err) < 0) {
         struct pl_buf b = {0};
-        int ready = pl_provider_ready(api->provider, &err) == 0 && !atomic_load(&api->draining);
-        if (pl_metrics_render(api->metrics, pl_admission_in_flight(api->admission), ready, &b) <
-            0) {
-            pl_buf_free(&b);
-            api_set_text(rs, 500, "out of memory\n");
-            return true;
-        }
-        api_set_body(rs, 200, "text/plain; version=0.0.4; charset=utf-8", b.data);
+        pl_buf_printf(&b, "not ready: %s\n", err.message);
+        api_set_body(h->rs, 503, "text/plain; charset=utf-8", b.data);
+    } else {
+        api_set_text(h->rs, 200, "ready\n");
+    }
+    return true;
+}
+
+/* /metrics: a key's (401 UNAUTHENTICATED without one). */
+static bool serve_metrics(struct head_call *h) {
+    if (strcmp(h->rq->path, "/metrics") != 0 || !h->get)
+        return false;
+    struct pl_api *api = h->api;
+    h->lg->method = "metrics";
+    h->lg->principal = authenticate(api, h->rq);
+    if (!h->lg->principal) {
+        api_set_text(h->rs, 401, "unauthenticated: send Authorization: Bearer <key>\n");
+        h->lg->outcome = "refused";
+        h->lg->reason = PL_REASON_UNAUTHENTICATED;
+        pl_metrics_refusal(api->metrics, PL_REASON_UNAUTHENTICATED);
         return true;
     }
-    if (strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) != 0) {
-        lg->method = "other";
-        pl_error_set(&err, PL_REASON_NOT_FOUND, "no route for %.128s", rq->path);
-        api_refuse(api, rs, lg, &err, NULL);
+    struct pl_error err = {0};
+    struct pl_buf b = {0};
+    int ready = pl_provider_ready(api->provider, &err) == 0 && !atomic_load(&api->draining);
+    if (pl_metrics_render(api->metrics, pl_admission_in_flight(api->admission), ready, &b) < 0) {
+        pl_buf_free(&b);
+        api_set_text(h->rs, 500, "out of memory\n");
         return true;
     }
-    const char *method = rq->path + strlen(SERVICE_PREFIX);
-    bool known = strcmp(method, "Run") == 0 || strcmp(method, "Describe") == 0 ||
-                 strcmp(method, "Explain") == 0 || strcmp(method, "RunStream") == 0;
-    bool reserved = false;
+    api_set_body(h->rs, 200, "text/plain; version=0.0.4; charset=utf-8", b.data);
+    return true;
+}
+
+/* A typed refusal of the head, logged and counted. */
+static bool refuse_head(struct head_call *h, enum pl_reason reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool refuse_head(struct head_call *h, enum pl_reason reason, const char *fmt, ...) {
+    char text[sizeof(((struct pl_error *)0)->message)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    struct pl_error err = {0};
+    pl_error_set(&err, reason, "%s", text);
+    api_refuse(h->api, h->rs, h->lg, &err, NULL);
+    return true;
+}
+
+/* An answer in HTTP's own terms, before the protocol is known to be one
+ * this method speaks (no Connect or gRPC error a client could read). */
+static bool refuse_http(struct head_call *h, int status, const char *text) {
+    api_set_text(h->rs, status, text);
+    h->lg->outcome = "refused";
+    return true;
+}
+
+/* NOT_FOUND: a path outside the service. */
+static bool check_service_path(struct head_call *h) {
+    if (strncmp(h->rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) != 0) {
+        h->lg->method = "other";
+        return refuse_head(h, PL_REASON_NOT_FOUND, "no route for %.128s", h->rq->path);
+    }
+    h->method = h->rq->path + strlen(SERVICE_PREFIX);
+    return false;
+}
+
+/* NOT_FOUND: a method the service does not have (the session methods are
+ * its own, even where a daemon keeps sessions off). */
+static bool check_service_method(struct head_call *h) {
+    static const char *const unary_and_stream[] = {"Run", "Describe", "Explain", "RunStream"};
+    h->lg->method = "other";
+    for (size_t i = 0; i < sizeof(unary_and_stream) / sizeof(unary_and_stream[0]); i++)
+        if (strcmp(h->method, unary_and_stream[i]) == 0)
+            h->lg->method = unary_and_stream[i];
     for (const char *const *m = api_session_methods; *m; m++)
-        if (strcmp(method, *m) == 0) {
-            reserved = true;
-            lg->method = *m;
-        }
-    if (!reserved)
-        lg->method = strcmp(method, "Run") == 0         ? "Run"
-                     : strcmp(method, "Describe") == 0  ? "Describe"
-                     : strcmp(method, "Explain") == 0   ? "Explain"
-                     : strcmp(method, "RunStream") == 0 ? "RunStream"
-                                                        : "other";
-    if (!known && !reserved) {
-        pl_error_set(&err, PL_REASON_NOT_FOUND, "no method %.64s in plimsoll.v1.SandboxService",
-                     method);
-        api_refuse(api, rs, lg, &err, NULL);
-        return true;
-    }
-    if (strcmp(rq->http_method, "POST") != 0) {
-        api_set_text(rs, 405, "method not allowed: Connect unary calls use POST\n");
-        rs->allow = "POST";
-        lg->outcome = "refused";
-        return true;
-    }
+        if (strcmp(h->method, *m) == 0)
+            h->lg->method = *m;
+    if (strcmp(h->lg->method, "other") == 0)
+        return refuse_head(h, PL_REASON_NOT_FOUND, "no method %.64s in plimsoll.v1.SandboxService",
+                           h->method);
+    return false;
+}
+
+/* 405: Connect, gRPC and gRPC-Web calls are POSTs. */
+static bool check_post(struct head_call *h) {
+    if (strcmp(h->rq->http_method, "POST") == 0)
+        return false;
+    h->rs->allow = "POST";
+    return refuse_http(h, 405, "method not allowed: Connect unary calls use POST\n");
+}
+
+/* 415: a content type that is no protocol this daemon speaks. */
+static bool check_protocol(struct head_call *h) {
     static const char *const codec_names[] = {[API_CONNECT_JSON] = "json",
                                               [API_CONNECT_PROTO] = "proto",
                                               [API_GRPC] = "grpc",
                                               [API_GRPC_WEB] = "grpc-web",
                                               [API_CONNECT_STREAM_JSON] = "connect+json",
                                               [API_CONNECT_STREAM_PROTO] = "connect+proto"};
-    lg->codec = codec_names[call->protocol];
-    if (call->protocol == API_UNKNOWN) {
-        api_set_text(rs, 415,
-                     "unsupported media type: send Content-Type: application/json or "
-                     "application/proto (Connect; application/connect+json or +proto for "
-                     "the streaming methods), application/grpc (over HTTP/2) or "
-                     "application/grpc-web\n");
-        lg->outcome = "refused";
-        return true;
-    }
-    bool streams = api_method_streams(lg->method);
-    bool connect_stream =
-        call->protocol == API_CONNECT_STREAM_JSON || call->protocol == API_CONNECT_STREAM_PROTO;
-    if (streams && (call->protocol == API_CONNECT_JSON || call->protocol == API_CONNECT_PROTO)) {
-        api_set_text(rs, 415,
-                     "unsupported media type: a server-streaming method takes Connect's "
-                     "application/connect+json or application/connect+proto (or gRPC, "
-                     "gRPC-Web)\n");
-        lg->outcome = "refused";
-        return true;
-    }
-    if (!streams && connect_stream) {
-        api_set_text(rs, 415,
-                     "unsupported media type: application/connect+json and +proto are for "
-                     "the server-streaming methods (RunStream, RunCellStream); a unary call "
-                     "takes application/json or application/proto\n");
-        lg->outcome = "refused";
-        return true;
-    }
-    if (call->protocol == API_GRPC && !rq->http2) {
-        api_set_text(rs, 415,
-                     "gRPC needs HTTP/2 (h2c, with prior knowledge); over HTTP/1.1 use "
-                     "application/grpc-web or Connect\n");
-        lg->outcome = "refused";
-        return true;
-    }
-    lg->principal = authenticate(api, rq);
-    if (!lg->principal) {
-        pl_error_set(&err, PL_REASON_UNAUTHENTICATED,
-                     "send Authorization: Bearer <key> with a key listed in the keys file");
-        api_refuse(api, rs, lg, &err, NULL);
-        return true;
-    }
-    if (rq->connect_timeout && api_connect_timeout(rq->connect_timeout, &lg->deadline_ms) < 0) {
-        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                     "Connect-Timeout-Ms: \"%.32s\" is not 1 to 10 digits of milliseconds",
-                     rq->connect_timeout);
-        api_refuse(api, rs, lg, &err, NULL);
-        return true;
-    }
-    bool grpc = call->protocol == API_GRPC || call->protocol == API_GRPC_WEB;
-    if (grpc && rq->grpc_timeout && api_grpc_timeout(rq->grpc_timeout, &lg->deadline_ms) < 0) {
-        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                     "grpc-timeout: \"%.32s\" is not 1 to 8 digits and a unit (H M S m u n)",
-                     rq->grpc_timeout);
-        api_refuse(api, rs, lg, &err, NULL);
-        return true;
-    }
-    if (rq->body_too_large ||
-        (rq->length_known && rq->content_length > api->config->max_request_bytes)) {
-        refuse_too_large(api, rs, lg);
-        return true;
-    }
+    h->lg->codec = codec_names[h->call->protocol];
+    if (h->call->protocol != API_UNKNOWN)
+        return false;
+    return refuse_http(h, 415,
+                       "unsupported media type: send Content-Type: application/json or "
+                       "application/proto (Connect; application/connect+json or +proto for "
+                       "the streaming methods), application/grpc (over HTTP/2) or "
+                       "application/grpc-web\n");
+}
+
+/* 415: Connect's unary types for a streaming method, or the other way. */
+static bool check_protocol_fits_method(struct head_call *h) {
+    enum api_protocol p = h->call->protocol;
+    bool streams = api_method_streams(h->lg->method);
+    bool connect_stream = p == API_CONNECT_STREAM_JSON || p == API_CONNECT_STREAM_PROTO;
+    if (streams && (p == API_CONNECT_JSON || p == API_CONNECT_PROTO))
+        return refuse_http(h, 415,
+                           "unsupported media type: a server-streaming method takes Connect's "
+                           "application/connect+json or application/connect+proto (or gRPC, "
+                           "gRPC-Web)\n");
+    if (!streams && connect_stream)
+        return refuse_http(h, 415,
+                           "unsupported media type: application/connect+json and +proto are for "
+                           "the server-streaming methods (RunStream, RunCellStream); a unary call "
+                           "takes application/json or application/proto\n");
+    return false;
+}
+
+/* 415: gRPC is HTTP/2's (no gRPC client can read trailers over HTTP/1.1). */
+static bool check_grpc_transport(struct head_call *h) {
+    if (h->call->protocol != API_GRPC || h->rq->http2)
+        return false;
+    return refuse_http(h, 415,
+                       "gRPC needs HTTP/2 (h2c, with prior knowledge); over HTTP/1.1 use "
+                       "application/grpc-web or Connect\n");
+}
+
+/* UNAUTHENTICATED: no key, or one the keys file does not list. */
+static bool check_key(struct head_call *h) {
+    h->lg->principal = authenticate(h->api, h->rq);
+    if (h->lg->principal)
+        return false;
+    return refuse_head(h, PL_REASON_UNAUTHENTICATED,
+                       "send Authorization: Bearer <key> with a key listed in the keys file");
+}
+
+/* INVALID_REQUEST: a deadline header that does not read (Connect's, or
+ * gRPC's for gRPC and gRPC-Web). */
+static bool check_deadline_headers(struct head_call *h) {
+    const struct pl_api_request *rq = h->rq;
+    if (rq->connect_timeout && api_connect_timeout(rq->connect_timeout, &h->lg->deadline_ms) < 0)
+        return refuse_head(h, PL_REASON_INVALID_REQUEST,
+                           "Connect-Timeout-Ms: \"%.32s\" is not 1 to 10 digits of milliseconds",
+                           rq->connect_timeout);
+    bool grpc = h->call->protocol == API_GRPC || h->call->protocol == API_GRPC_WEB;
+    if (grpc && rq->grpc_timeout && api_grpc_timeout(rq->grpc_timeout, &h->lg->deadline_ms) < 0)
+        return refuse_head(h, PL_REASON_INVALID_REQUEST,
+                           "grpc-timeout: \"%.32s\" is not 1 to 8 digits and a unit (H M S m u n)",
+                           rq->grpc_timeout);
+    return false;
+}
+
+/* INVALID_REQUEST: a body announced (or read) over PLIMSOLL_MAX_REQUEST_BYTES. */
+static bool check_body_size(struct head_call *h) {
+    const struct pl_api_request *rq = h->rq;
+    if (!rq->body_too_large &&
+        !(rq->length_known && rq->content_length > h->api->config->max_request_bytes))
+        return false;
+    refuse_too_large(h->api, h->rs, h->lg);
+    return true;
+}
+
+/*
+ * AT_CAPACITY: the body's bytes do not fit the daemon's or the caller's
+ * bytes in flight.  The last rung: it holds the bytes (call->held), so
+ * every refusal before it holds nothing to give back.
+ */
+static bool hold_body(struct head_call *h) {
+    struct pl_api *api = h->api;
+    const struct pl_api_request *rq = h->rq;
     /* A body of unknown length (chunked) may grow to the largest allowed. */
     size_t want = rq->length_known ? (size_t)rq->content_length : api->config->max_request_bytes;
     /* An HTTP/2 stream's kept headers wait with its body, within the one
@@ -390,20 +445,62 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
     size_t most = api->config->max_request_bytes;
     want = want + rq->head_bytes < most ? want + rq->head_bytes : most; /* want <= most: above */
     const char *which = NULL;
-    if (want && hold_body_bytes(api, lg->principal, want, &which) < 0) {
+    if (want && hold_body_bytes(api, h->lg->principal, want, &which) < 0) {
         bool mine = strcmp(which, "PLIMSOLL_PER_KEY_REQUEST_BYTES_IN_FLIGHT") == 0;
-        pl_error_set(&err, PL_REASON_AT_CAPACITY,
-                     "%s request bodies being read or decided are at %s (%u bytes); this body "
-                     "(%zu bytes) was not read; retry after a short wait",
-                     mine ? "this caller's" : "the daemon's", which,
-                     mine ? api->config->key_request_bytes_in_flight
-                          : api->config->request_bytes_in_flight,
-                     want);
-        api_refuse(api, rs, lg, &err, NULL);
-        return true;
+        return refuse_head(h, PL_REASON_AT_CAPACITY,
+                           "%s request bodies being read or decided are at %s (%u bytes); this "
+                           "body (%zu bytes) was not read; retry after a short wait",
+                           mine ? "this caller's" : "the daemon's", which,
+                           mine ? api->config->key_request_bytes_in_flight
+                                : api->config->request_bytes_in_flight,
+                           want);
     }
-    call->held = want;
-    call->method = lg->method;
+    h->call->held = want;
+    return false;
+}
+
+/*
+ * The head's ladder: everything the request line and the headers decide,
+ * before a body byte is read, in this order.  The first rung that answers
+ * ends the call; nothing after it is looked at.
+ */
+static const struct head_rung {
+    const char *name; /* for a reader: which rung, which answer */
+    bool (*answers)(struct head_call *h);
+} head_ladder[] = {
+    {"the console's assets (GET, PLIMSOLL_CONSOLE)", serve_console},
+    {"/healthz (GET)", serve_healthz},
+    {"/readyz (GET)", serve_readyz},
+    {"/metrics (GET, a key)", serve_metrics},
+    {"a path under the service (NOT_FOUND)", check_service_path},
+    {"a method of the service (NOT_FOUND)", check_service_method},
+    {"POST (405)", check_post},
+    {"a content type (415)", check_protocol},
+    {"the method's content types (415)", check_protocol_fits_method},
+    {"gRPC over HTTP/2 (415)", check_grpc_transport},
+    {"a key (UNAUTHENTICATED)", check_key},
+    {"deadline headers (INVALID_REQUEST)", check_deadline_headers},
+    {"PLIMSOLL_MAX_REQUEST_BYTES (INVALID_REQUEST)", check_body_size},
+    {"the bytes in flight (AT_CAPACITY); holds the body's", hold_body},
+};
+
+/* True when rs holds the answer; false when the call needs its body, with
+ * call->method set and the body's bytes held. */
+static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct pl_api_call *call) {
+    struct head_call h = {
+        .api = api,
+        .rq = rq,
+        .rs = rs,
+        .call = call,
+        .lg = &call->lg,
+        .get = strcmp(rq->http_method, "GET") == 0 || strcmp(rq->http_method, "HEAD") == 0,
+    };
+    call->protocol = api_protocol_of(rq->content_type);
+    for (size_t i = 0; i < sizeof(head_ladder) / sizeof(head_ladder[0]); i++)
+        if (head_ladder[i].answers(&h))
+            return true;
+    call->method = h.lg->method;
     return false;
 }
 

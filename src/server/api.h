@@ -2,7 +2,7 @@
 /*
  * api.h: the HTTP-independent API layer.
  *
- * The HTTP server (http.c) hands over a parsed request and sends back the
+ * The HTTP server (front.c, http1.c, h2.c) hands over a parsed request and sends back the
  * response this layer fills; everything plimsoll decides about a call
  * (authentication, routing, the refusal order, admission, dispatch, the
  * run record, metrics and the per-request log line) happens here.

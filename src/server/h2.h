@@ -2,7 +2,7 @@
 /*
  * h2.h: HTTP/2 (h2c with prior knowledge) in front of the API, with
  * Debian's libnghttp2.  gRPC needs it; Connect and gRPC-Web calls work
- * over it too.  http.c accepts every connection and hands one that opens
+ * over it too.  front.c accepts every connection and hands one that opens
  * with HTTP/2's preface here; libmicrohttpd keeps HTTP/1.1.
  *
  * One thread per connection runs its nghttp2 session; each request whose
@@ -27,7 +27,7 @@
 
 struct pl_h2;
 
-/* in_progress counts requests read and not yet answered (http.c's); tls
+/* in_progress counts requests read and not yet answered (http_int.h's); tls
  * answers each request's client certificate (NULL: plain HTTP only). */
 struct pl_h2 *pl_h2_new(struct pl_api *api, atomic_uint *in_progress, struct pl_tls *tls);
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * http.h: the HTTP/1.1 server (libmicrohttpd) in front of the API layer.
+ * http.h: the HTTP server in front of the API layer: the front door
+ * (front.c: the listening socket, the caps, TLS, HTTP/2 or HTTP/1.1 by the
+ * first bytes) and HTTP/1.1 on libmicrohttpd (http1.c); HTTP/2 is h2.c.
  *
  * One thread per connection: a run blocks its connection's thread for its
  * whole duration, and PLIMSOLL_MAX_CONNECTIONS bounds the threads, at most
