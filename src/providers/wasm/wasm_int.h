@@ -36,8 +36,11 @@
  * Inside the wasm sandbox (guest/, built by scripts/build/quickjs-wasm):
  *   qjs_guest.c     the shim compiled with QuickJS
  *   guest_abi.h     the guest's exports and imports (js_worker.c includes it)
- *   polyfills.h     the built-ins QuickJS lacks
+ *   builtins.js     the built-ins QuickJS lacks (embedded by scripts/build/embed)
  *   format.js       console's value formatter (embedded by scripts/build/embed)
+ *   proof_*.js, proof_*.wat
+ *                   the startup proof's snippets and modules (proof.c), sent
+ *                   as a caller's are; not part of the engine
  *   pthread_shim.h  no-op pthreads for QuickJS's <pthread.h>
  *
  * The files outside this folder's own have headers of their own and never
