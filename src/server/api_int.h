@@ -4,9 +4,13 @@
  *
  * The server package (src/server/), all of it in plimsolld.  The front
  * door, which moves bytes and keeps time:
- *   http.[ch]       the listener: accept, the connection caps, each
+ *   http.h          the server's start, reload and stop
+ *   http_int.h      what front.c and http1.c share
+ *   front.c         the listener: accept, the connection caps, each
  *                   connection's opening read (TLS, HTTP/2's preface,
- *                   HTTP/1.1), HTTP/1.1 on libmicrohttpd
+ *                   HTTP/1.1) and its hand-off
+ *   http1.c         HTTP/1.1 on libmicrohttpd: the read and send
+ *                   deadlines, requests, streaming answers
  *   h2.[ch]         HTTP/2 on libnghttp2, a thread per request
  *   tls.[ch]        TLS on the port (OpenSSL): certificate, ALPN, client
  *                   certificates as principals, SIGHUP's reload
@@ -14,7 +18,8 @@
  * The API, which decides (api.h is its face to the front door):
  *   api.h           the HTTP-independent API: the head and body phases
  *   api_int.h       this header
- *   api.c           Describe, routing, the head and body phases
+ *   api.c           Describe, routing, the head's ladder (head_ladder[]),
+ *                   the head and body phases
  *   api_answer.c    answers: JSON and text bodies, refusals with their
  *                   google.rpc.ErrorInfo, a run's result as JSON
  *   api_run.c       Run, RunInSession and RunCell: the refusal ladder,

@@ -49,6 +49,9 @@
  *                           the Python cell server, the cleanup between
  *                           calls (also the hosted providers' cells)
  *   guest/cell_server.js    the Node cell server (in session_agent.py)
+ *   guest/proof_keep.py     the startup proof's session calls (proof.c):
+ *   guest/proof_look.py     a process left behind and a file, what the
+ *   guest/proof_read.py     cleanup left of them, the file after a pause
  */
 #pragma once
 
