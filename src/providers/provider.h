@@ -18,6 +18,20 @@
  *            (the request is then "dispatched").  A non-zero guest exit is a
  *            result (return 0); return < 0 only when infrastructure failed.
  *            NULL means the provider runs nothing (Disabled).
+ *
+ * The providers folder's own files, in plimsolld:
+ *   provider.h     this header: the ops table and the wrappers the core
+ *                  calls
+ *   registry.c     SANDBOX_PROVIDER's table, and the startup around a
+ *                  provider's proof (its ceiling and its proven tier
+ *                  against SANDBOX_MIN_ISOLATION)
+ *   settings.[ch]  reading a provider's own settings, with the same rules
+ *                  everywhere
+ * Each folder below is a package with its list in its header: docker/
+ * (docker_int.h), wasm/ (wasm_int.h), e2b/ (e2b_int.h), dockercloud/
+ * (dc_int.h), openshell/ (osh_int.h), hosted/ (hosted.h); disabled/ holds
+ * disabled.c alone and guest/ lines.py alone, first in every Python guest
+ * program.
  */
 #pragma once
 

@@ -2,15 +2,43 @@
 /*
  * api_int.h: what the API's files share and nothing outside them sees.
  *
- *   api.c           Describe, routing, the head and body phases
+ * The server package (src/server/), all of it in plimsolld.  The front
+ * door, which moves bytes and keeps time:
+ *   http.h          the server's start, reload and stop
+ *   http_int.h      what front.c and http1.c share
+ *   front.c         the listener: accept, the connection caps, each
+ *                   connection's opening read (TLS, HTTP/2's preface,
+ *                   HTTP/1.1) and its hand-off
+ *   http1.c         HTTP/1.1 on libmicrohttpd: the read and send
+ *                   deadlines, requests, streaming answers
+ *   h2.[ch]         HTTP/2 on libnghttp2, a thread per request
+ *   tls.[ch]        TLS on the port (OpenSSL): certificate, ALPN, client
+ *                   certificates as principals, SIGHUP's reload
+ *
+ * The API, which decides (api.h is its face to the front door):
+ *   api.h           the HTTP-independent API: the head and body phases
+ *   api_int.h       this header
+ *   api.c           Describe, routing, the head's ladder (head_ladder[]),
+ *                   the head and body phases
  *   api_answer.c    answers: JSON and text bodies, refusals with their
  *                   google.rpc.ErrorInfo, a run's result as JSON
  *   api_run.c       Run, RunInSession and RunCell: the refusal ladder,
- *                   dispatch, the run record
+ *                   dispatch, the run record; Explain's walk of the ladder
  *   api_sessions.c  OpenSession, CloseSession and the outer messages of
- *                   RunInSession and RunCell
+ *                   RunInSession, RunCell and Explain
  *   api_grpc.c      gRPC and gRPC-Web over the Connect answers
  *   api_stream.c    RunStream and RunCellStream: output as it comes
+ *   codec.[ch]      Connect's binary codec: protobuf to and from the API's
+ *                   JSON, on protobuf-c's descriptors
+ *   sessions.[ch]   the session table: ids, owners, turns, idle and
+ *                   lifetime, chained records
+ *
+ * The operator's console (docs/console.md), compiled in:
+ *   console.[ch]         the assets and their lookup by path
+ *   console/index.html   the page
+ *   console/console.js   its script: every call the API's, output as text
+ *   console/console.css  its style
+ *   console/favicon.svg  its icon
  */
 #pragma once
 

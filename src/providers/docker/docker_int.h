@@ -3,26 +3,55 @@
  * docker_int.h: what the docker provider's files share, and nothing
  * outside src/providers/docker/ includes (h2o's *_internal.h).
  *
- * The package (docs/internals/adding-a-provider.md):
- *   docker.c     the ops table: create (the startup proof's order), destroy,
- *                info, ready
- *   settings.c   the provider's settings and the container configuration
- *                they give; the session settings digest read back
- *   container.c  one container: create, inspect, exec, the attach and exec
- *                streams, the end, the reaper, the host's view (kill,
- *                prove, sweep), the sockets' peer gate, run directories
- *   pool.c       the warm pools: started containers waiting for one run,
- *                session sandboxes waiting for one session
- *   proof.c      the startup proof (the host's view, the canary per image,
- *                one real session)
- *   run.c        a run: snippets, modules and projects (steps as execs)
- *   session.c    sessions: open, calls, cells, the cleanup between calls
- *   uplink.c     a session's cell channel: the launch and the frames
- *   engine.c     the Docker Engine API client (engine.h, engine_parse.h)
- *   hostview.c   what the host sees of a container (hostview.h)
- *   reports.c    the in-sandbox helpers' reports (reports.h)
- *   seccomp_bpf.c  the profile compiled for execs under runsc
- *   guest/       what runs inside the sandbox (bootstrap, session agent)
+ * The package (docs/internals/adding-a-provider.md), in plimsolld:
+ *   docker.c          the ops table: create (the startup proof's order),
+ *                     destroy, info, ready
+ *   docker_int.h      this header
+ *   settings.c        the provider's settings and the container
+ *                     configuration they give; the session settings digest
+ *                     read back
+ *   container.c       one container: create, inspect, exec, the attach and
+ *                     exec streams, the end, the reaper, the host's view
+ *                     (kill, prove, sweep), the sockets' peer gate, run
+ *                     directories
+ *   pool.c            the warm pools: started containers waiting for one
+ *                     run, session sandboxes waiting for one session
+ *   proof.c           the startup proof (the host's view, the canary per
+ *                     image, one real session)
+ *   run.c             a run: snippets, modules and projects (steps as execs)
+ *   session.c         sessions: open, calls, cells, the cleanup between calls
+ *   uplink.c          a session's cell channel: a kept interpreter's launch
+ *                     and the greeting taken from its launcher
+ *   uplink_cell.c     one cell's frames over the uplink (alone, for its fuzz
+ *                     harness and unit test)
+ *   engine.[ch]       the Docker Engine API client over its Unix socket, the
+ *                     attach stream, the stdout/stderr demultiplexer
+ *   engine_parse.h    the readers of the engine's answers (fuzzed apart)
+ *   hostview.[ch]     what the host sees of a container: its cgroup and the
+ *                     runtime's state, and the kill
+ *   reports.[ch]      the readers of the in-sandbox helpers' reports
+ *   seccomp_bpf.[ch]  the seccomp profile compiled to BPF for execs under
+ *                     runsc
+ *
+ * Inside the container (guest/, embedded by guest/meson.build after
+ * src/providers/guest/lines.py):
+ *   guest/common.py         first in each program: the seccomp installer
+ *                           (runsc), non-dumpable, the stdin readers
+ *   guest/bootstrap.py      every run container's command: a snippet or a
+ *                           project (staying PID 1), a session call's
+ *                           files, the startup probe
+ *   guest/wait_main.py      the Python waiter a warm container keeps until
+ *                           the run's code arrives (in bootstrap.py)
+ *   guest/wait_main.js      the same for Node (in bootstrap.py)
+ *   guest/session_main.py   a session container's PID 1: runs no guest
+ *                           code, reaps orphans
+ *   guest/session_agent.py  a session's execs: an interpreter's launch and
+ *                           the Python cell server, the cleanup between
+ *                           calls (also the hosted providers' cells)
+ *   guest/cell_server.js    the Node cell server (in session_agent.py)
+ *   guest/proof_keep.py     the startup proof's session calls (proof.c):
+ *   guest/proof_look.py     a process left behind and a file, what the
+ *   guest/proof_read.py     cleanup left of them, the file after a pause
  */
 #pragma once
 

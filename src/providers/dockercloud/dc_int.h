@@ -5,12 +5,25 @@
  * here starts with dc_.
  *
  * The provider drives the Docker Sandboxes API v1: the management surface
- * (token exchange, sandboxes, network policies, endpoint credentials:
- * api.c) and each sandbox's own endpoint (files, processes: endpoint.c).
- * A run is one sandbox: create, read the seal back, upload, run the steps
- * or the snippet, collect the output, delete (run.c).  The startup proof
- * is one throwaway sandbox (proof.c); the reaper deletes sandboxes
- * carrying this instance's name prefix that no run holds (reaper.c).
+ * and each sandbox's own endpoint.  Its guest programs are the hosted
+ * providers' (src/providers/hosted/guest/).  In plimsolld:
+ *   dockercloud.c   the ops table: create (settings, the startup test, the
+ *                   reaper), ready (the last word from the API, cached), run
+ *   dc_int.h        this header
+ *   settings.c      the provider's settings (their shape only) and the
+ *                   compute sizes
+ *   api.c           the management surface: the token exchange, sandboxes,
+ *                   network policies, endpoint credentials
+ *   endpoint.c      a sandbox's own endpoint with its scoped credential:
+ *                   files, processes under a deadline kept here
+ *   output.c        one page of a process's output into the run's captures
+ *                   (alone, for its fuzz harness)
+ *   run.c           one run in one sandbox: create, the seal read back,
+ *                   upload, the steps, the delete
+ *   proof.c         the startup test: the token, its permissions, the
+ *                   account's policy, one throwaway sandbox
+ *   reaper.c        sandboxes with this instance's name prefix that no run
+ *                   holds
  */
 #pragma once
 

@@ -4,12 +4,25 @@
  * Nothing outside src/providers/e2b/ includes this file; every name here
  * starts with eb_.
  *
- * The provider drives two APIs of E2B: the control plane (create, read,
- * list, delete a sandbox: api.c) and envd, the agent inside each microVM
- * (files, processes: envd.c).  A run is one VM: create, upload, start the
- * steps or the snippet, collect the output, delete (run.c).  The startup
- * proof is one throwaway VM (proof.c); the reaper deletes VMs carrying this
- * instance's label that no run tracks (reaper.c).
+ * The provider drives two APIs of E2B: the control plane and envd, the
+ * agent inside each microVM.  Its guest programs are the hosted providers'
+ * (src/providers/hosted/guest/).  In plimsolld:
+ *   e2b.c           the ops table: create (settings, the reaper's first
+ *                   pass, the startup test), ready (the last word from
+ *                   E2B's API, cached), run, sessions
+ *   e2b_int.h       this header
+ *   settings.c      the provider's settings (their shape only) and envd's
+ *                   endpoint derived from the API's URL
+ *   api.c           the control plane: create, read, list and delete a VM
+ *   envd.c          envd: files up by multipart, a process as a Connect
+ *                   server stream, signals, the VM's own view of its
+ *                   resources
+ *   events.c        envd's process stream read (alone, for its fuzz harness)
+ *   run.c           one run in one VM: create, upload, the steps, the delete
+ *   session.c       a session: one VM, the root cleanup after each call,
+ *                   paused when idle and resumed, cells
+ *   proof.c         the startup test in a throwaway VM
+ *   reaper.c        VMs with this instance's label that no run holds
  */
 #pragma once
 

@@ -7,6 +7,43 @@
  *
  * Nothing here logs: a request may carry a secret header, and an answer
  * may echo one.  Errors are struct pl_error, INTERNAL unless said.
+ *
+ * The package (src/providers/hosted/), what e2b, dockercloud and openshell
+ * share.  In plimsolld:
+ *   hosted.h         this header: the HTTP call, the envelopes, the shared
+ *                    settings, the cleanup, a project's steps, cells, the
+ *                    startup test's project and session
+ *   http.c           one call to a service's HTTP API on libcurl, with a
+ *                    deadline and a cap on what it reads
+ *   envelope.c       the length-prefixed envelopes of Connect streaming and
+ *                    gRPC
+ *   grpc.[ch]        one gRPC call over HTTP/2 on libcurl (openshell)
+ *   books.[ch]       the runs holding a sandbox, the last outage, the
+ *                    reaper's thread
+ *   guard.[ch]       the guard: a microVM's one way to its run's broker
+ *                    (e2b, dockercloud)
+ *   hsettings.c      the settings every hosted provider has in some form
+ *   project.c        a snippet and a project's steps in a hosted sandbox
+ *   cleanup.c        the root cleanup between steps and after a session's
+ *                    call, and what its programs print
+ *   cells.c          a session's cells in the docker session agent's
+ *                    interpreters, and the startup test's one real session
+ *   proofproject.c   the test project every startup test runs
+ *
+ * Inside the hosted sandbox (guest/, embedded by guest/meson.build):
+ *   guest/ancestors.py      this process and its ancestors, which a cleanup
+ *                           spares (first in both cleanup programs)
+ *   guest/end_processes.py  the cleanup: ends the guest user's processes
+ *                           but the kept ones, and proves none is left
+ *   guest/own_processes.py  a fresh sandbox's own processes, which a
+ *                           "self" cleanup spares
+ *   guest/check_files.py    the test project's step 1: the files arrived
+ *                           whole
+ *   guest/node_runs.js      step 2: Node runs
+ *   guest/probe_egress.py   step 3: every egress probe target unreachable
+ *   guest/whoami.py         the step that reads the guest's uid
+ *   guest/session_look.py   the startup session's last call: its file kept,
+ *                           its process gone
  */
 #pragma once
 

@@ -5,11 +5,43 @@
  * here starts with osh_.
  *
  * The provider drives an OpenShell gateway over gRPC (hosted/grpc.c, the
- * messages of proto/openshell/openshell.proto packed by protobuf-c):
- * api.c makes each call and reads each sandbox back, exec.c runs one
- * command through ExecSandbox and uploads files as a tar stream on its
- * stdin, run.c is one run in one sandbox, proof.c the startup test,
- * reaper.c the sandboxes nobody holds.
+ * messages of proto/openshell/openshell.proto packed by protobuf-c).
+ *
+ * In plimsolld:
+ *   openshell.c     the ops table: create (settings, the gateway's health
+ *                   and driver, the startup test, the reaper), ready (the
+ *                   gateway's Health at most every 5 s), run, sessions
+ *   osh_int.h       this header
+ *   settings.c      the provider's settings (their shape only)
+ *   api.c           the gateway's calls, one gRPC call each, and the
+ *                   read-back of a sandbox against what was asked
+ *   exec.c          one command through ExecSandbox's stream; files
+ *                   uploaded as a tar stream on an exec's stdin
+ *   event.c         one ExecSandbox event read (alone, for its fuzz harness)
+ *   run.c           one run in one sandbox: create, read back, upload, the
+ *                   steps, the delete
+ *   session.c       a session: one sandbox read back before every call, the
+ *                   cleanup after each, stopped when idle
+ *   proof.c         the startup test in a throwaway sandbox
+ *   reaper.c        the sandboxes nobody holds, found by their labels
+ *   relay.c         grants: the relay in the sandbox, dialled over
+ *                   ExecSandboxInteractive, each request to the run's broker
+ *   relay_frame.c   the relay's frames as the daemon reads them (alone, for
+ *                   its fuzz harness)
+ *
+ * Inside the sandbox (guest/, embedded by guest/meson.build):
+ *   guest/relay.py           the relay: the guest's broker socket, its
+ *                            connections carried in frames on stdio
+ *   guest/join_pieces.py     a program longer than one ExecSandbox argument,
+ *                            sent in pieces, joined and run
+ *   guest/walls.py           the startup test's walls from inside: writes,
+ *                            interfaces, cgroup limits, memory reads
+ *   guest/walls_child.py     walls.py's child: tries to read its parent's
+ *                            memory (in walls.py)
+ *   guest/spawn_orphans.sh   the startup test's command that outlives its
+ *                            deadline
+ *   guest/orphans.py         after the cleanup: whether any of those
+ *                            processes is left
  */
 #pragma once
 

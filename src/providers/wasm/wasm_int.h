@@ -8,40 +8,58 @@
  * *-worker/ in a worker process only, guest/ inside the wasm sandbox only.
  *
  * plimsolld (this header is theirs):
- *   wasm.c          the provider's ops (create, destroy, info, ready, run)
- *   proof.c         the startup proof create runs before the daemon serves
- *   module_pool.c   the module worker pool: starting it, one module run
- *   js_pool.h       the worker pool's API (also tools/, bench/, tests/)
- *   js_pool.c       the worker pool's processes
- *   js_pool_run.c   one run on the pool, over the protocol
+ *   wasm.c            the provider's ops (create, destroy, info, ready, run)
+ *   wasm_int.h        this header
+ *   proof.c           the startup proof create runs before the daemon serves
+ *   module_pool.c     the module worker pool: starting it, one module run
+ *   js_pool.h         the worker pool's API (also tools/, bench/, tests/)
+ *   js_pool.c         the worker pool's processes
+ *   js_pool_run.c     one run on the pool, over the protocol
  *
- * plimsolld and the workers (protocol/):
- *   js_proto.[ch]   the frames between the pool and either worker
- *   wasi_job.[ch]   a module run in a RUN frame (plimsolld, wasi-worker)
+ * plimsolld and the workers:
+ *   protocol/js_proto.[ch]  the frames between the pool and either worker
+ *   protocol/wasi_job.[ch]  a module run in a RUN frame (plimsolld,
+ *                           wasi-worker)
  *
- * plimsoll-js-worker (js-worker/):
- *   js_worker.c     main, the engine's image, the serving loop, the broker
- *   wasi_host.[ch]  the JavaScript guest's WASI imports, its captures
- *   wasm_rt_host.[ch] the wasm2c runtime
+ * plimsoll-js-worker:
+ *   js-worker/js_worker.c       main, the engine's image, the serving loop,
+ *                               the broker
+ *   js-worker/wasi_host.[ch]    the JavaScript guest's WASI imports, its
+ *                               captures
+ *   js-worker/wasm_rt_host.[ch] the wasm2c runtime
  *
- * plimsoll-wasi-worker (wasi-worker/):
- *   wasi_worker.c   main, REFUSED or STARTED, the deadline's answer
- *   wasi_runner.{h,cc}, wasi_validate.cc, wasi_calls.cc, wasi_runner_int.hh
- *                   the module runner (also the wasi_runner library the
- *                   unit tests and the fuzzer link)
+ * plimsoll-wasi-worker (the module runner, its three .cc files, is also
+ * the wasi_runner library the unit tests and the fuzzer link):
+ *   wasi-worker/wasi_worker.c       main, REFUSED or STARTED, the deadline's
+ *                                   answer
+ *   wasi-worker/wasi_runner.{h,cc}  the module runner's C API: a run from
+ *                                   bytes to result
+ *   wasi-worker/wasi_validate.cc    whether a module may run: its bounds,
+ *                                   wabt's validator, plimsoll's rules
+ *   wasi-worker/wasi_calls.cc       the WASI preview 1 calls a module can
+ *                                   make
+ *   wasi-worker/wasi_runner_int.hh  what the three C++ files share
  *
- * Both workers (common-worker/):
- *   worker_seccomp.[ch] the workers' system-call filter
+ * Both workers:
+ *   common-worker/worker_seccomp.[ch]  the workers' system-call filter
  *
  * Inside the wasm sandbox (guest/, built by scripts/build/quickjs-wasm):
- *   qjs_guest.c     the shim compiled with QuickJS
- *   guest_abi.h     the guest's exports and imports (js_worker.c includes it)
- *   builtins.js     the built-ins QuickJS lacks (embedded by scripts/build/embed)
- *   format.js       console's value formatter (embedded by scripts/build/embed)
- *   proof_*.js, proof_*.wat
- *                   the startup proof's snippets and modules (proof.c), sent
- *                   as a caller's are; not part of the engine
- *   pthread_shim.h  no-op pthreads for QuickJS's <pthread.h>
+ *   guest/qjs_guest.c     the shim compiled with QuickJS
+ *   guest/guest_abi.h     the guest's exports and imports (js_worker.c
+ *                         includes it)
+ *   guest/builtins.js     the built-ins QuickJS lacks (embedded by
+ *                         scripts/build/embed)
+ *   guest/format.js       console's value formatter (embedded by
+ *                         scripts/build/embed)
+ *   guest/pthread_shim.h  no-op pthreads for QuickJS's <pthread.h>
+ * and, sent as a caller's are (proof.c; not part of the engine):
+ *   guest/proof_hello.js  the startup proof's snippets: hello world,
+ *   guest/proof_alloc.js  an allocation over its cap, a regex bomb, a
+ *   guest/proof_regex.js  run after the deadline's
+ *   guest/proof_again.js
+ *   guest/proof_hello.wat the startup proof's modules (assembled by
+ *   guest/proof_big.wat   wat2wasm): hello, too much memory, a loop
+ *   guest/proof_loop.wat
  *
  * The files outside this folder's own have headers of their own and never
  * see this one.
