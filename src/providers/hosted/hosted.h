@@ -152,8 +152,8 @@ extern const char *const ph_own_processes;
 bool ph_cleanup_clean(const char *out, size_t len, char *ret_alive, size_t alive_size);
 /* The cleanup's own time: plimsoll's work, not the guest's, so it has at
  * least PH_CLEANUP_MIN_MS whatever is left of the run's or call's deadline
- * (docs/internals/hosted.md: 2 s past it timed out on a loaded CI
- * machine).  The deadline (ns, pl_now_ns) the cleanup's command gets. */
+ * (a cleanup cut short ends a session it would have kept;
+ * docs/internals/hosted.md).  The deadline (ns, pl_now_ns) its command gets. */
 #define PH_CLEANUP_MIN_MS 10000u
 uint64_t ph_cleanup_deadline(uint64_t deadline);
 /* A cleanup's verdict from how its command ended: 0 when it said clean
