@@ -204,7 +204,7 @@ int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadli
  * status of 137 (a SIGKILL: the OOM killer's or anyone's) or an OOM kill
  * in the cgroup's own count (oom_kills, as the caller read it: not 0 also
  * when it could not be read) leaves the verdict to the engine: 0, and the
- * caller waits for the container as before.  1 when the run ended here
+ * caller waits for the engine's exit code.  1 when the run ended here
  * (r->exit_code set); < 0 when the host could not empty the cgroup.
  */
 static int fast_end(struct docker_state *s, struct cont_run *r, const char *cg,
