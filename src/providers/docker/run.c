@@ -212,7 +212,10 @@ static int fast_end(struct docker_state *s, struct cont_run *r, const char *cg,
     int status = 0;
     if (!pl_demux_ended(&r->dx, &status) || status == 128 + SIGKILL || oom_kills != 0)
         return 0;
-    if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0)
+    /* Threads not yet exiting 5 s after the kill (a host under load, a
+     * thread in D state) get the host's proof's own wait for an empty
+     * cgroup, and a second kill, before the result is refused. */
+    if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0 && dk_host_prove_gone(s, r->id) < 0)
         return -1;
     r->exit_code = status; /* r->oom is false: the count was 0 */
     return 1;
