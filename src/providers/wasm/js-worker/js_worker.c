@@ -320,8 +320,7 @@ static Z_qjs_instance_t g_inst;
  * image; between runs its memory equals the image (image_restore() copies
  * it back after every run, after the answer), so each plg_run() is the
  * first in its copy.  A run whose memory cap is below the image
- * makes, instead, a fresh instance of its own at its cap, as every run
- * did before the image existed.
+ * makes, instead, a fresh instance of its own at its cap.
  */
 static struct {
     struct pl_wasm_image mem; /* mem.data NULL: no image, every run makes its own engine */
