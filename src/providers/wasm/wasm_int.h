@@ -47,10 +47,19 @@
  *   guest/qjs_guest.c     the shim compiled with QuickJS
  *   guest/guest_abi.h     the guest's exports and imports (js_worker.c
  *                         includes it)
- *   guest/polyfills.h     the built-ins QuickJS lacks
+ *   guest/builtins.js     the built-ins QuickJS lacks (embedded by
+ *                         scripts/build/embed)
  *   guest/format.js       console's value formatter (embedded by
  *                         scripts/build/embed)
  *   guest/pthread_shim.h  no-op pthreads for QuickJS's <pthread.h>
+ * and, sent as a caller's are (proof.c; not part of the engine):
+ *   guest/proof_hello.js  the startup proof's snippets: hello world,
+ *   guest/proof_alloc.js  an allocation over its cap, a regex bomb, a
+ *   guest/proof_regex.js  run after the deadline's
+ *   guest/proof_again.js
+ *   guest/proof_hello.wat the startup proof's modules (assembled by
+ *   guest/proof_big.wat   wat2wasm): hello, too much memory, a loop
+ *   guest/proof_loop.wat
  *
  * The files outside this folder's own have headers of their own and never
  * see this one.
