@@ -250,7 +250,7 @@ int osh_command_cancel(struct osh_state *s, const struct osh_sandbox *sb, const 
                        size_t argc, unsigned timeout_ms, bool cancel_first, char *out,
                        size_t out_size, int *ret_exit, struct pl_error *err);
 
-/* relay.c: grants through a relay in the sandbox (relay_py.c). */
+/* relay.c: grants through a relay in the sandbox (guest/relay.py). */
 #define OSH_RELAY_SOCKET "/tmp/plimsoll-relay/broker.sock" /* PLIMSOLL_BROKER_SOCKET */
 #define OSH_RELAY_MAX_OPEN 16                              /* connections open at once */
 #define OSH_RELAY_KEEP 8 /* the relay and its ancestors, spared by the cleanup */
