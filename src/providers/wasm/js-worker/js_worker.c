@@ -21,8 +21,9 @@
  *
  * The engine's image: before HELLO the worker makes one instance, lets
  * the guest's plg_init() make QuickJS's runtime and context with every
- * global (intrinsics, console, the built-ins of guest/builtins.js, the formatter), and keeps a
- * copy of the linear memory and the stack pointer.  Per run: the instance
+ * global (intrinsics, console, the built-ins of guest/builtins.js, the
+ * formatter), and keeps a copy of the linear memory and the stack
+ * pointer.  Per run: the instance
  * as the image left it (its memory capped at the request's memory_bytes,
  * Math.random seeded from getrandom), ITIMER_REAL armed to the deadline
  * around all guest code, SIGALRM -> siglongjmp back here (deferred while
