@@ -17,6 +17,7 @@
 
 #include "broker/grants.h"
 #include "core/admission.h"
+#include "core/cleanup.h"
 #include "core/config.h"
 #include "core/keys.h"
 #include "core/log.h"
@@ -33,6 +34,124 @@ static const char *env_lookup(const char *name, void *ud) {
 static void startup_refused(const struct pl_error *err) {
     pl_log("error", "startup refused", json_pack("{s:s}", "error", err->message));
     fprintf(stderr, "plimsolld: %s\n", err->message);
+}
+
+/* Everything the daemon holds; daemon_clear releases it (the HTTP server
+ * is stopped by daemon_serve, the one path that starts serving). */
+struct daemon {
+    struct pl_config config;
+    struct pl_keys *keys;
+    struct pl_grants *grants;
+    struct pl_provider *provider;
+    struct pl_admission *admission;
+    struct pl_metrics *metrics;
+    struct pl_sessions *sessions;
+    struct pl_http *http;
+    struct pl_api api;
+};
+
+static void daemon_clear(struct daemon *d) {
+    pl_sessions_free(d->sessions);
+    pl_provider_stop(d->provider);
+    pl_admission_free(d->admission);
+    pl_metrics_free(d->metrics);
+    pl_keys_free(d->keys);
+    pl_grants_free(d->grants);
+}
+
+/* Steps 1 to 4 above, up to the listening socket; -1 with err naming why
+ * the daemon cannot start. */
+static int daemon_start(struct daemon *d, struct pl_error *err) {
+    struct pl_config *config = &d->config;
+    if (pl_config_load(config, env_lookup, NULL, err) < 0)
+        return -1;
+    if (pl_keys_load(config->keys_file, &d->keys, err) < 0)
+        return -1;
+    if (pl_keys_count(d->keys) == 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_KEYS_FILE: %s lists no key; nobody could call this daemon",
+                            config->keys_file);
+    if (config->grants_file[0] &&
+        pl_grants_load_file(config->grants_file, env_lookup, NULL, &d->grants, err) < 0)
+        return -1;
+    if (pl_provider_start(config, &d->provider, err) < 0)
+        return -1;
+
+    unsigned capacity =
+        pl_config_effective_concurrency(config, pl_provider_memory_budget_applies(d->provider));
+    unsigned per_key =
+        config->per_key_concurrent < capacity ? config->per_key_concurrent : capacity;
+    struct pl_admission_limits limits = {.capacity = capacity,
+                                         .per_key = per_key,
+                                         .rate_per_min = config->rate_per_min,
+                                         .burst = config->rate_burst};
+    d->metrics = pl_metrics_new();
+    if (pl_admission_new(&limits, NULL, NULL, &d->admission) < 0 || !d->metrics)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+
+    struct pl_api *api = &d->api;
+    api->config = config;
+    api->keys = d->keys;
+    api->grants = d->grants;
+    api->env = env_lookup;
+    api->provider = d->provider;
+    api->admission = d->admission;
+    api->metrics = d->metrics;
+    api->effective_concurrency = capacity;
+    atomic_init(&api->draining, false);
+    if (config->session_pool > 0 && config->max_sessions == 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_SESSION_POOL: needs SANDBOX_MAX_SESSIONS (sessions are off)");
+    if (config->max_sessions > 0) {
+        if (!pl_provider_keeps_sessions(d->provider))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "SANDBOX_MAX_SESSIONS: provider \"%s\" keeps no sessions",
+                                pl_provider_name(d->provider));
+        struct pl_sessions_limits sl = {.max_sessions = config->max_sessions,
+                                        .lifetime_s = config->session_lifetime_s,
+                                        .idle_s = config->session_idle_s,
+                                        .memory_mb = config->memory_mb};
+        if (pl_sessions_new(&sl, d->provider, d->admission, &d->sessions, err) < 0)
+            return -1;
+        api->sessions = d->sessions;
+    }
+    return pl_http_start(api, &d->http, err);
+}
+
+/* Step 5: serve until SIGTERM or SIGINT (SIGHUP reads TLS's files again),
+ * then drain and stop.  The exit status: 0, or 1 when runs were abandoned. */
+static int daemon_serve(struct daemon *d, const sigset_t *set) {
+    json_t *describe = pl_api_describe(&d->api);
+    pl_log("info", "describe",
+           json_pack("{s:o, s:s}", "describe", describe, "listen", pl_http_address(d->http)));
+    pl_log("info", "listening", json_pack("{s:s}", "address", pl_http_address(d->http)));
+
+    int sig = 0;
+    while (sigwait(set, &sig) == 0 && sig == SIGHUP) {
+        /* TLS's files again; the connections open keep theirs. */
+        struct pl_error rerr = {0};
+        if (pl_http_reload(d->http, &rerr) < 0)
+            pl_log("error", "reload failed",
+                   json_pack("{s:s, s:s}", "error", rerr.message, "kept",
+                             "the TLS files read before"));
+        else
+            pl_log("info", "reloaded",
+                   json_pack("{s:s}", "what", "TLS certificate, key and client certificates"));
+    }
+    pl_log("info", "draining",
+           json_pack("{s:s, s:i}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "in_flight",
+                     (json_int_t)pl_admission_in_flight(d->admission)));
+    atomic_store(&d->api.draining, true);
+    pl_admission_close(d->admission);
+    pl_http_quiesce(d->http);
+    /* Sessions end (each after its call in progress), giving back their
+     * slots; then runs (their deadlines bound this), then the answers' bytes. */
+    pl_sessions_shutdown(d->sessions);
+    unsigned left = pl_admission_wait_idle(d->admission, d->config.drain_timeout_ms);
+    left += pl_http_wait_idle(d->http, left ? 0 : 5000);
+    pl_http_stop(d->http);
+    pl_log("info", "stopped", json_pack("{s:i}", "abandoned_runs", (json_int_t)left));
+    return left ? 1 : 0;
 }
 
 int main(int argc, char **argv) {
@@ -56,120 +175,11 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    PL_CLEANUP(daemon_clear) struct daemon d = {0};
     struct pl_error err = {0};
-    struct pl_config config;
-    struct pl_keys *keys = NULL;
-    struct pl_grants *grants = NULL;
-    struct pl_provider *provider = NULL;
-    struct pl_admission *admission = NULL;
-    struct pl_metrics *metrics = NULL;
-    struct pl_http *http = NULL;
-    struct pl_sessions *sessions = NULL;
-    int status = 2;
-
-    if (pl_config_load(&config, env_lookup, NULL, &err) < 0)
-        goto refused;
-    if (pl_keys_load(config.keys_file, &keys, &err) < 0)
-        goto refused;
-    if (pl_keys_count(keys) == 0) {
-        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                     "PLIMSOLL_KEYS_FILE: %s lists no key; nobody could call this daemon",
-                     config.keys_file);
-        goto refused;
+    if (daemon_start(&d, &err) < 0) {
+        startup_refused(&err);
+        return 2;
     }
-    if (config.grants_file[0] &&
-        pl_grants_load_file(config.grants_file, env_lookup, NULL, &grants, &err) < 0)
-        goto refused;
-    if (pl_provider_start(&config, &provider, &err) < 0)
-        goto refused;
-
-    unsigned capacity =
-        pl_config_effective_concurrency(&config, pl_provider_memory_budget_applies(provider));
-    unsigned per_key = config.per_key_concurrent < capacity ? config.per_key_concurrent : capacity;
-    struct pl_admission_limits limits = {.capacity = capacity,
-                                         .per_key = per_key,
-                                         .rate_per_min = config.rate_per_min,
-                                         .burst = config.rate_burst};
-    metrics = pl_metrics_new();
-    if (pl_admission_new(&limits, NULL, NULL, &admission) < 0 || !metrics) {
-        pl_error_set(&err, PL_REASON_INTERNAL, "out of memory");
-        goto refused;
-    }
-
-    struct pl_api api = {.config = &config,
-                         .keys = keys,
-                         .grants = grants,
-                         .env = env_lookup,
-                         .provider = provider,
-                         .admission = admission,
-                         .metrics = metrics,
-                         .effective_concurrency = capacity};
-    atomic_init(&api.draining, false);
-    if (config.session_pool > 0 && config.max_sessions == 0) {
-        pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                     "SANDBOX_SESSION_POOL: needs SANDBOX_MAX_SESSIONS (sessions are off)");
-        goto refused;
-    }
-    if (config.max_sessions > 0) {
-        if (!pl_provider_keeps_sessions(provider)) {
-            pl_error_set(&err, PL_REASON_INVALID_REQUEST,
-                         "SANDBOX_MAX_SESSIONS: provider \"%s\" keeps no sessions",
-                         pl_provider_name(provider));
-            goto refused;
-        }
-        struct pl_sessions_limits sl = {.max_sessions = config.max_sessions,
-                                        .lifetime_s = config.session_lifetime_s,
-                                        .idle_s = config.session_idle_s,
-                                        .memory_mb = config.memory_mb};
-        if (pl_sessions_new(&sl, provider, admission, &sessions, &err) < 0)
-            goto refused;
-        api.sessions = sessions;
-    }
-
-    if (pl_http_start(&api, &http, &err) < 0)
-        goto refused;
-
-    json_t *describe = pl_api_describe(&api);
-    pl_log("info", "describe",
-           json_pack("{s:o, s:s}", "describe", describe, "listen", pl_http_address(http)));
-    pl_log("info", "listening", json_pack("{s:s}", "address", pl_http_address(http)));
-
-    int sig = 0;
-    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
-        /* TLS's files again; the connections open keep theirs. */
-        struct pl_error rerr = {0};
-        if (pl_http_reload(http, &rerr) < 0)
-            pl_log("error", "reload failed",
-                   json_pack("{s:s, s:s}", "error", rerr.message, "kept",
-                             "the TLS files read before"));
-        else
-            pl_log("info", "reloaded",
-                   json_pack("{s:s}", "what", "TLS certificate, key and client certificates"));
-    }
-    pl_log("info", "draining",
-           json_pack("{s:s, s:i}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "in_flight",
-                     (json_int_t)pl_admission_in_flight(admission)));
-    atomic_store(&api.draining, true);
-    pl_admission_close(admission);
-    pl_http_quiesce(http);
-    /* Sessions end (each after its call in progress), giving back their
-     * slots; then runs (their deadlines bound this), then the answers' bytes. */
-    pl_sessions_shutdown(sessions);
-    unsigned left = pl_admission_wait_idle(admission, config.drain_timeout_ms);
-    left += pl_http_wait_idle(http, left ? 0 : 5000);
-    pl_http_stop(http);
-    pl_log("info", "stopped", json_pack("{s:i}", "abandoned_runs", (json_int_t)left));
-    status = left ? 1 : 0;
-    goto out;
-
-refused:
-    startup_refused(&err);
-out:
-    pl_sessions_free(sessions);
-    pl_provider_stop(provider);
-    pl_admission_free(admission);
-    pl_metrics_free(metrics);
-    pl_keys_free(keys);
-    pl_grants_free(grants);
-    return status;
+    return daemon_serve(&d, &set);
 }
