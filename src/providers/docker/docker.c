@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../core/cleanup.h"
 #include "../../core/log.h"
 #include "docker_int.h"
 #include "../settings.h"
@@ -72,38 +73,30 @@ static void docker_destroy(void *state) {
     free(s);
 }
 
-static int docker_create(const struct pl_config *config, void **ret_state, struct pl_error *err) {
-    struct docker_state *s = calloc(1, sizeof(*s));
-    if (!s)
-        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    pthread_mutex_init(&s->lock, NULL);
-    pl_cond_init_monotonic(&s->cond);
-    s->max_timeout_ms = config->max_timeout_ms;
-    s->default_memory_mb = config->memory_mb;
-    s->session_disk_mb = config->session_disk_mb;
-    s->pool_n = config->session_pool;
-    json_t *langs = json_object();
-    json_t *info = NULL;
-    struct canary can = {0};
+static void docker_statep(struct docker_state **s) {
+    docker_destroy(*s);
+}
 
+/* The engine, its runtime and the two images, as the settings name them;
+ * the reaper and the ready keeper started.  *ret_info: the engine's /info. */
+static int start_engine(const struct pl_config *config, struct docker_state *s, json_t **ret_info,
+                        struct pl_error *err) {
     if (dk_load_settings(config, &s->set, err) < 0)
-        goto fail;
+        return -1;
     if (pl_docker_engine_new(pl_setting(config, "DOCKER_HOST"), &s->engine, err) < 0)
-        goto fail;
+        return -1;
     long st = 0;
-    if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 5000, &st, NULL, err) < 0 || st != 200) {
-        pl_error_set(err, PL_REASON_INTERNAL,
-                     "SANDBOX_PROVIDER=docker: the engine at %s does not answer /_ping",
-                     pl_docker_engine_socket(s->engine));
-        goto fail;
-    }
-    if (dk_check_runtime(s, s->runtime_path, sizeof(s->runtime_path), &info, err) < 0)
-        goto fail;
+    if (pl_docker_call(s->engine, "GET", "/_ping", NULL, 5000, &st, NULL, err) < 0 || st != 200)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "SANDBOX_PROVIDER=docker: the engine at %s does not answer /_ping",
+                            pl_docker_engine_socket(s->engine));
+    if (dk_check_runtime(s, s->runtime_path, sizeof(s->runtime_path), ret_info, err) < 0)
+        return -1;
     if (dk_inspect_image(s, "SANDBOX_DOCKER_SNIPPET_IMAGE", s->set.snippet_image, s->snippet_id,
                          sizeof(s->snippet_id), err) < 0 ||
         dk_inspect_image(s, "SANDBOX_DOCKER_PROJECT_IMAGE", s->set.project_image, s->project_id,
                          sizeof(s->project_id), err) < 0)
-        goto fail;
+        return -1;
     char *hv = NULL;
     size_t hvlen = 0;
     if (pl_file_read("/proc/version", sizeof(s->host_version) - 1, &hv, &hvlen) == 0) {
@@ -114,18 +107,23 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
         s->reaper_started = true;
     if (pthread_create(&s->keeper, NULL, ready_keeper_main, s) == 0)
         s->keeper_started = true;
+    return 0;
+}
+
+/* The host's view of the runtime found and proved on a first container;
+ * what an earlier life of this instance left, killed and removed. */
+static int prove_host(struct docker_state *s, struct pl_error *err) {
     if (dk_check_uid_unused(&s->set, err) < 0 ||
         pl_hostview_init(&s->hv, s->set.instance, strcmp(s->set.runtime, "runsc") == 0,
                          s->runtime_path, err) < 0)
-        goto fail;
+        return -1;
     if (dk_hostview_discover(s, err) < 0) {
         char why[sizeof(err->message)];
         snprintf(why, sizeof(why), "%s", err->message);
-        pl_error_set(err, PL_REASON_INTERNAL,
-                     "SANDBOX_PROVIDER=docker: startup proof: the first container under %s "
-                     "failed: %.400s",
-                     s->set.runtime, why);
-        goto fail;
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "SANDBOX_PROVIDER=docker: startup proof: the first container under %s "
+                            "failed: %.400s",
+                            s->set.runtime, why);
     }
     unsigned removed = pl_hostview_leftovers(&s->hv, dk_remove_leftover, s);
     if (removed)
@@ -135,25 +133,29 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
                 removed, s->set.instance);
     removed = 0;
     if (dk_delete_untracked(s, &removed, err) < 0)
-        goto fail;
+        return -1;
     dk_delete_stale_dirs(s);
     if (removed)
         fprintf(stderr, "plimsolld: docker: deleted %u containers left by instance %s\n", removed,
                 s->set.instance);
+    return 0;
+}
 
+/* Each image's probe beside the canary: python3 and node run in them;
+ * the tier and the descriptions Describe gives. */
+static int prove_images(struct docker_state *s, const json_t *info, struct pl_error *err) {
+    PL_AUTO_JSON json_t *langs = json_object();
+    PL_CLEANUP(dk_canary_stop) struct canary can = {0};
     if (dk_canary_start(s, &can, err) < 0)
-        goto fail;
+        return -1;
     if (dk_probe_image(s, s->set.snippet_image, s->snippet_id, &can, langs, err) < 0 ||
         dk_probe_image(s, s->set.project_image, s->project_id, &can, langs, err) < 0)
-        goto fail;
-    dk_canary_stop(&can);
-    if (!json_object_get(langs, "python") || !json_object_get(langs, "javascript")) {
-        pl_error_set(err, PL_REASON_INTERNAL,
-                     "SANDBOX_PROVIDER=docker: the images must run python3 and node; the probe "
-                     "found %zu of them",
-                     json_object_size(langs));
-        goto fail;
-    }
+        return -1;
+    if (!json_object_get(langs, "python") || !json_object_get(langs, "javascript"))
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "SANDBOX_PROVIDER=docker: the images must run python3 and node; the "
+                            "probe found %zu of them",
+                            json_object_size(langs));
     s->tier = strcmp(s->set.runtime, "runsc") == 0 ? PL_TIER_KERNEL : PL_TIER_CONTAINER;
     snprintf(s->engine_desc, sizeof(s->engine_desc),
              "docker %.16s, %.8s, seccomp %.40s; %.64s (%.19s); %.32s",
@@ -164,37 +166,49 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     snprintf(s->project_desc, sizeof(s->project_desc), "docker %.8s; %.64s (%.19s); %.32s",
              s->set.runtime, s->set.project_image, s->project_id,
              json_string_value(json_object_get(langs, "javascript")));
-    if (config->max_sessions > 0) {
-        json_t *cell_langs = json_array();
-        int pr = dk_session_proof(s, config->memory_mb, cell_langs, err);
-        size_t k;
-        json_t *e;
-        json_array_foreach(cell_langs, k, e) {
-            if (k < 2)
-                s->session_langs[k] =
-                    strcmp(json_string_value(e), "python") == 0 ? "python" : "javascript";
-        }
-        json_decref(cell_langs);
-        if (pr < 0)
-            goto fail;
-        s->sessions_on = true;
-        if (dk_session_pool_start(s) < 0)
-            pl_log("warn", "docker: the sessions' warm pool could not start; sessions open cold",
-                   NULL);
+    return 0;
+}
+
+/* One real session proved, its languages kept; the sessions' pool. */
+static int start_sessions(struct docker_state *s, unsigned memory_mb, struct pl_error *err) {
+    PL_AUTO_JSON json_t *cell_langs = json_array();
+    int pr = dk_session_proof(s, memory_mb, cell_langs, err);
+    size_t k;
+    json_t *e;
+    json_array_foreach(cell_langs, k, e) {
+        if (k < 2)
+            s->session_langs[k] =
+                strcmp(json_string_value(e), "python") == 0 ? "python" : "javascript";
     }
-    json_decref(info);
-    json_decref(langs);
+    if (pr < 0)
+        return -1;
+    s->sessions_on = true;
+    if (dk_session_pool_start(s) < 0)
+        pl_log("warn", "docker: the sessions' warm pool could not start; sessions open cold", NULL);
+    return 0;
+}
+
+static int docker_create(const struct pl_config *config, void **ret_state, struct pl_error *err) {
+    PL_CLEANUP(docker_statep) struct docker_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    pthread_mutex_init(&s->lock, NULL);
+    pl_cond_init_monotonic(&s->cond);
+    s->max_timeout_ms = config->max_timeout_ms;
+    s->default_memory_mb = config->memory_mb;
+    s->session_disk_mb = config->session_disk_mb;
+    s->pool_n = config->session_pool;
+    PL_AUTO_JSON json_t *info = NULL;
+    if (start_engine(config, s, &info, err) < 0 || prove_host(s, err) < 0 ||
+        prove_images(s, info, err) < 0)
+        return -1;
+    if (config->max_sessions > 0 && start_sessions(s, config->memory_mb, err) < 0)
+        return -1;
     s->ready_at_ns = pl_now_ns();
     if (dk_run_pool_start(s) < 0)
         pl_log("warn", "docker: the warm pool could not start; runs start cold", NULL);
-    *ret_state = s;
+    *ret_state = PL_TAKE_PTR(s);
     return 0;
-fail:
-    dk_canary_stop(&can);
-    json_decref(info);
-    json_decref(langs);
-    docker_destroy(s);
-    return -1;
 }
 
 static void docker_info(void *state, struct pl_provider_info *ret) {
