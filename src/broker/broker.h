@@ -27,6 +27,22 @@
  * Transports: pl_broker_listen() serves HTTP on a Unix socket in a per-run
  * directory (docker); pl_broker_handle_json() takes the wasm guest's JSON
  * form.  Both end in pl_broker_handle().
+ *
+ * The broker package (src/broker/), in plimsolld:
+ *   broker.[ch]       one run's broker: decide, forward with libcurl,
+ *                     answer (this header)
+ *   broker_http.[ch]  the strict HTTP/1.1 parser and answer writer for the
+ *                     guest's bytes (also the guard's and openshell's relay)
+ *   broker_sock.[ch]  the per-run Unix-socket server, one connection at a
+ *                     time
+ *   grants.[ch]       grant profiles: the grants file parsed, validated,
+ *                     looked up, freed
+ *   grants_int.h      what the three grants files share
+ *   grants_routes.c   base_url, route patterns, the canonical-path rule,
+ *                     matching
+ *   grants_cred.c     a profile's credential: checked at parse, made for
+ *                     each run
+ *   jwt.[ch]          minting a "jwt" profile's token (HS256, RS256, EdDSA)
  */
 #pragma once
 

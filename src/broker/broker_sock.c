@@ -27,6 +27,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../core/cleanup.h"
 #include "../core/clock.h"
 #include "../core/fdio.h"
 
@@ -261,6 +262,38 @@ static bool name_ok(const char *n) {
     return n && n[0] && !strchr(n, '/') && strcmp(n, ".") != 0 && strcmp(n, "..") != 0;
 }
 
+/* What pl_broker_sock_start made before a step failed, undone when it
+ * returns early (s is NULL once the socket is handed to the caller). */
+struct start_undo {
+    struct pl_broker_sock *s;
+    bool made_dir, bound;
+};
+
+static void start_undo_end(struct start_undo *u) {
+    struct pl_broker_sock *s = u->s;
+    if (!s)
+        return;
+    int saved = errno;
+    if (s->stop_fd >= 0)
+        close(s->stop_fd);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    if (u->bound)
+        unlink(s->path);
+    if (u->made_dir)
+        rmdir(s->dir);
+    free(s);
+    errno = saved;
+}
+
+/* A start step that failed with errnum (positive) on path (or none): err
+ * says which; -errnum. */
+static int start_failed(struct pl_error *err, int errnum, const char *step, const char *path) {
+    pl_error_errno(err, PL_REASON_INTERNAL, errnum, "broker socket: %s%s%s", step, path ? " " : "",
+                   path ? path : "");
+    return -errnum;
+}
+
 int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broker_sock **ret,
                          struct pl_error *err) {
     const enum pl_reason internal = PL_REASON_INTERNAL;
@@ -309,83 +342,47 @@ int pl_broker_sock_start(const struct pl_broker_sock_opts *opts, struct pl_broke
         free(s);
         return with_errno(err, -ENAMETOOLONG);
     }
-    int rc;
-    bool made_dir = false, bound = false;
-    if (mkdir(s->dir, 0700) < 0) {
-        rc = -errno;
-        pl_error_errno(err, internal, rc, "broker socket: mkdir %s", s->dir);
-        goto fail;
-    }
-    made_dir = true;
+    PL_GUARD(start_undo_end) struct start_undo undo = {.s = s};
+    if (mkdir(s->dir, 0700) < 0)
+        return start_failed(err, errno, "mkdir", s->dir);
+    undo.made_dir = true;
     /* Root's alone until the socket has its final owner and mode (below). */
-    if (chmod(s->dir, 0700) < 0) {
-        rc = -errno;
-        pl_error_errno(err, internal, rc, "broker socket: chown/chmod %s", s->dir);
-        goto fail;
-    }
+    if (chmod(s->dir, 0700) < 0)
+        return start_failed(err, errno, "chown/chmod", s->dir);
     s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s->listen_fd < 0) {
-        rc = -errno;
-        pl_error_errno(err, internal, rc, "broker socket: socket");
-        goto fail;
-    }
+    if (s->listen_fd < 0)
+        return start_failed(err, errno, "socket", NULL);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, s->path, (size_t)n2 + 1);
-    if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        rc = -errno;
-        pl_error_errno(err, internal, rc, "broker socket: bind %s", s->path);
-        goto fail;
-    }
-    bound = true;
+    if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return start_failed(err, errno, "bind", s->path);
+    undo.bound = true;
     /* The sandbox's uid alone may connect (with access set); without it,
      * anyone.  The directory is still 0700 here, so nobody connects before
      * the socket has its final owner and mode. */
     if ((s->access.set ? (chown(s->path, s->access.sock_uid, s->access.sock_gid) < 0 ||
                           chmod(s->path, 0600) < 0)
                        : chmod(s->path, 0666) < 0) ||
-        listen(s->listen_fd, 64) < 0) {
-        rc = -errno;
-        pl_error_errno(err, internal, rc, "broker socket: chmod/listen %s", s->path);
-        goto fail;
-    }
+        listen(s->listen_fd, 64) < 0)
+        return start_failed(err, errno, "chmod/listen", s->path);
     /* Now the directory: traverse-only for the sandbox's uid (nothing to
      * list, nothing to create), or open to all without access set. */
     if ((s->access.set && chown(s->dir, s->access.sock_uid, s->access.sock_gid) < 0) ||
-        chmod(s->dir, s->access.set ? 0100 : 0755) < 0) {
-        rc = -errno;
-        pl_error_errno(err, internal, rc, "broker socket: chown/chmod %s", s->dir);
-        goto fail;
-    }
+        chmod(s->dir, s->access.set ? 0100 : 0755) < 0)
+        return start_failed(err, errno, "chown/chmod", s->dir);
     s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (s->stop_fd < 0) {
-        rc = -errno;
-        pl_error_errno(err, internal, rc, "broker socket: eventfd");
-        goto fail;
-    }
+    if (s->stop_fd < 0)
+        return start_failed(err, errno, "eventfd", NULL);
     /* The server thread takes no signals: the daemon's handlers run elsewhere. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int e = pthread_create(&s->thread, NULL, server_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (e != 0) {
-        rc = -e;
-        pl_error_errno(err, internal, rc, "broker socket: pthread_create");
-        goto fail;
-    }
-    *ret = s;
+    if (e != 0)
+        return start_failed(err, e, "pthread_create", NULL);
+    *ret = PL_TAKE_PTR(undo.s);
     return 0;
-fail:
-    if (s->stop_fd >= 0)
-        close(s->stop_fd);
-    if (s->listen_fd >= 0)
-        close(s->listen_fd);
-    if (bound)
-        unlink(s->path);
-    if (made_dir)
-        rmdir(s->dir);
-    free(s);
-    return rc;
 }
 
 void pl_broker_sock_stop(struct pl_broker_sock *s) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/cleanup.h"
 #include "../core/ids.h"
 
 /* 9999-12-31T23:59:59Z: later clocks are refused rather than overflowed. */
@@ -98,42 +99,35 @@ static bool set_new(json_t *obj, const char *key, json_t *v) {
 
 /* The header and claims as compact JSON (malloc'd), or NULL. */
 static char *header_json(const struct pl_grant_profile *p) {
-    json_t *h = json_object();
-    char *out = NULL;
+    PL_AUTO_JSON json_t *h = json_object();
     if (h && set_new(h, "alg", json_string(alg_name(p->alg))) &&
         set_new(h, "typ", json_string("JWT")) &&
         (!p->key_id || set_new(h, "kid", json_string(p->key_id))))
-        out = json_dumps(h, JSON_COMPACT);
-    json_decref(h);
-    return out;
+        return json_dumps(h, JSON_COMPACT);
+    return NULL;
 }
 
 static char *claims_json(const struct pl_grant_profile *p, const char *principal, time_t now,
                          const char *jti, const char **ret_problem) {
-    json_t *c = json_object();
-    char *scope = join_scopes(p);
-    char *out = NULL;
+    PL_AUTO_JSON json_t *c = json_object();
+    PL_AUTO_FREE char *scope = join_scopes(p);
     *ret_problem = "out of memory";
     if (!c || !scope)
-        goto done;
+        return NULL;
     if (!set_new(c, "iss", json_string(p->issuer)) || !set_new(c, "aud", json_string(p->audience)))
-        goto done;
+        return NULL;
     if (!set_new(c, "sub", json_string(principal))) {
         *ret_problem = "the principal is not valid UTF-8";
-        goto done;
+        return NULL;
     }
     if (!set_new(c, "iat", json_integer((json_int_t)now)) ||
         !set_new(c, "nbf", json_integer((json_int_t)now)) ||
         !set_new(c, "exp", json_integer((json_int_t)now + (json_int_t)p->ttl_s)) ||
         !set_new(c, "jti", json_string(jti)))
-        goto done;
+        return NULL;
     if (p->nscopes > 0 && !set_new(c, "scope", json_string(scope)))
-        goto done;
-    out = json_dumps(c, JSON_COMPACT);
-done:
-    free(scope);
-    json_decref(c);
-    return out;
+        return NULL;
+    return json_dumps(c, JSON_COMPACT);
 }
 
 /* base64url of a NUL-terminated string, malloc'd. */
@@ -143,6 +137,23 @@ static char *b64_str(const char *s) {
     if (out)
         pl_b64url_encode((const unsigned char *)s, n, out);
     return out;
+}
+
+static void md_ctx_freep(EVP_MD_CTX **ctx) {
+    EVP_MD_CTX_free(*ctx);
+}
+
+/* A signature: wiped before it is freed. */
+struct sig {
+    unsigned char *data;
+    size_t len;
+};
+
+static void sig_clear(struct sig *g) {
+    if (g->data) {
+        OPENSSL_cleanse(g->data, g->len);
+        free(g->data);
+    }
 }
 
 /* Sign input with p's key; *ret_sig is malloc'd.  Returns < 0 on failure. */
@@ -166,23 +177,17 @@ static int sign(const struct pl_grant_profile *p, const char *input, size_t len,
     }
     if (!p->pkey)
         return -1;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned char *sig = NULL;
+    PL_CLEANUP(md_ctx_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    PL_AUTO_FREE unsigned char *sig = NULL;
     size_t n = 0;
-    int r = -1;
     const EVP_MD *md = p->alg == PL_JWT_RS256 ? EVP_sha256() : NULL; /* Ed25519 hashes itself */
     if (!ctx || EVP_DigestSignInit(ctx, NULL, md, NULL, p->pkey) != 1 ||
         EVP_DigestSign(ctx, NULL, &n, (const unsigned char *)input, len) != 1 || n == 0 ||
         !(sig = malloc(n)) || EVP_DigestSign(ctx, sig, &n, (const unsigned char *)input, len) != 1)
-        goto out;
-    *ret_sig = sig;
+        return -1;
+    *ret_sig = PL_TAKE_PTR(sig);
     *ret_len = n;
-    sig = NULL;
-    r = 0;
-out:
-    free(sig);
-    EVP_MD_CTX_free(ctx);
-    return r;
+    return 0;
 }
 
 int pl_jwt_mint(const struct pl_grant_profile *p, const char *principal, time_t now, char **ret_jwt,
@@ -201,54 +206,31 @@ int pl_jwt_mint(const struct pl_grant_profile *p, const char *principal, time_t 
     }
 
     const char *problem = "out of memory";
-    char *hj = header_json(p);
-    char *cj = claims_json(p, principal, now, jti, &problem);
-    char *hb = hj ? b64_str(hj) : NULL;
-    char *cb = cj ? b64_str(cj) : NULL;
-    char *input = NULL, *out = NULL;
-    unsigned char *sig = NULL;
-    size_t siglen = 0;
-    int r = -1;
-    if (!hb || !cb) {
-        jwt_fail(err, p, problem);
-        goto done;
-    }
+    PL_AUTO_FREE char *hj = header_json(p);
+    PL_AUTO_FREE char *cj = claims_json(p, principal, now, jti, &problem);
+    PL_AUTO_FREE char *hb = hj ? b64_str(hj) : NULL;
+    PL_AUTO_FREE char *cb = cj ? b64_str(cj) : NULL;
+    if (!hb || !cb)
+        return jwt_fail(err, p, problem);
     size_t hl = strlen(hb), cl = strlen(cb);
-    input = malloc(hl + 1 + cl + 1);
-    if (!input) {
-        jwt_fail(err, p, "out of memory");
-        goto done;
-    }
+    PL_AUTO_FREE char *input = malloc(hl + 1 + cl + 1);
+    if (!input)
+        return jwt_fail(err, p, "out of memory");
     memcpy(input, hb, hl);
     input[hl] = '.';
     memcpy(input + hl + 1, cb, cl + 1);
-    if (sign(p, input, hl + 1 + cl, &sig, &siglen) < 0) {
+    PL_CLEANUP(sig_clear) struct sig sig = {0};
+    if (sign(p, input, hl + 1 + cl, &sig.data, &sig.len) < 0) {
         ERR_clear_error();
-        jwt_fail(err, p, "signing failed");
-        goto done;
+        return jwt_fail(err, p, "signing failed");
     }
     size_t il = hl + 1 + cl;
-    out = malloc(il + 1 + pl_b64url_len(siglen) + 1);
-    if (!out) {
-        jwt_fail(err, p, "out of memory");
-        goto done;
-    }
+    char *out = malloc(il + 1 + pl_b64url_len(sig.len) + 1);
+    if (!out)
+        return jwt_fail(err, p, "out of memory");
     memcpy(out, input, il);
     out[il] = '.';
-    pl_b64url_encode(sig, siglen, out + il + 1);
+    pl_b64url_encode(sig.data, sig.len, out + il + 1);
     *ret_jwt = out;
-    out = NULL;
-    r = 0;
-done:
-    if (sig) {
-        OPENSSL_cleanse(sig, siglen);
-        free(sig);
-    }
-    free(out);
-    free(input);
-    free(hj);
-    free(cj);
-    free(hb);
-    free(cb);
-    return r;
+    return 0;
 }

@@ -77,24 +77,29 @@ const char *pl_reason_doc(enum pl_reason reason) {
 int pl_error_set(struct pl_error *err, enum pl_reason reason, const char *fmt, ...) {
     if (!err)
         return -1;
-    err->reason = reason;
-    err->errnum = 0;
+    /* Formatted apart first: an argument may be err->message itself. */
+    char text[sizeof(err->message)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    err->reason = reason;
+    err->errnum = 0;
+    memcpy(err->message, text, sizeof(text));
     return -1;
 }
 
 int pl_error_errno(struct pl_error *err, enum pl_reason reason, int errnum, const char *fmt, ...) {
     if (!err)
         return -1;
-    err->reason = reason;
-    err->errnum = errnum < 0 ? -errnum : errnum;
+    char text[sizeof(err->message)]; /* apart first, as in pl_error_set */
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    int n = vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    err->reason = reason;
+    err->errnum = errnum < 0 ? -errnum : errnum;
+    memcpy(err->message, text, sizeof(text));
     if (n >= 0 && (size_t)n < sizeof(err->message) && err->errnum)
         snprintf(err->message + n, sizeof(err->message) - (size_t)n, ": %s", strerror(err->errnum));
     return -1;

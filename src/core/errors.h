@@ -14,6 +14,36 @@
  *
  * Library code fills a struct pl_error and returns a negative value; the
  * API layer turns it into a Connect error body, once, at the edge.
+ *
+ * The core (src/core/), the layer every other part links, has no header of
+ * its own; its files (plimsolld's, and the few the wasm workers link:
+ * clock, fdio, capture, buf, errors):
+ *   errors.[ch]    this header: the Connect codes, the reasons, struct
+ *                  pl_error
+ *   config.[ch]    every daemon setting: read once, validated, frozen
+ *   keys.[ch]      the keys file and bearer-key authentication
+ *   admission.[ch] the run slots and per-caller token buckets, shed at
+ *                  once, never queued
+ *   request.[ch]   the Run request's decoder: normalize, then validate
+ *   jsonscan.[ch]  a JSON text's elements and depth, counted before
+ *                  jansson builds it
+ *   canon.[ch]     RFC 8785 canonical JSON, SHA-256, base64, UTF-8
+ *   record.[ch]    run records: build and verify; RFC 3339 times
+ *   tier.[ch]      the isolation tiers, weakest first, and their names
+ *   metrics.[ch]   the counters behind GET /metrics
+ *   log.[ch]       structured log lines, one JSON object each on stderr
+ *   buf.[ch]       a growable byte buffer (and protobuf's varints)
+ *   cleanup.h      scope-bound cleanup attributes and the TAKE macros
+ *   clock.[ch]     the one clock: nanoseconds on CLOCK_MONOTONIC,
+ *                  deadlines
+ *   fdio.[ch]      descriptor reads and writes against a deadline and a
+ *                  stop descriptor
+ *   ids.[ch]       random identifiers and secrets (RAND_bytes, hex)
+ *   fileread.[ch]  a whole operator-named file, strictly: regular,
+ *                  bounded, wiped
+ *   capture.[ch]   a guest's output kept up to a cap, the rest counted
+ *   pool.[ch]      a warm pool: items made ahead by a filler thread, each
+ *                  handed to one taker
  */
 #pragma once
 

@@ -2,13 +2,19 @@
 /*
  * lib.h: what libplimsoll's files share; not installed.
  *
- *   client.c  the client, one POST an attempt over libcurl, the deadline
- *             and the retries
- *   answer.c  the kinds, what an answer may be, refusals from Connect
- *             errors and their google.rpc.ErrorInfo
- *   calls.c   Describe, the runs and the sessions, each answer checked
- *   record.c  records and chains
- *   stream.c  RunStream's and RunCellStream's answer, read as it comes
+ * libplimsoll (src/lib/; its public header is include/plimsoll.h), in the
+ * caller's process:
+ *   lib.h            this header
+ *   client.c         the client, one POST an attempt over libcurl, the
+ *                    deadline and the retries
+ *   answer.c         the kinds, what an answer may be, refusals from
+ *                    Connect errors and their google.rpc.ErrorInfo
+ *   calls.c          Describe, the runs and the sessions, each answer
+ *                    checked
+ *   record.c         records and chains
+ *   stream.c         RunStream's and RunCellStream's answer, read as it
+ *                    comes
+ *   libplimsoll.map  the ABI: only the plimsoll_* functions, by version
  */
 #pragma once
 #include <curl/curl.h>

@@ -18,6 +18,20 @@
  *            (the request is then "dispatched").  A non-zero guest exit is a
  *            result (return 0); return < 0 only when infrastructure failed.
  *            NULL means the provider runs nothing (Disabled).
+ *
+ * The providers folder's own files, in plimsolld:
+ *   provider.h     this header: the ops table and the wrappers the core
+ *                  calls
+ *   registry.c     SANDBOX_PROVIDER's table, and the startup around a
+ *                  provider's proof (its ceiling and its proven tier
+ *                  against SANDBOX_MIN_ISOLATION)
+ *   settings.[ch]  reading a provider's own settings, with the same rules
+ *                  everywhere
+ * Each folder below is a package with its list in its header: docker/
+ * (docker_int.h), wasm/ (wasm_int.h), e2b/ (e2b_int.h), dockercloud/
+ * (dc_int.h), openshell/ (osh_int.h), hosted/ (hosted.h); disabled/ holds
+ * disabled.c alone and guest/ lines.py alone, first in every Python guest
+ * program.
  */
 #pragma once
 
@@ -130,6 +144,8 @@ struct pl_session_open {
     const char *const *languages; /* the caller's hint; NULL-terminated, may be empty */
 };
 
+/* Free what a result holds (out, err, steps and their strings) and zero
+ * it; NULL-safe, and fine on a zeroed result. */
 void pl_run_result_clear(struct pl_run_result *r);
 
 /*
@@ -181,10 +197,13 @@ struct pl_provider {
 /*
  * Find SANDBOX_PROVIDER's row, check its ceiling against
  * SANDBOX_MIN_ISOLATION, run its startup proof, and check the proven tier
- * again.  err names the setting at fault.
+ * again.  err names the setting at fault (INVALID_REQUEST; the proof's own
+ * reason when it failed).  *ret_provider is the caller's: pl_provider_stop.
  */
 int pl_provider_start(const struct pl_config *config, struct pl_provider **ret_provider,
                       struct pl_error *err);
+/* Destroy the provider's state and free p; NULL-safe.  No call may be in
+ * progress. */
 void pl_provider_stop(struct pl_provider *p);
 
 /*
@@ -214,12 +233,15 @@ static inline bool pl_provider_keeps_sessions(const struct pl_provider *p) {
            p->ops->session_close;
 }
 
-/* Readiness, through the optional method. */
+/* Readiness, through the optional method: 0, or < 0 with err (NOT_READY,
+ * or what the check met).  Never starts a sandbox; any thread. */
 static inline int pl_provider_ready(struct pl_provider *p, struct pl_error *err) {
     return p->ops->ready ? p->ops->ready(p->state, err) : 0;
 }
 
-/* Run one payload (only after pl_provider_runs; DISABLED otherwise). */
+/* Run one payload, after every refusal was decided: 0 with *ret filled
+ * (the caller's: pl_run_result_clear, also after a failure), or < 0 with err
+ * when infrastructure failed; DISABLED when the provider runs nothing. */
 static inline int pl_provider_run(struct pl_provider *p, const struct pl_run_ctx *ctx,
                                   const struct pl_run_request *req, struct pl_run_result *ret,
                                   struct pl_error *err) {
@@ -228,6 +250,9 @@ static inline int pl_provider_run(struct pl_provider *p, const struct pl_run_ctx
     return p->ops->run(p->state, ctx, req, ret, err);
 }
 
+/* Open a session's sandbox: 0 with *ret_session, the provider's handle,
+ * until pl_provider_session_close; < 0 with err, nothing left open.
+ * UNSUPPORTED when the provider keeps no sessions. */
 static inline int pl_provider_session_open(struct pl_provider *p, const struct pl_session_open *o,
                                            void **ret_session, struct pl_error *err) {
     if (!pl_provider_keeps_sessions(p))
@@ -236,6 +261,10 @@ static inline int pl_provider_session_open(struct pl_provider *p, const struct p
     return p->ops->session_open(p->state, o, ret_session, err);
 }
 
+/* One call in an open session (not checked here: only a session from
+ * pl_provider_session_open reaches it), as pl_provider_run; SESSION_ENDED
+ * (ret->session_ended may say why) when the session can no longer be used,
+ * and the caller then closes it.  Calls on one session never overlap. */
 static inline int pl_provider_session_run(struct pl_provider *p, void *session,
                                           const struct pl_run_ctx *ctx,
                                           const struct pl_run_request *req,
@@ -248,21 +277,29 @@ static inline bool pl_provider_pauses(const struct pl_provider *p) {
     return p->ops->session_pause != NULL;
 }
 
-/* Pause an idle session's sandbox: 0, or < 0 when it could not. */
+/* Pause an idle session's sandbox: 0, or < 0 (no error object) when it
+ * could not or the provider cannot pause (the core then ends the session).
+ * Not while a call runs in it. */
 static inline int pl_provider_session_pause(struct pl_provider *p, void *session) {
     return p->ops->session_pause ? p->ops->session_pause(p->state, session) : -1;
 }
 
+/* Take a paused session up again before its next call: 0 (also when the
+ * provider has no resume), or < 0 with err (the core then ends the
+ * session). */
 static inline int pl_provider_session_resume(struct pl_provider *p, void *session,
                                              struct pl_error *err) {
     return p->ops->session_resume ? p->ops->session_resume(p->state, session, err) : 0;
 }
 
+/* End a session's sandbox and free its handle, which is invalid after.
+ * Not while a call runs in it. */
 static inline void pl_provider_session_close(struct pl_provider *p, void *session) {
     p->ops->session_close(p->state, session);
 }
 
-/* Its warm pools' figures (none when it keeps no pool). */
+/* Its warm pools' figures, at most max into ret; how many (0 when it
+ * keeps no pool).  The names are the provider's, static. */
 static inline size_t pl_provider_pools(struct pl_provider *p, struct pl_pool_report *ret,
                                        size_t max) {
     return p->ops->pools ? p->ops->pools(p->state, ret, max) : 0;
@@ -270,6 +307,7 @@ static inline size_t pl_provider_pools(struct pl_provider *p, struct pl_pool_rep
 
 /*
  * The known providers' names, comma-separated ("disabled, wasm, docker, ..."),
- * from the registry's ops tables, for messages and docs.
+ * from the registry's ops tables, for messages and docs.  A static string,
+ * built once; any thread.
  */
 const char *pl_provider_known_names(void);

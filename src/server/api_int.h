@@ -2,21 +2,51 @@
 /*
  * api_int.h: what the API's files share and nothing outside them sees.
  *
- *   api.c           Describe, routing, the head and body phases
+ * The server package (src/server/), all of it in plimsolld.  The front
+ * door, which moves bytes and keeps time:
+ *   http.h          the server's start, reload and stop
+ *   http_int.h      what front.c and http1.c share
+ *   front.c         the listener: accept, the connection caps, each
+ *                   connection's opening read (TLS, HTTP/2's preface,
+ *                   HTTP/1.1) and its hand-off
+ *   http1.c         HTTP/1.1 on libmicrohttpd: the read and send
+ *                   deadlines, requests, streaming answers
+ *   h2.[ch]         HTTP/2 on libnghttp2, a thread per request
+ *   tls.[ch]        TLS on the port (OpenSSL): certificate, ALPN, client
+ *                   certificates as principals, SIGHUP's reload
+ *
+ * The API, which decides (api.h is its face to the front door):
+ *   api.h           the HTTP-independent API: the head and body phases
+ *   api_int.h       this header
+ *   api.c           Describe, routing, the head's ladder (head_ladder[]),
+ *                   the head and body phases
  *   api_answer.c    answers: JSON and text bodies, refusals with their
  *                   google.rpc.ErrorInfo, a run's result as JSON
  *   api_run.c       Run, RunInSession and RunCell: the refusal ladder,
- *                   dispatch, the run record
+ *                   dispatch, the run record; Explain's walk of the ladder
  *   api_sessions.c  OpenSession, CloseSession and the outer messages of
- *                   RunInSession and RunCell
+ *                   RunInSession, RunCell and Explain
  *   api_grpc.c      gRPC and gRPC-Web over the Connect answers
  *   api_stream.c    RunStream and RunCellStream: output as it comes
+ *   codec.[ch]      Connect's binary codec: protobuf to and from the API's
+ *                   JSON, on protobuf-c's descriptors
+ *   sessions.[ch]   the session table: ids, owners, turns, idle and
+ *                   lifetime, chained records
+ *
+ * The operator's console (docs/console.md), compiled in:
+ *   console.[ch]         the assets and their lookup by path
+ *   console/index.html   the page
+ *   console/console.js   its script: every call the API's, output as text
+ *   console/console.css  its style
+ *   console/favicon.svg  its icon
  */
 #pragma once
 
 #include "api.h"
 
-/* What the per-request log line says about a call. */
+/* What the per-request log line says about a call: the call's thread's,
+ * its strings borrowed (static, or the request's) until the line is
+ * written. */
 struct call_log {
     const char *principal;
     const char *method;
@@ -45,10 +75,13 @@ enum api_protocol {
     API_CONNECT_STREAM_JSON,  /* application/connect+json: a streaming method */
     API_CONNECT_STREAM_PROTO, /* application/connect+proto */
 };
+/* API_UNKNOWN for NULL or any other type; parameters after ';' are not
+ * looked at. */
 enum api_protocol api_protocol_of(const char *content_type);
 
 /* The one message of a gRPC (or gRPC-Web) request body; INVALID_REQUEST
- * when the body is not exactly one uncompressed length-prefixed message. */
+ * when the body is not exactly one uncompressed length-prefixed message.
+ * *ret_msg points into body. */
 int api_grpc_unwrap(const char *body, size_t len, const char **ret_msg, size_t *ret_len,
                     struct pl_error *err);
 
@@ -62,18 +95,21 @@ int api_connect_timeout(const char *v, unsigned *ret_ms);
 int api_grpc_timeout(const char *v, unsigned *ret_ms);
 
 /* Rewrite a Connect answer (a binary message, a Connect error, a text
- * answer of the transport) as gRPC's or gRPC-Web's; ctype is the
- * request's content type, echoed when it is one of the protocol's. */
+ * answer of the transport) as gRPC's or gRPC-Web's, in place (rs's old
+ * body and headers freed); ctype is the request's content type, echoed
+ * when it is one of the protocol's. */
 void api_grpc_wrap(enum api_protocol p, const char *ctype, struct pl_api_response *rs);
 
 /* The content type a gRPC or gRPC-Web answer carries: the request's when
- * it is one of the protocol's, else the protocol's +proto form. */
+ * it is one of the protocol's (ctype itself), else the protocol's +proto
+ * form (a static string). */
 const char *api_grpc_ctype(enum api_protocol p, const char *ctype);
 
 /* gRPC's status of a Connect answer that is not a success (a Connect
  * error, or a text answer of the transport): the code, and malloc'd
  * grpc-message (percent-encoded) and grpc-status-details-bin values
- * (details NULL when there are none). */
+ * (details NULL when there are none; either NULL when out of memory), the
+ * caller's to free. */
 void api_grpc_status_of(const struct pl_api_response *rs, unsigned *ret_code, char **ret_message,
                         char **ret_details);
 
@@ -83,45 +119,55 @@ void api_grpc_status_of(const struct pl_api_response *rs, unsigned *ret_code, ch
 bool api_method_streams(const char *method);
 
 /* A streaming call's answer, before dispatch; ctype is the request's
- * content type.  NULL when out of memory (the call is then answered
- * whole). */
+ * content type, out is copied.  NULL when out of memory (the call is then
+ * answered whole).  The API holds a reference until api_stream_end. */
 struct pl_api_stream *api_stream_new(struct pl_api *api, enum api_protocol p, const char *ctype,
                                      const struct pl_api_stream_out *out);
 
-/* At dispatch: the head goes out through the transport's begin.  Returns
- * the sink the run's output goes to, or NULL when the transport cannot
- * stream (the answer then comes whole at the end). */
+/* At dispatch: the head goes out through the transport's begin, which
+ * takes the transport's reference (pl_api_stream_release).  Returns the
+ * sink the run's output goes to (any thread; valid while the stream
+ * lives), or NULL when the transport cannot stream (the answer then comes
+ * whole at the end).  s may be NULL. */
 const struct pl_output_sink *api_stream_begin(struct pl_api_stream *s);
 
 /* The call's Connect answer (a RunResponse's JSON, or an error) becomes
  * the stream's end, in the call's protocol: the output not yet taken, the
  * result message, and the end of the stream (Connect's end message,
- * gRPC's trailers, gRPC-Web's trailer frame).  A call that never began is
- * answered whole in the streaming protocol.  s is released. */
+ * gRPC's trailers, gRPC-Web's trailer frame), written over rs in place.
+ * A call that never began is answered whole in the streaming protocol.
+ * The API's reference to s is released. */
 void api_stream_end(struct pl_api_stream *s, struct pl_api_response *rs);
 
 /* ---- api_answer.c ---- */
 
-/* body: malloc'd, NUL-terminated; rs takes it. */
+/* Answers into an empty rs.  body: malloc'd, NUL-terminated; rs takes it
+ * (NULL, out of memory: the status with no body).  ctype is borrowed,
+ * never freed. */
 void api_set_body(struct pl_api_response *rs, int status, const char *ctype, char *body);
+/* text is copied, as text/plain. */
 void api_set_text(struct pl_api_response *rs, int status, const char *text);
-/* Takes v's reference. */
+/* Takes v's reference; 500 "out of memory" when it cannot be encoded. */
 void api_set_json(struct pl_api_response *rs, int status, json_t *v);
 
 /*
  * Answer with err as a Connect error: its code, HTTP status and message,
  * and an ErrorInfo with the reason, "dispatched" and "isolation" (and
  * "ended_reason" when ended_reason is non-NULL, for SESSION_ENDED).  The
- * refusal is counted and the log line gets its outcome.
+ * refusal is counted and the log line gets its outcome.  rs must be empty;
+ * a reason of NONE is sent as INTERNAL.
  */
 void api_refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg,
                 const struct pl_error *err, const char *ended_reason);
-/* That answer's body alone (NULL on OOM), and its HTTP status; nothing is
- * counted (Explain's ticket quotes it). */
+/* That answer's body alone, a new reference (NULL on OOM), and its HTTP
+ * status into *ret_status (may be NULL); nothing is counted (Explain's
+ * ticket quotes it). */
 json_t *api_error_body(const struct pl_api *api, const struct pl_error *err,
                        const char *ended_reason, int *ret_status);
 
-/* A run's result as the RunResponse JSON (without its record). */
+/* A run's result as the RunResponse JSON (without its record): a new
+ * reference, NULL when out of memory.  Output that is not UTF-8 also goes
+ * as <name>_base64. */
 json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32_t dur_ms);
 
 /* ---- api_run.c ---- */
@@ -129,7 +175,8 @@ json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32
 /*
  * Run, RunInSession and RunCell share one path.  body is a RunRequest (for
  * RunCell one built from the cell and its timeout); session_id is NULL for
- * Run.
+ * Run.  The ladder, then the provider's run on the calling thread; rs gets
+ * the result or the refusal (api_refuse), lg what the line says.
  */
 void api_run_request(struct pl_api *api, const char *principal, const char *body, size_t body_len,
                      const char *session_id, bool cell, struct pl_api_response *rs,
@@ -147,7 +194,9 @@ void api_run_explain(struct pl_api *api, const char *principal, const char *body
 
 /* ---- api_sessions.c ---- */
 
-/* The session methods: OpenSession, RunInSession, RunCell, CloseSession. */
+/* The session methods, NULL-terminated: OpenSession, RunInSession,
+ * RunCell, CloseSession, RunCellStream.  api_handle_session_call answers
+ * one of them (method) into rs, a refusal through api_refuse. */
 extern const char *const api_session_methods[];
 void api_handle_session_call(struct pl_api *api, const char *principal, const char *method,
                              const struct pl_api_request *rq, struct pl_api_response *rs,

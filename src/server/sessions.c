@@ -110,8 +110,8 @@ static void *reaper_main(void *arg) {
             struct pl_session *ss = &s->slots[i];
             /* Read per slot: a pause below lets go of the lock, and a slot
              * opened, called or ended meanwhile holds a later time than a
-             * clock read before it (the difference would wrap: a session
-             * just opened was once ended as past its lifetime). */
+             * clock read before it (the difference would wrap, and a
+             * session just opened would end as past its lifetime). */
             uint64_t now = pl_now_ns();
             if (!ss->used)
                 continue;

@@ -151,9 +151,24 @@ class CleanupAfterTheAnswer(E2BDaemon):
                 return s["state"]
         return None
 
+    def cleanup_ended_since(self, first):
+        """Wait until the root processes started since request `first` (the
+        cleanup after a call, which runs after its answer) have all ended:
+        a misbehaviour set before then would reach that cleanup too."""
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            roots = [r for r in self.fake.state()["requests"][first:]
+                     if r.get("user") == "root"]
+            if roots and all("ms" in r for r in roots):
+                return
+            time.sleep(0.1)
+        self.fail("the cleanup after the first call did not end")
+
     def test_the_next_call_waits_for_the_cleanup_and_is_refused_when_it_failed(self):
         sid = self.open()
+        first = len(self.fake.state()["requests"])
         self.answered_at_once(sid)   # a cleanup that works first
+        self.cleanup_ended_since(first)
         self.fake.misbehave(delay_root_process_ms=self.HANG_MS)
         self.answered_at_once(sid)
         took = self.refused_naming_the_cleanup(sid)

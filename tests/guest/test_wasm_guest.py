@@ -55,6 +55,74 @@ for (const c of JSON.parse(process.argv[2]))
 """
 
 
+# builtins.js run by node: each built-in it adds, called on the same values
+# as node's own where node has one (Node.js 20 has most; groupBy and
+# withResolvers came later, and are checked against written answers).
+BUILTINS_RUNNER = r"""
+const fs = require('fs');
+const util = require('util');
+const vm = require('vm');
+const path = process.argv[1];
+const list = vm.runInThisContext(fs.readFileSync(path, 'utf8'), {filename: path});
+const arr = () => [3, 1, 4, 1, 5];
+const typed = () => new Int8Array([3, 1, 4, 1, 5]);
+const odd = (x) => x % 2 === 1;
+const never = () => false;
+const args = {
+  at: [[0], [-1], [9], [1.7], ['x'], []],
+  hasOwn: [[{a: 1}, 'a'], [{}, 'b'], [Object.create({p: 1}), 'p']],
+  findLast: [[odd], [never]],
+  findLastIndex: [[odd], [never]],
+  toReversed: [[]],
+  toSorted: [[], [(a, b) => b - a], ['not a function']],
+  toSpliced: [[1, 1, 'x'], [0], [-2, 1], []],
+  with: [[1, 9], [-1, 7], [9, 0], ['x', 2]],
+  structuredClone: [[{a: [1, {b: 2}], d: new Date(0), m: new Map([[1, new Set([2])]]),
+                     r: /x+/g, u: new Uint8Array([1, 2]), e: new RangeError('r')}],
+                    [Symbol('s')], [() => 1], []],
+};
+const name = (v) => (v === Array.prototype ? 'array' : v === String.prototype ? 'string' :
+  v === Object.getPrototypeOf(Int8Array.prototype) ? 'typed' : 'static');
+const self = {array: arr, string: () => 'abcde', typed, static: null};
+const call = (f, me, a) => {
+  try { return {value: f.apply(me, a)}; } catch (e) { return {error: e.name}; }
+};
+// Cross-context values compare by their JSON-like shape.
+const same = (x, y) => util.isDeepStrictEqual(JSON.parse(JSON.stringify(util.inspect(x))),
+                                              JSON.parse(JSON.stringify(util.inspect(y))));
+let compared = 0;
+const bad = [];
+for (const [where, key, fn] of list) {
+  const kind = name(where);
+  const native = kind === 'array' ? Array.prototype[key] : kind === 'string' ? String.prototype[key]
+    : kind === 'typed' ? Object.getPrototypeOf(Int8Array.prototype)[key]
+    : {Object, Map, Promise}[where.constructor === Function ? where.name : ''] ?.[key]
+      ?? (key === 'structuredClone' ? structuredClone : undefined);
+  if (typeof native !== 'function') continue;
+  // Node.js 20's structuredClone has length 0; WebIDL's, and ours, 1
+  if (fn.length !== native.length && key !== 'structuredClone') bad.push([kind, key, 'length', fn.length, native.length]);
+  if (fn.name !== native.name) bad.push([kind, key, 'name', fn.name, native.name]);
+  for (const a of args[key] || []) {
+    const me = self[kind] ? self[kind]() : where;
+    const mine = call(fn, me, a), theirs = call(native, self[kind] ? self[kind]() : globalThis, a);
+    compared++;
+    if (!same(mine, theirs)) bad.push([kind, key, util.inspect(a), util.inspect(mine),
+                                       util.inspect(theirs)]);
+  }
+}
+const group = list.filter(([, k]) => k === 'groupBy').map(([, , f]) => f);
+const o = group[0]([1, 2, 3], (x) => (odd(x) ? 'odd' : 'even'));
+const m = group[1]([1, 2, 3, -0, 0], (x) => (x === 0 ? x : odd(x)));
+if (util.inspect({...o}) !== "{ odd: [ 1, 3 ], even: [ 2 ] }" || Object.getPrototypeOf(o) !== null)
+  bad.push(['Object.groupBy', util.inspect(o)]);
+if (util.inspect(m) !== 'Map(3) { true => [ 1, 3 ], false => [ 2 ], 0 => [ -0, 0 ] }')
+  bad.push(['Map.groupBy', util.inspect(m)]);
+const wr = list.find(([, k]) => k === 'withResolvers')[2].call(Promise);
+if (!(wr.promise instanceof Promise) || typeof wr.resolve !== 'function') bad.push(['withResolvers']);
+process.stdout.write(JSON.stringify({compared, bad, names: list.map(([w, k]) => name(w) + '.' + k)}));
+"""
+
+
 def node_format(cases):
     out = subprocess.run([NODE, "-e", RUNNER, FORMAT_JS, json.dumps(cases), SEP],
                          capture_output=True, text=True, check=True, timeout=60).stdout
@@ -77,6 +145,17 @@ class GuestScripts(unittest.TestCase):
                 r = subprocess.run([NODE, "--check", os.path.join(GUEST, name)],
                                    capture_output=True, text=True, timeout=60)
                 self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_builtins_agree_with_node(self):
+        out = subprocess.run([NODE, "-e", BUILTINS_RUNNER, os.path.join(GUEST, "builtins.js")],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        got = json.loads(out.stdout)
+        self.assertEqual(got["bad"], [])
+        self.assertGreaterEqual(got["compared"], 40, got)
+        for want in ("array.at", "string.at", "typed.toSorted", "static.structuredClone",
+                     "static.groupBy", "static.withResolvers"):
+            self.assertIn(want, got["names"])
 
     def test_formatter_on_the_host(self):
         want = {

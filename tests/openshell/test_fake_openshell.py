@@ -402,6 +402,16 @@ class SandboxTest(Base):
         self.assertCode(CODE.FAILED_PRECONDITION, FAKE.exec, sbx.metadata.id, ["true"])
 
 
+
+def left_the_group(n):
+    """Shell that starts `sleep n` in a session of its own and goes on only
+    once it is there: a kill of the group that comes before the setsid
+    would otherwise take it too."""
+    mark = "/tmp/left-%d" % n
+    return ("rm -f %s; (setsid sh -c 'touch %s; exec sleep %d' &); "
+            "while [ ! -e %s ]; do sleep 0.01; done; " % (mark, mark, n, mark))
+
+
 class ExecTest(Base):
     """Runs commands in one shared sandbox."""
 
@@ -590,10 +600,10 @@ class ExecTest(Base):
         group ends, a process that left it with setsid stays (upstream
         documents only the 124)."""
         FAKE.misbehave(exec_kill="group")
-        out = FAKE.exec(self.id, ["sh", "-c", "(setsid sleep 1011 &); sleep 1012 & echo started; "
+        out = FAKE.exec(self.id, ["sh", "-c", left_the_group(1011) + "sleep 1012 & echo started; "
                                   "sleep 1013"], timeout_seconds=1)
         self.assertEqual((out.stdout, out.exit_code), (b"started\n", 124))
-        call = FAKE.exec_stream(self.id, ["sh", "-c", "(setsid sleep 1014 &); sleep 1015 & "
+        call = FAKE.exec_stream(self.id, ["sh", "-c", left_the_group(1014) + "sleep 1015 & "
                                           "echo started; sleep 1016"])
         self.assertEqual(next(call).stdout.data, b"started\n")
         call.cancel()

@@ -3,6 +3,7 @@
  * test_errors.c: every row of the error tables, the reasons' against the
  * shared vector file tests/vectors/reasons.json.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -112,6 +113,18 @@ static void test_error_set(void **state) {
     assert_int_equal(pl_error_set(NULL, PL_REASON_AT_CAPACITY, "ignored"), -1);
 }
 
+/* A message may be put in its own new message (a prefix added). */
+static void test_error_set_from_its_own_message(void **state) {
+    (void)state;
+    struct pl_error e = {0};
+    pl_error_set(&e, PL_REASON_INTERNAL, "cannot make the directory");
+    pl_error_set(&e, PL_REASON_INTERNAL, "SANDBOX_DOCKER_RUN_DIR: %s", e.message);
+    assert_string_equal(e.message, "SANDBOX_DOCKER_RUN_DIR: cannot make the directory");
+    pl_error_errno(&e, PL_REASON_INTERNAL, ENOENT, "again: %s", e.message);
+    assert_string_equal(e.message, "again: SANDBOX_DOCKER_RUN_DIR: cannot make the directory: "
+                                   "No such file or directory");
+}
+
 /* google.rpc.ErrorInfo{reason:"AT_CAPACITY", domain:"plimsoll",
  * metadata:{"dispatched":"false"}} encoded by hand from the proto wire rules. */
 static void test_error_info_bytes(void **state) {
@@ -135,6 +148,7 @@ int main(void) {
         cmocka_unit_test(test_reasons_match_the_vector_file),
         cmocka_unit_test(test_connect_codes_round_trip),
         cmocka_unit_test(test_error_set),
+        cmocka_unit_test(test_error_set_from_its_own_message),
         cmocka_unit_test(test_error_info_bytes),
     };
     return cmocka_run_group_tests_name("errors", tests, NULL, NULL);

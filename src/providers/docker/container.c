@@ -322,8 +322,8 @@ int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pum
         if (pr < 0 && errno != EINTR)
             return pl_error_set(err, PL_REASON_INTERNAL, "poll: %s", strerror(errno));
         /* Ended: what it wrote may still be on its way through the engine
-         * (CI lost a step's whole output returning here at once), so read
-         * on until the stream ends, for EXEC_DRAIN_MS at most. */
+         * (a step's whole output can be), so read on until the stream
+         * ends, for EXEC_DRAIN_MS at most. */
         if (pr == 0 && p->exec_id[0] && !drain_end && exec_ended(s, p->exec_id)) {
             drain_end = pl_now_ns() + (uint64_t)EXEC_DRAIN_MS * 1000000ull;
             continue;

@@ -3,27 +3,56 @@
  * docker_int.h: what the docker provider's files share, and nothing
  * outside src/providers/docker/ includes (h2o's *_internal.h).
  *
- * The package (docs/internals/adding-a-provider.md):
- *   docker.c     the ops table: create (the startup proof's order), destroy,
- *                info, ready
- *   settings.c   the provider's settings and the container configuration
- *                they give; the session settings digest read back
- *   container.c  one container: create, inspect, exec, the attach and exec
- *                streams, the end, the reaper, the host's view (kill,
- *                prove, sweep), the sockets' peer gate, run directories;
- *                a payload's stdin and its answer (run.c, session.c)
- *   pool.c       the warm pools: started containers waiting for one run,
- *                session sandboxes waiting for one session
- *   proof.c      the startup proof (the host's view, the canary per image,
- *                one real session)
- *   run.c        a run: snippets, modules and projects (steps as execs)
- *   session.c    sessions: open, calls, cells, the cleanup between calls
- *   uplink.c     a session's cell channel: the launch and the frames
- *   engine.c     the Docker Engine API client (engine.h, engine_parse.h)
- *   hostview.c   what the host sees of a container (hostview.h)
- *   reports.c    the in-sandbox helpers' reports (reports.h)
- *   seccomp_bpf.c  the profile compiled for execs under runsc
- *   guest/       what runs inside the sandbox (bootstrap, session agent)
+ * The package (docs/internals/adding-a-provider.md), in plimsolld:
+ *   docker.c          the ops table: create (the startup proof's order),
+ *                     destroy, info, ready
+ *   docker_int.h      this header
+ *   settings.c        the provider's settings and the container
+ *                     configuration they give; the session settings digest
+ *                     read back
+ *   container.c       one container: create, inspect, exec, the attach and
+ *                     exec streams, the end, the reaper, the host's view
+ *                     (kill, prove, sweep), the sockets' peer gate, run
+ *                     directories; a payload's stdin and its answer (for
+ *                     run.c and session.c)
+ *   pool.c            the warm pools: started containers waiting for one
+ *                     run, session sandboxes waiting for one session
+ *   proof.c           the startup proof (the host's view, the canary per
+ *                     image, one real session)
+ *   run.c             a run: snippets, modules and projects (steps as execs)
+ *   session.c         sessions: open, calls, cells, the cleanup between calls
+ *   uplink.c          a session's cell channel: a kept interpreter's launch
+ *                     and the greeting taken from its launcher
+ *   uplink_cell.c     one cell's frames over the uplink (alone, for its fuzz
+ *                     harness and unit test)
+ *   engine.[ch]       the Docker Engine API client over its Unix socket, the
+ *                     attach stream, the stdout/stderr demultiplexer
+ *   engine_parse.h    the readers of the engine's answers (fuzzed apart)
+ *   hostview.[ch]     what the host sees of a container: its cgroup and the
+ *                     runtime's state, and the kill
+ *   reports.[ch]      the readers of the in-sandbox helpers' reports
+ *   seccomp_bpf.[ch]  the seccomp profile compiled to BPF for execs under
+ *                     runsc
+ *
+ * Inside the container (guest/, embedded by guest/meson.build after
+ * src/providers/guest/lines.py):
+ *   guest/common.py         first in each program: the seccomp installer
+ *                           (runsc), non-dumpable, the stdin readers
+ *   guest/bootstrap.py      every run container's command: a snippet or a
+ *                           project (staying PID 1), a session call's
+ *                           files, the startup probe
+ *   guest/wait_main.py      the Python waiter a warm container keeps until
+ *                           the run's code arrives (in bootstrap.py)
+ *   guest/wait_main.js      the same for Node (in bootstrap.py)
+ *   guest/session_main.py   a session container's PID 1: runs no guest
+ *                           code, reaps orphans
+ *   guest/session_agent.py  a session's execs: an interpreter's launch and
+ *                           the Python cell server, the cleanup between
+ *                           calls (also the hosted providers' cells)
+ *   guest/cell_server.js    the Node cell server (in session_agent.py)
+ *   guest/proof_keep.py     the startup proof's session calls (proof.c):
+ *   guest/proof_look.py     a process left behind and a file, what the
+ *   guest/proof_read.py     cleanup left of them, the file after a pause
  */
 #pragma once
 
@@ -58,8 +87,8 @@
 #define EXEC_DRAIN_MS 2000
 /* How long a run that ended by SIGKILL waits for the engine's late OOM
  * verdict (run.c), and how often it asks.  Only a sandbox that died with
- * its cgroup waits (runsc); 1 s was once too short under ASan on a loaded
- * machine (docs/providers/docker.md). */
+ * its cgroup waits (runsc); the engine's flag can come seconds after the
+ * exit (docs/providers/docker.md). */
 #define OOM_LATE_MS 3000
 #define OOM_LATE_STEP_MS 50
 /* How long a run that took a warm container holds the pool's refill back
@@ -114,11 +143,18 @@ struct docker_settings {
 
 struct dsession; /* a session's sandbox, below */
 
+/* One container waiting for the reaper (docker_state.reap_head). */
 struct reap_item {
     struct reap_item *next;
     char id[72];
 };
 
+/*
+ * The provider's state (create's).  lock guards the reaper's queue
+ * (reap_head, reap_pending, reaper_stop), the readiness times and
+ * keeper_stop; cond wakes the reaper and the keeper.  The pools lock
+ * themselves, demand is atomic; the rest is set at startup.
+ */
 struct docker_state {
     struct docker_settings set;
     struct pl_docker_engine *engine;
@@ -256,6 +292,11 @@ enum { LANG_PY = 0, LANG_JS = 1 };
 /* "python", "javascript": a session's languages by index. */
 extern const char *const dk_lang_name[2];
 
+/*
+ * A session's sandbox (session.c), its holder's from dk_session_create or
+ * dk_pool_take until dk_session_close.  While the cleaner runs, it alone
+ * touches the session (dk_cleaner_join waits for it).
+ */
 struct dsession {
     char id[72];        /* the container */
     char tag[17];       /* non-secret label */
@@ -281,8 +322,6 @@ struct dsession {
     unsigned mask;         /* the interpreters the pool started: 1 python, 2 javascript */
 };
 
-/* Start a language's interpreter; its pid and start time come from the
- * launcher, which runs no guest code (docs/sessions.md). */
 /*
  * The cell uplink.  Each kept interpreter's launcher connects out to
  * dir/cells.sock (/run/plimsoll/cells.sock inside, the session's read-only
@@ -290,30 +329,66 @@ struct dsession {
  * report; the interpreter inherits that connection.  Cells then travel over it
  * with the agent's framing (docs/sessions.md), with no exec per cell.  What
  * comes back is the interpreter's output, guest data like any cell's; the
- * daemon bounds it (caps, deadline) and trusts nothing in it.  Without an
- * uplink (it failed, or the cell carries files) a cell goes through an exec
- * as before.
+ * daemon bounds it (caps, deadline) and trusts nothing in it.  A cell's
+ * files go in an exec of their own first; an uplink found unusable before
+ * anything was sent gets a fresh interpreter, once (session.c).
  */
 #define UPLINK_NAME "cells.sock"
 #define UPLINK_MAX_FRAME (64u << 20)
 
 enum uplink_end { UPLINK_UNUSABLE, UPLINK_RAN, UPLINK_ENDED, UPLINK_TIMED_OUT };
 
+/*
+ * Unless said, an int function returns 0, or -1 with err filled (INTERNAL),
+ * and every id, path and buffer it takes is borrowed for the call.
+ */
+
 /* container.c */
+/* After a container ended: 0 when its cgroup is empty or gone, 1 when
+ * processes were still there (killed now, and logged), < 0 when they could
+ * not all be killed.  No err: the caller says what it means. */
 int dk_host_prove_gone(struct docker_state *s, const char *id);
+/* End a container at its deadline: SIGKILL to its cgroup from the host,
+ * then the engine's kill.  0 when either worked, -1 when neither did. */
 int dk_end_container(struct docker_state *s, const char *id);
+/* A peer gate's life: init before the container exists (every peer is
+ * refused), open with the container's id once it does, destroy after the
+ * socket it guards stopped listening.  g->lock guards the cgroup. */
 void dk_peer_gate_init(struct peer_gate *g, struct docker_state *s);
 void dk_peer_gate_open(struct peer_gate *g, const char *container_id);
 void dk_peer_gate_destroy(struct peer_gate *g);
+/* The broker socket's peer_ok (ud: the gate), called on the socket's
+ * thread: whether the peer's cgroup is the container's (and, under runc,
+ * its uid the sandbox's). */
 bool dk_peer_gate_check(void *ud, int fd, pid_t pid, uid_t uid, gid_t gid);
+/* Socket access for a sandbox's directory: owned by the sandbox's uid and
+ * GID_RUN, peers judged by g (NULL: no peer check).  g must outlive the
+ * socket. */
 struct pl_broker_sock_access dk_sandbox_access(struct docker_state *s, struct peer_gate *g);
+/* Kill what is left in the container's cgroup, then delete it (force, with
+ * its volumes) and any runtime state left for it.  0 once the engine
+ * answered 204 or 404; -1 (no err) when the kill or the delete failed. */
 int dk_remove_container(struct docker_state *s, const char *id);
+/* dk_remove_container, tried up to attempts times with a growing pause
+ * (200 ms doubling to 5 s).  Blocks the caller throughout. */
 int dk_remove_container_patiently(struct docker_state *s, const char *id, int attempts);
+/* The reaper thread (arg: the docker_state).  Deletes what dk_reap_later
+ * queued, under s->lock for the queue only; on reaper_stop it drains the
+ * queue, then returns. */
 void *dk_reaper_main(void *arg);
+/* Hand a container to the reaper (id is copied).  Past REAP_BACKLOG
+ * waiting the caller tries the deletion itself first; with no reaper (or no
+ * memory) it deletes it now, once.  Any thread. */
 void dk_reap_later(struct docker_state *s, const char *id);
+/* Startup: delete every container labelled with this instance; *ret_n how
+ * many were deleted.  -1 with err when the engine could not list them. */
 int dk_delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error *err);
+/* One Engine API call that must answer want: *ret (may be NULL) gets the
+ * JSON answer, a reference the caller drops, on success only.  Another
+ * status is INTERNAL with the engine's message. */
 int dk_api_expect(struct docker_state *s, const char *method, const char *path, const json_t *body,
                   long want, json_t **ret, struct pl_error *err);
+/* The engine's kill: 0 on 204, or 409 (not running any more); else -1. */
 int dk_kill_container(struct docker_state *s, const char *id);
 /* Write in's parts to fd, read fd into p->dx until the stream ends, the
  * end marker or (p->until_line) a line of stdout arrives, or the deadline:
@@ -322,14 +397,27 @@ int dk_kill_container(struct docker_state *s, const char *id);
  * the caller's. */
 int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
             struct cont_result *res, int fd, uint64_t deadline_ns, struct pl_error *err);
+/* Create a container with the run configuration (dk_container_config),
+ * its id into ret_id.  waiters: its bootstrap starts the interpreters
+ * waiting (a warm snippet container's).  The caller deletes it. */
 int dk_create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
                         const char *run_id, const char *socket_dir, bool waiters, char ret_id[72],
                         struct pl_error *err);
+/* End every process of container id but its PID 1 (init_host_pid, runc)
+ * and keep's, from the host, and see only those remain; dead (runsc) names
+ * unreaped zombies gVisor still lists.  Waits 5 s at most; *ret_killed
+ * (may be NULL) counts what was ended. */
 int dk_host_sweep(struct docker_state *s, const char *id, pid_t init_host_pid, const long *keep,
                   size_t nkeep, const long *dead, size_t ndead, unsigned *ret_killed,
                   struct pl_error *err);
+/* SANDBOX_DOCKER_RUN_DIR/<instance>, made if need be: root's, mode 0711. */
 int dk_make_instance_dir(struct docker_state *s, struct pl_error *err);
+/* Startup: remove this instance's run-*, session-* and canary-* directories
+ * a killed daemon left behind (logged when any). */
 void dk_delete_stale_dirs(struct docker_state *s);
+/* Create and start an exec of cmd in container_id as user, in /work, with
+ * env plus runsc's exec filter: *ret_fd its stream (the caller closes it),
+ * ret_eid its id.  Takes cmd's and env's references. */
 int dk_exec_start(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
                   json_t *env, bool attach_stdin, int *ret_fd, char ret_eid[80],
                   struct pl_error *err);
@@ -365,40 +453,77 @@ int dk_cont_finish(const struct pl_run_ctx *ctx, const struct pl_run_request *re
                    struct pl_error *err);
 
 /* docker.c */
+/* Readiness no longer stands (a run failed): the next call checks again,
+ * and the warm containers are dropped.  Takes s->lock. */
 void dk_invalidate_ready(struct docker_state *s);
 /* Check readiness now (the engine answers, the runtime is registered at the
  * same path, both tags name the inspected images) and let it stand for
- * READY_CACHE_NS.  Returns 0 or -1 with err (NOT_READY). */
+ * READY_CACHE_NS.  Returns 0 or -1 with err (NOT_READY); an engine that
+ * does not answer also drops the warm containers.  Call without s->lock. */
 int dk_ready_refresh(struct docker_state *s, struct pl_error *err);
 
 /* pool.c */
+/* Start the runs' pool (nothing when SANDBOX_DOCKER_WARM is 0): 0, or
+ * -errno (runs then start cold). */
 int dk_run_pool_start(struct docker_state *s);
+/* Drop every waiting warm container (the engine may have restarted). */
 void dk_flush_warm(struct docker_state *s);
+/* A started warm container of image which (0 snippet, 1 project) into
+ * ret_id, only at the default memory allowance; false when none.  The
+ * container is then the caller's to delete; dk_warm_done follows the run. */
 bool dk_take_warm(struct docker_state *s, int which, unsigned memory_mb, char ret_id[72]);
 /* A run on a warm container ended: the refill its take held back starts. */
 void dk_warm_done(struct docker_state *s);
+/* Start the sessions' pool (nothing when SANDBOX_SESSION_POOL is 0): 0,
+ * or -errno (sessions then open cold). */
 int dk_session_pool_start(struct docker_state *s);
 /* The provider's pools op: the runs' and sessions' pools, for Describe. */
 size_t dk_pools(void *state, struct pl_pool_report *ret, size_t max);
+/* A waiting session sandbox best fitting the interpreters want (1
+ * python, 2 javascript, 3 both), counted in the demand; NULL when none or
+ * memory_mb is not the default.  The caller owns it (dk_session_close). */
 struct dsession *dk_pool_take(struct docker_state *s, unsigned memory_mb, unsigned want);
+/* Stop both pools' fillers and drop what waits (destroy). */
 void dk_pools_stop(struct docker_state *s);
 
 /* proof.c */
+/* The startup proof's socket in a canary-* directory, answering "pong".
+ * On failure too, c is the caller's to dk_canary_stop, which is safe on a
+ * zeroed or stopped canary. */
 int dk_canary_start(struct docker_state *s, struct canary *c, struct pl_error *err);
 void dk_canary_stop(struct canary *c);
+/* Run one canary container of image (its id image_id) with the run
+ * configuration and judge its report; the interpreters it proved are added
+ * to ret_langs (name -> version) unless there already. */
 int dk_probe_image(struct docker_state *s, const char *image, const char *image_id,
                    struct canary *can, json_t *ret_langs, struct pl_error *err);
+/* The image ref names: its sha256 id into ret_id.  INVALID_REQUEST naming
+ * setting_name when the image is absent or declares a VOLUME. */
 int dk_inspect_image(struct docker_state *s, const char *setting_name, const char *ref,
                      char *ret_id, size_t idlen, struct pl_error *err);
+/* The runtime's path as GET /info registers it into ret_path;
+ * INVALID_REQUEST when it is not registered.  *ret_info (may be NULL) gets
+ * /info's answer, a reference the caller drops. */
 int dk_check_runtime(struct docker_state *s, char *ret_path, size_t len, json_t **ret_info,
                      struct pl_error *err);
+/* pl_hostview_leftovers' callback (ud: the docker_state): kill, delete and
+ * remove the runtime state and cgroup of one container left behind. */
 void dk_remove_leftover(const char *id, void *ud);
+/* Startup: one started container shows the host where containers' processes
+ * and runtime state live (s->hv learns the runtime root); it is deleted. */
 int dk_hostview_discover(struct docker_state *s, struct pl_error *err);
+/* With sessions on: one real session proves calls, cells, a pause and the
+ * close; ret_langs (an array) gets the cell languages that worked. */
 int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
                      struct pl_error *err);
 
 /* run.c */
+/* The first "PLIMSOLL {...}" line of out, parsed: a new reference, or NULL
+ * when there is none or it does not parse. */
 json_t *dk_report_line(const struct pl_buf *out);
+/* The exec command that runs argv exactly (under runsc through the
+ * bootstrap's exec mode, which installs the seccomp filter first): a new
+ * reference, or NULL when out of memory. */
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
 /* A project's steps (in->project) in container id, in order, an exec each
  * as the run's user (with in->step_env; output at in->output_bytes, to
@@ -415,15 +540,30 @@ int dk_project_steps(struct docker_state *s, const struct cont_input *in, const 
  * reaper whatever happens; in->gate is opened for it once it exists. */
 int dk_run_container(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
                      struct cont_result *res, struct pl_error *err);
+/* The provider's run op (provider.h).  A container run that failed also
+ * invalidates readiness. */
 int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
            struct pl_run_result *ret, struct pl_error *err);
 
 /* session.c */
+/* The session agent's command for mode (and its arg, may be NULL): a new
+ * reference, or NULL when out of memory. */
 json_t *dk_agent_cmd(const char *mode, const char *arg);
+/* Wait for the cleanup after the last call, if one runs; it alone touches
+ * d while it runs.  The session's caller only. */
 void dk_cleaner_join(struct dsession *d);
+/* Forget a session's sandbox: its uplinks, its directory, its gate, d.  The
+ * cleaner must be joined and the container handed to the reaper first. */
 void dk_dsession_free(struct dsession *d);
+/* Create and start one session sandbox with the interpreters in langs
+ * ([LANG_PY], [LANG_JS]) running; *ret is the caller's (dk_session_close).
+ * On failure nothing is left but a container given to the reaper. */
 int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_mb,
                       const bool langs[2], struct dsession **ret, struct pl_error *err);
+/* The provider's session ops (provider.h); calls on one session never
+ * overlap.  run waits for the last call's cleanup and starts its own after;
+ * SESSION_ENDED when the sandbox is gone, changed, or a cleanup failed.
+ * pause (no err) joins the cleanup first; close also reaps and frees. */
 int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,
                     struct pl_error *err);
 void dk_session_close(void *state, void *session);
@@ -434,20 +574,47 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
                    struct pl_error *err);
 
 /* settings.c */
+/* The SANDBOX_DOCKER_* settings into s; INVALID_REQUEST naming the one at
+ * fault.  s->seccomp and s->exec_filter_env are malloc'd, the caller's to
+ * free, also after a failure. */
 int dk_load_settings(const struct pl_config *c, struct docker_settings *s, struct pl_error *err);
+/* INVALID_REQUEST when the sandbox's uid or one of its PL_DOCKER_GID_COUNT
+ * groups belongs to a host account. */
 int dk_check_uid_unused(const struct docker_settings *s, struct pl_error *err);
+/* A tmpfs's options (mb MiB, noexec, the guest's uid): a new reference,
+ * NULL when out of memory. */
 json_t *dk_tmpfs_opts(const struct docker_settings *st, unsigned mb);
+/* "uid:gid" for the guest's uid and one of its groups (GID_*). */
 void dk_user_spec(const struct docker_settings *st, unsigned gid_off, char buf[32]);
+/* The run configuration every run, session and proof container gets: a new
+ * reference, or NULL when out of memory.  socket_dir, when set, is mounted
+ * read-only at /run/plimsoll. */
 json_t *dk_container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
                             const char *run_id, const char *socket_dir, bool waiters);
+/* "uid:gid" of the sandbox's runs (GID_RUN). */
 void dk_run_user(struct docker_state *s, char buf[32]);
+/* The container's security settings as a digest (ret_fp), and whether it
+ * runs and is paused, read from the engine; -1 with err when it cannot be
+ * read (gone: the engine's 404). */
 int dk_session_state(struct docker_state *s, const char *id, char ret_fp[65], bool *running,
                      bool *paused, struct pl_error *err);
 
-/* uplink.c */
+/* uplink.c, uplink_cell.c: called by whoever holds d (the session's
+ * caller, or its cleaner while that runs). */
+/* Listen at dir/cells.sock (the sandbox's uid alone may connect) into
+ * d->lfd; on any failure d->lfd stays -1 and launches fail. */
 void dk_uplink_listen(struct dsession *d);
+/* Close lang's uplink, if any (its fd is -1 after). */
 void dk_uplink_drop(struct dsession *d, int lang);
+/* Drop both uplinks, close and unlink the listening socket. */
 void dk_uplink_close(struct dsession *d);
+/* One cell over lang's uplink: UPLINK_RAN with *status (0 ran, 1 raised)
+ * and the output in dx; UPLINK_UNUSABLE when nothing was sent (the uplink
+ * is dropped); UPLINK_ENDED or UPLINK_TIMED_OUT when the channel was lost
+ * mid-cell.  Every byte read is the guest's. */
 enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
                                uint64_t deadline, struct pl_demux *dx, int *status);
+/* Start a language's interpreter; its pid and start time come from the
+ * launcher, which runs no guest code (docs/sessions.md), and its uplink
+ * is the connection the launcher greeted with.  d->in[lang] is up after. */
 int dk_launch(struct docker_state *s, struct dsession *d, int lang, struct pl_error *err);

@@ -29,8 +29,7 @@ struct pl_docker_engine {
      * mu.  One: a kept handle holds three descriptors (the connection and
      * libcurl's wakeup pair), and with one the daemon's count stays what it
      * was after its first call (the hostile and load suites' leak checks);
-     * calls that overlap open their own connection, as every call did
-     * before. */
+     * calls that overlap open their own connection. */
     CURL *kept;
 };
 

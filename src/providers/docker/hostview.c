@@ -310,6 +310,29 @@ int pl_hostview_procs(const struct pl_hostview *hv, const char *rel, pid_t **ret
     return 0;
 }
 
+/* What a kill that timed out left: how many, and one of them by name and
+ * state (a thread in D state is what a SIGKILL cannot end at once). */
+static void log_survivor(const char *rel, size_t living, pid_t tid, unsigned timeout_ms) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+    struct pl_buf b = {0};
+    char comm[32] = "?", state = '?';
+    if (read_text(path, &b, 4096) == 0 && b.data) {
+        const char *open = strchr(b.data, '(');
+        const char *close = strrchr(b.data, ')');
+        if (open && close && close > open) {
+            snprintf(comm, sizeof(comm), "%.*s", (int)(close - open - 1), open + 1);
+            if (close[1] == ' ' && close[2])
+                state = close[2];
+        }
+    }
+    pl_buf_free(&b);
+    fprintf(stderr,
+            "plimsolld: docker: cgroup %s: %zu processes not exiting %u ms after SIGKILL, "
+            "among them %d (%s, state %c)\n",
+            rel, living, timeout_ms, (int)tid, comm, state);
+}
+
 int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms,
                          bool exiting_is_gone, unsigned *ret_killed) {
     unsigned killed = 0;
@@ -334,10 +357,12 @@ int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned
          * delivered to a stopped or traced process as well.  One that has
          * begun to exit needs none (and, exiting_is_gone, counts as gone). */
         size_t living = 0;
+        pid_t survivor = 0;
         for (size_t i = 0; i < n; i++) {
             if (exiting_is_gone && (whole ? group_exiting(t[i]) : thread_exiting(t[i], t[i])))
                 continue;
             living++;
+            survivor = t[i];
             if (kill(t[i], SIGKILL) == 0)
                 killed++;
         }
@@ -348,6 +373,7 @@ int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned
             return 0;
         }
         if (pl_now_ns() >= deadline) {
+            log_survivor(rel, living, survivor, timeout_ms);
             if (ret_killed)
                 *ret_killed = killed;
             return -ETIMEDOUT;

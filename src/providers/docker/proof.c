@@ -20,6 +20,9 @@
 
 #include "../../core/cleanup.h"
 #include "docker_int.h"
+#include "proof_keep.h"
+#include "proof_look.h"
+#include "proof_read.h"
 #include "../../core/canon.h"
 
 static void canary_handler(void *ud, const struct pl_http_request *req,
@@ -391,23 +394,13 @@ int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_lan
     if (dk_session_open(s, &o, &h, err) < 0)
         return -1;
     struct dsession *d = h;
-    struct {
-        const char *lang, *code;
-    } steps[] = {
-        {"python", "import subprocess\n"
-                   "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-                   "open('/work/proof.txt', 'w').write('kept')\nprint('started')\n"},
-        {"python", "import os\n"
-                   "left = [p for p in os.listdir('/proc') if p.isdigit() and\n"
-                   "        open('/proc/%s/comm' % p).read().strip() == 'sleep']\n"
-                   "print(len(left), open('/work/proof.txt').read())\n"},
-    };
+    const char *steps[] = {pl_docker_proof_keep, pl_docker_proof_look};
     const char *want[] = {"started\n", "0 kept\n"};
     for (int i = 0; i < 2; i++) {
         struct pl_run_request req = {.kind = PL_PAYLOAD_SNIPPET};
-        req.snippet.language = steps[i].lang;
-        req.snippet.code = steps[i].code;
-        req.snippet.code_len = strlen(steps[i].code);
+        req.snippet.language = "python";
+        req.snippet.code = steps[i];
+        req.snippet.code_len = strlen(steps[i]);
         req.snippet.stdin_data = "";
         struct pl_run_result res = {0};
         int r = dk_session_run(s, d, &ctx, &req, &res, err);
@@ -447,7 +440,7 @@ int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_lan
     }
     struct pl_run_request req = {.kind = PL_PAYLOAD_SNIPPET};
     req.snippet.language = "python";
-    req.snippet.code = "print(open('/work/proof.txt').read())";
+    req.snippet.code = pl_docker_proof_read;
     req.snippet.code_len = strlen(req.snippet.code);
     req.snippet.stdin_data = "";
     struct pl_run_result res = {0};

@@ -227,7 +227,7 @@ int dk_project_steps(struct docker_state *s, const struct cont_input *in, const 
  * status of 137 (a SIGKILL: the OOM killer's or anyone's) or an OOM kill
  * in the cgroup's own count (oom_kills, as the caller read it: not 0 also
  * when it could not be read) leaves the verdict to the engine: 0, and the
- * caller waits for the container as before.  1 when the run ended here
+ * caller waits for the engine's exit code.  1 when the run ended here
  * (res->exit_code set); < 0 when the host could not empty the cgroup.
  */
 static int fast_end(struct docker_state *s, struct cont_pump *p, struct cont_result *res,
@@ -235,7 +235,10 @@ static int fast_end(struct docker_state *s, struct cont_pump *p, struct cont_res
     int status = 0;
     if (!pl_demux_ended(&p->dx, &status) || status == 128 + SIGKILL || oom_kills != 0)
         return 0;
-    if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0)
+    /* Threads not yet exiting 5 s after the kill (a host under load, a
+     * thread in D state) get the host's proof's own wait for an empty
+     * cgroup, and a second kill, before the result is refused. */
+    if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0 && dk_host_prove_gone(s, p->id) < 0)
         return -1;
     res->exit_code = status; /* res->oom is false: the count was 0 */
     return 1;

@@ -322,8 +322,8 @@ int dk_session_pause(void *state, void *session) {
 /*
  * The engine answers an unpause before its own state says so: it marks the
  * container unpaused when containerd's event comes back, and an exec in
- * between is refused 409 ("is paused"; seen under load, in CI).  So a
- * resume returns once the engine's state agrees, or fails after
+ * between is refused 409 ("is paused").  So a resume returns once the
+ * engine's state agrees, or fails after
  * PL_DOCKER_RESUME_SETTLE_MS.
  */
 #define PL_DOCKER_RESUME_SETTLE_MS 2000

@@ -21,8 +21,9 @@ void dk_uplink_drop(struct dsession *d, int lang) {
     d->in[lang].fd = -1;
 }
 
-/* One cell over the uplink.  UPLINK_UNUSABLE: nothing was sent, use an
- * exec.  Otherwise *status (0 ran, 1 raised) and the output in dx. */
+/* One cell over the uplink.  UPLINK_UNUSABLE: nothing was sent (the
+ * uplink is dropped; the caller starts a fresh interpreter).  UPLINK_RAN:
+ * *status (0 ran, 1 raised).  What output came back is in dx. */
 enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
                                uint64_t deadline, struct pl_demux *dx, int *status) {
     int fd = d->in[lang].fd;

@@ -4,12 +4,25 @@
  * Nothing outside src/providers/e2b/ includes this file; every name here
  * starts with eb_.
  *
- * The provider drives two APIs of E2B: the control plane (create, read,
- * list, delete a sandbox: api.c) and envd, the agent inside each microVM
- * (files, processes: envd.c).  A run is one VM: create, upload, start the
- * steps or the snippet, collect the output, delete (run.c).  The startup
- * proof is one throwaway VM (proof.c); the reaper deletes VMs carrying this
- * instance's label that no run tracks (reaper.c).
+ * The provider drives two APIs of E2B: the control plane and envd, the
+ * agent inside each microVM.  Its guest programs are the hosted providers'
+ * (src/providers/hosted/guest/).  In plimsolld:
+ *   e2b.c           the ops table: create (settings, the reaper's first
+ *                   pass, the startup test), ready (the last word from
+ *                   E2B's API, cached), run, sessions
+ *   e2b_int.h       this header
+ *   settings.c      the provider's settings (their shape only) and envd's
+ *                   endpoint derived from the API's URL
+ *   api.c           the control plane: create, read, list and delete a VM
+ *   envd.c          envd: files up by multipart, a process as a Connect
+ *                   server stream, signals, the VM's own view of its
+ *                   resources
+ *   events.c        envd's process stream read (alone, for its fuzz harness)
+ *   run.c           one run in one VM: create, upload, the steps, the delete
+ *   session.c       a session: one VM, the root cleanup after each call,
+ *                   paused when idle and resumed, cells
+ *   proof.c         the startup test in a throwaway VM
+ *   reaper.c        VMs with this instance's label that no run holds
  */
 #pragma once
 
@@ -60,6 +73,8 @@ struct eb_proof {
     char probe_detail[512];
 };
 
+/* The provider's state (create's): set at startup but books (its own
+ * lock). */
 struct e2b_state {
     struct eb_settings set;
     struct eb_proof proof;
@@ -77,7 +92,8 @@ struct e2b_state {
     char proof_verdict[256]; /* the startup session's last cleanup, when it failed */
 };
 
-/* A sandbox as the control plane answered its create (or connect). */
+/* A sandbox as the control plane answered its create (or connect); its
+ * holder's from eb_open to eb_close.  The tokens are secrets. */
 struct eb_sandbox {
     char id[64];
     char domain[256];
@@ -91,35 +107,58 @@ struct eb_sandbox {
     char keep[EB_MAX_KEEP * 32];
 };
 
+/*
+ * Unless said, an int function returns 0, or -1 with err filled (INTERNAL),
+ * and what it takes is borrowed for the call.
+ */
+
 /* settings.c */
+/* The E2B_* and SANDBOX_E2B_* settings into s; INVALID_REQUEST naming the
+ * one at fault, never a secret's value. */
 int eb_load_settings(const struct pl_config *c, struct eb_settings *s, struct pl_error *err);
 
-/* api.c: the control plane.  Each call records an outage on failure. */
-/* allow_out: the one address the VM may reach (the guard's), or NULL. */
+/* api.c: the control plane.  Each call records an outage on failure (a
+ * transport failure or a 5xx), and its end on an answer. */
+/* Create a VM (secure, internet and public traffic off, denyOut all)
+ * labelled with the instance and run_id, its TTL timeout_s; allow_out: the
+ * one address it may reach (the guard's), or NULL.  An answer without both
+ * access tokens is refused and that VM deleted here. */
 int eb_create(struct e2b_state *s, const char *run_id, unsigned timeout_s, const char *allow_out,
               struct eb_sandbox *ret, struct pl_error *err);
+/* GET /sandboxes/{id}: 0 with *ret_detail (a reference the caller drops)
+ * on 200; else -1 with *ret_detail NULL and *ret_status the answer's (404:
+ * gone), left unset when E2B did not answer. */
 int eb_get(struct e2b_state *s, const char *id, json_t **ret_detail, long *ret_status,
            struct pl_error *err);
+/* 0 when deleted or already gone (404). */
 int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err);
 /* The VM's own detail (GET /sandboxes/{id}) must report the network the
  * create sent: allowInternetAccess false, public traffic off, denyOut
  * exactly 0.0.0.0/0, allowOut exactly allow_out/32 (or none), no rules, no
- * egress proxy.  Anything else is refused (docs/providers/e2b.md). */
+ * egress proxy.  Anything else is refused (INTERNAL; the caller deletes the
+ * VM; docs/providers/e2b.md). */
 int eb_check_network(struct e2b_state *s, const char *id, const char *allow_out,
                      struct pl_error *err);
 /* Pause (409, already paused, is fine); resume with an explicit timeout,
- * keeping the answer's sandboxID.  404 is SESSION_ENDED: the VM is gone. */
+ * *sb replaced by the answer's (its sandboxID and tokens; an answer
+ * without both tokens is refused and that VM deleted).  404 is
+ * SESSION_ENDED: the VM is gone. */
 int eb_pause(struct e2b_state *s, const char *id, struct pl_error *err);
 int eb_connect(struct e2b_state *s, struct eb_sandbox *sb, unsigned timeout_s,
                struct pl_error *err);
-/* Sandboxes carrying this instance's label, every page: a JSON array. */
+/* Sandboxes carrying this instance's label, running or paused, every page
+ * (EB_MAX_PAGES at most): *ret_list a new JSON array the caller drops
+ * (unset on failure). */
 int eb_list_ours(struct e2b_state *s, json_t **ret_list, struct pl_error *err);
 
-/* envd.c: the agent in the VM. */
+/* envd.c: the agent in the VM, reached with the VM's access tokens. */
+/* Files (absolute paths) up as user in one multipart call. */
 int eb_upload(struct e2b_state *s, const struct eb_sandbox *sb, const char *user,
               const struct ph_file *files, size_t n, struct pl_error *err);
 
-/* One process: argv run in cwd as user, until it ends or the deadline. */
+/* One process: argv run in cwd as user, until it ends or the deadline.
+ * Set up by eb_proc_init (captures of output_cap bytes each, exit_code
+ * -1), freed by eb_proc_free; what it points to is the caller's. */
 struct eb_proc {
     const char *user;
     const char *const *argv;
@@ -136,13 +175,19 @@ struct eb_proc {
 void eb_proc_init(struct eb_proc *p, size_t output_cap);
 void eb_proc_free(struct eb_proc *p);
 /* Returns 0 when the process ran to an end or to its deadline (see
- * timed_out); < 0 (INTERNAL) when the stream broke or envd refused. */
+ * timed_out; envd is told the deadline, and a process still there is sent
+ * SIGKILL); < 0 (INTERNAL) when the stream broke or envd refused.  A run's
+ * guard token (in sb) goes to its environment. */
 int eb_process(struct e2b_state *s, const struct eb_sandbox *sb, struct eb_proc *p,
                struct pl_error *err);
+/* The VM's own view of its resources (envd's /metrics): *ret a reference
+ * the caller drops. */
 int eb_metrics(struct e2b_state *s, const struct eb_sandbox *sb, json_t **ret,
                struct pl_error *err);
 
-/* events.c: envd's process stream, as it arrives (a fuzz target). */
+/* events.c: envd's process stream, as it arrives (a fuzz target; every
+ * byte is the VM's).  eb_stream_init ties st to p, which outlives it;
+ * eb_stream_free releases what a half-read message holds. */
 #define EB_MAX_EVENT (4u << 20) /* one event of the process stream */
 struct eb_stream {
     struct eb_proc *p;
@@ -155,13 +200,19 @@ void eb_stream_init(struct eb_stream *st, struct eb_proc *p);
 /* ph_request.on_data: < 0 once the stream is broken. */
 int eb_stream_feed(void *stream, const unsigned char *data, size_t len);
 void eb_stream_free(struct eb_stream *st);
-/* One event's JSON into p (output, the end); the start's pid. */
+/* One event's JSON into p (output, the end); the start's pid into
+ * *ret_pid (may be NULL).  < 0 when it does not read. */
 int eb_process_event(struct eb_proc *p, const unsigned char *msg, size_t len, unsigned *ret_pid);
 
 /* proof.c */
+/* The startup test: one throwaway VM, its resources read back, the test
+ * project, egress tried, deleted and read back gone; s->proof and
+ * s->user_uid filled. */
 int eb_prove(struct e2b_state *s, struct pl_error *err);
 
 /* run.c */
+/* The provider's run op (provider.h): snippets and projects (UNSUPPORTED
+ * else), one VM each; a grant without E2B_GUARD_URL is INTERNAL. */
 int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
            struct pl_run_result *ret, struct pl_error *err);
 /* A project's files and steps in sb, exactly as a run does it (the proof
@@ -169,7 +220,9 @@ int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
 int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err);
-/* Create a VM for a run (checks the answer), track it. */
+/* Create a VM for a run (tracked first), check the answer and read its
+ * network back (eb_check_network).  Any failure deletes it and untracks
+ * the run; *ret is the caller's to eb_close. */
 int eb_open(struct e2b_state *s, const char *run_id, unsigned timeout_ms, const char *allow_out,
             struct eb_sandbox *ret, struct pl_error *err);
 /* Delete a run's VM and stop tracking it; a failure leaves it to the reaper. */
@@ -180,14 +233,20 @@ int eb_snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                struct pl_error *err);
 /* As root, end every process of the guest's uid but sb->keep's and prove
- * none is left; `after` names what left them, for the message.  eb_cleanup
- * also returns " PID:START..." of the kept ones still alive. */
+ * none is left, with PH_CLEANUP_MIN_MS at least; `after` names what left
+ * them, for the message (INTERNAL, ph_cleanup_verdict).  eb_cleanup also
+ * returns " PID:START..." of the kept ones still alive. */
 int eb_end_leftovers(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadline,
                      const char *after, struct pl_error *err);
 int eb_cleanup(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadline,
                const char *after, char *ret_alive, size_t alive_size, struct pl_error *err);
 
-/* session.c (docs/providers/e2b.md, "Sessions") */
+/* session.c (docs/providers/e2b.md, "Sessions"): the pl_provider_ops
+ * session methods.  run leaves its cleanup to a thread the next call,
+ * pause, resume and close wait for; a failed cleanup, or a VM E2B says is
+ * gone, is SESSION_ENDED.  pause (no err) ends every process first.
+ * eb_prove_session: the startup test's one real session (hosted/cells.c),
+ * its last cleanup's verdict included. */
 int eb_session_open(void *state, const struct pl_session_open *o, void **ret_session,
                     struct pl_error *err);
 int eb_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
@@ -206,4 +265,7 @@ struct eb_step {
 extern const struct ph_project_ops eb_ops;
 
 /* reaper.c */
-int eb_reap_once(void *state, struct pl_error *err); /* the deleted count, or < 0 */
+/* One pass (ph_reaper_start's reap_once; state: the e2b_state): delete
+ * this instance's VMs no run tracks.  The count deleted, or -1 when the
+ * list failed. */
+int eb_reap_once(void *state, struct pl_error *err);

@@ -40,7 +40,8 @@ enum ph_grpc_code {
     PH_GRPC_UNAUTHENTICATED = 16,
 };
 
-/* Where the service is and how to prove who calls it. */
+/* Where the service is and how to prove who calls it; the strings are the
+ * caller's and must outlive every call made with it. */
 struct ph_grpc_target {
     const char *url;       /* "http://host:port" (h2c) or "https://host:port" */
     const char *bearer;    /* "Authorization: Bearer"; NULL or "": none */
@@ -49,6 +50,9 @@ struct ph_grpc_target {
     const char *key_file;  /* and its key */
 };
 
+/* One call: the caller sets what is above "filled" (msg is borrowed for
+ * the call; 0 max_message is 4 MiB), ph_grpc and ph_grpc_duplex fill the
+ * rest. */
 struct ph_grpc_call {
     const char *method; /* "/package.Service/Method" */
     const void *msg;    /* the request message, serialised */
@@ -69,7 +73,8 @@ struct ph_grpc_call {
  * Make one call.  0 when the call ended with a status (any code; read
  * c->status) or was stopped; < 0 with err when the service could not be
  * reached, the deadline passed (err->errnum ETIMEDOUT), or the answer
- * broke the rules above.
+ * broke the rules above; an on_message refusal is its err.  An HTTP status
+ * other than 200 is 0 with its gRPC status.  Blocks; any thread.
  */
 int ph_grpc(const struct ph_grpc_target *t, struct ph_grpc_call *c, struct pl_error *err);
 
@@ -93,18 +98,24 @@ struct ph_grpc_duplex {
     size_t out_off;
     bool half_closed;
 };
+/* Set d up (its wake eventfd; wake_fd -1 when none could be made, and
+ * then turns come every turn_ms only); ph_grpc_duplex_free releases it,
+ * after the call returned. */
 void ph_grpc_duplex_init(struct ph_grpc_duplex *d);
 void ph_grpc_duplex_free(struct ph_grpc_duplex *d);
+/* Run the call to its end in the calling thread (it blocks until then). */
 int ph_grpc_duplex(const struct ph_grpc_target *t, struct ph_grpc_duplex *d, struct pl_error *err);
-/* From on_turn: one more message (< 0: out of memory, or half-closed). */
+/* From on_turn: one more message, copied (< 0: out of memory, or
+ * half-closed). */
 int ph_grpc_duplex_send(struct ph_grpc_duplex *d, const void *msg, size_t len);
+/* From on_turn: no more messages; the queued ones still go, then END_STREAM. */
 void ph_grpc_duplex_close(struct ph_grpc_duplex *d);
 /* Bytes queued and not yet handed to libcurl. */
 size_t ph_grpc_duplex_pending(const struct ph_grpc_duplex *d);
 void ph_grpc_duplex_wake(struct ph_grpc_duplex *d);
 
-/* "NOT_FOUND" for 5, "code 42" beyond the table (a static buffer: the
- * caller copies it at once). */
+/* "NOT_FOUND" for 5, "code 42" beyond the table (a thread's own buffer,
+ * valid until its next call: the caller copies it at once). */
 const char *ph_grpc_code_name(int code);
 
 /* One response header or trailer line into c (exported for its fuzz

@@ -37,16 +37,24 @@ struct ph_guard_opts {
     unsigned head_timeout_ms; /* reading its head, whose token is checked first; 0: 2000 */
 };
 
+/* Listen on o->host:o->port and serve on threads of its own; *ret is the
+ * caller's to ph_guard_stop.  INVALID_REQUEST when host is not IPv4,
+ * INTERNAL (with the errno) when it cannot listen or start. */
 int ph_guard_start(const struct ph_guard_opts *o, struct ph_guard **ret, struct pl_error *err);
-/* Stop serving; waits for the connections in progress.  NULL-safe. */
+/* Stop serving; waits for the connections in progress, then frees g.
+ * NULL-safe. */
 void ph_guard_stop(struct ph_guard *g);
+/* The port it listens on (the one chosen when o->port was 0). */
 unsigned ph_guard_port(const struct ph_guard *g);
 
 /* Admit a run's broker (borrowed until revoked); a fresh token into
- * token (PH_GUARD_TOKEN_LEN + 1 bytes). */
+ * token (PH_GUARD_TOKEN_LEN + 1 bytes; only its digest is kept).  INTERNAL
+ * when the guard holds its most runs; on success err is cleared.  Any
+ * thread. */
 int ph_guard_admit(struct ph_guard *g, struct pl_broker *b, char *token, struct pl_error *err);
 /* Revoke a token: from now on it is unknown; returns once no request of
- * it is in flight.  Unknown tokens are ignored. */
+ * it is in flight (the broker may then go).  Unknown tokens are ignored.
+ * Any thread. */
 void ph_guard_revoke(struct ph_guard *g, const char *token);
 /* Requests answered 401 (no token, or not one of a run in progress). */
 unsigned ph_guard_refused(const struct ph_guard *g);

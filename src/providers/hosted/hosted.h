@@ -7,6 +7,43 @@
  *
  * Nothing here logs: a request may carry a secret header, and an answer
  * may echo one.  Errors are struct pl_error, INTERNAL unless said.
+ *
+ * The package (src/providers/hosted/), what e2b, dockercloud and openshell
+ * share.  In plimsolld:
+ *   hosted.h         this header: the HTTP call, the envelopes, the shared
+ *                    settings, the cleanup, a project's steps, cells, the
+ *                    startup test's project and session
+ *   http.c           one call to a service's HTTP API on libcurl, with a
+ *                    deadline and a cap on what it reads
+ *   envelope.c       the length-prefixed envelopes of Connect streaming and
+ *                    gRPC
+ *   grpc.[ch]        one gRPC call over HTTP/2 on libcurl (openshell)
+ *   books.[ch]       the runs holding a sandbox, the last outage, the
+ *                    reaper's thread
+ *   guard.[ch]       the guard: a microVM's one way to its run's broker
+ *                    (e2b, dockercloud)
+ *   hsettings.c      the settings every hosted provider has in some form
+ *   project.c        a snippet and a project's steps in a hosted sandbox
+ *   cleanup.c        the root cleanup between steps and after a session's
+ *                    call, and what its programs print
+ *   cells.c          a session's cells in the docker session agent's
+ *                    interpreters, and the startup test's one real session
+ *   proofproject.c   the test project every startup test runs
+ *
+ * Inside the hosted sandbox (guest/, embedded by guest/meson.build):
+ *   guest/ancestors.py      this process and its ancestors, which a cleanup
+ *                           spares (first in both cleanup programs)
+ *   guest/end_processes.py  the cleanup: ends the guest user's processes
+ *                           but the kept ones, and proves none is left
+ *   guest/own_processes.py  a fresh sandbox's own processes, which a
+ *                           "self" cleanup spares
+ *   guest/check_files.py    the test project's step 1: the files arrived
+ *                           whole
+ *   guest/node_runs.js      step 2: Node runs
+ *   guest/probe_egress.py   step 3: every egress probe target unreachable
+ *   guest/whoami.py         the step that reads the guest's uid
+ *   guest/session_look.py   the startup session's last call: its file kept,
+ *                           its process gone
  */
 #pragma once
 
@@ -30,6 +67,8 @@ struct ph_part {
     size_t len;
 };
 
+/* One call's request; everything it points to is the caller's, read
+ * during the call only. */
 struct ph_request {
     const char *method; /* "GET", "POST", "DELETE" */
     const char *url;
@@ -49,6 +88,7 @@ struct ph_request {
     void *userdata;
 };
 
+/* What ph_call filled: the body is malloc'd (ph_response_free). */
 struct ph_response {
     long status;
     struct pl_buf body;
@@ -58,13 +98,15 @@ struct ph_response {
 /*
  * Make one call.  Returns 0 when the server answered at all (any status),
  * with ret filled; < 0 with err when it could not be reached, the deadline
- * passed, the answer was larger than allowed, on_data aborted.  err->errnum is ETIMEDOUT for the
- * deadline. Release ret with ph_response_free.
+ * passed, the answer was larger than allowed, on_data aborted; err->errnum
+ * is ETIMEDOUT for the deadline.  ret is zeroed first and, on a failure,
+ * holds nothing.  Release ret with ph_response_free.  Any thread.
  */
 int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_error *err);
+/* Free the body; r is then empty (safe to free again). */
 void ph_response_free(struct ph_response *r);
 
-/* The answer's body as JSON (NULL when it is not JSON). */
+/* The answer's body as JSON: a new reference, NULL when it is not JSON. */
 json_t *ph_response_json(const struct ph_response *r);
 
 /* Percent-encode s for a URL's query or path; malloc'd, NULL on OOM. */
@@ -88,23 +130,29 @@ struct ph_envelopes {
     void *userdata;
 };
 
+/* Set e up (nothing allocated yet); ph_envelopes_free releases the half
+ * message it may hold. */
 void ph_envelopes_init(struct ph_envelopes *e, size_t max,
                        int (*on_message)(void *, unsigned, const unsigned char *, size_t),
                        void *userdata);
-/* Returns < 0 when the stream is broken (too long, or on_message refused). */
+/* Returns < 0 when the stream is broken (too long, out of memory, or
+ * on_message refused), and from then on.  on_message's msg is
+ * NUL-terminated and valid until it returns. */
 int ph_envelopes_feed(struct ph_envelopes *e, const unsigned char *data, size_t len);
 /* Whether the stream stopped between messages (no half message pending). */
 bool ph_envelopes_idle(const struct ph_envelopes *e);
 void ph_envelopes_free(struct ph_envelopes *e);
 
-/* One envelope around a message: 5 + len bytes appended to b. */
+/* One envelope around a message: 5 + len bytes appended to b; -1 when out
+ * of memory or len does not fit 32 bits. */
 int ph_envelope_append(struct pl_buf *b, unsigned flags, const void *msg, size_t len);
 
 #define PH_FLAG_COMPRESSED 0x01u
 #define PH_FLAG_END_STREAM 0x02u /* Connect: the end-of-stream message */
 
 /*
- * Settings every hosted provider has in some form (hsettings.c).  Each
+ * Settings every hosted provider has in some form (hsettings.c), each into
+ * dst (len bytes), def when unset: 0, or -1 with err INVALID_REQUEST.  Each
  * message starts with the setting's name; a secret is never in one.
  */
 struct pl_config;
@@ -126,7 +174,9 @@ int ph_setting_probe(const struct pl_config *c, const char *name, const char *de
                      size_t len, struct pl_error *err);
 
 /* The guard's URL as a VM dials it (http://IPv4:port: a VM's allowed
- * egress is an address) and the address the guard listens on. */
+ * egress is an address) and the address the guard listens on.
+ * ph_setting_guard zeroes g; url_name unset is 0 with no guard, and
+ * listen_name defaults to 0.0.0.0. */
 struct ph_guard_setting {
     char url[256]; /* "" when unset: grants are refused */
     char ip[16];
@@ -152,8 +202,8 @@ extern const char *const ph_own_processes;
 bool ph_cleanup_clean(const char *out, size_t len, char *ret_alive, size_t alive_size);
 /* The cleanup's own time: plimsoll's work, not the guest's, so it has at
  * least PH_CLEANUP_MIN_MS whatever is left of the run's or call's deadline
- * (docs/internals/hosted.md: 2 s past it timed out on a loaded CI
- * machine).  The deadline (ns, pl_now_ns) the cleanup's command gets. */
+ * (a cleanup cut short ends a session it would have kept;
+ * docs/internals/hosted.md).  The deadline (ns, pl_now_ns) its command gets. */
 #define PH_CLEANUP_MIN_MS 10000u
 uint64_t ph_cleanup_deadline(uint64_t deadline);
 /* A cleanup's verdict from how its command ended: 0 when it said clean
@@ -164,9 +214,10 @@ int ph_cleanup_verdict(bool timed_out, int exit_code, const char *out, size_t le
 
 /*
  * The startup test's project (proofproject.c): ph_proof_project fills pp
- * (which owns every pointer in pp->req); ph_proof_judge reads the result:
- * every step passed, in workdir, as a uid other than root (*ret_uid), and
- * no egress probe target reached.
+ * (which owns every pointer in pp->req but egress_probe, which must outlive
+ * it); ph_proof_judge reads the result: every step passed, in workdir, as
+ * a uid other than root (*ret_uid), and no egress probe target reached;
+ * INTERNAL saying which did not.
  */
 struct ph_proof_project {
     struct pl_run_request req;
@@ -181,8 +232,8 @@ int ph_proof_judge(const struct pl_run_result *r, const char *workdir, const cha
  * The guest's uid, learned before the test project by a project of one
  * step (no cleanup follows it) through the same path as every project, so
  * that the test project then runs with the cleanup between its steps,
- * which needs the uid: ph_proof_whoami fills w, ph_proof_uid reads the
- * result (not root).
+ * which needs the uid: ph_proof_whoami fills w (which owns every pointer
+ * in w->req), ph_proof_uid reads the result (not root; INTERNAL otherwise).
  */
 struct ph_proof_whoami {
     struct pl_run_request req;
@@ -216,6 +267,10 @@ struct ph_file {
  * ph_project: the files uploaded under workdir, then each step through the
  * shell that makes the work directory and execs its argv; results, the
  * deadline (124, timed_out) and the first failing step as on docker.
+ *
+ * Both: 0 with ret filled, or < 0 with err from an op (INTERNAL when out
+ * of memory); ret's output and steps are the caller's (pl_run_result_clear,
+ * also after a failure).  ud is the ops', borrowed.
  */
 #define PH_SNIPPET_DIR "/tmp/plimsoll"
 struct ph_proc_out {
@@ -253,6 +308,7 @@ char *ph_take_output(struct pl_capture *c, size_t *ret_len, bool *ret_truncated)
  * one cell: its files under workdir and its code uploaded, an interpreter
  * started when none is kept (ret->interpreter_started), the code handed
  * over; exit 0 or 1, or 124 at the deadline (the interpreter is dropped).
+ * ph_cell returns as ph_snippet; c is the session's, one call at a time.
  */
 #define PH_CELL_FILE "/tmp/plimsoll/cell"
 struct ph_interp {
@@ -279,7 +335,8 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
  * the file kept and the process gone, and each language's next cell a fresh
  * interpreter.  Python cells must work; JavaScript is offered only when its
  * cells worked (langs: the proved ones, NULL-terminated; note: why not).
- * what names the sandbox in messages ("VM", "sandbox").
+ * what names the sandbox in messages ("VM", "sandbox").  The session is
+ * closed whatever happens; -1 with err saying which step failed.
  */
 struct ph_session_ops {
     int (*open)(void *state, const struct pl_session_open *o, void **ret_session,

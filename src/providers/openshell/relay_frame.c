@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * relay_frame.c: the relay's frames as the daemon reads them (relay.c,
- * relay_py.c say what they carry).  Apart so its fuzz harness,
+ * guest/relay.py say what they carry).  Apart so its fuzz harness,
  * fuzz/fuzz_osh_relay.c, links it alone: every byte here is the guest's.
  */
 #include <string.h>

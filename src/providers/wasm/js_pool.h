@@ -207,7 +207,7 @@ uint64_t pl_js_pool_respawns(struct pl_js_pool *pool);
  * pl_js_quickjs_version - static description of the JavaScript runtime the
  * workers run (the API's snippet engine), e.g.
  * "QuickJS 2021-03-27 (wasm32-wasi, wasm2c) with the ES2023 built-ins it
- * lacks added by plimsoll; not: ..." (guest/polyfills.h).
+ * lacks added by plimsoll; not: ..." (guest/builtins.js).
  */
 const char *pl_js_quickjs_version(void);
 

@@ -18,26 +18,14 @@
 
 #include "wasm_int.h"
 
-/* Startup-proof modules, assembled with wat2wasm from:
- *   loop:  (module (memory (export "memory") 1) (func (export "_start") (loop (br 0))))
- *   big:   (module (memory (export "memory") 300) (func (export "_start")))
- *   hello: fd_write(1, "42\n") from _start */
-static const char proof_loop[] =
-    "\x00\x61\x73\x6d\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x05\x03\x01"
-    "\x00\x01\x07\x13\x02\x06\x6d\x65\x6d\x6f\x72\x79\x02\x00\x06\x5f\x73\x74\x61\x72\x74"
-    "\x00\x00\x0a\x09\x01\x07\x00\x03\x40\x0c\x00\x0b\x0b";
-static const char proof_big[] =
-    "\x00\x61\x73\x6d\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x05\x04\x01"
-    "\x00\xac\x02\x07\x13\x02\x06\x6d\x65\x6d\x6f\x72\x79\x02\x00\x06\x5f\x73\x74\x61\x72"
-    "\x74\x00\x00\x0a\x04\x01\x02\x00\x0b";
-static const char proof_hello[] =
-    "\x00\x61\x73\x6d\x01\x00\x00\x00\x01\x0c\x02\x60\x04\x7f\x7f\x7f\x7f\x01\x7f\x60\x00"
-    "\x00\x02\x23\x01\x16\x77\x61\x73\x69\x5f\x73\x6e\x61\x70\x73\x68\x6f\x74\x5f\x70\x72"
-    "\x65\x76\x69\x65\x77\x31\x08\x66\x64\x5f\x77\x72\x69\x74\x65\x00\x00\x03\x02\x01\x01"
-    "\x05\x03\x01\x00\x01\x07\x13\x02\x06\x6d\x65\x6d\x6f\x72\x79\x02\x00\x06\x5f\x73\x74"
-    "\x61\x72\x74\x00\x01\x0a\x1d\x01\x1b\x00\x41\x00\x41\x10\x36\x02\x00\x41\x04\x41\x03"
-    "\x36\x02\x00\x41\x01\x41\x00\x41\x01\x41\x08\x10\x00\x1a\x0b\x0b\x09\x01\x00\x41\x10"
-    "\x0b\x03\x34\x32\x0a";
+/* The guests, from guest/proof_*.js and guest/proof_*.wat (meson.build). */
+#include "proof_again_js.h"
+#include "proof_alloc_js.h"
+#include "proof_big_wasm.h"
+#include "proof_hello_js.h"
+#include "proof_hello_wasm.h"
+#include "proof_loop_wasm.h"
+#include "proof_regex_js.h"
 #define PROOF_DEADLINE_MS 100u
 #define PROOF_MARGIN_MS 1000u
 
@@ -55,7 +43,7 @@ static int proof_run(struct wasm_state *s, const char *code, uint64_t memory, un
 static int snippet_proof(struct wasm_state *s, struct pl_error *err) {
     struct pl_js_result r = {0};
 
-    if (proof_run(s, "console.log(6 * 7)", 64u << 20, 5000, &r, err) < 0)
+    if (proof_run(s, proof_js_hello, 64u << 20, 5000, &r, err) < 0)
         return -1;
     bool ok = r.exit_code == 0 && r.out.len == 3 && memcmp(r.out.data, "42\n", 3) == 0;
     pl_js_result_free(&r);
@@ -63,8 +51,7 @@ static int snippet_proof(struct wasm_state *s, struct pl_error *err) {
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "SANDBOX_PROVIDER=wasm: startup proof: hello world did not print 42");
 
-    if (proof_run(s, "const b = new ArrayBuffer(64 * 1024 * 1024); console.log(b.byteLength)",
-                  16u << 20, 5000, &r, err) < 0)
+    if (proof_run(s, proof_js_alloc, 16u << 20, 5000, &r, err) < 0)
         return -1;
     ok = r.out_of_memory && r.exit_code != 0 && r.out.len == 0;
     pl_js_result_free(&r);
@@ -73,8 +60,7 @@ static int snippet_proof(struct wasm_state *s, struct pl_error *err) {
                             "SANDBOX_PROVIDER=wasm: startup proof: a 64 MiB allocation under a "
                             "16 MiB cap was not refused");
 
-    if (proof_run(s, "/(a+)+$/.test('a'.repeat(40) + 'b'); console.log('escaped')", 64u << 20,
-                  PROOF_DEADLINE_MS, &r, err) < 0)
+    if (proof_run(s, proof_js_regex, 64u << 20, PROOF_DEADLINE_MS, &r, err) < 0)
         return -1;
     uint64_t ms = r.duration_ns / 1000000u;
     ok = r.timed_out && r.exit_code == 124 && r.out.len == 0 &&
@@ -87,7 +73,7 @@ static int snippet_proof(struct wasm_state *s, struct pl_error *err) {
                             PROOF_DEADLINE_MS, (unsigned long long)ms);
 
     /* The pool still answers after a guest was abandoned. */
-    if (proof_run(s, "console.log('again')", 64u << 20, 5000, &r, err) < 0)
+    if (proof_run(s, proof_js_again, 64u << 20, 5000, &r, err) < 0)
         return -1;
     ok = r.exit_code == 0 && r.out.len == 6;
     pl_js_result_free(&r);

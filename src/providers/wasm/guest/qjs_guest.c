@@ -44,9 +44,9 @@
 #include "quickjs.h"
 #include "cutils.h"
 
-#include "format_js.h" /* generated from format.js by scripts/build/embed */
+#include "builtins_js.h" /* generated from builtins.js by scripts/build/embed */
+#include "format_js.h"   /* generated from format.js by scripts/build/embed */
 #include "guest_abi.h"
-#include "polyfills.h"
 
 #define EXPORT(name) __attribute__((export_name(name), visibility("default")))
 /* An undefined function wasm-ld leaves as an import of module "plimsoll". */
@@ -663,9 +663,43 @@ EXPORT("plg_alloc") uint32_t plg_alloc(uint32_t size) {
     return (uint32_t)(uintptr_t)p;
 }
 
+/*
+ * The built-ins QuickJS lacks: builtins.js's value is a list of
+ * [where, name, function], and each function is defined on its object as a
+ * built-in is (writable, configurable, not enumerable).  Returns -1 with a
+ * JS exception pending (or out of memory) on failure.
+ */
+static int add_builtins(JSContext *ctx) {
+    JSValue list = JS_Eval(ctx, pl_guest_builtins, sizeof(pl_guest_builtins) - 1,
+                           "<plimsoll-builtins>", JS_EVAL_TYPE_GLOBAL);
+    if (JS_IsException(list))
+        return -1;
+    uint32_t n = 0;
+    JSValue len = JS_GetPropertyStr(ctx, list, "length");
+    int r = JS_ToUint32(ctx, &n, len);
+    JS_FreeValue(ctx, len);
+    for (uint32_t i = 0; r == 0 && i < n; i++) {
+        JSValue e = JS_GetPropertyUint32(ctx, list, i);
+        JSValue where = JS_GetPropertyUint32(ctx, e, 0);
+        JSValue name = JS_GetPropertyUint32(ctx, e, 1);
+        JSAtom a = JS_ValueToAtom(ctx, name);
+        r = a == JS_ATOM_NULL || !JS_IsObject(where) ? -1
+            : JS_DefinePropertyValue(ctx, where, a, JS_GetPropertyUint32(ctx, e, 2),
+                                     JS_PROP_WRITABLE | JS_PROP_CONFIGURABLE) < 0
+                ? -1
+                : 0;
+        JS_FreeAtom(ctx, a);
+        JS_FreeValue(ctx, name);
+        JS_FreeValue(ctx, where);
+        JS_FreeValue(ctx, e);
+    }
+    JS_FreeValue(ctx, list);
+    return r;
+}
+
 /**
  * plg_init - make the runtime and the context with every global a snippet
- * sees (console, readStdin, plimsoll, the built-ins of polyfills.h, the
+ * sees (console, readStdin, plimsoll, the built-ins of builtins.js, the
  * per-run Math.random) and compile the console's formatter.  The host
  * calls it once per instance, before any plg_run.  Returns PLG_RUN_OK, or
  * PLG_RUN_OOM after printing why to fd 2.

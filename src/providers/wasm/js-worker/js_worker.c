@@ -21,8 +21,9 @@
  *
  * The engine's image: before HELLO the worker makes one instance, lets
  * the guest's plg_init() make QuickJS's runtime and context with every
- * global (intrinsics, console, the polyfills, the formatter), and keeps a
- * copy of the linear memory and the stack pointer.  Per run: the instance
+ * global (intrinsics, console, the built-ins of guest/builtins.js, the
+ * formatter), and keeps a copy of the linear memory and the stack
+ * pointer.  Per run: the instance
  * as the image left it (its memory capped at the request's memory_bytes,
  * Math.random seeded from getrandom), ITIMER_REAL armed to the deadline
  * around all guest code, SIGALRM -> siglongjmp back here (deferred while
@@ -320,8 +321,7 @@ static Z_qjs_instance_t g_inst;
  * image; between runs its memory equals the image (image_restore() copies
  * it back after every run, after the answer), so each plg_run() is the
  * first in its copy.  A run whose memory cap is below the image
- * makes, instead, a fresh instance of its own at its cap, as every run
- * did before the image existed.
+ * makes, instead, a fresh instance of its own at its cap.
  */
 static struct {
     struct pl_wasm_image mem; /* mem.data NULL: no image, every run makes its own engine */

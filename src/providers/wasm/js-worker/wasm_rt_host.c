@@ -233,8 +233,8 @@ static int region_scrub(uint8_t *data, size_t from, size_t to) {
  * so zeroing [0, size) restores the all-zero state of a fresh mapping.
  * The first PL_WASM_KEEP_RESIDENT bytes are zeroed with memset and stay
  * resident and read/write (the next instance then takes no page faults
- * there, which was ~80% of the per-run cost; re-protecting them costs
- * even more on this VM because of TLB flushes).  The guest still cannot
+ * there, otherwise most of a run's cost; re-protecting them would cost
+ * more still, in TLB flushes).  The guest still cannot
  * touch them beyond its current size: every access is bounds-checked
  * against mem->size.  The rest is returned to the kernel with
  * MADV_DONTNEED (reads back as zero) and set back to PROT_NONE.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * wasi_worker_main.c: plimsoll-wasi-worker, the process that runs WASI
+ * wasi_worker.c: plimsoll-wasi-worker, the process that runs WASI
  * modules for the wasm provider (wabt's interpreter, wasi_runner.h).
  *
  * It speaks the JS workers' protocol (js_proto.h) with the same pool
