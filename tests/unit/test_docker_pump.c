@@ -109,7 +109,7 @@ static void *guest_main(void *arg) {
 }
 
 /* Pump exec e1's stream, with a deadline 20 s away. */
-static int pump(struct engine *f, bool keep_open, struct cont_run *r) {
+static int pump(struct engine *f, bool keep_open, struct cont_pump *p, struct cont_result *res) {
     char host[128];
     snprintf(host, sizeof(host), "unix://%s", f->path);
     struct docker_state s;
@@ -118,14 +118,16 @@ static int pump(struct engine *f, bool keep_open, struct cont_run *r) {
     assert_int_equal(pl_docker_engine_new(host, &s.engine, &err), 0);
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    memset(r, 0, sizeof(*r));
-    r->exec = true;
-    r->dx.out.cap = r->dx.err.cap = 4096;
-    snprintf(r->exec_id, sizeof(r->exec_id), "e1");
+    struct cont_input in = {0};
+    memset(p, 0, sizeof(*p));
+    memset(res, 0, sizeof(*res));
+    p->exec = true;
+    p->dx.out.cap = p->dx.err.cap = 4096;
+    snprintf(p->exec_id, sizeof(p->exec_id), "e1");
     struct guest g = {.fd = sv[1], .quiet_ms = 1300, .keep_open = keep_open};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, guest_main, &g), 0);
-    int rc = dk_pump(&s, r, sv[0], pl_now_ns() + 20ull * 1000000000ull, &err);
+    int rc = dk_pump(&s, &in, p, res, sv[0], pl_now_ns() + 20ull * 1000000000ull, &err);
     pthread_join(th, NULL);
     close(sv[0]);
     if (keep_open)
@@ -138,15 +140,16 @@ static void test_output_after_the_engine_said_ended_is_kept(void **state) {
     (void)state;
     struct engine f;
     engine_start(&f);
-    struct cont_run r;
-    assert_int_equal(pump(&f, false, &r), 0);
+    struct cont_pump p;
+    struct cont_result res;
+    assert_int_equal(pump(&f, false, &p, &res), 0);
     /* The engine was asked, said "ended", and the output that came after
      * that answer is the exec's output. */
     assert_true(__atomic_load_n(&f.inspects, __ATOMIC_SEQ_CST) >= 1);
-    assert_int_equal(r.dx.out.kept.len, 12);
-    assert_memory_equal(r.dx.out.kept.data, "late output\n", 12);
-    assert_false(r.timed_out);
-    pl_demux_free(&r.dx);
+    assert_int_equal(p.dx.out.kept.len, 12);
+    assert_memory_equal(p.dx.out.kept.data, "late output\n", 12);
+    assert_false(res.timed_out);
+    pl_demux_free(&p.dx);
     engine_stop(&f);
 }
 
@@ -154,13 +157,14 @@ static void test_a_stream_kept_open_is_let_go_at_the_bound(void **state) {
     (void)state;
     struct engine f;
     engine_start(&f);
-    struct cont_run r;
-    assert_int_equal(pump(&f, true, &r), 0);
-    assert_int_equal(r.dx.out.kept.len, 12);
+    struct cont_pump p;
+    struct cont_result res;
+    assert_int_equal(pump(&f, true, &p, &res), 0);
+    assert_int_equal(p.dx.out.kept.len, 12);
     /* Let go at the drain's bound (EXEC_DRAIN_MS), not at the deadline,
      * which would have set timed_out. */
-    assert_false(r.timed_out);
-    pl_demux_free(&r.dx);
+    assert_false(res.timed_out);
+    pl_demux_free(&p.dx);
     engine_stop(&f);
 }
 

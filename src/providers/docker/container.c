@@ -4,7 +4,9 @@
  * plimsoll makes for a container, the attach and exec streams read against
  * a deadline, the end of a container (from the host first: hostview.h),
  * the reaper that deletes after the answer, the peer gate of the sockets a
- * sandbox connects to, and the run directories on the host.
+ * sandbox connects to, and the run directories on the host.  Under both
+ * run.c and session.c: a payload's stdin for the bootstrap
+ * (dk_cont_prepare) and its answer from what came back (dk_cont_finish).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../core/cleanup.h"
 #include "docker_int.h"
+#include "reports.h"
 
 /*
  * Kill every process of container id from the host, through its cgroup:
@@ -253,26 +257,51 @@ static bool exec_ended(struct docker_state *s, const char *eid) {
     return ended;
 }
 
+/* Write in's parts on from *part, *off as far as the stream takes them;
+ * once all are written (or the guest stopped reading) stdin closes. */
+static void send_parts(const struct cont_input *in, int fd, int *part, size_t *off, bool *wr_open) {
+    while (*part < in->nparts) {
+        size_t left = in->part_len[*part] - *off;
+        if (left == 0) {
+            (*part)++;
+            *off = 0;
+            continue;
+        }
+        ssize_t w = send(fd, in->parts[*part] + *off, left, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                break;
+            *part = in->nparts; /* the guest stopped reading: drop the rest */
+            break;
+        }
+        *off += (size_t)w;
+    }
+    if (*part >= in->nparts) {
+        shutdown(fd, SHUT_WR); /* StdinOnce: the container's stdin closes */
+        *wr_open = false;
+    }
+}
+
 /* Pump stdin out and output in until the stream ends; kill at the deadline. */
-int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
-            struct pl_error *err) {
+int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
+            struct cont_result *res, int fd, uint64_t deadline_ns, struct pl_error *err) {
     int part = 0;
     size_t off = 0;
     bool wr_open = true;
     uint64_t hard_end = 0;  /* after a kill: how long we still read */
     uint64_t drain_end = 0; /* after the engine said an exec ended */
     unsigned char buf[65536];
-    if (r->nparts == 0) {
+    if (in->nparts == 0) {
         shutdown(fd, SHUT_WR);
         wr_open = false;
     }
     for (;;) {
         uint64_t now = pl_now_ns();
-        if (!r->timed_out && now >= deadline_ns) {
-            r->timed_out = true;
-            if (r->exec)
+        if (!res->timed_out && now >= deadline_ns) {
+            res->timed_out = true;
+            if (p->exec)
                 return 0;
-            if (dk_end_container(s, r->id) < 0)
+            if (dk_end_container(s, p->id) < 0)
                 return pl_error_set(err, PL_REASON_INTERNAL,
                                     "docker: cannot kill container at its deadline");
             hard_end = pl_now_ns() + (uint64_t)KILL_GRACE_MS * 1000000ull;
@@ -286,63 +315,43 @@ int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadlin
         /* An exec's stream may outlive its process: under runsc the engine
          * keeps it open when the sandbox dies under it.  A quiet exec is
          * asked about once a second. */
-        if (r->exec_id[0] && wait_ms > 1000)
+        if (p->exec_id[0] && wait_ms > 1000)
             wait_ms = 1000;
-        struct pollfd p = {.fd = fd, .events = POLLIN | (wr_open ? POLLOUT : 0)};
-        int pr = poll(&p, 1, wait_ms);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN | (wr_open ? POLLOUT : 0)};
+        int pr = poll(&pfd, 1, wait_ms);
         if (pr < 0 && errno != EINTR)
             return pl_error_set(err, PL_REASON_INTERNAL, "poll: %s", strerror(errno));
         /* Ended: what it wrote may still be on its way through the engine
          * (a step's whole output can be), so read on until the stream
          * ends, for EXEC_DRAIN_MS at most. */
-        if (pr == 0 && r->exec_id[0] && !drain_end && exec_ended(s, r->exec_id)) {
+        if (pr == 0 && p->exec_id[0] && !drain_end && exec_ended(s, p->exec_id)) {
             drain_end = pl_now_ns() + (uint64_t)EXEC_DRAIN_MS * 1000000ull;
             continue;
         }
         if (pr <= 0)
             continue;
-        if (wr_open && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
-            while (part < r->nparts) {
-                size_t left = r->part_len[part] - off;
-                if (left == 0) {
-                    part++;
-                    off = 0;
-                    continue;
-                }
-                ssize_t w = send(fd, r->parts[part] + off, left, MSG_NOSIGNAL);
-                if (w < 0) {
-                    if (errno == EAGAIN || errno == EINTR)
-                        break;
-                    part = r->nparts; /* the guest stopped reading: drop the rest */
-                    break;
-                }
-                off += (size_t)w;
-            }
-            if (part >= r->nparts) {
-                shutdown(fd, SHUT_WR); /* StdinOnce: the container's stdin closes */
-                wr_open = false;
-            }
-        }
-        if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (wr_open && (pfd.revents & (POLLOUT | POLLERR | POLLHUP)))
+            send_parts(in, fd, &part, &off, &wr_open);
+        if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
             ssize_t n = recv(fd, buf, sizeof(buf), 0);
             if (n == 0)
                 return 0; /* the stream ended: the container exited */
             if (n < 0) {
                 if (errno == EAGAIN || errno == EINTR)
                     continue;
-                if (r->timed_out)
+                if (res->timed_out)
                     return 0;
                 return pl_error_set(err, PL_REASON_INTERNAL, "docker attach stream: %s",
                                     strerror(errno));
             }
-            if (pl_demux_feed(&r->dx, buf, (size_t)n) < 0)
+            if (pl_demux_feed(&p->dx, buf, (size_t)n) < 0)
                 return pl_error_set(err, PL_REASON_INTERNAL,
                                     "docker attach stream: malformed frame");
             int status;
-            if (pl_demux_ended(&r->dx, &status))
+            if (pl_demux_ended(&p->dx, &status))
                 return 0; /* the run's end marker, on both streams */
-            if (r->until_line && part >= r->nparts && r->dx.out.kept.len &&
-                memchr(r->dx.out.kept.data, '\n', r->dx.out.kept.len))
+            if (p->until_line && part >= in->nparts && p->dx.out.kept.len &&
+                memchr(p->dx.out.kept.data, '\n', p->dx.out.kept.len))
                 return 0;
         }
     }
@@ -569,30 +578,31 @@ int dk_exec_start(struct docker_state *s, const char *container_id, const char *
 }
 
 /*
- * One exec in the session's container, as uid 65534 in /work: stdin from
- * r's parts, output into r->dx, bounded by r->timeout_ms.  *ret_exit is the
+ * One exec in container_id, as user in /work: stdin from in's parts,
+ * output into p->dx, bounded by in->timeout_ms.  res->exit_code is the
  * exec's exit code (-1 when it timed out or the code is unknown).
  */
 int dk_exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
-               json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err) {
+               json_t *env, const struct cont_input *in, struct cont_pump *p,
+               struct cont_result *res, struct pl_error *err) {
     char path[160], eid[80];
-    *ret_exit = -1;
+    res->exit_code = -1;
     int fd = -1;
-    if (dk_exec_start(s, container_id, user, cmd, env, r->nparts > 0, &fd, eid, err) < 0)
+    if (dk_exec_start(s, container_id, user, cmd, env, in->nparts > 0, &fd, eid, err) < 0)
         return -1;
     uint64_t t0 = pl_now_ns();
-    r->exec = true;
-    snprintf(r->id, sizeof(r->id), "%s", container_id);
-    snprintf(r->exec_id, sizeof(r->exec_id), "%s", eid);
+    p->exec = true;
+    snprintf(p->id, sizeof(p->id), "%s", container_id);
+    snprintf(p->exec_id, sizeof(p->exec_id), "%s", eid);
     if (pl_fd_set_nonblock(fd) < 0 ||
-        dk_pump(s, r, fd, t0 + (uint64_t)r->timeout_ms * 1000000ull, err) < 0) {
+        dk_pump(s, in, p, res, fd, t0 + (uint64_t)in->timeout_ms * 1000000ull, err) < 0) {
         close(fd);
         if (!err->message[0])
             pl_error_set(err, PL_REASON_INTERNAL, "docker exec: %s", strerror(errno));
         return -1;
     }
     close(fd);
-    if (r->timed_out)
+    if (res->timed_out)
         return 0;
     /* The stream ends as the process does; the engine may record its exit
      * a moment later. */
@@ -614,12 +624,245 @@ int dk_exec_in(struct docker_state *s, const char *container_id, const char *use
             json_decref(ins);
             return -1;
         }
-        *ret_exit = pl_docker_exec_exit(ins);
+        res->exit_code = pl_docker_exec_exit(ins);
         bool running = json_is_true(json_object_get(ins, "Running"));
         json_decref(ins);
         if (!running)
             break;
         usleep(10000);
     }
+    return 0;
+}
+
+/* ---- a payload's run: its stdin and its answer (run.c, session.c) ------------ */
+
+char *dk_take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated) {
+    struct pl_output o = {0};
+    (void)pl_capture_finish(c, &o); /* o.data is NULL when out of memory */
+    *ret_len = o.data ? o.len : 0;
+    if (ret_truncated)
+        *ret_truncated = o.truncated;
+    return o.data;
+}
+
+void dk_free_steps(struct pl_step_result *st, size_t n) {
+    for (size_t i = 0; st && i < n; i++) {
+        free(st[i].name);
+        free(st[i].out);
+        free(st[i].err);
+    }
+    free(st);
+}
+
+void dk_cont_pump_clear(struct cont_pump *p) {
+    pl_demux_free(&p->dx);
+}
+
+void dk_cont_result_clear(struct cont_result *res) {
+    dk_free_steps(res->steps, res->nsteps);
+    res->steps = NULL;
+    res->nsteps = 0;
+}
+
+/* A snippet's header; its code and the guest's stdin are parts 1 and 2. */
+static json_t *snippet_header(const struct pl_run_request *req, struct cont_input *in) {
+    in->parts[1] = req->snippet.code;
+    in->part_len[1] = req->snippet.code_len;
+    in->parts[2] = req->snippet.stdin_data;
+    in->part_len[2] = req->snippet.stdin_len;
+    return json_pack("{s:s, s:s, s:I}", "kind", "snippet", "language", req->snippet.language,
+                     "code_len", (json_int_t)req->snippet.code_len);
+}
+
+/* A module's header; its wasm and the guest's stdin are parts 1 and 2. */
+static json_t *module_header(const struct pl_run_request *req, struct cont_input *in) {
+    json_t *args = json_array();
+    for (size_t i = 0; i < req->module.nargs; i++)
+        json_array_append_new(args, json_string(req->module.args[i]));
+    in->parts[1] = (const char *)req->module.wasm;
+    in->part_len[1] = req->module.wasm_len;
+    in->parts[2] = req->module.stdin_data;
+    in->part_len[2] = req->module.stdin_len;
+    return json_pack("{s:s, s:I, s:o}", "kind", "module", "wasm_len",
+                     (json_int_t)req->module.wasm_len, "args", args);
+}
+
+/* A project's header; its files, in *files, are part 1.  The bootstrap's
+ * stdout carries one short report line; the steps' output comes from
+ * their own execs, at ctx's cap and to its sink. */
+static json_t *project_header(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                              struct cont_input *in, struct cont_pump *p, struct pl_buf *files) {
+    json_t *fl = json_array();
+    for (size_t i = 0; i < req->project.nfiles; i++) {
+        json_array_append_new(fl, json_pack("{s:s, s:I}", "path", req->project.files[i].path, "len",
+                                            (json_int_t)req->project.files[i].len));
+        pl_buf_append(files, req->project.files[i].content, req->project.files[i].len);
+    }
+    json_t *h = json_pack("{s:s, s:o}", "kind", "project", "files", fl);
+    in->parts[1] = files->data;
+    in->part_len[1] = files->len;
+    in->nparts = 2;
+    p->dx.out.cap = 64u << 10;
+    p->dx.err.cap = 64u << 10;
+    in->project = req;
+    in->output_bytes = ctx->output_bytes;
+    in->sink = ctx->sink;
+    return h;
+}
+
+/* The bootstrap ends both streams with a marker holding a fresh nonce
+ * (into header h) once nothing of the guest lives ("The run's end"). */
+static int expect_end(json_t *h, struct pl_demux *dx, struct pl_error *err) {
+    char nonce[33], mark[PL_DEMUX_MARK_MAX];
+    if (!h || pl_random_hex(nonce, sizeof(nonce), 16) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: no randomness for the run");
+    json_object_set_new(h, "end", json_string(nonce));
+    int ml = snprintf(mark, sizeof(mark), END_MARK_PREFIX "%s ", nonce);
+    pl_demux_expect_end(dx, mark, (size_t)ml);
+    return 0;
+}
+
+/*
+ * Set in and p up for a snippet, module or project: the image, the bytes
+ * for the bootstrap's stdin (the header in *hdr, a project's files in
+ * *files, which in's parts point into) and the output caps.
+ */
+int dk_cont_prepare(struct docker_state *s, const struct pl_run_ctx *ctx,
+                    const struct pl_run_request *req, struct cont_input *in, struct cont_pump *p,
+                    struct pl_buf *hdr, struct pl_buf *files, struct pl_error *err) {
+    PL_AUTO_JSON json_t *h = NULL;
+    switch (req->kind) {
+    case PL_PAYLOAD_SNIPPET:
+        in->image_id = s->snippet_id;
+        h = snippet_header(req, in);
+        break;
+    case PL_PAYLOAD_MODULE:
+        in->image_id = s->snippet_id;
+        h = module_header(req, in);
+        break;
+    case PL_PAYLOAD_PROJECT:
+        in->image_id = s->project_id;
+        h = project_header(ctx, req, in, p, files);
+        break;
+    default: return pl_error_set(err, PL_REASON_INTERNAL, "docker: payload not dispatched here");
+    }
+    /* Never in a session's exec: the session's other processes live on. */
+    if (req->kind != PL_PAYLOAD_PROJECT && in->own_container && expect_end(h, &p->dx, err) < 0)
+        return -1;
+    if (req->kind != PL_PAYLOAD_PROJECT) {
+        /* Snippets and modules: header, the code, then the guest's stdin;
+         * the guest's own output is the container's. */
+        in->nparts = 3;
+        p->dx.out.cap = p->dx.err.cap = ctx->output_bytes;
+        pl_capture_stream(&p->dx.out, ctx->sink, 1, 0);
+        pl_capture_stream(&p->dx.err, ctx->sink, 2, 0);
+    }
+    PL_AUTO_FREE char *line = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    if (line)
+        pl_buf_printf(hdr, "%zu\n%s", strlen(line), line);
+    in->parts[0] = hdr->data;
+    in->part_len[0] = hdr->len;
+    return hdr->data ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
+}
+
+/*
+ * A project's outcome.  The files report (one line, written before any
+ * guest code existed; setup_report) says whether the steps could start;
+ * the steps themselves came from the engine (dk_project_steps).  A missing,
+ * torn, oversized or unreadable report is protocol_error, never skipped.
+ */
+static void project_outcome(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                            struct cont_result *res, const char *setup_failed, bool setup_ok,
+                            const char *setup_problem, struct pl_run_result *ret) {
+    ret->steps = res->steps;
+    ret->nsteps = res->nsteps;
+    res->steps = NULL;
+    res->nsteps = 0;
+    int last = ret->nsteps ? ret->steps[ret->nsteps - 1].exit_code : 0;
+    ret->exit_code = last;
+    if (setup_failed) {
+        ret->outcome = PL_OUTCOME_SETUP_FAILED;
+        snprintf(ret->detail, sizeof(ret->detail), "writing the project's files failed: %.200s",
+                 setup_failed);
+    } else if (res->timed_out) {
+        ret->outcome = PL_OUTCOME_TIMED_OUT;
+        ret->exit_code = 124;
+        snprintf(ret->detail, sizeof(ret->detail),
+                 "the deadline of %u ms ended the run %s step %zu of %zu", ctx->timeout_ms,
+                 setup_ok ? "during" : "before", ret->nsteps + 1, req->project.nsteps);
+    } else if (!setup_ok) {
+        ret->outcome = PL_OUTCOME_PROTOCOL_ERROR;
+        snprintf(ret->detail, sizeof(ret->detail), "%.250s", setup_problem);
+        if (res->oom)
+            ret->exit_code = 137;
+    } else if (res->step_error[0]) {
+        ret->outcome = PL_OUTCOME_PROTOCOL_ERROR;
+        snprintf(ret->detail, sizeof(ret->detail), "%.250s", res->step_error);
+        if (res->oom)
+            ret->exit_code = 137;
+    } else {
+        pl_run_result_steps_completed(ret);
+    }
+}
+
+/* The bootstrap's files report (reports.h). */
+static json_t *setup_report(const struct cont_pump *p, const struct cont_result *res, char *why,
+                            size_t len) {
+    return pl_docker_files_report(p->dx.out.kept.data, p->dx.out.kept.len, p->dx.out.total,
+                                  p->dx.out.cap, res->exit_code, why, len);
+}
+
+/* A project's answer: its outcome, no stdout, the bootstrap's stderr. */
+static int project_finish(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                          struct cont_pump *p, struct cont_result *res, struct pl_run_result *ret,
+                          struct pl_error *err) {
+    if (res->files_done) {
+        /* A session's call: the files exec's exit code said it. */
+        project_outcome(ctx, req, res, res->files_failed[0] ? res->files_failed : NULL,
+                        !res->files_failed[0], NULL, ret);
+    } else {
+        char why[160];
+        PL_AUTO_JSON json_t *rep = setup_report(p, res, why, sizeof(why));
+        project_outcome(ctx, req, res, json_string_value(json_object_get(rep, "setup_failed")),
+                        json_is_string(json_object_get(rep, "setup")), why, ret);
+    }
+    ret->out = calloc(1, 1);
+    ret->err = dk_take(&p->dx.err, &ret->err_len, NULL);
+    if (ret->err_len > ctx->output_bytes) {
+        ret->err_len = ctx->output_bytes;
+        ret->err_truncated = true;
+    }
+    if (!ret->out || !ret->err) {
+        pl_demux_free(&p->dx);
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    return 0;
+}
+
+/* Fill the result of a finished snippet, module or project from p and res. */
+int dk_cont_finish(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                   struct cont_pump *p, struct cont_result *res, struct pl_run_result *ret,
+                   struct pl_error *err) {
+    ret->timed_out = res->timed_out;
+    ret->out_of_memory = res->oom;
+    if (req->kind == PL_PAYLOAD_PROJECT) {
+        if (project_finish(ctx, req, p, res, ret, err) < 0)
+            return -1;
+    } else {
+        ret->exit_code = res->timed_out ? 124 : res->exit_code;
+        ret->out = dk_take(&p->dx.out, &ret->out_len, &ret->out_truncated);
+        ret->err = dk_take(&p->dx.err, &ret->err_len, &ret->err_truncated);
+        ret->outcome = res->timed_out ? PL_OUTCOME_TIMED_OUT : PL_OUTCOME_COMPLETED;
+        if (res->timed_out)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "the deadline of %u ms ended the run; the container was killed",
+                     ctx->timeout_ms);
+        else if (res->oom)
+            snprintf(ret->detail, sizeof(ret->detail),
+                     "out of memory: the container's limit is %u MiB; the kernel killed the "
+                     "guest (exit %d)",
+                     ctx->memory_mb, res->exit_code);
+    }
+    pl_demux_free(&p->dx);
     return 0;
 }

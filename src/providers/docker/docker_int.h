@@ -13,7 +13,8 @@
  *   container.c       one container: create, inspect, exec, the attach and
  *                     exec streams, the end, the reaper, the host's view
  *                     (kill, prove, sweep), the sockets' peer gate, run
- *                     directories
+ *                     directories; a payload's stdin and its answer (for
+ *                     run.c and session.c)
  *   pool.c            the warm pools: started containers waiting for one
  *                     run, session sandboxes waiting for one session
  *   proof.c           the startup proof (the host's view, the canary per
@@ -214,13 +215,18 @@ struct peer_gate {
 };
 
 /*
- * One container run (dk_run_container) or one exec (dk_exec_in) and what
- * came of it: "in" fields set by the caller, "out" filled.  The strings and
- * parts it points to are borrowed; its streams and steps are its own,
- * released by dk_cont_run_clear.
+ * A container's run, in three parts by owner: what the caller asks
+ * (cont_input), what the pump keeps while it reads (cont_pump), what the
+ * run came to (cont_result).  dk_run_container (a run's own container)
+ * and dk_exec_in (an exec) take all three, dk_project_steps the input and
+ * the result (each step is an exec with a pump of its own);
+ * dk_cont_prepare fills the input and the captures for a payload,
+ * dk_cont_finish turns captures and result into the run's answer.
  */
-struct cont_run {
-    /* in */
+
+/* The caller's: set before the call (by dk_cont_prepare for a payload),
+ * only read by the lifecycle code.  Borrows everything it points to. */
+struct cont_input {
     const char *image_id;
     unsigned memory_mb;
     const char *run_id;
@@ -229,30 +235,43 @@ struct cont_run {
     size_t part_len[4];
     int nparts;
     unsigned timeout_ms;
-    bool exec; /* a session's exec: at the deadline stop reading; the cleanup kills */
     /* The bootstrap is the run's own container's PID 1 (dk_run, not a
      * session's exec): it ends the run with the end marker ("The run's
      * end"), which kills everything else in the pid namespace. */
     bool own_container;
-    /* out */
-    struct pl_demux dx; /* caps set by the caller */
-    int exit_code;
-    bool timed_out;
-    bool oom;
-    char id[72];
-    char warm_id[72];       /* in: a started warm container to use, or "" */
-    struct peer_gate *gate; /* in: opened for the container once it exists, or NULL */
-    char exec_id[80];       /* an exec's id, while pump reads its stream */
+    char warm_id[72];       /* a started warm container to use, or "" */
+    struct peer_gate *gate; /* opened for the container once it exists, or NULL */
     /* A project: the bootstrap writes the files and reports one line; then
      * each step is an engine exec (dk_project_steps). */
     const struct pl_run_request *project;
-    unsigned output_bytes;
+    unsigned output_bytes;             /* each step's streams' cap */
     const struct pl_output_sink *sink; /* RunStream's, for the steps' output; NULL */
-    struct pl_step_result *steps;      /* out: the steps that finished */
+    const char *step_env;              /* "NAME=value" for every step's exec, or NULL */
+};
+
+/* The pump's: the caller zeroes it and sets only dx's caps, sinks and end
+ * mark (dk_cont_prepare does for a payload); once the call returned it
+ * reads the captures in dx, or hands them to dk_cont_finish.  The rest is
+ * the lifecycle code's alone.  dk_cont_pump_clear releases the captures. */
+struct cont_pump {
+    struct pl_demux dx;
+    char id[72];      /* the container: created, taken warm, or the exec's */
+    bool exec;        /* an exec: at the deadline stop reading; its container's owner ends it */
+    char exec_id[80]; /* an exec's id, while dk_pump reads its stream ("": none started) */
+    bool until_line;  /* stop once a whole line of stdout arrived */
+};
+
+/* The run's outcome: written by the lifecycle code, and by session.c for
+ * what it did itself (a call's files); read by the caller and
+ * dk_cont_finish, which takes the steps.  dk_cont_result_clear frees the
+ * steps; a result of no project holds nothing. */
+struct cont_result {
+    int exit_code; /* the container's, or the exec's (-1: unknown) */
+    bool timed_out;
+    bool oom;
+    struct pl_step_result *steps; /* the steps that finished */
     size_t nsteps;
-    bool until_line;        /* pump: stop once a whole line of stdout arrived */
-    char step_error[200];   /* out: why the steps could not go on (protocol_error) */
-    const char *step_env;   /* "NAME=value" for every step's exec, or NULL */
+    char step_error[200];   /* why the steps could not go on (protocol_error) */
     bool files_done;        /* a session's call: the files were written by an exec */
     char files_failed[200]; /* ... and why they could not be, or "" */
 };
@@ -371,12 +390,13 @@ int dk_api_expect(struct docker_state *s, const char *method, const char *path, 
                   long want, json_t **ret, struct pl_error *err);
 /* The engine's kill: 0 on 204, or 409 (not running any more); else -1. */
 int dk_kill_container(struct docker_state *s, const char *id);
-/* Write r's parts to fd, read fd into r->dx until the stream ends, the end
- * marker or (until_line) a line of stdout arrives, or the deadline: then
- * r->timed_out, and a run's container is ended and read KILL_GRACE_MS more
- * (an exec's is left to the caller).  fd stays the caller's. */
-int dk_pump(struct docker_state *s, struct cont_run *r, int fd, uint64_t deadline_ns,
-            struct pl_error *err);
+/* Write in's parts to fd, read fd into p->dx until the stream ends, the
+ * end marker or (p->until_line) a line of stdout arrives, or the deadline:
+ * then res->timed_out, and a run's container (p->id) is ended and read
+ * KILL_GRACE_MS more (an exec's, p->exec, is left to its owner).  fd stays
+ * the caller's. */
+int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
+            struct cont_result *res, int fd, uint64_t deadline_ns, struct pl_error *err);
 /* Create a container with the run configuration (dk_container_config),
  * its id into ret_id.  waiters: its bootstrap starts the interpreters
  * waiting (a warm snippet container's).  The caller deletes it. */
@@ -401,12 +421,36 @@ void dk_delete_stale_dirs(struct docker_state *s);
 int dk_exec_start(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
                   json_t *env, bool attach_stdin, int *ret_fd, char ret_eid[80],
                   struct pl_error *err);
-/* One exec as dk_exec_start (stdin from r's parts) pumped into r->dx until
- * it ends or r->timeout_ms (r->timed_out, still 0); *ret_exit its exit
- * code, -1 at the deadline, when its container went or none came.  Sets
- * r->exec, r->id and r->exec_id; the caller clears r. */
+/* One exec as dk_exec_start (stdin from in's parts) pumped into p->dx
+ * until it ends or in->timeout_ms (res->timed_out, still 0);
+ * res->exit_code its exit code, -1 at the deadline, when its container
+ * went or none came.  Sets p->exec, p->id and p->exec_id; the caller
+ * clears p. */
 int dk_exec_in(struct docker_state *s, const char *container_id, const char *user, json_t *cmd,
-               json_t *env, struct cont_run *r, int *ret_exit, struct pl_error *err);
+               json_t *env, const struct cont_input *in, struct cont_pump *p,
+               struct cont_result *res, struct pl_error *err);
+/* End capture c: its bytes, malloc'd and the caller's (NULL when out of
+ * memory), *ret_len and *ret_truncated (may be NULL).  c is empty after. */
+char *dk_take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated);
+/* Free n step results and their strings, then st itself; NULL-safe. */
+void dk_free_steps(struct pl_step_result *st, size_t n);
+/* Release what a cont_pump holds (its captures); a zeroed one is fine. */
+void dk_cont_pump_clear(struct cont_pump *p);
+/* Release what a cont_result holds (its steps); a zeroed one is fine. */
+void dk_cont_result_clear(struct cont_result *res);
+/* Set in and p up for a snippet, module or project: image, the
+ * bootstrap's stdin (in's parts point into *hdr, *files and req, which
+ * must outlive in), p's caps and sinks, and the end marker
+ * (in->own_container).  INTERNAL for another kind. */
+int dk_cont_prepare(struct docker_state *s, const struct pl_run_ctx *ctx,
+                    const struct pl_run_request *req, struct cont_input *in, struct cont_pump *p,
+                    struct pl_buf *hdr, struct pl_buf *files, struct pl_error *err);
+/* Fill ret from a finished run's p and res: the output moves into ret
+ * (malloc'd, the caller's, with res's steps), p's captures are freed.  -1
+ * only when out of memory. */
+int dk_cont_finish(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                   struct cont_pump *p, struct cont_result *res, struct pl_run_result *ret,
+                   struct pl_error *err);
 
 /* docker.c */
 /* Readiness no longer stands (a run failed): the next call checks again,
@@ -477,39 +521,25 @@ int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_lan
 /* The first "PLIMSOLL {...}" line of out, parsed: a new reference, or NULL
  * when there is none or it does not parse. */
 json_t *dk_report_line(const struct pl_buf *out);
-/* End capture c: its bytes, malloc'd and the caller's (NULL when out of
- * memory), *ret_len and *ret_truncated (may be NULL).  c is empty after. */
-char *dk_take(struct pl_capture *c, size_t *ret_len, bool *ret_truncated);
-/* Free n step results and their strings, then st itself; NULL-safe. */
-void dk_free_steps(struct pl_step_result *st, size_t n);
-/* Releases what a cont_run holds (its streams, its steps); a zeroed one is fine. */
-void dk_cont_run_clear(struct cont_run *r);
 /* The exec command that runs argv exactly (under runsc through the
  * bootstrap's exec mode, which installs the seccomp filter first): a new
  * reference, or NULL when out of memory. */
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
-/* A project's steps in container r->id, in order, an exec each as the
- * run's user, ending what each left running but init_host_pid and keep's;
- * the first that fails, or the deadline (r->timed_out), stops them.  Into
- * r->steps; a sandbox that ended under them is r->step_error, with 0. */
-int dk_project_steps(struct docker_state *s, struct cont_run *r, uint64_t deadline,
-                     pid_t init_host_pid, const long *keep, size_t nkeep, struct pl_error *err);
-/* Run r in its own container (or r->warm_id's) to its end: create or
- * take, attach, pump, a project's steps, the exit and OOM verdict, the
- * host's proof nothing lives.  The container goes to the reaper whatever
- * happens; r->gate is opened for it once it exists. */
-int dk_run_container(struct docker_state *s, struct cont_run *r, struct pl_error *err);
-/* Set r up for a snippet, module or project: image, the bootstrap's stdin
- * (r's parts point into *hdr, *files and req, which must outlive r), the
- * caps and the end marker (own_container).  INTERNAL for another kind. */
-int dk_prepare_run(struct docker_state *s, const struct pl_run_ctx *ctx,
-                   const struct pl_run_request *req, struct cont_run *r, struct pl_buf *hdr,
-                   struct pl_buf *files, struct pl_error *err);
-/* Fill ret from a finished r: the output moves into ret (malloc'd, the
- * caller's, with r's steps), r's streams are freed.  -1 only when out of
- * memory. */
-int dk_finish_run(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
-                  struct cont_run *r, struct pl_run_result *ret, struct pl_error *err);
+/* A project's steps (in->project) in container id, in order, an exec each
+ * as the run's user (with in->step_env; output at in->output_bytes, to
+ * in->sink), ending what each left running but init_host_pid and keep's;
+ * the first that fails, or the deadline (res->timed_out), stops them.
+ * Into res->steps; a sandbox that ended under them is res->step_error,
+ * with 0. */
+int dk_project_steps(struct docker_state *s, const struct cont_input *in, const char *id,
+                     struct cont_result *res, uint64_t deadline, pid_t init_host_pid,
+                     const long *keep, size_t nkeep, struct pl_error *err);
+/* Run in in its own container (or in->warm_id's) to its end: create or
+ * take, attach, pump into p, a project's steps, the exit and OOM verdict
+ * into res, the host's proof nothing lives.  The container goes to the
+ * reaper whatever happens; in->gate is opened for it once it exists. */
+int dk_run_container(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
+                     struct cont_result *res, struct pl_error *err);
 /* The provider's run op (provider.h).  A container run that failed also
  * invalidates readiness. */
 int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,

@@ -198,22 +198,23 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
     json_decref(h);
     PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
     pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
-    PL_CLEANUP(dk_cont_run_clear)
-    struct cont_run r = {.image_id = image_id,
-                         .memory_mb = 256,
-                         .run_id = "startup-proof",
-                         .socket_dir = can->dir,
-                         .parts = {hdr.data},
-                         .part_len = {hdr.len},
-                         .nparts = 1,
-                         .timeout_ms = 60000};
+    struct cont_input in = {.image_id = image_id,
+                            .memory_mb = 256,
+                            .run_id = "startup-proof",
+                            .socket_dir = can->dir,
+                            .parts = {hdr.data},
+                            .part_len = {hdr.len},
+                            .nparts = 1,
+                            .timeout_ms = 60000};
+    PL_CLEANUP(dk_cont_pump_clear) struct cont_pump p = {0};
+    struct cont_result res = {0};
     char run_id[40];
     snprintf(run_id, sizeof(run_id), "proof-%s-%.8s", strrchr(can->dir, '-') + 1, image_id + 7);
-    r.run_id = run_id;
-    r.gate = &can->gate;
-    r.dx.out.cap = 1u << 20;
-    r.dx.err.cap = 64u << 10;
-    if (dk_run_container(s, &r, err) < 0) {
+    in.run_id = run_id;
+    in.gate = &can->gate;
+    p.dx.out.cap = 1u << 20;
+    p.dx.err.cap = 64u << 10;
+    if (dk_run_container(s, &in, &p, &res, err) < 0) {
         char why[sizeof(err->message)];
         memcpy(why, err->message, sizeof(why));
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -221,10 +222,10 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
                             "container did not run under %s: %.300s",
                             image, s->set.runtime, why);
     }
-    PL_AUTO_JSON json_t *rep = dk_report_line(&r.dx.out.kept);
-    if (!rep && r.dx.err.kept.len)
-        fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)r.dx.err.kept.len,
-                r.dx.err.kept.data);
+    PL_AUTO_JSON json_t *rep = dk_report_line(&p.dx.out.kept);
+    if (!rep && p.dx.err.kept.len)
+        fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)p.dx.err.kept.len,
+                p.dx.err.kept.data);
     return judge_probe(s, image, rep, ret_langs, err);
 }
 
@@ -327,18 +328,19 @@ static int hostview_check(struct docker_state *s, const char *id, struct pl_erro
     /* An exec meets the profile too (under runsc by plimsoll's own helper). */
     if (s->set.seccomp) {
         static const char *const argv[] = {"grep", "-E", "^Seccomp:", "/proc/self/status"};
-        PL_CLEANUP(dk_cont_run_clear) struct cont_run e = {.timeout_ms = 20000};
+        struct cont_input in = {.timeout_ms = 20000};
+        PL_CLEANUP(dk_cont_pump_clear) struct cont_pump e = {0};
+        struct cont_result res = {0};
         e.dx.out.cap = e.dx.err.cap = 4096;
-        int code = -1;
         char user[32];
         dk_run_user(s, user);
-        if (dk_exec_in(s, id, user, dk_step_cmd(s, argv, 4), NULL, &e, &code, err) < 0)
+        if (dk_exec_in(s, id, user, dk_step_cmd(s, argv, 4), NULL, &in, &e, &res, err) < 0)
             return -1;
-        if (code != 0 || !e.dx.out.kept.data || !strstr(e.dx.out.kept.data, "Seccomp:\t2"))
+        if (res.exit_code != 0 || !e.dx.out.kept.data || !strstr(e.dx.out.kept.data, "Seccomp:\t2"))
             return pl_error_set(err, PL_REASON_INTERNAL,
                                 "SANDBOX_PROVIDER=docker: a process started with docker exec has "
                                 "no seccomp filter under %s (exit %d)",
-                                s->set.runtime, code);
+                                s->set.runtime, res.exit_code);
     }
     if (s->hv.runsc) {
         PL_AUTO_FREE long *pids = NULL;

@@ -47,25 +47,26 @@ json_t *dk_agent_cmd(const char *mode, const char *arg) {
  */
 static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, unsigned gid_off,
                       json_t **ret, struct pl_error *err) {
-    PL_CLEANUP(dk_cont_run_clear) struct cont_run r = {.timeout_ms = 20000};
-    r.dx.out.cap = 1u << 20;
-    r.dx.err.cap = 64u << 10;
-    int code = -1;
+    struct cont_input in = {.timeout_ms = 20000};
+    PL_CLEANUP(dk_cont_pump_clear) struct cont_pump p = {0};
+    struct cont_result res = {0};
+    p.dx.out.cap = 1u << 20;
+    p.dx.err.cap = 64u << 10;
     char mode[16];
     snprintf(mode, sizeof(mode), "%s", json_string_value(json_array_get(cmd, 3)) ?: "?");
     /* A trusted mode runs with a group of its own: no guest process may
      * open its descriptors or memory (it still may signal it: same uid). */
     char user[32];
     dk_user_spec(&s->set, gid_off, user);
-    int rc = dk_exec_in(s, d->id, user, cmd, NULL, &r, &code, err);
+    int rc = dk_exec_in(s, d->id, user, cmd, NULL, &in, &p, &res, err);
     json_t *j = NULL;
-    if (rc == 0 && code == 0 && !r.timed_out)
-        j = pl_docker_agent_report(r.dx.out.kept.data, r.dx.out.kept.len);
+    if (rc == 0 && res.exit_code == 0 && !res.timed_out)
+        j = pl_docker_agent_report(p.dx.out.kept.data, p.dx.out.kept.len);
     if (rc == 0 && !j)
         pl_error_set(err, PL_REASON_INTERNAL,
-                     "session agent %s: no well-formed report (exit %d%s): %.200s", mode, code,
-                     r.timed_out ? ", timed out" : "",
-                     r.dx.err.kept.data ? r.dx.err.kept.data : "");
+                     "session agent %s: no well-formed report (exit %d%s): %.200s", mode,
+                     res.exit_code, res.timed_out ? ", timed out" : "",
+                     p.dx.err.kept.data ? p.dx.err.kept.data : "");
     if (!j)
         return -1;
     *ret = j;
@@ -376,30 +377,29 @@ static int session_files(struct docker_state *s, struct dsession *d, const struc
     if (line)
         pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line);
     uint64_t now = pl_now_ns();
-    PL_CLEANUP(dk_cont_run_clear)
-    struct cont_run r = {.timeout_ms =
-                             now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1,
-                         .parts = {hdr.data, body.data},
-                         .part_len = {hdr.len, body.len},
-                         .nparts = 2};
-    r.dx.out.cap = r.dx.err.cap = 4096;
+    struct cont_input in = {.timeout_ms =
+                                now < deadline ? (unsigned)((deadline - now) / 1000000ull) + 1 : 1,
+                            .parts = {hdr.data, body.data},
+                            .part_len = {hdr.len, body.len},
+                            .nparts = 2};
+    PL_CLEANUP(dk_cont_pump_clear) struct cont_pump p = {0};
+    struct cont_result res = {0};
+    p.dx.out.cap = p.dx.err.cap = 4096;
     char user[32];
     dk_run_user(s, user);
-    int code = -1;
     int rc = hdr.data ? dk_exec_in(s, d->id, user,
                                    json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap),
-                                   NULL, &r, &code, err)
+                                   NULL, &in, &p, &res, err)
                       : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    const struct pl_buf *why = &p.dx.err.kept;
     if (rc == 0) {
-        *ret_timed_out = r.timed_out;
-        if (!r.timed_out && code == 3)
+        *ret_timed_out = res.timed_out;
+        if (!res.timed_out && res.exit_code == 3)
             snprintf(ret_failed, flen, "%.*s",
-                     (int)(r.dx.err.kept.len && r.dx.err.kept.data[r.dx.err.kept.len - 1] == '\n'
-                               ? r.dx.err.kept.len - 1
-                               : r.dx.err.kept.len),
-                     r.dx.err.kept.data ? r.dx.err.kept.data : "");
-        else if (!r.timed_out && code != 0)
-            snprintf(ret_failed, flen, "writing the files ended with exit %d", code);
+                     (int)(why->len && why->data[why->len - 1] == '\n' ? why->len - 1 : why->len),
+                     why->data ? why->data : "");
+        else if (!res.timed_out && res.exit_code != 0)
+            snprintf(ret_failed, flen, "writing the files ended with exit %d", res.exit_code);
     }
     return rc;
 }
@@ -485,26 +485,25 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
 /* A project in a session: its files (an exec), then its steps (an exec
  * each, dk_project_steps), sparing the kept interpreters between steps. */
 static int session_project(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
-                           const struct pl_run_request *req, struct cont_run *r,
-                           struct pl_error *err) {
+                           const struct pl_run_request *req, struct cont_input *in,
+                           struct cont_result *res, struct pl_error *err) {
     uint64_t deadline = pl_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
     bool timed_out = false;
-    if (session_files(s, d, req->project.files, req->project.nfiles, deadline, r->files_failed,
-                      sizeof(r->files_failed), &timed_out, err) < 0)
+    if (session_files(s, d, req->project.files, req->project.nfiles, deadline, res->files_failed,
+                      sizeof(res->files_failed), &timed_out, err) < 0)
         return -1;
-    r->files_done = true;
-    r->timed_out = timed_out;
-    if (timed_out || r->files_failed[0])
+    res->files_done = true;
+    res->timed_out = timed_out;
+    if (timed_out || res->files_failed[0])
         return 0;
     long keep[2];
     size_t nkeep = 0;
     for (int i = 0; i < 2; i++)
         if (d->in[i].up)
             keep[nkeep++] = d->in[i].host_pid;
-    snprintf(r->id, sizeof(r->id), "%s", d->id);
     if (ctx->broker)
-        r->step_env = "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME;
-    return dk_project_steps(s, r, deadline, d->init_pid, keep, nkeep, err);
+        in->step_env = "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME;
+    return dk_project_steps(s, in, d->id, res, deadline, d->init_pid, keep, nkeep, err);
 }
 
 int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
@@ -542,26 +541,27 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
     if (req->kind == PL_PAYLOAD_CELL) {
         rc = session_cell(s, d, ctx, req, ret, err);
     } else {
-        PL_CLEANUP(dk_cont_run_clear) struct cont_run r = {.timeout_ms = ctx->timeout_ms};
+        struct cont_input in = {.timeout_ms = ctx->timeout_ms};
+        PL_CLEANUP(dk_cont_pump_clear) struct cont_pump p = {0};
+        PL_CLEANUP(dk_cont_result_clear) struct cont_result res = {0};
         PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
         PL_CLEANUP(pl_buf_free) struct pl_buf files = {0};
-        rc = dk_prepare_run(s, ctx, req, &r, &hdr, &files, err);
+        rc = dk_cont_prepare(s, ctx, req, &in, &p, &hdr, &files, err);
         if (rc == 0 && req->kind == PL_PAYLOAD_PROJECT) {
-            rc = session_project(s, d, ctx, req, &r, err);
+            rc = session_project(s, d, ctx, req, &in, &res, err);
         } else if (rc == 0) {
             json_t *env = ctx->broker ? json_pack("[s]", "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/"
                                                          "call/" PL_BROKER_SOCKET_NAME)
                                       : NULL;
             char user[32];
             dk_run_user(s, user);
-            int code = -1;
             rc = dk_exec_in(s, d->id, user,
-                            json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &r,
-                            &code, err);
-            r.exit_code = code < 0 ? 137 : code;
+                            json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &in,
+                            &p, &res, err);
+            res.exit_code = res.exit_code < 0 ? 137 : res.exit_code;
         }
         if (rc == 0)
-            rc = dk_finish_run(ctx, req, &r, ret, err);
+            rc = dk_cont_finish(ctx, req, &p, &res, ret, err);
     }
     pl_broker_unlisten(ctx->broker);
     /* Whatever the call left running ends now, after the answer. */
