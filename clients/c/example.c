@@ -1,13 +1,10 @@
 #include <plimsoll.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 int main(void) {
     struct plimsoll_error err;
-    plimsoll_client *c =
-        plimsoll_client_new(&(struct plimsoll_options){.url = getenv("PLIMSOLL_URL"),
-                                                       .api_key = getenv("PLIMSOLL_KEY")},
-                            &err);
+    /* PLIMSOLL_URL, and PLIMSOLL_KEY or the key in the file PLIMSOLL_KEY_FILE */
+    plimsoll_client *c = plimsoll_client_from_env(NULL, &err);
     json_t *r = NULL;
     struct plimsoll_run_options ro = {.minimum_isolation = "process"};
     if (!c || plimsoll_run_snippet(c, "javascript", "console.log(6 * 7)", &ro, &r, &err) < 0)

@@ -11,7 +11,9 @@
  *
  * The daemon is PLIMSOLL_URL (http://host:port or unix:/path; default
  * http://127.0.0.1:7475); the key is PLIMSOLL_KEY, or the first line of the
- * file PLIMSOLL_KEY_FILE; PLIMSOLL_MAX_ANSWER_BYTES caps one answer's body
+ * file PLIMSOLL_KEY_FILE, trimmed (libplimsoll's plimsoll_client_from_env:
+ * a key file it cannot read is a usage error, exit 2, naming the file);
+ * PLIMSOLL_MAX_ANSWER_BYTES caps one answer's body
  * (default 268435456, libplimsoll's).  The run's stdout and stderr are
  * written byte for byte, NULs included, as the guest writes them: run
  * uses RunStream and writes each chunk to stdout or stderr as it comes
@@ -88,25 +90,6 @@ static int read_all(FILE *f, struct pl_buf *out) {
     return ferror(f) ? -1 : 0;
 }
 
-static char *load_key(void) {
-    const char *k = getenv("PLIMSOLL_KEY");
-    if (k && *k)
-        return strdup(k);
-    const char *path = getenv("PLIMSOLL_KEY_FILE");
-    if (!path || !*path)
-        return NULL;
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return NULL;
-    char line[1024];
-    char *r = fgets(line, sizeof(line), f);
-    fclose(f);
-    if (!r)
-        return NULL;
-    line[strcspn(line, "\r\n")] = '\0';
-    return strdup(line);
-}
-
 static plimsoll_client *client_from_env(void) {
     size_t max_answer = 0;
     const char *m = getenv("PLIMSOLL_MAX_ANSWER_BYTES");
@@ -120,16 +103,9 @@ static plimsoll_client *client_from_env(void) {
         }
         max_answer = (size_t)v;
     }
-    char *key = load_key();
     struct plimsoll_error err;
-    plimsoll_client *c = plimsoll_client_new(
-        &(struct plimsoll_options){
-            .url = getenv("PLIMSOLL_URL"), .api_key = key, .max_answer_bytes = max_answer},
-        &err);
-    if (key) {
-        OPENSSL_cleanse(key, strlen(key));
-        free(key);
-    }
+    plimsoll_client *c =
+        plimsoll_client_from_env(&(struct plimsoll_options){.max_answer_bytes = max_answer}, &err);
     if (!c)
         fprintf(stderr, "plimsoll: %s\n", err.message);
     return c;

@@ -13,6 +13,7 @@
  * and it is tried again only while no chunk was given to the caller.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +86,101 @@ plimsoll_client *plimsoll_client_new(const struct plimsoll_options *o, struct pl
         plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
         return NULL;
     }
+    return c;
+}
+
+/* The longest key file line read; a key is 40-odd bytes. */
+#define KEY_FILE_MAX 4096
+
+static bool is_space(char ch) {
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == '\f' || ch == '\v';
+}
+
+/* s trimmed of surrounding whitespace, as a new string (NULL: no memory). */
+static char *trimmed(const char *s, size_t n) {
+    while (n && is_space(*s))
+        s++, n--;
+    while (n && is_space(s[n - 1]))
+        n--;
+    return strndup(s, n);
+}
+
+static void wipe_free(char *s) {
+    if (s) {
+        OPENSSL_cleanse(s, strlen(s));
+        free(s);
+    }
+}
+
+/* The first line of the key file at path, trimmed, in *ret. */
+static int read_key_file(const char *path, char **ret, struct plimsoll_error *err) {
+    FILE *f = fopen(path, "re");
+    char line[KEY_FILE_MAX];
+    size_t n = 0;
+    int e = 0;
+    if (f) {
+        n = fread(line, 1, sizeof(line), f);
+        e = ferror(f) ? (errno ? errno : EIO) : 0;
+        fclose(f);
+    } else {
+        e = errno;
+    }
+    if (e) {
+        plc_fail(err, PLIMSOLL_E_USAGE, "cannot read the key file %s: %s", path, strerror(e));
+        return -1;
+    }
+    size_t len = 0;
+    while (len < n && line[len] != '\n')
+        len++;
+    *ret = trimmed(line, len);
+    OPENSSL_cleanse(line, sizeof(line));
+    if (!*ret) {
+        plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+        return -1;
+    }
+    if (!**ret) {
+        free(*ret);
+        *ret = NULL;
+        plc_fail(err, PLIMSOLL_E_USAGE, "the key file %s holds no key on its first line", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The key the environment names, trimmed, in *ret (NULL: none named). */
+static int env_key(char **ret, struct plimsoll_error *err) {
+    const char *k = getenv("PLIMSOLL_KEY");
+    *ret = NULL;
+    if (k && *k) {
+        *ret = trimmed(k, strlen(k));
+        if (!*ret) {
+            plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+            return -1;
+        }
+        if (**ret)
+            return 0;
+        free(*ret);
+        *ret = NULL; /* blank: as if unset */
+    }
+    const char *path = getenv("PLIMSOLL_KEY_FILE");
+    if (!path || !*path)
+        return 0;
+    return read_key_file(path, ret, err);
+}
+
+plimsoll_client *plimsoll_client_from_env(const struct plimsoll_options *opts,
+                                          struct plimsoll_error *err) {
+    struct plimsoll_options o = opts ? *opts : (struct plimsoll_options){0};
+    char *key = NULL;
+    if (!o.url)
+        o.url = getenv("PLIMSOLL_URL");
+    if (!o.api_key) {
+        if (env_key(&key, err) < 0)
+            return NULL;
+        o.api_key = key;
+    }
+    plimsoll_client *c = plimsoll_client_new(&o, err);
+    wipe_free(key);
     return c;
 }
 

@@ -82,6 +82,33 @@ class Cli(unittest.TestCase):
         del env["PLIMSOLL_KEY"]
         env["PLIMSOLL_KEY_FILE"] = kf.name
         self.assertEqual(cli(["describe"], env)[0], 0)
+        os.unlink(kf.name)
+
+    def test_key_file_trimmed_and_after_the_key(self):
+        with tempfile.NamedTemporaryFile("w", delete=False) as kf:
+            kf.write("  %s\t\r\nnext\n" % self.d.keys["bob"])
+        env = dict(self.env, PLIMSOLL_KEY_FILE=kf.name)
+        del env["PLIMSOLL_KEY"]
+        self.assertEqual(cli(["describe"], env)[0], 0)
+        env["PLIMSOLL_KEY"] = "nope"  # the key comes first
+        self.assertEqual(cli(["describe"], env)[0], 3)
+        os.unlink(kf.name)
+
+    def test_a_key_file_it_cannot_read_is_named(self):
+        env = dict(self.env, PLIMSOLL_KEY_FILE="/nonexistent/.plimsoll/key")
+        del env["PLIMSOLL_KEY"]
+        code, _, err = cli(["run", "1"], env)
+        self.assertEqual(code, 2)
+        self.assertEqual(err, "plimsoll: cannot read the key file /nonexistent/.plimsoll/key: "
+                              "No such file or directory\n")
+
+    def test_no_message_holds_the_key(self):
+        env = dict(self.env, PLIMSOLL_KEY="plk_sekrit-part\nrest-of-it")
+        code, out, err = cli(["run", "1"], env)
+        self.assertEqual(code, 2)
+        self.assertIn("line break", err)
+        self.assertNotIn("sekrit", err + out)
+        self.assertNotIn("rest-of-it", err + out)
 
 
 class Keygen(unittest.TestCase):

@@ -533,8 +533,15 @@ static void test_readme_example(void **state) {
     assert_non_null(strstr(readme, example));
     free(readme);
     free(example);
+    /* As the README's "Using it" sets them: the URL and a key file. */
+    char path[] = "/tmp/plimsoll-readme-key-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_true(dprintf(fd, "%s\n", env("PLIMSOLL_TEST_KEY")) > 0);
+    close(fd);
     setenv("PLIMSOLL_URL", env("PLIMSOLL_TEST_URL"), 1);
-    setenv("PLIMSOLL_KEY", env("PLIMSOLL_TEST_KEY"), 1);
+    unsetenv("PLIMSOLL_KEY");
+    setenv("PLIMSOLL_KEY_FILE", path, 1);
     FILE *p = popen(PL_EXAMPLE, "r");
     assert_non_null(p);
     char out[64] = {0};
@@ -542,8 +549,9 @@ static void test_readme_example(void **state) {
     assert_int_equal(pclose(p), 0);
     assert_true(n > 0);
     assert_string_equal(out, "42\n");
+    unlink(path);
     unsetenv("PLIMSOLL_URL");
-    unsetenv("PLIMSOLL_KEY");
+    unsetenv("PLIMSOLL_KEY_FILE");
 }
 
 /* ---- reasons (tests/vectors/reasons.json) --------------------------------- */
@@ -1640,12 +1648,76 @@ static void test_usage_errors(void **state) {
     assert_string_equal(plimsoll_errkind_name(PLIMSOLL_E_SESSION_ENDED), "SESSION_ENDED");
 }
 
+/* The settings from the environment: PLIMSOLL_URL; PLIMSOLL_KEY before
+ * PLIMSOLL_KEY_FILE's first line, both trimmed; what opts gives first. */
+static int describe_with_env(const struct plimsoll_options *o, struct plimsoll_error *err) {
+    plimsoll_client *c = plimsoll_client_from_env(o, err);
+    if (!c)
+        return -2;
+    json_t *d = NULL;
+    int r = plimsoll_describe(c, &d, err);
+    json_decref(d);
+    plimsoll_client_free(c);
+    return r;
+}
+
+static void test_client_from_env(void **state) {
+    (void)state;
+    struct plimsoll_error err;
+    char path[] = "/tmp/plimsoll-keyfile-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "  %s \nsecond line\n", env("PLIMSOLL_TEST_KEY"));
+    fclose(f);
+    setenv("PLIMSOLL_URL", env("PLIMSOLL_TEST_URL"), 1);
+    unsetenv("PLIMSOLL_KEY");
+    setenv("PLIMSOLL_KEY_FILE", path, 1);
+    assert_int_equal(describe_with_env(NULL, &err), 0);
+    /* PLIMSOLL_KEY comes first, and what the caller gives before both. */
+    setenv("PLIMSOLL_KEY", "plk_not-a-key", 1);
+    assert_int_equal(describe_with_env(NULL, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_UNAUTHENTICATED);
+    assert_int_equal(
+        describe_with_env(&(struct plimsoll_options){.api_key = env("PLIMSOLL_TEST_KEY")}, &err),
+        0);
+    setenv("PLIMSOLL_KEY", " \t", 1); /* blank: as if unset */
+    assert_int_equal(describe_with_env(NULL, &err), 0);
+    /* A key file that cannot be read is the caller's error, named. */
+    unsetenv("PLIMSOLL_KEY");
+    setenv("PLIMSOLL_KEY_FILE", "/nonexistent/plimsoll-key", 1);
+    assert_int_equal(describe_with_env(NULL, &err), -2);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+    assert_string_equal(
+        err.message,
+        "cannot read the key file /nonexistent/plimsoll-key: No such file or directory");
+    setenv("PLIMSOLL_KEY_FILE", "/tmp", 1);
+    assert_int_equal(describe_with_env(NULL, &err), -2);
+    assert_non_null(strstr(err.message, "cannot read the key file /tmp: "));
+    f = fopen(path, "w");
+    fprintf(f, "\n%s\n", env("PLIMSOLL_TEST_KEY"));
+    fclose(f);
+    setenv("PLIMSOLL_KEY_FILE", path, 1);
+    assert_int_equal(describe_with_env(NULL, &err), -2);
+    assert_non_null(strstr(err.message, "holds no key on its first line"));
+    /* No message holds the key. */
+    setenv("PLIMSOLL_KEY", "plk_sekrit-sekrit\nmore", 1);
+    assert_int_equal(describe_with_env(NULL, &err), -2);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+    assert_null(strstr(err.message, "sekrit"));
+    unlink(path);
+    unsetenv("PLIMSOLL_KEY");
+    unsetenv("PLIMSOLL_KEY_FILE");
+    unsetenv("PLIMSOLL_URL");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_canonical_vectors),
         cmocka_unit_test(test_record_vectors),
         cmocka_unit_test(test_chain_vectors),
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_client_from_env),
         cmocka_unit_test(test_reason_table_is_the_files),
         cmocka_unit_test(test_every_reason_of_the_file),
         cmocka_unit_test(test_describe),
