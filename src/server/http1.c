@@ -741,15 +741,18 @@ int pl_http1_start(struct pl_http *h, struct pl_error *err) {
         return pl_error_set(err, PL_REASON_INTERNAL, "cannot start the read-deadline thread");
     h->watchdog_started = true;
     /* The per-address cap applies to TCP peers; MHD leaves Unix-socket
-     * peers (local processes the socket's mode admits) out of it. */
+     * peers (local processes the socket's mode admits) out of it.  The
+     * logger comes first, or MHD logs a warning about it to stderr before
+     * it is in place. */
     h->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
             MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
-        0, NULL, NULL, on_request, h, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_address,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+        MHD_OPTION_END);
     if (!h->daemon)
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "PLIMSOLL_LISTEN: the HTTP server did not start");

@@ -233,6 +233,12 @@ class Logs(unittest.TestCase):
         for r in reqs:
             self.assertIn("duration_ms", r)
             self.assertIn("ts", r)
+        # Every line is one JSON object, and libmicrohttpd has nothing to
+        # say to a start and three plain requests (a warning about the
+        # order of its options would be one).
+        for raw in text.splitlines():
+            self.assertTrue(raw.startswith("{") and raw.endswith("}"), raw)
+        self.assertEqual([l for l in lines if l.get("msg") == "http"], [])
 
 
 class Lifecycle(unittest.TestCase):

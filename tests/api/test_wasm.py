@@ -61,6 +61,8 @@ class WasmRuns(ClassDaemon, unittest.TestCase):
         self.assertTrue(sn["supported"])
         self.assertEqual(sn["languages"], ["javascript"])
         self.assertIn("QuickJS 2021-03-27", sn["engine"])
+        # The whole string, what it lacks included (not cut at a buffer).
+        self.assertTrue(sn["engine"].endswith("symbols as WeakMap keys"), sn["engine"])
         self.assertEqual(sn["max_timeout_ms"], 60000)
         self.assertFalse(body["operations"]["project"]["supported"])
         self.assertTrue(body["operations"]["module"]["supported"])

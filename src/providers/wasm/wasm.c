@@ -86,7 +86,7 @@ static int wasm_create(const struct pl_config *config, void **ret_state, struct 
     /* One worker per run slot: admission never lets more runs in. */
     s->workers = pl_config_effective_concurrency(config, true);
     s->max_timeout_ms = config->max_timeout_ms;
-    snprintf(s->engine, sizeof(s->engine), "%s", pl_js_quickjs_version());
+    s->engine = pl_js_quickjs_version();
     memcpy(s->worker, worker, sizeof(s->worker));
     if (pl_js_pool_new_ex(s->workers, worker, &s->pool, err) < 0) {
         unsigned n = s->workers;

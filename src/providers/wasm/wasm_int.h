@@ -92,7 +92,7 @@ struct wasm_state {
     char wasi_worker[PATH_MAX];
     unsigned workers;
     unsigned max_timeout_ms;
-    char engine[128];
+    const char *engine; /* pl_js_quickjs_version(): static, whole */
     char worker[PATH_MAX];
 };
 
