@@ -45,6 +45,15 @@ class DockerRuns(DockerDaemon):
         self.assertEqual(sorted(body["operations"]["snippet"]["languages"]),
                          ["javascript", "python"])
         self.assertIn("Python 3", body["operations"]["snippet"]["engine"])
+        # What proved the mark, as the console shows it: the proof's steps,
+        # the kernel's verdict naming this runtime and its tier.
+        checks = body["startup_checks"]
+        self.assertEqual(len(checks), 4, checks)
+        self.assertIn("lists the runtime %s (" % self.RUNTIME, checks[0])
+        self.assertIn("ran under seccomp", checks[1])
+        self.assertIn("with no capabilities", checks[2])
+        self.assertTrue(checks[3].startswith("under %s" % self.RUNTIME), checks[3])
+        self.assertTrue(checks[3].endswith("so the mark is " + self.TIER), checks[3])
 
     def test_hello_python_with_stdin(self):
         req = py("import sys; print('hello', sys.stdin.read().strip())")

@@ -141,6 +141,31 @@ static int prove_host(struct docker_state *s, struct pl_error *err) {
     return 0;
 }
 
+/* What the proof showed, in the proof's order, once every step passed. */
+static void write_checks(struct docker_state *s, const json_t *info) {
+    bool runsc = strcmp(s->set.runtime, "runsc") == 0;
+    snprintf(s->checks[0], sizeof(s->checks[0]),
+             "the engine is local (%.80s, docker %.16s) and lists the runtime %.8s (%.100s)",
+             pl_docker_engine_socket(s->engine), pl_docker_server_version(info), s->set.runtime,
+             s->runtime_path);
+    snprintf(s->checks[1], sizeof(s->checks[1]),
+             "a first container's processes were in the cgroup plimsoll asked for, its runtime "
+             "state was found%s, and an exec in it ran under seccomp; what an earlier life left "
+             "was killed and removed",
+             runsc ? " (runsc ps listed it)" : "");
+    snprintf(s->checks[2], sizeof(s->checks[2]),
+             "a canary in each image (%.60s, %.60s), created as a run is, ran as uid %u with no "
+             "capabilities under seccomp: / read-only, writes landed only in /tmp and /work, "
+             "neither executes, the run's socket answered through its peer check, python3 and "
+             "node started",
+             s->set.snippet_image, s->set.project_image, s->set.uid);
+    snprintf(s->checks[3], sizeof(s->checks[3]), "%s",
+             runsc ? "under runsc each canary read a /proc/version that is not the host's: "
+                     "gVisor's kernel answers the guest, so the mark is kernel"
+                   : "under runc each canary read the host's /proc/version: the host's kernel "
+                     "answers the guest, so the mark is container");
+}
+
 /* Each image's probe beside the canary: python3 and node run in them;
  * the tier and the descriptions Describe gives. */
 static int prove_images(struct docker_state *s, const json_t *info, struct pl_error *err) {
@@ -166,6 +191,7 @@ static int prove_images(struct docker_state *s, const json_t *info, struct pl_er
     snprintf(s->project_desc, sizeof(s->project_desc), "docker %.8s; %.64s (%.19s); %.32s",
              s->set.runtime, s->set.project_image, s->project_id,
              json_string_value(json_object_get(langs, "javascript")));
+    write_checks(s, info);
     return 0;
 }
 
@@ -182,6 +208,11 @@ static int start_sessions(struct docker_state *s, unsigned memory_mb, struct pl_
     }
     if (pr < 0)
         return -1;
+    snprintf(s->checks[4], sizeof(s->checks[4]),
+             "one real session: a call's file was kept and its processes ended across a pause "
+             "and a resume; cells kept a value in %s%s%s and began in a fresh interpreter",
+             s->session_langs[0] ? s->session_langs[0] : "no language",
+             s->session_langs[1] ? " and " : "", s->session_langs[1] ? s->session_langs[1] : "");
     s->sessions_on = true;
     if (dk_session_pool_start(s) < 0)
         pl_log("warn", "docker: the sessions' warm pool could not start; sessions open cold", NULL);
@@ -240,6 +271,10 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
                     .grants = s->sessions_on,
                     .streams = s->sessions_on},
     };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(s->checks) / sizeof(s->checks[0]); i++)
+        if (s->checks[i][0])
+            ret->checks[n++] = s->checks[i];
 }
 
 /* Cheap: the engine answers, the runtime is still registered at the same

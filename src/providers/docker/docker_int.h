@@ -165,6 +165,9 @@ struct docker_state {
     char engine_desc[256], project_desc[256];
     unsigned max_timeout_ms;
     char host_version[512];
+    /* What the startup proof showed, one sentence each, for Describe's
+     * startup_checks (docs/providers/docker.md, "The startup proof"). */
+    char checks[5][400];
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
