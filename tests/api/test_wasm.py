@@ -63,6 +63,11 @@ class WasmRuns(ClassDaemon, unittest.TestCase):
         self.assertIn("QuickJS 2021-03-27", sn["engine"])
         # The whole string, what it lacks included (not cut at a buffer).
         self.assertTrue(sn["engine"].endswith("symbols as WeakMap keys"), sn["engine"])
+        # What proved the mark: the startup proof's four steps.
+        checks = body["startup_checks"]
+        self.assertEqual(len(checks), 4, checks)
+        self.assertIn("refused as out of memory", checks[1])
+        self.assertIn("stopped at a 100 ms deadline", checks[2])
         self.assertEqual(sn["max_timeout_ms"], 60000)
         self.assertFalse(body["operations"]["project"]["supported"])
         self.assertTrue(body["operations"]["module"]["supported"])

@@ -117,6 +117,14 @@ static void wasm_info(void *state, struct pl_provider_info *ret) {
                    .engine = MODULE_ENGINE,
                    .max_timeout_ms = s->max_timeout_ms,
                    .streams = true},
+        /* proof.c's steps, each of which the daemon refuses to start without. */
+        .checks = {"a JavaScript hello world printed exactly what it should in a worker process",
+                   "an allocation past a 16 MiB cap was refused as out of memory",
+                   "a regular expression that never reaches QuickJS's interrupt check was "
+                   "stopped at a 100 ms deadline, and the pool served the next snippet",
+                   "a WASI module printed 42; one asking for more initial memory than a 16 MiB "
+                   "cap was refused; a looping module was stopped at 100 ms",
+                   NULL},
     };
 }
 
