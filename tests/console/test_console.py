@@ -24,6 +24,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test.browser import Browser  # noqa: E402
+from plimsoll_test.docker import start_docker_daemon  # noqa: E402
 from plimsoll_test.harness import BUILD, Daemon  # noqa: E402
 
 SHOTS = [os.path.join(BUILD, "meson-logs", "console")]
@@ -31,6 +32,21 @@ if os.environ.get("PL_CONSOLE_SHOTS"):
     SHOTS.append(os.environ["PL_CONSOLE_SHOTS"])
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
        "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def clipped(b):
+    """The elements cut at their section's right edge, or a section that
+    scrolls sideways, at the browser's width (1400 px)."""
+    return b.eval("""(() => { const out = [];
+      for (const s of document.querySelectorAll('section')) {
+        const r = s.getBoundingClientRect();
+        if (s.scrollWidth > s.clientWidth + 1) out.push(s.id + ' scrolls');
+        for (const e of s.querySelectorAll('h2, h3, p, li, label, select, button')) {
+          const x = e.getBoundingClientRect();
+          if (x.width && (x.right > r.right + 1 || e.scrollWidth > e.clientWidth + 1))
+            out.push(s.id + ' ' + e.tagName + ' ' + (e.id || e.textContent.slice(0, 30)));
+        }
+      } return out; })()""")
 
 
 class Console(unittest.TestCase):
@@ -62,9 +78,23 @@ class Console(unittest.TestCase):
         self.b.wait("document.getElementById('ticketverdict').textContent.startsWith('would')")
 
     def set_code(self, code, lang="javascript"):
-        self.b.eval("(() => { document.getElementById('code').value = %s;"
-                    " document.getElementById('lang').value = %s; })()"
+        # As typing does: the value, then the input event the page listens to.
+        self.b.eval("(() => { const c = document.getElementById('code'); c.value = %s;"
+                    " document.getElementById('lang').value = %s;"
+                    " c.dispatchEvent(new Event('input')); })()"
                     % (json.dumps(code), json.dumps(lang)))
+
+    def wait_ticket_current(self):
+        """Until the ticket on the page is Explain's answer for the request
+        the run box would send now."""
+        self.b.wait("document.getElementById('ticketlist').dataset.for === JSON.stringify(request())"
+                    " && !document.getElementById('ticketlist').classList.contains('stale')")
+
+    def visible(self, id_):
+        return self.b.eval("document.getElementById(%s).getClientRects().length > 0" % json.dumps(id_))
+
+    def clipped(self):
+        return clipped(self.b)
 
     def run_snippet(self):
         self.b.eval("document.querySelectorAll('.channel.active').forEach(c => c.classList.remove('active'))")
@@ -78,6 +108,10 @@ class Console(unittest.TestCase):
         # Without a key: the public health alone, nothing else asked for.
         b.wait("document.getElementById('health').textContent === 'health: ready'")
         self.assertTrue(b.eval("document.getElementById('main').hidden"))
+        # Hidden as drawn, not only as marked: no panel shows, the prompt does.
+        self.assertFalse(self.visible("main"))
+        self.assertTrue(self.visible("nokey"))
+        self.shot("keyless")
         asked = {u[len(self.url) - 1:] for u in b.requests if u.startswith(self.url)}
         # The browser asks for the icon on its own schedule (a CI run saw the
         # list read before it had), so the icon may or may not be in it yet.
@@ -101,6 +135,18 @@ class Console(unittest.TestCase):
         self.assertGreater(b.eval("document.querySelectorAll('#checks li').length"), 0)
         b.wait("document.getElementById('limitrows').children.length > 0")
         self.assertIn("runs in progress", self.text("limitrows"))
+        self.assertTrue(self.visible("main"))
+        self.assertFalse(self.visible("nokey"))
+        # What it runs, from Describe: the wasm daemon's JavaScript alone.
+        self.assertEqual(b.eval("Array.from(document.getElementById('lang').options, o => o.value)"),
+                         ["javascript"])
+        kinds = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('#payloads li'),"
+                       " l => [l.dataset.kind, l.textContent]))")
+        self.assertTrue(kinds["snippet"].startswith("snippets: javascript"), kinds)
+        self.assertEqual(kinds["project"], "projects (files and steps): not offered by this daemon")
+        self.assertTrue(kinds["module"].startswith("WebAssembly modules (WASI): offered"), kinds)
+        self.assertEqual(kinds["session"], "sessions: not offered by this daemon")
+        self.assertIn("refused as out of memory", self.text("checks"))
 
         # The water above the mark: refused in the ticket and by a real run.
         self.set_code("console.log(6 * 7)")
@@ -112,7 +158,22 @@ class Console(unittest.TestCase):
         self.assertIn("above the mark", self.text("verdict"))
         self.assertEqual(self.run_snippet(), "ch-refusal")
         self.assertIn("INSUFFICIENT_ISOLATION", self.text("ch-refusal"))
+        self.assertEqual(self.clipped(), [])
         self.shot("floor-above")
+
+        # The ticket follows the request: a timeout typed past the longest
+        # allowed is in the next ticket, refused there, without a click.
+        b.eval("(() => { const t = document.getElementById('timeout'); t.value = '999999';"
+               " t.dispatchEvent(new Event('input')); })()")
+        self.assertIn("stale", b.eval("document.getElementById('ticketlist').className"))
+        self.wait_ticket_current()
+        self.assertEqual(json.loads(b.eval("document.getElementById('ticketlist').dataset.for"))
+                         ["timeout_ms"], 999999)
+        self.assertIn("999999", self.text("ticketlist"))
+        b.eval("(() => { const t = document.getElementById('timeout'); t.value = '';"
+               " t.dispatchEvent(new Event('input')); })()")
+        self.wait_ticket_current()
+        self.assertNotIn("timeout_ms", b.eval("document.getElementById('ticketlist').dataset.for"))
 
         # At the mark, then below it: dispatched, and a real run's output and
         # record, its digests checked in the page.
@@ -158,6 +219,43 @@ class Console(unittest.TestCase):
         self.assertNotIn("<script>", page)  # scripts come from /console.js alone
         self.assertIsNone(re.search(r"\son[a-z]+\s*=", page))  # no inline handler
         self.assertNotIn("style=", page)
+
+
+class Runsc(unittest.TestCase):
+    """A docker daemon under runsc with sessions on: the mark is kernel, and
+    the page says what proved it (the canaries saw gVisor's kernel, not the
+    host's), both languages, and every payload kind."""
+
+    def test_what_proved_the_mark(self):
+        d = start_docker_daemon("runsc", "console-runsc", timeout=180, SANDBOX_MAX_SESSIONS="2")
+        try:
+            with Browser() as b:
+                b.goto("http://%s:%d/" % (d.host, d.port))
+                b.wait("document.getElementById('health').textContent === 'health: ready'")
+                b.eval("(() => { document.getElementById('key').value = %s;"
+                       " document.getElementById('keyform').requestSubmit(); })()"
+                       % json.dumps(d.keys["alice"]))
+                b.wait("document.getElementById('painted').textContent === 'kernel'")
+                checks = b.eval("Array.from(document.querySelectorAll('#checks li'), l => l.textContent)")
+                self.assertTrue(any(c.startswith("under runsc each canary read a /proc/version that "
+                                                 "is not the host's") for c in checks), checks)
+                self.assertTrue(any(c.startswith("one real session") for c in checks), checks)
+                self.assertEqual(b.eval("Array.from(document.getElementById('lang').options,"
+                                        " o => o.value)"), ["python", "javascript"])
+                # The sample code is the language's own.
+                self.assertEqual(b.eval("document.getElementById('code').value"), "print(6 * 7)")
+                kinds = b.eval("Array.from(document.querySelectorAll('#payloads li.pass'),"
+                               " l => l.dataset.kind)")
+                self.assertEqual(kinds, ["snippet", "project", "module", "session"])
+                b.eval("(() => { const f = document.getElementById('floor'); f.value = 'kernel';"
+                       " f.dispatchEvent(new Event('change')); })()")
+                b.wait("document.getElementById('ticketverdict').textContent === 'would be dispatched'")
+                self.assertEqual(clipped(b), [])
+                for shots in SHOTS:
+                    b.screenshot(os.path.join(shots, "runsc.png"))
+                self.assertEqual(b.errors, [])
+        finally:
+            d.stop()
 
 
 class Off(unittest.TestCase):

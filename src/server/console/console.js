@@ -11,6 +11,8 @@ const SHOWN = 65536; // characters of one output shown on the page
 const $ = (id) => document.getElementById(id);
 let describe = null;
 let timer = null;
+let explainTimer = null;
+let explainSeq = 0;
 
 function key() { return sessionStorage.getItem("plimsoll-key") || ""; }
 
@@ -90,6 +92,7 @@ async function useKey(k) {
   describe = r.json;
   $("nokey").hidden = true;
   $("main").hidden = false;
+  drawOffer();
   drawLoadLine();
   refresh();
   if (timer) clearInterval(timer);
@@ -104,6 +107,53 @@ function showKeyless(why) {
   $("nokey").hidden = false;
   $("nokey").textContent = why ? "Refused: " + why + "." :
     "Type a key to see this daemon. Without one the page shows the public health alone.";
+}
+
+// ---- what the daemon runs: the payload kinds and the languages offered ----
+// The run box's first code, per language; a sample left as it was follows
+// the language chosen.
+const SAMPLES = {javascript: "console.log(6 * 7)", python: "print(6 * 7)"};
+
+function followSample() {
+  const code = $("code");
+  if (Object.values(SAMPLES).includes(code.value) && SAMPLES[$("lang").value])
+    code.value = SAMPLES[$("lang").value];
+}
+
+const KINDS = [["snippet", "snippets"], ["project", "projects (files and steps)"],
+               ["module", "WebAssembly modules (WASI)"], ["session", "sessions"]];
+
+function drawOffer() {
+  const ops = describe.operations || {};
+  const list = $("payloads");
+  clear(list);
+  for (const [kind, name] of KINDS) {
+    const op = ops[kind] || {};
+    let text = name + ": ";
+    if (!op.supported) {
+      text += "not offered by this daemon";
+    } else {
+      const langs = kind === "session" ? describe.languages || [] : op.languages || [];
+      text += langs.length ? (kind === "session" ? "cells in " : "") + langs.join(", ") : "offered";
+      if (op.max_timeout_ms) text += "; timeout up to " + op.max_timeout_ms + " ms";
+    }
+    const li = el("li", op.supported ? "pass" : "", text);
+    li.dataset.kind = kind;
+    list.appendChild(li);
+  }
+  // The run box offers the snippet languages this daemon runs, and no other.
+  const sel = $("lang");
+  const was = sel.value;
+  const langs = (ops.snippet && ops.snippet.supported && ops.snippet.languages) || [];
+  clear(sel);
+  for (const l of langs) sel.appendChild(el("option", "", l));
+  if (!langs.length) {
+    const o = el("option", "", "(this daemon runs no snippets)");
+    o.value = "";
+    sel.appendChild(o);
+  }
+  if (langs.includes(was)) sel.value = was;
+  followSample();
 }
 
 // ---- the load line ----
@@ -154,21 +204,42 @@ function request() {
   return req;
 }
 
+// The ticket describes exactly the request the run box would send: any
+// change marks it stale at once and asks again shortly; an answer for a
+// request that has changed since is dropped.
+function requestChanged() {
+  $("ticketlist").classList.add("stale");
+  $("ticketverdict").textContent = "the request changed; asking the daemon…";
+  $("ticketverdict").className = "verdict";
+  if (explainTimer) clearTimeout(explainTimer);
+  explainTimer = setTimeout(explain, 300);
+}
+
 async function explain() {
+  if (explainTimer) clearTimeout(explainTimer);
+  explainTimer = null;
   drawLoadLine();
+  const req = request();
+  const seq = ++explainSeq;
   const list = $("ticketlist");
-  clear(list);
   const v = $("ticketverdict");
+  list.classList.add("stale");
   v.textContent = "asking the daemon…";
   v.className = "verdict";
   let r;
   try {
-    r = await call("Explain", {run: request()});
+    r = await call("Explain", {run: req});
   } catch (e) {
+    if (seq !== explainSeq) return;
+    clear(list);
     v.textContent = "the daemon could not be reached";
     v.className = "verdict refuse";
     return;
   }
+  if (seq !== explainSeq) return; // a newer request is being explained
+  clear(list);
+  list.classList.remove("stale");
+  list.dataset.for = JSON.stringify(req);
   if (r.status !== 200 || !r.json) {
     v.textContent = "Explain refused: " + (r.json ? r.json.message : r.text);
     v.className = "verdict refuse";
@@ -206,6 +277,7 @@ function channel(which, lines) {
 
 async function run() {
   const req = request();
+  if ($("ticketlist").dataset.for !== JSON.stringify(req)) explain();
   for (const id of ["stdout", "stderr", "record"]) $(id).textContent = "";
   $("digest").textContent = "";
   let r;
@@ -292,6 +364,11 @@ document.addEventListener("DOMContentLoaded", () => {
     showKeyless();
   });
   $("floor").addEventListener("change", explain);
+  $("lang").addEventListener("change", followSample);
+  for (const id of ["lang", "timeout", "code"]) {
+    $(id).addEventListener("input", requestChanged);
+    $(id).addEventListener("change", requestChanged);
+  }
   $("explain").addEventListener("click", explain);
   $("run").addEventListener("click", run);
   health();
