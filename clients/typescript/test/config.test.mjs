@@ -362,7 +362,7 @@ test("arguments: a wrongly typed number is refused at the call, naming it", asyn
   await refused(c.runCell("s", { language: "python", code: "1" }, "5"), TypeError, "timeoutMs");
   assert.equal(f.calls.length, 0, "nothing was sent");
   for (const name of ["timeoutMs", "maxAnswerBytes", "maxMessageBytes"]) {
-    assert.throws(() => new Client({ url: "http://daemon.test", [name]: "5000" }), (e) => e instanceof TypeError && e.message.includes(name));
+    assert.throws(() => new Client({ url: "http://daemon.test", apiKey: "plk_k", [name]: "5000" }), (e) => e instanceof TypeError && e.message.includes(name));
   }
   assert.throws(() => new Client({ url: 7475 }), TypeError);
   assert.throws(() => new Client({ url: "http://daemon.test", apiKey: 42 }), TypeError);
