@@ -105,8 +105,9 @@ func WithRecordVerification(on bool) Option { return func(c *Client) { c.verify 
 
 // Client talks to one plimsolld. It is safe for concurrent use.
 type Client struct {
+	url        string
 	base       string
-	key        string
+	key        *bearer
 	hc         *http.Client
 	timeout    time.Duration
 	retry      *RetryPolicy
@@ -120,21 +121,35 @@ type Client struct {
 
 // NewClient returns a client of the daemon at url ("http://host:port",
 // "https://…", or "unix:/path/to/socket") with the API key apiKey.
+//
+// An empty url is PLIMSOLL_URL, else DefaultURL; an empty apiKey is
+// PLIMSOLL_KEY, else the first line of the file PLIMSOLL_KEY_FILE, else
+// none: NewClient("", "") is the client the environment describes. Both
+// are trimmed of surrounding whitespace (a key file's newline). A key file
+// that cannot be read or holds no key, a key that cannot be sent (a line
+// break inside it, …) and a URL that is not one are errors matching
+// ErrConfiguration; none of them, and no format of the Client (%v, %+v,
+// %#v), shows the key.
 func NewClient(url, apiKey string, opts ...Option) (*Client, error) {
-	c := &Client{key: apiKey, timeout: DefaultTimeout, verify: true, maxAnswer: DefaultMaxAnswerBytes,
+	url = resolveURL(url)
+	key, err := resolveKey(apiKey)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{url: url, key: key, timeout: DefaultTimeout, verify: true, maxAnswer: DefaultMaxAnswerBytes,
 		maxMessage: DefaultMaxMessageBytes, rng: rand.New(rand.NewSource(time.Now().UnixNano()))}
 	var unixPath string
 	switch {
 	case strings.HasPrefix(url, "unix:"):
 		unixPath = strings.TrimPrefix(url, "unix:")
 		if unixPath == "" {
-			return nil, fmt.Errorf("plimsoll: %q names no socket", url)
+			return nil, configError("", nil, "%q names no socket", url)
 		}
 		c.base = "http://plimsolld"
 	case strings.HasPrefix(url, "http://"), strings.HasPrefix(url, "https://"):
 		c.base = strings.TrimRight(url, "/")
 	default:
-		return nil, fmt.Errorf("plimsoll: URL %q is not http://, https:// or unix:", url)
+		return nil, configError("", nil, "URL %q is not http://, https:// or unix:", url)
 	}
 	for _, o := range opts {
 		o(c)
@@ -164,7 +179,7 @@ func (c *Client) exchange(ctx context.Context, method string, body []byte) (int,
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Connect-Protocol-Version", "1")
-	hr.Header.Set("Authorization", "Bearer "+c.key)
+	hr.Header.Set("Authorization", "Bearer "+c.key.key)
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {

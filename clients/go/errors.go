@@ -40,6 +40,14 @@ var (
 	// answer's isolation, or its record's, is below it. The code may have
 	// run; it is never retried automatically.
 	ErrIsolationEvidenceMismatch = errors.New("plimsoll: isolation evidence mismatch")
+	// ErrConfiguration: the client's own settings are wrong (NewClient's
+	// error; docs/clients.md, "Configuration"): a URL that is not one, a
+	// key that cannot be sent (the message says what, never the key), or
+	// a key file (PLIMSOLL_KEY_FILE) that cannot be read or holds no key
+	// (Metadata["path"] names it; the OS's error is wrapped, so
+	// errors.Is(err, fs.ErrNotExist) works). Code invalid_argument;
+	// nothing was sent.
+	ErrConfiguration = errors.New("plimsoll: configuration error")
 )
 
 // Reasons that are not the daemon's: what Error.Reason holds for errors the
@@ -54,6 +62,8 @@ const (
 	ReasonIsolationEvidenceMismatch = "ISOLATION_EVIDENCE_MISMATCH"
 	// ReasonProtocol: the answer breaks the protocol (ErrProtocol).
 	ReasonProtocol = "PROTOCOL"
+	// ReasonConfiguration: the client's settings are wrong (ErrConfiguration).
+	ReasonConfiguration = "CONFIGURATION"
 )
 
 var sentinels = map[string]error{
@@ -73,6 +83,7 @@ var sentinels = map[string]error{
 	ReasonTransport:                 ErrInfrastructure,
 	ReasonProtocol:                  ErrProtocol,
 	ReasonIsolationEvidenceMismatch: ErrIsolationEvidenceMismatch,
+	ReasonConfiguration:             ErrConfiguration,
 }
 
 // Error is a refusal, an infrastructure error or a tier mismatch. It

@@ -46,7 +46,8 @@ func loadReasons(t *testing.T) map[string]reasonEntry {
 }
 
 // clientOnly are the reasons the client gives errors it decides itself.
-var clientOnly = map[string]bool{ReasonTransport: true, ReasonProtocol: true, ReasonIsolationEvidenceMismatch: true}
+var clientOnly = map[string]bool{ReasonTransport: true, ReasonProtocol: true, ReasonIsolationEvidenceMismatch: true,
+	ReasonConfiguration: true}
 
 // TestReasonTableIsTheFiles: every daemon reason the client has a sentinel
 // for is in the file, in the same channel, retried as the file says.

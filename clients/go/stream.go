@@ -374,7 +374,7 @@ func (c *Client) streamAttempt(ctx context.Context, method string, body []byte, 
 	}
 	hr.Header.Set("Content-Type", streamMediaType)
 	hr.Header.Set("Connect-Protocol-Version", "1")
-	hr.Header.Set("Authorization", "Bearer "+c.key)
+	hr.Header.Set("Authorization", "Bearer "+c.key.key)
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -120,8 +120,7 @@ func TestReadmeStreamExample(t *testing.T) {
 		t.Fatal("README.md does not show cmd/stream/main.go as it is")
 	}
 	cmd := exec.Command("go", "run", "./cmd/stream")
-	cmd.Env = append(os.Environ(), "PLIMSOLL_URL="+need(t, "PLIMSOLL_TEST_URL"),
-		"PLIMSOLL_KEY="+need(t, "PLIMSOLL_TEST_KEY"))
+	cmd.Env = readmeEnv(t)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !regexp.MustCompile(`^line 0\nline 1\nline 2\nexit 0, record [0-9a-f]{64}\n$`).Match(out) {
 		t.Fatalf("go run ./cmd/stream: %v\n%s", err, out)

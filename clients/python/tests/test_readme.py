@@ -6,7 +6,9 @@ import contextlib
 import io
 import os
 import re
+import tempfile
 import unittest
+from typing import Iterator
 from unittest import mock
 
 from .support import env
@@ -14,15 +16,27 @@ from .support import env
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 
 
+@contextlib.contextmanager
+def readme_environment() -> Iterator[None]:
+    """What the README's reader has: PLIMSOLL_URL and PLIMSOLL_KEY_FILE, a
+    file that ends in a newline as keygen writes it; no PLIMSOLL_KEY."""
+    url, key = env("PLIMSOLL_TEST_URL"), env("PLIMSOLL_TEST_KEY")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "key")
+        with open(path, "w") as f:
+            f.write(key + "\n")
+        with mock.patch.dict(os.environ, {"PLIMSOLL_URL": url, "PLIMSOLL_KEY_FILE": path}):
+            os.environ.pop("PLIMSOLL_KEY", None)
+            yield
+
+
 class Readme(unittest.TestCase):
     def test_ten_line_example(self) -> None:
-        url, key = env("PLIMSOLL_TEST_URL"), env("PLIMSOLL_TEST_KEY")
         with open(README, encoding="utf-8") as f:
             block = re.findall(r"```python\n(.*?)```", f.read(), re.S)[0]
         self.assertLessEqual(len(block.strip().splitlines()), 10)
         out = io.StringIO()
-        with mock.patch.dict(os.environ, {"PLIMSOLL_URL": url, "PLIMSOLL_KEY": key}), \
-                contextlib.redirect_stdout(out):
+        with readme_environment(), contextlib.redirect_stdout(out):
             exec(compile(block, README, "exec"), {})
         lines = out.getvalue().splitlines()
         self.assertEqual(lines[0], "process")
@@ -30,27 +44,23 @@ class Readme(unittest.TestCase):
         self.assertEqual(lines[-1], "refused, nothing ran; this daemon is process")
 
     def test_asyncio_example(self) -> None:
-        url, key = env("PLIMSOLL_TEST_URL"), env("PLIMSOLL_TEST_KEY")
         with open(README, encoding="utf-8") as f:
             block = re.search(r"^## asyncio\n+```python\n(.*?)```", f.read(), re.S | re.M)
         assert block is not None
         out = io.StringIO()
-        with mock.patch.dict(os.environ, {"PLIMSOLL_URL": url, "PLIMSOLL_KEY": key}), \
-                contextlib.redirect_stdout(out):
+        with readme_environment(), contextlib.redirect_stdout(out):
             exec(compile(block.group(1), README, "exec"), {"__name__": "readme"})
         rows = [line.split() for line in out.getvalue().splitlines()]
         self.assertEqual([r[:2] for r in rows], [["0", str(n * 7)] for n in range(4)])
         self.assertTrue(all(len(r[2]) == 12 for r in rows), rows)
 
     def test_live_output_example(self) -> None:
-        url, key = env("PLIMSOLL_TEST_URL"), env("PLIMSOLL_TEST_KEY")
         with open(README, encoding="utf-8") as f:
             block = re.search(r"^## Live output\n.*?```python\n(.*?)```", f.read(), re.S | re.M)
         assert block is not None
         raw = io.BytesIO()
         out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
-        with mock.patch.dict(os.environ, {"PLIMSOLL_URL": url, "PLIMSOLL_KEY": key}), \
-                contextlib.redirect_stdout(out):
+        with readme_environment(), contextlib.redirect_stdout(out):
             exec(compile(block.group(1), README, "exec"), {"__name__": "readme"})
         out.flush()
         lines = raw.getvalue().decode().splitlines()

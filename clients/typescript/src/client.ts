@@ -23,6 +23,7 @@ import {
   ProtocolError,
 } from "./errors.js";
 import { Chain, canonical, checkRecord } from "./record.js";
+import { readKeyFile, resolveKey, resolveUrl } from "./config.js";
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
   envelope,
@@ -64,9 +65,18 @@ const SERVICE = "/plimsoll.v1.SandboxService/";
 type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
 export interface ClientOptions {
-  /** The daemon's base URL, e.g. `http://127.0.0.1:7475`. */
-  url: string;
-  /** The API key, sent as `Authorization: Bearer <key>`. */
+  /**
+   * The daemon's base URL, e.g. `http://127.0.0.1:7475`.  Not given:
+   * `PLIMSOLL_URL`, else `http://127.0.0.1:7475`, where there is a
+   * `process.env`; in a browser it must be given.
+   */
+  url?: string;
+  /**
+   * The API key, sent as `Authorization: Bearer <key>`.  Not given:
+   * `PLIMSOLL_KEY`, else the first line of the file `PLIMSOLL_KEY_FILE`,
+   * where there is a `process.env`; else none is sent.  Trimmed of
+   * surrounding whitespace; never shown by an error or by the client.
+   */
   apiKey?: string;
   /**
    * One attempt, in ms, from the request to the decoded answer however
@@ -108,6 +118,33 @@ export interface OpenSessionOptions {
 }
 
 type Json = Record<string, unknown>;
+
+/** A numeric option: `fallback` when undefined, else a number (not `"5000"`). */
+function number(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number") throw new TypeError(`Client: ${name} must be a number, not ${typeof value}`);
+  return value;
+}
+
+/**
+ * A uint32 field of a request (`timeout_ms`, `memory_mb`): unset, or an
+ * integer from 0 to 2^32-1.  A `"5000"` would be read by the daemon as
+ * 5000 and hashed as a number, so the record could never match what was
+ * sent: it is refused here, naming the field.
+ */
+function checkUint32(name: string, value: unknown): void {
+  if (value === undefined) return;
+  if (typeof value !== "number") throw new TypeError(`${name} must be a number, not ${value === null ? "null" : typeof value}`);
+  if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
+    throw new RangeError(`${name} must be an integer from 0 to 4294967295, not ${value}`);
+  }
+}
+
+/** A RunRequest's numeric settings of their type, before it is sent. */
+function checkRunFields(request: WireRunRequest): void {
+  checkUint32("timeout_ms", request.timeout_ms);
+  checkUint32("memory_mb", request.memory_mb);
+}
 
 const isObject = (v: unknown): v is Json =>
   typeof v === "object" && v !== null && !Array.isArray(v);
@@ -425,26 +462,42 @@ export class Client {
   readonly maxMessageBytes: number;
   readonly retry: ResolvedRetryPolicy | undefined;
   readonly verifyRecords: boolean;
-  readonly #apiKey: string | undefined;
+  #apiKey: string | undefined;
+  /** A key file still to read (where the runtime could not read it in the constructor). */
+  #keyFile: Promise<string> | string | undefined;
   readonly #fetch: FetchLike;
 
-  constructor(options: ClientOptions) {
-    if (!options || typeof options.url !== "string" || options.url === "") {
-      throw new TypeError("Client: url is required");
+  /**
+   * A client of the daemon at `options.url`; with no options, or without
+   * `url` or `apiKey`, they come from the environment (PLIMSOLL_URL,
+   * PLIMSOLL_KEY, PLIMSOLL_KEY_FILE; docs/clients.md, "Configuration").
+   * A key file that cannot be read, or a key that cannot be sent, is a
+   * `ConfigurationError`, which never shows the key.
+   */
+  constructor(options: ClientOptions = {}) {
+    if (typeof options !== "object" || options === null) {
+      throw new TypeError("Client: options must be an object");
     }
-    this.url = options.url.replace(/\/+$/, "");
-    this.#apiKey = options.apiKey;
-    this.timeoutMs = options.timeoutMs ?? 120_000;
+    this.url = resolveUrl(options.url).replace(/\/+$/, "");
+    const key = resolveKey(options.apiKey);
+    this.#apiKey = key.key;
+    this.#keyFile = key.file;
+    this.timeoutMs = number("timeoutMs", options.timeoutMs, 120_000);
     if (!(this.timeoutMs > 0)) throw new RangeError("Client: timeoutMs must be > 0");
-    this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
+    this.maxAnswerBytes = number("maxAnswerBytes", options.maxAnswerBytes, DEFAULT_MAX_ANSWER_BYTES);
     if (!(this.maxAnswerBytes >= 1)) throw new RangeError("Client: maxAnswerBytes must be at least 1");
-    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    this.maxMessageBytes = number("maxMessageBytes", options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES);
     if (!(this.maxMessageBytes >= 1)) throw new RangeError("Client: maxMessageBytes must be at least 1");
     this.retry = resolveRetry(options.retry);
     this.verifyRecords = options.verifyRecords ?? true;
     const f = options.fetch ?? (globalThis.fetch as FetchLike | undefined);
     if (typeof f !== "function") throw new TypeError("Client: no fetch in this runtime; pass one");
     this.#fetch = options.fetch ? f : (input, init) => globalThis.fetch(input, init);
+  }
+
+  /** What the client is, without its key. */
+  toString(): string {
+    return `Client(${this.url})`;
   }
 
   // ---- the calls ----------------------------------------------------------
@@ -475,6 +528,7 @@ export class Client {
    * against the canonical form of exactly this object.
    */
   async run(request: WireRunRequest): Promise<RunResult> {
+    checkRunFields(request);
     const answer = await this.call("Run", request);
     return this.#accept(request, answer, {
       floor: request.minimum_isolation,
@@ -494,6 +548,7 @@ export class Client {
    * included.
    */
   async runStream(request: WireRunRequest, onOutput?: OnOutput): Promise<RunResult> {
+    checkRunFields(request);
     const answer = await this.stream("RunStream", request, onOutput);
     return this.#accept(request, answer, {
       floor: request.minimum_isolation,
@@ -561,6 +616,7 @@ export class Client {
 
   /** @internal */
   async _runInSession(sessionId: string, run: WireRunRequest, accept: Accept): Promise<RunResult> {
+    checkRunFields(run);
     const answer = await this.call("RunInSession", { session_id: sessionId, run });
     return this.#accept(run, answer, accept);
   }
@@ -573,6 +629,7 @@ export class Client {
     accept: Accept,
     onOutput?: OnOutput | null,
   ): Promise<RunResult> {
+    checkUint32("timeoutMs", timeoutMs);
     const digestOf = compact({ cell: cellMessage(cell), timeout_ms: timeoutMs });
     const body = { session_id: sessionId, ...digestOf };
     const answer =
@@ -630,7 +687,7 @@ export class Client {
     onOutput: OnOutput | undefined,
     given: { chunks: number },
   ): Promise<Json> {
-    const headers = this.#headers(STREAM_MEDIA_TYPE);
+    const headers = await this.#headers(STREAM_MEDIA_TYPE);
     const deadline = performance.now() + this.timeoutMs;
     const ctl = new AbortController();
     let timedOut = false;
@@ -722,7 +779,13 @@ export class Client {
   }
 
   /** A call's headers: its media type, Connect's version and the key. */
-  #headers(contentType: string): Record<string, string> {
+  async #headers(contentType: string): Promise<Record<string, string>> {
+    if (this.#keyFile !== undefined) {
+      // read once, at the first call; a failure fails every call alike
+      if (typeof this.#keyFile === "string") this.#keyFile = readKeyFile(this.#keyFile);
+      this.#apiKey = await this.#keyFile;
+      this.#keyFile = undefined;
+    }
     const headers: Record<string, string> = {
       "Content-Type": contentType,
       "Connect-Protocol-Version": "1",
@@ -732,7 +795,7 @@ export class Client {
   }
 
   async #attempt(method: string, text: string): Promise<Json> {
-    const headers = this.#headers("application/json");
+    const headers = await this.#headers("application/json");
     // One deadline for the whole attempt: the abort ends a slow exchange,
     // and decoding is checked against it after.
     const deadline = performance.now() + this.timeoutMs;

@@ -275,6 +275,30 @@ export class ChainError extends PlimsollError {
   }
 }
 
+/**
+ * The client's own settings are wrong (docs/clients.md, "Configuration"):
+ * no URL where there is no `process.env` to read one from, a URL that is
+ * not one, a key that cannot be sent (a line break, a control character,
+ * …; the message says what, never the key), or a key file
+ * (`PLIMSOLL_KEY_FILE`) that cannot be read or holds no key (`path` names
+ * it).  Thrown by the constructor (by the first call where the key file
+ * can only be read asynchronously), before anything is sent.  Code
+ * `invalid_argument`, not dispatched.
+ */
+export class ConfigurationError extends PlimsollError {
+  readonly code = "invalid_argument";
+  readonly dispatched = false;
+  /** The key file that could not be read, if that is what is wrong. */
+  readonly path: string | undefined;
+
+  constructor(message: string, path?: string, options?: { cause?: unknown }) {
+    super(message, options);
+    Object.setPrototypeOf(this, new.target.prototype);
+    this.name = "ConfigurationError";
+    this.path = path;
+  }
+}
+
 type RefusalClass = new (fields: ConnectErrorFields) => RefusalError;
 
 /** The refusal class of each known reason. */

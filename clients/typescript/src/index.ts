@@ -13,6 +13,7 @@ export {
   decodeErrorInfo,
 } from "./client.js";
 export * from "./errors.js";
+export { DEFAULT_URL } from "./config.js";
 export { DEFAULT_MAX_ANSWER_BYTES, MAX_ANSWER_DEPTH, MAX_ANSWER_INTEGER } from "./answer.js";
 export { DEFAULT_MAX_MESSAGE_BYTES, type OutputChunk, type OnOutput } from "./stream.js";
 export {

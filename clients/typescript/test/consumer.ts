@@ -3,7 +3,9 @@
 // writes, resolved through package.json's "exports" and "types".
 import {
   Client,
+  ConfigurationError,
   DEFAULT_MAX_MESSAGE_BYTES,
+  DEFAULT_URL,
   RefusalError,
   SessionEndedError,
   type OnOutput,
@@ -12,6 +14,15 @@ import {
 } from "@plimsoll/client";
 import { ChainError, IsolationEvidenceMismatchError } from "@plimsoll/client/errors";
 import { Chain, canonical, verifyChain, type ChainEntry } from "@plimsoll/client/record";
+
+export function fromEnvironment(): string {
+  try {
+    return String(new Client()) + new Client({ timeoutMs: 1000 }).url;
+  } catch (e) {
+    if (e instanceof ConfigurationError) return `${e.code} ${e.path ?? DEFAULT_URL}`;
+    throw e;
+  }
+}
 
 export async function use(url: string, apiKey: string): Promise<string> {
   const c = new Client({ url, apiKey, retry: { maxAttempts: 6 }, timeoutMs: 30_000 });

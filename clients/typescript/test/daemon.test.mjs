@@ -207,11 +207,16 @@ test("the README's first example runs as written", { skip }, async () => {
   mkdirSync(dir, { recursive: true });
   const file = new URL("example.mjs", dir);
   writeFileSync(file, code);
+  // what the README's reader has: PLIMSOLL_URL and a key file ending in a
+  // newline, as keygen writes it; no PLIMSOLL_KEY
+  const keyFile = new URL("key", dir);
+  writeFileSync(keyFile, env.PLIMSOLL_TEST_KEY + "\n");
+  const { PLIMSOLL_KEY: _, ...rest } = process.env;
   const out = await new Promise((resolve, reject) =>
     execFile(
       process.execPath,
       [file.pathname],
-      { env: { ...process.env, PLIMSOLL_URL: env.PLIMSOLL_TEST_URL, PLIMSOLL_KEY: env.PLIMSOLL_TEST_KEY } },
+      { env: { ...rest, PLIMSOLL_URL: env.PLIMSOLL_TEST_URL, PLIMSOLL_KEY_FILE: keyFile.pathname } },
       (err, stdout, stderr) => (err ? reject(new Error(stderr || String(err))) : resolve(stdout)),
     ),
   );

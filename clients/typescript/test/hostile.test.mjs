@@ -36,7 +36,7 @@ async function outcomeOf(c) {
 
 test("the limits are the shared ones", () => {
   assert.equal(P.DEFAULT_MAX_ANSWER_BYTES, HOSTILE.limits.max_answer_bytes);
-  assert.equal(new P.Client({ url: "http://x" }).maxAnswerBytes, HOSTILE.limits.max_answer_bytes);
+  assert.equal(new P.Client({ url: "http://x", apiKey: "k" }).maxAnswerBytes, HOSTILE.limits.max_answer_bytes);
   assert.equal(P.MAX_ANSWER_DEPTH, HOSTILE.limits.max_depth);
   assert.equal(P.MAX_ANSWER_INTEGER, HOSTILE.limits.max_integer);
 });

@@ -6,7 +6,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import * as P from "../dist/index.js";
 import { answerFor, connectError, env, needs, RESPONSE } from "./helpers.mjs";
 
@@ -436,8 +438,23 @@ test("daemon: the README's streaming example", { skip }, async () => {
   const log = (...args) => void lines.push(args.join(" ") + "\n");
   const body = block[1].replace(/^import .*\n/gm, "");
   const fn = new Function("Client", "process", "console", `return (async () => {\n${body}\n})();`);
-  const proc = { env: { PLIMSOLL_URL: env.PLIMSOLL_TEST_URL, PLIMSOLL_KEY: env.PLIMSOLL_TEST_KEY }, stdout };
-  await fn(Client, proc, { log });
+  const proc = { env: process.env, stdout };
+  // the client reads the real environment: PLIMSOLL_URL and PLIMSOLL_KEY_FILE
+  const dir = mkdtempSync(join(tmpdir(), "plimsoll-readme-"));
+  const saved = { ...process.env };
+  try {
+    writeFileSync(join(dir, "key"), env.PLIMSOLL_TEST_KEY + "\n");
+    delete process.env.PLIMSOLL_KEY;
+    process.env.PLIMSOLL_URL = env.PLIMSOLL_TEST_URL;
+    process.env.PLIMSOLL_KEY_FILE = join(dir, "key");
+    await fn(Client, proc, { log });
+  } finally {
+    for (const k of ["PLIMSOLL_URL", "PLIMSOLL_KEY", "PLIMSOLL_KEY_FILE"]) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
   const all = lines.join("");
   assert.match(all, /^line 0\nline 1\nline 2\n0 [0-9a-f]{64}\n$/, JSON.stringify(lines));
 });

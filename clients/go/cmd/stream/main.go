@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	c, err := plimsoll.NewClient(os.Getenv("PLIMSOLL_URL"), os.Getenv("PLIMSOLL_KEY"))
+	c, err := plimsoll.NewClient("", "") // PLIMSOLL_URL, and PLIMSOLL_KEY or PLIMSOLL_KEY_FILE
 	if err != nil {
 		log.Fatal(err)
 	}

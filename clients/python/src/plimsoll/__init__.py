@@ -2,7 +2,7 @@
 """plimsoll: the Python client of plimsolld (docs/clients.md).
 
     import plimsoll
-    c = plimsoll.Client("http://127.0.0.1:7475", key)
+    c = plimsoll.Client()   # PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE
     r = c.run_snippet("console.log(6 * 7)", minimum_isolation="process")
     print(r.exit_code, r.stdout, r.record.digest)
 
@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 from . import aio, errors, record
+from ._config import DEFAULT_URL
 from ._answer import DEFAULT_MAX_ANSWER_BYTES, MAX_ANSWER_DEPTH, MAX_ANSWER_INTEGER
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
 from .aio import AsyncClient, AsyncSession
 from .client import (TIERS, Client, RetryPolicy, Session, check_tier, module_request,
                      project_request, snippet_request, tier_rank)
-from .errors import (AtCapacityError, CallerNotAllowedError, DisabledError,
+from .errors import (AtCapacityError, CallerNotAllowedError, ConfigurationError, DisabledError,
                      InfrastructureError, InsufficientIsolationError, InvalidRequestError,
                      IsolationEvidenceMismatchError, NotFoundError, NotReadyError,
                      PlimsollError, ProtocolError, RateLimitedError, RefusalError,
@@ -29,7 +30,7 @@ from .results import (Description, Limits, OperationSupport, Operations, RunReco
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Session", "AsyncClient", "AsyncSession", "RetryPolicy",
+    "Client", "Session", "AsyncClient", "AsyncSession", "RetryPolicy", "DEFAULT_URL",
     "DEFAULT_MAX_ANSWER_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "MAX_ANSWER_DEPTH", "MAX_ANSWER_INTEGER", "TIERS", "tier_rank",
     "check_tier", "snippet_request", "project_request", "module_request", "OutputChunk",
     "RunResult", "StepResult", "RunRecord", "Description", "Operations",
@@ -39,6 +40,6 @@ __all__ = [
     "DisabledError", "InsufficientIsolationError", "UnsupportedError",
     "CallerNotAllowedError", "NotReadyError", "ShuttingDownError", "RateLimitedError",
     "AtCapacityError", "SessionEndedError", "NotFoundError", "InfrastructureError",
-    "ProtocolError", "IsolationEvidenceMismatchError", "aio", "errors", "record",
+    "ProtocolError", "IsolationEvidenceMismatchError", "ConfigurationError", "aio", "errors", "record",
     "__version__",
 ]

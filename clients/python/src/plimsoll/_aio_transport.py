@@ -15,6 +15,7 @@ import time
 from typing import Awaitable, Callable, Dict, List, Optional, Tuple
 
 from . import _transport
+from ._config import Key
 from .errors import InfrastructureError
 
 #: The longest line of an answer's head (the status line, a header, a chunk
@@ -35,10 +36,10 @@ def _host_header(endpoint: _transport.Endpoint) -> str:
     return host if endpoint.port is None else "%s:%d" % (host, endpoint.port)
 
 
-def request_head(endpoint: _transport.Endpoint, api_key: str, method: str,
+def request_head(endpoint: _transport.Endpoint, api_key: Key, method: str,
                  length: int, stream: bool = False) -> bytes:
     """The request line and headers of a call whose body is ``length`` bytes."""
-    for v in (api_key, endpoint.prefix):
+    for v in (api_key.reveal(), endpoint.prefix):
         if any(c in v for c in "\r\n\0"):
             raise ValueError("plimsoll: a control character in the key or the URL")
     lines = ["POST %s HTTP/1.1" % (endpoint.prefix + _transport.SERVICE + method),
@@ -130,7 +131,7 @@ async def _chunked(reader: asyncio.StreamReader, method: str, status: int,
             raise _BadHead("a chunk not followed by CRLF")
 
 
-async def _exchange(endpoint: _transport.Endpoint, api_key: str, method: str, body: bytes,
+async def _exchange(endpoint: _transport.Endpoint, api_key: Key, method: str, body: bytes,
                     cap: int, on_stream: Optional[Sink]
                     ) -> Tuple[int, Optional[str], Optional[bytes]]:
     head = request_head(endpoint, api_key, method, len(body), on_stream is not None)
@@ -186,7 +187,7 @@ async def _exchange(endpoint: _transport.Endpoint, api_key: str, method: str, bo
         writer.close()
 
 
-async def exchange(endpoint: _transport.Endpoint, api_key: str, method: str, body: bytes,
+async def exchange(endpoint: _transport.Endpoint, api_key: Key, method: str, body: bytes,
                    deadline: float, max_answer_bytes: int, on_stream: Optional[Sink] = None
                    ) -> Tuple[int, Optional[str], Optional[bytes]]:
     """POST ``body`` to the method; ``(status, Content-Type, answer body)``.

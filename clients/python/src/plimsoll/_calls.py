@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _transport
+from . import _config, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, Decoder, envelope
 from .errors import (AtCapacityError, IsolationEvidenceMismatchError, PlimsollError,
@@ -51,6 +51,8 @@ class RetryPolicy:
     cap_ms: int = 2000
 
     def __post_init__(self) -> None:
+        for name in ("max_attempts", "base_ms", "cap_ms"):
+            _check_int("RetryPolicy: " + name, getattr(self, name))
         if self.max_attempts < 1:
             raise ValueError("RetryPolicy: max_attempts must be at least 1")
         if self.base_ms < 0 or self.cap_ms < 0:
@@ -78,6 +80,52 @@ def retry_delay(policy: Optional[RetryPolicy], err: PlimsollError, n: int) -> Op
     return policy.delay_ms(n) / 1000.0
 
 
+# ---- arguments -----------------------------------------------------------------
+
+#: The largest value of a ``uint32`` field (``timeout_ms``, ``memory_mb``).
+UINT32_MAX = 2 ** 32 - 1
+
+
+def _check_int(name: str, value: Any, lo: int = 0, hi: Optional[int] = None) -> None:
+    """An integer argument: an ``int`` (not a ``bool`` or a ``str``) in
+    ``[lo, hi]``; else ``TypeError`` naming it, or ``ValueError`` for a
+    number that is not such an integer (``1.5``, ``5000.0``, ``-1``)."""
+    if isinstance(value, float):
+        raise ValueError("plimsoll: %s must be an int, not the float %r" % (name, value))
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("plimsoll: %s must be an int, not %s" % (name, type(value).__name__))
+    if value < lo or (hi is not None and value > hi):
+        raise ValueError("plimsoll: %s must be %s, not %d"
+                         % (name, "at least %d" % lo if hi is None
+                            else "from %d to %d" % (lo, hi), value))
+
+
+def _check_uint32(name: str, value: Any) -> None:
+    if value is not None:
+        _check_int(name, value, 0, UINT32_MAX)
+
+
+def _check_str(name: str, value: Any) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError("plimsoll: %s must be a str, not %s" % (name, type(value).__name__))
+
+
+def check_run_fields(request: Mapping[str, Any]) -> None:
+    """A RunRequest's settings of the right types, before it is sent: a
+    ``timeout_ms`` of ``"5000"`` would be read by the daemon as 5000 and
+    hashed as a number, so the record could never match what was sent."""
+    if not isinstance(request, Mapping):
+        raise TypeError("plimsoll: a RunRequest is a dict, not %s" % type(request).__name__)
+    _check_uint32("timeout_ms", request.get("timeout_ms"))
+    _check_uint32("memory_mb", request.get("memory_mb"))
+    _check_str("minimum_isolation", request.get("minimum_isolation"))
+    _check_str("grant_profile", request.get("grant_profile"))
+    snippet = request.get("snippet")
+    if isinstance(snippet, Mapping):
+        for name in ("language", "code", "stdin"):
+            _check_str(name, snippet.get(name))
+
+
 # ---- requests ----------------------------------------------------------------
 
 
@@ -99,6 +147,10 @@ def without_nulls(value: Any) -> Any:
 
 def _run_fields(minimum_isolation: Optional[str], timeout_ms: Optional[int],
                 memory_mb: Optional[int], grant_profile: Optional[str]) -> Dict[str, Any]:
+    _check_str("minimum_isolation", minimum_isolation)
+    _check_uint32("timeout_ms", timeout_ms)
+    _check_uint32("memory_mb", memory_mb)
+    _check_str("grant_profile", grant_profile)
     return _nonempty(minimum_isolation=minimum_isolation, timeout_ms=timeout_ms,
                      memory_mb=memory_mb, grant_profile=grant_profile)
 
@@ -109,6 +161,9 @@ def snippet_request(code: str, language: str = "javascript", stdin: Optional[str
                     grant_profile: Optional[str] = None) -> Dict[str, Any]:
     """A RunRequest with a snippet."""
     req = _run_fields(minimum_isolation, timeout_ms, memory_mb, grant_profile)
+    _check_str("code", code)
+    _check_str("language", language)
+    _check_str("stdin", stdin)
     req["snippet"] = _nonempty(language=language, code=code, stdin=stdin)
     return req
 
@@ -160,12 +215,17 @@ def module_request(wasm: bytes, args: Optional[Sequence[str]] = None,
                    memory_mb: Optional[int] = None) -> Dict[str, Any]:
     """A RunRequest with a WASI preview 1 module."""
     req = _run_fields(minimum_isolation, timeout_ms, memory_mb, None)
+    if not isinstance(wasm, (bytes, bytearray, memoryview)):
+        raise TypeError("plimsoll: wasm must be bytes, not %s" % type(wasm).__name__)
+    _check_str("stdin", stdin)
     req["module"] = _nonempty(wasm_base64=base64.b64encode(bytes(wasm)).decode("ascii"),
                               args=list(args) if args is not None else None, stdin=stdin)
     return req
 
 
 def cell_object(code: str, language: str, files: Optional[Files] = None) -> Dict[str, Any]:
+    _check_str("code", code)
+    _check_str("language", language)
     cell: Dict[str, Any] = {"language": language, "code": code}
     if files is not None:
         cell["files"] = _files(files)
@@ -257,20 +317,29 @@ class ClientBase:
     """A client's settings and its calls as data; the synchronous and the
     asyncio client add the I/O (``_do``) and the methods."""
 
-    def __init__(self, url: str, api_key: str, timeout: float = 120.0,
-                 retry: Optional[RetryPolicy] = None, verify_records: bool = True,
+    def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None,
+                 timeout: float = 120.0, retry: Optional[RetryPolicy] = None,
+                 verify_records: bool = True,
                  max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError("plimsoll: timeout must be a number of seconds, not %s"
+                            % type(timeout).__name__)
         if not timeout > 0:
             raise ValueError("plimsoll: timeout must be > 0 seconds")
-        if max_answer_bytes < 1:
-            raise ValueError("plimsoll: max_answer_bytes must be at least 1")
-        if max_message_bytes < 1:
-            raise ValueError("plimsoll: max_message_bytes must be at least 1")
+        _check_int("max_answer_bytes", max_answer_bytes, 1)
+        _check_int("max_message_bytes", max_message_bytes, 1)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError("plimsoll: retry must be a RetryPolicy or None, not %s"
+                            % type(retry).__name__)
+        if not isinstance(verify_records, bool):
+            raise TypeError("plimsoll: verify_records must be a bool, not %s"
+                            % type(verify_records).__name__)
         self.max_message_bytes = max_message_bytes
+        url = _config.resolve_url(url)
         self._endpoint = _transport.Endpoint(url)
         self.url = url
-        self._api_key = api_key
+        self._api_key = _config.resolve_key(api_key)
         self.timeout = timeout
         self.retry = retry
         self.verify_records = verify_records
@@ -294,10 +363,12 @@ class ClientBase:
         return Call("Describe", {}, Description.from_dict)
 
     def _run_call(self, request: Mapping[str, Any]) -> Call:
+        check_run_fields(request)
         request = without_nulls(request)
         return Call("Run", request, ran(request, _floor(request), self.verify_records, None))
 
     def _run_stream_call(self, request: Mapping[str, Any]) -> Call:
+        check_run_fields(request)
         request = without_nulls(request)
         return Call("RunStream", request,
                     ran(request, _floor(request), self.verify_records, None))
@@ -332,6 +403,7 @@ class ClientBase:
 
     def _run_in_session_call(self, session_id: str, run: Mapping[str, Any],
                              chain: Optional[Chain]) -> Call:
+        check_run_fields(run)
         run = without_nulls(run)
         return Call("RunInSession", {"session_id": session_id, "run": run},
                     ran(run, _floor(run), self.verify_records, chain))
@@ -339,6 +411,7 @@ class ClientBase:
     def _run_cell_call(self, session_id: str, cell: Mapping[str, Any],
                        timeout_ms: Optional[int], chain: Optional[Chain],
                        minimum_isolation: Optional[str]) -> Call:
+        _check_uint32("timeout_ms", timeout_ms)
         hashed = _nonempty(cell=without_nulls(cell), timeout_ms=timeout_ms)
         return Call("RunCell", dict(hashed, session_id=session_id),
                     ran(hashed, minimum_isolation, self.verify_records, chain))

@@ -16,7 +16,9 @@ import urllib.parse
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _answer
-from .errors import InfrastructureError, PlimsollError, ProtocolError, refusal_class
+from ._config import Key
+from .errors import (ConfigurationError, InfrastructureError, PlimsollError, ProtocolError,
+                     refusal_class)
 
 SERVICE = "/plimsoll.v1.SandboxService/"
 USER_AGENT = "plimsoll-python/0.1.0"
@@ -51,15 +53,20 @@ class Endpoint:
             self.unix_path = url[len("unix:"):]
             self.scheme, self.host, self.port, self.prefix = "unix", "localhost", None, ""
             if not self.unix_path:
-                raise ValueError("plimsoll: %r names no socket" % url)
+                raise ConfigurationError("plimsoll: %r names no socket" % url)
             return
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("plimsoll: the URL %r is not http://host:port, https://… or "
-                             "unix:/path" % url)
+        bad = ConfigurationError("plimsoll: the URL %r is not http://host:port, https://… "
+                                 "or unix:/path" % url)
+        try:
+            parts = urllib.parse.urlsplit(url)
+            port = parts.port
+        except ValueError:  # a bad port or IPv6 literal
+            port, parts = None, None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise bad
         self.scheme = parts.scheme
         self.host = parts.hostname
-        self.port = parts.port
+        self.port = port
         self.prefix = parts.path.rstrip("/")
 
     def connection(self, timeout: float) -> http.client.HTTPConnection:
@@ -114,7 +121,7 @@ def transport_error(method: str, url: str, e: BaseException) -> InfrastructureEr
                                code="unavailable", dispatched=True)
 
 
-def request_headers(api_key: str, stream: bool = False) -> Dict[str, str]:
+def request_headers(api_key: Key, stream: bool = False) -> Dict[str, str]:
     """The headers of every call (docs/clients.md, "Calls"); ``stream``: of
     a server-streaming call (RunStream, RunCellStream), whose body is one
     Connect envelope."""
@@ -122,7 +129,7 @@ def request_headers(api_key: str, stream: bool = False) -> Dict[str, str]:
     return {
         "Content-Type": media,
         "Connect-Protocol-Version": "1",
-        "Authorization": "Bearer " + api_key,
+        "Authorization": "Bearer " + api_key.reveal(),
         "Accept": media,
         "User-Agent": USER_AGENT,
     }
@@ -153,7 +160,7 @@ def media_type_is_stream(value: Optional[str]) -> bool:
     return media_type_is_json("application/json;" + ";".join(parts[1:]))
 
 
-def exchange(endpoint: Endpoint, api_key: str, method: str, body: bytes, deadline: float,
+def exchange(endpoint: Endpoint, api_key: Key, method: str, body: bytes, deadline: float,
              max_answer_bytes: int,
              on_stream: Optional[Callable[[bytes], None]] = None
              ) -> Tuple[int, Optional[str], Optional[bytes]]:

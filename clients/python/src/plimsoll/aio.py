@@ -4,7 +4,7 @@
 
     import asyncio, plimsoll
     async def main():
-        c = plimsoll.AsyncClient("http://127.0.0.1:7475", key)
+        c = plimsoll.AsyncClient()   # PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE
         runs = [c.run_snippet("console.log(%d)" % i) for i in range(4)]
         for r in await asyncio.gather(*runs):
             print(r.exit_code, r.stdout, r.record.digest)
@@ -43,7 +43,9 @@ class AsyncClient(ClientBase):
 
     The arguments are :class:`plimsoll.Client`'s: ``url`` is
     ``http://host:port`` (a path prefix is kept), ``https://…`` or
-    ``unix:/path``; ``timeout`` bounds each HTTP exchange in seconds, from
+    ``unix:/path``, and it and ``api_key`` come from the environment when
+    not given (``PLIMSOLL_URL``, ``PLIMSOLL_KEY``, ``PLIMSOLL_KEY_FILE``,
+    as :class:`plimsoll.Client` says); ``timeout`` bounds each HTTP exchange in seconds, from
     the request to the decoded answer; ``retry`` is an opt-in
     :class:`RetryPolicy` (its sleeps are ``asyncio.sleep``);
     ``verify_records`` checks the record of every run answer;
@@ -54,8 +56,9 @@ class AsyncClient(ClientBase):
     closes its connection; the code may have run.
     """
 
-    def __init__(self, url: str, api_key: str, timeout: float = 120.0,
-                 retry: Optional[RetryPolicy] = None, verify_records: bool = True,
+    def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None,
+                 timeout: float = 120.0, retry: Optional[RetryPolicy] = None,
+                 verify_records: bool = True,
                  max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         super().__init__(url, api_key, timeout, retry, verify_records, max_answer_bytes,

@@ -31,7 +31,13 @@ class Client(ClientBase):
     """A plimsoll daemon's client.
 
     ``url`` is ``http://host:port`` (a path prefix is kept), ``https://…`` or
-    ``unix:/path``; ``timeout`` bounds each HTTP exchange in seconds, from
+    ``unix:/path``; not given, it is ``PLIMSOLL_URL``, else
+    ``http://127.0.0.1:7475``. ``api_key`` not given is ``PLIMSOLL_KEY``,
+    else the first line of the file ``PLIMSOLL_KEY_FILE``, else none. Both
+    are trimmed of surrounding whitespace; a key file that cannot be read,
+    or a key that cannot be sent (a line break inside it, …), is a
+    :class:`~plimsoll.errors.ConfigurationError`, raised here, which never
+    shows the key (nor does the client's ``repr``). ``timeout`` bounds each HTTP exchange in seconds, from
     the request to the decoded answer, however slowly it comes;
     ``retry`` is an opt-in :class:`RetryPolicy`; ``verify_records`` checks
     the record of every run answer (checks 1-4 and 6 for ``run``; a session
@@ -44,8 +50,9 @@ class Client(ClientBase):
     between calls and may be shared between threads.
     """
 
-    def __init__(self, url: str, api_key: str, timeout: float = 120.0,
-                 retry: Optional[RetryPolicy] = None, verify_records: bool = True,
+    def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None,
+                 timeout: float = 120.0, retry: Optional[RetryPolicy] = None,
+                 verify_records: bool = True,
                  max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         super().__init__(url, api_key, timeout, retry, verify_records, max_answer_bytes,

@@ -11,6 +11,9 @@
   is never retried.
 * :class:`ChainError` (also ``plimsoll.record.ChainError``): a record or a
   chain of records does not check out.
+* :class:`ConfigurationError` (also a ``ValueError``): the client's own
+  settings are wrong (a URL, a key, a key file that cannot be read); raised
+  when the client is made, before anything is sent.
 
 A guest's non-zero exit code is never an error: it is a result.
 """
@@ -37,6 +40,7 @@ __all__ = [
     "ProtocolError",
     "IsolationEvidenceMismatchError",
     "ChainError",
+    "ConfigurationError",
     "refusal_class",
 ]
 
@@ -201,6 +205,20 @@ class ChainError(PlimsollError):
         super().__init__(msg, code="data_loss", dispatched=True)
         self.index = index
         self.broken = broken
+
+
+class ConfigurationError(PlimsollError, ValueError):
+    """The client's settings are wrong: a URL that is not one, a key that
+    cannot be sent (a line break, a control character, …; the message says
+    what, never the key), or a key file (``PLIMSOLL_KEY_FILE``) that cannot
+    be read or holds no key (``path`` names it). Raised by the constructor;
+    nothing was sent. Code ``invalid_argument``, not dispatched."""
+
+    path: Optional[str]
+
+    def __init__(self, message: str, *, path: Optional[str] = None) -> None:
+        super().__init__(message, code="invalid_argument", dispatched=False)
+        self.path = path
 
 
 _BY_REASON: Dict[str, Type[RefusalError]] = {
