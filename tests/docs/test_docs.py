@@ -1,0 +1,580 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every fenced code block of README.md and docs/**/*.md (not
+docs/clients.md, whose clients' own suites run it) is run, checked, or
+says why not: the line just before its opening fence is a marker, an HTML
+comment that renders as nothing.  A block without one fails, so a new
+example cannot slip in untested.  Tests are named by file and line.
+
+The markers:
+
+  <!-- doc: run KIND -->    the block runs against a daemon of KIND, started
+      by this test from the build under test (PLIMSOLL_BUILD_DIR):
+        wasm             SANDBOX_PROVIDER=wasm (what scripts/quickstart starts)
+        disabled         no SANDBOX_PROVIDER: the Disabled provider
+        docker           SANDBOX_PROVIDER=docker under runc
+        docker-sessions  docker under runc with SANDBOX_MAX_SESSIONS=4 (what
+                         scripts/quickstart docker starts)
+      with no KIND (`<!-- doc: run -->`) it runs with no daemon; with KIND
+      quickstart it runs in a fresh copy of the repository's layout with
+      PLIMSOLL_SKIP_DEPS=1, PLIMSOLL_BUILD_DIR (the build under test, used as
+      it is), PLIMSOLL_LISTEN on a free port and its own
+      SANDBOX_DOCKER_INSTANCE, and `scripts/quickstart stop` after it,
+      whatever happened.  The block must exit 0, or N with
+      `<!-- doc: run KIND exits N -->` (a last command that shows a refusal).
+  <!-- doc: output -->       the block is what the run block just before it
+      printed on stdout (stderr is not compared).
+  <!-- doc: answer -->       the block is the JSON the run block just before
+      it printed, checked by shape (below).
+  <!-- doc: answer METHOD[.FIELD] KIND [REQUEST] -->   the block is what a
+      Connect JSON call of METHOD (with REQUEST, a JSON object, default {})
+      answers on a daemon of KIND, or the member FIELD of that answer,
+      checked by shape; an error body is an answer too.
+  <!-- doc: not run: REASON -->  an example that cannot run here (a hosted
+      service, an operator's machine, a suite of its own); REASON is
+      required and printed.
+  <!-- doc: shape: WHAT -->   a block that is no example: a diagram, a
+      synopsis, a schema, a declaration; WHAT is required and printed.
+
+How a run block runs: in a temporary directory laid out as a clone of the
+repository (a symlink to each top-level entry, `build` a symlink to the
+build under test, `.plimsoll/key` a real 0600 file holding a key of the
+daemon's keys file), with the environment README.md's "Using it" sets,
+PLIMSOLL_URL=http://127.0.0.1:PORT and PLIMSOLL_KEY_FILE=.plimsoll/key
+(PLIMSOLL_KEY unset), and Debian's tools first on PATH.  The one rewrite of
+a block's text: `127.0.0.1:7475` and `localhost:7475`, the address the
+docs use, become the test daemon's address.  By the fence's language:
+sh, bash or none: `bash -euo pipefail`; python: python3, with
+clients/python/src on PYTHONPATH (as `pip install ./clients/python`
+would); c: compiled with cc against include/ and the build's libplimsoll,
+then run; go: built as the main package of a module that requires
+`plimsoll` replaced by clients/go, then run.  Each block gets
+PL_DOC_TIMEOUT seconds (default 240) and must exit 0.
+
+Output rules: lines are compared after trailing whitespace is dropped, and
+trailing blank lines are ignored; a line that is `…` alone stands for any
+number of lines (none too); a `…` inside a line stands for any text on that
+line.
+
+Answer rules (JSON by shape): before parsing, outside strings, `{…}` is any
+object, `[…]` any array, `…` as a value any value, and `, …` closing an
+object allows members not shown.  Then each object has the same keys as
+the answer at that level (the shown ones and, without `, …`, no others),
+each value the type shown (string, number, boolean, null, object, array);
+each element shown in an array matches, by the same rules, some element of
+the answer's array; an empty array matches any array.  Values themselves
+are illustrations and are not compared.
+
+At the end the count of blocks, by file and by marker, is printed on
+stderr (the "doc blocks" lines).
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+
+from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
+from plimsoll_test import docker as pdocker  # noqa: E402
+
+TIMEOUT = float(os.environ.get("PL_DOC_TIMEOUT", "240"))
+DOC_ADDRESSES = ("127.0.0.1:7475", "localhost:7475")
+KINDS = ("wasm", "disabled", "docker", "docker-sessions")
+RUN_KINDS = KINDS + ("", "quickstart")
+ELLIPSIS = "\u2026"
+
+# Each daemon kind's settings (docker's instance label carries this
+# process's pid, so two runs never touch each other's containers).
+DAEMON_ENV = {
+    "wasm": {"SANDBOX_PROVIDER": "wasm"},
+    "disabled": {"SANDBOX_PROVIDER": None},
+    "docker": {"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": "runc",
+               "SANDBOX_DOCKER_INSTANCE": "docs" + pdocker.RUN_TAG},
+    "docker-sessions": {"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": "runc",
+                        "SANDBOX_MAX_SESSIONS": "4",
+                        "SANDBOX_DOCKER_INSTANCE": "docs-sessions" + pdocker.RUN_TAG},
+}
+
+
+# ---- the blocks ---------------------------------------------------------------
+def doc_files():
+    out = [os.path.join(ROOT, "README.md")]
+    for d, _, names in sorted(os.walk(os.path.join(ROOT, "docs"))):
+        for n in sorted(names):
+            if n.endswith(".md"):
+                out.append(os.path.join(d, n))
+    return [f for f in out if os.path.relpath(f, ROOT) != os.path.join("docs", "clients.md")]
+
+
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+MARKER = re.compile(r"^\s*<!--\s*doc:\s*(.*?)\s*-->\s*$")
+
+
+class Block:
+    def __init__(self, path, line, lang, text, marker):
+        self.path = path  # relative to the repository
+        self.line = line  # the opening fence's line, from 1
+        self.lang = lang
+        self.text = text
+        self.marker = marker  # the marker's text, or None
+        self.kind = None  # run, output, answer, not run, shape; None: a bad marker
+        self.arg = ""  # run: the daemon kind; answer: "METHOD[.FIELD] KIND [REQUEST]"
+        self.problem = None
+        self.prev = None  # the block before it in its file
+        self.checks = []  # output and answer blocks that follow a run block
+        self.exit = 0  # a run block's exit status
+        self.parse_marker()
+
+    def __str__(self):
+        return "%s:%d" % (self.path, self.line)
+
+    def parse_marker(self):
+        m = self.marker
+        if m is None:
+            self.problem = "no <!-- doc: ... --> marker on the line before the fence"
+            return
+        for kind in ("not run:", "shape:"):
+            if m.startswith(kind):
+                self.kind, self.arg = kind[:-1], m[len(kind):].strip()
+                if not self.arg:
+                    self.problem = "'%s' needs a reason" % kind
+                return
+        word, _, rest = m.partition(" ")
+        rest = rest.strip()
+        if word == "run":
+            m = re.fullmatch(r"(.*?)\s*\bexits (\d+)", rest)
+            if m:
+                rest, self.exit = m.group(1), int(m.group(2))
+            self.kind, self.arg = "run", rest
+            if rest not in RUN_KINDS:
+                self.problem = "unknown daemon kind %r (one of %s)" % (rest, ", ".join(KINDS))
+            elif self.lang not in ("", "sh", "bash", "python", "c", "go"):
+                self.problem = "a %r block cannot be run" % self.lang
+        elif word == "output" and not rest:
+            self.kind = "output"
+        elif word == "answer":
+            self.kind, self.arg = "answer", rest
+            if rest:
+                parts = rest.split(None, 2)
+                if len(parts) < 2 or parts[1] not in KINDS:
+                    self.problem = "answer wants METHOD[.FIELD] KIND [REQUEST]"
+                elif len(parts) == 3:
+                    try:
+                        json.loads(parts[2])
+                    except ValueError as e:
+                        self.problem = "the request is not JSON: %s" % e
+        else:
+            self.problem = "unknown marker %r" % m
+
+    @property
+    def daemon_kind(self):
+        """The daemon the block's own test needs (None: none)."""
+        if self.kind == "run":
+            return self.arg
+        if self.kind == "answer" and self.arg:
+            return self.arg.split()[1]
+        return None
+
+
+def read_blocks(path):
+    rel = os.path.relpath(path, ROOT)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    blocks = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, fence, lang = m.groups()
+        j = i + 1
+        while j < len(lines) and not re.match(r"^\s*" + re.escape(fence[0]) + "{%d,}\\s*$" % len(fence),
+                                              lines[j]):
+            j += 1
+        body = [ln[len(indent):] if ln.startswith(indent) else ln.lstrip() for ln in lines[i + 1:j]]
+        mk = MARKER.match(lines[i - 1]) if i > 0 else None
+        b = Block(rel, i + 1, lang, "\n".join(body) + "\n", mk.group(1) if mk else None)
+        if blocks:
+            b.prev = blocks[-1]
+        blocks.append(b)
+        i = j + 1
+    for b in blocks:
+        if b.kind in ("output", "answer") and not (b.kind == "answer" and b.arg):
+            run = b.prev
+            while run is not None and run.kind in ("output", "answer") and not run.arg:
+                run = run.prev
+            if run is None or run.kind != "run":
+                b.problem = "'%s' follows no run block" % b.kind
+            else:
+                run.checks.append(b)
+    return blocks
+
+
+BLOCKS = [b for f in doc_files() for b in read_blocks(f)]
+
+
+# ---- checking -----------------------------------------------------------------
+def output_matches(shown, got):
+    """Whether the printed text `got` is what the block `shown` shows (the
+    module's output rules); returns None, or what differs."""
+    want = [ln.rstrip() for ln in shown.rstrip("\n").split("\n")]
+    have = [ln.rstrip() for ln in got.split("\n")]
+    while have and not have[-1]:
+        have.pop()
+
+    def line_ok(w, h):
+        return re.fullmatch(".*?".join(re.escape(p) for p in w.split(ELLIPSIS)), h) is not None
+
+    def match(wi, hi):
+        if wi == len(want):
+            return hi == len(have)
+        if want[wi] == ELLIPSIS:
+            return any(match(wi + 1, k) for k in range(hi, len(have) + 1))
+        return hi < len(have) and line_ok(want[wi], have[hi]) and match(wi + 1, hi + 1)
+
+    if match(0, 0):
+        return None
+    return "shown:\n%s\nprinted:\n%s" % ("\n".join(want), "\n".join(have))
+
+
+ANY, ANY_OBJECT, ANY_ARRAY, MORE = "\0any", "\0object", "\0array", "\0more"
+
+
+def parse_shown_json(text):
+    """The doc's JSON with its placeholders (the module's answer rules)."""
+    pieces = re.split(r'("(?:[^"\\]|\\.)*")', text)
+    for k in range(0, len(pieces), 2):
+        p = pieces[k]
+        p = re.sub(r"\{\s*" + ELLIPSIS + r"\s*\}", lambda _: json.dumps(ANY_OBJECT), p)
+        p = re.sub(r"\[\s*" + ELLIPSIS + r"\s*\]", lambda _: json.dumps(ANY_ARRAY), p)
+        p = re.sub(r",\s*" + ELLIPSIS + r"\s*(?=\})", lambda _: ", %s: 0" % json.dumps(MORE), p)
+        p = p.replace(ELLIPSIS, json.dumps(ANY))
+        pieces[k] = p
+    return json.loads("".join(pieces))
+
+
+def kind_of(v):
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if v is None:
+        return "null"
+    return {str: "string", dict: "object", list: "array"}[type(v)]
+
+
+def shape_problems(shown, real, at="$"):
+    """What of `real` does not have the shape `shown` shows; [] when it does."""
+    if shown == ANY:
+        return []
+    if shown == ANY_OBJECT:
+        return [] if isinstance(real, dict) else ["%s: an object, not %s" % (at, kind_of(real))]
+    if shown == ANY_ARRAY:
+        return [] if isinstance(real, list) else ["%s: an array, not %s" % (at, kind_of(real))]
+    if kind_of(shown) != kind_of(real):
+        return ["%s: %s shown, %s answered (%s)" % (at, kind_of(shown), kind_of(real),
+                                                    json.dumps(real)[:200])]
+    if isinstance(shown, dict):
+        out = []
+        more = MORE in shown
+        for k, v in shown.items():
+            if k == MORE:
+                continue
+            if k not in real:
+                out.append("%s: %r shown, not in the answer" % (at, k))
+            else:
+                out += shape_problems(v, real[k], "%s.%s" % (at, k))
+        if not more:
+            out += ["%s: %r answered, not shown" % (at, k) for k in real if k not in shown]
+        return out
+    if isinstance(shown, list):
+        out = []
+        for n, v in enumerate(shown):
+            best = None
+            for r in real:
+                p = shape_problems(v, r, "%s[%d]" % (at, n))
+                if not p:
+                    break
+                if best is None or len(p) < len(best):
+                    best = p
+            else:
+                out += best or ["%s[%d]: shown, but the answer's array is empty" % (at, n)]
+        return out
+    return []
+
+
+# ---- running ----------------------------------------------------------------
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def make_workdir(key=None):
+    """A temporary directory laid out as a clone of the repository."""
+    d = tempfile.mkdtemp(prefix="plimsoll-doc-")
+    for name in os.listdir(ROOT):
+        if name in (".git", ".plimsoll", "build") or name.startswith("build-"):
+            continue
+        os.symlink(os.path.join(ROOT, name), os.path.join(d, name))
+    os.symlink(os.path.abspath(BUILD), os.path.join(d, "build"))
+    if key is not None:
+        os.mkdir(os.path.join(d, ".plimsoll"), 0o700)
+        fd = os.open(os.path.join(d, ".plimsoll", "key"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, (key + "\n").encode())
+        os.close(fd)
+    return d
+
+
+def block_env(url=None):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PLIMSOLL_", "SANDBOX_")) and k != "PYTHONPATH"}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin:" + os.environ.get("PATH", "")
+    env.setdefault("LANG", "C.UTF-8")
+    if url:
+        env["PLIMSOLL_URL"] = url
+        env["PLIMSOLL_KEY_FILE"] = ".plimsoll/key"
+    return env
+
+
+def run_text(block, cwd, env, address=None):
+    """Run the block's text by its language; returns the CompletedProcess."""
+    text = block.text
+    if address:
+        for a in DOC_ADDRESSES:
+            text = text.replace(a, address)
+    scratch = tempfile.mkdtemp(prefix="plimsoll-doc-src-")
+    try:
+        if block.lang in ("", "sh", "bash"):
+            path = os.path.join(scratch, "block.sh")
+            with open(path, "w") as f:
+                f.write(text)
+            argv = ["bash", "-euo", "pipefail", path]
+        elif block.lang == "python":
+            path = os.path.join(scratch, "block.py")
+            with open(path, "w") as f:
+                f.write(text)
+            env = dict(env, PYTHONPATH=os.path.join(ROOT, "clients", "python", "src"))
+            argv = ["python3", path]
+        elif block.lang == "c":
+            src, exe = os.path.join(scratch, "block.c"), os.path.join(scratch, "block")
+            with open(src, "w") as f:
+                f.write(text)
+            libdir = os.path.join(os.path.abspath(BUILD), "src", "lib")
+            jansson = subprocess.run(["pkg-config", "--cflags", "--libs", "jansson"],
+                                     capture_output=True, text=True, check=True).stdout.split()
+            cc = subprocess.run(["cc", "-o", exe, src, "-I", os.path.join(ROOT, "include"),
+                                 "-L", libdir, "-lplimsoll", "-Wl,-rpath," + libdir] + jansson,
+                                capture_output=True, text=True)
+            if cc.returncode:
+                return cc
+            argv = [exe]
+        elif block.lang == "go":
+            mod = os.path.join(scratch, "example")
+            os.mkdir(mod)
+            with open(os.path.join(mod, "main.go"), "w") as f:
+                f.write(text)
+            with open(os.path.join(mod, "go.mod"), "w") as f:
+                f.write("module example\n\ngo 1.19\n\nrequire plimsoll v0.0.0\n\n"
+                        "replace plimsoll => %s\n" % os.path.join(ROOT, "clients", "go"))
+            exe = os.path.join(scratch, "example-bin")
+            genv = dict(env, GOFLAGS="-mod=mod", GOPROXY="off", GOTOOLCHAIN="local")
+            gb = subprocess.run(["go", "build", "-o", exe, "."], cwd=mod, env=genv,
+                                capture_output=True, text=True, timeout=TIMEOUT)
+            if gb.returncode:
+                return gb
+            argv = [exe]
+        else:
+            raise AssertionError("%s: a %r block cannot be run" % (block, block.lang))
+        return subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+COUNTS = {}  # (path, kind) -> how many were run or checked
+
+
+def counted(block, kind):
+    COUNTS[(block.path, kind)] = COUNTS.get((block.path, kind), 0) + 1
+
+
+def call(daemon, method, request):
+    """A Connect JSON call; any status: an error body is an answer too."""
+    h = {"Content-Type": "application/json",
+         "Authorization": "Bearer " + daemon.keys["alice"]}
+    _, _, data = daemon.request("POST", "/plimsoll.v1.SandboxService/" + method,
+                                json.dumps(request).encode(), h)
+    return json.loads(data)
+
+
+class BlockCase:
+    """The blocks whose daemon is KIND: one test each, one daemon for all."""
+    KIND = None
+    d = None
+
+    @classmethod
+    def blocks(cls):
+        return [b for b in BLOCKS if b.problem is None and b.daemon_kind == cls.KIND]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = None
+        if cls.KIND in KINDS and cls.blocks():
+            if cls.KIND.startswith("docker"):
+                pdocker.require_engine()
+            cls.d = Daemon(env=DAEMON_ENV[cls.KIND], principals=("alice",)).start(timeout=180)
+        if cls.KIND != "quickstart" and cls.blocks():
+            cls.work = make_workdir(cls.d.keys["alice"] if cls.d else "plk_no-daemon")
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.d:
+            cls.d.stop()
+            cls.d = None
+        if cls.work:
+            shutil.rmtree(cls.work, ignore_errors=True)
+
+    def address(self):
+        return "%s:%d" % (self.d.host, self.d.port) if self.d else None
+
+    def check_block(self, block):
+        if block.kind == "answer":
+            method, _, rest = block.arg.partition(" ")
+            _, _, request = rest.partition(" ")
+            name, _, field = method.partition(".")
+            real = call(self.d, name, json.loads(request) if request else {})
+            if field:
+                self.assertIn(field, real, "%s: the answer has no %r: %s" % (block, field, real))
+                real = real[field]
+            self.check_answer(block, real)
+            counted(block, "answer")
+            return
+        if self.KIND == "quickstart":
+            p = self.run_quickstart(block)
+        else:
+            addr = self.address()
+            p = run_text(block, self.work, block_env("http://" + addr if addr else None), addr)
+        self.assertEqual(p.returncode, block.exit, "%s exited %d\n--- stdout\n%s\n--- stderr\n%s%s" % (
+            block, p.returncode, p.stdout[-4000:], p.stderr[-4000:], self.daemon_log()))
+        counted(block, "run " + (self.KIND or "(no daemon)"))
+        for c in block.checks:
+            if c.kind == "output":
+                diff = output_matches(c.text, p.stdout)
+                self.assertIsNone(diff, "%s: not what %s printed\n%s" % (c, block, diff))
+                counted(c, "output")
+            else:
+                try:
+                    real = json.loads(p.stdout)
+                except ValueError:
+                    self.fail("%s: %s printed no JSON: %r" % (c, block, p.stdout[:2000]))
+                self.check_answer(c, real)
+                counted(c, "answer")
+
+    def check_answer(self, block, real):
+        try:
+            shown = parse_shown_json(block.text)
+        except ValueError as e:
+            self.fail("%s: not JSON with placeholders: %s" % (block, e))
+        problems = shape_problems(shown, real)
+        self.assertEqual(problems, [], "%s: not the shape answered:\n  %s\nanswered: %s" % (
+            block, "\n  ".join(problems), json.dumps(real)[:3000]))
+
+    def daemon_log(self):
+        if not self.d:
+            return ""
+        return "\n--- daemon log (tail)\n" + self.d.log_text()[-3000:]
+
+    def run_quickstart(self, block):
+        work = make_workdir()
+        port = free_port()
+        env = block_env()
+        env.update(PLIMSOLL_SKIP_DEPS="1", PLIMSOLL_BUILD_DIR=os.path.abspath(BUILD),
+                   PLIMSOLL_LISTEN="127.0.0.1:%d" % port,
+                   SANDBOX_DOCKER_INSTANCE="docs-quickstart" + pdocker.RUN_TAG)
+        try:
+            return run_text(block, work, env)
+        finally:
+            stop = subprocess.run(["scripts/quickstart", "stop"], cwd=work, env=env,
+                                  capture_output=True, text=True, timeout=120)
+            assert stop.returncode == 0, stop
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def make_case(kind, name):
+    def make_test(block):
+        def test(self):
+            self.check_block(block)
+        test.__doc__ = "%s (%s)" % (block, block.marker)
+        return test
+
+    attrs = {"KIND": kind, "__module__": __name__, "__qualname__": name}
+    for b in BLOCKS:
+        if b.problem is None and b.daemon_kind == kind:
+            attrs["test_%s_%d" % (re.sub(r"\W", "_", b.path), b.line)] = make_test(b)
+    return type(name, (BlockCase, unittest.TestCase), attrs)
+
+
+LocalBlocks = make_case("", "LocalBlocks")
+DisabledBlocks = make_case("disabled", "DisabledBlocks")
+WasmBlocks = make_case("wasm", "WasmBlocks")
+DockerBlocks = make_case("docker", "DockerBlocks")
+DockerSessionBlocks = make_case("docker-sessions", "DockerSessionBlocks")
+QuickstartBlocks = make_case("quickstart", "QuickstartBlocks")
+
+
+class Markers(unittest.TestCase):
+    def test_every_block_has_a_marker_that_reads(self):
+        bad = ["%s: %s" % (b, b.problem) for b in BLOCKS if b.problem]
+        self.assertEqual(bad, [], "blocks without a usable marker:\n  " + "\n  ".join(bad))
+
+    def test_the_blocks_not_run_say_why(self):
+        for b in BLOCKS:
+            if b.kind in ("not run", "shape") and not b.problem:
+                print("  %s %s: %s" % (b, b.kind, b.arg), file=sys.stderr)
+                counted(b, b.kind)
+
+    def test_the_runner_reads_its_own_rules(self):
+        self.assertIsNone(output_matches("a\n" + ELLIPSIS + "\nb " + ELLIPSIS + " c\n",
+                                         "a\nx\ny\nb 1 2 c\n\n"))
+        self.assertIsNone(output_matches(ELLIPSIS + "\nb\n", "b\n"))
+        self.assertIsNotNone(output_matches("a\n", "a\nb\n"))
+        shown = parse_shown_json('{"a": {' + ELLIPSIS + '}, "b": [{"c": "x' + ELLIPSIS +
+                                 '"}], "d": ' + ELLIPSIS + ', ' + ELLIPSIS + '}')
+        self.assertEqual(shape_problems(shown, {"a": {"q": 1}, "b": [{"c": "y"}], "d": 1,
+                                                "e": 2}), [])
+        self.assertNotEqual(shape_problems(shown, {"a": 1, "b": [], "d": None}), [])
+        self.assertNotEqual(shape_problems({"a": 1}, {"a": 1, "b": 2}), [])
+
+
+def tearDownModule():
+    files = sorted({b.path for b in BLOCKS})
+    kinds = sorted({k for _, k in COUNTS})
+    print("doc blocks run or checked, by file (%s):" % ", ".join(kinds), file=sys.stderr)
+    total = 0
+    for f in files:
+        row = {k: n for (p, k), n in COUNTS.items() if p == f}
+        ran = sum(n for k, n in row.items() if k not in ("not run", "shape"))
+        total += ran
+        print("  %-40s %3d of %3d blocks run or checked  %s" % (
+            f, ran, sum(1 for b in BLOCKS if b.path == f),
+            ", ".join("%s %d" % kv for kv in sorted(row.items()))), file=sys.stderr)
+    by_kind = {}
+    for (_, k), n in COUNTS.items():
+        by_kind[k] = by_kind.get(k, 0) + n
+    print("doc blocks: %d in all, %d run or checked; by marker: %s" % (
+        len(BLOCKS), total, ", ".join("%s %d" % kv for kv in sorted(by_kind.items()))),
+        file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
