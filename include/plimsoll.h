@@ -146,7 +146,7 @@ PLIMSOLL_API bool plimsoll_errkind_retryable(enum plimsoll_errkind kind);
 
 PLIMSOLL_API plimsoll_client *plimsoll_client_new(const struct plimsoll_options *opts,
                                                   struct plimsoll_error *err);
-/* plimsoll_client_new, with what opts leaves NULL taken from the
+/* plimsoll_client_new, with what opts leaves NULL or empty taken from the
  * environment: the URL from PLIMSOLL_URL; the key from PLIMSOLL_KEY, or
  * else the first line of the file PLIMSOLL_KEY_FILE names, trimmed of
  * surrounding whitespace.  A key file that cannot be read is

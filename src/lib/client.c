@@ -49,6 +49,12 @@ plimsoll_client *plimsoll_client_new(const struct plimsoll_options *o, struct pl
         plc_fail(err, PLIMSOLL_E_USAGE, "the API key may not contain a line break");
         return NULL;
     }
+    for (const char *k = o->api_key; k && *k; k++)
+        if ((unsigned char)*k < 0x21 || (unsigned char)*k > 0x7e) {
+            plc_fail(err, PLIMSOLL_E_USAGE,
+                     "the API key may hold only visible ASCII (no space, no control character)");
+            return NULL;
+        }
     plimsoll_client *c = calloc(1, sizeof(*c));
     if (!c) {
         plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
@@ -171,16 +177,25 @@ static int env_key(char **ret, struct plimsoll_error *err) {
 plimsoll_client *plimsoll_client_from_env(const struct plimsoll_options *opts,
                                           struct plimsoll_error *err) {
     struct plimsoll_options o = opts ? *opts : (struct plimsoll_options){0};
-    char *key = NULL;
-    if (!o.url)
-        o.url = getenv("PLIMSOLL_URL");
-    if (!o.api_key) {
-        if (env_key(&key, err) < 0)
+    char *key = NULL, *url = NULL;
+    const char *u = getenv("PLIMSOLL_URL");
+    if ((!o.url || !*o.url) && u && *u) {
+        if (!(url = trimmed(u, strlen(u)))) {
+            plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
             return NULL;
+        }
+        o.url = url;
+    }
+    if (!o.api_key || !*o.api_key) {
+        if (env_key(&key, err) < 0) {
+            free(url);
+            return NULL;
+        }
         o.api_key = key;
     }
     plimsoll_client *c = plimsoll_client_new(&o, err);
     wipe_free(key);
+    free(url);
     return c;
 }
 

@@ -1705,6 +1705,16 @@ static void test_client_from_env(void **state) {
     assert_int_equal(describe_with_env(NULL, &err), -2);
     assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
     assert_null(strstr(err.message, "sekrit"));
+    setenv("PLIMSOLL_KEY", "plk_sekrit with-a-space", 1);
+    assert_int_equal(describe_with_env(NULL, &err), -2);
+    assert_non_null(strstr(err.message, "only visible ASCII"));
+    assert_null(strstr(err.message, "sekrit"));
+    /* The URL is trimmed too; an empty key given reads the environment. */
+    char padded[512];
+    snprintf(padded, sizeof(padded), " %s\n", env("PLIMSOLL_TEST_URL"));
+    setenv("PLIMSOLL_URL", padded, 1);
+    setenv("PLIMSOLL_KEY", env("PLIMSOLL_TEST_KEY"), 1);
+    assert_int_equal(describe_with_env(&(struct plimsoll_options){.api_key = ""}, &err), 0);
     unlink(path);
     unsetenv("PLIMSOLL_KEY");
     unsetenv("PLIMSOLL_KEY_FILE");
