@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/cleanup.h"
 #include "../core/fileread.h"
 #include "grants_int.h"
 
@@ -336,6 +337,8 @@ static int parse_profile(struct pctx *c, json_t *prof, struct pl_grant_profile *
     return 0;
 }
 
+PL_DEFINE_FREEP(struct pl_grants, pl_grants_free)
+
 int pl_grants_parse(const char *json, size_t len, pl_grants_env_fn env, void *userdata,
                     struct pl_grants **ret_grants, struct pl_error *err) {
     const enum pl_reason bad = PL_REASON_INVALID_REQUEST;
@@ -344,53 +347,37 @@ int pl_grants_parse(const char *json, size_t len, pl_grants_env_fn env, void *us
     if (len > PL_GRANTS_MAX_FILE)
         return gr_fail(err, bad, "grants: larger than %u bytes", PL_GRANTS_MAX_FILE);
     json_error_t jerr;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    PL_AUTO_JSON json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return gr_fail(err, bad, "grants: line %d column %d: %.200s", jerr.line, jerr.column,
                        jerr.text);
-    struct pl_grants *g = NULL;
-    int r = -1;
-    if (!json_is_object(root)) {
-        gr_fail(err, bad, "grants: the top level must be an object");
-        goto out;
-    }
+    if (!json_is_object(root))
+        return gr_fail(err, bad, "grants: the top level must be an object");
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
-        if (strcmp(key, "profiles") != 0) {
-            gr_fail(err, bad, "grants: unknown top-level field \"%.64s\" (only \"profiles\")", key);
-            goto out;
-        }
+        if (strcmp(key, "profiles") != 0)
+            return gr_fail(err, bad,
+                           "grants: unknown top-level field \"%.64s\" (only \"profiles\")", key);
     }
     json_t *profiles = json_object_get(root, "profiles");
-    if (!profiles || !json_is_object(profiles)) {
-        gr_fail(err, bad, "grants: \"profiles\" must be an object");
-        goto out;
-    }
+    if (!profiles || !json_is_object(profiles))
+        return gr_fail(err, bad, "grants: \"profiles\" must be an object");
     size_t n = json_object_size(profiles);
-    if (n == 0 || n > PL_GRANTS_MAX_PROFILES) {
-        gr_fail(err, bad, "grants: profiles: %zu profiles; 1..%u allowed", n,
-                PL_GRANTS_MAX_PROFILES);
-        goto out;
-    }
-    g = calloc(1, sizeof(*g));
-    if (!g || !(g->profiles = calloc(n, sizeof(*g->profiles)))) {
-        gr_fail(err, PL_REASON_INTERNAL, "grants: out of memory");
-        goto out;
-    }
+    if (n == 0 || n > PL_GRANTS_MAX_PROFILES)
+        return gr_fail(err, bad, "grants: profiles: %zu profiles; 1..%u allowed", n,
+                       PL_GRANTS_MAX_PROFILES);
+    PL_CLEANUP(pl_grants_freep) struct pl_grants *g = calloc(1, sizeof(*g));
+    if (!g || !(g->profiles = calloc(n, sizeof(*g->profiles))))
+        return gr_fail(err, PL_REASON_INTERNAL, "grants: out of memory");
     json_object_foreach(profiles, key, v) {
         struct pctx c = {err, bad, key, env, userdata};
         struct pl_grant_profile *p = &g->profiles[g->n++];
         if (parse_profile(&c, v, p) < 0)
-            goto out;
+            return -1;
     }
-    *ret_grants = g;
-    g = NULL;
-    r = 0;
-out:
-    pl_grants_free(g);
-    json_decref(root);
-    return r;
+    *ret_grants = PL_TAKE_PTR(g);
+    return 0;
 }
 
 int pl_grants_load_file(const char *path, pl_grants_env_fn env, void *userdata,

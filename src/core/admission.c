@@ -108,55 +108,50 @@ static struct caller *caller_get(struct pl_admission *a, const char *principal, 
 enum admit_mode { ADMIT_TAKE, ADMIT_SPEND, ADMIT_PEEK };
 
 /* Acquire's checks in its order: TAKE spends a token and takes a slot,
- * SPEND spends a token only, PEEK changes nothing (a token must be there). */
-static int admit(struct pl_admission *a, const char *principal, enum admit_mode mode,
-                 struct pl_error *err) {
-    uint64_t now = a->clock(a->clock_ud);
-    pthread_mutex_lock(&a->lock);
-    int r = 0;
-    if (a->closed) {
-        r = pl_error_set(err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
-        goto out;
-    }
+ * SPEND spends a token only, PEEK changes nothing (a token must be there).
+ * Called with the lock held. */
+static int admit_locked(struct pl_admission *a, const char *principal, enum admit_mode mode,
+                        uint64_t now, struct pl_error *err) {
+    if (a->closed)
+        return pl_error_set(err, PL_REASON_SHUTTING_DOWN, "the daemon is shutting down");
     struct caller *c = caller_get(a, principal, now);
-    if (!c) {
-        r = pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-        goto out;
-    }
+    if (!c)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     if (now > c->refilled_ns) {
         c->tokens += (double)(now - c->refilled_ns) * a->limits.rate_per_min / 60e9;
         if (c->tokens > a->limits.burst)
             c->tokens = a->limits.burst;
     }
     c->refilled_ns = now;
-    if (c->tokens < 1.0) {
-        r = pl_error_set(err, PL_REASON_RATE_LIMITED,
-                         "rate limit of %u runs per minute (burst %u) reached for this caller",
-                         a->limits.rate_per_min, a->limits.burst);
-        goto out;
-    }
+    if (c->tokens < 1.0)
+        return pl_error_set(err, PL_REASON_RATE_LIMITED,
+                            "rate limit of %u runs per minute (burst %u) reached for this caller",
+                            a->limits.rate_per_min, a->limits.burst);
     if (mode == ADMIT_SPEND) {
         c->tokens -= 1.0;
-        goto out;
+        return 0;
     }
     if (mode == ADMIT_TAKE)
         c->tokens -= 1.0;
-    if (a->in_flight >= a->limits.capacity) {
-        r = pl_error_set(err, PL_REASON_AT_CAPACITY, "all %u run slots are busy",
-                         a->limits.capacity);
-        goto out;
-    }
-    if (c->in_flight >= a->limits.per_key) {
-        r = pl_error_set(err, PL_REASON_AT_CAPACITY,
-                         "this caller already has %u runs in progress (its cap)",
-                         a->limits.per_key);
-        goto out;
-    }
+    if (a->in_flight >= a->limits.capacity)
+        return pl_error_set(err, PL_REASON_AT_CAPACITY, "all %u run slots are busy",
+                            a->limits.capacity);
+    if (c->in_flight >= a->limits.per_key)
+        return pl_error_set(err, PL_REASON_AT_CAPACITY,
+                            "this caller already has %u runs in progress (its cap)",
+                            a->limits.per_key);
     if (mode == ADMIT_TAKE) {
         a->in_flight++;
         c->in_flight++;
     }
-out:
+    return 0;
+}
+
+static int admit(struct pl_admission *a, const char *principal, enum admit_mode mode,
+                 struct pl_error *err) {
+    uint64_t now = a->clock(a->clock_ud);
+    pthread_mutex_lock(&a->lock);
+    int r = admit_locked(a, principal, mode, now, err);
     pthread_mutex_unlock(&a->lock);
     return r;
 }

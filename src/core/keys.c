@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "canon.h"
+#include "cleanup.h"
 #include "fileread.h"
 
 struct pl_key_entry {
@@ -46,6 +47,8 @@ void pl_keys_free(struct pl_keys *keys) {
     free(keys);
 }
 
+PL_DEFINE_FREEP(struct pl_keys, pl_keys_free)
+
 size_t pl_keys_count(const struct pl_keys *keys) {
     return keys ? keys->n : 0;
 }
@@ -54,7 +57,7 @@ int pl_keys_parse(const char *text, size_t len, struct pl_keys **ret_keys, struc
     if (len > PL_KEYS_MAX_FILE)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "PLIMSOLL_KEYS_FILE: larger than %u bytes", PL_KEYS_MAX_FILE);
-    struct pl_keys *k = calloc(1, sizeof(*k));
+    PL_CLEANUP(pl_keys_freep) struct pl_keys *k = calloc(1, sizeof(*k));
     if (!k)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     size_t cap = 0;
@@ -85,20 +88,17 @@ int pl_keys_parse(const char *text, size_t len, struct pl_keys **ret_keys, struc
             f2++;
         size_t plen = f1 - start;
         size_t hlen = end - f2;
-        if (!pl_principal_valid(text + start, plen)) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                         "PLIMSOLL_KEYS_FILE: line %zu: principal must be 1-%u characters of "
-                         "[A-Za-z0-9._:@-]",
-                         lineno, PL_PRINCIPAL_MAX);
-            goto fail;
-        }
-        if (hlen != 64 || memchr(text + f2, ' ', hlen) || memchr(text + f2, '\t', hlen)) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                         "PLIMSOLL_KEYS_FILE: line %zu: expected \"<principal> "
-                         "<64 hex digits of the key's SHA-256>\"",
-                         lineno);
-            goto fail;
-        }
+        if (!pl_principal_valid(text + start, plen))
+            return pl_error_set(
+                err, PL_REASON_INVALID_REQUEST,
+                "PLIMSOLL_KEYS_FILE: line %zu: principal must be 1-%u characters of "
+                "[A-Za-z0-9._:@-]",
+                lineno, PL_PRINCIPAL_MAX);
+        if (hlen != 64 || memchr(text + f2, ' ', hlen) || memchr(text + f2, '\t', hlen))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "PLIMSOLL_KEYS_FILE: line %zu: expected \"<principal> "
+                                "<64 hex digits of the key's SHA-256>\"",
+                                lineno);
         struct pl_key_entry e = {0};
         memcpy(e.principal, text + start, plen);
         bool bad = false;
@@ -110,41 +110,31 @@ int pl_keys_parse(const char *text, size_t len, struct pl_keys **ret_keys, struc
             }
             e.digest[i] = (unsigned char)(hi << 4 | lo);
         }
-        if (bad) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                         "PLIMSOLL_KEYS_FILE: line %zu: the digest is not hexadecimal", lineno);
-            goto fail;
-        }
+        if (bad)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "PLIMSOLL_KEYS_FILE: line %zu: the digest is not hexadecimal",
+                                lineno);
         for (size_t i = 0; i < k->n; i++) {
-            if (memcmp(k->entries[i].digest, e.digest, 32) == 0) {
-                pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                             "PLIMSOLL_KEYS_FILE: line %zu: this key digest is already listed",
-                             lineno);
-                goto fail;
-            }
+            if (memcmp(k->entries[i].digest, e.digest, 32) == 0)
+                return pl_error_set(
+                    err, PL_REASON_INVALID_REQUEST,
+                    "PLIMSOLL_KEYS_FILE: line %zu: this key digest is already listed", lineno);
         }
-        if (k->n == PL_KEYS_MAX_ENTRIES) {
-            pl_error_set(err, PL_REASON_INVALID_REQUEST, "PLIMSOLL_KEYS_FILE: more than %u keys",
-                         PL_KEYS_MAX_ENTRIES);
-            goto fail;
-        }
+        if (k->n == PL_KEYS_MAX_ENTRIES)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "PLIMSOLL_KEYS_FILE: more than %u keys", PL_KEYS_MAX_ENTRIES);
         if (k->n == cap) {
             size_t ncap = cap ? cap * 2 : 8;
             struct pl_key_entry *ne = realloc(k->entries, ncap * sizeof(*ne));
-            if (!ne) {
-                pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-                goto fail;
-            }
+            if (!ne)
+                return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
             k->entries = ne;
             cap = ncap;
         }
         k->entries[k->n++] = e;
     }
-    *ret_keys = k;
+    *ret_keys = PL_TAKE_PTR(k);
     return 0;
-fail:
-    pl_keys_free(k);
-    return -1;
 }
 
 int pl_keys_load(const char *path, struct pl_keys **ret_keys, struct pl_error *err) {

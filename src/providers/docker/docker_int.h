@@ -383,6 +383,16 @@ void *dk_reaper_main(void *arg);
  * waiting the caller tries the deletion itself first; with no reaper (or no
  * memory) it deletes it now, once.  Any thread. */
 void dk_reap_later(struct docker_state *s, const char *id);
+/* A guard (PL_GUARD(dk_reap_guard_end)): whichever way its scope ends, the
+ * container id names goes to the reaper; id NULL hands nothing on. */
+struct dk_reap_guard {
+    struct docker_state *s;
+    const char *id;
+};
+static inline void dk_reap_guard_end(struct dk_reap_guard *g) {
+    if (g->id)
+        dk_reap_later(g->s, g->id);
+}
 /* Startup: delete every container labelled with this instance; *ret_n how
  * many were deleted.  -1 with err when the engine could not list them. */
 int dk_delete_untracked(struct docker_state *s, unsigned *ret_n, struct pl_error *err);

@@ -370,30 +370,14 @@ int dk_hostview_discover(struct docker_state *s, struct pl_error *err) {
     return rc;
 }
 
-/* With sessions on, one real session before serving (docs/sessions.md). */
-int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
-                     struct pl_error *err) {
+/* The startup session proof's refusal; returns -1. */
 #define PROOF_FAIL(...)                                                                            \
-    do {                                                                                           \
-        pl_error_set(err, PL_REASON_INTERNAL,                                                      \
-                     "SANDBOX_MAX_SESSIONS: the startup session proof failed: " __VA_ARGS__);      \
-        goto out;                                                                                  \
-    } while (0)
-    const char *none[] = {NULL};
-    char tag[17] = "proof-"; /* two daemons may start at once: a name of its own */
-    pl_random_hex(tag + 6, sizeof(tag) - 6, 5);
-    struct pl_session_open o = {
-        .principal = "startup-proof", .memory_mb = memory_mb, .tag = tag, .languages = none};
-    void *h = NULL;
-    int ok = -1;
-    struct pl_run_ctx ctx = {.principal = "startup-proof",
-                             .timeout_ms = 30000,
-                             .memory_mb = memory_mb,
-                             .output_bytes = 65536};
-    snprintf(ctx.run_id, sizeof(ctx.run_id), "startup-proof");
-    if (dk_session_open(s, &o, &h, err) < 0)
-        return -1;
-    struct dsession *d = h;
+    pl_error_set(err, PL_REASON_INTERNAL,                                                          \
+                 "SANDBOX_MAX_SESSIONS: the startup session proof failed: " __VA_ARGS__)
+
+/* The first two calls: a file kept, no process left. */
+static int proof_steps(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                       struct pl_error *err) {
     const char *steps[] = {pl_docker_proof_keep, pl_docker_proof_look};
     const char *want[] = {"started\n", "0 kept\n"};
     for (int i = 0; i < 2; i++) {
@@ -403,18 +387,22 @@ int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_lan
         req.snippet.code_len = strlen(steps[i]);
         req.snippet.stdin_data = "";
         struct pl_run_result res = {0};
-        int r = dk_session_run(s, d, &ctx, &req, &res, err);
+        int r = dk_session_run(s, d, ctx, &req, &res, err);
         bool good = r == 0 && res.exit_code == 0 && res.out && strcmp(res.out, want[i]) == 0;
         char got[160];
         snprintf(got, sizeof(got), "%.60s|%.80s", res.out ? res.out : "", res.err ? res.err : "");
         pl_run_result_clear(&res);
         if (r < 0)
-            goto out;
+            return -1;
         if (!good)
-            PROOF_FAIL("call %d answered \"%s\" instead of \"%s\"", i + 1, got, want[i]);
+            return PROOF_FAIL("call %d answered \"%s\" instead of \"%s\"", i + 1, got, want[i]);
     }
-    if (dk_session_pause(s, d) < 0 || dk_session_resume(s, d, err) < 0)
-        PROOF_FAIL("pausing and resuming the sandbox failed");
+    return 0;
+}
+
+/* Two cells in each language: the second sees what the first defined. */
+static int proof_cells(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                       json_t *ret_langs, struct pl_error *err) {
     for (int lang = 0; lang < 2; lang++) {
         const char *cells[2] = {lang == LANG_PY ? "x = 41" : "globalThis.x = 41", "x + 1"};
         bool fresh[2];
@@ -425,66 +413,98 @@ int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_lan
             req.cell.code = cells[i];
             req.cell.code_len = strlen(cells[i]);
             struct pl_run_result res = {0};
-            int r = dk_session_run(s, d, &ctx, &req, &res, err);
+            int r = dk_session_run(s, d, ctx, &req, &res, err);
             fresh[i] = res.interpreter_started;
             snprintf(out[i], sizeof(out[i]), "%d:%.50s", res.exit_code, res.out ? res.out : "");
             pl_run_result_clear(&res);
             if (r < 0)
-                goto out;
+                return -1;
         }
         if (!fresh[0] || fresh[1] || strcmp(out[1], "0:42\n") != 0)
-            PROOF_FAIL("%s cells: the second saw \"%s\" (fresh %d, %d); the interpreter must keep "
-                       "what the first defined",
-                       dk_lang_name[lang], out[1], fresh[0], fresh[1]);
+            return PROOF_FAIL("%s cells: the second saw \"%s\" (fresh %d, %d); the interpreter "
+                              "must keep what the first defined",
+                              dk_lang_name[lang], out[1], fresh[0], fresh[1]);
         json_array_append_new(ret_langs, json_string(dk_lang_name[lang]));
     }
+    return 0;
+}
+
+/* The session's calls, a pause and a resume among them, and the cleaner's
+ * verdict. */
+static int proof_calls(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                       json_t *ret_langs, struct pl_error *err) {
+    if (proof_steps(s, d, ctx, err) < 0)
+        return -1;
+    if (dk_session_pause(s, d) < 0 || dk_session_resume(s, d, err) < 0)
+        return PROOF_FAIL("pausing and resuming the sandbox failed");
+    if (proof_cells(s, d, ctx, ret_langs, err) < 0)
+        return -1;
     struct pl_run_request req = {.kind = PL_PAYLOAD_SNIPPET};
     req.snippet.language = "python";
     req.snippet.code = pl_docker_proof_read;
     req.snippet.code_len = strlen(req.snippet.code);
     req.snippet.stdin_data = "";
     struct pl_run_result res = {0};
-    int r = dk_session_run(s, d, &ctx, &req, &res, err);
+    int r = dk_session_run(s, d, ctx, &req, &res, err);
     bool kept = r == 0 && res.out && strcmp(res.out, "kept\n") == 0;
     pl_run_result_clear(&res);
     if (!kept)
-        PROOF_FAIL("a file did not survive the calls and a pause");
+        return PROOF_FAIL("a file did not survive the calls and a pause");
     dk_cleaner_join(d);
     if (d->verdict[0])
-        PROOF_FAIL("%s", d->verdict);
-    ok = 0;
-out:
+        return PROOF_FAIL("%s", d->verdict);
+    return 0;
+}
+
+/* The proof's session closed; after a proof that passed (ok 0), closing
+ * must end it: the container goes.  The proof's answer. */
+static int proof_close(struct docker_state *s, struct dsession *d, int ok, struct pl_error *err) {
+    char id[72];
+    memcpy(id, d->id, sizeof(id));
+    dk_session_close(s, d);
+    if (ok < 0)
+        return ok;
+    char path[160];
+    long st = 0;
+    struct pl_error e = {0};
+    snprintf(path, sizeof(path), "/containers/%s/json", id);
+    for (int i = 0; i < 100; i++) {
+        if (pl_docker_call(s->engine, "GET", path, NULL, API_TIMEOUT_MS, &st, NULL, &e) == 0 &&
+            st == 404)
+            break;
+        usleep(50000);
+    }
+    if (st != 404)
+        return PROOF_FAIL("closing the session did not remove its sandbox");
+    return 0;
+}
+
+/* With sessions on, one real session before serving (docs/sessions.md).
+ * The session's close is a call after the calls, not a cleanup: whether
+ * it removed the sandbox is part of the answer. */
+int dk_session_proof(struct docker_state *s, unsigned memory_mb, json_t *ret_langs,
+                     struct pl_error *err) {
+    const char *none[] = {NULL};
+    char tag[17] = "proof-"; /* two daemons may start at once: a name of its own */
+    pl_random_hex(tag + 6, sizeof(tag) - 6, 5);
+    struct pl_session_open o = {
+        .principal = "startup-proof", .memory_mb = memory_mb, .tag = tag, .languages = none};
+    void *h = NULL;
+    struct pl_run_ctx ctx = {.principal = "startup-proof",
+                             .timeout_ms = 30000,
+                             .memory_mb = memory_mb,
+                             .output_bytes = 65536};
+    snprintf(ctx.run_id, sizeof(ctx.run_id), "startup-proof");
+    if (dk_session_open(s, &o, &h, err) < 0)
+        return -1;
+    struct dsession *d = h;
+    int ok = proof_calls(s, d, &ctx, ret_langs, err);
     if (ok < 0 && strncmp(err->message, "SANDBOX_MAX_SESSIONS", 20) != 0) {
         char m[sizeof(err->message)];
         snprintf(m, sizeof(m), "%s", err->message);
         pl_error_set(err, PL_REASON_INTERNAL,
                      "SANDBOX_MAX_SESSIONS: the startup session proof failed: %.400s", m);
     }
-    if (d) {
-        char id[72];
-        memcpy(id, d->id, sizeof(id));
-        dk_session_close(s, d);
-        if (ok == 0) {
-            /* Closing must end it: the container goes. */
-            char path[160];
-            long st = 0;
-            struct pl_error e = {0};
-            snprintf(path, sizeof(path), "/containers/%s/json", id);
-            for (int i = 0; i < 100; i++) {
-                if (pl_docker_call(s->engine, "GET", path, NULL, API_TIMEOUT_MS, &st, NULL, &e) ==
-                        0 &&
-                    st == 404)
-                    break;
-                usleep(50000);
-            }
-            if (st != 404) {
-                pl_error_set(err, PL_REASON_INTERNAL,
-                             "SANDBOX_MAX_SESSIONS: the startup session proof failed: closing the "
-                             "session did not remove its sandbox");
-                ok = -1;
-            }
-        }
-    }
-    return ok;
-#undef PROOF_FAIL
+    return d ? proof_close(s, d, ok, err) : ok;
 }
+#undef PROOF_FAIL

@@ -244,18 +244,6 @@ static int fast_end(struct docker_state *s, struct cont_pump *p, struct cont_res
     return 1;
 }
 
-/* Whichever way dk_run_container leaves, the container it made goes to the
- * reaper, after the attach stream is closed. */
-struct reap_guard {
-    struct docker_state *s;
-    const char *id;
-};
-
-static void reap_guard_end(struct reap_guard *g) {
-    if (g->id)
-        dk_reap_later(g->s, g->id);
-}
-
 /* A project's steps, once the bootstrap reported its files written; then
  * the container ends. */
 static int run_project_steps(struct docker_state *s, const struct cont_input *in,
@@ -366,7 +354,9 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
                                    false, p->id, err) < 0) {
         return -1;
     }
-    PL_GUARD(reap_guard_end) struct reap_guard reap = {s, p->id};
+    /* Whichever way this leaves, the container goes to the reaper, after
+     * the attach stream (declared below) is closed. */
+    PL_GUARD(dk_reap_guard_end) struct dk_reap_guard reap = {s, p->id};
     if (in->gate)
         dk_peer_gate_open(in->gate, p->id);
 

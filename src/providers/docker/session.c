@@ -194,10 +194,17 @@ void dk_dsession_free(struct dsession *d) {
     free(d);
 }
 
-/* Create and start one session sandbox; start the interpreters in langs. */
+static void dsession_freep(struct dsession **d) {
+    if (*d)
+        dk_dsession_free(*d);
+}
+
+/* Create and start one session sandbox; start the interpreters in langs.
+ * On a failure the sandbox goes to the reaper (the guard, released first)
+ * before the session is freed. */
 int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_mb,
                       const bool langs[2], struct dsession **ret, struct pl_error *err) {
-    struct dsession *d = calloc(1, sizeof(*d));
+    PL_CLEANUP(dsession_freep) struct dsession *d = calloc(1, sizeof(*d));
     if (!d)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     d->s = s;
@@ -214,16 +221,12 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
         chmod(d->dir, 0100) < 0) {
         if (!err->message[0])
             pl_error_set(err, PL_REASON_INTERNAL, "cannot create %s: %s", d->dir, strerror(errno));
-        rmdir(d->dir);
-        dk_peer_gate_destroy(&d->gate);
-        free(d);
         return -1;
     }
-    json_t *cfg = dk_container_config(s, s->project_id, memory_mb, run_id, d->dir, false);
-    if (!cfg) {
-        dk_dsession_free(d);
+    PL_AUTO_JSON json_t *cfg =
+        dk_container_config(s, s->project_id, memory_mb, run_id, d->dir, false);
+    if (!cfg)
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
-    }
     /* A run's walls; the main process (session_main.py) runs no guest
      * code; the work directory is the session's disk budget. */
     json_object_set_new(cfg, "Cmd",
@@ -237,41 +240,31 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
                         dk_tmpfs_opts(&s->set, s->session_disk_mb));
     char path[256];
     snprintf(path, sizeof(path), "/containers/create?name=plimsoll-%s", run_id);
-    json_t *created = NULL;
+    PL_AUTO_JSON json_t *created = NULL;
     int rc = dk_api_expect(s, "POST", path, cfg, 201, &created, err);
-    json_decref(cfg);
-    if (rc < 0 || pl_docker_created_id(created, d->id) < 0) {
-        json_decref(created);
-        dk_dsession_free(d);
+    if (rc < 0 || pl_docker_created_id(created, d->id) < 0)
         return rc < 0 ? -1 : pl_error_set(err, PL_REASON_INTERNAL, "docker: create gave no Id");
-    }
-    json_decref(created);
+    PL_GUARD(dk_reap_guard_end) struct dk_reap_guard reap = {s, d->id};
     dk_peer_gate_open(&d->gate, d->id);
     bool running = false, paused = false;
     snprintf(path, sizeof(path), "/containers/%s/start", d->id);
     if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0 ||
         dk_session_state(s, d->id, d->fp, &running, &paused, err) < 0)
-        goto fail;
-    if (!running) {
-        pl_error_set(err, PL_REASON_INTERNAL, "the session's sandbox did not stay up");
-        goto fail;
-    }
-    json_t *ins = NULL;
+        return -1;
+    if (!running)
+        return pl_error_set(err, PL_REASON_INTERNAL, "the session's sandbox did not stay up");
+    PL_AUTO_JSON json_t *ins = NULL;
     snprintf(path, sizeof(path), "/containers/%s/json", d->id);
     if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
-        goto fail;
+        return -1;
     d->init_pid = (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
-    json_decref(ins);
     dk_uplink_listen(d);
     for (int lang = 0; lang < 2; lang++)
         if (langs[lang] && dk_launch(s, d, lang, err) < 0)
-            goto fail;
-    *ret = d;
+            return -1;
+    reap.id = NULL;
+    *ret = PL_TAKE_PTR(d);
     return 0;
-fail:
-    dk_reap_later(s, d->id);
-    dk_dsession_free(d);
-    return -1;
 }
 
 int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/cleanup.h"
 #include "dc_int.h"
 
 static void dc_destroy(void *state) {
@@ -29,38 +30,33 @@ static void dc_destroy(void *state) {
     free(s);
 }
 
+static void dc_statep(struct dc_state **s) {
+    dc_destroy(*s);
+}
+
 static int dc_create_state(const struct pl_config *config, void **ret_state, struct pl_error *err) {
-    struct dc_state *s = calloc(1, sizeof(*s));
+    PL_CLEANUP(dc_statep) struct dc_state *s = calloc(1, sizeof(*s));
     if (!s)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     ph_books_init(&s->books, "the Docker Sandboxes API");
     pthread_mutex_init(&s->token_lock, NULL);
     s->max_timeout_ms = config->max_timeout_ms;
     if (dc_load_settings(config, &s->set, err) < 0)
-        goto fail;
+        return -1;
     if (s->set.guard.url[0]) {
         struct ph_guard_opts go = {.host = s->set.guard.listen, .port = s->set.guard.port};
-        if (ph_guard_start(&go, &s->guard, err) < 0) {
-            pl_error_wrap(err, "SANDBOX_DOCKERCLOUD_GUARD_URL: ");
-            goto fail;
-        }
+        if (ph_guard_start(&go, &s->guard, err) < 0)
+            return pl_error_wrap(err, "SANDBOX_DOCKERCLOUD_GUARD_URL: ");
     }
-    if (dc_prove(s, err) < 0) {
-        pl_error_wrap(err,
-                      "SANDBOX_PROVIDER=dockercloud: the startup test (image %s): ", s->set.image);
-        goto fail;
-    }
-    if (dc_reap_once(s, err) < 0) {
-        pl_error_wrap(err, "SANDBOX_PROVIDER=dockercloud: ");
-        goto fail;
-    }
+    if (dc_prove(s, err) < 0)
+        return pl_error_wrap(
+            err, "SANDBOX_PROVIDER=dockercloud: the startup test (image %s): ", s->set.image);
+    if (dc_reap_once(s, err) < 0)
+        return pl_error_wrap(err, "SANDBOX_PROVIDER=dockercloud: ");
     if (ph_reaper_start(&s->books, s->set.reap_interval_s, dc_reap_once, s, err) < 0)
-        goto fail;
-    *ret_state = s;
+        return -1;
+    *ret_state = PL_TAKE_PTR(s);
     return 0;
-fail:
-    dc_destroy(s);
-    return -1;
 }
 
 static void dc_info(void *state, struct pl_provider_info *ret) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/cleanup.h"
 #include "../hosted/hosted.h"
 #include "e2b_int.h"
 
@@ -278,50 +279,34 @@ int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err) {
 int eb_list_ours(struct e2b_state *s, json_t **ret_list, struct pl_error *err) {
     char filter[128];
     snprintf(filter, sizeof(filter), "%s=%s", EB_LABEL_INSTANCE, s->set.instance);
-    char *q = ph_urlencode(filter);
-    json_t *all = json_array();
+    PL_AUTO_FREE char *q = ph_urlencode(filter);
+    PL_AUTO_JSON json_t *all = json_array();
     char token[512] = "";
-    int rc = -1;
-    if (!q || !all) {
-        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-        goto out;
-    }
+    if (!q || !all)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     for (int page = 0; page < EB_MAX_PAGES; page++) {
         char path[1024], next[512] = "";
-        char *tq = ph_urlencode(token);
-        if (!tq) {
-            pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-            goto out;
-        }
+        PL_AUTO_FREE char *tq = ph_urlencode(token);
+        if (!tq)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
         snprintf(path, sizeof(path), "/v2/sandboxes?metadata=%s&state=running,paused&limit=100%s%s",
                  q, *token ? "&nextToken=" : "", tq);
-        free(tq);
         long st = 0;
-        json_t *a = NULL;
+        PL_AUTO_JSON json_t *a = NULL;
         if (call(s, "GET", path, NULL, "X-Next-Token", &st, &a, next, sizeof(next), err) < 0)
-            goto out;
-        if (st != 200 || !json_is_array(a)) {
-            pl_error_set(err, PL_REASON_INTERNAL, "E2B: listing sandboxes answered %ld: %.200s", st,
-                         message_of(a));
-            json_decref(a);
-            goto out;
-        }
+            return -1;
+        if (st != 200 || !json_is_array(a))
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "E2B: listing sandboxes answered %ld: %.200s", st, message_of(a));
         json_array_extend(all, a);
-        json_decref(a);
         if (!*next) {
-            rc = 0;
-            goto out;
+            *ret_list = PL_TAKE_PTR(all);
+            return 0;
         }
         snprintf(token, sizeof(token), "%s", next);
     }
-    pl_error_set(err, PL_REASON_INTERNAL, "E2B: more than %d pages of sandboxes", EB_MAX_PAGES);
-out:
-    free(q);
-    if (rc < 0)
-        json_decref(all);
-    else
-        *ret_list = all;
-    return rc;
+    return pl_error_set(err, PL_REASON_INTERNAL, "E2B: more than %d pages of sandboxes",
+                        EB_MAX_PAGES);
 }
 
 int eb_pause(struct e2b_state *s, const char *id, struct pl_error *err) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/cleanup.h"
 #include "../../core/clock.h"
 #include "e2b_int.h"
 
@@ -26,42 +27,35 @@ static void e2b_destroy(void *state) {
     free(s);
 }
 
+static void e2b_statep(struct e2b_state **s) {
+    e2b_destroy(*s);
+}
+
 static int e2b_create(const struct pl_config *config, void **ret_state, struct pl_error *err) {
-    struct e2b_state *s = calloc(1, sizeof(*s));
+    PL_CLEANUP(e2b_statep) struct e2b_state *s = calloc(1, sizeof(*s));
     if (!s)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     ph_books_init(&s->books, "E2B's API");
     s->max_timeout_ms = config->max_timeout_ms;
     if (eb_load_settings(config, &s->set, err) < 0)
-        goto fail;
+        return -1;
     s->session_lifetime_s = config->max_sessions > 0 ? config->session_lifetime_s : 0;
     if (s->set.guard_url[0]) {
         struct ph_guard_opts go = {.host = s->set.guard_listen, .port = s->set.guard_port};
-        if (ph_guard_start(&go, &s->guard, err) < 0) {
-            pl_error_wrap(err, "E2B_GUARD_URL: ");
-            goto fail;
-        }
+        if (ph_guard_start(&go, &s->guard, err) < 0)
+            return pl_error_wrap(err, "E2B_GUARD_URL: ");
     }
-    if (eb_reap_once(s, err) < 0) {
-        pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: E2B's API at %s: ", s->set.api_url);
-        goto fail;
-    }
-    if (eb_prove(s, err) < 0) {
-        pl_error_wrap(err,
-                      "SANDBOX_PROVIDER=e2b: the startup test (template %s): ", s->set.template_id);
-        goto fail;
-    }
-    if (s->session_lifetime_s && eb_prove_session(s, err) < 0) {
-        pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: SANDBOX_MAX_SESSIONS: ");
-        goto fail;
-    }
+    if (eb_reap_once(s, err) < 0)
+        return pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: E2B's API at %s: ", s->set.api_url);
+    if (eb_prove(s, err) < 0)
+        return pl_error_wrap(
+            err, "SANDBOX_PROVIDER=e2b: the startup test (template %s): ", s->set.template_id);
+    if (s->session_lifetime_s && eb_prove_session(s, err) < 0)
+        return pl_error_wrap(err, "SANDBOX_PROVIDER=e2b: SANDBOX_MAX_SESSIONS: ");
     if (ph_reaper_start(&s->books, s->set.reap_interval_s, eb_reap_once, s, err) < 0)
-        goto fail;
-    *ret_state = s;
+        return -1;
+    *ret_state = PL_TAKE_PTR(s);
     return 0;
-fail:
-    e2b_destroy(s);
-    return -1;
 }
 
 static void e2b_info(void *state, struct pl_provider_info *ret) {

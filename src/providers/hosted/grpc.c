@@ -19,6 +19,7 @@
 #include <strings.h>
 
 #include "../../core/buf.h"
+#include "../../core/cleanup.h"
 #include "../../core/clock.h"
 #include "hosted.h"
 
@@ -205,12 +206,12 @@ static int setup(CURL *h, const struct ph_grpc_target *t, const struct ph_grpc_c
                            "Expect:", "User-Agent: plimsoll-grpc", "Accept:"};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         if (add_header(hdrs, fixed[i]) < 0)
-            goto oom;
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     /* grpc-timeout: at most 8 digits, in milliseconds */
     snprintf(line, sizeof(line), "grpc-timeout: %llum",
              (unsigned long long)(timeout > 99999999 ? 99999999 : timeout));
     if (add_header(hdrs, line) < 0)
-        goto oom;
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     if (t->bearer && t->bearer[0]) {
         if ((size_t)snprintf(line, sizeof(line), "Authorization: Bearer %s", t->bearer) >=
             sizeof(line))
@@ -219,7 +220,7 @@ static int setup(CURL *h, const struct ph_grpc_target *t, const struct ph_grpc_c
         int added = add_header(hdrs, line);
         explicit_bzero(line, sizeof(line));
         if (added < 0)
-            goto oom;
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     }
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -238,8 +239,6 @@ static int setup(CURL *h, const struct ph_grpc_target *t, const struct ph_grpc_c
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
     return 0;
-oom:
-    return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
 }
 
 /* What the call came to, once libcurl is done with it. */
@@ -292,38 +291,37 @@ static void start_call(struct call *k, struct ph_grpc_call *c) {
     ph_envelopes_init(&k->env, c->max_message ? c->max_message : (4u << 20), on_envelope, k);
 }
 
-static void end_call(struct call *k, struct curl_slist *hdrs) {
+/* The call's handle and decoder, released (start_call made them). */
+static void call_clear(struct call *k) {
     if (k->h)
         curl_easy_cleanup(k->h);
-    for (struct curl_slist *l = hdrs; l; l = l->next) /* the bearer's line among them */
-        explicit_bzero(l->data, strlen(l->data));
-    curl_slist_free_all(hdrs);
     ph_envelopes_free(&k->env);
 }
 
+/* The request's headers, wiped (the bearer's line among them) and freed. */
+static void headers_wipep(struct curl_slist **hdrs) {
+    for (struct curl_slist *l = *hdrs; l; l = l->next)
+        explicit_bzero(l->data, strlen(l->data));
+    curl_slist_free_all(*hdrs);
+}
+
 int ph_grpc(const struct ph_grpc_target *t, struct ph_grpc_call *c, struct pl_error *err) {
-    struct call k;
+    /* The handle, released first, reads the body and the headers. */
+    PL_CLEANUP(pl_buf_free) struct pl_buf body = {0};
+    PL_CLEANUP(headers_wipep) struct curl_slist *hdrs = NULL;
+    PL_CLEANUP(call_clear) struct call k;
     start_call(&k, c);
-    struct pl_buf body = {0};
-    struct curl_slist *hdrs = NULL;
-    int rc = -1;
-    if (!(k.h = curl_easy_init()) || ph_envelope_append(&body, 0, c->msg, c->len) < 0) {
-        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-        goto out;
-    }
+    if (!(k.h = curl_easy_init()) || ph_envelope_append(&body, 0, c->msg, c->len) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     if (setup(k.h, t, c, &hdrs, err) < 0)
-        goto out;
+        return -1;
     curl_easy_setopt(k.h, CURLOPT_POSTFIELDS, body.data);
     curl_easy_setopt(k.h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body.len);
     curl_easy_setopt(k.h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(k.h, CURLOPT_WRITEDATA, &k);
     curl_easy_setopt(k.h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(k.h, CURLOPT_HEADERDATA, &k);
-    rc = judge(&k, curl_easy_perform(k.h), t, true, err);
-out:
-    end_call(&k, hdrs);
-    pl_buf_free(&body);
-    return rc;
+    return judge(&k, curl_easy_perform(k.h), t, true, err);
 }
 
 /* ------------------------------------------------------------ duplex */
@@ -654,21 +652,28 @@ static int duplex_open(const struct ph_grpc_target *t, struct duplex *x, uint64_
     return 0;
 }
 
+/* The session, the TLS and the call, released in that order. */
+static void duplex_clear(struct duplex *x) {
+    if (x->session)
+        nghttp2_session_del(x->session);
+    if (x->ssl)
+        SSL_free(x->ssl); /* no close_notify: the stream's end said it all */
+    SSL_CTX_free(x->ctx);
+    call_clear(&x->k);
+}
+
 int ph_grpc_duplex(const struct ph_grpc_target *t, struct ph_grpc_duplex *d, struct pl_error *err) {
     struct ph_grpc_call *c = &d->call;
-    struct duplex x = {.d = d, .sock = CURL_SOCKET_BAD};
+    PL_CLEANUP(duplex_clear) struct duplex x = {.d = d, .sock = CURL_SOCKET_BAD};
     start_call(&x.k, c);
     d->out.len = d->out_off = 0;
     d->half_closed = false;
     uint64_t deadline = pl_deadline_in_ms(c->timeout_ms ? c->timeout_ms : 30000);
-    int rc = -1;
     bool cancelled = false, timed_out = false;
-    if (!(x.k.h = curl_easy_init()) || ph_envelope_append(&d->out, 0, c->msg, c->len) < 0) {
-        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-        goto out;
-    }
+    if (!(x.k.h = curl_easy_init()) || ph_envelope_append(&d->out, 0, c->msg, c->len) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     if (duplex_open(t, &x, deadline, err) < 0)
-        goto out;
+        return -1;
     curl_socket_t sock = x.sock;
     while (!x.closed && !x.io_error && !x.eof) {
         if (nghttp2_session_send(x.session) != 0) {
@@ -716,8 +721,7 @@ int ph_grpc_duplex(const struct ph_grpc_target *t, struct ph_grpc_duplex *d, str
     }
     if (cancelled) {
         c->stopped = true; /* the caller ended it: no status */
-        rc = 0;
-        goto out;
+        return 0;
     }
     CURLcode cc = CURLE_OK;
     if (timed_out)
@@ -725,13 +729,5 @@ int ph_grpc_duplex(const struct ph_grpc_target *t, struct ph_grpc_duplex *d, str
     else if (!c->stopped && !x.k.broken && !x.k.msg_failed &&
              (x.io_error || x.eof || (x.rst != NGHTTP2_NO_ERROR && c->status < 0)))
         cc = CURLE_RECV_ERROR;
-    rc = judge(&x.k, cc, t, false, err);
-out:
-    if (x.session)
-        nghttp2_session_del(x.session);
-    if (x.ssl)
-        SSL_free(x.ssl); /* no close_notify: the stream's end said it all */
-    SSL_CTX_free(x.ctx);
-    end_call(&x.k, NULL);
-    return rc;
+    return judge(&x.k, cc, t, false, err);
 }

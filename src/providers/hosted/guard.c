@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../../core/canon.h"
+#include "../../core/cleanup.h"
 #include "../../core/clock.h"
 #include "../../core/fdio.h"
 #include "../../core/ids.h"
@@ -375,8 +376,13 @@ static void guard_free(struct ph_guard *g) {
     free(g);
 }
 
+static void guard_freep(struct ph_guard **g) {
+    if (*g)
+        guard_free(*g);
+}
+
 int ph_guard_start(const struct ph_guard_opts *o, struct ph_guard **ret, struct pl_error *err) {
-    struct ph_guard *g = calloc(1, sizeof(*g));
+    PL_CLEANUP(guard_freep) struct ph_guard *g = calloc(1, sizeof(*g));
     if (!g)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     g->listen_fd = g->stop_fd = -1;
@@ -393,33 +399,23 @@ int ph_guard_start(const struct ph_guard_opts *o, struct ph_guard **ret, struct 
     for (size_t i = 0; i < GUARD_MAX_RUNS; i++)
         pthread_mutex_init(&g->runs[i].serial, NULL);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
-    if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1) {
-        pl_error_set(err, PL_REASON_INVALID_REQUEST, "the guard's address %.64s is not IPv4",
-                     o->host);
-        goto fail;
-    }
+    if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "the guard's address %.64s is not IPv4",
+                            o->host);
     int one = 1;
     socklen_t sl = sizeof(sa);
     if ((g->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
         setsockopt(g->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
         bind(g->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        listen(g->listen_fd, 128) < 0 ||
-        getsockname(g->listen_fd, (struct sockaddr *)&sa, &sl) < 0) {
-        pl_error_errno(err, PL_REASON_INTERNAL, errno, "the guard cannot listen on %s:%u", o->host,
-                       o->port);
-        goto fail;
-    }
+        listen(g->listen_fd, 128) < 0 || getsockname(g->listen_fd, (struct sockaddr *)&sa, &sl) < 0)
+        return pl_error_errno(err, PL_REASON_INTERNAL, errno, "the guard cannot listen on %s:%u",
+                              o->host, o->port);
     g->port = ntohs(sa.sin_port);
     if ((g->stop_fd = eventfd(0, EFD_CLOEXEC)) < 0 ||
-        pthread_create(&g->acceptor, NULL, accept_main, g) != 0) {
-        pl_error_errno(err, PL_REASON_INTERNAL, errno, "the guard cannot start");
-        goto fail;
-    }
-    *ret = g;
+        pthread_create(&g->acceptor, NULL, accept_main, g) != 0)
+        return pl_error_errno(err, PL_REASON_INTERNAL, errno, "the guard cannot start");
+    *ret = PL_TAKE_PTR(g);
     return 0;
-fail:
-    guard_free(g);
-    return -1;
 }
 
 void ph_guard_stop(struct ph_guard *g) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../../core/cleanup.h"
 #include "hosted.h"
 
 struct call {
@@ -59,24 +60,93 @@ static size_t on_header(char *p, size_t size, size_t n, void *userdata) {
     return len;
 }
 
+static void easy_cleanupp(CURL **h) {
+    curl_easy_cleanup(*h);
+}
+
+static void mime_freep(curl_mime **m) {
+    curl_mime_free(*m);
+}
+
+static void slist_freep(struct curl_slist **l) {
+    curl_slist_free_all(*l);
+}
+
+/* Append line to *l; on failure *l is kept whole, for its cleanup. */
+static int add_header(struct curl_slist **l, const char *line) {
+    struct curl_slist *n = curl_slist_append(*l, line);
+    if (!n)
+        return -1;
+    *l = n;
+    return 0;
+}
+
+/* The request's body onto h; what it makes (*payload, *mime) is the
+ * caller's, kept until h is done with it.  < 0: out of memory. */
+static int put_body(CURL *h, const struct ph_request *req, struct curl_slist **hdrs, char **payload,
+                    curl_mime **mime) {
+    if (req->json) {
+        if (!(*payload = json_dumps(req->json, JSON_COMPACT)))
+            return -1;
+        if (add_header(hdrs, "Content-Type: application/json") < 0)
+            return -1;
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, *payload);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(*payload));
+    } else if (req->body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)req->body_len);
+    } else if (req->parts) {
+        if (!(*mime = curl_mime_init(h)))
+            return -1;
+        for (size_t i = 0; i < req->nparts; i++) {
+            curl_mimepart *p = curl_mime_addpart(*mime);
+            if (!p || curl_mime_name(p, req->parts[i].name) != CURLE_OK ||
+                curl_mime_data(p, req->parts[i].data, req->parts[i].len) != CURLE_OK ||
+                (req->parts[i].filename &&
+                 curl_mime_filename(p, req->parts[i].filename) != CURLE_OK) ||
+                (req->parts[i].type && curl_mime_type(p, req->parts[i].type) != CURLE_OK))
+                return -1;
+        }
+        curl_easy_setopt(h, CURLOPT_MIMEPOST, *mime);
+    } else if (strcmp(req->method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    return 0;
+}
+
+/* The call did not complete: why, into err.  Returns -1. */
+static int call_failed(const struct call *c, CURLcode cc, struct pl_error *err) {
+    const struct ph_request *req = c->req;
+    if (c->too_large)
+        return pl_error_set(err, PL_REASON_INTERNAL, "%s %s: the answer is larger than %zu bytes",
+                            req->method, req->url, c->max);
+    if (c->aborted)
+        return pl_error_set(err, PL_REASON_INTERNAL, "%s %s: the answer's stream was refused",
+                            req->method, req->url);
+    return pl_error_errno(err, PL_REASON_INTERNAL,
+                          cc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED, "%s %s: %s",
+                          req->method, req->url, curl_easy_strerror(cc));
+}
+
 int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_error *err) {
     memset(ret, 0, sizeof(*ret));
     struct call c = {
         .req = req, .resp = ret, .max = req->max_response ? req->max_response : 1u << 20};
-    CURL *h = curl_easy_init();
+    /* What the handle points to outlives it: declared first, freed last. */
+    PL_AUTO_FREE char *payload = NULL;
+    PL_CLEANUP(slist_freep) struct curl_slist *hdrs = NULL;
+    PL_CLEANUP(mime_freep) curl_mime *mime = NULL;
+    PL_CLEANUP(easy_cleanupp) CURL *h = curl_easy_init();
     if (!h)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     c.h = h;
-    struct curl_slist *hdrs = NULL;
-    char *payload = NULL;
-    curl_mime *mime = NULL;
-    int rc = -1;
     for (const char *const *l = req->headers; l && *l; l++)
-        if (!(hdrs = curl_slist_append(hdrs, *l)))
-            goto oom;
+        if (add_header(&hdrs, *l) < 0)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     /* libcurl's own "Expect: 100-continue" only costs a round trip. */
-    if (!(hdrs = curl_slist_append(hdrs, "Expect:")))
-        goto oom;
+    if (add_header(&hdrs, "Expect:") < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     curl_easy_setopt(h, CURLOPT_URL, req->url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
@@ -87,62 +157,17 @@ int ph_call(const struct ph_request *req, struct ph_response *ret, struct pl_err
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &c);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &c);
-    if (req->json) {
-        if (!(payload = json_dumps(req->json, JSON_COMPACT)))
-            goto oom;
-        if (!(hdrs = curl_slist_append(hdrs, "Content-Type: application/json")))
-            goto oom;
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
-    } else if (req->body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)req->body_len);
-    } else if (req->parts) {
-        if (!(mime = curl_mime_init(h)))
-            goto oom;
-        for (size_t i = 0; i < req->nparts; i++) {
-            curl_mimepart *p = curl_mime_addpart(mime);
-            if (!p || curl_mime_name(p, req->parts[i].name) != CURLE_OK ||
-                curl_mime_data(p, req->parts[i].data, req->parts[i].len) != CURLE_OK ||
-                (req->parts[i].filename &&
-                 curl_mime_filename(p, req->parts[i].filename) != CURLE_OK) ||
-                (req->parts[i].type && curl_mime_type(p, req->parts[i].type) != CURLE_OK))
-                goto oom;
-        }
-        curl_easy_setopt(h, CURLOPT_MIMEPOST, mime);
-    } else if (strcmp(req->method, "POST") == 0) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
-    }
+    if (put_body(h, req, &hdrs, &payload, &mime) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     CURLcode cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
-        if (c.too_large)
-            pl_error_set(err, PL_REASON_INTERNAL, "%s %s: the answer is larger than %zu bytes",
-                         req->method, req->url, c.max);
-        else if (c.aborted)
-            pl_error_set(err, PL_REASON_INTERNAL, "%s %s: the answer's stream was refused",
-                         req->method, req->url);
-        else
-            pl_error_errno(err, PL_REASON_INTERNAL,
-                           cc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED, "%s %s: %s",
-                           req->method, req->url, curl_easy_strerror(cc));
-        goto out;
+        ph_response_free(ret); /* what on_body kept of the answer */
+        return call_failed(&c, cc, err);
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);
-    rc = 0;
-    goto out;
-oom:
-    pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-out:
-    curl_easy_cleanup(h);
-    curl_mime_free(mime);
-    curl_slist_free_all(hdrs);
-    free(payload);
-    if (rc < 0)
-        ph_response_free(ret);
-    return rc;
+    return 0;
 }
 
 void ph_response_free(struct ph_response *r) {

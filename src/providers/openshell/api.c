@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../../core/buf.h"
+#include "../../core/cleanup.h"
 #include "../../core/clock.h"
 #include "openshell.pb-c.h"
 #include "osh_int.h"
@@ -623,25 +624,29 @@ static const char *label(const Openshell__V1__ObjectMeta *md, const char *key) {
     return NULL;
 }
 
+static void unpackedp(ProtobufCMessage **m) {
+    if (*m)
+        protobuf_c_message_free_unpacked(*m, NULL);
+}
+
 int osh_list_managed(struct osh_state *s, struct osh_listed **ret, size_t *ret_n,
                      struct pl_error *err) {
     *ret = NULL;
     *ret_n = 0;
-    size_t cap = 0;
+    PL_AUTO_FREE struct osh_listed *list = NULL;
+    size_t nlist = 0, cap = 0;
     for (uint32_t offset = 0;;) {
         Openshell__V1__ListSandboxesRequest req = OPENSHELL__V1__LIST_SANDBOXES_REQUEST__INIT;
         req.limit = 100;
         req.offset = offset;
         req.label_selector = OSH_LABEL_MANAGED "=1";
-        ProtobufCMessage *m;
+        PL_CLEANUP(unpackedp) ProtobufCMessage *m = NULL;
         struct ph_grpc_call c;
         if (unary(s, "ListSandboxes", &req.base,
                   &openshell__v1__list_sandboxes_response__descriptor, 0, &m, &c, err) < 0)
-            goto fail;
-        if (c.status != PH_GRPC_OK) {
-            osh_status_error(err, "ListSandboxes", &c);
-            goto fail;
-        }
+            return -1;
+        if (c.status != PH_GRPC_OK)
+            return osh_status_error(err, "ListSandboxes", &c);
         Openshell__V1__ListSandboxesResponse *l = (Openshell__V1__ListSandboxesResponse *)m;
         size_t n = l->n_sandboxes;
         for (size_t i = 0; i < n; i++) {
@@ -649,18 +654,15 @@ int osh_list_managed(struct osh_state *s, struct osh_listed **ret, size_t *ret_n
             const char *managed = label(md, OSH_LABEL_MANAGED);
             if (!md || !managed || strcmp(managed, "1") != 0)
                 continue; /* the selector's job, not trusted */
-            if (*ret_n == cap) {
+            if (nlist == cap) {
                 size_t nc = cap ? cap * 2 : 16;
-                struct osh_listed *nr = nc <= 100000 ? realloc(*ret, nc * sizeof(**ret)) : NULL;
-                if (!nr) {
-                    protobuf_c_message_free_unpacked(m, NULL);
-                    pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-                    goto fail;
-                }
-                *ret = nr;
+                struct osh_listed *nr = nc <= 100000 ? realloc(list, nc * sizeof(*list)) : NULL;
+                if (!nr)
+                    return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+                list = nr;
                 cap = nc;
             }
-            struct osh_listed *o = &(*ret)[(*ret_n)++];
+            struct osh_listed *o = &list[nlist++];
             const char *inst = label(md, OSH_LABEL_INSTANCE), *run = label(md, OSH_LABEL_RUN),
                        *dl = label(md, OSH_LABEL_DEADLINE);
             snprintf(o->name, sizeof(o->name), "%s", md->name);
@@ -671,14 +673,11 @@ int osh_list_managed(struct osh_state *s, struct osh_listed **ret, size_t *ret_n
             if (!end || *end)
                 o->deadline_s = 0; /* no lifetime it declares: treated as past */
         }
-        protobuf_c_message_free_unpacked(m, NULL);
-        if (n < 100)
+        if (n < 100) {
+            *ret = PL_TAKE_PTR(list);
+            *ret_n = nlist;
             return 0;
+        }
         offset += 100;
     }
-fail:
-    free(*ret);
-    *ret = NULL;
-    *ret_n = 0;
-    return -1;
 }

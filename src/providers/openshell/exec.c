@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../../core/buf.h"
+#include "../../core/cleanup.h"
 #include "../../core/clock.h"
 #include "../../core/ids.h"
 #include "openshell.pb-c.h"
@@ -203,34 +204,32 @@ int osh_exec(struct osh_state *s, const struct osh_sandbox *sb, struct osh_exec 
                         "the OpenShell gateway: an exec stream ended without its exit");
 }
 
+static void archive_writep(struct archive **a) {
+    if (*a)
+        archive_write_free(*a);
+}
+
 /* The files as one tar stream (paths relative to /). */
 static int make_tar(const struct ph_file *files, size_t n, struct pl_buf *ret,
                     struct pl_error *err) {
-    struct archive *a = archive_write_new();
+    PL_CLEANUP(archive_writep) struct archive *a = archive_write_new();
     if (!a)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    int rc = -1;
     size_t used = 0, cap = 4096;
     for (size_t i = 0; i < n; i++)
         cap += 1536 + files[i].len; /* header, padding, the end's two blocks */
     cap += 10240;                   /* the last record's padding */
-    if (!(ret->data = malloc(cap))) {
-        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-        goto out;
-    }
+    if (!(ret->data = malloc(cap)))
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     ret->cap = cap;
     if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
-        archive_write_open_memory(a, ret->data, cap, &used) != ARCHIVE_OK) {
-        pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
-        goto out;
-    }
+        archive_write_open_memory(a, ret->data, cap, &used) != ARCHIVE_OK)
+        return pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
     for (size_t i = 0; i < n; i++) {
         struct archive_entry *e = archive_entry_new();
-        if (!e) {
-            pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-            goto out;
-        }
+        if (!e)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
         archive_entry_set_pathname(e, files[i].path + 1); /* relative to / */
         archive_entry_set_filetype(e, AE_IFREG);
         archive_entry_set_perm(e, 0644);
@@ -239,20 +238,13 @@ static int make_tar(const struct ph_file *files, size_t n, struct pl_buf *ret,
         archive_entry_free(e);
         if (w != ARCHIVE_OK ||
             (files[i].len &&
-             archive_write_data(a, files[i].data, files[i].len) != (la_ssize_t)files[i].len)) {
-            pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
-            goto out;
-        }
+             archive_write_data(a, files[i].data, files[i].len) != (la_ssize_t)files[i].len))
+            return pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
     }
-    if (archive_write_close(a) != ARCHIVE_OK) {
-        pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
-        goto out;
-    }
+    if (archive_write_close(a) != ARCHIVE_OK)
+        return pl_error_set(err, PL_REASON_INTERNAL, "tar: %s", archive_error_string(a));
     ret->len = used;
-    rc = 0;
-out:
-    archive_write_free(a);
-    return rc;
+    return 0;
 }
 
 /* One step of the upload: a small command, its stdin a chunk. */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/cleanup.h"
 #include "../../core/clock.h"
 #include "osh_int.h"
 
@@ -33,9 +34,13 @@ static void osh_destroy(void *state) {
     free(s);
 }
 
+static void osh_statep(struct osh_state **s) {
+    osh_destroy(*s);
+}
+
 static int osh_create_state(const struct pl_config *config, void **ret_state,
                             struct pl_error *err) {
-    struct osh_state *s = calloc(1, sizeof(*s));
+    PL_CLEANUP(osh_statep) struct osh_state *s = calloc(1, sizeof(*s));
     if (!s)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     ph_books_init(&s->books, "the OpenShell gateway");
@@ -43,33 +48,24 @@ static int osh_create_state(const struct pl_config *config, void **ret_state,
     s->max_timeout_ms = config->max_timeout_ms;
     s->session_lifetime_s = config->max_sessions > 0 ? config->session_lifetime_s : 0;
     if (osh_load_settings(config, &s->set, err) < 0)
-        goto fail;
+        return -1;
     s->target = (struct ph_grpc_target){.url = s->set.url,
                                         .bearer = s->set.token,
                                         .ca_file = s->set.ca_file,
                                         .cert_file = s->set.cert_file,
                                         .key_file = s->set.key_file};
-    if (osh_prove(s, err) < 0) {
-        pl_error_wrap(err,
-                      "SANDBOX_PROVIDER=openshell: the startup test (image %s): ", s->set.image);
-        goto fail;
-    }
-    if (s->session_lifetime_s && osh_prove_session(s, err) < 0) {
-        pl_error_wrap(err, "SANDBOX_PROVIDER=openshell: SANDBOX_MAX_SESSIONS: ");
-        goto fail;
-    }
+    if (osh_prove(s, err) < 0)
+        return pl_error_wrap(
+            err, "SANDBOX_PROVIDER=openshell: the startup test (image %s): ", s->set.image);
+    if (s->session_lifetime_s && osh_prove_session(s, err) < 0)
+        return pl_error_wrap(err, "SANDBOX_PROVIDER=openshell: SANDBOX_MAX_SESSIONS: ");
     s->ready_at_ns = pl_now_ns();
-    if (osh_reap_once(s, err) < 0) {
-        pl_error_wrap(err, "SANDBOX_PROVIDER=openshell: ");
-        goto fail;
-    }
+    if (osh_reap_once(s, err) < 0)
+        return pl_error_wrap(err, "SANDBOX_PROVIDER=openshell: ");
     if (ph_reaper_start(&s->books, s->set.reap_interval_s, osh_reap_once, s, err) < 0)
-        goto fail;
-    *ret_state = s;
+        return -1;
+    *ret_state = PL_TAKE_PTR(s);
     return 0;
-fail:
-    osh_destroy(s);
-    return -1;
 }
 
 static void osh_info(void *state, struct pl_provider_info *ret) {
