@@ -25,14 +25,8 @@ class DockerCloud(LiveTarget, unittest.TestCase):
     EXPECT = ("project ok",)
 
     @classmethod
-    def setUpClass(cls):
-        cls.fake = FakeDockerCloud(secret="dckr_pat_" + os.urandom(8).hex()).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        left = cls.fake.stop()
-        if left:
-            raise AssertionError("the fake left %r" % (left,))
+    def make_fake(cls):
+        return FakeDockerCloud(secret="dckr_pat_" + os.urandom(8).hex()).start()
 
     def settings(self):
         return {"SANDBOX_DOCKERCLOUD_ACCOUNT": self.fake.account,

@@ -71,7 +71,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -80,6 +79,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
+from plimsoll_test.grants import free_port as free_port_on  # noqa: E402
 from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
 from plimsoll_test import docker as pdocker  # noqa: E402
 
@@ -312,11 +312,8 @@ def shape_problems(shown, real, at="$"):
 
 # ---- running ----------------------------------------------------------------
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A loopback port below the ephemeral range (plimsoll_test.grants)."""
+    return free_port_on("127.0.0.1")
 
 
 def make_workdir(key=None):

@@ -22,17 +22,11 @@ TEMPLATE = "plimsoll-project"
 IMAGE = "plimsoll/project:latest"
 
 
-class LiveFake(unittest.TestCase):
+class LiveFake(LiveTarget):
     @classmethod
-    def setUpClass(cls):
-        cls.fake = FakeE2B(api_key="e2b_live_" + os.urandom(8).hex(),
-                           templates={TEMPLATE: IMAGE}, cpu=2, memory_mb=512).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        left = cls.fake.stop()
-        if left:
-            raise AssertionError("the fake left %r" % (left,))
+    def make_fake(cls):
+        return FakeE2B(api_key="e2b_live_" + os.urandom(8).hex(),
+                       templates={TEMPLATE: IMAGE}, cpu=2, memory_mb=512).start()
 
     def settings(self):
         return {"E2B_API_KEY": self.fake.api_key, "SANDBOX_E2B_TEMPLATE": TEMPLATE,
@@ -42,13 +36,13 @@ class LiveFake(unittest.TestCase):
                 "SANDBOX_E2B_EGRESS_PROBE": "192.0.2.1:80"}
 
 
-class E2B(LiveTarget, LiveFake):
+class E2B(LiveFake, unittest.TestCase):
     TARGET = "e2b"
     REQUIRED = (("E2B_API_KEY", "E2B_API_KEY"), ("SANDBOX_E2B_TEMPLATE", "SANDBOX_E2B_TEMPLATE"))
     EXPECT = ("project ok", "session ok")
 
 
-class E2BGuard(LiveTarget, LiveFake):
+class E2BGuard(LiveFake, unittest.TestCase):
     TARGET = "e2b-guard"
     REQUIRED = E2B.REQUIRED + (("E2B_GUARD_URL", "E2B_GUARD_URL"),)
     EXPECT = ("project ok", "guard ok", "session ok")

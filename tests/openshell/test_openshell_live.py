@@ -27,14 +27,8 @@ class OpenShell(LiveTarget, unittest.TestCase):
     EXPECT = ("project ok", "relay ok", "session ok")
 
     @classmethod
-    def setUpClass(cls):
-        cls.fake = FakeOpenShell().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        left = cls.fake.stop()
-        if left:
-            raise AssertionError("the fake left %r" % (left,))
+    def make_fake(cls):
+        return FakeOpenShell().start()
 
     def settings(self):
         return {"SANDBOX_OPENSHELL_URL": "http://" + self.fake.address,

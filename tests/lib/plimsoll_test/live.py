@@ -6,7 +6,9 @@ nothing else of the test harness's.
 
 LiveTarget is the mixin: a subclass sets TARGET and REQUIRED (the settings
 the script names as required) and defines settings(), the environment for
-a run against its fake.  It gives the two cases every target has: the run
+a run against its fake, and make_fake(), the fake started (stopped at the
+class's end, which fails when it left anything or saw a breach of its
+service's contract).  It gives the two cases every target has: the run
 passes, and each required setting left out fails it (never a skip) with
 the script's own sentence.  REQUIRED lists (the setting left out, the
 setting the script must name): a token left out names the certificate
@@ -39,6 +41,21 @@ class LiveTarget:
     REQUIRED = ()
     # What the script prints for each run it checks, in order.
     EXPECT = ()
+
+    @classmethod
+    def make_fake(cls):
+        """The fake of the service, started (the subclass's)."""
+        raise NotImplementedError
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fake = cls.make_fake()
+
+    @classmethod
+    def tearDownClass(cls):
+        left = cls.fake.stop()
+        if left:
+            raise AssertionError("the fake left %r" % (left,))
 
     def test_the_live_script_passes_against_the_fake(self):
         rc, out, err = run_live(self.TARGET, self.settings())
