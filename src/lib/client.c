@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "../core/buf.h"
+#include "../core/cleanup.h"
 #include "../core/clock.h"
 #include "../core/ids.h"
 #include "lib.h"
@@ -45,14 +46,14 @@ plimsoll_client *plimsoll_client_new(const struct plimsoll_options *o, struct pl
         plc_fail(err, PLIMSOLL_E_USAGE, "the URL must be http://, https:// or unix:/path");
         return NULL;
     }
-    if (o->api_key && strpbrk(o->api_key, "\r\n")) {
-        plc_fail(err, PLIMSOLL_E_USAGE, "the API key may not contain a line break");
-        return NULL;
-    }
+    /* What a bearer token may hold; nothing of the key goes in the message. */
     for (const char *k = o->api_key; k && *k; k++)
         if ((unsigned char)*k < 0x21 || (unsigned char)*k > 0x7e) {
-            plc_fail(err, PLIMSOLL_E_USAGE,
-                     "the API key may hold only visible ASCII (no space, no control character)");
+            plc_fail(err, PLIMSOLL_E_USAGE, "%s",
+                     *k == '\r' || *k == '\n'
+                         ? "the API key may not contain a line break"
+                         : "the API key may hold only visible ASCII (no space, no control "
+                           "character)");
             return NULL;
         }
     plimsoll_client *c = calloc(1, sizeof(*c));
@@ -111,10 +112,11 @@ static char *trimmed(const char *s, size_t n) {
     return strndup(s, n);
 }
 
-static void wipe_free(char *s) {
-    if (s) {
-        OPENSSL_cleanse(s, strlen(s));
-        free(s);
+/* A key's cleanup: wiped, then freed. */
+static void wipe_freep(char **s) {
+    if (*s) {
+        OPENSSL_cleanse(*s, strlen(*s));
+        free(*s);
     }
 }
 
@@ -177,7 +179,8 @@ static int env_key(char **ret, struct plimsoll_error *err) {
 plimsoll_client *plimsoll_client_from_env(const struct plimsoll_options *opts,
                                           struct plimsoll_error *err) {
     struct plimsoll_options o = opts ? *opts : (struct plimsoll_options){0};
-    char *key = NULL, *url = NULL;
+    PL_CLEANUP(wipe_freep) char *key = NULL;
+    PL_AUTO_FREE char *url = NULL;
     const char *u = getenv("PLIMSOLL_URL");
     if ((!o.url || !*o.url) && u && *u) {
         if (!(url = trimmed(u, strlen(u)))) {
@@ -187,16 +190,11 @@ plimsoll_client *plimsoll_client_from_env(const struct plimsoll_options *opts,
         o.url = url;
     }
     if (!o.api_key || !*o.api_key) {
-        if (env_key(&key, err) < 0) {
-            free(url);
+        if (env_key(&key, err) < 0)
             return NULL;
-        }
         o.api_key = key;
     }
-    plimsoll_client *c = plimsoll_client_new(&o, err);
-    wipe_free(key);
-    free(url);
-    return c;
+    return plimsoll_client_new(&o, err);
 }
 
 void plimsoll_client_free(plimsoll_client *c) {
