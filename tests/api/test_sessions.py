@@ -120,8 +120,9 @@ class Sessions(GrantDaemon):
         status, body = self.d.rpc("Describe", {})
         self.assertTrue(body["supports_sessions"])
         self.assertEqual(sorted(body["languages"]), ["javascript", "python"])
-        self.assertIn("one real session: a call's file was kept and its processes ended across "
-                      "a pause and a resume; cells kept a value in python and javascript",
+        self.assertIn("one real session: a call's processes were ended before the next call and "
+                      "its file outlived a pause and a resume; cells kept a value in python and "
+                      "javascript",
                       body["startup_checks"][-1])
 
     def test_files_persist_and_leftovers_are_cleaned(self):

@@ -209,8 +209,9 @@ static int start_sessions(struct docker_state *s, unsigned memory_mb, struct pl_
     if (pr < 0)
         return -1;
     snprintf(s->checks[4], sizeof(s->checks[4]),
-             "one real session: a call's file was kept and its processes ended across a pause "
-             "and a resume; cells kept a value in %s%s%s and began in a fresh interpreter",
+             "one real session: a call's processes were ended before the next call and its file "
+             "outlived a pause and a resume; cells kept a value in %s%s%s and began in a fresh "
+             "interpreter",
              s->session_langs[0] ? s->session_langs[0] : "no language",
              s->session_langs[1] ? " and " : "", s->session_langs[1] ? s->session_langs[1] : "");
     s->sessions_on = true;
