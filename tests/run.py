@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Run every test_*.py of a folder (tests/api, tests/hostile, tests/load,
-tests/guest) against the build in PLIMSOLL_BUILD_DIR and print one summary
-line: "<label>: N passed, N failed". Exit 1 on any failure.  Each folder is
-registered with `meson test` (tests/meson.build) through this runner.
-MODULES, when given, is a comma-separated list of the folder's modules to
-run instead of every one (the ASan build's daemon-facing subsets); with a
-leading "~", every module of the folder but those (a folder split in two
-meson tests that run at once, with nothing left out).
+"""Run the test modules of a folder (tests/api, tests/hostile, ...) against
+the build in PLIMSOLL_BUILD_DIR and print one summary line: "<label>: N
+passed, N failed". Exit 1 on any failure.  tests/meson.build registers
+each module as a meson test of its own through this runner.  MODULES, when
+given, is a comma-separated list of the folder's modules to run instead of
+every one.  With --list, print the folder's modules, one a line, and run
+nothing (tests/meson.build's list; scripts/check/suites').
 
-    tests/run.py FOLDER LABEL [MODULES]"""
+    tests/run.py FOLDER LABEL [MODULES]
+    tests/run.py --list FOLDER"""
 import os
 import sys
 import time
@@ -56,20 +56,21 @@ class TimedResult(unittest.TextTestResult):
         super().stopTestRun()
 
 
+def modules(folder):
+    """The folder's test modules, by name, sorted."""
+    return sorted(f[:-3] for f in os.listdir(folder)
+                  if f.startswith("test_") and f.endswith(".py"))
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--list":
+        print("\n".join(modules(sys.argv[2])))
+        return 0
     folder = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(HERE, "api")
     label = sys.argv[2] if len(sys.argv) > 2 else "api"
     sys.path.insert(0, folder)
-    if len(sys.argv) > 3 and sys.argv[3].startswith("~"):
-        left_out = set(sys.argv[3][1:].split(","))
-        names = sorted(f[:-3] for f in os.listdir(folder)
-                       if f.startswith("test_") and f.endswith(".py") and f[:-3] not in left_out)
-        suite = unittest.defaultTestLoader.loadTestsFromNames(names)
-    elif len(sys.argv) > 3:
-        suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[3].split(","))
-    else:
-        suite = unittest.defaultTestLoader.discover(folder, pattern="test_*.py",
-                                                    top_level_dir=folder)
+    names = sys.argv[3].split(",") if len(sys.argv) > 3 else modules(folder)
+    suite = unittest.defaultTestLoader.loadTestsFromNames(names)
     result = unittest.TextTestRunner(verbosity=int(os.environ.get("PL_VERBOSE", "1")),
                                      resultclass=TimedResult).run(suite)
     slowest = sorted(result.per_class.items(), key=lambda kv: -kv[1])[:8]

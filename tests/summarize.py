@@ -26,7 +26,7 @@ CMOCKA_PASSED = re.compile(r"^\[  PASSED  \] (\d+) test", re.M)
 CMOCKA_FAILED = re.compile(r"^\[  FAILED  \] (\d+) test", re.M)
 CMOCKA_SKIPPED = re.compile(r"^\[  SKIPPED \] (\d+) test", re.M)
 CMOCKA_SKIP_NAME = re.compile(r"^\[  SKIPPED \] ([a-z_0-9]+)\s*$", re.M)
-SUITE_LINE = re.compile(r"^([a-z][a-z0-9 -]*): (\d+) passed, (\d+) failed(?:, (\d+) skipped)?$", re.M)
+SUITE_LINE = re.compile(r"^([a-z][a-z0-9 /_-]*): (\d+) passed, (\d+) failed(?:, (\d+) skipped)?$", re.M)
 WHY = re.compile(r"^(FAIL|ERROR|Traceback|AssertionError|  File|---|==\d+==|SUMMARY)")
 
 

@@ -29,6 +29,19 @@ The markers:
       Connect JSON call of METHOD (with REQUEST, a JSON object, default {})
       answers on a daemon of KIND, or the member FIELD of that answer,
       checked by shape; an error body is an answer too.
+  <!-- doc: grants -->      the block is a grants file (PLIMSOLL_GRANTS_FILE)
+      that the `guest` blocks of the same file run under.  What in it is
+      the operator's becomes the test's, and nothing else: each profile's
+      base_url points at a test API on loopback that checks the profile's
+      credential as the operator's API would (a JWT's signature, issuer,
+      audience and scopes; a shared token), an https one through a CA file
+      the test adds as ca_file; each key_file is a key the test makes of
+      the credential's alg; each env variable the credential names is set.
+  <!-- doc: guest KIND PROFILE -->   the block is guest code, sent as a
+      snippet in the fence's language (python, js) with grant_profile
+      PROFILE to a daemon of KIND (docker or wasm) holding the file's
+      grants block.  It must exit 0 and print a 2xx status first, and the
+      test API must have received its call with a credential it accepted.
   <!-- doc: not run: REASON -->  an example that cannot run here (a hosted
       service, an operator's machine, a suite of its own); REASON is
       required and printed.
@@ -75,6 +88,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
@@ -82,11 +96,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test.grants import free_port as free_port_on  # noqa: E402
 from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
 from plimsoll_test import docker as pdocker  # noqa: E402
+from plimsoll_test.upstream import Check, Upstream  # noqa: E402
 
 TIMEOUT = float(os.environ.get("PL_DOC_TIMEOUT", "240"))
 DOC_ADDRESSES = ("127.0.0.1:7475", "localhost:7475")
 KINDS = ("wasm", "disabled", "docker", "docker-sessions")
 RUN_KINDS = KINDS + ("", "quickstart")
+GUEST_KINDS = ("docker", "wasm")
+GUEST_LANGUAGES = {"python": "python", "js": "javascript", "javascript": "javascript"}
 ELLIPSIS = "\u2026"
 
 # Each daemon kind's settings (docker's instance label carries this
@@ -129,6 +146,7 @@ class Block:
         self.prev = None  # the block before it in its file
         self.checks = []  # output and answer blocks that follow a run block
         self.exit = 0  # a run block's exit status
+        self.grants = None  # a guest block's: its file's grants block
         self.parse_marker()
 
     def __str__(self):
@@ -158,6 +176,15 @@ class Block:
                 self.problem = "a %r block cannot be run" % self.lang
         elif word == "output" and not rest:
             self.kind = "output"
+        elif word == "grants" and not rest:
+            self.kind = "grants"
+        elif word == "guest":
+            self.kind, self.arg = "guest", rest
+            parts = rest.split()
+            if len(parts) != 2 or parts[0] not in GUEST_KINDS:
+                self.problem = "guest wants KIND PROFILE, KIND one of %s" % ", ".join(GUEST_KINDS)
+            elif self.lang not in GUEST_LANGUAGES:
+                self.problem = "a %r block cannot be guest code" % self.lang
         elif word == "answer":
             self.kind, self.arg = "answer", rest
             if rest:
@@ -205,7 +232,13 @@ def read_blocks(path):
             b.prev = blocks[-1]
         blocks.append(b)
         i = j + 1
+    grants = [b for b in blocks if b.kind == "grants"]
     for b in blocks:
+        if b.kind == "guest":
+            if len(grants) != 1:
+                b.problem = "guest code needs one grants block in its file, not %d" % len(grants)
+            else:
+                b.grants = grants[0]
         if b.kind in ("output", "answer") and not (b.kind == "answer" and b.arg):
             run = b.prev
             while run is not None and run.kind in ("output", "answer") and not run.arg:
@@ -503,6 +536,135 @@ class BlockCase:
             shutil.rmtree(work, ignore_errors=True)
 
 
+# ---- grants: guest code under the file's profiles ------------------------------
+class OperatorSetup:
+    """A grants block made the test's: a test API per profile (plimsoll_test
+    .upstream), the keys its credentials name, the environment they read,
+    and the file written with those in place of the operator's."""
+
+    def __init__(self, block):
+        self.dir = tempfile.mkdtemp(prefix="plimsoll-doc-grants-")
+        self.apis, self.env = {}, {}
+        ca = self.certificate()
+        grants = json.loads(block.text)
+        for name, prof in grants["profiles"].items():
+            cred = prof["credential"]
+            check = self.credential(name, cred, prof.get("scopes", []))
+            https = prof["base_url"].startswith("https://")
+            api = Upstream(check, tls=ca if https else None)
+            prefix = urllib.parse.urlsplit(prof["base_url"]).path
+            prof["base_url"] = api.url + prefix
+            if https:
+                prof["ca_file"] = ca[0]
+            self.apis[name] = api
+        self.path = os.path.join(self.dir, "grants.json")
+        with open(self.path, "w") as f:
+            json.dump(grants, f)
+        os.chmod(self.dir, 0o755)
+
+    def certificate(self):
+        cert, key = os.path.join(self.dir, "api.crt"), os.path.join(self.dir, "api.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                       capture_output=True)
+        return cert, key
+
+    def credential(self, name, cred, scopes):
+        """The profile's credential made the test's; returns how its API checks it."""
+        if cred["kind"] == "shared_token":
+            token = "doc-token-" + name
+            self.env[cred["env"]] = token
+            return Check(token=token)
+        alg = cred["alg"]
+        if alg == "HS256":
+            secret = "doc-hmac-key-" + name + "-" + "k" * 32
+            self.env[cred["key_env"]] = secret
+            pub = None
+        else:
+            cred["key_file"] = os.path.join(self.dir, name + ".pem")
+            args = ["-algorithm", "ED25519"] if alg == "EdDSA" else \
+                ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]
+            subprocess.run(["openssl", "genpkey"] + args + ["-out", cred["key_file"]],
+                           check=True, capture_output=True)
+            pub = cred["key_file"] + ".pub"
+            subprocess.run(["openssl", "pkey", "-in", cred["key_file"], "-pubout", "-out", pub],
+                           check=True, capture_output=True)
+            os.chmod(cred["key_file"], 0o644)
+            secret = None
+        return Check(alg=alg, hmac_key=secret, pub_pem=pub, issuer=cred.get("issuer"),
+                     audience=cred.get("audience"), scopes=scopes)
+
+    def close(self):
+        for api in self.apis.values():
+            api.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class GuestCase:
+    """The guest blocks whose daemon is KIND: one daemon per grants block."""
+    KIND = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.setups, cls.daemons = {}, {}
+
+    @classmethod
+    def tearDownClass(cls):
+        for d in cls.daemons.values():
+            d.stop()
+        for s in cls.setups.values():
+            s.close()
+
+    def daemon_for(self, grants):
+        key = str(grants)
+        if key not in self.daemons:
+            setup = OperatorSetup(grants)
+            self.setups[key] = setup
+            env = dict(DAEMON_ENV[self.KIND], PLIMSOLL_GRANTS_FILE=setup.path, **setup.env)
+            if self.KIND == "docker":
+                pdocker.require_engine()
+                env["SANDBOX_DOCKER_INSTANCE"] = "docs-grants" + pdocker.RUN_TAG
+            self.daemons[key] = Daemon(env=env, principals=("alice",)).start(timeout=180)
+            counted(grants, "grants")
+        return self.setups[key], self.daemons[key]
+
+    def check_guest(self, block):
+        setup, d = self.daemon_for(block.grants)
+        profile = block.arg.split()[1]
+        api = setup.apis[profile]
+        api.take()
+        status, answer = d.rpc("Run", {"snippet": {"language": GUEST_LANGUAGES[block.lang],
+                                                   "code": block.text},
+                                       "grant_profile": profile})
+        log = "\n--- daemon log (tail)\n" + d.log_text()[-3000:]
+        self.assertEqual(status, 200, "%s: %s%s" % (block, answer, log))
+        result = answer
+        self.assertEqual(result.get("exit_code"), 0, "%s: %s%s" % (block, answer, log))
+        out = result.get("stdout", "")
+        self.assertRegex(out, r"^2\d\d ", "%s printed: %r" % (block, out))
+        calls = api.take()
+        self.assertTrue(calls, "%s: the test API received no call" % block)
+        self.assertTrue(all(c["ok"] for c in calls),
+                        "%s: the API refused the credential: %s" % (block, [c["reason"] for c in calls]))
+        counted(block, "guest " + self.KIND)
+
+
+def make_guest_case(kind, name):
+    def make_test(block):
+        def test(self):
+            self.check_guest(block)
+        test.__doc__ = "%s (%s)" % (block, block.marker)
+        return test
+
+    attrs = {"KIND": kind, "__module__": __name__, "__qualname__": name}
+    for b in BLOCKS:
+        if b.problem is None and b.kind == "guest" and b.arg.split()[0] == kind:
+            attrs["test_%s_%d" % (re.sub(r"\W", "_", b.path), b.line)] = make_test(b)
+    return type(name, (GuestCase, unittest.TestCase), attrs)
+
+
 def make_case(kind, name):
     def make_test(block):
         def test(self):
@@ -523,6 +685,8 @@ WasmBlocks = make_case("wasm", "WasmBlocks")
 DockerBlocks = make_case("docker", "DockerBlocks")
 DockerSessionBlocks = make_case("docker-sessions", "DockerSessionBlocks")
 QuickstartBlocks = make_case("quickstart", "QuickstartBlocks")
+DockerGuestBlocks = make_guest_case("docker", "DockerGuestBlocks")
+WasmGuestBlocks = make_guest_case("wasm", "WasmGuestBlocks")
 
 
 class Markers(unittest.TestCase):
