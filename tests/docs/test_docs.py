@@ -651,32 +651,26 @@ class GuestCase:
         counted(block, "guest " + self.KIND)
 
 
-def make_guest_case(kind, name):
+def make_case(kind, name, base=None):
+    """A TestCase class of one test per block of KIND: by default the
+    blocks a daemon of KIND runs or answers (BlockCase); with base
+    GuestCase, the guest blocks for a daemon of KIND."""
     def make_test(block):
         def test(self):
-            self.check_guest(block)
+            self.check_guest(block) if base is GuestCase else self.check_block(block)
         test.__doc__ = "%s (%s)" % (block, block.marker)
         return test
 
-    attrs = {"KIND": kind, "__module__": __name__, "__qualname__": name}
-    for b in BLOCKS:
-        if b.problem is None and b.kind == "guest" and b.arg.split()[0] == kind:
-            attrs["test_%s_%d" % (re.sub(r"\W", "_", b.path), b.line)] = make_test(b)
-    return type(name, (GuestCase, unittest.TestCase), attrs)
-
-
-def make_case(kind, name):
-    def make_test(block):
-        def test(self):
-            self.check_block(block)
-        test.__doc__ = "%s (%s)" % (block, block.marker)
-        return test
+    def mine(b):
+        if base is GuestCase:
+            return b.kind == "guest" and b.arg.split()[0] == kind
+        return b.daemon_kind == kind
 
     attrs = {"KIND": kind, "__module__": __name__, "__qualname__": name}
     for b in BLOCKS:
-        if b.problem is None and b.daemon_kind == kind:
+        if b.problem is None and mine(b):
             attrs["test_%s_%d" % (re.sub(r"\W", "_", b.path), b.line)] = make_test(b)
-    return type(name, (BlockCase, unittest.TestCase), attrs)
+    return type(name, (base or BlockCase, unittest.TestCase), attrs)
 
 
 LocalBlocks = make_case("", "LocalBlocks")
@@ -685,8 +679,8 @@ WasmBlocks = make_case("wasm", "WasmBlocks")
 DockerBlocks = make_case("docker", "DockerBlocks")
 DockerSessionBlocks = make_case("docker-sessions", "DockerSessionBlocks")
 QuickstartBlocks = make_case("quickstart", "QuickstartBlocks")
-DockerGuestBlocks = make_guest_case("docker", "DockerGuestBlocks")
-WasmGuestBlocks = make_guest_case("wasm", "WasmGuestBlocks")
+DockerGuestBlocks = make_case("docker", "DockerGuestBlocks", GuestCase)
+WasmGuestBlocks = make_case("wasm", "WasmGuestBlocks", GuestCase)
 
 
 class Markers(unittest.TestCase):
