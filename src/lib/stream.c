@@ -27,6 +27,7 @@
 
 #include "../core/buf.h"
 #include "../core/canon.h"
+#include "../core/cleanup.h"
 #include "lib.h"
 
 #define FLAG_END 0x02u
@@ -111,15 +112,14 @@ static int on_output_message(struct plc_stream *s, const json_t *output) {
     if (step < 0 || (uint64_t)step > s->nsteps)
         return broke(s, "has output of step %" JSON_INTEGER_FORMAT ", but the request has %u steps",
                      step, s->nsteps);
-    unsigned char *out = NULL, *errb = NULL;
+    PL_AUTO_FREE unsigned char *out = NULL;
+    PL_AUTO_FREE unsigned char *errb = NULL;
     size_t out_len = 0, err_len = 0;
-    int r = -1;
     struct plc_joined *j = &s->joined[step];
     if (chunk_bytes(s, output, "stdout", &out, &out_len) < 0 ||
         chunk_bytes(s, output, "stderr", &errb, &err_len) < 0 || join(s, j, 0, out, out_len) < 0 ||
         join(s, j, 1, errb, err_len) < 0)
-        goto done;
-    r = 0;
+        return -1;
     if ((out_len || err_len) && s->on_output) {
         struct plimsoll_output chunk = {.stdout_data = out_len ? (const char *)out : NULL,
                                         .stdout_len = out_len,
@@ -129,13 +129,10 @@ static int on_output_message(struct plc_stream *s, const json_t *output) {
         s->chunks++;
         if (s->on_output(s->userdata, &chunk) != 0) {
             s->canceled = true;
-            r = -1;
+            return -1;
         }
     }
-done:
-    free(out);
-    free(errb);
-    return r;
+    return 0;
 }
 
 /* One whole envelope: s->msg, with flags s->hdr[0]. */

@@ -209,12 +209,10 @@ int osh_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reque
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.name);
     struct step_ud u = {s, &sb, NULL, NULL};
     int rc = -1;
-    if (ctx->broker && osh_relay_start(s, &sb, ctx->broker, deadline, &u.relay, err) < 0)
-        goto out;
-    rc = req->kind == PL_PAYLOAD_SNIPPET
-             ? ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err)
-             : ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
-out:
+    if (!ctx->broker || osh_relay_start(s, &sb, ctx->broker, deadline, &u.relay, err) == 0)
+        rc = req->kind == PL_PAYLOAD_SNIPPET
+                 ? ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err)
+                 : ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
     osh_relay_stop(u.relay);
     osh_close(s, &sb);
     return rc;

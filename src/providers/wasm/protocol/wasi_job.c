@@ -53,6 +53,29 @@ void pl_wasi_job_free(struct pl_wasi_job *job) {
     memset(job, 0, sizeof(*job));
 }
 
+/* The n arguments after the count, into j (each one counted in j->nargs
+ * as it is made, so pl_wasi_job_free releases what there is); *off moves
+ * past them.  -1 when they do not fit in len or one holds a NUL. */
+static int decode_args(const char *buf, size_t len, uint32_t n, struct pl_wasi_job *j,
+                       size_t *off) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (len - *off < 4)
+            return -1;
+        uint32_t alen = get_u32(buf + *off);
+        *off += 4;
+        if (alen > len - *off || memchr(buf + *off, '\0', alen))
+            return -1;
+        j->args[i] = malloc((size_t)alen + 1);
+        if (!j->args[i])
+            return -1;
+        memcpy(j->args[i], buf + *off, alen);
+        j->args[i][alen] = '\0';
+        j->nargs++;
+        *off += alen;
+    }
+    return 0;
+}
+
 int pl_wasi_job_decode(const char *buf, size_t len, struct pl_wasi_job *ret) {
     struct pl_wasi_job j = {0};
     if (len < 4)
@@ -64,26 +87,12 @@ int pl_wasi_job_decode(const char *buf, size_t len, struct pl_wasi_job *ret) {
     j.args = calloc(n ? n : 1, sizeof(*j.args));
     if (!j.args)
         return -1;
-    for (uint32_t i = 0; i < n; i++) {
-        if (len - off < 4)
-            goto bad;
-        uint32_t alen = get_u32(buf + off);
-        off += 4;
-        if (alen > len - off || memchr(buf + off, '\0', alen))
-            goto bad;
-        j.args[i] = malloc((size_t)alen + 1);
-        if (!j.args[i])
-            goto bad;
-        memcpy(j.args[i], buf + off, alen);
-        j.args[i][alen] = '\0';
-        j.nargs++;
-        off += alen;
+    if (decode_args(buf, len, n, &j, &off) < 0) {
+        pl_wasi_job_free(&j);
+        return -1;
     }
     j.wasm = (const uint8_t *)buf + off;
     j.wasm_len = len - off;
     *ret = j;
     return 0;
-bad:
-    pl_wasi_job_free(&j);
-    return -1;
 }
