@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Every fenced code block of README.md and docs/**/*.md (not
-docs/clients.md, whose clients' own suites run it) is run, checked, or
-says why not: the line just before its opening fence is a marker, an HTML
+"""Every fenced code block of README.md, docs/**/*.md and
+clients/*/README.md is run, checked, or says why not: the line just before its opening fence is a marker, an HTML
 comment that renders as nothing.  A block without one fails, so a new
 example cannot slip in untested.  Tests are named by file and line.
 
@@ -42,6 +41,12 @@ The markers:
       PROFILE to a daemon of KIND (docker or wasm) holding the file's
       grants block.  It must exit 0 and print a 2xx status first, and the
       test API must have received its call with a credential it accepted.
+  <!-- doc: install CLIENT -->  a client's install steps (CLIENT: c, python,
+      typescript or go), a sh block that tests/clients/test_install.py runs
+      in the clients suite, from an empty directory outside the repository
+      (`/path/to/plimsoll` standing for the checkout), with the client's
+      example beside it; an output block after it shows how its stdout
+      ends.  Here it is only read.
   <!-- doc: not run: REASON -->  an example that cannot run here (a hosted
       service, an operator's machine, a suite of its own); REASON is
       required and printed.
@@ -58,9 +63,10 @@ a block's text: `127.0.0.1:7475` and `localhost:7475`, the address the
 docs use, become the test daemon's address.  By the fence's language:
 sh, bash or none: `bash -euo pipefail`; python: python3, with
 clients/python/src on PYTHONPATH (as `pip install ./clients/python`
-would); c: compiled with cc against include/ and the build's libplimsoll,
-then run; go: built as the main package of a module that requires
-`plimsoll` replaced by clients/go, then run.  Each block gets
+would); c: compiled with cc and the flags of the build's uninstalled
+plimsoll.pc (build/meson-uninstalled), then run; go: built as the main
+package of a module that requires `plimsoll` replaced by clients/go, then
+run.  Each block gets
 PL_DOC_TIMEOUT seconds (default 240) and must exit 0.
 
 Output rules: lines are compared after trailing whitespace is dropped, and
@@ -96,15 +102,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test.grants import free_port as free_port_on  # noqa: E402
 from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
 from plimsoll_test import docker as pdocker  # noqa: E402
+from plimsoll_test.docblocks import (ELLIPSIS, GUEST_LANGUAGES, KINDS, output_matches,  # noqa: E402
+                                     read_blocks)
 from plimsoll_test.upstream import Check, Upstream  # noqa: E402
 
 TIMEOUT = float(os.environ.get("PL_DOC_TIMEOUT", "240"))
 DOC_ADDRESSES = ("127.0.0.1:7475", "localhost:7475")
-KINDS = ("wasm", "disabled", "docker", "docker-sessions")
-RUN_KINDS = KINDS + ("", "quickstart")
-GUEST_KINDS = ("docker", "wasm")
-GUEST_LANGUAGES = {"python": "python", "js": "javascript", "javascript": "javascript"}
-ELLIPSIS = "\u2026"
 
 # Each daemon kind's settings (docker's instance label carries this
 # process's pid, so two runs never touch each other's containers).
@@ -126,157 +129,17 @@ def doc_files():
         for n in sorted(names):
             if n.endswith(".md"):
                 out.append(os.path.join(d, n))
-    return [f for f in out if os.path.relpath(f, ROOT) != os.path.join("docs", "clients.md")]
+    clients = os.path.join(ROOT, "clients")
+    for c in sorted(os.listdir(clients)):
+        if os.path.isfile(os.path.join(clients, c, "README.md")):
+            out.append(os.path.join(clients, c, "README.md"))
+    return out
 
 
-FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
-MARKER = re.compile(r"^\s*<!--\s*doc:\s*(.*?)\s*-->\s*$")
-
-
-class Block:
-    def __init__(self, path, line, lang, text, marker):
-        self.path = path  # relative to the repository
-        self.line = line  # the opening fence's line, from 1
-        self.lang = lang
-        self.text = text
-        self.marker = marker  # the marker's text, or None
-        self.kind = None  # run, output, answer, not run, shape; None: a bad marker
-        self.arg = ""  # run: the daemon kind; answer: "METHOD[.FIELD] KIND [REQUEST]"
-        self.problem = None
-        self.prev = None  # the block before it in its file
-        self.checks = []  # output and answer blocks that follow a run block
-        self.exit = 0  # a run block's exit status
-        self.grants = None  # a guest block's: its file's grants block
-        self.parse_marker()
-
-    def __str__(self):
-        return "%s:%d" % (self.path, self.line)
-
-    def parse_marker(self):
-        m = self.marker
-        if m is None:
-            self.problem = "no <!-- doc: ... --> marker on the line before the fence"
-            return
-        for kind in ("not run:", "shape:"):
-            if m.startswith(kind):
-                self.kind, self.arg = kind[:-1], m[len(kind):].strip()
-                if not self.arg:
-                    self.problem = "'%s' needs a reason" % kind
-                return
-        word, _, rest = m.partition(" ")
-        rest = rest.strip()
-        if word == "run":
-            m = re.fullmatch(r"(.*?)\s*\bexits (\d+)", rest)
-            if m:
-                rest, self.exit = m.group(1), int(m.group(2))
-            self.kind, self.arg = "run", rest
-            if rest not in RUN_KINDS:
-                self.problem = "unknown daemon kind %r (one of %s)" % (rest, ", ".join(KINDS))
-            elif self.lang not in ("", "sh", "bash", "python", "c", "go"):
-                self.problem = "a %r block cannot be run" % self.lang
-        elif word == "output" and not rest:
-            self.kind = "output"
-        elif word == "grants" and not rest:
-            self.kind = "grants"
-        elif word == "guest":
-            self.kind, self.arg = "guest", rest
-            parts = rest.split()
-            if len(parts) != 2 or parts[0] not in GUEST_KINDS:
-                self.problem = "guest wants KIND PROFILE, KIND one of %s" % ", ".join(GUEST_KINDS)
-            elif self.lang not in GUEST_LANGUAGES:
-                self.problem = "a %r block cannot be guest code" % self.lang
-        elif word == "answer":
-            self.kind, self.arg = "answer", rest
-            if rest:
-                parts = rest.split(None, 2)
-                if len(parts) < 2 or parts[1] not in KINDS:
-                    self.problem = "answer wants METHOD[.FIELD] KIND [REQUEST]"
-                elif len(parts) == 3:
-                    try:
-                        json.loads(parts[2])
-                    except ValueError as e:
-                        self.problem = "the request is not JSON: %s" % e
-        else:
-            self.problem = "unknown marker %r" % m
-
-    @property
-    def daemon_kind(self):
-        """The daemon the block's own test needs (None: none)."""
-        if self.kind == "run":
-            return self.arg
-        if self.kind == "answer" and self.arg:
-            return self.arg.split()[1]
-        return None
-
-
-def read_blocks(path):
-    rel = os.path.relpath(path, ROOT)
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    blocks = []
-    i = 0
-    while i < len(lines):
-        m = FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        indent, fence, lang = m.groups()
-        j = i + 1
-        while j < len(lines) and not re.match(r"^\s*" + re.escape(fence[0]) + "{%d,}\\s*$" % len(fence),
-                                              lines[j]):
-            j += 1
-        body = [ln[len(indent):] if ln.startswith(indent) else ln.lstrip() for ln in lines[i + 1:j]]
-        mk = MARKER.match(lines[i - 1]) if i > 0 else None
-        b = Block(rel, i + 1, lang, "\n".join(body) + "\n", mk.group(1) if mk else None)
-        if blocks:
-            b.prev = blocks[-1]
-        blocks.append(b)
-        i = j + 1
-    grants = [b for b in blocks if b.kind == "grants"]
-    for b in blocks:
-        if b.kind == "guest":
-            if len(grants) != 1:
-                b.problem = "guest code needs one grants block in its file, not %d" % len(grants)
-            else:
-                b.grants = grants[0]
-        if b.kind in ("output", "answer") and not (b.kind == "answer" and b.arg):
-            run = b.prev
-            while run is not None and run.kind in ("output", "answer") and not run.arg:
-                run = run.prev
-            if run is None or run.kind != "run":
-                b.problem = "'%s' follows no run block" % b.kind
-            else:
-                run.checks.append(b)
-    return blocks
-
-
-BLOCKS = [b for f in doc_files() for b in read_blocks(f)]
+BLOCKS = [b for f in doc_files() for b in read_blocks(f, ROOT)]
 
 
 # ---- checking -----------------------------------------------------------------
-def output_matches(shown, got):
-    """Whether the printed text `got` is what the block `shown` shows (the
-    module's output rules); returns None, or what differs."""
-    want = [ln.rstrip() for ln in shown.rstrip("\n").split("\n")]
-    have = [ln.rstrip() for ln in got.split("\n")]
-    while have and not have[-1]:
-        have.pop()
-
-    def line_ok(w, h):
-        return re.fullmatch(".*?".join(re.escape(p) for p in w.split(ELLIPSIS)), h) is not None
-
-    def match(wi, hi):
-        if wi == len(want):
-            return hi == len(have)
-        if want[wi] == ELLIPSIS:
-            return any(match(wi + 1, k) for k in range(hi, len(have) + 1))
-        return hi < len(have) and line_ok(want[wi], have[hi]) and match(wi + 1, hi + 1)
-
-    if match(0, 0):
-        return None
-    return "shown:\n%s\nprinted:\n%s" % ("\n".join(want), "\n".join(have))
-
-
 ANY, ANY_OBJECT, ANY_ARRAY, MORE = "\0any", "\0object", "\0array", "\0more"
 
 
@@ -400,10 +263,11 @@ def run_text(block, cwd, env, address=None):
             with open(src, "w") as f:
                 f.write(text)
             libdir = os.path.join(os.path.abspath(BUILD), "src", "lib")
-            jansson = subprocess.run(["pkg-config", "--cflags", "--libs", "jansson"],
-                                     capture_output=True, text=True, check=True).stdout.split()
-            cc = subprocess.run(["cc", "-o", exe, src, "-I", os.path.join(ROOT, "include"),
-                                 "-L", libdir, "-lplimsoll", "-Wl,-rpath," + libdir] + jansson,
+            flags = subprocess.run(["pkg-config", "--cflags", "--libs", "plimsoll"],
+                                   env=dict(env, PKG_CONFIG_PATH=os.path.join(
+                                       os.path.abspath(BUILD), "meson-uninstalled")),
+                                   capture_output=True, text=True, check=True).stdout.split()
+            cc = subprocess.run(["cc", "-o", exe, src, "-Wl,-rpath," + libdir] + flags,
                                 capture_output=True, text=True)
             if cc.returncode:
                 return cc
@@ -694,6 +558,18 @@ class Markers(unittest.TestCase):
                 print("  %s %s: %s" % (b, b.kind, b.arg), file=sys.stderr)
                 counted(b, b.kind)
 
+    def test_install_steps_are_the_clients_suites(self):
+        """An install block and its output run in the clients suite
+        (tests/clients/test_install.py), which reads them as this does."""
+        installs = [b for b in BLOCKS if b.kind == "install" and not b.problem]
+        self.assertEqual(sorted({b.arg for b in installs}), ["c", "go", "python", "typescript"])
+        for b in installs:
+            print("  %s install %s: run by tests/clients/test_install.py" % (b, b.arg),
+                  file=sys.stderr)
+            counted(b, "install")
+            for c in b.checks:
+                counted(c, "install")
+
     def test_the_runner_reads_its_own_rules(self):
         self.assertIsNone(output_matches("a\n" + ELLIPSIS + "\nb " + ELLIPSIS + " c\n",
                                          "a\nx\ny\nb 1 2 c\n\n"))
@@ -714,7 +590,7 @@ def tearDownModule():
     total = 0
     for f in files:
         row = {k: n for (p, k), n in COUNTS.items() if p == f}
-        ran = sum(n for k, n in row.items() if k not in ("not run", "shape"))
+        ran = sum(n for k, n in row.items() if k not in ("not run", "shape", "install"))
         total += ran
         print("  %-40s %3d of %3d blocks run or checked  %s" % (
             f, ran, sum(1 for b in BLOCKS if b.path == f),

@@ -70,51 +70,51 @@ export interface ClientOptions {
    * `PLIMSOLL_URL`, else `http://127.0.0.1:7475`, where there is a
    * `process.env`; in a browser it must be given.
    */
-  url?: string;
+  url?: string | undefined;
   /**
    * The API key, sent as `Authorization: Bearer <key>`.  Not given:
    * `PLIMSOLL_KEY`, else the first line of the file `PLIMSOLL_KEY_FILE`,
    * where there is a `process.env`; else none is sent.  Trimmed of
    * surrounding whitespace; never shown by an error or by the client.
    */
-  apiKey?: string;
+  apiKey?: string | undefined;
   /**
    * One attempt, in ms, from the request to the decoded answer however
    * slowly it comes (default 120000).
    */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /**
    * The most bytes one answer's body may have (default
    * `DEFAULT_MAX_ANSWER_BYTES`, 256 MiB); a longer one is a `ProtocolError`.
    */
-  maxAnswerBytes?: number;
+  maxAnswerBytes?: number | undefined;
   /**
    * The most bytes one message of a stream may have (`runStream`,
    * `runCellStream`; default `DEFAULT_MAX_MESSAGE_BYTES`, 16 MiB); a longer
    * one is a `ProtocolError`, refused from its header.  `maxAnswerBytes`
    * bounds the whole stream.
    */
-  maxMessageBytes?: number;
+  maxMessageBytes?: number | undefined;
   /** Retry `AT_CAPACITY` and `RATE_LIMITED` (off by default; `true` for the defaults). */
-  retry?: RetryPolicy | boolean;
+  retry?: RetryPolicy | boolean | undefined;
   /**
    * Check every answer's record (default true).  A `Session` checks its
    * chain whatever this says: keeping the chain is what it is for.
    */
-  verifyRecords?: boolean;
+  verifyRecords?: boolean | undefined;
   /** The fetch to use (default the global one). */
-  fetch?: FetchLike;
+  fetch?: FetchLike | undefined;
 }
 
 export interface OpenSessionOptions {
   /** Cell languages to start at open (a hint). */
-  languages?: string[];
+  languages?: string[] | undefined;
   /**
    * The weakest tier the session's calls accept: sent with each
    * `runSnippet`/`runProject` (so the daemon refuses before running) and
    * re-checked on every answer, cells included.
    */
-  minimumIsolation?: string;
+  minimumIsolation?: string | undefined;
 }
 
 type Json = Record<string, unknown>;

@@ -38,7 +38,7 @@ interface FsPromises {
 
 interface ProcessLike {
   env: Env;
-  getBuiltinModule?: (id: string) => unknown;
+  getBuiltinModule?: ((id: string) => unknown) | undefined;
 }
 
 declare const process: unknown;

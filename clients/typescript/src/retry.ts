@@ -6,15 +6,15 @@ import { AtCapacityError, RateLimitedError } from "./errors.js";
 /** How refused calls are retried: only `AT_CAPACITY` and `RATE_LIMITED`. */
 export interface RetryPolicy {
   /** Attempts in all, the first included (default 4). */
-  maxAttempts?: number;
+  maxAttempts?: number | undefined;
   /** The base of the exponential backoff, in ms (default 100). */
-  baseMs?: number;
+  baseMs?: number | undefined;
   /** The longest backoff before jitter, in ms (default 2000). */
-  capMs?: number;
+  capMs?: number | undefined;
 }
 
 /** A policy with every field set. */
-export type ResolvedRetryPolicy = Required<RetryPolicy>;
+export type ResolvedRetryPolicy = { [K in keyof RetryPolicy]-?: NonNullable<RetryPolicy[K]> };
 
 export const DEFAULT_RETRY: Readonly<ResolvedRetryPolicy> = Object.freeze({
   maxAttempts: 4,

@@ -19,31 +19,31 @@ export type Language = "javascript" | "python" | (string & {});
 
 export interface WireFile {
   path: string;
-  content?: string;
-  content_base64?: string;
+  content?: string | undefined;
+  content_base64?: string | undefined;
 }
 
 export interface WireStep {
-  name?: string;
+  name?: string | undefined;
   argv: string[];
 }
 
 export interface WireRunRequest {
-  minimum_isolation?: string;
-  grant_profile?: string;
-  timeout_ms?: number;
-  memory_mb?: number;
-  snippet?: { language?: string; code?: string; stdin?: string };
-  project?: { files?: WireFile[]; steps?: WireStep[] };
-  module?: { wasm_base64?: string; args?: string[]; stdin?: string };
-  cell?: WireCell;
+  minimum_isolation?: string | undefined;
+  grant_profile?: string | undefined;
+  timeout_ms?: number | undefined;
+  memory_mb?: number | undefined;
+  snippet?: { language?: string | undefined; code?: string | undefined; stdin?: string | undefined };
+  project?: { files?: WireFile[] | undefined; steps?: WireStep[] | undefined };
+  module?: { wasm_base64?: string | undefined; args?: string[] | undefined; stdin?: string | undefined };
+  cell?: WireCell | undefined;
   [field: string]: unknown;
 }
 
 export interface WireCell {
-  language?: string;
-  code?: string;
-  files?: WireFile[];
+  language?: string | undefined;
+  code?: string | undefined;
+  files?: WireFile[] | undefined;
 }
 
 // ---- the client's inputs (camelCase) -------------------------------------
@@ -51,19 +51,19 @@ export interface WireCell {
 /** Settings every run may carry; an unset one is not sent. */
 export interface RunOptions {
   /** The weakest tier accepted: refused before dispatch when the daemon is weaker, re-checked on the answer. */
-  minimumIsolation?: Tier | (string & {});
+  minimumIsolation?: Tier | (string & {}) | undefined;
   /** The sandbox's time limit (0 or unset: the daemon's default). */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** A lower memory allowance than the daemon's per-run one. */
-  memoryMb?: number;
+  memoryMb?: number | undefined;
   /** The name of an operator's grant profile. */
-  grantProfile?: string;
+  grantProfile?: string | undefined;
 }
 
 export interface SnippetInput extends RunOptions {
   code: string;
   language: Language;
-  stdin?: string;
+  stdin?: string | undefined;
 }
 
 /**
@@ -72,32 +72,32 @@ export interface SnippetInput extends RunOptions {
  */
 export interface FileInput {
   path: string;
-  content?: string | Uint8Array;
-  contentBase64?: string;
+  content?: string | Uint8Array | undefined;
+  contentBase64?: string | undefined;
 }
 
 export interface StepInput {
-  name?: string;
+  name?: string | undefined;
   argv: string[];
 }
 
 export interface ProjectInput extends RunOptions {
-  files?: FileInput[];
+  files?: FileInput[] | undefined;
   steps: (StepInput | string[])[];
 }
 
 export interface ModuleInput extends RunOptions {
   wasm: Uint8Array;
-  args?: string[];
-  stdin?: string;
+  args?: string[] | undefined;
+  stdin?: string | undefined;
 }
 
 export interface CellInput {
   code: string;
   language: Language;
-  files?: FileInput[];
+  files?: FileInput[] | undefined;
   /** The cell's time limit (unset: the daemon's default; not sent). */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
 }
 
 // ---- results --------------------------------------------------------------

@@ -54,3 +54,17 @@ export async function use(url: string, apiKey: string): Promise<string> {
   const k = new Chain(head);
   return canonical({ n, len: bytes.length, head: k.head, streamed: streamed.exitCode, seen: seen.length });
 }
+
+/**
+ * Under exactOptionalPropertyTypes (a `tsc --init` project's default), an
+ * option the caller holds as `T | undefined` is passed as it is.
+ */
+export function optionalAsUndefined(timeoutMs: number | undefined, floor: string | undefined): Promise<RunResult> {
+  return new Client({ url: "http://127.0.0.1:1", timeoutMs, retry: { maxAttempts: undefined } }).runSnippet({
+    code: "1",
+    language: "javascript",
+    minimumIsolation: floor,
+    timeoutMs,
+    stdin: undefined,
+  });
+}

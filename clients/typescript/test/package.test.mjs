@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 const PKG = fileURLToPath(new URL("..", import.meta.url));
 const LICENSE = fileURLToPath(new URL("../../../LICENSE", import.meta.url));
 
-test("npm pack ships dist's .js and .d.ts, README.md, LICENSE and package.json, nothing else", () => {
+test("npm pack ships dist's .js and .d.ts (ES module and CommonJS), README.md, LICENSE and package.json, nothing else", () => {
   const top = mkdtempSync(join(tmpdir(), "plimsoll-pack-"));
   try {
     // The package two levels below a LICENSE, as in the repository.
@@ -41,7 +41,8 @@ test("npm pack ships dist's .js and .d.ts, README.md, LICENSE and package.json, 
       "LICENSE",
       "README.md",
       "package.json",
-      ...modules.flatMap((m) => [`dist/${m}.js`, `dist/${m}.d.ts`]),
+      "dist/cjs/package.json",
+      ...modules.flatMap((m) => [`dist/${m}.js`, `dist/${m}.d.ts`, `dist/cjs/${m}.js`, `dist/cjs/${m}.d.ts`]),
     ].sort();
     assert.deepEqual(files, want);
     const license = packed.files.find((f) => f.path === "LICENSE");
@@ -54,7 +55,11 @@ test("npm pack ships dist's .js and .d.ts, README.md, LICENSE and package.json, 
     assert.equal(manifest.license, "Apache-2.0");
     assert.equal(manifest.private, undefined);
     const targets = [manifest.main, manifest.types];
-    for (const entry of Object.values(manifest.exports)) targets.push(entry.types, entry.import);
+    for (const entry of Object.values(manifest.exports)) {
+      // Each entry point both ways, each with its own types.
+      assert.deepEqual(Object.keys(entry), ["import", "require"]);
+      for (const way of [entry.import, entry.require]) targets.push(way.types, way.default);
+    }
     for (const t of targets) assert.ok(files.includes(t.replace(/^\.\//, "")), `${t} is not packed`);
   } finally {
     rmSync(top, { recursive: true, force: true });
