@@ -256,6 +256,10 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
     if (v)
         c.console = strcmp(v, "on") == 0;
 
+    v = get(lookup, ud, "PLIMSOLL_CORS_ORIGINS");
+    if (v && pl_origins_parse(v, &c.cors_origins, err) < 0)
+        return -1;
+
     v = get(lookup, ud, "PLIMSOLL_LISTEN");
     if (!v)
         v = "127.0.0.1:7475";

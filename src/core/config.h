@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "errors.h"
+#include "origin.h"
 #include "tier.h"
 
 /* Hard limits of the request language (not settings: part of the API). */
@@ -70,6 +71,7 @@ struct pl_config {
     unsigned max_connections_per_address; /* PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS */
     unsigned drain_timeout_ms;            /* PLIMSOLL_DRAIN_TIMEOUT_MS */
     bool console;                         /* PLIMSOLL_CONSOLE: the page at / (on) */
+    struct pl_origins cors_origins;       /* PLIMSOLL_CORS_ORIGINS; none: no CORS */
 
     unsigned max_sessions;       /* SANDBOX_MAX_SESSIONS; 0 = sessions off */
     unsigned session_disk_mb;    /* SANDBOX_SESSION_DISK_MB: the work directory's size */

@@ -21,6 +21,8 @@
  *   errors.[ch]    this header: the Connect codes, the reasons, struct
  *                  pl_error
  *   config.[ch]    every daemon setting: read once, validated, frozen
+ *   origin.[ch]    PLIMSOLL_CORS_ORIGINS normalised, a request's Origin
+ *                  looked up in it, a header's list of names checked
  *   keys.[ch]      the keys file and bearer-key authentication
  *   admission.[ch] the run slots and per-caller token buckets, shed at
  *                  once, never queued

@@ -12,7 +12,7 @@ static const double bucket_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 
 static const char *const method_names[] = {
     "Describe",      "Run",          "RunStream", "OpenSession", "RunInSession", "RunCell",
-    "RunCellStream", "CloseSession", "Explain",   "metrics",     "other"};
+    "RunCellStream", "CloseSession", "Explain",   "metrics",     "preflight",    "other"};
 #define NMETHODS (sizeof(method_names) / sizeof(method_names[0]))
 
 static const char *const outcome_names[PL_RUN__COUNT] = {

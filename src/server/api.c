@@ -125,6 +125,7 @@ struct pl_api_call {
     const char *method;         /* "Run", "Describe" or a session method */
     size_t held;                /* body bytes held against the bytes in flight */
     enum api_protocol protocol; /* from the Content-Type (api_grpc.c) */
+    const char *cors_origin;    /* a service path's listed Origin (api_cors.c), or NULL */
 };
 
 static void refuse_too_large(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg) {
@@ -342,6 +343,12 @@ static bool check_service_method(struct head_call *h) {
     return false;
 }
 
+/* A browser's preflight from a listed origin: 204 with the grant
+ * (api_cors.c); any other falls through to 405 as every OPTIONS does. */
+static bool answer_preflight(struct head_call *h) {
+    return api_cors_preflight(h->api, h->rq, h->call->cors_origin, h->rs, h->lg);
+}
+
 /* 405: Connect, gRPC and gRPC-Web calls are POSTs. */
 static bool check_post(struct head_call *h) {
     if (strcmp(h->rq->http_method, "POST") == 0)
@@ -474,6 +481,7 @@ static const struct head_rung {
     {"/metrics (GET, a key)", serve_metrics},
     {"a path under the service (NOT_FOUND)", check_service_path},
     {"a method of the service (NOT_FOUND)", check_service_method},
+    {"a preflight from a listed origin (204, PLIMSOLL_CORS_ORIGINS)", answer_preflight},
     {"POST (405)", check_post},
     {"a content type (415)", check_protocol},
     {"the method's content types (415)", check_protocol_fits_method},
@@ -497,6 +505,8 @@ static bool route_head(struct pl_api *api, const struct pl_api_request *rq,
         .get = strcmp(rq->http_method, "GET") == 0 || strcmp(rq->http_method, "HEAD") == 0,
     };
     call->protocol = api_protocol_of(rq->content_type);
+    if (strncmp(rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0)
+        call->cors_origin = api_cors_origin(api, rq);
     for (size_t i = 0; i < sizeof(head_ladder) / sizeof(head_ladder[0]); i++)
         if (head_ladder[i].answers(&h))
             return true;
@@ -619,7 +629,8 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
                  strcmp(lg->method, "console") == 0;
     if (!quiet) {
         enum pl_code code = lg->reason ? pl_reason_code(lg->reason) : PL_CODE_UNKNOWN;
-        pl_metrics_request(api->metrics, lg->method, code, rs->status == 200);
+        pl_metrics_request(api->metrics, lg->method, code,
+                           rs->status == 200 || rs->status == 204); /* 204: a preflight's grant */
     }
     if (quiet && rs->status == 200)
         return; /* probes answer often; log them only when they fail */
@@ -631,6 +642,8 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
         (json_int_t)rs->status, "duration_ms", (double)(pl_now_ns() - t0) / 1e6);
     if (f && lg->codec)
         json_object_set_new(f, "codec", json_string(lg->codec));
+    if (f && lg->cors)
+        json_object_set_new(f, "cors", json_string(lg->cors));
     if (f && lg->grant_profile) {
         json_object_set_new(f, "grant_profile", json_string(lg->grant_profile));
         json_object_set_new(f, "broker_calls", json_integer(lg->broker_calls));
@@ -661,11 +674,15 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
         struct pl_api_stream *s = NULL;
         if (api_method_streams(call->lg.method) && (call->protocol == API_CONNECT_STREAM_JSON ||
                                                     call->protocol == API_CONNECT_STREAM_PROTO))
-            s = api_stream_new(api, call->protocol, rq->content_type, NULL);
+            s = api_stream_new(api, call->protocol, rq->content_type, NULL, NULL);
         if (s)
             api_stream_end(s, rs); /* Connect's end message alone */
         else if (grpc_answer(call, rq))
             api_grpc_wrap(call->protocol, rq->content_type, rs);
+        /* An OPTIONS's answer is a preflight's own: the grant, or no CORS
+         * header at all (whatever refused it). */
+        if (strcmp(rq->http_method, "OPTIONS") != 0)
+            api_cors_answer(call->cors_origin, rs);
         free(call);
         return true;
     }
@@ -683,7 +700,7 @@ void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl
     memset(rs, 0, sizeof(*rs));
     struct pl_api_stream *s = NULL;
     if (pl_api_call_streams(call)) {
-        s = api_stream_new(api, call->protocol, rq->content_type, rq->stream);
+        s = api_stream_new(api, call->protocol, rq->content_type, rq->stream, call->cors_origin);
         if (!s) {
             api_set_text(rs, 500, "out of memory\n");
             finish_log(api, rq, rs, &call->lg, t0);
@@ -698,6 +715,7 @@ void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl
         api_stream_end(s, rs);
     else if (grpc_answer(call, rq))
         api_grpc_wrap(call->protocol, rq->content_type, rs);
+    api_cors_answer(call->cors_origin, rs);
 }
 
 void pl_api_call_hold_answer(struct pl_api *api, struct pl_api_call *call, size_t answer_bytes) {

@@ -80,6 +80,9 @@ struct pl_api_request {
     const char *authorization;   /* may be NULL */
     const char *connect_timeout; /* Connect-Timeout-Ms, may be NULL */
     const char *grpc_timeout;    /* grpc-timeout, may be NULL */
+    const char *origin;          /* Origin, may be NULL (api_cors.c) */
+    const char *cors_method;     /* Access-Control-Request-Method, may be NULL */
+    const char *cors_headers;    /* Access-Control-Request-Headers, may be NULL */
     bool http2;                  /* over HTTP/2 (gRPC needs it) */
     const char *tls_principal;   /* the TLS client certificate's, or NULL */
     bool length_known;           /* the head announced the body's length (Content-Length) */
@@ -99,6 +102,14 @@ struct pl_api_header {
 };
 #define PL_API_MAX_HEADERS 3
 
+/* A header whose name and value outlive the answer (static, or the
+ * configuration's): CORS's (api_cors.c), never freed. */
+struct pl_api_fixed_header {
+    const char *name;
+    const char *value;
+};
+#define PL_API_MAX_CORS_HEADERS 5
+
 struct pl_api_response {
     int status;
     const char *content_type;
@@ -109,6 +120,10 @@ struct pl_api_response {
     unsigned nheaders;
     struct pl_api_header trailers[PL_API_MAX_HEADERS]; /* after its body (HTTP/2) */
     unsigned ntrailers;
+    /* CORS's headers, on an answer to a listed origin (PLIMSOLL_CORS_ORIGINS)
+     * and on a streaming answer's head too. */
+    struct pl_api_fixed_header cors[PL_API_MAX_CORS_HEADERS];
+    unsigned ncors;
     /* The head went out through pl_api_stream_out.begin: body is the rest
      * (after every byte pl_api_stream_take gave), status and content type
      * are the head's again. */

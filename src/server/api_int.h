@@ -28,6 +28,8 @@
  *                   RunInSession, RunCell and Explain
  *   api_grpc.c      gRPC and gRPC-Web over the Connect answers
  *   api_stream.c    RunStream and RunCellStream: output as it comes
+ *   api_cors.c      browsers on another origin (PLIMSOLL_CORS_ORIGINS):
+ *                   the preflight, the answers' CORS headers
  *   codec.[ch]      Connect's binary codec: protobuf to and from the API's
  *                   JSON, on protobuf-c's descriptors
  *   sessions.[ch]   the session table: ids, owners, turns, idle and
@@ -61,6 +63,8 @@ struct call_log {
     /* RunStream, RunCellStream: the answer being streamed (dispatch
      * begins it and gives the run its sink); NULL for every other call. */
     struct pl_api_stream *stream;
+    /* A preflight's fate (api_cors.c): "granted" or why not; static. */
+    const char *cors;
 };
 
 /* ---- api_grpc.c ---- */
@@ -119,10 +123,12 @@ void api_grpc_status_of(const struct pl_api_response *rs, unsigned *ret_code, ch
 bool api_method_streams(const char *method);
 
 /* A streaming call's answer, before dispatch; ctype is the request's
- * content type, out is copied.  NULL when out of memory (the call is then
- * answered whole).  The API holds a reference until api_stream_end. */
+ * content type, out is copied; cors_origin, the listed origin its head
+ * carries CORS's headers for (api_cors_answer), or NULL.  NULL when out of
+ * memory (the call is then answered whole).  The API holds a reference
+ * until api_stream_end. */
 struct pl_api_stream *api_stream_new(struct pl_api *api, enum api_protocol p, const char *ctype,
-                                     const struct pl_api_stream_out *out);
+                                     const struct pl_api_stream_out *out, const char *cors_origin);
 
 /* At dispatch: the head goes out through the transport's begin, which
  * takes the transport's reference (pl_api_stream_release).  Returns the
@@ -138,6 +144,26 @@ const struct pl_output_sink *api_stream_begin(struct pl_api_stream *s);
  * A call that never began is answered whole in the streaming protocol.
  * The API's reference to s is released. */
 void api_stream_end(struct pl_api_stream *s, struct pl_api_response *rs);
+
+/* ---- api_cors.c ---- */
+
+/* The entry of PLIMSOLL_CORS_ORIGINS the request's Origin is, byte for
+ * byte, or NULL (none listed, no Origin, another one).  The string lives
+ * as long as the configuration. */
+const char *api_cors_origin(const struct pl_api *api, const struct pl_api_request *rq);
+
+/* The head's rung for a preflight (OPTIONS with
+ * Access-Control-Request-Method) on a method of the service: true when it
+ * answered it, 204 with the grant (listed: api_cors_origin's).  A
+ * preflight it does not grant gets no answer here (false): the next rung
+ * answers as to any OPTIONS; lg->method is "preflight" and lg->cors says
+ * why, for the log. */
+bool api_cors_preflight(struct pl_api *api, const struct pl_api_request *rq, const char *listed,
+                        struct pl_api_response *rs, struct call_log *lg);
+
+/* An answer to a listed origin (NULL: nothing done): its CORS headers,
+ * Access-Control-Allow-Origin, -Expose-Headers and Vary, in rs->cors. */
+void api_cors_answer(const char *listed, struct pl_api_response *rs);
 
 /* ---- api_answer.c ---- */
 

@@ -51,7 +51,8 @@ struct pl_api_stream {
     pthread_mutex_t lock; /* everything below */
     unsigned refs;
     enum api_protocol protocol;
-    const char *ctype; /* the head's */
+    const char *ctype;       /* the head's */
+    const char *cors_origin; /* the head's CORS (api_cors_answer), or NULL */
     struct pl_api_stream_out out;
     struct pl_output_sink sink;
     struct pending *head, *tail; /* output not yet taken, in order */
@@ -221,7 +222,7 @@ int pl_api_stream_take(struct pl_api_stream *s, struct pl_buf *out) {
 /* ---- the call ------------------------------------------------------------------ */
 
 struct pl_api_stream *api_stream_new(struct pl_api *api, enum api_protocol p, const char *ctype,
-                                     const struct pl_api_stream_out *out) {
+                                     const struct pl_api_stream_out *out, const char *cors_origin) {
     struct pl_api_stream *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
@@ -234,6 +235,7 @@ struct pl_api_stream *api_stream_new(struct pl_api *api, enum api_protocol p, co
                                                : api_grpc_ctype(p, ctype);
     if (out)
         s->out = *out;
+    s->cors_origin = cors_origin;
     s->sink = (struct pl_output_sink){.write = sink_write, .ud = s};
     return s;
 }
@@ -242,6 +244,7 @@ const struct pl_output_sink *api_stream_begin(struct pl_api_stream *s) {
     if (!s || !s->out.begin)
         return NULL;
     struct pl_api_response head = {.status = 200, .content_type = s->ctype};
+    api_cors_answer(s->cors_origin, &head);
     pthread_mutex_lock(&s->lock);
     s->refs++; /* the transport's, once it takes the head */
     pthread_mutex_unlock(&s->lock);

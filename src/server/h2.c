@@ -55,6 +55,7 @@ struct stream {
     size_t header_bytes; /* the header block's, as HPACK's size counts it */
     size_t kept_bytes;   /* the values kept of it (the wanted headers) */
     char *method, *path, *ctype, *auth, *connect_timeout, *grpc_timeout, *length;
+    char *origin, *cors_method, *cors_headers; /* CORS's (api_cors.c) */
     struct pl_api_call *call;
     struct pl_buf body;
     bool too_large;
@@ -71,6 +72,8 @@ struct stream {
     bool begin_pending; /* the run began: its head is to be submitted */
     int head_status;
     const char *head_ctype;
+    struct pl_api_fixed_header head_cors[PL_API_MAX_CORS_HEADERS];
+    unsigned head_ncors;
     struct pl_api_stream *as; /* once begun; NULL once the peer reset it */
     bool streaming;           /* its head is submitted */
     bool deferred;            /* nghttp2 waits for its bytes */
@@ -172,6 +175,9 @@ static void stream_free(struct stream *st) {
     free(st->connect_timeout);
     free(st->grpc_timeout);
     free(st->length);
+    free(st->origin);
+    free(st->cors_method);
+    free(st->cors_headers);
     free(st);
 }
 
@@ -246,7 +252,7 @@ static void submit_head(struct stream *st, const struct pl_api_response *rs,
                         nghttp2_data_provider *prd) {
     char status[8];
     snprintf(status, sizeof(status), "%d", rs->status ? rs->status : 500);
-    nghttp2_nv nva[16] = {
+    nghttp2_nv nva[8 + PL_API_MAX_HEADERS + PL_API_MAX_CORS_HEADERS] = {
         NV(":status", status),
         NV("content-type", rs->content_type ? rs->content_type : "text/plain"),
         NV("x-content-type-options", "nosniff"),
@@ -264,6 +270,10 @@ static void submit_head(struct stream *st, const struct pl_api_response *rs,
         nva[n++] = (nghttp2_nv){(uint8_t *)rs->headers[i].name, (uint8_t *)rs->headers[i].value,
                                 strlen(rs->headers[i].name), strlen(rs->headers[i].value),
                                 NGHTTP2_NV_FLAG_NONE};
+    for (unsigned i = 0; i < rs->ncors; i++)
+        nva[n++] =
+            (nghttp2_nv){(uint8_t *)rs->cors[i].name, (uint8_t *)rs->cors[i].value,
+                         strlen(rs->cors[i].name), strlen(rs->cors[i].value), NGHTTP2_NV_FLAG_NONE};
     if (nghttp2_submit_response(st->c->s, st->id, nva, n, prd) != 0)
         nghttp2_submit_rst_stream(st->c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
 }
@@ -283,6 +293,8 @@ static void submit_answer(struct stream *st) {
  * run gives it (stream_read). */
 static void submit_stream_head(struct stream *st) {
     struct pl_api_response head = {.status = st->head_status, .content_type = st->head_ctype};
+    memcpy(head.cors, st->head_cors, sizeof(head.cors));
+    head.ncors = st->head_ncors;
     st->streaming = true;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = stream_read};
     submit_head(st, &head, &prd);
@@ -308,6 +320,8 @@ static int hook_begin(void *ud, struct pl_api_stream *s, const struct pl_api_res
     st->as = s;
     st->head_status = head->status;
     st->head_ctype = head->content_type;
+    memcpy(st->head_cors, head->cors, sizeof(st->head_cors));
+    st->head_ncors = head->ncors;
     st->begin_pending = true;
     poke(st->c, st);
     pthread_mutex_unlock(&st->c->lock);
@@ -330,6 +344,9 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
         .authorization = st->auth,
         .connect_timeout = st->connect_timeout,
         .grpc_timeout = st->grpc_timeout,
+        .origin = st->origin,
+        .cors_method = st->cors_method,
+        .cors_headers = st->cors_headers,
         .http2 = true,
         .head_bytes = st->kept_bytes,
         /* The current file's say, every request: a certificate removed
@@ -514,6 +531,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         {"connect-timeout-ms", offsetof(struct stream, connect_timeout)},
         {"grpc-timeout", offsetof(struct stream, grpc_timeout)},
         {"content-length", offsetof(struct stream, length)},
+        {"origin", offsetof(struct stream, origin)},
+        {"access-control-request-method", offsetof(struct stream, cors_method)},
+        {"access-control-request-headers", offsetof(struct stream, cors_headers)},
     };
     for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
         if (strlen(wanted[i].name) != namelen || memcmp(wanted[i].name, name, namelen) != 0)

@@ -336,6 +336,8 @@ static void add_headers(struct MHD_Response *r, const struct pl_api_response *rs
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, rs->allow);
     for (unsigned i = 0; i < rs->nheaders; i++)
         MHD_add_response_header(r, rs->headers[i].name, rs->headers[i].value);
+    for (unsigned i = 0; i < rs->ncors; i++)
+        MHD_add_response_header(r, rs->cors[i].name, rs->cors[i].value);
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_response *rs,
@@ -404,6 +406,8 @@ static int h1s_begin(void *ud, struct pl_api_stream *s, const struct pl_api_resp
     hs->as = s;
     hs->head.status = head->status;
     hs->head.content_type = head->content_type;
+    memcpy(hs->head.cors, head->cors, sizeof(head->cors));
+    hs->head.ncors = head->ncors;
     hs->begun = true;
     pthread_cond_broadcast(&hs->cond);
     pthread_mutex_unlock(&hs->lock);
@@ -522,6 +526,9 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
         }
         *fields[i] = hs->strs[i];
     }
+    /* CORS was decided at the head (the call holds it): nothing here reads
+     * these again, and MHD's copies do not outlive the connection's turn. */
+    hs->rq.origin = hs->rq.cors_method = hs->rq.cors_headers = NULL;
     hs->call = ctx->call;
     ctx->call = NULL;
     hs->body = ctx->body;
@@ -600,6 +607,11 @@ static void fill_head(struct pl_http *h, struct MHD_Connection *c, const char *u
     rq->authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     rq->connect_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
     rq->grpc_timeout = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "grpc-timeout");
+    rq->origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    rq->cors_method =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method");
+    rq->cors_headers =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
     struct conn *k = conn_of(c);
     rq->tls_principal = k ? pl_tls_principal(h->tls, k->fingerprint) : NULL;
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");

@@ -62,6 +62,32 @@ class StartupRefusals(unittest.TestCase):
             f.write("alice not-a-digest\n")
         self.refuse({"PLIMSOLL_KEYS_FILE": bad}, "PLIMSOLL_KEYS_FILE")
 
+    def test_cors_origins(self):
+        """PLIMSOLL_CORS_ORIGINS: exact origins only; each refusal names the
+        setting and says why."""
+        for value, why in (("http://127.0.0.2:8000/", "no path"),
+                           ("http://127.0.0.2:8000/app", "no path"),
+                           ("*", "wildcard"),
+                           ("https://*.example.com", "wildcard"),
+                           ("null", "null"),
+                           ("127.0.0.2:8000", "not http:// or https://"),
+                           ("http://127.0.0.2:99999", "a port"),
+                           ("http://a,,http://b", "entry 2 is empty"),
+                           ("http://a, HTTP://A:80", "listed twice"),
+                           ("http://" + "a" * 250, "longer than 256 bytes"),
+                           (",".join("http://h%d" % i for i in range(33)), "more than 32")):
+            with self.subTest(value=value[:40]):
+                code, err = run_startup({"PLIMSOLL_CORS_ORIGINS": value})
+                self.assertEqual(code, 2, err)
+                self.assertIn("plimsolld: PLIMSOLL_CORS_ORIGINS: ", err)
+                self.assertIn(why, err)
+        # The edges: 32 origins, one of 256 bytes.
+        longest = "http://" + ".".join(["a" * 60] * 5)[:249]
+        self.assertEqual(len(longest), 256)
+        d = Daemon(env={"PLIMSOLL_CORS_ORIGINS": ",".join(
+            ["http://h%d" % i for i in range(31)] + [longest])}).start()
+        self.assertEqual(d.stop(), 0)
+
     def test_reserved_settings(self):
         self.refuse({"PLIMSOLL_GRANTS_FILE": "/nonexistent/grants.json"}, "PLIMSOLL_GRANTS_FILE")
         self.refuse({"SANDBOX_MAX_SESSIONS": "4"}, "SANDBOX_MAX_SESSIONS")

@@ -8,7 +8,8 @@ The markers:
 
   <!-- doc: run KIND -->    the block runs against a daemon of KIND, started
       by this test from the build under test (PLIMSOLL_BUILD_DIR):
-        wasm             SANDBOX_PROVIDER=wasm (what scripts/quickstart starts)
+        wasm             SANDBOX_PROVIDER=wasm (what scripts/quickstart starts),
+                         with PLIMSOLL_CORS_ORIGINS=http://127.0.0.2:8000
         disabled         no SANDBOX_PROVIDER: the Disabled provider
         docker           SANDBOX_PROVIDER=docker under runc
         docker-sessions  docker under runc with SANDBOX_MAX_SESSIONS=4 (what
@@ -112,7 +113,7 @@ DOC_ADDRESSES = ("127.0.0.1:7475", "localhost:7475")
 # Each daemon kind's settings (docker's instance label carries this
 # process's pid, so two runs never touch each other's containers).
 DAEMON_ENV = {
-    "wasm": {"SANDBOX_PROVIDER": "wasm"},
+    "wasm": {"SANDBOX_PROVIDER": "wasm", "PLIMSOLL_CORS_ORIGINS": "http://127.0.0.2:8000"},
     "disabled": {"SANDBOX_PROVIDER": None},
     "docker": {"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": "runc",
                "SANDBOX_DOCKER_INSTANCE": "docs" + pdocker.RUN_TAG},

@@ -29,15 +29,16 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 class Browser:
-    def __init__(self, width=1400, height=1100):
+    def __init__(self, width=1400, height=1100, args=()):
+        """args: more of Chromium's switches (a certificate to trust)."""
         self.dir = tempfile.mkdtemp(prefix="plimsoll-chromium-")
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
              "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
              "--disable-extensions", "--disable-background-networking",
              "--remote-debugging-port=0", "--remote-allow-origins=*",
-             "--user-data-dir=" + self.dir, "--window-size=%d,%d" % (width, height),
-             "about:blank"],
+             "--user-data-dir=" + self.dir, "--window-size=%d,%d" % (width, height)]
+            + list(args) + ["about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         port = None
         deadline = time.monotonic() + 60
