@@ -31,7 +31,15 @@
     X(SANDBOX_SESSION_DISK_MB, session_disk_mb, 64, 1, 65536)                                      \
     X(SANDBOX_SESSION_LIFETIME, session_lifetime_s, 3600, 5, 604800)                               \
     X(SANDBOX_SESSION_IDLE, session_idle_s, 300, 1, 604800)                                        \
-    X(SANDBOX_SESSION_POOL, session_pool, 0, 0, 64)
+    X(SANDBOX_SESSION_POOL, session_pool, 0, 0, 64)                                                \
+    X(PLIMSOLL_HEALTH_WATCH_STREAMS, health_watch_streams, 64, 1, 65536)                           \
+    X(PLIMSOLL_HEALTH_WATCH_STREAMS_PER_CONNECTION, health_watch_streams_per_connection, 4, 1,     \
+      100)                                                                                         \
+    X(PLIMSOLL_HEALTH_WATCH_TIMEOUT_MS, health_watch_timeout_ms, 600000, 1000, 86400000)           \
+    X(PLIMSOLL_REFLECTION_STREAMS, reflection_streams, 16, 1, 4096)                                \
+    X(PLIMSOLL_REFLECTION_MESSAGE_BYTES, reflection_message_bytes, 4096, 64, 1048576)              \
+    X(PLIMSOLL_REFLECTION_MESSAGES, reflection_messages, 128, 1, 65536)                            \
+    X(PLIMSOLL_REFLECTION_TIMEOUT_MS, reflection_timeout_ms, 60000, 100, 3600000)
 
 /* Derived or paired integer settings, bounds only. */
 #define MEMORY_MB_MIN 16u
@@ -259,6 +267,31 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
     v = get(lookup, ud, "PLIMSOLL_CORS_ORIGINS");
     if (v && pl_origins_parse(v, &c.cors_origins, err) < 0)
         return -1;
+    /* Who may ask gRPC's health service and server reflection. */
+    static const struct {
+        const char *name;
+        enum pl_open_auth dflt;
+        size_t off;
+    } auths[] = {
+        {"PLIMSOLL_HEALTH", PL_AUTH_OPEN, offsetof(struct pl_config, health)},
+        {"PLIMSOLL_REFLECTION", PL_AUTH_KEY, offsetof(struct pl_config, reflection)},
+    };
+    for (size_t i = 0; i < sizeof(auths) / sizeof(auths[0]); i++) {
+        enum pl_open_auth *slot = (enum pl_open_auth *)((char *)&c + auths[i].off);
+        *slot = auths[i].dflt;
+        v = get(lookup, ud, auths[i].name);
+        if (!v)
+            continue;
+        if (strcmp(v, "open") == 0)
+            *slot = PL_AUTH_OPEN;
+        else if (strcmp(v, "key") == 0)
+            *slot = PL_AUTH_KEY;
+        else if (strcmp(v, "off") == 0)
+            *slot = PL_AUTH_OFF;
+        else
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "%s: \"%.32s\" is none of open, key, off", auths[i].name, v);
+    }
 
     v = get(lookup, ud, "PLIMSOLL_LISTEN");
     if (!v)

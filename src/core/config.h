@@ -40,6 +40,10 @@ struct pl_listen {
     char path[108]; /* UNIX: socket path */
 };
 
+/* Who may call a service that answers from the daemon's own state
+ * (PLIMSOLL_HEALTH, PLIMSOLL_REFLECTION): anyone, a key's holder, nobody. */
+enum pl_open_auth { PL_AUTH_OPEN, PL_AUTH_KEY, PL_AUTH_OFF };
+
 struct pl_config {
     char provider[32];          /* SANDBOX_PROVIDER; "disabled" when unset */
     enum pl_tier min_isolation; /* SANDBOX_MIN_ISOLATION */
@@ -72,6 +76,15 @@ struct pl_config {
     unsigned drain_timeout_ms;            /* PLIMSOLL_DRAIN_TIMEOUT_MS */
     bool console;                         /* PLIMSOLL_CONSOLE: the page at / (on) */
     struct pl_origins cors_origins;       /* PLIMSOLL_CORS_ORIGINS; none: no CORS */
+    enum pl_open_auth health;             /* PLIMSOLL_HEALTH: grpc.health.v1.Health (open) */
+    enum pl_open_auth reflection;         /* PLIMSOLL_REFLECTION: server reflection (key) */
+    unsigned health_watch_streams;        /* PLIMSOLL_HEALTH_WATCH_STREAMS: all at once */
+    unsigned health_watch_streams_per_connection; /* ..._PER_CONNECTION */
+    unsigned health_watch_timeout_ms;  /* PLIMSOLL_HEALTH_WATCH_TIMEOUT_MS: a Watch's, absolute */
+    unsigned reflection_streams;       /* PLIMSOLL_REFLECTION_STREAMS: all at once */
+    unsigned reflection_message_bytes; /* PLIMSOLL_REFLECTION_MESSAGE_BYTES: one request */
+    unsigned reflection_messages;      /* PLIMSOLL_REFLECTION_MESSAGES: one stream's requests */
+    unsigned reflection_timeout_ms;    /* PLIMSOLL_REFLECTION_TIMEOUT_MS: a stream's, absolute */
 
     unsigned max_sessions;       /* SANDBOX_MAX_SESSIONS; 0 = sessions off */
     unsigned session_disk_mb;    /* SANDBOX_SESSION_DISK_MB: the work directory's size */

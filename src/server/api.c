@@ -119,15 +119,6 @@ static const char *authenticate(struct pl_api *api, const struct pl_api_request 
     return pl_keys_authenticate(api->keys, key, len);
 }
 
-/* What the head decided, carried to the body phase. */
-struct pl_api_call {
-    struct call_log lg;
-    const char *method;         /* "Run", "Describe" or a session method */
-    size_t held;                /* body bytes held against the bytes in flight */
-    enum api_protocol protocol; /* from the Content-Type (api_grpc.c) */
-    const char *cors_origin;    /* a service path's listed Origin (api_cors.c), or NULL */
-};
-
 static void refuse_too_large(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg) {
     struct pl_error err = {0};
     pl_error_set(&err, PL_REASON_INVALID_REQUEST,
@@ -316,8 +307,25 @@ static bool refuse_http(struct head_call *h, int status, const char *text) {
     return true;
 }
 
+/* gRPC's health service and server reflection (api_health.c). */
+static bool serve_grpc_services(struct head_call *h) {
+    if (api_svc_head(h->api, h->rq, h->call, h->rs))
+        return true;
+    if (h->call->svc != API_SVC_NONE)
+        h->method = h->lg->method;
+    return false;
+}
+
+/* Whether the call is one of those, whose rung decided path, method,
+ * content type and key. */
+static bool svc_call(const struct head_call *h) {
+    return h->call->svc != API_SVC_NONE;
+}
+
 /* NOT_FOUND: a path outside the service. */
 static bool check_service_path(struct head_call *h) {
+    if (svc_call(h))
+        return false;
     if (strncmp(h->rq->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) != 0) {
         h->lg->method = "other";
         return refuse_head(h, PL_REASON_NOT_FOUND, "no route for %.128s", h->rq->path);
@@ -329,6 +337,8 @@ static bool check_service_path(struct head_call *h) {
 /* NOT_FOUND: a method the service does not have (the session methods are
  * its own, even where a daemon keeps sessions off). */
 static bool check_service_method(struct head_call *h) {
+    if (svc_call(h))
+        return false;
     static const char *const unary_and_stream[] = {"Run", "Describe", "Explain", "RunStream"};
     h->lg->method = "other";
     for (size_t i = 0; i < sizeof(unary_and_stream) / sizeof(unary_and_stream[0]); i++)
@@ -351,6 +361,8 @@ static bool answer_preflight(struct head_call *h) {
 
 /* 405: Connect, gRPC and gRPC-Web calls are POSTs. */
 static bool check_post(struct head_call *h) {
+    if (svc_call(h))
+        return false;
     if (strcmp(h->rq->http_method, "POST") == 0)
         return false;
     h->rs->allow = "POST";
@@ -359,6 +371,8 @@ static bool check_post(struct head_call *h) {
 
 /* 415: a content type that is no protocol this daemon speaks. */
 static bool check_protocol(struct head_call *h) {
+    if (svc_call(h))
+        return false;
     static const char *const codec_names[] = {[API_CONNECT_JSON] = "json",
                                               [API_CONNECT_PROTO] = "proto",
                                               [API_GRPC] = "grpc",
@@ -377,6 +391,8 @@ static bool check_protocol(struct head_call *h) {
 
 /* 415: Connect's unary types for a streaming method, or the other way. */
 static bool check_protocol_fits_method(struct head_call *h) {
+    if (svc_call(h))
+        return false;
     enum api_protocol p = h->call->protocol;
     bool streams = api_method_streams(h->lg->method);
     bool connect_stream = p == API_CONNECT_STREAM_JSON || p == API_CONNECT_STREAM_PROTO;
@@ -395,6 +411,8 @@ static bool check_protocol_fits_method(struct head_call *h) {
 
 /* 415: gRPC is HTTP/2's (no gRPC client can read trailers over HTTP/1.1). */
 static bool check_grpc_transport(struct head_call *h) {
+    if (svc_call(h))
+        return false;
     if (h->call->protocol != API_GRPC || h->rq->http2)
         return false;
     return refuse_http(h, 415,
@@ -404,6 +422,8 @@ static bool check_grpc_transport(struct head_call *h) {
 
 /* UNAUTHENTICATED: no key, or one the keys file does not list. */
 static bool check_key(struct head_call *h) {
+    if (svc_call(h))
+        return false;
     h->lg->principal = authenticate(h->api, h->rq);
     if (h->lg->principal)
         return false;
@@ -444,6 +464,8 @@ static bool check_body_size(struct head_call *h) {
  */
 static bool hold_body(struct head_call *h) {
     struct pl_api *api = h->api;
+    if (h->call->slot)
+        return false; /* a live stream: its messages have their own bound */
     const struct pl_api_request *rq = h->rq;
     /* A body of unknown length (chunked) may grow to the largest allowed. */
     size_t want = rq->length_known ? (size_t)rq->content_length : api->config->max_request_bytes;
@@ -479,6 +501,7 @@ static const struct head_rung {
     {"/healthz (GET)", serve_healthz},
     {"/readyz (GET)", serve_readyz},
     {"/metrics (GET, a key)", serve_metrics},
+    {"gRPC's health and reflection (PLIMSOLL_HEALTH, PLIMSOLL_REFLECTION)", serve_grpc_services},
     {"a path under the service (NOT_FOUND)", check_service_path},
     {"a method of the service (NOT_FOUND)", check_service_method},
     {"a preflight from a listed origin (204, PLIMSOLL_CORS_ORIGINS)", answer_preflight},
@@ -556,6 +579,10 @@ static void route_json(struct pl_api *api, const struct pl_api_request *rq,
  */
 static void route_body(struct pl_api *api, const struct pl_api_request *rq,
                        struct pl_api_response *rs, struct pl_api_call *call) {
+    if (call->svc != API_SVC_NONE) {
+        api_svc_check(api, call, rq, rs);
+        return;
+    }
     if (call->protocol == API_CONNECT_JSON || rq->body_too_large) {
         route_json(api, rq, rs, call);
         return;
@@ -626,7 +653,7 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
     if (!rs->body)
         api_set_text(rs, 500, "internal error\n");
     bool quiet = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0 ||
-                 strcmp(lg->method, "console") == 0;
+                 strcmp(lg->method, "console") == 0 || strcmp(lg->method, "health.Check") == 0;
     if (!quiet) {
         enum pl_code code = lg->reason ? pl_reason_code(lg->reason) : PL_CODE_UNKNOWN;
         pl_metrics_request(api->metrics, lg->method, code,
@@ -669,6 +696,7 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
         return true;
     }
     call->lg = (struct call_log){.principal = NULL, .method = "other", .outcome = "ok"};
+    call->t0 = t0;
     if (route_head(api, rq, rs, call)) {
         finish_log(api, rq, rs, &call->lg, t0);
         struct pl_api_stream *s = NULL;
@@ -730,6 +758,7 @@ void pl_api_call_free(struct pl_api *api, struct pl_api_call *call) {
         return;
     if (call->held)
         release_body_bytes(api, call->lg.principal, call->held);
+    api_svc_release(api, call);
     free(call);
 }
 

@@ -71,6 +71,12 @@ struct pl_api {
     atomic_bool draining;
     atomic_size_t body_bytes;       /* request bodies held now, every caller's */
     struct pl_key_bytes *key_bytes; /* each caller's share of them; NULL when none */
+    atomic_uint watch_streams;      /* grpc.health.v1.Health/Watch streams open */
+    atomic_uint reflection_streams; /* server reflection streams open */
+    /* Readiness as Watch streams read it (api_health.c): polled at most
+     * once a PL_HEALTH_POLL_MS for all of them. */
+    uint64_t health_at_ns;
+    int health_status;
 };
 
 struct pl_api_request {
@@ -93,6 +99,7 @@ struct pl_api_request {
     size_t body_len;
     bool body_too_large;                    /* the server stopped reading at the limit */
     const struct pl_api_stream_out *stream; /* NULL: the transport cannot stream */
+    unsigned conn_watches;                  /* Watch streams open on this connection (HTTP/2's) */
 };
 
 /* A header of an answer beyond its content type: gRPC's status. */
@@ -174,6 +181,42 @@ void pl_api_stream_release(struct pl_api_stream *s);
  * caller's next bodies are then refused AT_CAPACITY at the head until its
  * answers are sent or reset (PLIMSOLL_ANSWER_SEND_TIMEOUT_MS).  NULL-safe. */
 void pl_api_call_hold_answer(struct pl_api *api, struct pl_api_call *call, size_t answer_bytes);
+
+/*
+ * A live call: gRPC's health Watch and server reflection, answered from
+ * the daemon's own state message by message as the request's arrive, on
+ * the connection's thread (no worker; nothing blocks).  The head phase
+ * decided it (pl_api_begin returned false) and took its stream's slot;
+ * the transport then opens it, sends the head it gives, feeds it the
+ * request's DATA as it comes, polls it by the time it asks, and sends
+ * out's bytes as the peer takes them.  When a call returns 1 the call has
+ * ended: end's trailers follow what out holds.  Each holds what the peer
+ * sent of one message at most (PLIMSOLL_REFLECTION_MESSAGE_BYTES), and a
+ * peer that leaves more than PL_API_LIVE_PENDING_BYTES of answers untaken
+ * when it sends the next request is ended.
+ */
+#define PL_API_LIVE_PENDING_BYTES (1u << 20)
+struct pl_api_live;
+bool pl_api_call_live(const struct pl_api_call *call);
+/* NULL when out of memory (the transport resets the stream).  head gets
+ * the answer's head (status, content type). */
+struct pl_api_live *pl_api_live_open(struct pl_api *api, struct pl_api_call *call,
+                                     const struct pl_api_request *rq, struct pl_api_response *head);
+/* Request bytes; pending: the answer bytes still waiting for the peer.
+ * 0 to go on, 1 ended (end's trailers filled). */
+int pl_api_live_feed(struct pl_api_live *l, const void *data, size_t len, size_t pending,
+                     struct pl_buf *out, struct pl_api_response *end);
+/* The peer ended its side (END_STREAM).  0 or 1, as feed. */
+int pl_api_live_half_close(struct pl_api_live *l, struct pl_buf *out, struct pl_api_response *end);
+/* The time has come (or any time): a Watch's change, the deadline.  0 or
+ * 1, as feed; *ret_next_ns the monotonic time to poll again. */
+int pl_api_live_poll(struct pl_api_live *l, uint64_t now_ns, struct pl_buf *out,
+                     struct pl_api_response *end, uint64_t *ret_next_ns);
+/* Whether l is a Watch (the transport counts those per connection). */
+bool pl_api_live_is_watch(const struct pl_api_live *l);
+/* The stream is gone: logged, freed.  The call stays the transport's
+ * (pl_api_call_free gives back its slot).  NULL-safe. */
+void pl_api_live_free(struct pl_api_live *l);
 
 /* Give back the call's body bytes and free it.  NULL-safe. */
 void pl_api_call_free(struct pl_api *api, struct pl_api_call *call);

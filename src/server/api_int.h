@@ -30,6 +30,12 @@
  *   api_stream.c    RunStream and RunCellStream: output as it comes
  *   api_cors.c      browsers on another origin (PLIMSOLL_CORS_ORIGINS):
  *                   the preflight, the answers' CORS headers
+ *   api_health.c    grpc.health.v1.Health (Check, Watch) and server
+ *                   reflection (v1, v1alpha): the head's rung, Check on
+ *                   every protocol, the live streams' messages and budgets
+ *   reflect.[ch]    the health and reflection messages' wire code, and
+ *                   reflection's answers from the descriptors the build
+ *                   generates from proto/ (scripts/build/descriptors)
  *   codec.[ch]      Connect's binary codec: protobuf to and from the API's
  *                   JSON, on protobuf-c's descriptors
  *   sessions.[ch]   the session table: ids, owners, turns, idle and
@@ -231,3 +237,41 @@ void api_handle_session_call(struct pl_api *api, const char *principal, const ch
  * session variants), one rate token spent, then api_run_explain. */
 void api_handle_explain(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
                         struct pl_api_response *rs, struct call_log *lg);
+
+/* The gRPC services that answer from the daemon's own state. */
+enum api_svc {
+    API_SVC_NONE,
+    API_SVC_HEALTH_CHECK,
+    API_SVC_HEALTH_WATCH,
+    API_SVC_REFLECTION, /* v1 and v1alpha */
+};
+
+/* What the head decided, carried to the body phase. */
+struct pl_api_call {
+    struct call_log lg;
+    const char *method;         /* "Run", "Describe" or a session method */
+    size_t held;                /* body bytes held against the bytes in flight */
+    enum api_protocol protocol; /* from the Content-Type (api_grpc.c) */
+    const char *cors_origin;    /* a service path's listed Origin (api_cors.c), or NULL */
+    enum api_svc svc;           /* health or reflection, else NONE */
+    bool slot;                  /* a Watch's or reflection stream's slot is held */
+    uint64_t t0;                /* when the head came */
+};
+
+/* ---- api_health.c ---- */
+
+/*
+ * The head's rung for grpc.health.v1.Health and the reflection services:
+ * true when rs holds the answer (off, 405, 415, the key, a stream's slot
+ * refused AT_CAPACITY); false with call->svc NONE for any other path, or
+ * set for a call the ladder's rest (Check: the deadline headers and the
+ * body's bytes) or the transport (a live stream, its slot held) takes on.
+ */
+bool api_svc_head(struct pl_api *api, const struct pl_api_request *rq, struct pl_api_call *call,
+                  struct pl_api_response *rs);
+/* Check's body phase, every protocol but gRPC's envelope unwrapped here
+ * too: the Connect answer (application/proto or JSON) or the refusal. */
+void api_svc_check(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
+                   struct pl_api_response *rs);
+/* Give back a live call's slot (pl_api_call_free). */
+void api_svc_release(struct pl_api *api, struct pl_api_call *call);

@@ -40,7 +40,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 
-enum stream_state { READING_HEAD, READING_BODY, RUNNING, ANSWERING };
+enum stream_state { READING_HEAD, READING_BODY, RUNNING, ANSWERING, LIVE };
 
 struct stream {
     struct stream *prev, *next; /* the connection's streams */
@@ -81,6 +81,12 @@ struct stream {
     bool final_taken;
     struct pl_buf sbuf; /* taken, not yet given to nghttp2 */
     size_t soff;
+
+    /* A live call (health's Watch, reflection: api.h), on the
+     * connection's thread alone: its answers in sbuf as they are made. */
+    struct pl_api_live *live;
+    uint64_t live_next_ns; /* when to poll it */
+    bool live_ended;       /* rs holds its trailers */
 };
 
 struct h2conn {
@@ -97,6 +103,7 @@ struct h2conn {
     struct stream *done;
     struct stream *poked; /* streaming calls with a head or bytes to send */
     unsigned workers;
+    unsigned watches; /* live Watch streams (the connection's thread's) */
 };
 
 struct pl_h2 {
@@ -161,6 +168,9 @@ static void stream_free(struct stream *st) {
         st->next->prev = st->prev;
     if (!c->streams)
         c->idle_since_ns = pl_now_ns();
+    if (st->live && pl_api_live_is_watch(st->live))
+        c->watches--;
+    pl_api_live_free(st->live);
     pl_api_call_free(c->h2->api, st->call);
     pl_api_stream_release(st->as);
     pl_buf_free(&st->sbuf);
@@ -236,6 +246,29 @@ static ssize_t stream_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t 
         return (ssize_t)n;
     }
     if (!st->final_taken) {
+        st->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    end_body(s, st, flags);
+    return 0;
+}
+
+/* A live call's answers as they are made; deferred while there are none,
+ * the trailers once it ended and everything went. */
+static ssize_t live_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                         nghttp2_data_source *src, void *user) {
+    (void)id;
+    (void)user;
+    struct stream *st = src->ptr;
+    size_t n = st->sbuf.len - st->soff < len ? st->sbuf.len - st->soff : len;
+    if (n) {
+        memcpy(buf, st->sbuf.data + st->soff, n);
+        st->soff += n;
+        if (st->soff == st->sbuf.len)
+            st->soff = st->sbuf.len = 0;
+        return (ssize_t)n;
+    }
+    if (!st->live_ended) {
         st->deferred = true;
         return NGHTTP2_ERR_DEFERRED;
     }
@@ -349,6 +382,7 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
         .cors_headers = st->cors_headers,
         .http2 = true,
         .head_bytes = st->kept_bytes,
+        .conn_watches = st->c->watches,
         /* The current file's say, every request: a certificate removed
          * and reloaded is nobody on a connection already open too. */
         .tls_principal = pl_tls_principal(st->c->h2->tls, st->c->fingerprint),
@@ -452,6 +486,56 @@ static int dispatch(struct pl_h2 *h2, struct stream *st) {
     return r;
 }
 
+/* ---- live calls ------------------------------------------------------------ */
+
+/* What the live call returned: on 1 its trailers are rs's and the
+ * answer ends once its bytes went; bytes or the end resume the data. */
+static void live_after(struct stream *st, int r) {
+    if (r == 1)
+        st->live_ended = true;
+    if (st->deferred && (r == 1 || st->sbuf.len > st->soff)) {
+        st->deferred = false;
+        nghttp2_session_resume_data(st->c->s, st->id);
+    }
+}
+
+static void live_open(struct stream *st, const struct pl_api_request *rq) {
+    struct h2conn *c = st->c;
+    struct pl_api_response head;
+    st->live = pl_api_live_open(c->h2->api, st->call, rq, &head);
+    if (!st->live) {
+        nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    st->state = LIVE;
+    if (pl_api_live_is_watch(st->live)) {
+        /* In progress: the drain waits for its NOT_SERVING and its end,
+         * which the next poll brings. */
+        c->watches++;
+    } else {
+        /* Not a request in progress: it ends at its deadline. */
+        atomic_fetch_sub(c->h2->in_progress, 1);
+        st->counted = false;
+    }
+    st->live_next_ns = 0;
+    nghttp2_data_provider prd = {.source.ptr = st, .read_callback = live_read};
+    submit_head(st, &head, &prd);
+}
+
+/* The request's bytes, on a live call. */
+static void live_data(struct stream *st, const uint8_t *data, size_t len) {
+    if (st->live_ended)
+        return; /* what comes after its end is read and dropped */
+    int r = pl_api_live_feed(st->live, data, len, st->sbuf.len - st->soff, &st->sbuf, &st->rs);
+    live_after(st, r);
+}
+
+static void live_half_close(struct stream *st) {
+    if (st->live_ended)
+        return;
+    live_after(st, pl_api_live_half_close(st->live, &st->sbuf, &st->rs));
+}
+
 static void head_in(struct stream *st) {
     struct h2conn *c = st->c;
     struct pl_api_request rq;
@@ -465,7 +549,10 @@ static void head_in(struct stream *st) {
         submit_answer(st); /* the rest of its body, if any, is dropped */
         return;
     }
-    st->state = READING_BODY;
+    if (pl_api_call_live(st->call))
+        live_open(st, &rq);
+    else
+        st->state = READING_BODY;
 }
 
 static void body_in(struct stream *st) {
@@ -561,8 +648,12 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *user)
         return 0;
     if (f->hd.type == NGHTTP2_HEADERS && st->state == READING_HEAD)
         head_in(st);
-    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
-        body_in(st);
+    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        if (st->state == LIVE)
+            live_half_close(st);
+        else
+            body_in(st);
+    }
     return 0;
 }
 
@@ -571,6 +662,10 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
     (void)flags;
     struct h2conn *c = user;
     struct stream *st = nghttp2_session_get_stream_user_data(s, id);
+    if (st && st->state == LIVE) {
+        live_data(st, data, len);
+        return 0;
+    }
     if (!st || st->state != READING_BODY || st->too_large)
         return 0;
     if (st->body.len + len > c->h2->api->config->max_request_bytes) {
@@ -744,7 +839,25 @@ static int deadlines(struct h2conn *c) {
     bool reset = false;
     for (struct stream *st = c->streams; st; st = st->next) {
         uint64_t due;
-        if (st->state == READING_HEAD || st->state == READING_BODY)
+        if (st->state == LIVE) {
+            if (!st->live_ended && now >= st->live_next_ns)
+                live_after(st,
+                           pl_api_live_poll(st->live, now, &st->sbuf, &st->rs, &st->live_next_ns));
+            if (st->live_ended) {
+                /* Its answers and trailers go out; a peer that takes
+                 * nothing is cut at the send deadline, as any answer. */
+                if (!st->answer_ns)
+                    st->answer_ns = now;
+                due = st->answer_ns + send_limit;
+                if (st->send_cut)
+                    continue;
+            } else {
+                due = st->live_next_ns;
+                if (due < next)
+                    next = due;
+                continue;
+            }
+        } else if (st->state == READING_HEAD || st->state == READING_BODY)
             due = st->since_ns + read_limit;
         else if (st->state == ANSWERING && !st->send_cut)
             due = st->answer_ns + send_limit;
@@ -752,7 +865,7 @@ static int deadlines(struct h2conn *c) {
             continue;
         if (now >= due) {
             nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-            if (st->state == ANSWERING)
+            if (st->state == ANSWERING || st->state == LIVE)
                 st->send_cut = true; /* reset once; its close frees it */
             else
                 st->since_ns = now;
