@@ -104,6 +104,12 @@ struct h2conn {
     struct stream *poked; /* streaming calls with a head or bytes to send */
     unsigned workers;
     unsigned watches; /* live Watch streams (the connection's thread's) */
+    /* Streams freed whose answers are not yet written (nghttp2 closes a
+     * stream as it serializes its last frame, before flush writes it):
+     * they leave in_progress once the bytes are on the socket, so a
+     * drain that waits for in_progress never shuts a socket under an
+     * answer.  The connection's thread's. */
+    unsigned unwritten;
 };
 
 struct pl_h2 {
@@ -175,7 +181,7 @@ static void stream_free(struct stream *st) {
     pl_api_stream_release(st->as);
     pl_buf_free(&st->sbuf);
     if (st->counted)
-        atomic_fetch_sub(c->h2->in_progress, 1);
+        c->unwritten++;
     pl_buf_free(&st->body);
     pl_api_response_clear(&st->rs);
     free(st->method);
@@ -747,6 +753,13 @@ static ssize_t read_some(struct h2conn *c, uint8_t *buf, size_t len) {
     return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? 0 : -1;
 }
 
+/* The streams whose answers are written leave in_progress. */
+static void written(struct h2conn *c) {
+    if (c->unwritten)
+        atomic_fetch_sub(c->h2->in_progress, c->unwritten);
+    c->unwritten = 0;
+}
+
 /* Everything the session has to send, gathered and written at once (one
  * segment for an answer's HEADERS, DATA and trailers, not three). */
 static int flush(struct h2conn *c) {
@@ -764,8 +777,10 @@ static int flush(struct h2conn *c) {
                 return -1;
             len = 0;
         }
-        if (n == 0)
+        if (n == 0) {
+            written(c);
             return 0;
+        }
         if ((size_t)n > sizeof(out)) {
             if (write_all(c, p, (size_t)n, deadline) < 0)
                 return -1;
@@ -995,6 +1010,7 @@ void pl_h2_serve(struct pl_h2 *h2, int fd, SSL *ssl, const char *fingerprint) {
         take_answers(c);
     for (struct stream *st = c->streams; st; st = c->streams)
         stream_free(st);
+    written(c); /* or never will be: the connection is over */
     nghttp2_session_del(c->s);
     SSL_free(c->ssl);
     close(fd);
