@@ -209,6 +209,12 @@ class Installs(unittest.TestCase):
         """A fresh module: go mod init, edit -replace, tidy, run."""
         self.check_client("go")
 
+    def test_the_readme_shows_the_programs_run_here(self):
+        """README.md's TypeScript example is the client README's first, which
+        test_typescript compiles and runs as example.ts."""
+        self.assertEqual(example("readme.ts", "README.md", "ts", 0),
+                         example("example.ts", "clients/typescript/README.md", "ts", 0))
+
 
 if __name__ == "__main__":
     unittest.main()
