@@ -30,7 +30,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
-from plimsoll_test.docblocks import output_matches, read_blocks  # noqa: E402
+from plimsoll_test.docblocks import doc_files, output_matches, read_blocks  # noqa: E402
 from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
 
 CHECKOUT = "/path/to/plimsoll"
@@ -46,16 +46,7 @@ EXAMPLES = {
 }
 
 
-def documents():
-    out = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "clients.md")]
-    clients = os.path.join(ROOT, "clients")
-    for c in sorted(os.listdir(clients)):
-        if os.path.isfile(os.path.join(clients, c, "README.md")):
-            out.append(os.path.join(clients, c, "README.md"))
-    return out
-
-
-BLOCKS = [b for path in documents() for b in read_blocks(path, ROOT)]
+BLOCKS = [b for path in doc_files(ROOT) for b in read_blocks(path, ROOT)]
 
 
 def install_blocks(client):
@@ -173,7 +164,7 @@ class Installs(unittest.TestCase):
     def check_client(self, client):
         runs = self.runs[client]
         self.assertTrue(runs, "no <!-- doc: install %s --> block in %s" % (
-            client, ", ".join(os.path.relpath(p, ROOT) for p in documents())))
+            client, ", ".join(os.path.relpath(p, ROOT) for p in doc_files(ROOT))))
         for block, future in runs:
             with self.subTest(block=str(block)):
                 p, before = future.result()

@@ -103,8 +103,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test.grants import free_port as free_port_on  # noqa: E402
 from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
 from plimsoll_test import docker as pdocker  # noqa: E402
-from plimsoll_test.docblocks import (ELLIPSIS, GUEST_LANGUAGES, KINDS, output_matches,  # noqa: E402
-                                     read_blocks)
+from plimsoll_test.docblocks import (ELLIPSIS, GUEST_LANGUAGES, KINDS, doc_files,  # noqa: E402
+                                     output_matches, read_blocks)
 from plimsoll_test.upstream import Check, Upstream  # noqa: E402
 
 TIMEOUT = float(os.environ.get("PL_DOC_TIMEOUT", "240"))
@@ -124,20 +124,7 @@ DAEMON_ENV = {
 
 
 # ---- the blocks ---------------------------------------------------------------
-def doc_files():
-    out = [os.path.join(ROOT, "README.md")]
-    for d, _, names in sorted(os.walk(os.path.join(ROOT, "docs"))):
-        for n in sorted(names):
-            if n.endswith(".md"):
-                out.append(os.path.join(d, n))
-    clients = os.path.join(ROOT, "clients")
-    for c in sorted(os.listdir(clients)):
-        if os.path.isfile(os.path.join(clients, c, "README.md")):
-            out.append(os.path.join(clients, c, "README.md"))
-    return out
-
-
-BLOCKS = [b for f in doc_files() for b in read_blocks(f, ROOT)]
+BLOCKS = [b for f in doc_files(ROOT) for b in read_blocks(f, ROOT)]
 
 
 # ---- checking -----------------------------------------------------------------

@@ -103,6 +103,19 @@ class Block:
         return None
 
 
+def doc_files(root):
+    """The Markdown files whose blocks are run or checked: README.md,
+    docs/**/*.md and each client's README.md, under `root`."""
+    out = [os.path.join(root, "README.md")]
+    for d, _, names in sorted(os.walk(os.path.join(root, "docs"))):
+        out += [os.path.join(d, n) for n in sorted(names) if n.endswith(".md")]
+    clients = os.path.join(root, "clients")
+    for c in sorted(os.listdir(clients)):
+        if os.path.isfile(os.path.join(clients, c, "README.md")):
+            out.append(os.path.join(clients, c, "README.md"))
+    return out
+
+
 def read_blocks(path, root):
     """The fenced blocks of the Markdown file `path`, named relative to `root`."""
     rel = os.path.relpath(path, root)
