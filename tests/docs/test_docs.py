@@ -479,7 +479,8 @@ class GuestCase:
                 pdocker.require_engine()
                 env["SANDBOX_DOCKER_INSTANCE"] = "docs-grants" + pdocker.RUN_TAG
             self.daemons[key] = Daemon(env=env, principals=("alice",)).start(timeout=180)
-            counted(grants, "grants")
+            if (grants.path, "grants") not in COUNTS:  # one file, one grants block
+                counted(grants, "grants")
         return self.setups[key], self.daemons[key]
 
     def check_guest(self, block):
