@@ -14,7 +14,6 @@ Run: cd tests/api && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_cors
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test import h2raw  # noqa: E402
 from plimsoll_test.harness import SERVICE, Daemon  # noqa: E402
 from plimsoll_test.payloads import js  # noqa: E402
-from plimsoll_test.rawhttp import AT_ONCE_S, raw_connect, read_answer  # noqa: E402
+from plimsoll_test.rawhttp import AT_ONCE_S, closed_by_peer, raw_connect, read_answer  # noqa: E402
 
 LISTED = "http://127.0.0.2:8000"
 OTHER = "https://app.example"
@@ -53,18 +52,6 @@ def preflight(origin=LISTED, method="POST", headers=CONNECT_HEADERS, path=SERVIC
 def cors_headers(headers):
     return {k: v for k, v in headers.items()
             if k.startswith("access-control-") or k == "vary"}
-
-
-def closed_by_peer(s, timeout):
-    s.settimeout(timeout)
-    try:
-        while s.recv(65536):
-            pass
-        return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except socket.timeout:
-        return False
 
 
 class Cors(unittest.TestCase):

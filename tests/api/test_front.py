@@ -20,21 +20,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import docker_env, engine_up, ours  # noqa: E402
 from plimsoll_test.harness import SERVICE, ClassDaemon, Daemon, error_info  # noqa: E402
-from plimsoll_test.rawhttp import AT_ONCE_S, head, raw_connect, read_answer  # noqa: E402
-
-
-def closed_by_peer(s, timeout):
-    """Whether the daemon ends the connection within timeout (reads and
-    drops anything it sends first)."""
-    s.settimeout(timeout)
-    try:
-        while s.recv(65536):
-            pass
-        return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except socket.timeout:
-        return False
+from plimsoll_test.rawhttp import AT_ONCE_S, closed_by_peer, head, raw_connect, read_answer  # noqa: E402
 
 
 def reason_of(body):

@@ -52,3 +52,17 @@ def read_answer(s, timeout=AT_ONCE_S):
             break
         rest += chunk
     return status, headers, rest[:n]
+
+
+def closed_by_peer(s, timeout):
+    """Whether the daemon ends the connection within timeout (reads and
+    drops anything it sends first)."""
+    s.settimeout(timeout)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
