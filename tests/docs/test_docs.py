@@ -62,7 +62,8 @@ PLIMSOLL_URL=http://127.0.0.1:PORT and PLIMSOLL_KEY_FILE=.plimsoll/key
 (PLIMSOLL_KEY unset), and Debian's tools first on PATH.  The one rewrite of
 a block's text: `127.0.0.1:7475` and `localhost:7475`, the address the
 docs use, become the test daemon's address.  By the fence's language:
-sh, bash or none: `bash -euo pipefail`; python: python3, with
+sh, bash or none: `bash -euo pipefail` (a block that runs `buf curl` gets
+tests/conformance/setup's npm buf first on PATH); python: python3, with
 clients/python/src on PYTHONPATH (as `pip install ./clients/python`
 would); c: compiled with cc and the flags of the build's uninstalled
 plimsoll.pc (build/meson-uninstalled), then run; go: built as the main
@@ -236,6 +237,11 @@ def run_text(block, cwd, env, address=None):
     scratch = tempfile.mkdtemp(prefix="plimsoll-doc-src-")
     try:
         if block.lang in ("", "sh", "bash"):
+            if re.search(r"^\s*buf curl\b", text, re.M):  # npm's buf, as the conformance suite has it
+                subprocess.run([os.path.join(ROOT, "tests", "conformance", "setup")], check=True,
+                               capture_output=True, timeout=TIMEOUT)
+                env = dict(env, PATH=os.path.join(ROOT, "tests", "conformance", "node_modules",
+                                                  ".bin") + ":" + env["PATH"])
             path = os.path.join(scratch, "block.sh")
             with open(path, "w") as f:
                 f.write(text)
