@@ -54,11 +54,20 @@ def main(d, out):
         ("docker_runsc_paced", "the same at 80% of the runs' pool refill rate (Describe's pools)"),
         ("docker_runsc_cli", "`docker run --rm` same image, runtime and walls (runsc)"),
         ("docker_runsc_js", "plimsoll docker/runsc javascript snippet `console.log(1)`, paced"),
-        ("docker_runc_project1", "plimsoll docker/runc project, one step `python3 -c print(1)`"),
-        ("docker_runc_project3", "plimsoll docker/runc project, three such steps"),
-        ("docker_runsc_project1", "plimsoll docker/runsc project, one step `python3 -c print(1)`"),
-        ("docker_runsc_project3", "plimsoll docker/runsc project, three such steps"),
     ]
+    for rt in ("runc", "runsc"):
+        docker_rows += [
+            ("docker_%s_project1_paced" % rt,
+             "plimsoll docker/%s project, one step `python3 -c print(1)`, paced" % rt),
+            ("docker_%s_project3_paced" % rt, "plimsoll docker/%s project, three such steps, paced" % rt),
+            ("docker_%s_tproject1_paced" % rt, "plimsoll docker/%s project, one step `true`, paced" % rt),
+            ("docker_%s_tproject3_paced" % rt, "plimsoll docker/%s project, three `true` steps, paced" % rt),
+            ("docker_%s_project1" % rt,
+             "plimsoll docker/%s project, one `python3` step, back to back" % rt),
+            ("docker_%s_project3" % rt,
+             "plimsoll docker/%s project, three `python3` steps, back to back" % rt),
+            ("docker_%s_cli_project3" % rt,
+             "`docker run --rm` of the same three steps (project image, %s)" % rt)]
     rows = rows + docker_rows
     data = {k: load(d, k) for k, _ in rows}
     def table_of(keys):
@@ -99,12 +108,35 @@ def main(d, out):
         if b2b and paced:
             ratios.append("| docker/%s: p95 back-to-back / p95 at a rate the pool sustains | "
                           "%.2f× |" % (rt, b2b["p95_us"] / paced["p95_us"]))
-    for rt in ("runc", "runsc"):
-        one, three = data.get("docker_%s_project1" % rt), data.get("docker_%s_project3" % rt)
-        if one and three:
-            ratios.append("| docker/%s: a project step's exec, (3 steps p50 − 1 step p50) / 2 | "
-                          "%.1f ms |" % (rt, (three["p50_us"] - one["p50_us"]) / 2000.0))
     sess = load(d, "sessions") or []
+    for rt in ("runc", "runsc"):
+        # Issue 37's aims: a step's own cost at most 8x a later session
+        # cell's p50, a one-step project at most 2x a snippet's p50 at the
+        # same pacing.
+        cell = [r for r in sess if r["runtime"] == rt and r["pool"]]
+        cell_ms = cell[0].get("later_cell_p50_ms") if cell else None
+        snip = data.get("docker_%s_paced" % rt)
+        for pre, what in (("tproject", "`true`"), ("project", "`python3 -c print(1)`")):
+            one = data.get("docker_%s_%s1_paced" % (rt, pre))
+            three = data.get("docker_%s_%s3_paced" % (rt, pre))
+            if one and three:
+                step = (three["p50_us"] - one["p50_us"]) / 2000.0
+                ratios.append("| docker/%s: a %s step's own cost, (3 steps p50 − 1 step p50) / 2, "
+                              "paced | %.1f ms |" % (rt, what, step))
+                if cell_ms:
+                    ratios.append("| docker/%s: a %s step's own cost / a later session cell "
+                                  "p50 (%.1f ms; aim ≤ 8×) | **%.2f×** |"
+                                  % (rt, what, cell_ms, step / cell_ms))
+            if one and snip:
+                ratios.append("| docker/%s: a one-step (%s) project p50 / a python snippet p50, "
+                              "both paced (aim ≤ 2×) | **%.2f×** |"
+                              % (rt, what, one["p50_us"] / snip["p50_us"]))
+        b2b, cli = data.get("docker_%s_project3" % rt), data.get("docker_%s_cli_project3" % rt)
+        if b2b and cli:
+            ratios.append("| docker/%s: three-step projects a minute back to back, plimsoll / "
+                          "`docker run --rm` (%.0f / %.0f) | **%.2f×** |"
+                          % (rt, 60e6 / b2b["mean_us"], 60e6 / cli["mean_us"],
+                             cli["mean_us"] / b2b["mean_us"]))
     sess_lines = ["| runtime | warm pool | OpenSession + first Python cell p50 | min | max | n |"
                   " a later cell p50 | the same, pool refilled | waiting sandbox memory |",
                   "|---|---|---|---|---|---|---|---|---|"]

@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """A project's result comes over a channel guest code cannot write
-(issue #12, section 2), under runc and runsc.
+(issue #12, section 2; issue #37), under runc and runsc.
 
-Each step is an engine exec: its exit code is the engine's, its output its
-own stream, and whatever it leaves running ends before the next step.  An
-earlier step that writes forged reports into every descriptor it can open,
-floods its output without a newline, or tries to kill whatever reports,
-cannot change what the later steps report."""
+The sandbox's PID 1 runs each step the daemon sends on its stdin, and when
+the step ended, kills and reaps everything else before it ends both
+streams with a marker holding a nonce only it and the daemon know and the
+step's exit status (docs/providers/docker.md, "A project").  An earlier step
+that writes forged reports into every descriptor it can open, floods its
+output without a newline, tries to kill whatever reports, forges the
+marker, writes step commands into PID 1's stdin, waits there to steal the
+next command, or hides processes from the cleanup, cannot change what the
+later steps report."""
 import os
 import sys
 import unittest
@@ -79,6 +83,101 @@ except OSError:
 print('tried')
 """
 
+
+# A step's end marker as a guest would guess it: the prefix, a nonce of
+# the right shape, a status; a bare prefix; then more output.
+FAKE_MARKER = r"""
+import os, sys
+for fd in (1, 2):
+    os.write(fd, b'\x1eplimsoll-end ' + b'0' * 32 + b' 000\n')
+    os.write(fd, b'\x1eplimsoll-end ')   # a prefix with nothing after
+print('after the fake marker', flush=True)
+"""
+
+# Step commands written into PID 1's stdin (under runsc a process can open
+# another's descriptors whatever its group; under runc Linux refuses),
+# some framed as the daemon frames them, one with a made-up token.
+INJECT = r"""
+import json, os
+cmd = json.dumps({"token": "0" * 32, "argv": ["sh", "-c", "echo INJECTED; touch /work/injected"],
+                  "end": "1" * 32}).encode()
+frame = str(len(cmd)).encode() + b"\n" + cmd
+try:
+    fd = os.open('/proc/1/fd/0', os.O_WRONLY | os.O_NONBLOCK)
+except OSError as e:
+    print('stdin of PID 1: refused', e.errno)
+else:
+    n = 0
+    for _ in range(8):
+        try:
+            n += os.write(fd, frame)
+        except OSError:
+            break
+    print('stdin of PID 1: wrote', n > 0)
+"""
+
+# A reader left behind on PID 1's stdin, to steal the next step's command
+# (its nonce) and write it where the next step could see it.
+STEAL = r"""
+import os
+try:
+    fd = os.open('/proc/1/fd/0', os.O_RDONLY)
+except OSError as e:
+    print('stdin of PID 1: refused', e.errno)
+else:
+    print('stdin of PID 1: opened', flush=True)
+    if os.fork() == 0:
+        os.setsid()
+        data = os.read(fd, 65536)
+        with open('/work/stolen', 'wb') as f:
+            f.write(data)
+        os.write(1, b'STOLEN ' + data)
+        os._exit(0)
+"""
+
+# Processes that try to outlive their step: a subreaper with a child, a
+# stopped process, a leader whose main thread exited while another runs,
+# a double fork in a new session, and a fork loop racing the cleanup.
+HIDE = r"""
+import ctypes, os, signal, threading, time
+libc = ctypes.CDLL(None)
+def forever():
+    while True:
+        time.sleep(1)
+if os.fork() == 0:                      # a subreaper with a child
+    libc.prctl(36, 1, 0, 0, 0)          # PR_SET_CHILD_SUBREAPER
+    if os.fork() == 0:
+        forever()
+    forever()
+if os.fork() == 0:                      # a stopped process (in a session of
+    os.setsid()                         # its own: gVisor would hang up the step's)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    forever()
+if os.fork() == 0:                      # a leader whose main thread exits alone
+    threading.Thread(target=forever).start()
+    libc.syscall(60, 0)                 # exit(2) of this thread only (x86-64)
+if os.fork() == 0:                      # a double fork in a new session
+    os.setsid()
+    if os.fork() == 0:
+        forever()
+    os._exit(0)
+if os.fork() == 0:                      # a fork loop
+    os.setsid()
+    while True:
+        try:
+            if os.fork() == 0:
+                time.sleep(0.05)
+                os._exit(0)
+        except OSError:
+            time.sleep(0.01)
+time.sleep(0.5)
+print('hidden')
+"""
+
+# Counts every process but PID 1 and itself, as the next step sees them.
+COUNT = ("import os\n"
+         "me = os.getpid()\n"
+         "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, me)))")
 
 class HostileProjects(DockerDaemon):
     INSTANCE = "hostile-projects-"  # per_runtime sets RUNTIME
@@ -167,6 +266,47 @@ class HostileProjects(DockerDaemon):
         status, body = self.d.rpc("Run", {"project": {"steps": steps}})
         self.assertEqual(status, 200, body)
         self.assertEqual(body["steps"][1]["stdout"], "0\n", body)
+
+    def test_a_forged_end_marker_is_output(self):
+        b = self.project(FAKE_MARKER)
+        self.assert_true_results(b)
+        one = b["steps"][0]
+        self.assertEqual(one["exit_code"], 0, b)
+        self.assertIn("after the fake marker", one["stdout"], b)
+        self.assertIn("\x1eplimsoll-end " + "0" * 32 + " 000\n", one["stdout"], b)
+        self.assertTrue(one["stderr"].endswith("\x1eplimsoll-end "), b)
+
+    def test_commands_written_into_pid1s_stdin_do_not_run(self):
+        b = self.project(INJECT)
+        self.assert_true_results(b)
+        said = b["steps"][0]["stdout"]
+        if self.RUNTIME == "runc":
+            self.assertIn("stdin of PID 1: refused", said, b)
+        self.assertNotIn("INJECTED", "".join(s["stdout"] + s["stderr"] for s in b["steps"]), b)
+
+    def test_a_reader_left_on_pid1s_stdin_steals_nothing(self):
+        files = [{"path": "first.py", "content": STEAL}]
+        steps = [{"name": "steal", "argv": ["python3", "first.py"]},
+                 {"name": "look", "argv": ["python3", "-c",
+                                           "import os; print(sorted(os.listdir('/work')))"]}]
+        status, b = self.d.rpc("Run", {"project": {"files": files, "steps": steps}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual(b["outcome"], "completed", b)
+        self.assertEqual(b["steps"][1]["stdout"], "['first.py']\n", b)
+        self.assertNotIn("STOLEN", b["steps"][0]["stdout"] + b["steps"][1]["stdout"], b)
+        if self.RUNTIME == "runc":
+            self.assertIn("stdin of PID 1: refused", b["steps"][0]["stdout"], b)
+
+    def test_nothing_hides_from_the_cleanup_between_steps(self):
+        files = [{"path": "first.py", "content": HIDE}]
+        steps = [{"name": "hide", "argv": ["python3", "first.py"]},
+                 {"name": "count", "argv": ["python3", "-c", COUNT]}]
+        status, b = self.d.rpc("Run", {"project": {"files": files, "steps": steps},
+                                       "timeout_ms": 60000})
+        self.assertEqual(status, 200, b)
+        self.assertEqual(b["outcome"], "completed", b)
+        self.assertEqual(b["steps"][0]["stdout"], "hidden\n", b)
+        self.assertEqual(b["steps"][1]["stdout"], "[]\n", b)
 
 
 HostileProjectsRunc, HostileProjectsRunsc = per_runtime(HostileProjects)

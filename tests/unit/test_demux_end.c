@@ -4,7 +4,8 @@
  * (pl_demux_expect_end): taken out of the output only when whole, on both
  * streams, with nothing after it and one status; bytes that only begin it
  * are held back until they cannot, then kept as output; the wrong nonce is
- * output like any other bytes.
+ * output like any other bytes.  A project's steps read one stream with a
+ * demultiplexer each (pl_demux_carry): the frame being read goes on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,6 +146,38 @@ static void test_the_cap_counts_the_guest_only(void **state) {
     pl_demux_free(&d);
 }
 
+/* Step 1's pump stops with part of the next frame's header read; step 2's
+ * demultiplexer takes over there, with its own captures and nonce. */
+static void test_the_next_step_takes_over_the_frame(void **state) {
+    (void)state;
+    struct pl_demux one;
+    start(&one);
+    feeds(&one, 1, "out1\x1eplimsoll-end 0123456789abcdef 007\n", 64);
+    feeds(&one, 2, "\x1eplimsoll-end 0123456789abcdef 007\n", 64);
+    static const char rest[] = "out2\x1eplimsoll-end fedcba9876543210 000\n";
+    unsigned char h[8] = {1, 0, 0, 0, 0, 0, 0, (unsigned char)strlen(rest)};
+    assert_int_equal(pl_demux_feed(&one, h, 3), 0);
+    int status = -1;
+    assert_true(pl_demux_ended(&one, &status));
+    assert_int_equal(status, 7);
+    assert_out(&one, "out1");
+
+    struct pl_demux two;
+    memset(&two, 0, sizeof(two));
+    two.out.cap = two.err.cap = 1 << 16;
+    pl_demux_carry(&two, &one);
+    static const char mark2[] = "\x1eplimsoll-end fedcba9876543210 ";
+    pl_demux_expect_end(&two, mark2, strlen(mark2));
+    assert_int_equal(pl_demux_feed(&two, h + 3, 5), 0);
+    assert_int_equal(pl_demux_feed(&two, (const unsigned char *)rest, strlen(rest)), 0);
+    feeds(&two, 2, "\x1eplimsoll-end fedcba9876543210 000\n", 3);
+    assert_true(pl_demux_ended(&two, &status));
+    assert_int_equal(status, 0);
+    assert_out(&two, "out2");
+    pl_demux_free(&one);
+    pl_demux_free(&two);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_marker_ends_both_streams_in_any_pieces),
@@ -152,6 +185,7 @@ int main(void) {
         cmocka_unit_test(test_held_bytes_are_output_when_the_stream_ends),
         cmocka_unit_test(test_what_is_not_an_end),
         cmocka_unit_test(test_the_cap_counts_the_guest_only),
+        cmocka_unit_test(test_the_next_step_takes_over_the_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

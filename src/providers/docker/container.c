@@ -277,7 +277,8 @@ static void send_parts(const struct cont_input *in, int fd, int *part, size_t *o
         *off += (size_t)w;
     }
     if (*part >= in->nparts) {
-        shutdown(fd, SHUT_WR); /* StdinOnce: the container's stdin closes */
+        if (!in->keep_stdin)
+            shutdown(fd, SHUT_WR); /* StdinOnce: the container's stdin closes */
         *wr_open = false;
     }
 }
@@ -350,6 +351,8 @@ int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pum
             int status;
             if (pl_demux_ended(&p->dx, &status))
                 return 0; /* the run's end marker, on both streams */
+            if (p->step && p->dx.m[0].done && p->dx.m[1].done)
+                return 0; /* a step's markers, whatever they say (the caller judges) */
             if (p->until_line && part >= in->nparts && p->dx.out.kept.len &&
                 memchr(p->dx.out.kept.data, '\n', p->dx.out.kept.len))
                 return 0;
@@ -688,8 +691,9 @@ static json_t *module_header(const struct pl_run_request *req, struct cont_input
 }
 
 /* A project's header; its files, in *files, are part 1.  The bootstrap's
- * stdout carries one short report line; the steps' output comes from
- * their own execs, at ctx's cap and to its sink. */
+ * stdout carries one short report line; the steps' output (on the attach
+ * stream after it, or a session's execs' own streams) is kept at ctx's cap
+ * and goes to its sink. */
 static json_t *project_header(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
                               struct cont_input *in, struct cont_pump *p, struct pl_buf *files) {
     json_t *fl = json_array();
@@ -699,6 +703,16 @@ static json_t *project_header(const struct pl_run_ctx *ctx, const struct pl_run_
         pl_buf_append(files, req->project.files[i].content, req->project.files[i].len);
     }
     json_t *h = json_pack("{s:s, s:o}", "kind", "project", "files", fl);
+    /* In the run's own container the bootstrap runs the steps: they come
+     * on its stdin after the files, each with this token. */
+    if (in->own_container) {
+        if (pl_random_hex(in->step_token, sizeof(in->step_token), 16) < 0) {
+            json_decref(h);
+            return NULL; /* the run is refused as INTERNAL */
+        }
+        json_object_set_new(h, "token", json_string(in->step_token));
+        in->keep_stdin = true;
+    }
     in->parts[1] = files->data;
     in->part_len[1] = files->len;
     in->nparts = 2;

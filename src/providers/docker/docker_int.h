@@ -245,8 +245,16 @@ struct cont_input {
     char warm_id[72];       /* a started warm container to use, or "" */
     struct peer_gate *gate; /* opened for the container once it exists, or NULL */
     /* A project: the bootstrap writes the files and reports one line; then
-     * each step is an engine exec (dk_project_steps). */
+     * the steps: in the run's own container, each sent to the bootstrap on
+     * the attach stream (step_token, below); in a session, each an engine
+     * exec (dk_project_steps). */
     const struct pl_run_request *project;
+    /* The bootstrap's stdin stays open once the parts are written: a
+     * project's steps follow on it. */
+    bool keep_stdin;
+    /* The project's token, in its header: a step's command carries it, so
+     * the bootstrap runs no command a guest wrote into its stdin. */
+    char step_token[33];
     unsigned output_bytes;             /* each step's streams' cap */
     const struct pl_output_sink *sink; /* RunStream's, for the steps' output; NULL */
     const char *step_env;              /* "NAME=value" for every step's exec, or NULL */
@@ -262,6 +270,7 @@ struct cont_pump {
     bool exec;        /* an exec: at the deadline stop reading; its container's owner ends it */
     char exec_id[80]; /* an exec's id, while dk_pump reads its stream ("": none started) */
     bool until_line;  /* stop once a whole line of stdout arrived */
+    bool step;        /* a project's step: stop once both streams' end markers came */
 };
 
 /* The run's outcome: written by the lifecycle code, and by session.c for

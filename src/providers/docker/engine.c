@@ -357,6 +357,14 @@ int pl_demux_flush(struct pl_demux *d) {
     return rc;
 }
 
+void pl_demux_carry(struct pl_demux *to, const struct pl_demux *from) {
+    memcpy(to->hdr, from->hdr, sizeof(to->hdr));
+    to->hdr_len = from->hdr_len;
+    to->remaining = from->remaining;
+    to->stream = from->stream;
+    to->broken = from->broken;
+}
+
 int pl_demux_feed(struct pl_demux *d, const unsigned char *p, size_t n) {
     while (n > 0 && !d->broken) {
         if (d->remaining == 0) {

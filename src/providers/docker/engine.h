@@ -120,3 +120,8 @@ bool pl_demux_ended(const struct pl_demux *d, int *status);
 
 /* The stream ended without the marker: what was held back is output. */
 int pl_demux_flush(struct pl_demux *d);
+
+/* Take over from's place in the stream's framing (the frame being read),
+ * for a demultiplexer that goes on reading the same stream into captures
+ * of its own (a project's next step). */
+void pl_demux_carry(struct pl_demux *to, const struct pl_demux *from);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run.c: a run.  A snippet or module is the container's own process; a
- * project's files are written by the bootstrap, then each step is an
- * engine exec (docs/providers/docker.md, "A project").
+ * project's files are written by the bootstrap, which then runs each step
+ * the daemon sends it on the attach stream (in a session's container each
+ * step is an engine exec) (docs/providers/docker.md, "A project").
  */
 #include <dirent.h>
 #include <errno.h>
@@ -244,25 +245,191 @@ static int fast_end(struct docker_state *s, struct cont_pump *p, struct cont_res
     return 1;
 }
 
-/* A project's steps, once the bootstrap reported its files written; then
- * the container ends. */
-static int run_project_steps(struct docker_state *s, const struct cont_input *in,
-                             struct cont_pump *p, struct cont_result *res, uint64_t deadline,
-                             struct pl_error *err) {
-    PL_AUTO_JSON json_t *rep = res->timed_out ? NULL : dk_report_line(&p->dx.out.kept);
-    if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed")) {
-        PL_AUTO_JSON json_t *ins = NULL;
-        char path[256];
-        snprintf(path, sizeof(path), "/containers/%s/json", p->id);
-        if (dk_api_expect(s, "GET", path, NULL, 200, &ins, err) < 0)
-            return -1;
-        pid_t init_pid =
-            (pid_t)json_integer_value(json_object_get(json_object_get(ins, "State"), "Pid"));
-        if (dk_project_steps(s, in, p->id, res, deadline, init_pid, NULL, 0, err) < 0)
-            return -1;
+/* ---- a project's steps in its own container ---------------------------------
+ *
+ * The bootstrap (PID 1) wrote the files and reported; the attach stream
+ * stays open.  Each step is one command on its stdin (the project's token,
+ * the argv, a fresh nonce); the bootstrap starts it, and when it ended,
+ * kills and reaps every other process of the sandbox before it writes the
+ * step's end marker (the nonce and the exit status) to both streams.  What
+ * comes before the markers is the step's output.  The nonce is sent only
+ * once nothing of the guest lives (the previous step's marker came, and
+ * under runc the host saw the container's cgroup hold PID 1 alone), and
+ * lives on only in PID 1's memory, which no guest process can read: a
+ * guest cannot end its step's streams early or write another step's exit
+ * status.  docs/providers/docker.md, "A project". */
+
+struct attached {
+    struct docker_state *s;
+    const struct cont_input *in;
+    struct cont_pump *p; /* the files' pump: its place in the stream's framing */
+    struct cont_result *res;
+    int fd;
+    uint64_t deadline;
+    pid_t init_host_pid; /* runc: PID 1 on the host (0 under runsc) */
+};
+
+/* Step i's command for the bootstrap's stdin, and the marker that ends it. */
+static int step_command(const struct attached *a, size_t i, struct pl_buf *cmd, char *mark,
+                        size_t mark_size, struct pl_error *err) {
+    const struct pl_step *step = &a->in->project->project.steps[i];
+    char nonce[33];
+    if (pl_random_hex(nonce, sizeof(nonce), 16) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: no randomness for the step");
+    PL_AUTO_JSON json_t *argv = json_array();
+    for (size_t k = 0; argv && k < step->argc; k++)
+        json_array_append_new(argv, json_string(step->argv[k]));
+    PL_AUTO_JSON json_t *c =
+        json_pack("{s:s, s:O, s:s}", "token", a->in->step_token, "argv", argv, "end", nonce);
+    if (c && a->in->step_env)
+        json_object_set_new(c, "env", json_string(a->in->step_env));
+    PL_AUTO_FREE char *line = c ? json_dumps(c, JSON_COMPACT) : NULL;
+    if (!line || pl_buf_printf(cmd, "%zu\n%s", strlen(line), line) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    snprintf(mark, mark_size, END_MARK_PREFIX "%s ", nonce);
+    return 0;
+}
+
+/* The stream ended, or its markers were not the step's: the sandbox ended
+ * under the step (its PID 1 exits only when its stdin ends or a command
+ * lacks the token, a guest's doing) or the markers were broken. */
+static void step_broken(struct attached *a, size_t i, const struct cont_pump *e) {
+    const struct pl_run_request *req = a->in->project;
+    if (e->dx.m[0].done && e->dx.m[1].done)
+        snprintf(a->res->step_error, sizeof(a->res->step_error),
+                 "step %zu (%s) ended with a broken end marker, or output after it", i + 1,
+                 req->project.steps[i].name);
+    else
+        snprintf(a->res->step_error, sizeof(a->res->step_error),
+                 "the sandbox ended during step %zu (%s)", i + 1, req->project.steps[i].name);
+}
+
+/* Step i over the attach stream: 1 when the next may run, 0 when the steps
+ * stop (a->res says why), < 0 on an infrastructure failure. */
+static int attached_step(struct attached *a, size_t i, struct steps_run *t, struct pl_error *err) {
+    struct cont_result *res = a->res;
+    uint64_t now = pl_now_ns();
+    if (now >= a->deadline) {
+        res->timed_out = true;
+        return 0;
     }
-    if (dk_end_container(s, p->id) < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "docker: cannot end the project's container");
+    PL_CLEANUP(pl_buf_free) struct pl_buf cmd = {0};
+    char mark[PL_DEMUX_MARK_MAX];
+    if (step_command(a, i, &cmd, mark, sizeof(mark), err) < 0)
+        return -1;
+    struct cont_input sin = {
+        .parts = {cmd.data}, .part_len = {cmd.len}, .nparts = 1, .keep_stdin = true};
+    PL_CLEANUP(dk_cont_pump_clear) struct cont_pump e = {.step = true};
+    memcpy(e.id, a->p->id, sizeof(e.id));
+    pl_demux_carry(&e.dx, &a->p->dx);
+    e.dx.out.cap = e.dx.err.cap = a->in->output_bytes;
+    pl_capture_stream(&e.dx.out, a->in->sink, 1, (unsigned)i + 1);
+    pl_capture_stream(&e.dx.err, a->in->sink, 2, (unsigned)i + 1);
+    pl_demux_expect_end(&e.dx, mark, strlen(mark));
+    struct cont_result eres = {.exit_code = -1};
+    if (dk_pump(a->s, &sin, &e, &eres, a->fd, a->deadline, err) < 0)
+        return -1;
+    pl_demux_carry(&a->p->dx, &e.dx);
+    uint32_t ms = (uint32_t)((pl_now_ns() - now) / 1000000ull);
+    if (eres.timed_out) {
+        res->timed_out = true; /* the pump killed the container */
+        return 0;
+    }
+    int code;
+    if (!pl_demux_ended(&e.dx, &code)) {
+        step_broken(a, i, &e);
+        return 0;
+    }
+    if (keep_step(t, i, code, ms, &e, err) < 0)
+        return -1;
+    /* Under runc the host checks the bootstrap's word: the container's
+     * cgroup holds PID 1 alone.  Anything else outlived the sandbox's own
+     * cleanup, which no guest should be able to do: the run is not
+     * trusted. */
+    if (a->init_host_pid > 0) {
+        unsigned killed = 0;
+        if (dk_host_sweep(a->s, a->p->id, a->init_host_pid, NULL, 0, NULL, 0, &killed, err) < 0)
+            return -1;
+        if (killed)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "%u process%s of step %zu outlived the sandbox's own cleanup "
+                                "and were killed from the host; the run's result cannot be "
+                                "trusted",
+                                killed, killed == 1 ? "" : "es", i + 1);
+    }
+    return code == 0 ? 1 : 0;
+}
+
+/* PID 1's host pid: the one process in the container's cgroup before any
+ * step ran (runc); 0 under runsc, whose cgroup holds gVisor's own. */
+static int bootstrap_host_pid(struct docker_state *s, const char *id, pid_t *ret,
+                              struct pl_error *err) {
+    *ret = 0;
+    if (s->hv.runsc)
+        return 0;
+    char cg[200];
+    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
+    pid_t *procs = NULL;
+    size_t n = 0;
+    int r = pl_hostview_procs(&s->hv, cg, &procs, &n);
+    if (r == 0 && n == 1)
+        *ret = procs[0];
+    free(procs);
+    if (*ret <= 0)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the project's container holds %zu processes before its first step, "
+                            "not its bootstrap alone",
+                            r == 0 ? n : 0);
+    return 0;
+}
+
+/* The steps of a project in its own container, over the attach stream fd. */
+static int attached_steps(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
+                          struct cont_result *res, int fd, uint64_t deadline,
+                          struct pl_error *err) {
+    const struct pl_run_request *req = in->project;
+    res->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*res->steps));
+    if (!res->steps)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    struct attached a = {.s = s, .in = in, .p = p, .res = res, .fd = fd, .deadline = deadline};
+    struct steps_run t = {.s = s, .in = in, .id = p->id, .res = res, .deadline = deadline};
+    if (bootstrap_host_pid(s, p->id, &a.init_host_pid, err) < 0)
+        return -1;
+    for (size_t i = 0; i < req->project.nsteps; i++) {
+        int rc = attached_step(&a, i, &t, err);
+        if (rc <= 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* The end of a project's own container once its steps are done: the host
+ * kills its cgroup (the bootstrap, and under runsc the sandbox) and sees
+ * it empty, as a snippet's fast end does.  1 when done; 0 when the engine
+ * must give the verdict (an OOM kill counted, or the count unread, or the
+ * deadline); < 0 when the host could not empty the cgroup. */
+static int project_end(struct docker_state *s, const struct cont_pump *p, struct cont_result *res) {
+    if (res->timed_out)
+        return 0;
+    char cg[200];
+    pl_hostview_cgroup(&s->hv, p->id, cg, sizeof(cg));
+    long long oom_kills = pl_hostview_oom_kills(&s->hv, cg);
+    res->oom = oom_kills > 0;
+    if (oom_kills != 0)
+        return 0;
+    if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0 && dk_host_prove_gone(s, p->id) < 0)
+        return -1;
+    return 1;
+}
+
+/* A project in its own container: its steps, once the bootstrap reported
+ * its files written. */
+static int attached_project(struct docker_state *s, const struct cont_input *in,
+                            struct cont_pump *p, struct cont_result *res, int fd, uint64_t deadline,
+                            struct pl_error *err) {
+    PL_AUTO_JSON json_t *rep = res->timed_out ? NULL : dk_report_line(&p->dx.out.kept);
+    if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed"))
+        return attached_steps(s, in, p, res, fd, deadline, err);
     return 0;
 }
 
@@ -376,6 +543,28 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
     p->until_line = in->project != NULL;
     if (dk_pump(s, in, p, res, fd, deadline, err) < 0)
         return -1;
+    if (in->project && in->keep_stdin) {
+        /* The files are written and the report is in (or the bootstrap
+         * failed): the steps on this stream, then the host ends it all. */
+        if (pl_demux_flush(&p->dx) < 0)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+        if (attached_project(s, in, p, res, fd, deadline, err) < 0)
+            return -1;
+        int end = project_end(s, p, res);
+        if (end > 0)
+            return 0;
+        if (end < 0)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "the project's processes could not all be killed on the host; "
+                                "its result cannot be trusted");
+        if (!res->timed_out && dk_end_container(s, p->id) < 0)
+            return pl_error_set(err, PL_REASON_INTERNAL,
+                                "docker: cannot end the project's container");
+        close(PL_TAKE_FD(fd));
+        if (wait_exit(s, p, res, deadline, err) < 0)
+            return -1;
+        return settle_end(s, in, p, res, oom_kills, err);
+    }
     close(PL_TAKE_FD(fd));
     if (!res->timed_out && !in->project) {
         /* The cgroup's OOM count, read now: the runtime removes the cgroup
@@ -395,10 +584,6 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
     }
     if (pl_demux_flush(&p->dx) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    /* The files are written and the report is in (or the bootstrap
-     * failed): the steps, then the container ends. */
-    if (in->project && run_project_steps(s, in, p, res, deadline, err) < 0)
-        return -1;
     if (wait_exit(s, p, res, deadline, err) < 0)
         return -1;
     return settle_end(s, in, p, res, oom_kills, err);

@@ -15,9 +15,11 @@
 #            every other process is killed and reaped, then both streams get
 #            the end marker: the header's nonce and the exit status.
 #   project  write the files into /work, report one "PLIMSOLL <json>" line
-#            on stdout ({"setup": "ok"} or {"setup_failed": why}), then stay
-#            PID 1 (reaping, no signals) while the daemon runs each step as
-#            an engine exec.
+#            on stdout ({"setup": "ok"} or {"setup_failed": why}), then run
+#            the steps the daemon sends on stdin, one at a time: each is
+#            started by this process, and when it ends every other process
+#            is killed and reaped before both streams get the step's end
+#            marker (its own nonce and the step's exit status).
 #   files    a session's project call: write the files, exit 0 (3 and the
 #            reason on stderr when they cannot be written).
 #   probe    the startup proof: report what this container can see and do.
@@ -286,8 +288,8 @@ def write_files(h):
 
 
 def hold():
-    """Stay PID 1 while the daemon runs the steps as engine execs: give up
-    stdin and the output streams, take no signal, reap orphans."""
+    """Stay PID 1 with nothing to do (the files could not be written):
+    give up stdin and the output streams, take no signal, reap orphans."""
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -303,11 +305,90 @@ def hold():
         signal.sigtimedwait({signal.SIGCHLD}, 1.0)
 
 
+def end_all():
+    """Kill every process of this pid namespace but this one and reap them
+    all: when waitpid says there is no child left, nothing else lives (every
+    process here descends from PID 1 or was handed to it)."""
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def drain_stdin():
+    """Drop what is on stdin once nothing of the guest lives: the daemon
+    writes nothing while a step runs, so it is what a guest wrote into this
+    process's stdin (under runsc a process can open another's descriptors
+    whatever its group)."""
+    os.set_blocking(0, False)
+    try:
+        while os.read(0, 65536):
+            pass
+    except BlockingIOError:
+        pass
+    finally:
+        os.set_blocking(0, True)
+
+
+def run_steps(token):
+    """The project's steps (docs/providers/docker.md, "A project"): read a
+    step from stdin, start it, and once it ended, end everything else
+    before its end marker goes to both streams.  The daemon sends a step
+    only after the previous step's marker, and (runc) after the host saw
+    this container's cgroup hold this process alone: no guest process
+    lives while a step's command, its nonce among it, is on stdin, and what
+    a guest wrote there before is dropped before the marker.  A command
+    without the project's token ends the sandbox: 71."""
+    # Nothing is imported from here on, and /work (the project's files,
+    # the guest's) is never searched for a module.
+    sys.path[:] = [d for d in sys.path if d and not d.startswith(("/work", "/tmp"))]
+    null = os.open("/dev/null", os.O_RDONLY)
+    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    base = dict(os.environ)
+    while True:
+        line = read_line(16)
+        if not line:
+            os._exit(0)  # stdin ended: the daemon is done with the steps
+        try:
+            cmd = json.loads(need(read_exact(int(line))))
+            ok = isinstance(cmd, dict) and cmd.get("token") == token
+            argv, end = cmd["argv"], cmd["end"]
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            os._exit(71)
+        env = dict(base)
+        name, _, value = cmd.get("env", "").partition("=")
+        if name:
+            env[name] = value
+        code = 127
+        try:
+            pid = os.posix_spawnp(argv[0], argv, env, file_actions=[(os.POSIX_SPAWN_DUP2, null, 0)],
+                                  setsid=True, setsigmask=(), setsigdef=sigs)
+            _, st = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(st)
+            code = 128 - code if code < 0 else code
+        except OSError as e:
+            write_all(2, ("plimsoll: %s: %s\n" % (argv[0], e.strerror)).encode())
+            code = 127 if e.errno == 2 else 126
+        end_all()
+        drain_stdin()
+        mark = ("\x1eplimsoll-end %s %03d\n" % (end, code)).encode()
+        write_all(1, mark)
+        write_all(2, mark)
+
+
 def project(h):
-    # The steps do not run here: each is an engine exec whose exit code and
-    # output the daemon reads from the engine, a channel no guest process
-    # can write (docs/providers/docker.md).  This process only writes the
-    # files and says so, before any guest code exists.
+    # The steps run here, each started by this process, which then ends
+    # everything else before it writes the step's end marker; the files
+    # report comes first, before any guest code exists
+    # (docs/providers/docker.md, "A project").
     nondumpable()
     try:
         write_files(h)
@@ -315,7 +396,9 @@ def project(h):
         emit({"setup_failed": str(e)})
         hold()
     emit({"setup": "ok"})
-    hold()
+    if "token" not in h or os.getpid() != 1:
+        hold()
+    run_steps(h.pop("token"))
 
 
 def files(h):
