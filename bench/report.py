@@ -253,6 +253,32 @@ speed is recorded.
 
 {docker_table}
 
+### Where a project step's time goes
+
+A step used to be an engine exec: the daemon asked the engine to create
+the exec, started it on a stream of its own, read the stream to its end,
+asked the engine for the exit code, then proved from the host that
+nothing of the step was left. Now the container's PID 1 runs the step
+([providers/docker.md](providers/docker.md#a-project-the-bootstrap-runs-each-step)),
+and the engine is not asked at all between the files and the end. An
+`strace -f -tt` of the daemon through one two-step project of `true` steps
+under runc, on a warm container (this machine, with other work on both
+cores, so slower than the table):
+
+| | before (an exec a step) | now (PID 1 runs the step) |
+|---|---|---|
+| a step | exec create, start: 1 ms; the exec's own stream until `true` ended and the engine closed it: 226 and 249 ms; exec inspect for its exit code: 1 ms; the host's cgroup read | the command on the attach stream (105 bytes), PID 1 spawns `true`, waits, kills and reaps, drains its stdin, writes the two markers: 6.8 and 3.5 ms from the command's write to the second marker's read; the host's cgroup read and PID 1's status: 0.4 ms |
+| the end | the engine's kill, `/wait` (190 ms), an inspect, the host's proof | the cgroup's OOM count, a SIGKILL to PID 1 from the host, its thread seen exiting: 2.5 ms |
+| the whole run as the caller saw it | about 700 ms | 27 ms |
+
+So what is left of a step is PID 1's spawn of the program and its
+kill-and-reap, plus the program itself: a `python3` step costs its own
+start (tens of milliseconds here under runc, more under gVisor, whose
+`execve` and many small file opens are each a trip through its kernel).
+Under runsc the daemon reads no `runsc ps` between steps (70–110 ms each
+here): the proof between steps is PID 1's
+([security.md](security.md#a-projects-steps-under-runsc)).
+
 ## Load and soak
 
 Twice the admission capacity, and soaks of 10,000 wasm and 1,000 docker
