@@ -353,6 +353,14 @@ static bool check_service_method(struct head_call *h) {
     return false;
 }
 
+/* INVALID_REQUEST: Origin given more than once, where CORS is on
+ * (api_cors.c); both transports alike. */
+static bool check_one_origin(struct head_call *h) {
+    if (svc_call(h))
+        return false;
+    return api_cors_repeated(h->api, h->rq, h->rs, h->lg);
+}
+
 /* A browser's preflight from a listed origin: 204 with the grant
  * (api_cors.c); any other falls through to 405 as every OPTIONS does. */
 static bool answer_preflight(struct head_call *h) {
@@ -504,6 +512,7 @@ static const struct head_rung {
     {"gRPC's health and reflection (PLIMSOLL_HEALTH, PLIMSOLL_REFLECTION)", serve_grpc_services},
     {"a path under the service (NOT_FOUND)", check_service_path},
     {"a method of the service (NOT_FOUND)", check_service_method},
+    {"one Origin (INVALID_REQUEST, PLIMSOLL_CORS_ORIGINS)", check_one_origin},
     {"a preflight from a listed origin (204, PLIMSOLL_CORS_ORIGINS)", answer_preflight},
     {"POST (405)", check_post},
     {"a content type (415)", check_protocol},

@@ -89,6 +89,7 @@ struct pl_api_request {
     const char *origin;          /* Origin, may be NULL (api_cors.c) */
     const char *cors_method;     /* Access-Control-Request-Method, may be NULL */
     const char *cors_headers;    /* Access-Control-Request-Headers, may be NULL */
+    bool origin_repeated;        /* Origin came more than once (api_cors.c refuses it) */
     bool http2;                  /* over HTTP/2 (gRPC needs it) */
     const char *tls_principal;   /* the TLS client certificate's, or NULL */
     bool length_known;           /* the head announced the body's length (Content-Length) */

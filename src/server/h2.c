@@ -56,6 +56,7 @@ struct stream {
     size_t kept_bytes;   /* the values kept of it (the wanted headers) */
     char *method, *path, *ctype, *auth, *connect_timeout, *grpc_timeout, *length;
     char *origin, *cors_method, *cors_headers; /* CORS's (api_cors.c) */
+    bool origin_repeated;                      /* Origin came again (the API refuses it) */
     struct pl_api_call *call;
     struct pl_buf body;
     bool too_large;
@@ -386,6 +387,7 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
         .origin = st->origin,
         .cors_method = st->cors_method,
         .cors_headers = st->cors_headers,
+        .origin_repeated = st->origin_repeated,
         .http2 = true,
         .head_bytes = st->kept_bytes,
         .conn_watches = st->c->watches,
@@ -632,6 +634,10 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         if (strlen(wanted[i].name) != namelen || memcmp(wanted[i].name, name, namelen) != 0)
             continue;
         char **slot = (char **)((char *)st + wanted[i].off);
+        if (*slot && slot == &st->origin) {
+            st->origin_repeated = true; /* the API refuses it, as over HTTP/1.1 */
+            return 0;
+        }
         if (*slot)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* a header given twice */
         *slot = strndup((const char *)value, valuelen);
