@@ -661,9 +661,10 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
                        struct pl_api_response *rs, const struct call_log *lg, uint64_t t0) {
     if (!rs->body)
         api_set_text(rs, 500, "internal error\n");
-    bool quiet = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0 ||
-                 strcmp(lg->method, "console") == 0 || strcmp(lg->method, "health.Check") == 0;
-    if (!quiet) {
+    bool probe = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0 ||
+                 strcmp(lg->method, "console") == 0;
+    bool quiet = probe || strcmp(lg->method, "health.Check") == 0;
+    if (!probe) {
         enum pl_code code = lg->reason ? pl_reason_code(lg->reason) : PL_CODE_UNKNOWN;
         pl_metrics_request(api->metrics, lg->method, code,
                            rs->status == 200 || rs->status == 204); /* 204: a preflight's grant */

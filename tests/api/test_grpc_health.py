@@ -430,6 +430,56 @@ class Reflection(unittest.TestCase):
         self.assertEqual(len(self.reflect([list_services()])), 1)
 
 
+class Metrics(unittest.TestCase):
+    def test_own_method_labels(self):
+        """/metrics counts Check, Watch and reflection under their own
+        method, never "other"."""
+        d = Daemon(env=dict(WASM, PLIMSOLL_HEALTH_WATCH_TIMEOUT_MS="1000")).start()
+        ch = grpc.insecure_channel("%s:%d" % (d.host, d.port))
+        try:
+            stub = pb_grpc.HealthStub(ch)
+            self.assertEqual(stub.Check(pb.HealthCheckRequest(), timeout=10).status,
+                             pb.HealthCheckResponse.SERVING)
+            with self.assertRaises(grpc.RpcError):
+                stub.Check(pb.HealthCheckRequest(service="nope"), timeout=10)
+            self.assertEqual([r.status for r in stub.Watch(pb.HealthCheckRequest(), timeout=30)],
+                             [pb.HealthCheckResponse.SERVING])  # ends OK at its deadline
+            md = [("authorization", "Bearer " + d.keys["alice"])]
+            call = ch.stream_stream(REFLECT, request_serializer=None, response_deserializer=None)
+            for _ in range(2):
+                self.assertEqual(len(list(call(iter([list_services()]), timeout=10,
+                                               metadata=md))), 1)
+            with self.assertRaises(grpc.RpcError):
+                list(call(iter([list_services()]), timeout=10))
+            with self.assertRaises(grpc.RpcError):
+                list(call(iter([b"\x3a"]), timeout=10, metadata=md))
+            want = {
+                '{method="health.Check",code="ok"}': 1,
+                '{method="health.Check",code="not_found"}': 1,
+                '{method="health.Watch",code="ok"}': 1,
+                '{method="reflection",code="ok"}': 2,
+                '{method="reflection",code="unauthenticated"}': 1,
+                '{method="reflection",code="invalid_argument"}': 1,
+            }
+            for _ in range(50):  # a stream is counted when the daemon frees it, after its end
+                status, _, body = d.request("GET", "/metrics", None,
+                                            {"Authorization": "Bearer " + d.keys["alice"]})
+                self.assertEqual(status, 200)
+                counts = {}
+                for line in body.decode().splitlines():
+                    if line.startswith("plimsoll_requests_total{") and "metrics" not in line:
+                        labels, value = line.rsplit(" ", 1)
+                        counts[labels[len("plimsoll_requests_total"):]] = int(value)
+                if counts == want:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(counts, want)
+        finally:
+            ch.close()
+            d.stop()
+        d.check_sanitizers()
+
+
 class Settings(unittest.TestCase):
     def test_bad_values_refused_at_startup(self):
         for name, value in (("PLIMSOLL_HEALTH", "yes"), ("PLIMSOLL_REFLECTION", "Key"),
