@@ -710,8 +710,9 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
     if (route_head(api, rq, rs, call)) {
         finish_log(api, rq, rs, &call->lg, t0);
         struct pl_api_stream *s = NULL;
-        if (api_method_streams(call->lg.method) && (call->protocol == API_CONNECT_STREAM_JSON ||
-                                                    call->protocol == API_CONNECT_STREAM_PROTO))
+        if ((api_method_streams(call->lg.method) && (call->protocol == API_CONNECT_STREAM_JSON ||
+                                                     call->protocol == API_CONNECT_STREAM_PROTO)) ||
+            api_svc_connect_end(call, rs))
             s = api_stream_new(api, call->protocol, rq->content_type, NULL, NULL);
         if (s)
             api_stream_end(s, rs); /* Connect's end message alone */

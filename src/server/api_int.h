@@ -279,5 +279,9 @@ bool api_svc_head(struct pl_api *api, const struct pl_api_request *rq, struct pl
  * too: the Connect answer (application/proto or JSON) or the refusal. */
 void api_svc_check(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
                    struct pl_api_response *rs);
+/* Whether a refusal at the head (rs, a Connect error) of a Watch or
+ * reflection stream in Connect's streaming protocol is sent as Connect's
+ * end message alone (api_stream_end), as the protocol has it. */
+bool api_svc_connect_end(const struct pl_api_call *call, const struct pl_api_response *rs);
 /* Give back a live call's slot (pl_api_call_free). */
 void api_svc_release(struct pl_api *api, struct pl_api_call *call);

@@ -626,6 +626,8 @@ static void fill_head(struct pl_http *h, struct MHD_Connection *c, const char *u
     unsigned origins = 0; /* MHD's lookup gives the first of several */
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_origin, &origins);
     rq->origin_repeated = origins > 1;
+    rq->connect_version =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Protocol-Version");
     struct conn *k = conn_of(c);
     rq->tls_principal = k ? pl_tls_principal(h->tls, k->fingerprint) : NULL;
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
