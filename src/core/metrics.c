@@ -10,9 +10,13 @@ static const double bucket_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
                                        0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
 #define NBUCKETS (sizeof(bucket_bounds) / sizeof(bucket_bounds[0]))
 
+/* The method label: the service's methods, gRPC's health and reflection
+ * (as the log line names them), and "other" for anything else, so a
+ * caller's path never becomes a label. */
 static const char *const method_names[] = {
-    "Describe",      "Run",          "RunStream", "OpenSession", "RunInSession", "RunCell",
-    "RunCellStream", "CloseSession", "Explain",   "metrics",     "preflight",    "other"};
+    "Describe",  "Run",           "RunStream",    "OpenSession", "RunInSession",
+    "RunCell",   "RunCellStream", "CloseSession", "Explain",     "metrics",
+    "preflight", "health.Check",  "health.Watch", "reflection",  "other"};
 #define NMETHODS (sizeof(method_names) / sizeof(method_names[0]))
 
 static const char *const outcome_names[PL_RUN__COUNT] = {

@@ -353,6 +353,14 @@ static bool check_service_method(struct head_call *h) {
     return false;
 }
 
+/* INVALID_REQUEST: Origin given more than once, where CORS is on
+ * (api_cors.c); both transports alike. */
+static bool check_one_origin(struct head_call *h) {
+    if (svc_call(h))
+        return false;
+    return api_cors_repeated(h->api, h->rq, h->rs, h->lg);
+}
+
 /* A browser's preflight from a listed origin: 204 with the grant
  * (api_cors.c); any other falls through to 405 as every OPTIONS does. */
 static bool answer_preflight(struct head_call *h) {
@@ -504,6 +512,7 @@ static const struct head_rung {
     {"gRPC's health and reflection (PLIMSOLL_HEALTH, PLIMSOLL_REFLECTION)", serve_grpc_services},
     {"a path under the service (NOT_FOUND)", check_service_path},
     {"a method of the service (NOT_FOUND)", check_service_method},
+    {"one Origin (INVALID_REQUEST, PLIMSOLL_CORS_ORIGINS)", check_one_origin},
     {"a preflight from a listed origin (204, PLIMSOLL_CORS_ORIGINS)", answer_preflight},
     {"POST (405)", check_post},
     {"a content type (415)", check_protocol},
@@ -652,9 +661,10 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
                        struct pl_api_response *rs, const struct call_log *lg, uint64_t t0) {
     if (!rs->body)
         api_set_text(rs, 500, "internal error\n");
-    bool quiet = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0 ||
-                 strcmp(lg->method, "console") == 0 || strcmp(lg->method, "health.Check") == 0;
-    if (!quiet) {
+    bool probe = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0 ||
+                 strcmp(lg->method, "console") == 0;
+    bool quiet = probe || strcmp(lg->method, "health.Check") == 0;
+    if (!probe) {
         enum pl_code code = lg->reason ? pl_reason_code(lg->reason) : PL_CODE_UNKNOWN;
         pl_metrics_request(api->metrics, lg->method, code,
                            rs->status == 200 || rs->status == 204); /* 204: a preflight's grant */
@@ -700,8 +710,9 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
     if (route_head(api, rq, rs, call)) {
         finish_log(api, rq, rs, &call->lg, t0);
         struct pl_api_stream *s = NULL;
-        if (api_method_streams(call->lg.method) && (call->protocol == API_CONNECT_STREAM_JSON ||
-                                                    call->protocol == API_CONNECT_STREAM_PROTO))
+        if ((api_method_streams(call->lg.method) && (call->protocol == API_CONNECT_STREAM_JSON ||
+                                                     call->protocol == API_CONNECT_STREAM_PROTO)) ||
+            api_svc_connect_end(call, rs))
             s = api_stream_new(api, call->protocol, rq->content_type, NULL, NULL);
         if (s)
             api_stream_end(s, rs); /* Connect's end message alone */

@@ -89,6 +89,8 @@ struct pl_api_request {
     const char *origin;          /* Origin, may be NULL (api_cors.c) */
     const char *cors_method;     /* Access-Control-Request-Method, may be NULL */
     const char *cors_headers;    /* Access-Control-Request-Headers, may be NULL */
+    bool origin_repeated;        /* Origin came more than once (api_cors.c refuses it) */
+    const char *connect_version; /* Connect-Protocol-Version, may be NULL */
     bool http2;                  /* over HTTP/2 (gRPC needs it) */
     const char *tls_principal;   /* the TLS client certificate's, or NULL */
     bool length_known;           /* the head announced the body's length (Content-Length) */
@@ -190,7 +192,8 @@ void pl_api_call_hold_answer(struct pl_api *api, struct pl_api_call *call, size_
  * the transport then opens it, sends the head it gives, feeds it the
  * request's DATA as it comes, polls it by the time it asks, and sends
  * out's bytes as the peer takes them.  When a call returns 1 the call has
- * ended: end's trailers follow what out holds.  Each holds what the peer
+ * ended: end's trailers (gRPC's; gRPC-Web's and Connect's end is the last
+ * of out) follow what out holds.  Each holds what the peer
  * sent of one message at most (PLIMSOLL_REFLECTION_MESSAGE_BYTES), and a
  * peer that leaves more than PL_API_LIVE_PENDING_BYTES of answers untaken
  * when it sends the next request is ended.
@@ -202,7 +205,9 @@ bool pl_api_call_live(const struct pl_api_call *call);
  * the answer's head (status, content type). */
 struct pl_api_live *pl_api_live_open(struct pl_api *api, struct pl_api_call *call,
                                      const struct pl_api_request *rq, struct pl_api_response *head);
-/* Request bytes; pending: the answer bytes still waiting for the peer.
+/* Request bytes; pending: the answer bytes still waiting for the peer
+ * when the call is made (out may hold them: only what the call adds to it
+ * counts on top).
  * 0 to go on, 1 ended (end's trailers filled). */
 int pl_api_live_feed(struct pl_api_live *l, const void *data, size_t len, size_t pending,
                      struct pl_buf *out, struct pl_api_response *end);

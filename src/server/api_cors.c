@@ -13,7 +13,10 @@
  * nothing (not even whether CORS is on).  Every other answer on those paths
  * to a listed origin (a result, a refusal, a stream) carries
  * Access-Control-Allow-Origin and the headers a client reads.  No
- * credentials mode: the key is a bearer header, never a cookie.
+ * credentials mode: the key is a bearer header, never a cookie.  A
+ * request whose Origin came more than once is refused INVALID_REQUEST (no
+ * CORS header) before any of this, over HTTP/1.1 as over HTTP/2: which of
+ * two origins a browser meant is nobody's guess.
  */
 #include <string.h>
 
@@ -59,9 +62,21 @@ static void put(struct pl_api_response *rs, const char *name, const char *value)
 }
 
 const char *api_cors_origin(const struct pl_api *api, const struct pl_api_request *rq) {
-    if (!api->config->cors_origins.n || !rq->origin)
+    if (!api->config->cors_origins.n || !rq->origin || rq->origin_repeated)
         return NULL;
     return pl_origins_find(&api->config->cors_origins, rq->origin);
+}
+
+bool api_cors_repeated(struct pl_api *api, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct call_log *lg) {
+    if (!api->config->cors_origins.n || !rq->origin_repeated)
+        return false;
+    struct pl_error err = {0};
+    pl_error_set(&err, PL_REASON_INVALID_REQUEST,
+                 "the Origin header came more than once; a browser sends one");
+    lg->cors = "Origin more than once";
+    api_refuse(api, rs, lg, &err, NULL);
+    return true;
 }
 
 bool api_cors_preflight(struct pl_api *api, const struct pl_api_request *rq, const char *listed,

@@ -19,6 +19,18 @@
  * message is complete (reflect.c), within the stream's budgets: the
  * message's bytes, the messages, the absolute deadline, the streams at
  * once, and the answers a peer leaves unread.
+ *
+ * The streams (Watch, reflection) speak gRPC, gRPC-Web (its trailers a
+ * 0x80 frame) or Connect's streaming protocol (application/connect+proto
+ * or +json) over HTTP/2, with the same budgets.  Connect's messages have
+ * gRPC's envelope (a flags byte, a big-endian length); a request's flags
+ * must be 0 (no compression is negotiated, and a client never ends its
+ * stream with a message); Connect-Protocol-Version, when sent, must be 1.
+ * The stream ends with Connect's end message (flags 0x02, JSON: {} or
+ * {"error": <the Connect error>}) at HTTP 200 where gRPC has trailers; a
+ * refusal before the stream opens is that end message alone.  A
+ * bidirectional stream needs HTTP/2: Connect's reflection over HTTP/1.1 is
+ * answered 505 and the connection closed, as connect-go answers it.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -102,6 +114,17 @@ static bool service_known(const char *service) {
 
 /* ---- the head ---------------------------------------------------------------- */
 
+/* Whether the call's protocol is Connect's streaming one. */
+static bool connect_streaming(enum api_protocol p) {
+    return p == API_CONNECT_STREAM_JSON || p == API_CONNECT_STREAM_PROTO;
+}
+
+bool api_svc_connect_end(const struct pl_api_call *call, const struct pl_api_response *rs) {
+    return (call->svc == API_SVC_HEALTH_WATCH || call->svc == API_SVC_REFLECTION) &&
+           connect_streaming(call->protocol) && rs->content_type &&
+           strcmp(rs->content_type, "application/json") == 0;
+}
+
 static bool refuse(struct pl_api *api, struct pl_api_response *rs, struct call_log *lg,
                    enum pl_reason reason, const char *msg) {
     struct pl_error err = {0};
@@ -131,6 +154,7 @@ bool api_svc_head(struct pl_api *api, const struct pl_api_request *rq, struct pl
     struct call_log *lg = &call->lg;
     const struct pl_config *c = api->config;
     lg->method = r->method;
+    call->svc = r->svc; /* a Connect stream's refusal is its end message (api_svc_connect_end) */
     bool health = r->svc != API_SVC_REFLECTION;
     enum pl_open_auth auth = health ? c->health : c->reflection;
     if (auth == PL_AUTH_OFF)
@@ -144,23 +168,44 @@ bool api_svc_head(struct pl_api *api, const struct pl_api_request *rq, struct pl
         return true;
     }
     enum api_protocol p = call->protocol;
+    if (r->svc == API_SVC_REFLECTION && connect_streaming(p) && !rq->http2) {
+        /* A bidirectional stream cannot work over HTTP/1.1: connect-go's
+         * answer, 505 with the connection closed, so a client that waits
+         * for answers while it sends is not left hanging. */
+        api_set_text(rs, 505,
+                     "HTTP version not supported: a bidirectional stream needs HTTP/2 (h2c with "
+                     "prior knowledge, or TLS with ALPN h2)\n");
+        char *close = strdup("close");
+        if (close)
+            rs->headers[rs->nheaders++] = (struct pl_api_header){"Connection", close};
+        lg->outcome = "refused";
+        return true;
+    }
     bool unary_ok = p == API_CONNECT_JSON || p == API_CONNECT_PROTO || p == API_GRPC_WEB ||
                     (p == API_GRPC && rq->http2);
-    if (r->svc == API_SVC_HEALTH_CHECK ? !unary_ok : !(p == API_GRPC && rq->http2)) {
+    bool stream_ok = (p == API_GRPC || p == API_GRPC_WEB || connect_streaming(p)) && rq->http2;
+    if (r->svc == API_SVC_HEALTH_CHECK ? !unary_ok : !stream_ok) {
         api_set_text(rs, 415,
                      r->svc == API_SVC_HEALTH_CHECK
                          ? "unsupported media type: Check takes application/grpc (over HTTP/2), "
                            "application/grpc-web, application/json or application/proto\n"
-                         : "unsupported media type: this stream is gRPC's: application/grpc "
-                           "over HTTP/2 (h2c or TLS)\n");
+                         : "unsupported media type: this stream takes application/grpc, "
+                           "application/grpc-web or Connect's application/connect+proto or "
+                           "+json, over HTTP/2 (h2c or TLS)\n");
         lg->outcome = "refused";
         return true;
     }
     static const char *const codec_names[] = {[API_CONNECT_JSON] = "json",
                                               [API_CONNECT_PROTO] = "proto",
                                               [API_GRPC] = "grpc",
-                                              [API_GRPC_WEB] = "grpc-web"};
+                                              [API_GRPC_WEB] = "grpc-web",
+                                              [API_CONNECT_STREAM_JSON] = "connect+json",
+                                              [API_CONNECT_STREAM_PROTO] = "connect+proto"};
     lg->codec = codec_names[p];
+    bool connect = p == API_CONNECT_JSON || p == API_CONNECT_PROTO || connect_streaming(p);
+    if (connect && rq->connect_version && strcmp(rq->connect_version, "1") != 0)
+        return refuse(api, rs, lg, PL_REASON_INVALID_REQUEST,
+                      "Connect-Protocol-Version must be \"1\" when it is sent");
     /* A key, when one is sent, is checked whatever the setting: a wrong
      * one is never taken for none. */
     lg->principal = NULL;
@@ -177,7 +222,6 @@ bool api_svc_head(struct pl_api *api, const struct pl_api_request *rq, struct pl
     } else {
         lg->principal = rq->tls_principal;
     }
-    call->svc = r->svc;
     if (r->svc == API_SVC_HEALTH_CHECK)
         return false; /* the deadline headers and the body's bytes, as any unary call */
     if (r->svc == API_SVC_HEALTH_WATCH) {
@@ -209,12 +253,11 @@ void api_svc_release(struct pl_api *api, struct pl_api_call *call) {
 /* ---- Check ------------------------------------------------------------------- */
 
 /* The service a JSON HealthCheckRequest names: {"service": "..."} or {}. */
-static int check_json(const struct pl_api_request *rq, char *ret, size_t cap,
-                      struct pl_error *err) {
-    if (pl_json_check_bounds(rq->body, rq->body_len, err) < 0)
+static int check_json(const char *body, size_t len, char *ret, size_t cap, struct pl_error *err) {
+    if (pl_json_check_bounds(body, len, err) < 0)
         return -1;
     json_error_t je;
-    json_t *v = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &je);
+    json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!json_is_object(v)) {
         json_decref(v);
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
@@ -259,7 +302,7 @@ void api_svc_check(struct pl_api *api, struct pl_api_call *call, const struct pl
     size_t len = rq->body_len;
     int r;
     if (json)
-        r = check_json(rq, service, sizeof(service), &err);
+        r = check_json(rq->body, rq->body_len, service, sizeof(service), &err);
     else if (call->protocol != API_CONNECT_PROTO &&
              api_grpc_unwrap(rq->body, rq->body_len, &msg, &len, &err) < 0)
         r = -1;
@@ -305,6 +348,9 @@ struct pl_api_live {
     unsigned messages;
     bool watching; /* a Watch's request came: its status went out */
     enum pl_health_status last;
+    bool connect;  /* Connect's streaming protocol, else gRPC */
+    bool json;     /* application/connect+json */
+    bool grpc_web; /* gRPC-Web: its trailers are a frame (0x80) */
     char service[PL_HEALTH_SERVICE_MAX];
     bool ended;
     const char *end_why; /* for the log line */
@@ -329,8 +375,14 @@ struct pl_api_live *pl_api_live_open(struct pl_api *api, struct pl_api_call *cal
     unsigned ms = call->svc == API_SVC_HEALTH_WATCH ? api->config->health_watch_timeout_ms
                                                     : api->config->reflection_timeout_ms;
     l->deadline_ns = pl_deadline_in_ms(ms);
-    *head = (struct pl_api_response){.status = 200,
-                                     .content_type = api_grpc_ctype(API_GRPC, rq->content_type)};
+    l->connect = connect_streaming(call->protocol);
+    l->json = call->protocol == API_CONNECT_STREAM_JSON;
+    l->grpc_web = call->protocol == API_GRPC_WEB;
+    *head = (struct pl_api_response){
+        .status = 200,
+        .content_type = l->json      ? "application/connect+json"
+                        : l->connect ? "application/connect+proto"
+                                     : api_grpc_ctype(call->protocol, rq->content_type)};
     return l;
 }
 
@@ -344,23 +396,73 @@ static void add_trailer(struct pl_api_response *end, const char *name, char *val
     end->ntrailers++;
 }
 
+/* One message out: the envelope's flags byte and big-endian length,
+ * then its bytes. */
+static int envelope(struct pl_buf *out, unsigned char flags, const void *data, size_t len) {
+    unsigned char pre[5] = {flags, (unsigned char)(len >> 24), (unsigned char)(len >> 16),
+                            (unsigned char)(len >> 8), (unsigned char)len};
+    if (pl_buf_append(out, pre, 5) < 0)
+        return -1;
+    return len ? pl_buf_append(out, data, len) : 0;
+}
+
+static int put_message(struct pl_buf *out, const struct pl_buf *m) {
+    return envelope(out, 0, m->data, m->len);
+}
+
+/* Connect's end message: {} or {"error": the Connect error body of rs}. */
+static int connect_end(const struct pl_api_response *rs, bool failed, struct pl_buf *out) {
+    struct pl_buf m = {0};
+    int r;
+    if (!failed)
+        r = pl_buf_append(&m, "{}", 2);
+    else if (rs->body && rs->content_type && strcmp(rs->content_type, "application/json") == 0)
+        r = pl_buf_printf(&m, "{\"error\":%.*s}", (int)rs->body_len, rs->body);
+    else
+        r = pl_buf_puts(&m, "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
+    if (r == 0)
+        r = envelope(out, 0x02, m.data, m.len);
+    pl_buf_free(&m);
+    return r;
+}
+
 /* The call ends: OK when err is NULL, else err as gRPC's status (the
- * same ErrorInfo a Connect error carries), in end's trailers.  Returns 1. */
+ * same ErrorInfo a Connect error carries), in end's trailers, or last in
+ * out as gRPC-Web's trailer frame or Connect's end message.  Returns 1. */
 static int live_end(struct pl_api_live *l, const struct pl_error *err, const char *why,
-                    struct pl_api_response *end) {
+                    struct pl_buf *out, struct pl_api_response *end) {
     *end = (struct pl_api_response){.status = 200};
     l->ended = true;
     l->end_why = why;
-    if (!err) {
-        add_trailer(end, "grpc-status", strdup("0"));
+    struct pl_api_response rs = {0};
+    if (err)
+        api_refuse(l->api, &rs, &l->call->lg, err, NULL);
+    if (l->connect) {
+        /* Out of memory here: the stream ends without its end, which a
+         * client reads as a broken stream. */
+        connect_end(&rs, err != NULL, out);
+        pl_api_response_clear(&rs);
         return 1;
     }
-    struct pl_api_response rs = {0};
-    api_refuse(l->api, &rs, &l->call->lg, err, NULL);
-    unsigned code = 2;
+    unsigned code = err ? 2 : 0; /* UNKNOWN, unless the refusal says */
     char *message = NULL, *details = NULL;
-    api_grpc_status_of(&rs, &code, &message, &details);
+    if (err)
+        api_grpc_status_of(&rs, &code, &message, &details);
     pl_api_response_clear(&rs);
+    if (l->grpc_web) { /* the trailers as a frame of their own, flags 0x80 */
+        struct pl_buf t = {0};
+        int r = pl_buf_printf(&t, "grpc-status:%u\r\n", code);
+        if (r == 0 && message && message[0])
+            r = pl_buf_printf(&t, "grpc-message:%s\r\n", message);
+        if (r == 0 && details)
+            r = pl_buf_printf(&t, "grpc-status-details-bin:%s\r\n", details);
+        if (r == 0)
+            envelope(out, 0x80, t.data, t.len);
+        pl_buf_free(&t);
+        free(message);
+        free(details);
+        return 1;
+    }
     char num[16];
     snprintf(num, sizeof(num), "%u", code);
     add_trailer(end, "grpc-status", strdup(num));
@@ -370,10 +472,10 @@ static int live_end(struct pl_api_live *l, const struct pl_error *err, const cha
 }
 
 static int live_refuse(struct pl_api_live *l, enum pl_reason reason, const char *why,
-                       struct pl_api_response *end, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+                       struct pl_buf *out, struct pl_api_response *end, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 static int live_refuse(struct pl_api_live *l, enum pl_reason reason, const char *why,
-                       struct pl_api_response *end, const char *fmt, ...) {
+                       struct pl_buf *out, struct pl_api_response *end, const char *fmt, ...) {
     struct pl_error err = {0};
     char text[sizeof(err.message)];
     va_list ap;
@@ -381,21 +483,17 @@ static int live_refuse(struct pl_api_live *l, enum pl_reason reason, const char 
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     pl_error_set(&err, reason, "%s", text);
-    return live_end(l, &err, why, end);
-}
-
-/* One message out, enveloped. */
-static int put_message(struct pl_buf *out, const struct pl_buf *m) {
-    unsigned char pre[5] = {0, (unsigned char)(m->len >> 24), (unsigned char)(m->len >> 16),
-                            (unsigned char)(m->len >> 8), (unsigned char)m->len};
-    if (pl_buf_append(out, pre, 5) < 0)
-        return -1;
-    return m->len ? pl_buf_append(out, m->data, m->len) : 0;
+    return live_end(l, &err, why, out, end);
 }
 
 static int watch_send(struct pl_api_live *l, enum pl_health_status st, struct pl_buf *out) {
+    static const char *const names[] = {[PL_HEALTH_UNKNOWN] = "UNKNOWN",
+                                        [PL_HEALTH_SERVING] = "SERVING",
+                                        [PL_HEALTH_NOT_SERVING] = "NOT_SERVING",
+                                        [PL_HEALTH_SERVICE_UNKNOWN] = "SERVICE_UNKNOWN"};
     struct pl_buf m = {0};
-    int r = pl_health_response_encode(st, &m);
+    int r = l->json ? pl_buf_printf(&m, "{\"status\":\"%s\"}", names[st])
+                    : pl_health_response_encode(st, &m);
     if (r == 0)
         r = put_message(out, &m);
     pl_buf_free(&m);
@@ -416,26 +514,42 @@ static int live_message(struct pl_api_live *l, const uint8_t *msg, size_t len, s
     struct pl_error err = {0};
     if (l->call->svc == API_SVC_HEALTH_WATCH) {
         if (l->watching)
-            return live_refuse(l, PL_REASON_INVALID_REQUEST, "second request", end,
+            return live_refuse(l, PL_REASON_INVALID_REQUEST, "second request", out, end,
                                "Watch takes one HealthCheckRequest");
-        if (pl_health_request_decode(msg, len, l->service, sizeof(l->service), &err) < 0)
-            return live_end(l, &err, "malformed", end);
+        int r = l->json ? check_json((const char *)msg, len, l->service, sizeof(l->service), &err)
+                        : pl_health_request_decode(msg, len, l->service, sizeof(l->service), &err);
+        if (r < 0)
+            return live_end(l, &err, "malformed", out, end);
         l->watching = true;
         if (watch_send(l, watch_status(l, pl_now_ns()), out) < 0)
-            return live_refuse(l, PL_REASON_INTERNAL, "memory", end, "out of memory");
+            return live_refuse(l, PL_REASON_INTERNAL, "memory", out, end, "out of memory");
         return 0;
     }
-    struct pl_buf m = {0};
+    struct pl_buf q = {0}, m = {0}, j = {0};
     const char *const *services =
         l->api->config->health == PL_AUTH_OFF ? services_no_health : services_all;
-    if (pl_reflect_answer(msg, len, services, &m, &err) < 0) {
-        pl_buf_free(&m);
-        return live_end(l, &err, "malformed", end);
+    if (l->json) { /* the JSON request as its protobuf bytes, the answer back */
+        if (pl_reflect_request_from_json((const char *)msg, len, &q, &err) < 0) {
+            pl_buf_free(&q);
+            return live_end(l, &err, "malformed", out, end);
+        }
+        msg = (const uint8_t *)(q.data ? q.data : "");
+        len = q.len;
     }
-    int r = put_message(out, &m);
+    int r = pl_reflect_answer(msg, len, services, &m, &err);
+    pl_buf_free(&q);
+    if (r < 0) {
+        pl_buf_free(&m);
+        return live_end(l, &err, "malformed", out, end);
+    }
+    if (l->json)
+        r = pl_reflect_response_to_json((const uint8_t *)(m.data ? m.data : ""), m.len, &j);
+    if (r == 0)
+        r = put_message(out, l->json ? &j : &m);
     pl_buf_free(&m);
+    pl_buf_free(&j);
     if (r < 0)
-        return live_refuse(l, PL_REASON_INTERNAL, "memory", end, "out of memory");
+        return live_refuse(l, PL_REASON_INTERNAL, "memory", out, end, "out of memory");
     return 0;
 }
 
@@ -447,6 +561,7 @@ int pl_api_live_feed(struct pl_api_live *l, const void *data, size_t len, size_t
     unsigned max_bytes = l->call->svc == API_SVC_HEALTH_WATCH ? PL_HEALTH_SERVICE_MAX + 16
                                                               : c->reflection_message_bytes;
     const uint8_t *p = data;
+    size_t before = out->len; /* out may be where the pending bytes wait: count what is new */
     while (len) {
         /* The prefix first, then no more of the message than it announced. */
         size_t want = 5;
@@ -456,7 +571,7 @@ int pl_api_live_feed(struct pl_api_live *l, const void *data, size_t len, size_t
         }
         size_t n = want - l->in.len < len ? want - l->in.len : len;
         if (pl_buf_append(&l->in, p, n) < 0)
-            return live_refuse(l, PL_REASON_INTERNAL, "memory", end, "out of memory");
+            return live_refuse(l, PL_REASON_INTERNAL, "memory", out, end, "out of memory");
         p += n;
         len -= n;
         if (l->in.len == 5) {
@@ -464,14 +579,18 @@ int pl_api_live_feed(struct pl_api_live *l, const void *data, size_t len, size_t
             uint32_t mlen =
                 (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
             if (h[0] & 1)
-                return live_refuse(l, PL_REASON_INVALID_REQUEST, "compressed", end,
-                                   "a compressed gRPC message: plimsoll takes none");
+                return live_refuse(l, PL_REASON_INVALID_REQUEST, "compressed", out, end,
+                                   "a compressed message (flags 0x%02x): no compression was "
+                                   "negotiated; plimsoll takes none",
+                                   h[0]);
             if (h[0] != 0)
-                return live_refuse(l, PL_REASON_INVALID_REQUEST, "flags", end,
-                                   "a gRPC message with flags 0x%02x", h[0]);
+                return live_refuse(l, PL_REASON_INVALID_REQUEST, "flags", out, end,
+                                   "a request message with flags 0x%02x: a request's are 0 (its "
+                                   "stream ends with the HTTP/2 stream, never with a message)",
+                                   h[0]);
             if (mlen > max_bytes)
                 return live_refuse(
-                    l, PL_REASON_INVALID_REQUEST, "message too large", end,
+                    l, PL_REASON_INVALID_REQUEST, "message too large", out, end,
                     "a request message of %u bytes, past %s (%u bytes); nothing of it was read",
                     mlen,
                     l->call->svc == API_SVC_HEALTH_WATCH ? "a HealthCheckRequest's largest"
@@ -486,15 +605,16 @@ int pl_api_live_feed(struct pl_api_live *l, const void *data, size_t len, size_t
             continue;
         /* A whole message. */
         if (++l->messages > c->reflection_messages && l->call->svc == API_SVC_REFLECTION)
-            return live_refuse(l, PL_REASON_INVALID_REQUEST, "too many messages", end,
+            return live_refuse(l, PL_REASON_INVALID_REQUEST, "too many messages", out, end,
                                "this stream sent more than PLIMSOLL_REFLECTION_MESSAGES (%u) "
                                "requests; open another",
                                c->reflection_messages);
-        if (pending + out->len > PL_API_LIVE_PENDING_BYTES)
-            return live_refuse(l, PL_REASON_INVALID_REQUEST, "answers unread", end,
-                               "%zu bytes of this stream's answers wait to be read; a "
+        size_t unread = pending + (out->len - before);
+        if (unread > PL_API_LIVE_PENDING_BYTES)
+            return live_refuse(l, PL_REASON_INVALID_REQUEST, "answers unread", out, end,
+                               "%zu bytes of this stream's answers wait to be read, past %u; a "
                                "request is answered once the ones before it were taken",
-                               pending + out->len);
+                               unread, PL_API_LIVE_PENDING_BYTES);
         int r = live_message(l, (const uint8_t *)l->in.data + 5, mlen, out, end);
         l->in.len = 0;
         if (r)
@@ -504,16 +624,15 @@ int pl_api_live_feed(struct pl_api_live *l, const void *data, size_t len, size_t
 }
 
 int pl_api_live_half_close(struct pl_api_live *l, struct pl_buf *out, struct pl_api_response *end) {
-    (void)out;
     if (l->ended)
         return 1;
     if (l->in.len)
-        return live_refuse(l, PL_REASON_INVALID_REQUEST, "cut message", end,
+        return live_refuse(l, PL_REASON_INVALID_REQUEST, "cut message", out, end,
                            "the request ended inside a message (%zu bytes of it came)", l->in.len);
     if (l->call->svc == API_SVC_REFLECTION)
-        return live_end(l, NULL, "the peer closed", end); /* every answer is in out */
+        return live_end(l, NULL, "the peer closed", out, end); /* every answer is in out */
     if (!l->watching)
-        return live_refuse(l, PL_REASON_INVALID_REQUEST, "no request", end,
+        return live_refuse(l, PL_REASON_INVALID_REQUEST, "no request", out, end,
                            "Watch needs its HealthCheckRequest");
     return 0; /* a Watch goes on: the request is in */
 }
@@ -526,17 +645,17 @@ int pl_api_live_poll(struct pl_api_live *l, uint64_t now, struct pl_buf *out,
     if (l->watching) {
         enum pl_health_status st = watch_status(l, now);
         if (st != l->last && watch_send(l, st, out) < 0)
-            return live_refuse(l, PL_REASON_INTERNAL, "memory", end, "out of memory");
+            return live_refuse(l, PL_REASON_INTERNAL, "memory", out, end, "out of memory");
         if (atomic_load(&l->api->draining))
-            return live_end(l, NULL, "draining", end);
+            return live_end(l, NULL, "draining", out, end);
         uint64_t next = now + PL_HEALTH_POLL_MS * 1000000ull;
         if (next < *ret_next_ns)
             *ret_next_ns = next;
     }
     if (now >= l->deadline_ns) {
         if (l->call->svc == API_SVC_HEALTH_WATCH)
-            return live_end(l, NULL, "PLIMSOLL_HEALTH_WATCH_TIMEOUT_MS", end);
-        return live_end(l, NULL, "PLIMSOLL_REFLECTION_TIMEOUT_MS", end);
+            return live_end(l, NULL, "PLIMSOLL_HEALTH_WATCH_TIMEOUT_MS", out, end);
+        return live_end(l, NULL, "PLIMSOLL_REFLECTION_TIMEOUT_MS", out, end);
     }
     return 0;
 }

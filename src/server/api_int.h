@@ -154,9 +154,15 @@ void api_stream_end(struct pl_api_stream *s, struct pl_api_response *rs);
 /* ---- api_cors.c ---- */
 
 /* The entry of PLIMSOLL_CORS_ORIGINS the request's Origin is, byte for
- * byte, or NULL (none listed, no Origin, another one).  The string lives
+ * byte, or NULL (none listed, no Origin, another one, or more than one).  The string lives
  * as long as the configuration. */
 const char *api_cors_origin(const struct pl_api *api, const struct pl_api_request *rq);
+
+/* The head's rung for an Origin given more than once, where
+ * PLIMSOLL_CORS_ORIGINS lists any: true when it refused it (INVALID_REQUEST,
+ * no CORS header; api_cors_origin is NULL for such a request). */
+bool api_cors_repeated(struct pl_api *api, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct call_log *lg);
 
 /* The head's rung for a preflight (OPTIONS with
  * Access-Control-Request-Method) on a method of the service: true when it
@@ -273,5 +279,9 @@ bool api_svc_head(struct pl_api *api, const struct pl_api_request *rq, struct pl
  * too: the Connect answer (application/proto or JSON) or the refusal. */
 void api_svc_check(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
                    struct pl_api_response *rs);
+/* Whether a refusal at the head (rs, a Connect error) of a Watch or
+ * reflection stream in Connect's streaming protocol is sent as Connect's
+ * end message alone (api_stream_end), as the protocol has it. */
+bool api_svc_connect_end(const struct pl_api_call *call, const struct pl_api_response *rs);
 /* Give back a live call's slot (pl_api_call_free). */
 void api_svc_release(struct pl_api *api, struct pl_api_call *call);

@@ -56,6 +56,8 @@ struct stream {
     size_t kept_bytes;   /* the values kept of it (the wanted headers) */
     char *method, *path, *ctype, *auth, *connect_timeout, *grpc_timeout, *length;
     char *origin, *cors_method, *cors_headers; /* CORS's (api_cors.c) */
+    bool origin_repeated;                      /* Origin came again (the API refuses it) */
+    char *connect_version;                     /* Connect-Protocol-Version */
     struct pl_api_call *call;
     struct pl_buf body;
     bool too_large;
@@ -194,6 +196,7 @@ static void stream_free(struct stream *st) {
     free(st->origin);
     free(st->cors_method);
     free(st->cors_headers);
+    free(st->connect_version);
     free(st);
 }
 
@@ -386,6 +389,8 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
         .origin = st->origin,
         .cors_method = st->cors_method,
         .cors_headers = st->cors_headers,
+        .origin_repeated = st->origin_repeated,
+        .connect_version = st->connect_version,
         .http2 = true,
         .head_bytes = st->kept_bytes,
         .conn_watches = st->c->watches,
@@ -627,11 +632,16 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         {"origin", offsetof(struct stream, origin)},
         {"access-control-request-method", offsetof(struct stream, cors_method)},
         {"access-control-request-headers", offsetof(struct stream, cors_headers)},
+        {"connect-protocol-version", offsetof(struct stream, connect_version)},
     };
     for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
         if (strlen(wanted[i].name) != namelen || memcmp(wanted[i].name, name, namelen) != 0)
             continue;
         char **slot = (char **)((char *)st + wanted[i].off);
+        if (*slot && slot == &st->origin) {
+            st->origin_repeated = true; /* the API refuses it, as over HTTP/1.1 */
+            return 0;
+        }
         if (*slot)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* a header given twice */
         *slot = strndup((const char *)value, valuelen);

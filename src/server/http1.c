@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -593,6 +594,16 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
     return ret;
 }
 
+/* MHD_get_connection_values's iterator: the Origin headers, counted. */
+static enum MHD_Result count_origin(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+    (void)kind;
+    (void)value;
+    if (strcasecmp(key, "Origin") == 0)
+        (*(unsigned *)cls)++;
+    return MHD_YES;
+}
+
 /*
  * The head's request: method, path, the headers the API reads, and
  * what it says about the body.  Transfer-Encoding wins over Content-Length
@@ -612,6 +623,11 @@ static void fill_head(struct pl_http *h, struct MHD_Connection *c, const char *u
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method");
     rq->cors_headers =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    unsigned origins = 0; /* MHD's lookup gives the first of several */
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_origin, &origins);
+    rq->origin_repeated = origins > 1;
+    rq->connect_version =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Protocol-Version");
     struct conn *k = conn_of(c);
     rq->tls_principal = k ? pl_tls_principal(h->tls, k->fingerprint) : NULL;
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");

@@ -8,13 +8,20 @@
  * protobuf does, keeps the last of a repeated scalar, and refuses what no
  * encoder writes: a field number 0, a group, a length past the message's
  * end, a varint longer than ten bytes, a string that is not UTF-8.
+ *
+ * Connect's JSON codec rides on the same code: a JSON request becomes its
+ * protobuf bytes (a table of the fields), and the answer's bytes become
+ * JSON, so both codecs share one reader and one set of answers.
  */
 #include "reflect.h"
 
+#include <jansson.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/canon.h"
+#include "../core/jsonscan.h"
 
 /* ---- the reader ------------------------------------------------------------ */
 
@@ -359,4 +366,198 @@ int pl_reflect_answer(const uint8_t *msg, size_t len, const char *const *service
     if (r < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory answering reflection");
     return 0;
+}
+
+/* ---- Connect's JSON ------------------------------------------------------------ */
+
+enum jkind { J_STRING, J_BYTES, J_INT32, J_MESSAGE };
+
+struct jmsg;
+struct jfield {
+    unsigned number;
+    const char *json, *proto; /* lowerCamelCase, and the proto name */
+    enum jkind kind;
+    bool repeated;
+    const struct jmsg *msg; /* J_MESSAGE's */
+};
+struct jmsg {
+    const struct jfield *fields;
+    size_t n;
+};
+
+#define JMSG(a)                                                                                    \
+    { a, sizeof(a) / sizeof(a[0]) }
+
+static const struct jfield extension_request_f[] = {
+    {1, "containingType", "containing_type", J_STRING, false, NULL},
+    {2, "extensionNumber", "extension_number", J_INT32, false, NULL},
+};
+static const struct jmsg extension_request_m = JMSG(extension_request_f);
+
+static const struct jfield request_f[] = {
+    {1, "host", "host", J_STRING, false, NULL},
+    {3, "fileByFilename", "file_by_filename", J_STRING, false, NULL},
+    {4, "fileContainingSymbol", "file_containing_symbol", J_STRING, false, NULL},
+    {5, "fileContainingExtension", "file_containing_extension", J_MESSAGE, false,
+     &extension_request_m},
+    {6, "allExtensionNumbersOfType", "all_extension_numbers_of_type", J_STRING, false, NULL},
+    {7, "listServices", "list_services", J_STRING, false, NULL},
+};
+static const struct jmsg request_m = JMSG(request_f);
+
+static const struct jfield file_response_f[] = {
+    {1, "fileDescriptorProto", "file_descriptor_proto", J_BYTES, true, NULL},
+};
+static const struct jfield extension_numbers_f[] = {
+    {1, "baseTypeName", "base_type_name", J_STRING, false, NULL},
+    {2, "extensionNumber", "extension_number", J_INT32, true, NULL},
+};
+static const struct jfield service_f[] = {
+    {1, "name", "name", J_STRING, false, NULL},
+};
+static const struct jmsg service_m = JMSG(service_f);
+static const struct jfield services_f[] = {
+    {1, "service", "service", J_MESSAGE, true, &service_m},
+};
+static const struct jfield error_f[] = {
+    {1, "errorCode", "error_code", J_INT32, false, NULL},
+    {2, "errorMessage", "error_message", J_STRING, false, NULL},
+};
+static const struct jmsg file_response_m = JMSG(file_response_f);
+static const struct jmsg extension_numbers_m = JMSG(extension_numbers_f);
+static const struct jmsg services_m = JMSG(services_f);
+static const struct jmsg error_m = JMSG(error_f);
+
+static const struct jfield response_f[] = {
+    {1, "validHost", "valid_host", J_STRING, false, NULL},
+    {2, "originalRequest", "original_request", J_MESSAGE, false, &request_m},
+    {4, "fileDescriptorResponse", "file_descriptor_response", J_MESSAGE, false, &file_response_m},
+    {5, "allExtensionNumbersResponse", "all_extension_numbers_response", J_MESSAGE, false,
+     &extension_numbers_m},
+    {6, "listServicesResponse", "list_services_response", J_MESSAGE, false, &services_m},
+    {7, "errorResponse", "error_response", J_MESSAGE, false, &error_m},
+};
+static const struct jmsg response_m = JMSG(response_f);
+
+/* JSON to protobuf: one object of m's fields, encoded into out. */
+static int json_to_pb(const struct jmsg *m, json_t *obj, struct pl_buf *out, struct pl_error *err) {
+    if (!json_is_object(obj))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "a ServerReflectionRequest (or its ExtensionRequest) is a JSON object");
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        const struct jfield *f = NULL;
+        for (size_t i = 0; i < m->n; i++)
+            if (strcmp(k, m->fields[i].json) == 0 || strcmp(k, m->fields[i].proto) == 0)
+                f = &m->fields[i];
+        if (!f)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "unknown field \"%.64s\" in a ServerReflectionRequest", k);
+        if (json_is_null(v))
+            continue; /* proto3's JSON: null is the field's default */
+        int r = 0;
+        if (f->kind == J_STRING) {
+            if (!json_is_string(v))
+                return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s is a string", f->json);
+            r = pl_buf_put_pb_bytes(out, f->number, json_string_value(v), json_string_length(v));
+        } else if (f->kind == J_INT32) {
+            json_int_t n = 0;
+            const char *sv = json_string_value(v);
+            char *end = NULL;
+            if (json_is_integer(v))
+                n = json_integer_value(v);
+            else if (sv && sv[0] && strlen(sv) <= 11)
+                n = strtoll(sv, &end, 10); /* proto3's JSON takes an int32 as a string too */
+            if ((!json_is_integer(v) && (!end || *end)) || n < INT32_MIN || n > INT32_MAX)
+                return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s is an int32", f->json);
+            r = pl_buf_put_varint(out, (uint64_t)f->number << 3 | 0);
+            if (r == 0)
+                r = pl_buf_put_varint(out, (uint64_t)(int64_t)n);
+        } else { /* J_MESSAGE: a request has no bytes field */
+            struct pl_buf sub = {0};
+            if (json_to_pb(f->msg, v, &sub, err) < 0) {
+                pl_buf_free(&sub);
+                return -1;
+            }
+            r = pl_buf_put_pb_bytes(out, f->number, sub.data ? sub.data : "", sub.len);
+            pl_buf_free(&sub);
+        }
+        if (r < 0)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    return 0;
+}
+
+int pl_reflect_request_from_json(const char *json, size_t len, struct pl_buf *out,
+                                 struct pl_error *err) {
+    if (pl_json_check_bounds(json, len, err) < 0)
+        return -1;
+    json_error_t je;
+    json_t *v = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    if (!v)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "a ServerReflectionRequest is not JSON: %s", je.text);
+    int r = json_to_pb(&request_m, v, out, err);
+    json_decref(v);
+    return r;
+}
+
+/* Protobuf to JSON: the message's fields of m, into a new object (NULL
+ * when out of memory or the bytes are no message). */
+static json_t *pb_to_json(const struct jmsg *m, const uint8_t *p, size_t len) {
+    json_t *o = json_object();
+    size_t off = 0;
+    struct pb_field f;
+    int r = 0;
+    while (o && (r = pb_next(p, len, &off, &f)) > 0) {
+        const struct jfield *d = NULL;
+        for (size_t i = 0; i < m->n; i++)
+            if (m->fields[i].number == f.number)
+                d = &m->fields[i];
+        if (!d)
+            continue;
+        json_t *v = NULL;
+        if (d->kind == J_INT32 && f.wire == 0) {
+            v = json_integer((int32_t)(uint32_t)f.varint);
+        } else if (d->kind == J_STRING && f.wire == 2) {
+            v = json_stringn((const char *)f.data, f.len);
+        } else if (d->kind == J_BYTES && f.wire == 2) {
+            char *b64 = pl_base64_encode(f.data, f.len, 1);
+            v = b64 ? json_string(b64) : NULL;
+            free(b64);
+        } else if (d->kind == J_MESSAGE && f.wire == 2) {
+            v = pb_to_json(d->msg, f.data, f.len);
+        }
+        if (!v) {
+            json_decref(o);
+            return NULL;
+        }
+        if (d->repeated) {
+            json_t *a = json_object_get(o, d->json);
+            if (!a && json_object_set_new(o, d->json, a = json_array()) < 0)
+                a = NULL;
+            if (!a || json_array_append_new(a, v) < 0) {
+                json_decref(o);
+                return NULL;
+            }
+        } else if (json_object_set_new(o, d->json, v) < 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    if (o && r < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int pl_reflect_response_to_json(const uint8_t *msg, size_t len, struct pl_buf *out) {
+    json_t *o = pb_to_json(&response_m, msg, len);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    int r = text ? pl_buf_append(out, text, strlen(text)) : -1;
+    free(text);
+    return r;
 }

@@ -77,5 +77,20 @@ int pl_health_response_encode(enum pl_health_status status, struct pl_buf *out);
 int pl_reflect_answer(const uint8_t *msg, size_t len, const char *const *services,
                       struct pl_buf *out, struct pl_error *err);
 
+/*
+ * Connect's JSON codec for reflection (proto3's JSON mapping, on a table
+ * of the dozen fields): a ServerReflectionRequest's JSON (lowerCamelCase
+ * or the proto names; null for an absent field) as its protobuf bytes,
+ * appended to out; INVALID_REQUEST for JSON that is no such message (an
+ * unknown field, a wrong type, past jsonscan's bounds).
+ */
+int pl_reflect_request_from_json(const char *json, size_t len, struct pl_buf *out,
+                                 struct pl_error *err);
+
+/* A ServerReflectionResponse (pl_reflect_answer's bytes) as its JSON,
+ * appended to out (bytes as base64).  < 0 out of memory, or bytes that
+ * are no such message. */
+int pl_reflect_response_to_json(const uint8_t *msg, size_t len, struct pl_buf *out);
+
 /* The symbol named name (n bytes), or NULL. */
 const struct pl_pbsym *pl_pbsym_find(const char *name, size_t n);

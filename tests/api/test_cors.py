@@ -7,8 +7,9 @@ its head with no key, every other preflight answered as any OPTIONS is
 many or unknown request headers, a preflight with a body announced and
 never sent, the per-address cap; the answers to a listed origin (a run, a
 refusal, a stream, gRPC-Web's trailers-only refusal) carrying
-Access-Control-Allow-Origin; the console and the probes untouched; a
-daemon without the setting as before.
+Access-Control-Allow-Origin; a request with two Origin headers refused
+INVALID_REQUEST with no CORS header, over HTTP/1.1 as over HTTP/2; the
+console and the probes untouched; a daemon without the setting as before.
 
 Run: cd tests/api && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_cors
 """
@@ -22,7 +23,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test import h2raw  # noqa: E402
-from plimsoll_test.harness import SERVICE, Daemon  # noqa: E402
+from plimsoll_test.harness import SERVICE, Daemon, error_info  # noqa: E402
 from plimsoll_test.payloads import js  # noqa: E402
 from plimsoll_test.rawhttp import AT_ONCE_S, closed_by_peer, raw_connect, read_answer  # noqa: E402
 
@@ -295,6 +296,30 @@ class Cors(unittest.TestCase):
         self.assertEqual((status, headers["grpc-status"]), (200, "16"))
         self.assertAllowed(headers)
 
+    def test_origin_twice_is_refused(self):
+        """Two Origin headers: INVALID_REQUEST with no CORS header, whichever
+        of them is listed (libmicrohttpd would hand over the first alone)."""
+        key = self.d.keys["alice"]
+        for first, second in ((LISTED, LISTED), (LISTED, "http://127.0.0.3:8000"),
+                              ("http://127.0.0.3:8000", LISTED)):
+            with self.subTest(origins=(first, second)):
+                extra = "Origin: %s\r\n" % second
+                status, headers, body = self.ask(preflight(origin=first, extra=extra))
+                self.assertEqual(status, 400, body)
+                self.assertEqual(cors_headers(headers), {})
+                self.assertEqual(error_info(json.loads(body))[0]["reason"], "INVALID_REQUEST")
+                self.assertIn("Origin header came more than once", json.loads(body)["message"])
+                raw = (("POST %sDescribe HTTP/1.1\r\nHost: plimsoll\r\nOrigin: %s\r\n"
+                        "Origin: %s\r\nContent-Type: application/json\r\nAuthorization: "
+                        "Bearer %s\r\nContent-Length: 2\r\n\r\n{}") % (SERVICE, first, second,
+                                                                      key)).encode()
+                status, headers, body = self.ask(raw)
+                self.assertEqual(status, 400, body)
+                self.assertEqual(cors_headers(headers), {})
+                self.assertEqual(error_info(json.loads(body))[0]["reason"], "INVALID_REQUEST")
+        # one Origin, as ever
+        self.assertGranted(self.ask(preflight()))
+
     def test_answers_to_others_carry_no_grant(self):
         """The call is answered as ever (CORS is the browser's to enforce:
         a key decides who runs what); no grant for an unlisted origin."""
@@ -388,17 +413,38 @@ class CorsH2(unittest.TestCase):
                               "--data", json.dumps(js("1")), self.base + SERVICE + "Run")
         self.assertEqual((status, cors_headers(h)), (200, {}))
 
-    def test_hostile_heads(self):
-        """An Origin given twice resets the stream, as any header the API
-        reads given twice does; a huge one past PL_H2_MAX_HEADER_BYTES too;
-        the connection goes on."""
-        c = h2raw.Conn(self.d)
+    def test_origin_twice_is_refused(self):
+        """As over HTTP/1.1: INVALID_REQUEST, no CORS header."""
+        for first, second in ((LISTED, LISTED), (LISTED, OTHER)):
+            status, h = self.options("Origin: " + first, "Origin: " + second,
+                                     "Access-Control-Request-Method: POST")
+            self.assertEqual((status, cors_headers(h)), (400, {}))
+            status, h = self.curl("-H", "Origin: " + first, "-H", "Origin: " + second,
+                                  "-H", "Content-Type: application/json", "-H",
+                                  "Authorization: Bearer " + self.d.keys["alice"], "--data", "",
+                                  self.base + SERVICE + "Describe")  # no body: no race with
+            # the early answer's RST_STREAM(NO_ERROR), which curl may take for an error
+            self.assertEqual((status, cors_headers(h)), (400, {}))
+        c = h2raw.Conn(self.d)  # the refusal's body: the typed error
         try:
             base = [(":method", "OPTIONS"), (":scheme", "http"), (":path", SERVICE + "Run"),
                     (":authority", "plimsoll"), ("access-control-request-method", "POST")]
             c.headers(1, base + [("origin", LISTED), ("origin", LISTED)], end_stream=True)
+            body = c.json_answer(1)
+            self.assertEqual(error_info(body)[0]["reason"], "INVALID_REQUEST")
+            self.assertIn("Origin header came more than once", body["message"])
+        finally:
+            c.close()
+
+    def test_hostile_heads(self):
+        """An Origin past PL_H2_MAX_HEADER_BYTES resets the stream; the
+        connection goes on."""
+        c = h2raw.Conn(self.d)
+        try:
+            base = [(":method", "OPTIONS"), (":scheme", "http"), (":path", SERVICE + "Run"),
+                    (":authority", "plimsoll"), ("access-control-request-method", "POST")]
             c.headers(3, base + [("origin", "http://" + "a" * 40000)], end_stream=True)
-            for stream in (1, 3):
+            for stream in (3,):
                 f, _ = c.until(lambda f, stream=stream: f[2] == stream)
                 self.assertEqual(f[0], h2raw.RST_STREAM, f)
             c.headers(5, h2raw.request_headers("Describe", self.d.keys["alice"],
@@ -426,6 +472,17 @@ class NoSetting(unittest.TestCase):
                 "POST", SERVICE + "Describe", b"{}",
                 {"Content-Type": "application/json", "Origin": LISTED,
                  "Authorization": "Bearer " + d.keys["alice"]})
+            self.assertEqual((status, cors_headers(headers)), (200, {}))
+            # Origin means nothing here: twice is no refusal either
+            s = raw_connect(d)
+            try:
+                s.sendall(("POST %sDescribe HTTP/1.1\r\nHost: plimsoll\r\nOrigin: %s\r\n"
+                           "Origin: %s\r\nContent-Type: application/json\r\nAuthorization: "
+                           "Bearer %s\r\nContent-Length: 2\r\n\r\n{}" % (
+                               SERVICE, LISTED, OTHER, d.keys["alice"])).encode())
+                status, headers, _ = read_answer(s)
+            finally:
+                s.close()
             self.assertEqual((status, cors_headers(headers)), (200, {}))
 
 

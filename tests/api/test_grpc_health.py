@@ -11,10 +11,16 @@ SERVICE_UNKNOWN, the Watch caps and deadline; Check over gRPC-Web and
 Connect too; PLIMSOLL_HEALTH and PLIMSOLL_REFLECTION.  Reflection's
 hostile cases through python3-grpcio's raw streams and HTTP/2 by hand:
 no key, a huge message, endless requests, malformed messages, a stream
-that never sends, a peer that never reads.
+that never sends, a peer that never reads.  Reflection and Watch over
+Connect's streaming protocol (curl, and HTTP/2 by hand): the answers and
+end messages, Connect's JSON, the envelope's flags, Connect-Protocol-
+Version, refusals as end messages, 505 over HTTP/1.1, and every budget
+at its edge (the message's bytes, the messages, the streams, the
+deadline, the answers unread).  /metrics's method labels for them.
 
 Run: cd tests/api && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_grpc_health
 """
+import base64
 import json
 import os
 import shutil
@@ -27,7 +33,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from plimsoll_test import h2raw  # noqa: E402
+from plimsoll_test import h2raw, rawhttp  # noqa: E402
 from plimsoll_test.harness import BUILD, Daemon, error_info, run_startup  # noqa: E402
 
 try:
@@ -40,6 +46,7 @@ WASM = {"SANDBOX_PROVIDER": "wasm"}
 CHECK = "/grpc.health.v1.Health/Check"
 REFLECT = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 REFLECT_ALPHA = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+WATCH = "/grpc.health.v1.Health/Watch"
 
 # Written from the health checking protocol's documentation (gRPC's
 # doc/health-checking.md): the messages, their field numbers, the service.
@@ -428,6 +435,335 @@ class Reflection(unittest.TestCase):
         self.assertIsNotNone(f)  # cut at PLIMSOLL_ANSWER_SEND_TIMEOUT_MS
         c.close()
         self.assertEqual(len(self.reflect([list_services()])), 1)
+
+
+def connect_frames(body):
+    """A Connect stream's body as [(flags, payload)]; the end message's
+    payload parsed as JSON."""
+    out, i = [], 0
+    while i < len(body):
+        flags, n = body[i], int.from_bytes(body[i + 1:i + 5], "big")
+        payload = body[i + 5:i + 5 + n]
+        assert len(payload) == n, "a cut message: %r" % body[i:i + 40]
+        out.append((flags, json.loads(payload) if flags & 2 else payload))
+        i += 5 + n
+    return out
+
+
+class ConnectStreams(unittest.TestCase):
+    """Reflection and Watch over Connect's streaming protocol (HTTP/2),
+    sent by curl (a whole request body, then the answer) or HTTP/2 by hand
+    for what curl will not do; the budgets at their defaults but the
+    deadlines."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(env=dict(WASM, PLIMSOLL_REFLECTION_TIMEOUT_MS="2000",
+                                PLIMSOLL_HEALTH_WATCH_TIMEOUT_MS="2000",
+                                PLIMSOLL_ANSWER_SEND_TIMEOUT_MS="1000")).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+        cls.d.check_sanitizers()
+
+    def curl(self, msgs=(), ctype="application/connect+proto", key="alice", path=REFLECT,
+             headers=(), http2=True, raw=None):
+        """One stream by curl: (HTTP status, headers, body).  msgs are
+        enveloped; raw is sent as it is."""
+        tmp = tempfile.mkdtemp(prefix="plimsoll-connect-")
+        argv = ["curl", "-sS", "-D", os.path.join(tmp, "h"), "-o", os.path.join(tmp, "b"),
+                "-H", "content-type: " + ctype, "--data-binary", "@-"]
+        if http2:
+            argv.append("--http2-prior-knowledge")
+        if key:
+            argv += ["-H", "authorization: Bearer " + self.d.keys.get(key, key)]
+        for h in headers:
+            argv += ["-H", h]
+        body = raw if raw is not None else b"".join(envelope(m) for m in msgs)
+        subprocess.run(argv + ["http://%s:%d%s" % (self.d.host, self.d.port, path)],
+                       input=body, check=True, timeout=60)
+        with open(os.path.join(tmp, "h"), "rb") as f:
+            head = f.read().decode("latin-1").split("\r\n")
+        with open(os.path.join(tmp, "b"), "rb") as f:
+            data = f.read()
+        hdrs = dict((k.strip().lower(), v.strip()) for k, _, v in
+                    (line.partition(":") for line in head[1:] if ":" in line))
+        return int(head[0].split()[1]), hdrs, data
+
+    def stream(self, msgs=(), ctype="application/connect+proto", **kw):
+        """The frames of a stream, which answers 200 in Connect's type."""
+        status, hdrs, data = self.curl(msgs, ctype=ctype, **kw)
+        self.assertEqual(status, 200, data[:300])
+        self.assertEqual(hdrs.get("content-type"), ctype)
+        return connect_frames(data)
+
+    def assert_ends_with(self, frames, code=None, words=""):
+        """The last frame is the end message: {} (code None) or the error;
+        every frame before it a message."""
+        flags, end = frames[-1]
+        self.assertEqual(flags, 2, frames[-3:])
+        if code is None:
+            self.assertEqual(end, {})
+        else:
+            self.assertEqual(end["error"]["code"], code, end)
+            self.assertIn(words, end["error"]["message"])
+        self.assertTrue(all(f == 0 for f, _ in frames[:-1]), frames)
+
+    def test_reflection_answers_in_order(self):
+        for path in (REFLECT, REFLECT_ALPHA):
+            frames = self.stream([list_services(), symbol("plimsoll.v1.SandboxService.Run"),
+                                  symbol("nope.Nothing"), field(3, b"plimsoll/v1/sandbox.proto")],
+                                 path=path)
+            self.assertEqual(len(frames), 5)
+            self.assert_ends_with(frames)
+            out = [p for _, p in frames[:-1]]
+            self.assertIn(b"plimsoll.v1.SandboxService", out[0])
+            self.assertIn(b"grpc.health.v1.Health", out[0])
+            self.assertIn(b"sandbox.proto", out[1])
+            self.assertIn(b"symbol not found", out[2])
+            self.assertIn(b"sandbox.proto", out[3])
+
+    def test_connect_protocol_version(self):
+        frames = self.stream([list_services()], headers=["connect-protocol-version: 1"])
+        self.assertEqual(len(frames), 2)
+        self.assert_ends_with(frames)
+        frames = self.stream([list_services()], headers=["connect-protocol-version: 2"])
+        self.assertEqual(len(frames), 1)  # refused at the head: the end message alone
+        self.assert_ends_with(frames, "invalid_argument", "Connect-Protocol-Version")
+        # a unary Check over HTTP/1.1 reads it too
+        for version, want in (("1", 200), ("2", 400)):
+            status, _, body = self.d.request("POST", CHECK, b"{}", {
+                "Content-Type": "application/json", "Connect-Protocol-Version": version})
+            self.assertEqual(status, want, body)
+
+    def test_reflection_over_connect_json(self):
+        frames = self.stream([b'{"listServices": "*"}',
+                              b'{"fileContainingSymbol": "plimsoll.v1.SandboxService"}',
+                              b'{"file_containing_symbol": "nope.Nothing", "host": "h"}',
+                              b'{"allExtensionNumbersOfType": "plimsoll.v1.RunRequest"}',
+                              b'{"fileContainingExtension": {"containingType": '
+                              b'"plimsoll.v1.RunRequest", "extensionNumber": "7"}}', b'{}'],
+                             ctype="application/connect+json")
+        self.assert_ends_with(frames)
+        out = [json.loads(p) for _, p in frames[:-1]]
+        self.assertEqual(len(out), 6)
+        self.assertEqual(out[0]["originalRequest"], {"listServices": "*"})
+        self.assertEqual([x["name"] for x in out[0]["listServicesResponse"]["service"]],
+                         ["plimsoll.v1.SandboxService", "grpc.health.v1.Health",
+                          "grpc.reflection.v1.ServerReflection",
+                          "grpc.reflection.v1alpha.ServerReflection"])
+        files = out[1]["fileDescriptorResponse"]["fileDescriptorProto"]
+        self.assertIn(b"plimsoll/v1/sandbox.proto", base64.b64decode(files[0]))
+        self.assertEqual(out[2]["validHost"], "h")
+        self.assertEqual(out[2]["errorResponse"]["errorCode"], 5)
+        self.assertIn("symbol not found", out[2]["errorResponse"]["errorMessage"])
+        self.assertEqual(out[3]["allExtensionNumbersResponse"],
+                         {"baseTypeName": "plimsoll.v1.RunRequest"})
+        self.assertEqual(out[4]["errorResponse"]["errorCode"], 5)
+        self.assertEqual(out[5]["errorResponse"]["errorCode"], 3)  # no question asked
+        for bad in (b'{"listServices": 1}', b'{"nope": "x"}', b"[]", b"{", b"\xff",
+                    b'{"fileContainingExtension": {"extensionNumber": 2147483648}}',
+                    b'{"fileContainingExtension": {"extensionNumber": "7x"}}',
+                    b'{"listServices": "*", "listServices": "*"}', b"[" * 100):
+            frames = self.stream([b'{"listServices": "*"}', bad], ctype="application/connect+json")
+            self.assertEqual(len(frames), 2, bad)  # the first answered, then the end
+            self.assert_ends_with(frames, "invalid_argument")
+
+    def test_envelope_flags(self):
+        for flags, words in ((1, "no compression was negotiated"), (3, "no compression"),
+                             (2, "flags 0x02"), (0x80, "flags 0x80")):
+            bad = bytes([flags]) + envelope(list_services())[1:]
+            frames = self.stream(raw=envelope(list_services()) + bad + envelope(list_services()))
+            self.assertEqual(len(frames), 2, flags)  # one answer, then the end
+            self.assert_ends_with(frames, "invalid_argument", words)
+
+    def test_a_cut_message_and_none(self):
+        frames = self.stream(raw=envelope(list_services())[:6])
+        self.assert_ends_with(frames, "invalid_argument", "inside a message")
+        self.assert_ends_with(self.stream(raw=b""))  # no request: the end at once
+
+    def test_refusals_at_the_head_are_end_messages(self):
+        for key in (None, "plk_nobody"):
+            status, hdrs, data = self.curl([list_services()], key=key)
+            self.assertEqual((status, hdrs.get("content-type")),
+                             (200, "application/connect+proto"))
+            frames = connect_frames(data)
+            self.assertEqual(len(frames), 1)
+            self.assert_ends_with(frames, "unauthenticated")
+            self.assertNotIn(b"SandboxService", data)
+
+    def test_over_http11(self):
+        # a bidirectional stream needs HTTP/2: connect-go's 505, the connection closed
+        for ctype in ("application/connect+proto", "application/connect+json"):
+            s = rawhttp.raw_connect(self.d)
+            body = envelope(list_services())
+            s.sendall(rawhttp.head(REFLECT, self.d.keys["alice"], len(body), ctype=ctype) + body)
+            status, hdrs, _ = rawhttp.read_answer(s)
+            self.assertEqual(status, 505)
+            self.assertEqual(hdrs.get("connection"), "close")
+            self.assertTrue(rawhttp.closed_by_peer(s, rawhttp.AT_ONCE_S))
+            s.close()
+        # Watch is served over HTTP/2 only (415 here)
+        status, _, data = self.curl([b""], path=WATCH, http2=False)
+        self.assertEqual(status, 415, data)
+
+    def test_message_bytes_at_the_edge(self):
+        edge = symbol("y" * (4096 - 3))
+        self.assertEqual(len(edge), 4096)  # PLIMSOLL_REFLECTION_MESSAGE_BYTES's default
+        frames = self.stream([edge])
+        self.assertEqual(len(frames), 2)
+        self.assert_ends_with(frames)
+        frames = self.stream([symbol("y" * (4096 - 2))])
+        self.assertEqual(len(frames), 1)
+        self.assert_ends_with(frames, "invalid_argument", "PLIMSOLL_REFLECTION_MESSAGE_BYTES")
+        # the prefix alone decides: a huge one's bytes never need to come
+        frames = self.stream(raw=b"\x00\x7f\xff\xff\xff" + b"z" * 10)
+        self.assert_ends_with(frames, "invalid_argument", "nothing of it was read")
+
+    def test_messages_at_the_edge(self):
+        frames = self.stream([list_services()] * 128)  # PLIMSOLL_REFLECTION_MESSAGES's default
+        self.assertEqual(len(frames), 129)
+        self.assert_ends_with(frames)
+        frames = self.stream([list_services()] * 129)
+        self.assertEqual(len(frames), 129)  # 128 answers, then the end
+        self.assert_ends_with(frames, "invalid_argument", "PLIMSOLL_REFLECTION_MESSAGES")
+
+    def test_streams_at_the_edge(self):
+        conns = []
+        try:
+            for _ in range(16):  # PLIMSOLL_REFLECTION_STREAMS's default
+                c = h2raw.Conn(self.d)
+                hdrs = h2raw.request_headers("", self.d.keys["alice"], "application/connect+proto")
+                hdrs[2] = (":path", REFLECT)
+                c.headers(1, hdrs)  # and nothing more: the stream is held
+                c.data(1, envelope(list_services()), end_stream=False)
+                f, _ = c.until(lambda f: f[2] == 1 and f[0] == h2raw.DATA)
+                self.assertEqual(connect_frames(f[3])[0][0], 0)  # its answer: it is open
+                conns.append(c)
+            frames = self.stream([list_services()])
+            self.assertEqual(len(frames), 1)
+            self.assert_ends_with(frames, "resource_exhausted", "PLIMSOLL_REFLECTION_STREAMS")
+        finally:
+            for c in conns:
+                c.close()
+        for _ in range(50):  # the closes reach the daemon; the slots come back
+            frames = self.stream([list_services()])
+            if len(frames) == 2:
+                break
+            time.sleep(0.1)
+        self.assert_ends_with(frames)
+
+    def test_a_stream_that_never_sends_ends_at_its_deadline(self):
+        c = h2raw.Conn(self.d)
+        self.addCleanup(c.close)
+        hdrs = h2raw.request_headers("", self.d.keys["alice"], "application/connect+proto")
+        hdrs[2] = (":path", REFLECT)
+        c.headers(1, hdrs)
+        body = c.answer(1, timeout=30)  # the answer ends though the request never does
+        self.assertIsNotNone(body)
+        self.assert_ends_with(connect_frames(body))
+        lines = [x for x in self.d.log_lines() if x.get("method") == "reflection"
+                 and x.get("codec") == "connect+proto"
+                 and x.get("ended") == "PLIMSOLL_REFLECTION_TIMEOUT_MS"]
+        self.assertTrue(lines)
+
+    def test_watch_over_connect(self):
+        frames = self.stream([b""], path=WATCH)  # SERVING, then the end at its deadline
+        self.assertEqual(frames[0], (0, b"\x08\x01"))
+        self.assert_ends_with(frames)
+        frames = self.stream([b'{"service": "nope"}'], path=WATCH, ctype="application/connect+json")
+        self.assertEqual(frames[0], (0, b'{"status":"SERVICE_UNKNOWN"}'))
+        self.assert_ends_with(frames)
+        for ctype, bad in (("application/connect+json", b'{"service": 1}'),
+                           ("application/connect+proto", b"\x0a\x09")):
+            frames = self.stream([bad], path=WATCH, ctype=ctype)
+            self.assertEqual(len(frames), 1)
+            self.assert_ends_with(frames, "invalid_argument")
+
+
+class ConnectUnread(unittest.TestCase):
+    def test_answers_unread_at_the_edge(self):
+        """A peer that takes nothing (a window of 0): the request after 1 MiB
+        of answers wait ends the stream; the one before it is answered."""
+        d = Daemon(env=dict(WASM, PLIMSOLL_REFLECTION_MESSAGES="1000",
+                            PLIMSOLL_REFLECTION_TIMEOUT_MS="2000",
+                            PLIMSOLL_ANSWER_SEND_TIMEOUT_MS="1000")).start()
+        self.addCleanup(d.stop)
+        ask = envelope(symbol("plimsoll.v1.SandboxService"))
+        c = h2raw.Conn(d)
+        hdrs = h2raw.request_headers("", d.keys["alice"], "application/connect+proto")
+        hdrs[2] = (":path", REFLECT)
+        c.headers(1, hdrs)
+        c.data(1, ask, end_stream=True)
+        one = c.answer(1)
+        c.close()
+        size = len(one) - len(envelope(b"{}"))  # one answer, enveloped
+        n = (1 << 20) // size + 1  # the most answered: (n - 1) * size <= 1 MiB
+        for count in (n, n + 1):
+            c = h2raw.Conn(d, preface=False)
+            c.send(h2raw.PREFACE + h2raw.frame(h2raw.SETTINGS, 0, 0, b"\x00\x04\x00\x00\x00\x00"))
+            c.headers(1, hdrs)
+            c.data(1, ask * count, end_stream=False)
+            f, _ = c.until(lambda f: f[2] == 1 and f[0] == h2raw.RST_STREAM, timeout=20)
+            self.assertIsNotNone(f)  # cut at PLIMSOLL_ANSWER_SEND_TIMEOUT_MS
+            c.close()
+        time.sleep(0.5)
+        ended = {x["messages"]: x["ended"] for x in d.log_lines()
+                 if x.get("method") == "reflection" and x.get("messages") in (n, n + 1)}
+        self.assertEqual(ended, {n: "PLIMSOLL_REFLECTION_TIMEOUT_MS", n + 1: "answers unread"})
+        d.stop()
+        d.check_sanitizers()
+
+
+class Metrics(unittest.TestCase):
+    def test_own_method_labels(self):
+        """/metrics counts Check, Watch and reflection under their own
+        method, never "other"."""
+        d = Daemon(env=dict(WASM, PLIMSOLL_HEALTH_WATCH_TIMEOUT_MS="1000")).start()
+        ch = grpc.insecure_channel("%s:%d" % (d.host, d.port))
+        try:
+            stub = pb_grpc.HealthStub(ch)
+            self.assertEqual(stub.Check(pb.HealthCheckRequest(), timeout=10).status,
+                             pb.HealthCheckResponse.SERVING)
+            with self.assertRaises(grpc.RpcError):
+                stub.Check(pb.HealthCheckRequest(service="nope"), timeout=10)
+            self.assertEqual([r.status for r in stub.Watch(pb.HealthCheckRequest(), timeout=30)],
+                             [pb.HealthCheckResponse.SERVING])  # ends OK at its deadline
+            md = [("authorization", "Bearer " + d.keys["alice"])]
+            call = ch.stream_stream(REFLECT, request_serializer=None, response_deserializer=None)
+            for _ in range(2):
+                self.assertEqual(len(list(call(iter([list_services()]), timeout=10,
+                                               metadata=md))), 1)
+            with self.assertRaises(grpc.RpcError):
+                list(call(iter([list_services()]), timeout=10))
+            with self.assertRaises(grpc.RpcError):
+                list(call(iter([b"\x3a"]), timeout=10, metadata=md))
+            want = {
+                '{method="health.Check",code="ok"}': 1,
+                '{method="health.Check",code="not_found"}': 1,
+                '{method="health.Watch",code="ok"}': 1,
+                '{method="reflection",code="ok"}': 2,
+                '{method="reflection",code="unauthenticated"}': 1,
+                '{method="reflection",code="invalid_argument"}': 1,
+            }
+            for _ in range(50):  # a stream is counted when the daemon frees it, after its end
+                status, _, body = d.request("GET", "/metrics", None,
+                                            {"Authorization": "Bearer " + d.keys["alice"]})
+                self.assertEqual(status, 200)
+                counts = {}
+                for line in body.decode().splitlines():
+                    if line.startswith("plimsoll_requests_total{") and "metrics" not in line:
+                        labels, value = line.rsplit(" ", 1)
+                        counts[labels[len("plimsoll_requests_total"):]] = int(value)
+                if counts == want:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(counts, want)
+        finally:
+            ch.close()
+            d.stop()
+        d.check_sanitizers()
 
 
 class Settings(unittest.TestCase):

@@ -3,8 +3,11 @@
 nobody here wrote, against a real wasm plimsolld with NO schema: it learns
 every method from the daemon's server reflection (connect-go's grpcreflect
 client, v1 first, then v1alpha), over h2c and over TLS, lists the services
-and methods, and calls Describe and Run from what it learned.  Without a
-key, reflection refuses (PLIMSOLL_REFLECTION=key, the default).
+and methods, and calls Describe, Run and health's Check from what it
+learned.  In buf's default protocol, Connect (reflection a Connect
+bidirectional stream), and in gRPC's and gRPC-Web's; the daemon's log
+says which protocol each reflection stream spoke.  Without a key,
+reflection refuses (PLIMSOLL_REFLECTION=key, the default).
 
 Run: cd tests/conformance && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_buf_curl
 """
@@ -31,9 +34,10 @@ def setUpModule():
 
 
 class BufCurl(unittest.TestCase):
-    """h2c: buf curl --protocol grpc --http2-prior-knowledge."""
-    base_args = ["--protocol", "grpc", "--http2-prior-knowledge"]
+    """h2c: buf curl --http2-prior-knowledge, in its default protocol (Connect)."""
+    base_args = ["--http2-prior-knowledge"]
     scheme = "http"
+    codec = "connect+proto"  # the log's name for what reflection spoke
 
     @classmethod
     def setUpClass(cls):
@@ -56,9 +60,14 @@ class BufCurl(unittest.TestCase):
                            env=dict(os.environ, HOME=tempfile.mkdtemp()))
         return p.returncode, p.stdout, p.stderr
 
+    def assert_reflection_spoke(self):
+        codecs = {x.get("codec") for x in self.d.log_lines() if x.get("method") == "reflection"}
+        self.assertEqual(codecs, {self.codec})
+
     def test_lists_services_and_methods(self):
         code, out, err = self.buf("--list-services", self.url(), key=None)
         self.assertEqual(code, 0, err)
+        self.assert_reflection_spoke()
         self.assertEqual(out.split(), ["grpc.health.v1.Health",
                                        "grpc.reflection.v1.ServerReflection",
                                        "grpc.reflection.v1alpha.ServerReflection",
@@ -74,6 +83,7 @@ class BufCurl(unittest.TestCase):
                                   self.url(), key=None)
         self.assertEqual(code, 0, err)
         self.assertIn("plimsoll.v1.SandboxService", out.split())
+        self.assert_reflection_spoke()
 
     def test_describe_and_run_with_no_schema(self):
         code, out, err = self.buf(self.url("/plimsoll.v1.SandboxService/Describe"))
@@ -98,16 +108,30 @@ class BufCurl(unittest.TestCase):
 
 
 class BufCurlOverTLS(BufCurl):
-    """TLS: ALPN h2, the daemon's certificate checked against the test CA."""
+    """TLS: ALPN h2, the daemon's certificate checked against the test CA;
+    Connect."""
     scheme = "https"
+    protocol = []
 
     @classmethod
     def setUpClass(cls):
         d = tempfile.mkdtemp(prefix="plimsoll-buf-tls-")
         cls.pki = make_pki(d)
-        cls.base_args = ["--protocol", "grpc", "--cacert", cls.pki["ca"] + ".pem"]
+        cls.base_args = cls.protocol + ["--cacert", cls.pki["ca"] + ".pem"]
         cls.d = Daemon(env=dict(WASM, PLIMSOLL_TLS_CERT_FILE=cls.pki["server"] + ".pem",
                                 PLIMSOLL_TLS_KEY_FILE=cls.pki["server"] + ".key")).start()
+
+
+class BufCurlGrpcOverTLS(BufCurlOverTLS):
+    """TLS, --protocol grpc."""
+    protocol = ["--protocol", "grpc"]
+    codec = "grpc"
+
+
+class BufCurlGrpcWeb(BufCurl):
+    """h2c, --protocol grpcweb: reflection a gRPC-Web stream over HTTP/2."""
+    base_args = ["--protocol", "grpcweb", "--http2-prior-knowledge"]
+    codec = "grpc-web"
 
 
 if __name__ == "__main__":
