@@ -68,7 +68,12 @@ clients/python/src on PYTHONPATH (as `pip install ./clients/python`
 would); c: compiled with cc and the flags of the build's uninstalled
 plimsoll.pc (build/meson-uninstalled), then run; go: built as the main
 package of a module that requires `plimsoll` replaced by clients/go, then
-run.  Each block gets
+run; ts: saved as example.ts in a project that installed the packed
+TypeScript client as clients/typescript/README.md's install steps say (up
+to `npx tsc --init`; made once per digest of the client's sources, in the
+build dir: plimsoll_test.consumer), type-checked and compiled by its tsc
+under tsc --init's tsconfig.json (what tsc refuses fails the block), then
+run with node.  Each block gets
 PL_DOC_TIMEOUT seconds (default 240) and must exit 0.
 
 Output rules: lines are compared after trailing whitespace is dropped, and
@@ -101,6 +106,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
+from plimsoll_test.consumer import typescript_project  # noqa: E402
 from plimsoll_test.grants import free_port as free_port_on  # noqa: E402
 from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
 from plimsoll_test import docker as pdocker  # noqa: E402
@@ -281,12 +287,41 @@ def run_text(block, cwd, env, address=None):
             if gb.returncode:
                 return gb
             argv = [exe]
+        elif block.lang == "ts":
+            argv = ["node", compile_typescript(block, text, scratch, env)]
         else:
             raise AssertionError("%s: a %r block cannot be run" % (block, block.lang))
         return subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=TIMEOUT)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+TS_PROJECT = []  # the project plimsoll_test.consumer made, once per run
+
+
+def compile_typescript(block, text, scratch, env):
+    """The block as example.ts of a project that installed the TypeScript
+    client as its README says (plimsoll_test.consumer.typescript_project:
+    its package.json, tsc --init's tsconfig.json and its node_modules, in
+    `scratch`), type-checked and compiled by that project's tsc; returns
+    the .js to run.  What tsc refuses fails the test whatever exit status
+    the marker expects."""
+    if not TS_PROJECT:
+        TS_PROJECT.append(typescript_project(timeout=TIMEOUT))
+    project = TS_PROJECT[0]
+    for name in ("package.json", "tsconfig.json"):
+        shutil.copy(os.path.join(project, name), scratch)
+    os.symlink(os.path.join(project, "node_modules"), os.path.join(scratch, "node_modules"))
+    with open(os.path.join(scratch, "example.ts"), "w") as f:
+        f.write(text)
+    tsc = subprocess.run([os.path.join(project, "node_modules", ".bin", "tsc")], cwd=scratch,
+                         env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    if tsc.returncode:
+        raise AssertionError("%s: tsc under tsc --init's tsconfig.json exited %d\n%s%s" % (
+            block, tsc.returncode, tsc.stdout[-4000:], tsc.stderr[-4000:]))
+    return os.path.join(scratch, "example.js")
 
 
 COUNTS = {}  # (path, kind) -> how many were run or checked
