@@ -7,9 +7,10 @@ suite does) runs once per distinct text, as written, with `bash -euo
 pipefail`, in an empty temporary directory outside the repository, where
 the client's example has been saved first under the name the steps use
 (EXAMPLES: the README's own example block).  `/path/to/plimsoll` in the
-text stands for a clean checkout: a copy of the repository's layout whose
-clients/typescript holds no node_modules and no dist (as a fresh clone
-has it) and whose `build` is the build under test.  The example runs
+text stands for a clean checkout (plimsoll_test.consumer.make_checkout): a
+copy of the repository's layout whose clients/typescript holds no
+node_modules and no dist (as a fresh clone has it) and whose `build` is
+the build under test.  The example runs
 against a real wasm daemon (PLIMSOLL_URL, and PLIMSOLL_KEY_FILE naming a
 key file); the output block after the steps shows how their stdout ends.
 
@@ -30,10 +31,10 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
+from plimsoll_test.consumer import CHECKOUT, consumer_env, make_checkout  # noqa: E402
 from plimsoll_test.docblocks import doc_files, output_matches, read_blocks  # noqa: E402
-from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
+from plimsoll_test.harness import ROOT, Daemon  # noqa: E402
 
-CHECKOUT = "/path/to/plimsoll"
 TIMEOUT = float(os.environ.get("PL_INSTALL_TIMEOUT", "600"))
 # The files each client's steps expect beside them: (name, the document
 # that shows it, the fence's language, which block of that language).
@@ -62,48 +63,6 @@ def example(name, doc, lang, index):
     blocks = [b for b in BLOCKS if b.path == doc and b.lang == lang]
     assert len(blocks) > index, "%s has no %s block number %d" % (doc, lang, index + 1)
     return blocks[index].text
-
-
-def make_checkout():
-    """A clean checkout's layout: the tree's files as they are, but for
-    what a clone would not have (clients/typescript's node_modules, dist
-    and packed tarballs); `build` is the build under test."""
-    top = tempfile.mkdtemp(prefix="plimsoll-checkout-")
-    for name in os.listdir(ROOT):
-        if name in (".git", ".plimsoll", "build", "clients") or name.startswith("build-"):
-            continue
-        os.symlink(os.path.join(ROOT, name), os.path.join(top, name))
-    os.symlink(os.path.abspath(BUILD), os.path.join(top, "build"))
-    os.mkdir(os.path.join(top, "clients"))
-    for name in os.listdir(os.path.join(ROOT, "clients")):
-        src = os.path.join(ROOT, "clients", name)
-        if name == "typescript":
-            shutil.copytree(src, os.path.join(top, "clients", name), symlinks=True,
-                            ignore=lambda d, names: [n for n in names if d == src and (
-                                n in ("node_modules", "dist", "LICENSE") or n.endswith(".tgz"))])
-        else:
-            os.symlink(src, os.path.join(top, "clients", name))
-    return top
-
-
-def consumer_env(url, key_file):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PLIMSOLL_", "SANDBOX_", "PIP_", "GO", "npm_"))
-           and k not in ("PYTHONPATH", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")}
-    env.update(
-        LANG=env.get("LANG", "C.UTF-8"),
-        PLIMSOLL_URL=url, PLIMSOLL_KEY_FILE=key_file,
-        # No package index: whatever pip would fetch, it cannot.
-        PIP_NO_INDEX="1", PIP_INDEX_URL="http://192.0.2.1:9/simple",
-        PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1",
-        # No module proxy: Go builds from what the steps name.  No
-        # GOFLAGS=-mod=mod either: without `go mod tidy`, `go run` must fail.
-        GOPROXY="off", GOTOOLCHAIN="local",
-        npm_config_update_notifier="false", npm_config_fund="false",
-        npm_config_audit="false")
-    if "HOME" not in env:
-        env["HOME"] = tempfile.gettempdir()
-    return env
 
 
 class Installs(unittest.TestCase):

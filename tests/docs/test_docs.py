@@ -68,7 +68,13 @@ clients/python/src on PYTHONPATH (as `pip install ./clients/python`
 would); c: compiled with cc and the flags of the build's uninstalled
 plimsoll.pc (build/meson-uninstalled), then run; go: built as the main
 package of a module that requires `plimsoll` replaced by clients/go, then
-run.  Each block gets
+run; ts: a file of a project that installed the packed TypeScript client
+as clients/typescript/README.md's install steps say (up to `npx tsc
+--init`; made once per digest of the client's sources, in the build dir:
+plimsoll_test.consumer), type-checked and compiled by its tsc under tsc
+--init's tsconfig.json with the suite's other ts blocks, each a module of
+its own (what tsc says of the block fails it), then run with node, the
+rewrite made in the .js.  Each block gets
 PL_DOC_TIMEOUT seconds (default 240) and must exit 0.
 
 Output rules: lines are compared after trailing whitespace is dropped, and
@@ -101,6 +107,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
+from plimsoll_test.consumer import typescript_project  # noqa: E402
 from plimsoll_test.grants import free_port as free_port_on  # noqa: E402
 from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
 from plimsoll_test import docker as pdocker  # noqa: E402
@@ -281,12 +288,73 @@ def run_text(block, cwd, env, address=None):
             if gb.returncode:
                 return gb
             argv = [exe]
+        elif block.lang == "ts":
+            argv = ["node", compile_typescript(block, address)]
         else:
             raise AssertionError("%s: a %r block cannot be run" % (block, block.lang))
         return subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=TIMEOUT)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+TS_BUILD = {}  # "dir", "tsc": every ts run block compiled, once per run
+
+
+def ts_name(block):
+    """The file a ts run block is in the project: its path and line."""
+    return re.sub(r"\W", "_", "%s_%d" % (block.path, block.line))
+
+
+def typescript_build():
+    """Every ts run block as its own NAME.ts of one project that installed
+    the TypeScript client as its README says
+    (plimsoll_test.consumer.typescript_project: its package.json, tsc
+    --init's tsconfig.json and its node_modules), compiled by one run of
+    that project's tsc (moduleDetection "force": each file is a module of
+    its own).  Returns (the folder, tsc's CompletedProcess)."""
+    if not TS_BUILD:
+        project = typescript_project(timeout=TIMEOUT)
+        d = tempfile.mkdtemp(prefix="plimsoll-doc-ts-")
+        for name in ("package.json", "tsconfig.json"):
+            shutil.copy(os.path.join(project, name), d)
+        os.symlink(os.path.join(project, "node_modules"), os.path.join(d, "node_modules"))
+        for b in BLOCKS:
+            if b.kind == "run" and b.lang == "ts" and b.problem is None:
+                with open(os.path.join(d, ts_name(b) + ".ts"), "w") as f:
+                    f.write(b.text)
+        tsc = subprocess.run([os.path.join(project, "node_modules", ".bin", "tsc")], cwd=d,
+                             env=block_env(), stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True, timeout=TIMEOUT)
+        TS_BUILD.update(dir=d, tsc=tsc)
+    return TS_BUILD["dir"], TS_BUILD["tsc"]
+
+
+def compile_typescript(block, address):
+    """The .js tsc made of the block (typescript_build), the docs' address
+    made `address` in it.  What tsc says of the block's file, or of no file,
+    fails the test whatever exit status the marker expects."""
+    d, tsc = typescript_build()
+    name = ts_name(block) + ".ts"
+    said, whose = [], None
+    for line in (tsc.stdout + tsc.stderr).splitlines():
+        if not line.startswith(" "):  # a diagnostic; its more lines are indented
+            m = re.match(r"(\S+?)\(\d+,\d+\): ", line)
+            whose = m.group(1) if m else None
+        if whose in (name, None) and line.strip():
+            said.append(line)
+    if tsc.returncode and said:
+        raise AssertionError("%s: tsc, under tsc --init's tsconfig.json, exited %d:\n%s" % (
+            block, tsc.returncode, "\n".join(said)))
+    js = os.path.join(d, ts_name(block) + ".js")
+    if address:
+        with open(js) as f:
+            text = f.read()
+        for a in DOC_ADDRESSES:
+            text = text.replace(a, address)
+        with open(js, "w") as f:
+            f.write(text)
+    return js
 
 
 COUNTS = {}  # (path, kind) -> how many were run or checked
@@ -579,6 +647,8 @@ class Markers(unittest.TestCase):
 
 
 def tearDownModule():
+    if TS_BUILD:
+        shutil.rmtree(TS_BUILD["dir"], ignore_errors=True)
     files = sorted({b.path for b in BLOCKS})
     kinds = sorted({k for _, k in COUNTS})
     print("doc blocks run or checked, by file (%s):" % ", ".join(kinds), file=sys.stderr)

@@ -12,6 +12,7 @@ import re
 KINDS = ("wasm", "disabled", "docker", "docker-sessions")
 RUN_KINDS = KINDS + ("", "quickstart")
 CLIENTS = ("c", "python", "typescript", "go")
+RUN_LANGUAGES = ("", "sh", "bash", "python", "c", "go", "ts")  # a run block's fence
 GUEST_KINDS = ("docker", "wasm")
 GUEST_LANGUAGES = {"python": "python", "js": "javascript", "javascript": "javascript"}
 ELLIPSIS = "\u2026"
@@ -60,7 +61,7 @@ class Block:
             self.kind, self.arg = "run", rest
             if rest not in RUN_KINDS:
                 self.problem = "unknown daemon kind %r (one of %s)" % (rest, ", ".join(KINDS))
-            elif self.lang not in ("", "sh", "bash", "python", "c", "go"):
+            elif self.lang not in RUN_LANGUAGES:
                 self.problem = "a %r block cannot be run" % self.lang
         elif word == "install":
             self.kind, self.arg = "install", rest
