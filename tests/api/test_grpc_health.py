@@ -481,8 +481,13 @@ class ConnectStreams(unittest.TestCase):
         for h in headers:
             argv += ["-H", h]
         body = raw if raw is not None else b"".join(envelope(m) for m in msgs)
-        subprocess.run(argv + ["http://%s:%d%s" % (self.d.host, self.d.port, path)],
-                       input=body, check=True, timeout=60)
+        # An answer at the head ends the stream before the request did, and
+        # the daemon then resets it with NO_ERROR (RFC 9113, 8.1): Debian's
+        # curl 7.88 exits 92 when that reset comes while it still sends the
+        # body, with the whole answer written.  The answer is judged below.
+        r = subprocess.run(argv + ["http://%s:%d%s" % (self.d.host, self.d.port, path)],
+                           input=body, timeout=60)
+        self.assertIn(r.returncode, (0, 92) if http2 else (0,))
         with open(os.path.join(tmp, "h"), "rb") as f:
             head = f.read().decode("latin-1").split("\r\n")
         with open(os.path.join(tmp, "b"), "rb") as f:
