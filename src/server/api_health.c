@@ -396,18 +396,8 @@ static void add_trailer(struct pl_api_response *end, const char *name, char *val
     end->ntrailers++;
 }
 
-/* One message out: the envelope's flags byte and big-endian length,
- * then its bytes. */
-static int envelope(struct pl_buf *out, unsigned char flags, const void *data, size_t len) {
-    unsigned char pre[5] = {flags, (unsigned char)(len >> 24), (unsigned char)(len >> 16),
-                            (unsigned char)(len >> 8), (unsigned char)len};
-    if (pl_buf_append(out, pre, 5) < 0)
-        return -1;
-    return len ? pl_buf_append(out, data, len) : 0;
-}
-
 static int put_message(struct pl_buf *out, const struct pl_buf *m) {
-    return envelope(out, 0, m->data, m->len);
+    return api_envelope(out, 0, m->data, m->len);
 }
 
 /* Connect's end message: {} or {"error": the Connect error body of rs}. */
@@ -421,7 +411,7 @@ static int connect_end(const struct pl_api_response *rs, bool failed, struct pl_
     else
         r = pl_buf_puts(&m, "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
     if (r == 0)
-        r = envelope(out, 0x02, m.data, m.len);
+        r = api_envelope(out, 0x02, m.data, m.len);
     pl_buf_free(&m);
     return r;
 }
@@ -450,15 +440,7 @@ static int live_end(struct pl_api_live *l, const struct pl_error *err, const cha
         api_grpc_status_of(&rs, &code, &message, &details);
     pl_api_response_clear(&rs);
     if (l->grpc_web) { /* the trailers as a frame of their own, flags 0x80 */
-        struct pl_buf t = {0};
-        int r = pl_buf_printf(&t, "grpc-status:%u\r\n", code);
-        if (r == 0 && message && message[0])
-            r = pl_buf_printf(&t, "grpc-message:%s\r\n", message);
-        if (r == 0 && details)
-            r = pl_buf_printf(&t, "grpc-status-details-bin:%s\r\n", details);
-        if (r == 0)
-            envelope(out, 0x80, t.data, t.len);
-        pl_buf_free(&t);
+        (void)api_grpcweb_trailers(out, code, message, details);
         free(message);
         free(details);
         return 1;

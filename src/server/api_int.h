@@ -125,6 +125,14 @@ void api_grpc_status_of(const struct pl_api_response *rs, unsigned *ret_code, ch
 
 /* ---- api_stream.c ---- */
 
+/* One message in gRPC's and Connect's envelope (the flags byte, the
+ * length big-endian, the bytes) appended to b: 0 or -ENOMEM. */
+int api_envelope(struct pl_buf *b, unsigned char flags, const void *msg, size_t len);
+
+/* gRPC-Web's trailers as a frame of their own (flags 0x80): grpc-status,
+ * and grpc-message and grpc-status-details-bin when given. 0 or -ENOMEM. */
+int api_grpcweb_trailers(struct pl_buf *b, unsigned code, const char *message, const char *details);
+
 /* Whether a method (after SERVICE_PREFIX) is server-streaming. */
 bool api_method_streams(const char *method);
 

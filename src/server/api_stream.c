@@ -150,13 +150,26 @@ static void sink_write(void *ud, unsigned step, int fd, const char *data, size_t
 
 /* ---- messages ---------------------------------------------------------------- */
 
-/* A message in the envelope: flags, then its length big-endian. */
-static int envelope(struct pl_buf *b, unsigned char flags, const void *msg, size_t len) {
+int api_envelope(struct pl_buf *b, unsigned char flags, const void *msg, size_t len) {
     unsigned char pre[5] = {flags, (unsigned char)(len >> 24), (unsigned char)(len >> 16),
                             (unsigned char)(len >> 8), (unsigned char)len};
     if (pl_buf_append(b, pre, 5) < 0)
         return -ENOMEM;
     return len ? pl_buf_append(b, msg, len) : 0;
+}
+
+int api_grpcweb_trailers(struct pl_buf *b, unsigned code, const char *message,
+                         const char *details) {
+    struct pl_buf t = {0};
+    int r = pl_buf_printf(&t, "grpc-status:%u\r\n", code);
+    if (r == 0 && message && message[0])
+        r = pl_buf_printf(&t, "grpc-message:%s\r\n", message);
+    if (r == 0 && details)
+        r = pl_buf_printf(&t, "grpc-status-details-bin:%s\r\n", details);
+    if (r == 0)
+        r = api_envelope(b, 0x80, t.data ? t.data : "", t.len);
+    pl_buf_free(&t);
+    return r < 0 ? -ENOMEM : 0;
 }
 
 /* One OutputChunk as RunStreamResponse{output}, enveloped. */
@@ -197,7 +210,7 @@ static int encode_chunk(enum api_protocol p, const struct pending *c, struct pl_
         pl_buf_free(&in);
     }
     if (r == 0)
-        r = envelope(b, 0, m.data ? m.data : "", m.len);
+        r = api_envelope(b, 0, m.data ? m.data : "", m.len);
     pl_buf_free(&m);
     return r < 0 ? -ENOMEM : 0;
 }
@@ -286,7 +299,7 @@ static int encode_result(enum api_protocol p, const struct pl_api_response *rs, 
         pl_buf_free(&res);
     }
     if (r == 0)
-        r = envelope(b, 0, m.data ? m.data : "", m.len);
+        r = api_envelope(b, 0, m.data ? m.data : "", m.len);
     pl_buf_free(&m);
     return r < 0 ? -1 : 0;
 }
@@ -335,7 +348,7 @@ static int encode_end(enum api_protocol p, const struct pl_api_response *rs, boo
             free(details);
         }
         if (r == 0)
-            r = envelope(b, 0x02, m.data ? m.data : "", m.len);
+            r = api_envelope(b, 0x02, m.data ? m.data : "", m.len);
         pl_buf_free(&m);
         return r < 0 ? -1 : 0;
     }
@@ -352,15 +365,7 @@ static int encode_end(enum api_protocol p, const struct pl_api_response *rs, boo
         return 0;
     }
     /* gRPC-Web: the trailers as a frame of their own, flags 0x80. */
-    struct pl_buf t = {0};
-    int r = pl_buf_printf(&t, "grpc-status:%u\r\n", code);
-    if (r == 0 && message && message[0])
-        r = pl_buf_printf(&t, "grpc-message:%s\r\n", message);
-    if (r == 0 && details)
-        r = pl_buf_printf(&t, "grpc-status-details-bin:%s\r\n", details);
-    if (r == 0)
-        r = envelope(b, 0x80, t.data ? t.data : "", t.len);
-    pl_buf_free(&t);
+    int r = api_grpcweb_trailers(b, code, message, details);
     free(message);
     free(details);
     return r < 0 ? -1 : 0;

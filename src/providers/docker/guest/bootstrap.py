@@ -66,6 +66,21 @@ def start_child(start):
     return pid
 
 
+def end_all():
+    """Kill every process of this pid namespace but this one and reap them
+    all: when waitpid says there is no child left, nothing else lives (every
+    process here descends from PID 1 or was handed to it)."""
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def supervise(pid, end):
     """Stay PID 1 while the guest's main process, pid, runs
     (docs/providers/docker.md, "The run's end").  When it ends, kill and
@@ -84,15 +99,7 @@ def supervise(pid, end):
             code = os.waitstatus_to_exitcode(st)
             code = 128 - code if code < 0 else code
             break
-    while True:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
+    end_all()
     mark = ("\x1eplimsoll-end %s %03d\n" % (end, code)).encode()
     write_all(1, mark)
     write_all(2, mark)
@@ -303,21 +310,6 @@ def hold():
         except ChildProcessError:
             pass
         signal.sigtimedwait({signal.SIGCHLD}, 1.0)
-
-
-def end_all():
-    """Kill every process of this pid namespace but this one and reap them
-    all: when waitpid says there is no child left, nothing else lives (every
-    process here descends from PID 1 or was handed to it)."""
-    while True:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
 
 
 def drain_stdin():
