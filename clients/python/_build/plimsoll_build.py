@@ -12,6 +12,7 @@ the small reader below, which takes exactly the forms that file uses.
 Archives are reproducible: every entry has the same time (SOURCE_DATE_EPOCH
 when set) and a fixed mode."""
 import base64
+import gzip
 import hashlib
 import io
 import os
@@ -208,7 +209,11 @@ def build_sdist(sdist_directory, config_settings=None):
         ti.uname = ti.gname = ""
         tar.addfile(ti, io.BytesIO(data))
 
-    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+    # The gzip header has a time of its own: the same stamp, not the clock
+    # (two builds a second apart differed there alone).
+    with open(path, "wb") as raw, \
+            gzip.GzipFile(base + ".tar", "wb", fileobj=raw, mtime=stamp) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
         add(tar, "PKG-INFO", metadata.encode("utf-8"), 0o644)
         for p in paths:
             full = os.path.join(HERE, p)

@@ -456,5 +456,6 @@ test("daemon: the README's streaming example", { skip }, async () => {
     rmSync(dir, { recursive: true, force: true });
   }
   const all = lines.join("");
-  assert.match(all, /^line 0\nline 1\nline 2\n0 [0-9a-f]{64}\n$/, JSON.stringify(lines));
+  assert.match(all, /^live: line 0\nlive: line 1\nlive: line 2\n0 "line 0\\nline 1\\nline 2\\n" [0-9a-f]{64}\n$/,
+    JSON.stringify(lines));
 });
