@@ -104,8 +104,10 @@ class DockerStreams:
             self.assertEqual(st.joined("stdout", i + 1), step["stdout"].encode())
 
     def test_timeout_ends_the_stream_with_a_result(self):
+        # The deadline leaves a loaded runsc sandbox time to print first
+        # (1.5 s was once too short under the ASan build in CI).
         st = self.stream("RunStream", py("import time\nprint('before', flush=True)\n"
-                                         "time.sleep(30)", timeout_ms=1500))
+                                         "time.sleep(30)", timeout_ms=4000))
         self.assertEqual(st.joined("stdout"), b"before\n")
         self.assertTrue(st.result["timed_out"])
         self.assertEqual(st.end, {})
