@@ -220,28 +220,31 @@ int dk_project_steps(struct docker_state *s, const struct cont_input *in, const 
  * The run's end without the engine (docs/providers/docker.md, "The run's
  * end"): both streams ended with the marker only the bootstrap knows, which
  * it writes after the guest's main process ended and it reaped every other
- * process of the sandbox.  The host then kills whatever is in the
- * container's cgroup (the waiting bootstrap, under runsc the sandbox) and
- * sees every thread of it gone or exiting, so nothing of the run can run
- * an instruction when the answer goes (the kernel frees a gVisor sandbox's
- * memory in tens of milliseconds: after the answer).  A
- * status of 137 (a SIGKILL: the OOM killer's or anyone's) or an OOM kill
- * in the cgroup's own count (oom_kills, as the caller read it: not 0 also
- * when it could not be read) leaves the verdict to the engine: 0, and the
- * caller waits for the engine's exit code.  1 when the run ended here
- * (res->exit_code set); < 0 when the host could not empty the cgroup.
+ * process of the sandbox (a project: its last step's markers came, or its
+ * steps stopped).  The host then kills whatever is in the container's
+ * cgroup (the waiting bootstrap, under runsc the sandbox) and sees every
+ * thread of it gone or exiting, so nothing of the run can run an
+ * instruction when the answer goes (the kernel frees a gVisor sandbox's
+ * memory in tens of milliseconds: after the answer).  A status of 137 (a
+ * SIGKILL: the OOM killer's or anyone's) or an OOM kill in the cgroup's
+ * own count (oom_kills, as the caller read it: not 0 also when it could
+ * not be read) leaves the verdict to the engine: 0, and the caller waits
+ * for the engine's exit code.  1 when the run ended here (a snippet's
+ * res->exit_code set); < 0 when the host could not empty the cgroup.
  */
-static int fast_end(struct docker_state *s, struct cont_pump *p, struct cont_result *res,
-                    const char *cg, long long oom_kills) {
+static int fast_end(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
+                    struct cont_result *res, const char *cg, long long oom_kills) {
     int status = 0;
-    if (!pl_demux_ended(&p->dx, &status) || status == 128 + SIGKILL || oom_kills != 0)
+    if (oom_kills != 0 ||
+        (!in->project && (!pl_demux_ended(&p->dx, &status) || status == 128 + SIGKILL)))
         return 0;
     /* Threads not yet exiting 5 s after the kill (a host under load, a
      * thread in D state) get the host's proof's own wait for an empty
      * cgroup, and a second kill, before the result is refused. */
     if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0 && dk_host_prove_gone(s, p->id) < 0)
         return -1;
-    res->exit_code = status; /* res->oom is false: the count was 0 */
+    if (!in->project)
+        res->exit_code = status; /* res->oom is false: the count was 0 */
     return 1;
 }
 
@@ -403,25 +406,6 @@ static int attached_steps(struct docker_state *s, const struct cont_input *in, s
     return 0;
 }
 
-/* The end of a project's own container once its steps are done: the host
- * kills its cgroup (the bootstrap, and under runsc the sandbox) and sees
- * it empty, as a snippet's fast end does.  1 when done; 0 when the engine
- * must give the verdict (an OOM kill counted, or the count unread, or the
- * deadline); < 0 when the host could not empty the cgroup. */
-static int project_end(struct docker_state *s, const struct cont_pump *p, struct cont_result *res) {
-    if (res->timed_out)
-        return 0;
-    char cg[200];
-    pl_hostview_cgroup(&s->hv, p->id, cg, sizeof(cg));
-    long long oom_kills = pl_hostview_oom_kills(&s->hv, cg);
-    res->oom = oom_kills > 0;
-    if (oom_kills != 0)
-        return 0;
-    if (pl_hostview_kill_all(&s->hv, cg, 5000, true, NULL) < 0 && dk_host_prove_gone(s, p->id) < 0)
-        return -1;
-    return 1;
-}
-
 /* A project in its own container: its steps, once the bootstrap reported
  * its files written. */
 static int attached_project(struct docker_state *s, const struct cont_input *in,
@@ -543,30 +527,18 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
     p->until_line = in->project != NULL;
     if (dk_pump(s, in, p, res, fd, deadline, err) < 0)
         return -1;
-    if (in->project && in->keep_stdin) {
+    if (in->project) {
         /* The files are written and the report is in (or the bootstrap
-         * failed): the steps on this stream, then the host ends it all. */
+         * failed): the steps on this stream, which stays open until the
+         * host has ended them all (its end ends the bootstrap). */
         if (pl_demux_flush(&p->dx) < 0)
             return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
         if (attached_project(s, in, p, res, fd, deadline, err) < 0)
             return -1;
-        int end = project_end(s, p, res);
-        if (end > 0)
-            return 0;
-        if (end < 0)
-            return pl_error_set(err, PL_REASON_INTERNAL,
-                                "the project's processes could not all be killed on the host; "
-                                "its result cannot be trusted");
-        if (!res->timed_out && dk_end_container(s, p->id) < 0)
-            return pl_error_set(err, PL_REASON_INTERNAL,
-                                "docker: cannot end the project's container");
+    } else {
         close(PL_TAKE_FD(fd));
-        if (wait_exit(s, p, res, deadline, err) < 0)
-            return -1;
-        return settle_end(s, in, p, res, oom_kills, err);
     }
-    close(PL_TAKE_FD(fd));
-    if (!res->timed_out && !in->project) {
+    if (!res->timed_out) {
         /* The cgroup's OOM count, read now: the runtime removes the cgroup
          * with the container, and the engine's own flag can miss a kill
          * (its OOM event may come after the exit: containerd#8180). */
@@ -574,7 +546,7 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
         pl_hostview_cgroup(&s->hv, p->id, cg, sizeof(cg));
         oom_kills = pl_hostview_oom_kills(&s->hv, cg);
         res->oom = oom_kills > 0;
-        int fast = fast_end(s, p, res, cg, oom_kills);
+        int fast = fast_end(s, in, p, res, cg, oom_kills);
         if (fast > 0)
             return 0;
         if (fast < 0)
@@ -582,6 +554,8 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
                                 "the run's processes could not all be killed on the host; its "
                                 "result cannot be trusted");
     }
+    if (fd >= 0)
+        close(PL_TAKE_FD(fd));
     if (pl_demux_flush(&p->dx) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     if (wait_exit(s, p, res, deadline, err) < 0)
