@@ -81,6 +81,20 @@ def end_all():
             return
 
 
+def status_code(st):
+    """A wait status as the marker carries it: the exit code, or 128 + the
+    signal that ended the process."""
+    code = os.waitstatus_to_exitcode(st)
+    return 128 - code if code < 0 else code
+
+
+def mark_end(end, code):
+    """The end marker, the nonce end and the status, on both streams."""
+    mark = ("\x1eplimsoll-end %s %03d\n" % (end, code)).encode()
+    write_all(1, mark)
+    write_all(2, mark)
+
+
 def supervise(pid, end):
     """Stay PID 1 while the guest's main process, pid, runs
     (docs/providers/docker.md, "The run's end").  When it ends, kill and
@@ -96,13 +110,10 @@ def supervise(pid, end):
     while True:
         got, st = os.waitpid(-1, 0)
         if got == pid:
-            code = os.waitstatus_to_exitcode(st)
-            code = 128 - code if code < 0 else code
+            code = status_code(st)
             break
     end_all()
-    mark = ("\x1eplimsoll-end %s %03d\n" % (end, code)).encode()
-    write_all(1, mark)
-    write_all(2, mark)
+    mark_end(end, code)
     os._exit(code)
 
 
@@ -359,21 +370,16 @@ def run_steps(token):
         name, _, value = cmd.get("env", "").partition("=")
         if name:
             env[name] = value
-        code = 127
         try:
             pid = os.posix_spawnp(argv[0], argv, env, file_actions=[(os.POSIX_SPAWN_DUP2, null, 0)],
                                   setsid=True, setsigmask=(), setsigdef=sigs)
-            _, st = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(st)
-            code = 128 - code if code < 0 else code
+            code = status_code(os.waitpid(pid, 0)[1])
         except OSError as e:
             write_all(2, ("plimsoll: %s: %s\n" % (argv[0], e.strerror)).encode())
             code = 127 if e.errno == 2 else 126
         end_all()
         drain_stdin()
-        mark = ("\x1eplimsoll-end %s %03d\n" % (end, code)).encode()
-        write_all(1, mark)
-        write_all(2, mark)
+        mark_end(end, code)
 
 
 def project(h):
