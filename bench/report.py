@@ -260,10 +260,13 @@ the exec, started it on a stream of its own, read the stream to its end,
 asked the engine for the exit code, then proved from the host that
 nothing of the step was left. Now the container's PID 1 runs the step
 ([providers/docker.md](providers/docker.md#a-project-the-bootstrap-runs-each-step)),
-and the engine is not asked at all between the files and the end. An
-`strace -f -tt` of the daemon through one two-step project of `true` steps
-under runc, on a warm container (this machine, with other work on both
-cores, so slower than the table):
+and the engine is not asked at all between the files and the end. A
+trace of the daemon through one two-step project of `true` steps under
+runc, on a warm container, for the binaries before and after the change
+(this machine, with other work on both cores, so slower than the table):
+`strace -f -tt -T -p <plimsolld's pid> -e trace=sendto,recvfrom,write,read,openat,connect,poll,kill`
+while `curl` sends `{{"project":{{"steps":[{{"argv":["true"]}},{{"argv":["true"]}}]}}}}`
+to `Run`, the second such call after the daemon started:
 
 | | before (an exec a step) | now (PID 1 runs the step) |
 |---|---|---|
@@ -276,7 +279,9 @@ kill-and-reap, plus the program itself: a `python3` step costs its own
 start (tens of milliseconds here under runc, more under gVisor, whose
 `execve` and many small file opens are each a trip through its kernel).
 Under runsc the daemon reads no `runsc ps` between steps (70–110 ms each
-here): the proof between steps is PID 1's
+here: `time runsc --root /run/docker/runtime-runc/moby ps --format json <id>`
+six times against a running runsc container): the proof between steps is
+PID 1's
 ([security.md](security.md#a-projects-steps-under-runsc)).
 
 ## Load and soak
