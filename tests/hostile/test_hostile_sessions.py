@@ -576,6 +576,38 @@ class HostileSessions(HostileDockerDaemon):
             self.assertEqual(error_info(b)[0]["reason"], "SESSION_ENDED", b)
 
 
+    def test_a_module_left_in_work_is_never_imported_by_plimsolls_own_programs(self):
+        # plimsoll's programs in the sandbox (the launchers, the cleanup,
+        # the files writer, the bootstrap, under runsc each step's filter
+        # installer) run as `python3 -c` in /work, where `python3 -c` would
+        # look for a module first.  A call leaves a module of each name they
+        # import there; each one logs who imported it.  Then one call of
+        # every kind (each is followed by the cleanup); nothing was logged.
+        sid = self.open_both()
+        names = ("json", "signal", "socket", "struct", "base64", "ctypes", "select", "selectors",
+                 "threading", "traceback", "linecache", "types", "subprocess", "ast", "errno",
+                 "stat", "site", "io", "time", "asyncio")
+        planted = ("import os\n"
+                   "line = '%s %d %d\\n' % (__name__, os.getpid(), os.getgid())\n"
+                   "open('/work/imported.log', 'a').write(line)\n")
+        plant = ("for n in %r:\n"
+                 "    open('/work/' + n + '.py', 'w').write(%r)\n" % (names, planted))
+        self.ok(sid, plant)
+        self.assertEqual(self.ok(sid, "import os\nprint(sorted(f for f in os.listdir('/work')"
+                                      " if f.endswith('.py')) == sorted('%%s.py' %% n for n in "
+                                      "%r))\n" % (names,))["stdout"], "True\n")
+        self.assertEqual(self.cell(sid, "python", "6 * 7")["stdout"], "42\n")
+        self.assertEqual(self.cell(sid, "javascript", "6 * 7")["stdout"], "42\n")
+        status, b = self.d.rpc("RunInSession", {"session_id": sid, "run": {"project": {
+            "files": [{"path": "sub/x.txt", "content": "x"}],
+            "steps": [{"argv": ["cat", "sub/x.txt"]}, {"argv": ["true"]}]}}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual((b["outcome"], b["steps"][0]["stdout"]), ("completed", "x"), b)
+        b = self.ok(sid, "import os\n"
+                         "p = '/work/imported.log'\n"
+                         "print(open(p).read() if os.path.exists(p) else 'nothing', end='')\n")
+        self.assertEqual(b["stdout"], "nothing", b)
+
 HostileSessionsRunc, HostileSessionsRunsc = per_runtime(HostileSessions)
 
 

@@ -48,7 +48,7 @@ json_t *dk_report_line(const struct pl_buf *out) {
  */
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc) {
     json_t *cmd = s->set.exec_filter_env
-                      ? json_pack("[s, s, s, s]", "python3", "-c", pl_docker_bootstrap, "exec")
+                      ? json_pack("[s, s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap, "exec")
                       : json_pack("[s, s, s, s]", "/bin/sh", "-c", "exec \"$@\"", "plimsoll");
     for (size_t k = 0; cmd && k < argc; k++)
         json_array_append_new(cmd, json_string(argv[k]));

@@ -32,7 +32,7 @@ static int lang_index(const char *name) {
 }
 
 json_t *dk_agent_cmd(const char *mode, const char *arg) {
-    json_t *c = json_pack("[s, s, s, s]", "python3", "-c", pl_docker_session_agent, mode);
+    json_t *c = json_pack("[s, s, s, s, s]", "python3", "-I", "-c", pl_docker_session_agent, mode);
     if (c && arg)
         json_array_append_new(c, json_string(arg));
     return c;
@@ -87,7 +87,7 @@ static void *cleaner_main(void *arg) {
     snprintf(ipc, sizeof(ipc), "%ld", d->ipc_last);
     char *keep_s = json_dumps(keep, JSON_COMPACT);
     json_decref(keep);
-    json_t *cmd = keep_s ? json_pack("[s, s, s, s, s, s]", "python3", "-c", pl_docker_session_agent,
+    json_t *cmd = keep_s ? json_pack("[s, s, s, s, s, s, s]", "python3", "-I", "-c", pl_docker_session_agent,
                                      "cleanup", keep_s, ipc)
                          : NULL;
     json_t *j = NULL;
@@ -230,7 +230,7 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
     /* A run's walls; the main process (session_main.py) runs no guest
      * code; the work directory is the session's disk budget. */
     json_object_set_new(cfg, "Cmd",
-                        json_pack("[s, s, s]", "python3", "-c", pl_docker_session_main));
+                        json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_session_main));
     json_object_set_new(cfg, "AttachStdin", json_false());
     json_object_set_new(cfg, "OpenStdin", json_false());
     json_object_set_new(cfg, "StdinOnce", json_false());
@@ -381,7 +381,7 @@ static int session_files(struct docker_state *s, struct dsession *d, const struc
     char user[32];
     dk_run_user(s, user);
     int rc = hdr.data ? dk_exec_in(s, d->id, user,
-                                   json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap),
+                                   json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap),
                                    NULL, &in, &p, &res, err)
                       : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     const struct pl_buf *why = &p.dx.err.kept;
@@ -549,7 +549,7 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
             char user[32];
             dk_run_user(s, user);
             rc = dk_exec_in(s, d->id, user,
-                            json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap), env, &in,
+                            json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap), env, &in,
                             &p, &res, err);
             res.exit_code = res.exit_code < 0 ? 137 : res.exit_code;
         }

@@ -228,7 +228,7 @@ json_t *dk_container_config(struct docker_state *s, const char *image_id, unsign
         json_object_set_new(host, "Binds", json_pack("[s]", bind));
     }
     json_t *labels = json_pack("{s:s, s:s}", LABEL_INSTANCE, st->instance, LABEL_RUN, run_id);
-    json_t *cmd = json_pack("[s, s, s]", "python3", "-c", pl_docker_bootstrap);
+    json_t *cmd = json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap);
     if (waiters)
         json_array_append_new(cmd, json_string("waiters"));
     json_t *env = json_pack("[s, s, s, s]", "HOME=/tmp", "PYTHONUNBUFFERED=1",

@@ -62,11 +62,11 @@ int dc_close(struct dc_state *s, const char *run_id, const struct dc_sandbox *sb
  * between steps spares (hosted/cleanup.c, ph_own_processes). */
 static int own_processes(struct dc_state *s, struct dc_sandbox *sb, uint64_t deadline,
                          struct pl_error *err) {
-    const char *argv[] = {"python3", "-c", ph_own_processes};
+    const char *argv[] = {"python3", "-I", "-c", ph_own_processes};
     struct dc_proc p;
     dc_proc_init(&p, sizeof(sb->keep));
     p.argv = argv;
-    p.argc = 3;
+    p.argc = sizeof(argv) / sizeof(argv[0]);
     p.cwd = "/";
     p.deadline_ns = ph_cleanup_deadline(deadline);
     int rc = dc_process(s, sb, &p, err);
@@ -96,10 +96,10 @@ static int end_leftovers(struct dc_state *s, struct dc_sandbox *sb, uint64_t dea
     snprintf(uid, sizeof(uid), "%u", s->proof.user_uid);
     char keep[sizeof(sb->keep)];
     snprintf(keep, sizeof(keep), "%s", sb->keep);
-    const char *argv[4 + DC_KEEP_MAX] = {"python3", "-c", ph_end_user_processes, uid};
-    size_t argc = 4;
+    const char *argv[5 + DC_KEEP_MAX] = {"python3", "-I", "-c", ph_end_user_processes, uid};
+    size_t argc = 5;
     char *save = NULL;
-    for (char *t = strtok_r(keep, " ", &save); t && argc < 4 + DC_KEEP_MAX;
+    for (char *t = strtok_r(keep, " ", &save); t && argc < 5 + DC_KEEP_MAX;
          t = strtok_r(NULL, " ", &save))
         argv[argc++] = t;
     struct dc_proc p;

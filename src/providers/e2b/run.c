@@ -47,10 +47,10 @@ int eb_cleanup(struct e2b_state *s, const struct eb_sandbox *sb, uint64_t deadli
     /* UID and up to EB_MAX_KEEP kept processes, "pid:start" each. */
     char keep[sizeof(sb->keep)];
     snprintf(keep, sizeof(keep), "%s", sb->keep);
-    const char *argv[4 + EB_MAX_KEEP] = {"python3", "-c", ph_end_user_processes, uid};
-    size_t argc = 4;
+    const char *argv[5 + EB_MAX_KEEP] = {"python3", "-I", "-c", ph_end_user_processes, uid};
+    size_t argc = 5;
     char *save = NULL;
-    for (char *t = strtok_r(keep, " ", &save); t && argc < 4 + EB_MAX_KEEP;
+    for (char *t = strtok_r(keep, " ", &save); t && argc < 5 + EB_MAX_KEEP;
          t = strtok_r(NULL, " ", &save))
         argv[argc++] = t;
     struct eb_proc p;

@@ -99,13 +99,14 @@ static int launch(const struct ph_project_ops *ops, void *ud, struct ph_cells *c
                           "mkdir -p \"$0\" && cd \"$0\" && exec \"$@\"",
                           workdir,
                           "python3",
+                          "-I",
                           "-c",
                           pl_docker_session_agent,
                           "vmlaunch",
                           cell_lang[lang],
                           name};
     struct ph_proc_out p;
-    int rc = process(ops, ud, argv, 10, deadline, 4096, NULL, &p, err);
+    int rc = process(ops, ud, argv, sizeof(argv) / sizeof(argv[0]), deadline, 4096, NULL, &p, err);
     *ret_timed_out = rc == 0 && p.timed_out;
     json_t *j = NULL;
     if (rc == 0 && !p.timed_out) {
@@ -174,10 +175,10 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
         if (in->fresh)
             ret->interpreter_started = true;
         in->fresh = false;
-        const char *argv[] = {"python3", "-c",     pl_docker_session_agent,
+        const char *argv[] = {"python3", "-I", "-c", pl_docker_session_agent,
                               "vmcell",  in->name, PH_CELL_FILE};
         process_free(&p);
-        if (process(ops, ud, argv, 6, deadline, ctx->output_bytes, ctx->sink, &p, err) < 0) {
+        if (process(ops, ud, argv, sizeof(argv) / sizeof(argv[0]), deadline, ctx->output_bytes, ctx->sink, &p, err) < 0) {
             process_free(&p);
             return -1;
         }
@@ -291,8 +292,8 @@ int ph_prove_session(const struct ph_session_ops *so, void *state, const char *w
                           so->paused);
     if (rc == 0)
         rc = so->resume(state, h, err);
-    const char *look[] = {"python3", "-c", ph_guest_session_look};
-    struct pl_step steps2[] = {{.name = "look", .argv = look, .argc = 3}};
+    const char *look[] = {"python3", "-I", "-c", ph_guest_session_look};
+    struct pl_step steps2[] = {{.name = "look", .argv = look, .argc = sizeof(look) / sizeof(look[0])}};
     struct pl_run_request second = {.kind = PL_PAYLOAD_PROJECT};
     second.project.steps = steps2;
     second.project.nsteps = 1;

@@ -44,11 +44,15 @@ static int on_event(void *ud, const unsigned char *msg, size_t len, struct pl_er
  */
 #define OSH_ARG_PIECE 30000u
 
+/* argv[i] is the program of `python3 [-I] -c PROGRAM`. */
 static bool is_python_c(const char *const *argv, size_t i) {
     if (i < 2 || strcmp(argv[i - 1], "-c") != 0)
         return false;
-    const char *slash = strrchr(argv[i - 2], '/');
-    return strcmp(slash ? slash + 1 : argv[i - 2], "python3") == 0;
+    size_t at = i - 2;
+    if (strcmp(argv[at], "-I") == 0 && at-- == 0)
+        return false;
+    const char *slash = strrchr(argv[at], '/');
+    return strcmp(slash ? slash + 1 : argv[at], "python3") == 0;
 }
 
 static int fit_command(const char *const *argv, size_t argc, const char ***ret_argv,

@@ -382,10 +382,10 @@ int osh_relay_start(struct osh_state *s, const struct osh_sandbox *sb, struct pl
 
     uint64_t now = pl_now_ns();
     uint64_t left_ms = deadline_ns > now ? (deadline_ns - now) / 1000000 : 0;
-    const char *argv[] = {"python3", "-c", osh_guest_relay, OSH_RELAY_SOCKET};
+    const char *argv[] = {"python3", "-I", "-c", osh_guest_relay, OSH_RELAY_SOCKET};
     Openshell__V1__ExecSandboxRequest start = OPENSHELL__V1__EXEC_SANDBOX_REQUEST__INIT;
     start.sandbox_id = (char *)sb->id;
-    start.n_command = 4;
+    start.n_command = sizeof(argv) / sizeof(argv[0]);
     start.command = (char **)argv;
     start.workdir = "/tmp";
     start.timeout_seconds = (uint32_t)((left_ms + 999) / 1000 + 5);

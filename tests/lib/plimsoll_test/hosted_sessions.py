@@ -74,6 +74,35 @@ class HostedSessions:
         out, _ = self.look(sid)
         self.assertEqual(out, "kept\n0\n")
 
+    def test_a_module_left_behind_is_never_imported_by_plimsolls_programs(self):
+        # plimsoll's programs in the sandbox (the cleanup, often as root,
+        # the launchers, the relays) run as `python3 -c`, which would look
+        # in the working directory for a module first.  A call leaves a
+        # module of each name they import in its working directory and in
+        # /tmp; each logs who imported it.  Then cells of both languages and
+        # a project (a cleanup after each step and call): nothing logged.
+        names = ("json", "signal", "socket", "struct", "base64", "ctypes", "select", "selectors",
+                 "threading", "traceback", "linecache", "types", "subprocess", "ast", "errno",
+                 "stat", "site", "io", "time", "asyncio", "shlex", "tempfile")
+        planted = ("import os\n"
+                   "line = '%s %d %d %s\\n' % (__name__, os.getpid(), os.getuid(), os.getcwd())\n"
+                   "open('/tmp/imported.log', 'a').write(line)\n")
+        plant = ("import os\n"
+                 "for d in ('.', '/tmp'):\n"
+                 "    for n in %r:\n"
+                 "        open(os.path.join(d, n + '.py'), 'w').write(%r)\n" % (names, planted))
+        sid = self.open()
+        self.call(sid, project([["python3", "-c", plant]]))
+        self.assertEqual(self.cell(sid, "python", "6 * 7")["stdout"], "42\n")
+        self.assertEqual(self.cell(sid, "javascript", "6 * 7")["stdout"], "42\n")
+        b = self.call(sid, project([["cat", "x.txt"], ["true"]], [("x.txt", "x")]))
+        self.assertEqual((b["outcome"], b["steps"][0]["stdout"]), ("completed", "x"), b)
+        look = ("import os\n"
+                "p = '/tmp/imported.log'\n"
+                "print(open(p).read() if os.path.exists(p) else 'nothing', end='')\n")
+        b = self.call(sid, project([["python3", "-I", "-c", look]]))
+        self.assertEqual(b["steps"][0]["stdout"], "nothing", b)
+
     # ---- cells ------------------------------------------------------------
     def test_cells_keep_state_and_report_exit_codes(self):
         sid = self.open()

@@ -251,7 +251,7 @@ def server_argv(lang):
     if lang == "python":
         # sys.orig_argv keeps the -c source, which sys.argv drops.
         src = sys.orig_argv[sys.orig_argv.index("-c") + 1]
-        return ["python3", "-c", src, "interp", "python"]
+        return ["python3", "-I", "-c", src, "interp", "python"]
     return ["node", "-e", NODE_SERVER]
 
 
@@ -606,6 +606,16 @@ def mode_interp(args):
     import traceback
     import types
 
+    # Started isolated (-I, as every trusted program of plimsoll's: a module
+    # a call left in /work is never imported by the agent's own code); the
+    # cells then get what a plain `python3 -c` gives: the working directory
+    # first on the path, the user's site packages when they exist, and the
+    # environment's bytecode setting.
+    import site
+    sys.path.insert(0, "")
+    if os.path.isdir(site.getusersitepackages()):
+        site.addsitedir(site.getusersitepackages())
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
     os.chdir(os.environ.get("PLIMSOLL_WORK_DIR", "/work"))  # the host test's override
     me = os.getpid()
     # fds 1 and 2 become pipes that a pump thread relays to the current
