@@ -131,6 +131,15 @@ def main(d, out):
                 ratios.append("| docker/%s: a one-step (%s) project p50 / a python snippet p50, "
                               "both paced (aim ≤ 2×) | **%.2f×** |"
                               % (rt, what, one["p50_us"] / snip["p50_us"]))
+        # The same aim for a session's project calls (RunInSession with a
+        # project; bench/sessions.py, pool on): 1 and 3 steps, one session.
+        pp = cell[0].get("project_p50_ms", {}) if cell else {}
+        for pre, what in (("true", "`true`"), ("py", "`python3 -c print(1)`")):
+            if pp.get(pre + "1") is not None and pp.get(pre + "3") is not None and cell_ms:
+                step = (pp[pre + "3"] - pp[pre + "1"]) / 2
+                ratios.append("| sessions/%s: a %s step's own cost in a session's project call "
+                              "(%.1f ms) / a later cell p50 (aim ≤ 8×) | **%.2f×** |"
+                              % (rt, what, step, step / cell_ms))
         b2b, cli = data.get("docker_%s_project3" % rt), data.get("docker_%s_cli_project3" % rt)
         if b2b and cli:
             ratios.append("| docker/%s: three-step projects a minute back to back, plimsoll / "

@@ -6,6 +6,9 @@ clock stops), and a later cell once the cleanup between calls has finished
 with the warm pool (SANDBOX_SESSION_POOL) and without it,
 under runc and under runsc, in one run; plus the memory a waiting pooled
 sandbox holds (the engine's cgroup figure) and an idle interpreter's RSS.
+With the pool on, also a session's project calls of one and of three steps
+(`true`, and `python3 -c print(1)`), each once the cleanup of the call
+before has finished: a step's own cost in a session is (3 − 1) / 2.
 
     bench/sessions.py OUT_DIR [N]      (writes OUT_DIR/sessions.json)
 
@@ -54,6 +57,8 @@ def one_series(runtime, pool, n):
                               SANDBOX_RATE_PER_MIN="100000", SANDBOX_RATE_BURST="10000"))
     d.start(timeout=300)
     times, later, refilled, mem = [], [], [], None
+    proj = {k: [] for k in ("true1", "true3", "py1", "py3")}
+    steps = {"true": {"argv": ["true"]}, "py": {"argv": ["python3", "-c", "print(1)"]}}
     try:
         for i in range(n):
             if pool:
@@ -92,6 +97,13 @@ def one_series(runtime, pool, n):
                     "language": "python", "code": "3 + 3"}}, conn=conn)
                 refilled.append((time.monotonic() - t2) * 1000)
                 assert status == 200 and b["stdout"] == "6\n", b
+                for key in proj:
+                    time.sleep(3.0 if runtime == "runsc" else 1.5)
+                    run = {"project": {"steps": [steps[key[:-1]]] * int(key[-1])}}
+                    t3 = time.monotonic()
+                    status, b = d.rpc("RunInSession", {"session_id": sid, "run": run}, conn=conn)
+                    proj[key].append((time.monotonic() - t3) * 1000)
+                    assert status == 200 and b["outcome"] == "completed", b
             d.rpc("CloseSession", {"session_id": sid}, conn=conn)
             conn.close()
             times.append(elapsed * 1000)
@@ -101,7 +113,8 @@ def one_series(runtime, pool, n):
     return {"runtime": runtime, "pool": pool, "n": n, "p50_ms": statistics.median(times),
             "min_ms": times[0], "max_ms": times[-1], "waiting_memory_bytes": mem,
             "later_cell_p50_ms": statistics.median(later),
-            "later_cell_refilled_p50_ms": statistics.median(refilled) if refilled else None}
+            "later_cell_refilled_p50_ms": statistics.median(refilled) if refilled else None,
+            "project_p50_ms": {k: statistics.median(v) for k, v in proj.items() if v}}
 
 
 def main():
@@ -117,6 +130,14 @@ def main():
                 if r["later_cell_refilled_p50_ms"] is not None else "",
                 "; waiting sandbox %.1f MiB" % (r["waiting_memory_bytes"] / 1048576)
                 if r["waiting_memory_bytes"] else ""))
+            pp = r["project_p50_ms"]
+            for what in ("true", "py"):
+                if pp.get(what + "1") is not None:
+                    step = (pp[what + "3"] - pp[what + "1"]) / 2
+                    print("  sessions %s: a project call of 1 / 3 %s steps p50 %.1f / %.1f ms; "
+                          "a step's own cost %.1f ms, %.2fx a later cell"
+                          % (runtime, what, pp[what + "1"], pp[what + "3"], step,
+                             step / r["later_cell_p50_ms"]))
             rows.append(r)
     with open(os.path.join(out, "sessions.json"), "w") as f:
         json.dump(rows, f, indent=1)

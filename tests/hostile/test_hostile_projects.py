@@ -94,7 +94,9 @@ for fd in (1, 2):
 print('after the fake marker', flush=True)
 """
 
-# Step commands written into PID 1's stdin (under runsc a process can open
+# The steps' runner is a step's parent: a project container's PID 1, or a
+# session's runner exec.
+# Step commands written into the runner's stdin (under runsc a process can open
 # another's descriptors whatever its group; under runc Linux refuses),
 # some framed as the daemon frames them, one with a made-up token.
 INJECT = r"""
@@ -103,9 +105,9 @@ cmd = json.dumps({"token": "0" * 32, "argv": ["sh", "-c", "echo INJECTED; touch 
                   "end": "1" * 32}).encode()
 frame = str(len(cmd)).encode() + b"\n" + cmd
 try:
-    fd = os.open('/proc/1/fd/0', os.O_WRONLY | os.O_NONBLOCK)
+    fd = os.open('/proc/%d/fd/0' % os.getppid(), os.O_WRONLY | os.O_NONBLOCK)
 except OSError as e:
-    print('stdin of PID 1: refused', e.errno)
+    print('stdin of the runner: refused', e.errno)
 else:
     n = 0
     for _ in range(8):
@@ -113,19 +115,19 @@ else:
             n += os.write(fd, frame)
         except OSError:
             break
-    print('stdin of PID 1: wrote', n > 0)
+    print('stdin of the runner: wrote', n > 0)
 """
 
-# A reader left behind on PID 1's stdin, to steal the next step's command
+# A reader left behind on the runner's stdin, to steal the next step's command
 # (its nonce) and write it where the next step could see it.
 STEAL = r"""
 import os
 try:
-    fd = os.open('/proc/1/fd/0', os.O_RDONLY)
+    fd = os.open('/proc/%d/fd/0' % os.getppid(), os.O_RDONLY)
 except OSError as e:
-    print('stdin of PID 1: refused', e.errno)
+    print('stdin of the runner: refused', e.errno)
 else:
-    print('stdin of PID 1: opened', flush=True)
+    print('stdin of the runner: opened', flush=True)
     if os.fork() == 0:
         os.setsid()
         data = os.read(fd, 65536)
@@ -174,10 +176,17 @@ time.sleep(0.5)
 print('hidden')
 """
 
-# Counts every process but PID 1 and itself, as the next step sees them.
+# Counts every process of its own group but PID 1, the runner and itself,
+# as the next step sees them (a session's kept interpreters have groups of
+# their own).
 COUNT = ("import os\n"
          "me = os.getpid()\n"
-         "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, me)))")
+         "def gid(p):\n"
+         "    for line in open('/proc/%s/status' % p):\n"
+         "        if line.startswith('Gid:'):\n"
+         "            return int(line.split()[1])\n"
+         "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and\n"
+         "             int(p) not in (1, me, os.getppid()) and gid(p) == os.getgid()))")
 
 class HostileProjects(DockerDaemon):
     INSTANCE = "hostile-projects-"  # per_runtime sets RUNTIME
@@ -191,13 +200,16 @@ class HostileProjects(DockerDaemon):
             cls.d.stop()
         assert ours(cls.instance) == [], "containers left behind"
 
+    def run_project(self, body):
+        return self.d.rpc("Run", body)
+
     def project(self, first, timeout_ms=30000):
         files = [{"path": "first.py", "content": first}]
         steps = [{"name": "hostile", "argv": ["python3", "first.py"]},
                  {"name": "two", "argv": ["python3", "-c", "print('real two')"]},
                  {"name": "three", "argv": ["sh", "-c", "echo real three; exit 3"]},
                  {"name": "never", "argv": ["python3", "-c", "print('must not run')"]}]
-        status, body = self.d.rpc("Run", {"project": {"files": files, "steps": steps},
+        status, body = self.run_project({"project": {"files": files, "steps": steps},
                                           "timeout_ms": timeout_ms})
         self.assertEqual(status, 200, body)
         return body
@@ -250,7 +262,7 @@ class HostileProjects(DockerDaemon):
         self.assert_true_results(b)
 
     def test_a_step_that_does_not_exist_exits_127(self):
-        status, body = self.d.rpc("Run", {"project": {"steps": [
+        status, body = self.run_project({"project": {"steps": [
             {"name": "missing", "argv": ["no-such-program"]}]}})
         self.assertEqual(status, 200, body)
         self.assertEqual(body["steps"][0]["exit_code"], 127, body)
@@ -263,7 +275,7 @@ class HostileProjects(DockerDaemon):
                                            "print(sum(1 for p in os.listdir('/proc') if p.isdigit()"
                                            " and open('/proc/%s/comm' % p).read().strip() == "
                                            "'sleep'))"]}]
-        status, body = self.d.rpc("Run", {"project": {"steps": steps}})
+        status, body = self.run_project({"project": {"steps": steps}})
         self.assertEqual(status, 200, body)
         self.assertEqual(body["steps"][1]["stdout"], "0\n", body)
 
@@ -281,7 +293,7 @@ class HostileProjects(DockerDaemon):
         self.assert_true_results(b)
         said = b["steps"][0]["stdout"]
         if self.RUNTIME == "runc":
-            self.assertIn("stdin of PID 1: refused", said, b)
+            self.assertIn("stdin of the runner: refused", said, b)
         self.assertNotIn("INJECTED", "".join(s["stdout"] + s["stderr"] for s in b["steps"]), b)
 
     def test_a_reader_left_on_pid1s_stdin_steals_nothing(self):
@@ -289,19 +301,19 @@ class HostileProjects(DockerDaemon):
         steps = [{"name": "steal", "argv": ["python3", "first.py"]},
                  {"name": "look", "argv": ["python3", "-c",
                                            "import os; print(sorted(os.listdir('/work')))"]}]
-        status, b = self.d.rpc("Run", {"project": {"files": files, "steps": steps}})
+        status, b = self.run_project({"project": {"files": files, "steps": steps}})
         self.assertEqual(status, 200, b)
         self.assertEqual(b["outcome"], "completed", b)
         self.assertEqual(b["steps"][1]["stdout"], "['first.py']\n", b)
         self.assertNotIn("STOLEN", b["steps"][0]["stdout"] + b["steps"][1]["stdout"], b)
         if self.RUNTIME == "runc":
-            self.assertIn("stdin of PID 1: refused", b["steps"][0]["stdout"], b)
+            self.assertIn("stdin of the runner: refused", b["steps"][0]["stdout"], b)
 
     def test_nothing_hides_from_the_cleanup_between_steps(self):
         files = [{"path": "first.py", "content": HIDE}]
         steps = [{"name": "hide", "argv": ["python3", "first.py"]},
                  {"name": "count", "argv": ["python3", "-c", COUNT]}]
-        status, b = self.d.rpc("Run", {"project": {"files": files, "steps": steps},
+        status, b = self.run_project({"project": {"files": files, "steps": steps},
                                        "timeout_ms": 60000})
         self.assertEqual(status, 200, b)
         self.assertEqual(b["outcome"], "completed", b)
@@ -310,6 +322,93 @@ class HostileProjects(DockerDaemon):
 
 
 HostileProjectsRunc, HostileProjectsRunsc = per_runtime(HostileProjects)
+
+
+class HostileSessionProjectsRunc(HostileProjects, unittest.TestCase):
+    """The same steps as a session's project call under runc, where one exec
+    of the session agent runs them beside the kept interpreters
+    (docs/sessions.md, "A project call"), and what those interpreters can
+    do to it.  (Under runsc each step of a session's call is an exec of
+    its own: tests/hostile/test_hostile_sessions.py.)"""
+    INSTANCE = "hostile-session-projects-"
+    RUNTIME = "runc"
+    SETTINGS = {"SANDBOX_OUTPUT_BYTES": "65536", "SANDBOX_MAX_SESSIONS": "4",
+                "SANDBOX_DOCKER_WARM": "0"}
+
+    def run_project(self, body):
+        status, s = self.d.rpc("OpenSession", {"languages": ["python", "javascript"]})
+        self.assertEqual(status, 200, s)
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": s["session_id"]})
+        self.sid = s["session_id"]
+        return self.d.rpc("RunInSession", {"session_id": self.sid, "run": body})
+
+    def cell(self, code):
+        status, b = self.d.rpc("RunCell", {"session_id": self.sid,
+                                           "cell": {"language": "python", "code": code}})
+        self.assertEqual(status, 200, b)
+        return b
+
+    def test_kill_everything_it_can(self):
+        # The runner is an exec of the calls' uid: the step can kill it (and
+        # the kept interpreters), and its SIGTERM ends the session's PID 1
+        # (which takes SIGTERM as the engine's stop).  The answer says the
+        # runner or the sandbox ended; nothing of a later step is reported;
+        # the next call runs or is refused as SESSION_ENDED.
+        b = self.project(KILLER)
+        self.assertEqual((b["outcome"], b["steps"]), ("protocol_error", []), b)
+        self.assertRegex(b["detail"], r"the (session's step runner|sandbox) ended during step 1 "
+                                      r"\(hostile\)", b)
+        status, again = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {
+            "project": {"steps": [{"argv": ["sh", "-c", "echo again"]}]}}})
+        if status == 200:
+            self.assertEqual(again["steps"][0]["stdout"], "again\n", again)
+        else:
+            self.assertEqual((status, again["details"][0]["debug"]["reason"]),
+                             (400, "SESSION_ENDED"), again)
+
+    def test_a_kept_interpreter_cannot_reach_the_runner(self):
+        # A cell leaves a thread in the kept Python interpreter that, while
+        # the next call's steps run, opens every descriptor of every process
+        # of another group it finds (the runner's stdin, to steal the next
+        # step's nonce; its stdout, to forge a marker).  Under runc Linux
+        # refuses them all: the runner is not dumpable and its group differs.
+        self.run_project({"project": {"steps": [{"argv": ["true"]}]}})
+        self.cell("import os, threading, time\n"
+                  "seen = {}\n"
+                  "def watch():\n"
+                  "    end = time.time() + 20\n"
+                  "    while time.time() < end:\n"
+                  "        for p in os.listdir('/proc'):\n"
+                  "            if not p.isdigit() or int(p) in (1, os.getpid()):\n"
+                  "                continue\n"
+                  "            try:\n"
+                  "                if b'steps' not in open('/proc/%s/cmdline' % p, 'rb').read():\n"
+                  "                    continue\n"
+                  "            except OSError:\n"
+                  "                continue\n"
+                  "            for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):\n"
+                  "                try:\n"
+                  "                    f = os.open('/proc/%s/fd/%d' % (p, fd), mode | os.O_NONBLOCK)\n"
+                  "                except OSError as e:\n"
+                  "                    seen[(p, fd)] = 'refused'\n"
+                  "                    continue\n"
+                  "                seen[(p, fd)] = 'opened'\n"
+                  "                try:\n"
+                  "                    os.read(f, 65536) if fd == 0 else os.write(f, b'\\x1eplimsoll-end ')\n"
+                  "                except OSError:\n"
+                  "                    pass\n"
+                  "                os.close(f)\n"
+                  "        time.sleep(0.001)\n"
+                  "threading.Thread(target=watch, daemon=True).start()\n")
+        steps = [{"name": "one", "argv": ["sh", "-c", "sleep 0.3; echo real one"]},
+                 {"name": "two", "argv": ["sh", "-c", "echo real two; exit 3"]}]
+        status, b = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {
+            "project": {"steps": steps}}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual([(s["stdout"], s["exit_code"]) for s in b["steps"]],
+                         [("real one\n", 0), ("real two\n", 3)], b)
+        seen = self.cell("sorted(set(seen.values()))")["stdout"]
+        self.assertEqual(seen, "['refused']\n")
 
 
 if __name__ == "__main__":

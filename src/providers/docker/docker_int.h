@@ -547,6 +547,14 @@ json_t *dk_report_line(const struct pl_buf *out);
  * bootstrap's exec mode, which installs the seccomp filter first): a new
  * reference, or NULL when out of memory. */
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
+/* A session's project steps under runc: one exec of the agent's steps mode
+ * runs them all (run.c; docs/sessions.md, "A project call").  keep is the
+ * kept interpreters as the sandbox knows them ([[pid, start], ...]),
+ * keep_host their host pids. */
+int dk_session_steps(struct docker_state *s, const struct cont_input *in, const char *id,
+                     pid_t init_host_pid, const json_t *keep, const long *keep_host,
+                     size_t nkeep, struct cont_result *res, uint64_t deadline,
+                     struct pl_error *err);
 /* A project's steps (in->project) in container id, in order, an exec each
  * as the run's user (with in->step_env; output at in->output_bytes, to
  * in->sink), ending what each left running but init_host_pid and keep's;

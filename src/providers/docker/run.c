@@ -265,11 +265,17 @@ static int fast_end(struct docker_state *s, const struct cont_input *in, struct 
 struct attached {
     struct docker_state *s;
     const struct cont_input *in;
-    struct cont_pump *p; /* the files' pump: its place in the stream's framing */
+    struct cont_pump *p; /* the files' pump (a session's: the runner's exec): the framing */
     struct cont_result *res;
     int fd;
     uint64_t deadline;
     pid_t init_host_pid; /* runc: PID 1 on the host (0 under runsc) */
+    /* A session's call: the runner is an exec beside the kept interpreters;
+     * these host pids (the interpreters', the runner's) stay. */
+    bool session;
+    long *keep; /* the runner's last, 0 until learnt */
+    size_t nkeep;
+    struct pl_buf *preamble; /* sent before the first step's command, or NULL */
 };
 
 /* Step i's command for the bootstrap's stdin, and the marker that ends it. */
@@ -298,6 +304,21 @@ static int step_command(const struct attached *a, size_t i, struct pl_buf *cmd, 
  * lacks the token, a guest's doing) or the markers were broken. */
 static void step_broken(struct attached *a, size_t i, const struct cont_pump *e) {
     const struct pl_run_request *req = a->in->project;
+    if (a->session && !(e->dx.m[0].done && e->dx.m[1].done)) {
+        /* The runner is an exec: it may have ended alone (a process of the
+         * call's uid can kill it), or with the sandbox. */
+        char path[160];
+        PL_AUTO_JSON json_t *ins = NULL;
+        struct pl_error ierr = {0};
+        snprintf(path, sizeof(path), "/containers/%s/json", a->p->id);
+        bool running = dk_api_expect(a->s, "GET", path, NULL, 200, &ins, &ierr) < 0 ||
+                       pl_docker_state_flag(ins, "Running");
+        a->res->oom = !running && pl_docker_state_flag(ins, "OOMKilled");
+        snprintf(a->res->step_error, sizeof(a->res->step_error), "%s during step %zu (%s)%s",
+                 running ? "the session's step runner ended" : "the sandbox ended", i + 1,
+                 req->project.steps[i].name, a->res->oom ? ": out of memory" : "");
+        return;
+    }
     if (e->dx.m[0].done && e->dx.m[1].done)
         snprintf(a->res->step_error, sizeof(a->res->step_error),
                  "step %zu (%s) ended with a broken end marker, or output after it", i + 1,
@@ -305,6 +326,20 @@ static void step_broken(struct attached *a, size_t i, const struct cont_pump *e)
     else
         snprintf(a->res->step_error, sizeof(a->res->step_error),
                  "the sandbox ended during step %zu (%s)", i + 1, req->project.steps[i].name);
+}
+
+/* A session's runner's host pid, from the engine, into a->keep's last. */
+static int runner_pid(struct attached *a, struct pl_error *err) {
+    char path[160];
+    PL_AUTO_JSON json_t *ins = NULL;
+    snprintf(path, sizeof(path), "/exec/%s/json", a->p->exec_id);
+    if (dk_api_expect(a->s, "GET", path, NULL, 200, &ins, err) < 0)
+        return -1;
+    long pid = (long)json_integer_value(json_object_get(ins, "Pid"));
+    if (pid <= 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: the step runner's exec has no pid");
+    a->keep[a->nkeep - 1] = pid;
+    return 0;
 }
 
 /* Step i over the attach stream: 1 when the next may run, 0 when the steps
@@ -322,8 +357,16 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
         return -1;
     struct cont_input sin = {
         .parts = {cmd.data}, .part_len = {cmd.len}, .nparts = 1, .keep_stdin = true};
-    PL_CLEANUP(dk_cont_pump_clear) struct cont_pump e = {.step = true};
+    if (i == 0 && a->preamble) {
+        sin.parts[0] = a->preamble->data;
+        sin.part_len[0] = a->preamble->len;
+        sin.parts[1] = cmd.data;
+        sin.part_len[1] = cmd.len;
+        sin.nparts = 2;
+    }
+    PL_CLEANUP(dk_cont_pump_clear) struct cont_pump e = {.step = true, .exec = a->p->exec};
     memcpy(e.id, a->p->id, sizeof(e.id));
+    memcpy(e.exec_id, a->p->exec_id, sizeof(e.exec_id));
     pl_demux_carry(&e.dx, &a->p->dx);
     e.dx.out.cap = e.dx.err.cap = a->in->output_bytes;
     pl_capture_stream(&e.dx.out, a->in->sink, 1, (unsigned)i + 1);
@@ -346,14 +389,20 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
     if (keep_step(t, i, code, ms, &e, err) < 0)
         return -1;
     /* Under runc the host checks the bootstrap's word: the container's
-     * cgroup holds PID 1 alone.  Anything else outlived the sandbox's own
+     * cgroup holds PID 1 alone (a session's: PID 1, the runner and the
+     * kept interpreters).  Anything else outlived the sandbox's own
      * cleanup, which no guest should be able to do: the run is not
-     * trusted. */
+     * trusted.  In a session a kept interpreter's own thread may have
+     * started a process since the runner's cleanup: what the host ends
+     * there is not an error, as between calls. */
     if (a->init_host_pid > 0) {
         unsigned killed = 0;
-        if (dk_host_sweep(a->s, a->p->id, a->init_host_pid, NULL, 0, NULL, 0, &killed, err) < 0)
+        if (a->session && a->keep[a->nkeep - 1] <= 0 && runner_pid(a, err) < 0)
             return -1;
-        if (killed)
+        if (dk_host_sweep(a->s, a->p->id, a->init_host_pid, a->keep, a->nkeep, NULL, 0, &killed,
+                          err) < 0)
+            return -1;
+        if (killed && !a->session)
             return pl_error_set(err, PL_REASON_INTERNAL,
                                 "%u process%s of step %zu outlived the sandbox's own cleanup "
                                 "and were killed from the host; the run's result cannot be "
@@ -414,6 +463,70 @@ static int attached_project(struct docker_state *s, const struct cont_input *in,
     PL_AUTO_JSON json_t *rep = res->timed_out ? NULL : dk_report_line(&p->dx.out.kept);
     if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed"))
         return attached_steps(s, in, p, res, fd, deadline, err);
+    return 0;
+}
+
+/*
+ * A session's project steps under runc (docs/sessions.md, "A project
+ * call"): one exec of the session agent's steps mode, as the calls' group,
+ * for all of them.  It takes each step on its stdin as a project's
+ * bootstrap does, and ends every process but PID 1, itself and the kept
+ * interpreters (keep: [[pid, start], ...] in the sandbox) before each
+ * step's end marker; the host then sees the container's cgroup hold only
+ * PID 1 (init_host_pid), the runner and the kept interpreters (keep_host)
+ * before the next step is sent.  The runner's stdin is open to no other
+ * process: it is not dumpable, and the interpreters' group differs.
+ */
+int dk_session_steps(struct docker_state *s, const struct cont_input *in, const char *id,
+                     pid_t init_host_pid, const json_t *keep, const long *keep_host,
+                     size_t nkeep, struct cont_result *res, uint64_t deadline,
+                     struct pl_error *err) {
+    const struct pl_run_request *req = in->project;
+    res->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*res->steps));
+    if (!res->steps)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    struct cont_input sin = *in;
+    if (pl_random_hex(sin.step_token, sizeof(sin.step_token), 16) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "docker: no randomness for the steps");
+    PL_AUTO_JSON json_t *h = json_pack("{s:s, s:O}", "token", sin.step_token, "keep", keep);
+    PL_AUTO_FREE char *hs = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    PL_CLEANUP(pl_buf_free) struct pl_buf pre = {0};
+    if (!hs || pl_buf_printf(&pre, "%zu\n%s", strlen(hs), hs) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    char user[32];
+    dk_run_user(s, user);
+    PL_AUTO_CLOSE int fd = -1;
+    PL_CLEANUP(dk_cont_pump_clear) struct cont_pump p = {.exec = true};
+    if (dk_exec_start(s, id, user, dk_agent_cmd("steps", NULL), NULL, true, &fd, p.exec_id,
+                      err) < 0)
+        return -1;
+    snprintf(p.id, sizeof(p.id), "%s", id);
+    if (pl_fd_set_nonblock(fd) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
+    /* The host's check spares the runner too: its pid is learnt once the
+     * first step's markers came (the engine may not know it at the start). */
+    long spare[3];
+    size_t nspare = 0;
+    for (size_t k = 0; k < nkeep && k < 2; k++)
+        spare[nspare++] = keep_host[k];
+    spare[nspare++] = 0;
+    struct attached a = {.s = s,
+                         .in = &sin,
+                         .p = &p,
+                         .res = res,
+                         .fd = fd,
+                         .deadline = deadline,
+                         .init_host_pid = init_host_pid,
+                         .session = true,
+                         .keep = spare,
+                         .nkeep = nspare,
+                         .preamble = &pre};
+    struct steps_run t = {.s = s, .in = &sin, .id = id, .res = res, .deadline = deadline};
+    for (size_t i = 0; i < req->project.nsteps; i++) {
+        int rc = attached_step(&a, i, &t, err);
+        if (rc <= 0)
+            return rc; /* the runner's stdin ends with fd: it exits */
+    }
     return 0;
 }
 

@@ -475,8 +475,11 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
     return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
 }
 
-/* A project in a session: its files (an exec), then its steps (an exec
- * each, dk_project_steps), sparing the kept interpreters between steps. */
+/* A project in a session: its files (an exec), then its steps, sparing the
+ * kept interpreters between steps: under runc one exec runs them all
+ * (dk_session_steps); under runsc, where any process of the sandbox's uid
+ * can open another's descriptors, each is an exec of its own
+ * (dk_project_steps; docs/sessions.md, "A project call"). */
 static int session_project(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
                            const struct pl_run_request *req, struct cont_input *in,
                            struct cont_result *res, struct pl_error *err) {
@@ -491,11 +494,17 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
         return 0;
     long keep[2];
     size_t nkeep = 0;
+    PL_AUTO_JSON json_t *kept = json_array();
     for (int i = 0; i < 2; i++)
-        if (d->in[i].up)
+        if (d->in[i].up) {
             keep[nkeep++] = d->in[i].host_pid;
+            json_array_append_new(
+                kept, json_pack("[I, I]", (json_int_t)d->in[i].pid, (json_int_t)d->in[i].start));
+        }
     if (ctx->broker)
         in->step_env = "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME;
+    if (!s->hv.runsc && kept && json_array_size(kept) == nkeep)
+        return dk_session_steps(s, in, d->id, d->init_pid, kept, keep, nkeep, res, deadline, err);
     return dk_project_steps(s, in, d->id, res, deadline, d->init_pid, keep, nkeep, err);
 }
 

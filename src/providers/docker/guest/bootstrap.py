@@ -81,20 +81,6 @@ def end_all():
             return
 
 
-def status_code(st):
-    """A wait status as the marker carries it: the exit code, or 128 + the
-    signal that ended the process."""
-    code = os.waitstatus_to_exitcode(st)
-    return 128 - code if code < 0 else code
-
-
-def mark_end(end, code):
-    """The end marker, the nonce end and the status, on both streams."""
-    mark = ("\x1eplimsoll-end %s %03d\n" % (end, code)).encode()
-    write_all(1, mark)
-    write_all(2, mark)
-
-
 def supervise(pid, end):
     """Stay PID 1 while the guest's main process, pid, runs
     (docs/providers/docker.md, "The run's end").  When it ends, kill and
@@ -323,21 +309,6 @@ def hold():
         signal.sigtimedwait({signal.SIGCHLD}, 1.0)
 
 
-def drain_stdin():
-    """Drop what is on stdin once nothing of the guest lives: the daemon
-    writes nothing while a step runs, so it is what a guest wrote into this
-    process's stdin (under runsc a process can open another's descriptors
-    whatever its group)."""
-    os.set_blocking(0, False)
-    try:
-        while os.read(0, 65536):
-            pass
-    except BlockingIOError:
-        pass
-    finally:
-        os.set_blocking(0, True)
-
-
 def run_steps(token):
     """The project's steps (docs/providers/docker.md, "A project"): read a
     step from stdin, start it, and once it ended, end everything else
@@ -355,28 +326,11 @@ def run_steps(token):
     signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     base = dict(os.environ)
     while True:
-        line = read_line(16)
-        if not line:
+        got = step_command(token, base)  # steps_common.py
+        if got is None:
             os._exit(0)  # stdin ended: the daemon is done with the steps
-        try:
-            cmd = json.loads(need(read_exact(int(line))))
-            ok = isinstance(cmd, dict) and cmd.get("token") == token
-            argv, end = cmd["argv"], cmd["end"]
-        except (ValueError, KeyError, TypeError):
-            ok = False
-        if not ok:
-            os._exit(71)
-        env = dict(base)
-        name, _, value = cmd.get("env", "").partition("=")
-        if name:
-            env[name] = value
-        try:
-            pid = os.posix_spawnp(argv[0], argv, env, file_actions=[(os.POSIX_SPAWN_DUP2, null, 0)],
-                                  setsid=True, setsigmask=(), setsigdef=sigs)
-            code = status_code(os.waitpid(pid, 0)[1])
-        except OSError as e:
-            write_all(2, ("plimsoll: %s: %s\n" % (argv[0], e.strerror)).encode())
-            code = 127 if e.errno == 2 else 126
+        argv, end, env = got
+        code = spawn_step(argv, env, null, sigs)
         end_all()
         drain_stdin()
         mark_end(end, code)

@@ -37,6 +37,15 @@
 #                   "work_size", "tmp_used", "ipc_removed", "ipc_last"}; exit
 #                   0.  IPC is the highest System V id seen by the last
 #                   cleanup (gVisor lists none: ids are probed up to it).
+#   steps           trusted, as the calls' group, under runc: a project
+#                   call's steps (docs/sessions.md, "A project call").
+#                   stdin: a header line as the bootstrap's ({"token",
+#                   "keep": [[pid, start], ...]}), then the steps, each
+#                   as the bootstrap takes them in a project's own
+#                   container; each is started here, and once it ended
+#                   every process but PID 1, this one and the kept ones is
+#                   ended (as the cleanup does) before the step's end
+#                   marker goes to both streams.  Exits 0 when stdin ends.
 #   ps              debugging: a JSON list of the container's processes.
 #   vmlaunch LANG NAME, vmcell NAME FILE
 #                   the same interpreters in a hosted VM (e2b), reached
@@ -79,7 +88,7 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 
 
 seccomp_filter()  # common.py
-if MODE in ("launch", "cleanup", "interp"):
+if MODE in ("launch", "cleanup", "interp", "steps"):
     NONDUMPABLE = nondumpable()
 
 import json  # noqa: E402
@@ -881,6 +890,58 @@ def mode_cleanup(args):
     os._exit(0)
 
 
+def mode_steps(args):
+    """A session's project steps under runc, one exec for the call rather
+    than one per step.  This process is not dumpable and none of its
+    descriptors can be opened by another role (Linux: another group) or by
+    the steps (not dumpable): the next step's command, its nonce among it,
+    is read here alone.  The daemon sends it only after the host saw the
+    container hold nothing but PID 1, this process and the kept
+    interpreters, which cannot open this one's stdin."""
+    import ctypes
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here
+    n = read_line(16)
+    try:
+        h = json.loads(read_exact(int(n)))
+        token = h["token"]
+        keep = {int(p): int(s) for p, s in h["keep"]}
+    except (ValueError, KeyError, TypeError):
+        os._exit(70)
+    me = os.getpid()
+
+    def spared(pid):
+        if pid in (1, me):
+            return True
+        if pid not in keep:
+            return False
+        st = proc_stat(pid)
+        return st is not None and st[2] == keep[pid]
+
+    null = os.open("/dev/null", os.O_RDONLY)
+    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    base = dict(os.environ)
+    while True:
+        got = step_command(token, base)  # steps_common.py
+        if got is None:
+            os._exit(0)
+        argv, end, env = got
+        code = spawn_step(argv, env, null, sigs)
+        left = end_all(spared)
+        while True:  # reap what the kill left to this subreaper
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        if left:
+            write_all(2, ("plimsoll: processes of the step could not be ended: %s\n"
+                          % sorted(left)[:8]).encode())
+            os._exit(72)  # no marker: the step's result is not given
+        drain_stdin()
+        mark_end(end, code)
+
+
 def mode_ps(args):
     out = []
     for pid in sorted(list_pids()):
@@ -898,6 +959,8 @@ def entry():
         mode_cleanup(args)
     elif MODE == "ps":
         mode_ps(args)
+    elif MODE == "steps":
+        mode_steps(args)
     elif MODE == "vmlaunch":
         mode_vmlaunch(args)
     elif MODE == "vmcell" and len(args) == 2:

@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+# What both step runners share (docs/providers/docker.md, "A project"):
+# the bootstrap as a project container's PID 1 and the session agent's
+# steps mode.  The build puts this file after common.py in both.
+
+
+def status_code(st):
+    """A wait status as the marker carries it: the exit code, or 128 + the
+    signal that ended the process."""
+    code = os.waitstatus_to_exitcode(st)
+    return 128 - code if code < 0 else code
+
+
+def mark_end(end, code):
+    """The end marker, the nonce end and the status, on both streams."""
+    mark = ("\x1eplimsoll-end %s %03d\n" % (end, code)).encode()
+    write_all(1, mark)
+    write_all(2, mark)
+
+
+def drain_stdin():
+    """Drop what is on stdin once nothing of the guest lives: the daemon
+    writes nothing while a step runs, so it is what a guest wrote into this
+    process's stdin (under runsc a process can open another's descriptors
+    whatever its group)."""
+    os.set_blocking(0, False)
+    try:
+        while os.read(0, 65536):
+            pass
+    except BlockingIOError:
+        pass
+    finally:
+        os.set_blocking(0, True)
+
+
+def step_command(token, base):
+    """The next step the daemon sent on stdin: (argv, its end nonce, its
+    environment); None when stdin ended (the daemon is done with the
+    steps).  A command that is torn, malformed or lacks the project's
+    token ends this process: 71, before anything runs."""
+    line = read_line(16)
+    if not line:
+        return None
+    try:
+        body = read_exact(int(line))
+        cmd = json.loads(body)
+        ok = isinstance(cmd, dict) and cmd.get("token") == token
+        argv, end = cmd["argv"], cmd["end"]
+        ok = ok and isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+        ok = ok and isinstance(end, str) and end.isalnum()
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        os._exit(71)
+    env = dict(base)
+    name, _, value = str(cmd.get("env", "")).partition("=")
+    if name:
+        env[name] = value
+    return argv, end, env
+
+
+def spawn_step(argv, env, null, sigs):
+    """Start a step in a session of its own, stdin /dev/null, the signals
+    this process blocks unblocked and at their defaults; wait for it.  Its
+    status as the marker carries it (127 and a message on stderr when the
+    program does not exist, 126 when it cannot run)."""
+    try:
+        pid = os.posix_spawnp(argv[0], argv, env, file_actions=[(os.POSIX_SPAWN_DUP2, null, 0)],
+                              setsid=True, setsigmask=(), setsigdef=sigs)
+        return status_code(os.waitpid(pid, 0)[1])
+    except OSError as e:
+        write_all(2, ("plimsoll: %s: %s\n" % (argv[0], e.strerror)).encode())
+        return 127 if e.errno == 2 else 126
