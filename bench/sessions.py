@@ -10,7 +10,8 @@ With the pool on, also a session's project calls of one and of three steps
 (`true`, and `python3 -c print(1)`), each once the cleanup of the call
 before has finished: a step's own cost in a session is (3 − 1) / 2.
 
-    bench/sessions.py OUT_DIR [N]      (writes OUT_DIR/sessions.json)
+    bench/sessions.py OUT_DIR [N [RUNTIME]]   (writes OUT_DIR/sessions.json;
+                                              both runtimes unless one is named)
 
 Called by bench/run; report.py turns the JSON into docs/performance.md.
 """
@@ -121,7 +122,7 @@ def main():
     out = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     rows = []
-    for runtime in ("runc", "runsc"):
+    for runtime in sys.argv[3:4] or ("runc", "runsc"):
         for pool in (0, 1):
             r = one_series(runtime, pool, n)
             print("  sessions %s pool=%d: p50 %.1f ms (min %.1f, max %.1f); later cell p50 %.1f ms%s%s"

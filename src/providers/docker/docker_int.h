@@ -38,6 +38,11 @@
  * src/providers/guest/lines.py):
  *   guest/common.py         first in each program: the seccomp installer
  *                           (runsc), non-dumpable, the stdin readers
+ *   guest/steps_common.py   after common.py in bootstrap.py and
+ *                           session_steps.py: the step protocol a project's
+ *                           steps are run by (the marker, the commands)
+ *   guest/procs.py          the /proc readers and end_all (in
+ *                           session_agent.py and session_steps.py)
  *   guest/bootstrap.py      every run container's command: a snippet or a
  *                           project (staying PID 1), a session call's
  *                           files, the startup probe
@@ -49,6 +54,8 @@
  *   guest/session_agent.py  a session's execs: an interpreter's launch and
  *                           the Python cell server, the cleanup between
  *                           calls (also the hosted providers' cells)
+ *   guest/session_steps.py  a session's project call's steps under runc,
+ *                           one exec for the call (run.c)
  *   guest/cell_server.js    the Node cell server (in session_agent.py)
  *   guest/proof_keep.py     the startup proof's session calls (proof.c):
  *   guest/proof_look.py     a process left behind and a file, what the
@@ -547,14 +554,22 @@ json_t *dk_report_line(const struct pl_buf *out);
  * bootstrap's exec mode, which installs the seccomp filter first): a new
  * reference, or NULL when out of memory. */
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
-/* A session's project steps under runc: one exec of the agent's steps mode
- * runs them all (run.c; docs/sessions.md, "A project call").  keep is the
- * kept interpreters as the sandbox knows them ([[pid, start], ...]),
- * keep_host their host pids. */
-int dk_session_steps(struct docker_state *s, const struct cont_input *in, const char *id,
-                     pid_t init_host_pid, const json_t *keep, const long *keep_host,
-                     size_t nkeep, struct cont_result *res, uint64_t deadline,
-                     struct pl_error *err);
+/* A session's project steps under runc: one exec of the step runner
+ * runs them all (run.c; docs/sessions.md, "A project call").  The runner
+ * is started first (dk_runner_start: its Python starts while the call's
+ * files are written) and ended by dk_runner_end (its stdin closes: it
+ * exits).  keep is the kept interpreters as the sandbox knows them
+ * ([[pid, start], ...]), keep_host their host pids. */
+struct dk_runner {
+    int fd; /* the exec's stream, -1 once ended */
+    struct cont_pump p;
+};
+int dk_runner_start(struct docker_state *s, const char *id, struct dk_runner *r,
+                    struct pl_error *err);
+void dk_runner_end(struct dk_runner *r);
+int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct dk_runner *r,
+                     pid_t init_host_pid, const json_t *keep, const long *keep_host, size_t nkeep,
+                     struct cont_result *res, uint64_t deadline, struct pl_error *err);
 /* A project's steps (in->project) in container id, in order, an exec each
  * as the run's user (with in->step_env; output at in->output_bytes, to
  * in->sink), ending what each left running but init_host_pid and keep's;

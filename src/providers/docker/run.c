@@ -21,7 +21,8 @@
 
 #include "../../core/cleanup.h"
 #include "docker_int.h"
-#include "bootstrap.h" /* generated: pl_docker_bootstrap[] */
+#include "bootstrap.h"     /* generated: pl_docker_bootstrap[] */
+#include "session_steps.h" /* generated: pl_docker_session_steps[] */
 
 /* The first "PLIMSOLL {...}" line of the bootstrap's stdout. */
 json_t *dk_report_line(const struct pl_buf *out) {
@@ -47,9 +48,10 @@ json_t *dk_report_line(const struct pl_buf *out) {
  * message on stderr.
  */
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc) {
-    json_t *cmd = s->set.exec_filter_env
-                      ? json_pack("[s, s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap, "exec")
-                      : json_pack("[s, s, s, s]", "/bin/sh", "-c", "exec \"$@\"", "plimsoll");
+    json_t *cmd =
+        s->set.exec_filter_env
+            ? json_pack("[s, s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap, "exec")
+            : json_pack("[s, s, s, s]", "/bin/sh", "-c", "exec \"$@\"", "plimsoll");
     for (size_t k = 0; cmd && k < argc; k++)
         json_array_append_new(cmd, json_string(argv[k]));
     return cmd;
@@ -468,8 +470,8 @@ static int attached_project(struct docker_state *s, const struct cont_input *in,
 
 /*
  * A session's project steps under runc (docs/sessions.md, "A project
- * call"): one exec of the session agent's steps mode, as the calls' group,
- * for all of them.  It takes each step on its stdin as a project's
+ * call"): one exec of the step runner (guest/session_steps.py), as the
+ * calls' group, for all of them.  It takes each step on its stdin as a project's
  * bootstrap does, and ends every process but PID 1, itself and the kept
  * interpreters (keep: [[pid, start], ...] in the sandbox) before each
  * step's end marker; the host then sees the container's cgroup hold only
@@ -477,10 +479,31 @@ static int attached_project(struct docker_state *s, const struct cont_input *in,
  * before the next step is sent.  The runner's stdin is open to no other
  * process: it is not dumpable, and the interpreters' group differs.
  */
-int dk_session_steps(struct docker_state *s, const struct cont_input *in, const char *id,
-                     pid_t init_host_pid, const json_t *keep, const long *keep_host,
-                     size_t nkeep, struct cont_result *res, uint64_t deadline,
-                     struct pl_error *err) {
+int dk_runner_start(struct docker_state *s, const char *id, struct dk_runner *r,
+                    struct pl_error *err) {
+    char user[32];
+    dk_run_user(s, user);
+    r->fd = -1;
+    r->p = (struct cont_pump){.exec = true};
+    json_t *cmd = json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_session_steps);
+    if (dk_exec_start(s, id, user, cmd, NULL, true, &r->fd, r->p.exec_id, err) < 0)
+        return -1;
+    snprintf(r->p.id, sizeof(r->p.id), "%s", id);
+    if (pl_fd_set_nonblock(r->fd) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
+    return 0;
+}
+
+void dk_runner_end(struct dk_runner *r) {
+    if (r->fd >= 0)
+        close(r->fd); /* the runner's stdin ends: it exits */
+    r->fd = -1;
+    dk_cont_pump_clear(&r->p);
+}
+
+int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct dk_runner *r,
+                     pid_t init_host_pid, const json_t *keep, const long *keep_host, size_t nkeep,
+                     struct cont_result *res, uint64_t deadline, struct pl_error *err) {
     const struct pl_run_request *req = in->project;
     res->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*res->steps));
     if (!res->steps)
@@ -493,16 +516,6 @@ int dk_session_steps(struct docker_state *s, const struct cont_input *in, const 
     PL_CLEANUP(pl_buf_free) struct pl_buf pre = {0};
     if (!hs || pl_buf_printf(&pre, "%zu\n%s", strlen(hs), hs) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    char user[32];
-    dk_run_user(s, user);
-    PL_AUTO_CLOSE int fd = -1;
-    PL_CLEANUP(dk_cont_pump_clear) struct cont_pump p = {.exec = true};
-    if (dk_exec_start(s, id, user, dk_agent_cmd("steps", NULL), NULL, true, &fd, p.exec_id,
-                      err) < 0)
-        return -1;
-    snprintf(p.id, sizeof(p.id), "%s", id);
-    if (pl_fd_set_nonblock(fd) < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "fcntl: %s", strerror(errno));
     /* The host's check spares the runner too: its pid is learnt once the
      * first step's markers came (the engine may not know it at the start). */
     long spare[3];
@@ -512,20 +525,20 @@ int dk_session_steps(struct docker_state *s, const struct cont_input *in, const 
     spare[nspare++] = 0;
     struct attached a = {.s = s,
                          .in = &sin,
-                         .p = &p,
+                         .p = &r->p,
                          .res = res,
-                         .fd = fd,
+                         .fd = r->fd,
                          .deadline = deadline,
                          .init_host_pid = init_host_pid,
                          .session = true,
                          .keep = spare,
                          .nkeep = nspare,
                          .preamble = &pre};
-    struct steps_run t = {.s = s, .in = &sin, .id = id, .res = res, .deadline = deadline};
+    struct steps_run t = {.s = s, .in = &sin, .id = r->p.id, .res = res, .deadline = deadline};
     for (size_t i = 0; i < req->project.nsteps; i++) {
         int rc = attached_step(&a, i, &t, err);
         if (rc <= 0)
-            return rc; /* the runner's stdin ends with fd: it exits */
+            return rc;
     }
     return 0;
 }

@@ -87,8 +87,8 @@ static void *cleaner_main(void *arg) {
     snprintf(ipc, sizeof(ipc), "%ld", d->ipc_last);
     char *keep_s = json_dumps(keep, JSON_COMPACT);
     json_decref(keep);
-    json_t *cmd = keep_s ? json_pack("[s, s, s, s, s, s, s]", "python3", "-I", "-c", pl_docker_session_agent,
-                                     "cleanup", keep_s, ipc)
+    json_t *cmd = keep_s ? json_pack("[s, s, s, s, s, s, s]", "python3", "-I", "-c",
+                                     pl_docker_session_agent, "cleanup", keep_s, ipc)
                          : NULL;
     json_t *j = NULL;
     struct pl_error err = {0};
@@ -380,10 +380,11 @@ static int session_files(struct docker_state *s, struct dsession *d, const struc
     p.dx.out.cap = p.dx.err.cap = 4096;
     char user[32];
     dk_run_user(s, user);
-    int rc = hdr.data ? dk_exec_in(s, d->id, user,
-                                   json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap),
-                                   NULL, &in, &p, &res, err)
-                      : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    int rc = hdr.data
+                 ? dk_exec_in(s, d->id, user,
+                              json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap),
+                              NULL, &in, &p, &res, err)
+                 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     const struct pl_buf *why = &p.dx.err.kept;
     if (rc == 0) {
         *ret_timed_out = res.timed_out;
@@ -485,6 +486,14 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
                            struct cont_result *res, struct pl_error *err) {
     uint64_t deadline = pl_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
     bool timed_out = false;
+    /* Under runc, more than one step: one runner for them all, started
+     * first so that its start overlaps the files' exec.  One step costs
+     * less as an exec of its own (the runner's Python start is more than
+     * an exec's price: docs/sessions.md, "A project call"). */
+    PL_CLEANUP(dk_runner_end) struct dk_runner runner = {.fd = -1};
+    bool one_exec = !s->hv.runsc && req->project.nsteps > 1;
+    if (one_exec && dk_runner_start(s, d->id, &runner, err) < 0)
+        return -1;
     if (session_files(s, d, req->project.files, req->project.nfiles, deadline, res->files_failed,
                       sizeof(res->files_failed), &timed_out, err) < 0)
         return -1;
@@ -503,8 +512,8 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
         }
     if (ctx->broker)
         in->step_env = "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME;
-    if (!s->hv.runsc && kept && json_array_size(kept) == nkeep)
-        return dk_session_steps(s, in, d->id, d->init_pid, kept, keep, nkeep, res, deadline, err);
+    if (one_exec && kept && json_array_size(kept) == nkeep)
+        return dk_session_steps(s, in, &runner, d->init_pid, kept, keep, nkeep, res, deadline, err);
     return dk_project_steps(s, in, d->id, res, deadline, d->init_pid, keep, nkeep, err);
 }
 
@@ -558,8 +567,8 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
             char user[32];
             dk_run_user(s, user);
             rc = dk_exec_in(s, d->id, user,
-                            json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap), env, &in,
-                            &p, &res, err);
+                            json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap),
+                            env, &in, &p, &res, err);
             res.exit_code = res.exit_code < 0 ? 137 : res.exit_code;
         }
         if (rc == 0)

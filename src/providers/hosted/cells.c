@@ -175,10 +175,11 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
         if (in->fresh)
             ret->interpreter_started = true;
         in->fresh = false;
-        const char *argv[] = {"python3", "-I", "-c", pl_docker_session_agent,
+        const char *argv[] = {"python3", "-I",     "-c",        pl_docker_session_agent,
                               "vmcell",  in->name, PH_CELL_FILE};
         process_free(&p);
-        if (process(ops, ud, argv, sizeof(argv) / sizeof(argv[0]), deadline, ctx->output_bytes, ctx->sink, &p, err) < 0) {
+        if (process(ops, ud, argv, sizeof(argv) / sizeof(argv[0]), deadline, ctx->output_bytes,
+                    ctx->sink, &p, err) < 0) {
             process_free(&p);
             return -1;
         }
@@ -293,7 +294,8 @@ int ph_prove_session(const struct ph_session_ops *so, void *state, const char *w
     if (rc == 0)
         rc = so->resume(state, h, err);
     const char *look[] = {"python3", "-I", "-c", ph_guest_session_look};
-    struct pl_step steps2[] = {{.name = "look", .argv = look, .argc = sizeof(look) / sizeof(look[0])}};
+    struct pl_step steps2[] = {
+        {.name = "look", .argv = look, .argc = sizeof(look) / sizeof(look[0])}};
     struct pl_run_request second = {.kind = PL_PAYLOAD_PROJECT};
     second.project.steps = steps2;
     second.project.nsteps = 1;

@@ -94,7 +94,8 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
     int code = 0;
     if (rc == 0) {
         const char *argv[] = {"python3", "-I", "-c", osh_guest_walls};
-        rc = osh_command(s, &sb, argv, sizeof(argv) / sizeof(argv[0]), 30000, out, sizeof(out), &code, err);
+        rc = osh_command(s, &sb, argv, sizeof(argv) / sizeof(argv[0]), 30000, out, sizeof(out),
+                         &code, err);
         if (rc == 0 && code != 0)
             rc = pl_error_set(err, PL_REASON_INTERNAL, "the walls' test exited %d", code);
         if (rc == 0)
@@ -120,7 +121,8 @@ int osh_prove(struct osh_state *s, struct pl_error *err) {
                              NULL, 0, err);
         const char *check[] = {"python3", "-I", "-c", osh_guest_orphans};
         if (rc == 0)
-            rc = osh_command(s, &sb, check, sizeof(check) / sizeof(check[0]), 15000, out, sizeof(out), &code, err);
+            rc = osh_command(s, &sb, check, sizeof(check) / sizeof(check[0]), 15000, out,
+                             sizeof(out), &code, err);
         if (rc == 0 && (code != 0 || strcmp(out, "none\n") != 0))
             rc = pl_error_set(err, PL_REASON_INTERNAL,
                               "the processes of a command %s are still there after the "

@@ -23,7 +23,8 @@ static int read_baseline(struct osh_state *s, struct osh_sandbox *sb, struct pl_
     const char *argv[] = {"python3", "-I", "-c", ph_own_processes};
     char out[1024];
     int code = 0;
-    if (osh_command(s, sb, argv, sizeof(argv) / sizeof(argv[0]), 15000, out, sizeof(out), &code, err) < 0)
+    if (osh_command(s, sb, argv, sizeof(argv) / sizeof(argv[0]), 15000, out, sizeof(out), &code,
+                    err) < 0)
         return -1;
     if (code != 0)
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -146,8 +147,8 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
 int osh_cleanup(struct osh_state *s, const struct osh_sandbox *sb, const char *keep,
                 uint64_t deadline, const char *after, char *ret_alive, size_t alive_size,
                 struct pl_error *err) {
-    const char *argv[5 + OSH_MAX_BASELINE + OSH_MAX_KEEP] = {"python3", "-I", "-c", ph_end_user_processes,
-                                                             "self"};
+    const char *argv[5 + OSH_MAX_BASELINE + OSH_MAX_KEEP] = {"python3", "-I", "-c",
+                                                             ph_end_user_processes, "self"};
     size_t argc = 5;
     for (size_t i = 0; i < sb->nbaseline; i++)
         argv[argc++] = sb->baseline[i];

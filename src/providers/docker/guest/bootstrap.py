@@ -321,19 +321,7 @@ def run_steps(token):
     # Nothing is imported from here on, and /work (the project's files,
     # the guest's) is never searched for a module.
     sys.path[:] = [d for d in sys.path if d and not d.startswith(("/work", "/tmp"))]
-    null = os.open("/dev/null", os.O_RDONLY)
-    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
-    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    base = dict(os.environ)
-    while True:
-        got = step_command(token, base)  # steps_common.py
-        if got is None:
-            os._exit(0)  # stdin ended: the daemon is done with the steps
-        argv, end, env = got
-        code = spawn_step(argv, env, null, sigs)
-        end_all()
-        drain_stdin()
-        mark_end(end, code)
+    serve_steps(token, end_all)  # steps_common.py
 
 
 def project(h):

@@ -37,15 +37,6 @@
 #                   "work_size", "tmp_used", "ipc_removed", "ipc_last"}; exit
 #                   0.  IPC is the highest System V id seen by the last
 #                   cleanup (gVisor lists none: ids are probed up to it).
-#   steps           trusted, as the calls' group, under runc: a project
-#                   call's steps (docs/sessions.md, "A project call").
-#                   stdin: a header line as the bootstrap's ({"token",
-#                   "keep": [[pid, start], ...]}), then the steps, each
-#                   as the bootstrap takes them in a project's own
-#                   container; each is started here, and once it ended
-#                   every process but PID 1, this one and the kept ones is
-#                   ended (as the cleanup does) before the step's end
-#                   marker goes to both streams.  Exits 0 when stdin ends.
 #   ps              debugging: a JSON list of the container's processes.
 #   vmlaunch LANG NAME, vmcell NAME FILE
 #                   the same interpreters in a hosted VM (e2b), reached
@@ -88,7 +79,7 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 
 
 seccomp_filter()  # common.py
-if MODE in ("launch", "cleanup", "interp", "steps"):
+if MODE in ("launch", "cleanup", "interp"):
     NONDUMPABLE = nondumpable()
 
 import json  # noqa: E402
@@ -135,122 +126,7 @@ def recv_frame(s, limit=MAX_CODE):
     return head[:1], data
 
 
-# ---- /proc ---------------------------------------------------------------
-
-def proc_stat(pid):
-    """(state, ppid, starttime, comm) of pid, or None when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            raw = f.read().decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return None
-    lp, rp = raw.find("("), raw.rfind(")")
-    rest = raw[rp + 2:].split()
-    # rest[0] is field 3 (state), so field N is rest[N - 3].
-    try:
-        return rest[0], int(rest[1]), int(rest[19]), raw[lp + 1:rp]
-    except (IndexError, ValueError):
-        return None
-
-
-def proc_gid(pid):
-    """The real group of pid, or None when it is gone."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("Gid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def list_pids():
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            out.append(int(name))
-    return out
-
-
-def thread_states(pid):
-    """The states of pid's threads, or None when /proc lists none (gVisor,
-    for a zombie leader whose other threads may run)."""
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return None
-    states = []
-    for tid in tids:
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as f:
-                raw = f.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        states.append(raw[raw.rfind(")") + 2:][:1])
-    return states
-
-
-def alive(pid):
-    """A process is alive while any of its threads is: a main thread that
-    exited alone reads as a zombie ("Z") while the others run on.  Linux
-    lists the threads (/proc/PID/task); gVisor lists none for a zombie
-    leader, but counts them in /proc/PID/status ("Threads: 2" while one
-    still runs, "1" once all are gone)."""
-    states = thread_states(pid)
-    if states is not None:
-        return any(t not in ("Z", "X", "x", "") for t in states)
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
-    except OSError:
-        return False
-    state = fields.get("State", "").strip()[:1]
-    try:
-        threads = int(fields.get("Threads", "0"))
-    except ValueError:
-        threads = 2  # unreadable: assume it lives
-    return state not in ("Z", "X", "x") or threads > 1
-
-
-def end_all(spare):
-    """Stop, then kill, every process for which spare(pid) is false, until
-    none is alive.  Killing does not depend on the state /proc shows: a
-    zombie with a live thread dies of the SIGKILL, a true zombie ignores it.
-    Returns the pids still alive after ten rounds."""
-    def others():
-        return [p for p in list_pids() if not spare(p) and alive(p)]
-
-    left = others()
-    rounds = 0
-    while left and rounds < 10:
-        rounds += 1
-        # Stop everything first, rescanning until no new process shows up,
-        # so nothing forks during the kill.
-        stopped = set()
-        for _ in range(50):
-            fresh = [p for p in left if p not in stopped]
-            if not fresh:
-                break
-            for p in fresh:
-                try:
-                    os.kill(p, signal.SIGSTOP)
-                except OSError:
-                    pass
-                stopped.add(p)
-            left = others()
-        for p in stopped | set(left):
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-        for _ in range(40):
-            left = others()
-            if not left:
-                break
-            time.sleep(0.005)
-    return left
-
+# The /proc readers and end_all are procs.py's (the build puts it first).
 
 # ---- main ----------------------------------------------------------------
 
@@ -859,14 +735,7 @@ def mode_cleanup(args):
             keep[int(pid)] = int(start)
         last_ipc = int(args[1]) if len(args) > 1 else 0
 
-        def spared(pid):
-            if pid in (1, me):
-                return True
-            if pid not in keep:
-                return False
-            st = proc_stat(pid)
-            return st is not None and st[2] == keep[pid]
-
+        spared = kept_only(keep, me)
         left = end_all(spared)
         kept_alive = [[p, s] for p, s in sorted(keep.items()) if spared(p) and alive(p)]
         # Dead but not yet reaped (a kept interpreter's child it has not
@@ -890,58 +759,6 @@ def mode_cleanup(args):
     os._exit(0)
 
 
-def mode_steps(args):
-    """A session's project steps under runc, one exec for the call rather
-    than one per step.  This process is not dumpable and none of its
-    descriptors can be opened by another role (Linux: another group) or by
-    the steps (not dumpable): the next step's command, its nonce among it,
-    is read here alone.  The daemon sends it only after the host saw the
-    container hold nothing but PID 1, this process and the kept
-    interpreters, which cannot open this one's stdin."""
-    import ctypes
-    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here
-    n = read_line(16)
-    try:
-        h = json.loads(read_exact(int(n)))
-        token = h["token"]
-        keep = {int(p): int(s) for p, s in h["keep"]}
-    except (ValueError, KeyError, TypeError):
-        os._exit(70)
-    me = os.getpid()
-
-    def spared(pid):
-        if pid in (1, me):
-            return True
-        if pid not in keep:
-            return False
-        st = proc_stat(pid)
-        return st is not None and st[2] == keep[pid]
-
-    null = os.open("/dev/null", os.O_RDONLY)
-    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
-    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    base = dict(os.environ)
-    while True:
-        got = step_command(token, base)  # steps_common.py
-        if got is None:
-            os._exit(0)
-        argv, end, env = got
-        code = spawn_step(argv, env, null, sigs)
-        left = end_all(spared)
-        while True:  # reap what the kill left to this subreaper
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
-        if left:
-            write_all(2, ("plimsoll: processes of the step could not be ended: %s\n"
-                          % sorted(left)[:8]).encode())
-            os._exit(72)  # no marker: the step's result is not given
-        drain_stdin()
-        mark_end(end, code)
-
-
 def mode_ps(args):
     out = []
     for pid in sorted(list_pids()):
@@ -959,8 +776,6 @@ def entry():
         mode_cleanup(args)
     elif MODE == "ps":
         mode_ps(args)
-    elif MODE == "steps":
-        mode_steps(args)
     elif MODE == "vmlaunch":
         mode_vmlaunch(args)
     elif MODE == "vmcell" and len(args) == 2:

@@ -59,6 +59,27 @@ def step_command(token, base):
     return argv, end, env
 
 
+def serve_steps(token, end_others):
+    """Run the steps the daemon sends on stdin, one at a time, until stdin
+    ends (exit 0): start each, and once it ended, end_others() (everything
+    else of the step's is ended and reaped), drop what a guest wrote into
+    stdin, and write the step's end marker.  Every signal stays blocked
+    here; the steps get them at their defaults."""
+    null = os.open("/dev/null", os.O_RDONLY)
+    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    base = dict(os.environ)
+    while True:
+        got = step_command(token, base)
+        if got is None:
+            os._exit(0)  # stdin ended: the daemon is done with the steps
+        argv, end, env = got
+        code = spawn_step(argv, env, null, sigs)
+        end_others()
+        drain_stdin()
+        mark_end(end, code)
+
+
 def spawn_step(argv, env, null, sigs):
     """Start a step in a session of its own, stdin /dev/null, the signals
     this process blocks unblocked and at their defaults; wait for it.  Its
