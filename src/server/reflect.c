@@ -237,7 +237,15 @@ static int put_error(struct pl_buf *b, unsigned code, const char *what, const ui
     struct pl_buf m = {0};
     int r = pl_buf_put_varint(&e, 1 << 3 | 0);
     r |= pl_buf_put_varint(&e, code);
-    r |= pl_buf_printf(&m, "%s%.*s", what, (int)(n > 200 ? 200 : n), (const char *)name);
+    /* At most 200 bytes of the name, cut before a character, not inside
+     * one: the message is a proto string (UTF-8), and Connect's JSON form
+     * of it must stay readable. */
+    if (n > 200) {
+        n = 200;
+        while (n > 0 && (name[n] & 0xc0) == 0x80)
+            n--;
+    }
+    r |= pl_buf_printf(&m, "%s%.*s", what, (int)n, (const char *)name);
     if (r == 0)
         r = pl_buf_put_pb_bytes(&e, 2, m.data, m.len);
     if (r == 0)
