@@ -468,17 +468,8 @@ static int attached_project(struct docker_state *s, const struct cont_input *in,
     return 0;
 }
 
-/*
- * A session's project steps under runc (docs/sessions.md, "A project
- * call"): one exec of the step runner (guest/session_steps.py), as the
- * calls' group, for all of them.  It takes each step on its stdin as a project's
- * bootstrap does, and ends every process but PID 1, itself and the kept
- * interpreters (keep: [[pid, start], ...] in the sandbox) before each
- * step's end marker; the host then sees the container's cgroup hold only
- * PID 1 (init_host_pid), the runner and the kept interpreters (keep_host)
- * before the next step is sent.  The runner's stdin is open to no other
- * process: it is not dumpable, and the interpreters' group differs.
- */
+/* A session's step runner, started (its stdin open, nothing sent yet) and
+ * ended (its stdin closed: it exits); dk_session_steps runs the steps. */
 int dk_runner_start(struct docker_state *s, const char *id, struct dk_runner *r,
                     struct pl_error *err) {
     char user[32];
@@ -501,6 +492,17 @@ void dk_runner_end(struct dk_runner *r) {
     dk_cont_pump_clear(&r->p);
 }
 
+/*
+ * A session's project steps under runc (docs/sessions.md, "A project
+ * call"): one exec of the step runner (guest/session_steps.py), as the
+ * calls' group, for all of them.  It takes each step on its stdin as a
+ * project's bootstrap does, and ends every process but PID 1, itself and
+ * the kept interpreters (keep: [[pid, start], ...] in the sandbox) before
+ * each step's end marker; the host then sees the container's cgroup hold only
+ * PID 1 (init_host_pid), the runner and the kept interpreters (keep_host)
+ * before the next step is sent.  The runner's stdin is open to no other
+ * process: it is not dumpable, and the interpreters' group differs.
+ */
 int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct dk_runner *r,
                      pid_t init_host_pid, const json_t *keep, const long *keep_host, size_t nkeep,
                      struct cont_result *res, uint64_t deadline, struct pl_error *err) {
