@@ -188,6 +188,28 @@ COUNT = ("import os\n"
          "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and\n"
          "             int(p) not in (1, me, os.getppid()) and gid(p) == os.getgid()))")
 
+# What a step inherits from its runner (the step's parent: PID 1, or a
+# session's runner), changed from outside by an earlier step: soft limits
+# and CPUs, which the runner puts back, or what only a privilege could undo.
+INHERITED = ("import os, resource\n"
+             "print(resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit("
+             "resource.RLIMIT_STACK), os.getpriority(os.PRIO_PROCESS, 0),"
+             " sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0))")
+RESTORABLE = ("import os, resource\n"
+              "p = os.getppid()\n"
+              "hard = resource.prlimit(p, resource.RLIMIT_NOFILE)[1]\n"
+              "resource.prlimit(p, resource.RLIMIT_NOFILE, (16, hard))\n"
+              "resource.prlimit(p, resource.RLIMIT_CORE, (0, resource.prlimit(p, "
+              "resource.RLIMIT_CORE)[1]))\n"
+              "os.sched_setaffinity(p, {0})\n"
+              "print('changed', resource.prlimit(p, resource.RLIMIT_NOFILE))")
+LASTING = ("import os, resource\n"
+           "p = os.getppid()\n"
+           "resource.prlimit(p, resource.RLIMIT_STACK, (65536, 65536))\n"
+           "os.setpriority(os.PRIO_PROCESS, p, 19)\n"
+           "print('changed', resource.prlimit(p, resource.RLIMIT_STACK))")
+
+
 class HostileProjects(DockerDaemon):
     INSTANCE = "hostile-projects-"  # per_runtime sets RUNTIME
     SETTINGS = {"SANDBOX_OUTPUT_BYTES": "65536"}
@@ -319,6 +341,35 @@ class HostileProjects(DockerDaemon):
         self.assertEqual(b["outcome"], "completed", b)
         self.assertEqual(b["steps"][0]["stdout"], "hidden\n", b)
         self.assertEqual(b["steps"][1]["stdout"], "[]\n", b)
+
+    def test_what_a_step_changes_of_its_runner_reaches_no_later_step(self):
+        steps = [{"name": "before", "argv": ["python3", "-c", INHERITED]},
+                 {"name": "change", "argv": ["python3", "-c", RESTORABLE]},
+                 {"name": "after", "argv": ["python3", "-c", INHERITED]},
+                 {"name": "lasting", "argv": ["python3", "-c", LASTING]},
+                 {"name": "refused", "argv": ["python3", "-c", "print('must not run')"]},
+                 {"name": "never", "argv": ["true"]}]
+        status, b = self.run_project({"project": {"steps": steps}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual(b["outcome"], "completed", b)
+        got = [(s["name"], s["exit_code"]) for s in b["steps"]]
+        self.assertEqual(got, [("before", 0), ("change", 0), ("after", 0), ("lasting", 0),
+                               ("refused", 126)], b)
+        self.assertEqual(b["steps"][1]["stdout"], "changed (16, 1024)\n", b)
+        # The soft limits and CPUs were put back: the next step inherits
+        # what the first did.
+        self.assertEqual(b["steps"][2]["stdout"], b["steps"][0]["stdout"], b)
+        # A lowered hard limit and a raised nice value cannot be put back
+        # unprivileged: the next step is not run, and says why.
+        self.assertEqual(b["steps"][3]["stdout"], "changed (65536, 65536)\n", b)
+        refused = b["steps"][4]
+        self.assertEqual(refused["stdout"], "", b)
+        self.assertIn("an earlier step changed what every step inherits", refused["stderr"], b)
+        # (gVisor lets the runner lower its nice value again: put back.)
+        self.assertRegex(refused["stderr"], r"\(RLIMIT_STACK(, nice value)?\)", b)
+        if self.RUNTIME == "runc":
+            self.assertIn("(RLIMIT_STACK, nice value)", refused["stderr"], b)
+        self.assertIn("step 5 (refused) exited 126", b["detail"], b)
 
 
 HostileProjectsRunc, HostileProjectsRunsc = per_runtime(HostileProjects)

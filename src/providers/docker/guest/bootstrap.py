@@ -51,6 +51,8 @@ def b64(data):
 
 
 import signal  # noqa: E402 - supervise's, loaded while the container waits
+import ctypes  # noqa: E402,F401 - steps_common.py's, likewise
+import resource  # noqa: E402,F401 - steps_common.py's, likewise
 
 
 def start_child(start):

@@ -20,7 +20,9 @@
 # descriptors, so the next step's command, its nonce among it, is read here
 # alone.  The daemon sends it only after the host saw the container hold
 # nothing but PID 1, this process and the kept interpreters.
+import ctypes  # noqa: F401 - steps_common.py's put_back, with resource
 import json
+import resource  # noqa: F401
 import signal
 import time  # noqa: F401 - procs.py's end_all sleeps with it
 

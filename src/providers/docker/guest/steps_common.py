@@ -69,12 +69,21 @@ def serve_steps(token, end_others):
     sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
     signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     base = dict(os.environ)
+    held = inherited()
     while True:
         got = step_command(token, base)
         if got is None:
             os._exit(0)  # stdin ended: the daemon is done with the steps
         argv, end, env = got
-        code = spawn_step(argv, env, null, sigs)
+        why = put_back(held)
+        if why:
+            write_all(2, ("plimsoll: an earlier step changed what every step inherits from "
+                          "this sandbox's step runner (%s), and it cannot be put back without a "
+                          "privilege the sandbox does not have: this step is not run\n"
+                          % why).encode())
+            code = 126
+        else:
+            code = spawn_step(argv, env, null, sigs)
         end_others()
         drain_stdin()
         mark_end(end, code)
@@ -92,3 +101,66 @@ def spawn_step(argv, env, null, sigs):
     except OSError as e:
         write_all(2, ("plimsoll: %s: %s\n" % (argv[0], e.strerror)).encode())
         return 127 if e.errno == 2 else 126
+
+
+# ---- what a step inherits from the runner ---------------------------------
+#
+# Another process of the steps' uid can change this process's resource
+# limits (prlimit), nice value (setpriority), CPUs (sched_setaffinity),
+# scheduling policy (sched_setscheduler) and I/O priority (ioprio_set)
+# without reaching its memory or descriptors, and every later step would
+# inherit them.  So they are taken before the first step and put back before
+# each later one; what cannot be put back without a privilege (a lowered
+# hard limit, a raised nice value, SCHED_IDLE) refuses the step instead.
+# The programs import resource and ctypes before any guest code exists.
+
+IOPRIO_CALLS = {"x86_64": (251, 252), "aarch64": (30, 31)}.get(os.uname().machine)
+
+
+def io_priority(value=None):
+    """This process's I/O priority (ioprio_get), or set it to value; None
+    where the call is not known or not implemented."""
+    if IOPRIO_CALLS is None:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    if value is not None:
+        libc.syscall(IOPRIO_CALLS[0], 1, 0, value)  # IOPRIO_WHO_PROCESS, this process
+    got = libc.syscall(IOPRIO_CALLS[1], 1, 0)
+    return None if got < 0 else got
+
+
+def inherited():
+    """What a step inherits from this process and another process of the
+    same uid can change: every resource limit, the nice value, the CPUs,
+    the scheduling policy and priority, the I/O priority."""
+    names = [k for k in dir(resource) if k.startswith("RLIMIT_") and k != "RLIMIT_OFILE"]
+    return {"limits": {k: resource.getrlimit(getattr(resource, k)) for k in names},
+            "nice": os.getpriority(os.PRIO_PROCESS, 0), "cpus": os.sched_getaffinity(0),
+            "policy": (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
+            "io": io_priority()}
+
+
+def put_back(held):
+    """Put back what was changed of inherited() since held: None when all
+    of it holds again, else what still differs."""
+    for k, lim in held["limits"].items():
+        if resource.getrlimit(getattr(resource, k)) != lim:
+            try:
+                resource.setrlimit(getattr(resource, k), lim)
+            except (OSError, ValueError):
+                pass
+    for put in (lambda: os.setpriority(os.PRIO_PROCESS, 0, held["nice"]),
+                lambda: os.sched_setaffinity(0, held["cpus"]),
+                lambda: os.sched_setscheduler(0, held["policy"][0],
+                                              os.sched_param(held["policy"][1])),
+                lambda: io_priority(held["io"])):
+        try:
+            put()
+        except OSError:
+            pass
+    now = inherited()
+    differ = [k for k, lim in held["limits"].items() if now["limits"][k] != lim]
+    differ += [name for k, name in (("nice", "nice value"), ("cpus", "CPUs"),
+                                    ("policy", "scheduling policy"), ("io", "I/O priority"))
+               if now[k] != held[k]]
+    return ", ".join(differ) or None
