@@ -286,7 +286,10 @@ to `Run`, the second such call after the daemon started:
 So what is left of a step is PID 1's spawn of the program and its
 kill-and-reap, plus the program itself: a `python3` step costs its own
 start (tens of milliseconds here under runc, more under gVisor, whose
-`execve` and many small file opens are each a trip through its kernel).
+`execve` and many small file opens are each a trip through its kernel),
+except a pooled container's first step, whose Python started with the
+container and waited for it
+([providers/docker.md](providers/docker.md#the-first-step-waits)).
 Under runsc the daemon reads no `runsc ps` between steps (70–110 ms each
 here: `time runsc --root /run/docker/runtime-runc/moby ps --format json <id>`
 six times against a running runsc container): the proof between steps is

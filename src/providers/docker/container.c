@@ -361,11 +361,10 @@ int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pum
 }
 
 /* Create a container with the run configuration; its ID into ret_id.
- * waiters: its bootstrap starts the interpreters waiting (a warm snippet
- * container's). */
+ * waiters: what its bootstrap starts waiting (dk_container_config). */
 int dk_create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                        const char *run_id, const char *socket_dir, bool waiters, char ret_id[72],
-                        struct pl_error *err) {
+                        const char *run_id, const char *socket_dir, const char *waiters,
+                        char ret_id[72], struct pl_error *err) {
     char path[256];
     json_t *cfg = dk_container_config(s, image_id, memory_mb, run_id, socket_dir, waiters);
     if (!cfg)

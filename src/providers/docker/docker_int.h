@@ -49,6 +49,8 @@
  *   guest/wait_main.py      the Python waiter a warm container keeps until
  *                           the run's code arrives (in bootstrap.py)
  *   guest/wait_main.js      the same for Node (in bootstrap.py)
+ *   guest/step_wait.py      a project's first step, waiting in a warm
+ *                           project container (in bootstrap.py)
  *   guest/session_main.py   a session container's PID 1: runs no guest
  *                           code, reaps orphans
  *   guest/session_agent.py  a session's execs: an interpreter's launch and
@@ -427,11 +429,11 @@ int dk_kill_container(struct docker_state *s, const char *id);
 int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
             struct cont_result *res, int fd, uint64_t deadline_ns, struct pl_error *err);
 /* Create a container with the run configuration (dk_container_config),
- * its id into ret_id.  waiters: its bootstrap starts the interpreters
- * waiting (a warm snippet container's).  The caller deletes it. */
+ * its id into ret_id.  waiters: what its bootstrap starts waiting
+ * (dk_container_config), or NULL.  The caller deletes it. */
 int dk_create_container(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                        const char *run_id, const char *socket_dir, bool waiters, char ret_id[72],
-                        struct pl_error *err);
+                        const char *run_id, const char *socket_dir, const char *waiters,
+                        char ret_id[72], struct pl_error *err);
 /* End every process of container id but its PID 1 (init_host_pid, runc)
  * and keep's, from the host, and see only those remain; dead (runsc) names
  * unreaped zombies gVisor still lists.  Waits 5 s at most; *ret_killed
@@ -635,7 +637,7 @@ void dk_user_spec(const struct docker_settings *st, unsigned gid_off, char buf[3
  * reference, or NULL when out of memory.  socket_dir, when set, is mounted
  * read-only at /run/plimsoll. */
 json_t *dk_container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                            const char *run_id, const char *socket_dir, bool waiters);
+                            const char *run_id, const char *socket_dir, const char *waiters);
 /* "uid:gid" of the sandbox's runs (GID_RUN). */
 void dk_run_user(struct docker_state *s, char buf[32]);
 /* The container's security settings as a digest (ret_fp), and whether it

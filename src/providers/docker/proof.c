@@ -358,7 +358,7 @@ static int hostview_check(struct docker_state *s, const char *id, struct pl_erro
 int dk_hostview_discover(struct docker_state *s, struct pl_error *err) {
     char run_id[40] = "hostview-", id[72] = "";
     pl_random_hex(run_id + 9, sizeof(run_id) - 9, 8);
-    if (dk_create_container(s, s->snippet_id, s->default_memory_mb, run_id, NULL, false, id, err) <
+    if (dk_create_container(s, s->snippet_id, s->default_memory_mb, run_id, NULL, NULL, id, err) <
         0)
         return -1;
     int rc = hostview_check(s, id, err);

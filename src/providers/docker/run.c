@@ -414,8 +414,10 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
     return code == 0 ? 1 : 0;
 }
 
-/* PID 1's host pid: the one process in the container's cgroup before any
- * step ran (runc); 0 under runsc, whose cgroup holds gVisor's own. */
+/* PID 1's host pid: the process whose pid in the container is 1, before
+ * any step ran, when the cgroup holds it alone or beside the first step's
+ * waiter (a pooled container's, bootstrap.py) (runc); 0 under runsc,
+ * whose cgroup holds gVisor's own. */
 static int bootstrap_host_pid(struct docker_state *s, const char *id, pid_t *ret,
                               struct pl_error *err) {
     *ret = 0;
@@ -426,13 +428,14 @@ static int bootstrap_host_pid(struct docker_state *s, const char *id, pid_t *ret
     pid_t *procs = NULL;
     size_t n = 0;
     int r = pl_hostview_procs(&s->hv, cg, &procs, &n);
-    if (r == 0 && n == 1)
-        *ret = procs[0];
+    for (size_t i = 0; r == 0 && n <= 2 && i < n; i++)
+        if (pl_hostview_ns_pid(procs[i]) == 1)
+            *ret = procs[i];
     free(procs);
     if (*ret <= 0)
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "the project's container holds %zu processes before its first step, "
-                            "not its bootstrap alone",
+                            "not its bootstrap (and the first step's waiter)",
                             r == 0 ? n : 0);
     return 0;
 }
@@ -629,8 +632,8 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
         /* A warm container: created and started already, its bootstrap
          * blocked on stdin.  The run begins when we attach. */
         memcpy(p->id, in->warm_id, sizeof(p->id));
-    } else if (dk_create_container(s, in->image_id, in->memory_mb, in->run_id, in->socket_dir,
-                                   false, p->id, err) < 0) {
+    } else if (dk_create_container(s, in->image_id, in->memory_mb, in->run_id, in->socket_dir, NULL,
+                                   p->id, err) < 0) {
         return -1;
     }
     /* Whichever way this leaves, the container goes to the reaper, after

@@ -224,7 +224,7 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
         return -1;
     }
     PL_AUTO_JSON json_t *cfg =
-        dk_container_config(s, s->project_id, memory_mb, run_id, d->dir, false);
+        dk_container_config(s, s->project_id, memory_mb, run_id, d->dir, NULL);
     if (!cfg)
         return pl_error_set(err, PL_REASON_INTERNAL, "docker: out of memory");
     /* A run's walls; the main process (session_main.py) runs no guest

@@ -185,11 +185,12 @@ void dk_user_spec(const struct docker_settings *st, unsigned gid_off, char buf[3
  * The run configuration, shared by runs and by the startup proof so the
  * proof tests exactly what runs get.  socket_dir, when set, is bind-mounted
  * read-only at /run/plimsoll (where a run's broker socket will live);
- * waiters adds the bootstrap's argument that starts the interpreters
- * waiting (a warm snippet container's; bootstrap.py).
+ * waiters, when set, is the bootstrap's argument that starts what waits
+ * with a warm container: "waiters" a snippet's interpreters, "step" a
+ * project's first step (bootstrap.py).
  */
 json_t *dk_container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
-                            const char *run_id, const char *socket_dir, bool waiters) {
+                            const char *run_id, const char *socket_dir, const char *waiters) {
     const struct docker_settings *st = &s->set;
     json_t *sec = json_array();
     json_array_append_new(sec, json_string("no-new-privileges:true"));
@@ -230,7 +231,7 @@ json_t *dk_container_config(struct docker_state *s, const char *image_id, unsign
     json_t *labels = json_pack("{s:s, s:s}", LABEL_INSTANCE, st->instance, LABEL_RUN, run_id);
     json_t *cmd = json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap);
     if (waiters)
-        json_array_append_new(cmd, json_string("waiters"));
+        json_array_append_new(cmd, json_string(waiters));
     json_t *env = json_pack("[s, s, s, s]", "HOME=/tmp", "PYTHONUNBUFFERED=1",
                             "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8");
     if (socket_dir)

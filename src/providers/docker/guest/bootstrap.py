@@ -169,6 +169,50 @@ def end_waiters(waiters):
     waiters.clear()
 
 
+def spawn_step_waiter():
+    """Start the first step's waiter (step_wait.py, put before this file as
+    WAIT_STEP) as serve_steps starts a step, plus its fd 3: {"step": (pid,
+    the pipe)}, or {} when it cannot start (the first step then starts as
+    every other)."""
+    null = os.open("/dev/null", os.O_RDONLY)
+    r, w = os.pipe()
+    if r == 3:  # the child's dup2 onto itself would keep close-on-exec
+        r, old = os.dup(r), r
+        os.close(old)
+    sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
+    try:
+        pid = os.posix_spawnp("python3", ["python3", "-c", WAIT_STEP], os.environ,
+                              file_actions=[(os.POSIX_SPAWN_DUP2, null, 0),
+                                            (os.POSIX_SPAWN_DUP2, r, 3)],
+                              setsid=True, setsigmask=(), setsigdef=sigs)
+        got = {"step": (pid, w)}
+    except OSError:
+        os.close(w)
+        got = {}
+    os.close(r)
+    os.close(null)
+    return got
+
+
+def hand_step(waiter, argv, env):
+    """The first step, handed to its waiter: its status once it ended, or
+    None when the waiter is gone (it is reaped; the step then starts as
+    every other)."""
+    pid, w = waiter
+    fields = [str(len(argv))] + argv + ["%s=%s" % kv for kv in env.items()]
+    try:
+        if any("\0" in f for f in fields):
+            raise OSError("not for the waiter")
+        write_all(w, "\0".join(fields).encode("utf-8", "surrogateescape"))
+    except (OSError, UnicodeError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return None
+    finally:
+        os.close(w)
+    return status_code(os.waitpid(pid, 0)[1])
+
+
 def hand_over(waiter):
     """Say "go" to a waiter: its pid, or None when it is gone (then the
     guest is started by exec)."""
@@ -311,7 +355,7 @@ def hold():
         signal.sigtimedwait({signal.SIGCHLD}, 1.0)
 
 
-def run_steps(token):
+def run_steps(token, waiter):
     """The project's steps (docs/providers/docker.md, "A project"): read a
     step from stdin, start it, and once it ended, end everything else
     before its end marker goes to both streams.  The daemon sends a step
@@ -322,10 +366,13 @@ def run_steps(token):
     without the project's token ends the sandbox: 71."""
     # /work (the project's files, the guest's) is never searched for a
     # module: plimsolld runs this file as `python3 -I -c`.
-    serve_steps(token, end_all)  # steps_common.py
+    # The first step goes to its waiter when there is one (step_wait.py):
+    # it was started before the request, as the step would be.
+    first = (lambda argv, env: hand_step(waiter, argv, env)) if waiter else None
+    serve_steps(token, end_all, first)  # steps_common.py
 
 
-def project(h):
+def project(h, waiter):
     # The steps run here, each started by this process, which then ends
     # everything else before it writes the step's end marker; the files
     # report comes first, before any guest code exists
@@ -335,11 +382,13 @@ def project(h):
         write_files(h)
     except SetupError as e:
         emit({"setup_failed": str(e)})
+        end_waiters({"step": waiter} if waiter else {})
         hold()
     emit({"setup": "ok"})
     if "token" not in h or os.getpid() != 1:
+        end_waiters({"step": waiter} if waiter else {})
         hold()
-    run_steps(h.pop("token"))
+    run_steps(h.pop("token"), waiter)
 
 
 def files(h):
@@ -440,8 +489,13 @@ def main():
     # Made non-dumpable while the container waits, so a run does not wait
     # for it (supervise needs it; project does it again).
     nondumpable()
-    # A warm container's: the interpreters wait while the container does.
-    waiters = spawn_waiters() if sys.argv[1:] == ["waiters"] and os.getpid() == 1 else {}
+    # A warm container's: the interpreters (a snippet's) or the first step
+    # (a project's) wait while the container does.
+    waiters = {}
+    if sys.argv[1:] == ["waiters"] and os.getpid() == 1:
+        waiters = spawn_waiters()
+    elif sys.argv[1:] == ["step"] and os.getpid() == 1:
+        waiters = spawn_step_waiter()
     # The header's length on a line of its own, then the header: only those
     # few digits are read a byte at a time (each read is a system call, and
     # under gVisor a costly one).
@@ -450,8 +504,11 @@ def main():
     kind = h["kind"]
     if kind == "snippet":
         snippet(h, waiters)  # does not return
+    step = waiters.pop("step", None) if kind == "project" else None
     end_waiters(waiters)
-    handler = {"module": module, "project": project, "files": files, "probe": probe}.get(kind)
+    if kind == "project":
+        project(h, step)
+    handler = {"module": module, "files": files, "probe": probe}.get(kind)
     if handler is None:
         os._exit(70)
     handler(h)

@@ -59,12 +59,13 @@ def step_command(token, base):
     return argv, end, env
 
 
-def serve_steps(token, end_others):
+def serve_steps(token, end_others, first=None):
     """Run the steps the daemon sends on stdin, one at a time, until stdin
     ends (exit 0): start each, and once it ended, end_others() (everything
     else of the step's is ended and reaped), drop what a guest wrote into
     stdin, and write the step's end marker.  Every signal stays blocked
-    here; the steps get them at their defaults."""
+    here; the steps get them at their defaults.  first, when given, starts
+    the first step instead (its status, or None to start it as usual)."""
     null = os.open("/dev/null", os.O_RDONLY)
     sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
     signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
@@ -83,7 +84,10 @@ def serve_steps(token, end_others):
                           % why).encode())
             code = 126
         else:
-            code = spawn_step(argv, env, null, sigs)
+            code = first(argv, env) if first else None
+            if code is None:
+                code = spawn_step(argv, env, null, sigs)
+        first = None
         end_others()
         drain_stdin()
         mark_end(end, code)
