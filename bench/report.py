@@ -287,9 +287,9 @@ So what is left of a step is PID 1's spawn of the program and its
 kill-and-reap, plus the program itself: a `python3` step costs its own
 start (tens of milliseconds here under runc, more under gVisor, whose
 `execve` and many small file opens are each a trip through its kernel),
-except a pooled container's first step, whose Python started with the
-container and waited for it
-([providers/docker.md](providers/docker.md#the-first-step-waits)).
+except in a pooled container, whose first step and first two later
+`python3` steps find a Python started with the container, waiting
+([providers/docker.md](providers/docker.md#the-steps-wait)).
 Under runsc the daemon reads no `runsc ps` between steps (70–110 ms each
 here: `time runsc --root /run/docker/runtime-runc/moby ps --format json <id>`
 six times against a running runsc container): the proof between steps is

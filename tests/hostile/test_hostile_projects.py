@@ -13,6 +13,7 @@ next command, or hides processes from the cleanup, cannot change what the
 later steps report."""
 import os
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -176,17 +177,21 @@ time.sleep(0.5)
 print('hidden')
 """
 
-# Counts every process of its own group but PID 1, the runner and itself,
-# as the next step sees them (a session's kept interpreters have groups of
-# their own).
+# Counts every process of its own group but PID 1, the runner, itself and
+# a later step's waiter (its command's last word is "later": plimsoll's,
+# started before any step), as the next step sees them (a session's kept
+# interpreters have groups of their own).
 COUNT = ("import os\n"
          "me = os.getpid()\n"
          "def gid(p):\n"
          "    for line in open('/proc/%s/status' % p):\n"
          "        if line.startswith('Gid:'):\n"
          "            return int(line.split()[1])\n"
+         "def waiter(p):\n"
+         "    return open('/proc/%s/cmdline' % p, 'rb').read().split(b'\\0')[-2:] == [b'later', b'']\n"
          "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and\n"
-         "             int(p) not in (1, me, os.getppid()) and gid(p) == os.getgid()))")
+         "             int(p) not in (1, me, os.getppid()) and gid(p) == os.getgid()\n"
+         "             and not waiter(p)))")
 
 # What a step inherits from its runner (the step's parent: PID 1, or a
 # session's runner), changed from outside by an earlier step: soft limits
@@ -373,6 +378,131 @@ class HostileProjects(DockerDaemon):
 
 
 HostileProjectsRunc, HostileProjectsRunsc = per_runtime(HostileProjects)
+
+# A step against every other process it can see but PID 1: in a pooled
+# container, the later python3 steps' waiters (docs/providers/docker.md,
+# "The steps wait").  It opens what /proc lets it, writes a forged answer
+# and a forged step into what opened, and then stops, signals, kills or
+# changes the limits, nice value and CPUs of each, as argv[1] says.
+ATTACK = r"""
+import os, resource, signal, sys
+mode, me = sys.argv[1], os.getpid()
+others = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, me)]
+def fds(p):
+    try:
+        return ['fd/' + f for f in os.listdir('/proc/%d/fd' % p)]
+    except OSError:
+        return ['fd/%d' % n for n in range(8)]
+opened = set()
+for p in others:
+    for name in ['mem', 'environ'] + fds(p):
+        for how in (os.O_RDWR, os.O_WRONLY, os.O_RDONLY):
+            try:
+                fd = os.open('/proc/%d/%s' % (p, name), how | os.O_NONBLOCK)
+            except OSError:
+                continue
+            opened.add(name)
+            try:
+                os.write(fd, b'!1\0python3\0-c\0print("FORGED")')
+            except OSError:
+                pass
+            os.close(fd)
+            break
+for p in others:
+    try:
+        if mode == 'stop':
+            os.kill(p, signal.SIGSTOP)
+        elif mode == 'pending':
+            os.kill(p, signal.SIGSTOP)
+            os.kill(p, signal.SIGUSR1)
+        elif mode in ('kill', 'int'):
+            os.kill(p, signal.SIGKILL if mode == 'kill' else signal.SIGINT)
+        elif mode == 'limits':
+            resource.prlimit(p, resource.RLIMIT_NOFILE, (16, 16))
+            os.setpriority(os.PRIO_PROCESS, p, 19)
+            os.sched_setaffinity(p, {0})
+    except OSError as e:
+        print('refused', mode, e.errno)
+print('others', len(others), 'opened', sorted(n for n in opened if n.startswith('fd/') and
+                                               n not in ('fd/0', 'fd/1', 'fd/2')) + sorted(
+      n for n in opened if n == 'mem'))
+"""
+# What a step inherits and whether it ran in a waiter (its stack's depth).
+REPORT = ("import os, resource, traceback\n"
+          "print(len(traceback.extract_stack()), resource.getrlimit(resource.RLIMIT_NOFILE),"
+          " os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)))")
+
+
+class HostileStepWaiters(DockerDaemon):
+    """The later steps' waiters a pooled project container keeps beside the
+    steps: an earlier step that reaches for them changes nothing of a
+    later step's result or of what it inherits; a waiter that was stopped
+    is continued and used, one that was killed, signalled or changed is
+    not used (the step starts fresh)."""
+    INSTANCE = "hostile-waiters-"
+
+    def attacked(self, mode):
+        """(step 1's output, the two later steps' REPORTs, their depths)."""
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # a pooled container: waiters
+            desc = self.d.rpc("Describe", {})[1]
+            runs = [p for p in desc.get("pools", []) if p["name"] == "runs"]
+            if runs and runs[0]["waiting"] >= runs[0]["target"]:
+                break
+            time.sleep(0.2)
+        time.sleep(1.5)  # and its waiters started
+        steps = [{"name": "attack", "argv": ["python3", "attack.py", mode]},
+                 {"name": "two", "argv": ["python3", "-c", REPORT]},
+                 {"name": "three", "argv": ["python3", "-c", REPORT]}]
+        status, b = self.d.rpc("Run", {"project": {
+            "files": [{"path": "attack.py", "content": ATTACK}], "steps": steps}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual(b["outcome"], "completed", b)
+        self.assertEqual([s["exit_code"] for s in b["steps"]], [0, 0, 0], b)
+        # (What it wrote into a waiter's stdout and stderr, the container's
+        # own under runsc, is its own output.)
+        for s in b["steps"][1:]:
+            self.assertNotIn("FORGED", s["stdout"] + s["stderr"], b)
+        for s in b["steps"]:
+            self.assertNotIn("Traceback", s["stderr"], b)
+        later = [s["stdout"].split(" ", 1) for s in b["steps"][1:]]
+        # What the later steps inherit is the sandbox's, whatever was done.
+        self.assertEqual([r for _, r in later], [BASE_REPORT[self.RUNTIME]] * 2, b)
+        return b["steps"][0]["stdout"], [int(d) for d, _ in later]
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        status, b = cls.d.rpc("Run", {"memory_mb": 128, "project": {"steps": [
+            {"name": "base", "argv": ["python3", "-c", REPORT]}]}})
+        assert status == 200 and b["steps"][0]["exit_code"] == 0, b
+        depth, BASE_REPORT[cls.RUNTIME] = b["steps"][0]["stdout"].split(" ", 1)
+        cls.fresh = int(depth)
+
+    def test_what_a_step_can_open_of_a_waiter_lets_it_forge_nothing(self):
+        said, depths = self.attacked("look")
+        self.assertIn("others 2 opened []", said)  # no channel, no memory
+        self.assertEqual(depths, [self.fresh + 2] * 2)  # both waiters used
+
+    def test_a_stopped_waiter_is_continued_and_used(self):
+        said, depths = self.attacked("stop")
+        self.assertEqual(depths, [self.fresh + 2] * 2)
+
+    def test_a_waiter_killed_or_signalled_is_not_used(self):
+        for mode in ("kill", "int", "pending"):
+            with self.subTest(mode=mode):
+                said, depths = self.attacked(mode)
+                self.assertIn("others 2", said)
+                self.assertEqual(depths, [self.fresh] * 2)
+
+    def test_a_waiter_whose_limits_or_scheduling_changed_is_not_used(self):
+        said, depths = self.attacked("limits")
+        self.assertNotIn("refused", said)
+        self.assertEqual(depths, [self.fresh] * 2)
+
+
+BASE_REPORT = {}
+HostileStepWaitersRunc, HostileStepWaitersRunsc = per_runtime(HostileStepWaiters)
 
 
 class HostileSessionProjectsRunc(HostileProjects, unittest.TestCase):

@@ -428,6 +428,9 @@ int dk_kill_container(struct docker_state *s, const char *id);
  * the caller's. */
 int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
             struct cont_result *res, int fd, uint64_t deadline_ns, struct pl_error *err);
+/* The steps' waiters a pooled project container's PID 1 starts: the first
+ * step's and two for later python3 steps (bootstrap.py, LATER_WAITERS). */
+#define DK_STEP_WAITERS 3
 /* Create a container with the run configuration (dk_container_config),
  * its id into ret_id.  waiters: what its bootstrap starts waiting
  * (dk_container_config), or NULL.  The caller deletes it. */

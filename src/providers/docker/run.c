@@ -277,6 +277,10 @@ struct attached {
     bool session;
     long *keep; /* the runner's last, 0 until learnt */
     size_t nkeep;
+    /* A run's: the steps' waiters PID 1 started before any step (runc:
+     * their host pids and start times); keep points here. */
+    long waiters[DK_STEP_WAITERS];
+    unsigned long long waiter_start[DK_STEP_WAITERS];
     struct pl_buf *preamble; /* sent before the first step's command, or NULL */
 };
 
@@ -328,6 +332,45 @@ static void step_broken(struct attached *a, size_t i, const struct cont_pump *e)
     else
         snprintf(a->res->step_error, sizeof(a->res->step_error),
                  "the sandbox ended during step %zu (%s)", i + 1, req->project.steps[i].name);
+}
+
+/* PID 1's host pid: the process whose pid in the container is 1, before
+ * any step ran (runc), and the steps' waiters beside it (a pooled
+ * container's, bootstrap.py), which the sweeps between steps spare while
+ * their start times hold; 0 under runsc, whose cgroup holds gVisor's own. */
+static int bootstrap_host_pid(struct attached *a, struct pl_error *err) {
+    a->init_host_pid = 0;
+    if (a->s->hv.runsc)
+        return 0;
+    char cg[200];
+    pl_hostview_cgroup(&a->s->hv, a->p->id, cg, sizeof(cg));
+    pid_t *procs = NULL;
+    size_t n = 0;
+    int r = pl_hostview_procs(&a->s->hv, cg, &procs, &n);
+    for (size_t i = 0; r == 0 && n <= DK_STEP_WAITERS + 1 && i < n; i++) {
+        if (pl_hostview_ns_pid(procs[i]) == 1) {
+            a->init_host_pid = procs[i];
+        } else if (a->nkeep < DK_STEP_WAITERS) {
+            a->waiter_start[a->nkeep] = pl_hostview_start_time(procs[i]);
+            a->waiters[a->nkeep++] = procs[i];
+        }
+    }
+    a->keep = a->waiters;
+    free(procs);
+    if (a->init_host_pid <= 0)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the project's container holds %zu processes before its first step, "
+                            "not its bootstrap (and the steps' waiters)",
+                            r == 0 ? n : 0);
+    return 0;
+}
+
+/* A run's steps' waiters that are no longer the ones started (a waiter
+ * that ended, its pid since reused) are spared no more. */
+static void waiters_still(struct attached *a) {
+    for (size_t k = 0; !a->session && k < a->nkeep; k++)
+        if (a->waiters[k] > 0 && pl_hostview_start_time((pid_t)a->waiters[k]) != a->waiter_start[k])
+            a->waiters[k] = -1;
 }
 
 /* A session's runner's host pid, from the engine, into a->keep's last. */
@@ -401,6 +444,7 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
         unsigned killed = 0;
         if (a->session && a->keep[a->nkeep - 1] <= 0 && runner_pid(a, err) < 0)
             return -1;
+        waiters_still(a);
         if (dk_host_sweep(a->s, a->p->id, a->init_host_pid, a->keep, a->nkeep, NULL, 0, &killed,
                           err) < 0)
             return -1;
@@ -414,32 +458,6 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
     return code == 0 ? 1 : 0;
 }
 
-/* PID 1's host pid: the process whose pid in the container is 1, before
- * any step ran, when the cgroup holds it alone or beside the first step's
- * waiter (a pooled container's, bootstrap.py) (runc); 0 under runsc,
- * whose cgroup holds gVisor's own. */
-static int bootstrap_host_pid(struct docker_state *s, const char *id, pid_t *ret,
-                              struct pl_error *err) {
-    *ret = 0;
-    if (s->hv.runsc)
-        return 0;
-    char cg[200];
-    pl_hostview_cgroup(&s->hv, id, cg, sizeof(cg));
-    pid_t *procs = NULL;
-    size_t n = 0;
-    int r = pl_hostview_procs(&s->hv, cg, &procs, &n);
-    for (size_t i = 0; r == 0 && n <= 2 && i < n; i++)
-        if (pl_hostview_ns_pid(procs[i]) == 1)
-            *ret = procs[i];
-    free(procs);
-    if (*ret <= 0)
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "the project's container holds %zu processes before its first step, "
-                            "not its bootstrap (and the first step's waiter)",
-                            r == 0 ? n : 0);
-    return 0;
-}
-
 /* The steps of a project in its own container, over the attach stream fd. */
 static int attached_steps(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
                           struct cont_result *res, int fd, uint64_t deadline,
@@ -450,7 +468,7 @@ static int attached_steps(struct docker_state *s, const struct cont_input *in, s
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     struct attached a = {.s = s, .in = in, .p = p, .res = res, .fd = fd, .deadline = deadline};
     struct steps_run t = {.s = s, .in = in, .id = p->id, .res = res, .deadline = deadline};
-    if (bootstrap_host_pid(s, p->id, &a.init_host_pid, err) < 0)
+    if (bootstrap_host_pid(&a, err) < 0)
         return -1;
     for (size_t i = 0; i < req->project.nsteps; i++) {
         int rc = attached_step(&a, i, &t, err);

@@ -53,6 +53,9 @@ def b64(data):
 import signal  # noqa: E402 - supervise's, loaded while the container waits
 import ctypes  # noqa: E402,F401 - steps_common.py's, likewise
 import resource  # noqa: E402,F401 - steps_common.py's, likewise
+import select  # noqa: E402 - the later steps' waiters', likewise
+import socket  # noqa: E402
+import time  # noqa: E402,F401 - procs.py's end_all sleeps with it
 
 
 def start_child(start):
@@ -68,7 +71,7 @@ def start_child(start):
     return pid
 
 
-def end_all():
+def end_every():
     """Kill every process of this pid namespace but this one and reap them
     all: when waitpid says there is no child left, nothing else lives (every
     process here descends from PID 1 or was handed to it)."""
@@ -100,7 +103,7 @@ def supervise(pid, end):
         if got == pid:
             code = status_code(st)
             break
-    end_all()
+    end_every()
     mark_end(end, code)
     os._exit(code)
 
@@ -169,48 +172,149 @@ def end_waiters(waiters):
     waiters.clear()
 
 
-def spawn_step_waiter():
-    """Start the first step's waiter (step_wait.py, put before this file as
-    WAIT_STEP) as serve_steps starts a step, plus its fd 3: {"step": (pid,
-    the pipe)}, or {} when it cannot start (the first step then starts as
-    every other)."""
+LATER_WAITERS = 2
+
+
+def spawn_step_waiters():
+    """Start the steps' waiters (step_wait.py, put before this file as
+    WAIT_STEP) as serve_steps starts a step, each with its fd 3: the first
+    step's ("step": a pipe) and LATER_WAITERS for the later python3 steps
+    ("later0", ...: a socket, since gVisor opens another process's pipe
+    through /proc whatever it is); {name: (pid, this end)}.  One that
+    cannot start is left out (its step then starts as every other)."""
+    got = {}
     null = os.open("/dev/null", os.O_RDONLY)
-    r, w = os.pipe()
-    if r == 3:  # the child's dup2 onto itself would keep close-on-exec
-        r, old = os.dup(r), r
-        os.close(old)
     sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
-    try:
-        pid = os.posix_spawnp("python3", ["python3", "-c", WAIT_STEP], os.environ,
-                              file_actions=[(os.POSIX_SPAWN_DUP2, null, 0),
-                                            (os.POSIX_SPAWN_DUP2, r, 3)],
-                              setsid=True, setsigmask=(), setsigdef=sigs)
-        got = {"step": (pid, w)}
-    except OSError:
-        os.close(w)
-        got = {}
-    os.close(r)
+    for i in range(1 + LATER_WAITERS):
+        if i == 0:
+            r, w = os.pipe()
+        else:
+            a, b = socket.socketpair()
+            r, w = b.detach(), a.detach()
+        if r == 3:  # the child's dup2 onto itself would keep close-on-exec
+            r, old = os.dup(r), r
+            os.close(old)
+        argv = ["python3", "-c", WAIT_STEP] + (["later"] if i else [])
+        try:
+            pid = os.posix_spawnp("python3", argv, os.environ,
+                                  file_actions=[(os.POSIX_SPAWN_DUP2, null, 0),
+                                                (os.POSIX_SPAWN_DUP2, r, 3)],
+                                  setsid=True, setsigmask=(), setsigdef=sigs)
+            got["later%d" % (i - 1) if i else "step"] = (pid, w)
+        except OSError:
+            os.close(w)
+        os.close(r)
     os.close(null)
     return got
 
 
-def hand_step(waiter, argv, env):
-    """The first step, handed to its waiter: its status once it ended, or
-    None when the waiter is gone (it is reaped; the step then starts as
-    every other)."""
+def ready_later(waiters):
+    """The later steps' waiters that said they are not dumpable by now,
+    {pid: (this end, its start time)}; any other is killed and reaped here,
+    before any guest code exists."""
+    later = {}
+    for key in [k for k in waiters if k.startswith("later")]:
+        pid, fd = waiters.pop(key)
+        try:
+            os.set_blocking(fd, False)
+            ok = os.read(fd, 1) == b"r"
+            os.set_blocking(fd, True)
+        except OSError:
+            ok = False
+        st = proc_stat(pid) if ok else None  # procs.py
+        if st is not None:
+            later[pid] = (fd, st[2])
+        else:
+            drop_waiter(pid, fd)
+    return later
+
+
+def drop_waiter(pid, fd):
+    os.close(fd)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def intact(pid, start, held):
+    """Whether a later step's waiter is still the one started, running (it
+    is continued first), with everything a process of its uid could change
+    from outside as this process holds it (held, steps_common.py)."""
+    st = proc_stat(pid)
+    if st is None or st[2] != start or st[0] in ("Z", "X"):
+        return False
+    try:
+        os.kill(pid, signal.SIGCONT)
+        limits = {k: resource.prlimit(pid, getattr(resource, k)) for k in held["limits"]}
+        return (limits == held["limits"] and os.getpriority(os.PRIO_PROCESS, pid) == held["nice"]
+                and os.sched_getaffinity(pid) == held["cpus"]
+                and (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority)
+                == held["policy"] and io_priority(pid=pid) == held["io"])
+    except OSError:
+        return False
+
+
+def hand_step(waiter, argv, env, ask=False):
+    """A step, handed to its waiter: its status once it ended, or None when
+    the waiter is gone or does not answer (it is reaped; the step then
+    starts as every other).  ask: a later step's waiter, asked first."""
     pid, w = waiter
     fields = [str(len(argv))] + argv + ["%s=%s" % kv for kv in env.items()]
     try:
         if any("\0" in f for f in fields):
             raise OSError("not for the waiter")
+        if ask:
+            # poll, not select: under runsc the exec filter refuses select.
+            os.write(w, b"?")
+            answer = select.poll()
+            answer.register(w, select.POLLIN)
+            if not answer.poll(5000) or os.read(w, 1) != b"!":
+                raise OSError("no answer")
         write_all(w, "\0".join(fields).encode("utf-8", "surrogateescape"))
     except (OSError, UnicodeError):
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        drop_waiter(pid, w)
         return None
-    finally:
-        os.close(w)
+    os.close(w)
     return status_code(os.waitpid(pid, 0)[1])
+
+
+def hand_later(later, held, argv, env):
+    """A later python3 step, to a waiter of later that is intact: its
+    status, or None when none can take it."""
+    if argv[0] != "python3":
+        return None
+    while later:
+        pid, (fd, start) = later.popitem()
+        if not intact(pid, start, held):
+            drop_waiter(pid, fd)
+            continue
+        code = hand_step((pid, fd), argv, env, ask=True)
+        if code is not None:
+            return code
+    return None
+
+
+def end_all_but(later):
+    """After a step: end every process but this one and the later steps'
+    waiters (procs.py's end_all: stop, then kill, until none is alive),
+    then reap; a waiter reaped is dropped from later.  72 when processes
+    cannot be ended."""
+    left = end_all(kept_only({pid: start for pid, (fd, start) in later.items()}, 1))
+    if left:
+        write_all(2, ("plimsoll: processes of the step could not be ended: %s\n"
+                      % sorted(left)[:8]).encode())
+        os._exit(72)
+    while True:
+        try:
+            got = os.waitpid(-1, os.WNOHANG)[0]
+        except ChildProcessError:
+            return
+        if got == 0:
+            return
+        if got in later:
+            os.close(later.pop(got)[0])
 
 
 def hand_over(waiter):
@@ -355,24 +459,41 @@ def hold():
         signal.sigtimedwait({signal.SIGCHLD}, 1.0)
 
 
-def run_steps(token, waiter):
+def run_steps(token, waiters):
     """The project's steps (docs/providers/docker.md, "A project"): read a
     step from stdin, start it, and once it ended, end everything else
     before its end marker goes to both streams.  The daemon sends a step
     only after the previous step's marker, and (runc) after the host saw
-    this container's cgroup hold this process alone: no guest process
-    lives while a step's command, its nonce among it, is on stdin, and what
-    a guest wrote there before is dropped before the marker.  A command
-    without the project's token ends the sandbox: 71."""
+    this container's cgroup hold this process alone (and the later steps'
+    waiters): no guest process lives while a step's command, its nonce
+    among it, is on stdin, and what a guest wrote there before is dropped
+    before the marker.  A command without the project's token ends the
+    sandbox: 71."""
     # /work (the project's files, the guest's) is never searched for a
     # module: plimsolld runs this file as `python3 -I -c`.
-    # The first step goes to its waiter when there is one (step_wait.py):
-    # it was started before the request, as the step would be.
-    first = (lambda argv, env: hand_step(waiter, argv, env)) if waiter else None
-    serve_steps(token, end_all, first)  # steps_common.py
+    # The steps' waiters (step_wait.py, "The steps wait"): the first step
+    # goes to its own; a later python3 step to a later one that is intact.
+    first = waiters.pop("step", None)
+    later = ready_later(waiters)
+    held = inherited()  # steps_common.py; as serve_steps takes it
+
+    def start(argv, env):
+        nonlocal first
+        if first is not None:
+            waiter, first = first, None
+            return hand_step(waiter, argv, env)
+        return hand_later(later, held, argv, env)
+
+    def end_others():
+        if later:
+            end_all_but(later)
+        else:
+            end_every()
+
+    serve_steps(token, end_others, start)  # steps_common.py
 
 
-def project(h, waiter):
+def project(h, waiters):
     # The steps run here, each started by this process, which then ends
     # everything else before it writes the step's end marker; the files
     # report comes first, before any guest code exists
@@ -382,13 +503,13 @@ def project(h, waiter):
         write_files(h)
     except SetupError as e:
         emit({"setup_failed": str(e)})
-        end_waiters({"step": waiter} if waiter else {})
+        end_waiters(waiters)
         hold()
     emit({"setup": "ok"})
     if "token" not in h or os.getpid() != 1:
-        end_waiters({"step": waiter} if waiter else {})
+        end_waiters(waiters)
         hold()
-    run_steps(h.pop("token"), waiter)
+    run_steps(h.pop("token"), waiters)
 
 
 def files(h):
@@ -495,7 +616,7 @@ def main():
     if sys.argv[1:] == ["waiters"] and os.getpid() == 1:
         waiters = spawn_waiters()
     elif sys.argv[1:] == ["step"] and os.getpid() == 1:
-        waiters = spawn_step_waiter()
+        waiters = spawn_step_waiters()
     # The header's length on a line of its own, then the header: only those
     # few digits are read a byte at a time (each read is a system call, and
     # under gVisor a costly one).
@@ -504,10 +625,9 @@ def main():
     kind = h["kind"]
     if kind == "snippet":
         snippet(h, waiters)  # does not return
-    step = waiters.pop("step", None) if kind == "project" else None
-    end_waiters(waiters)
     if kind == "project":
-        project(h, step)
+        project(h, waiters)
+    end_waiters(waiters)
     handler = {"module": module, "files": files, "probe": probe}.get(kind)
     if handler is None:
         os._exit(70)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # A project's first step, started before the request (bootstrap.py holds
 # this as WAIT_STEP, put in by scripts/build/embed; docs/providers/docker.md,
-# "The first step waits").  A pooled project container's bootstrap starts
+# "The steps wait").  A pooled project container's bootstrap starts
 # `python3 -c <this>` the way it starts a step (posix_spawn: a session of
 # its own, stdin /dev/null, the container's stdout and stderr, every signal
 # at its default, the container's environment, /work), before any guest
@@ -22,11 +22,33 @@ import sys  # noqa: E402
 
 del sys.path[0]  # '' (/work): nothing of this program is looked up there
 _STARTUP = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ")
+_MODULES = set(sys.modules)
+# A later step's waiter ("later") lives beside the steps before its own:
+# it is made non-dumpable before any guest code exists, so a process of
+# the same uid can neither read nor write its memory or open its
+# descriptors (Linux; gVisor refuses the memory, and fd 3 is a socket,
+# which it does not open); a ^C while it waits ends it silently; it says
+# "r" once that holds.  Before the bootstrap hands it a step it asks "?",
+# answered "!" only by a waiter that runs: a signal sent to it while it
+# waited was delivered by then (the bootstrap continues it first).
+_LATER = sys.argv[1:] == ["later"]
+if _LATER:
+    import _signal
+    import ctypes
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    _libc = ctypes.CDLL(None, use_errno=True)
+    if _libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        os._exit(70)
+    os.write(3, b"r")
 
 
 def _read():
     data = bytearray()
     try:
+        if _LATER:
+            if os.read(3, 1) != b"?":
+                os._exit(70)
+            os.write(3, b"!")
         while True:
             chunk = os.read(3, 65536)
             if not chunk:
@@ -68,6 +90,29 @@ def _script(path):
     return None if data.startswith(b"PK\x03\x04") else data
 
 
+def _become_the_step():
+    # A later waiter: back to what an exec gives (dumpable, Python's ^C,
+    # none of this program's modules).
+    if _LATER:
+        _libc.prctl(4, 1, 0, 0, 0)
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+        for name in set(sys.modules) - _MODULES:
+            del sys.modules[name]
+    # The user's site-packages when an earlier step made it since this
+    # interpreter started: added as site adds it at a start, before the
+    # system's, with its .pth files and usercustomize.
+    import site
+    usp = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if usp and usp not in sys.path and os.path.isdir(usp):
+        before = list(sys.path)
+        site.addsitedir(usp)
+        added = [p for p in sys.path if p not in before]
+        system = [i for i, p in enumerate(before) if p in site.getsitepackages()]
+        at = system[0] if system else len(before)
+        sys.path[:] = before[:at] + added + before[at:]
+        site.execusercustomize()
+
+
 def _main(extra):
     main = type(sys)("__main__")
     main.__dict__.update(_MAIN)
@@ -89,6 +134,7 @@ def _run(argv, env):
     os.environ.clear()
     os.environ.update(env)
     sys.orig_argv[:] = argv
+    _become_the_step()
     try:
         if form == "-c":
             sys.argv[:] = ["-c"] + argv[3:]

@@ -59,13 +59,14 @@ def step_command(token, base):
     return argv, end, env
 
 
-def serve_steps(token, end_others, first=None):
+def serve_steps(token, end_others, start=None):
     """Run the steps the daemon sends on stdin, one at a time, until stdin
     ends (exit 0): start each, and once it ended, end_others() (everything
     else of the step's is ended and reaped), drop what a guest wrote into
     stdin, and write the step's end marker.  Every signal stays blocked
-    here; the steps get them at their defaults.  first, when given, starts
-    the first step instead (its status, or None to start it as usual)."""
+    here; the steps get them at their defaults.  start, when given, is
+    asked to start each step first (its status, or None to start it as
+    usual)."""
     null = os.open("/dev/null", os.O_RDONLY)
     sigs = signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
     signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
@@ -84,10 +85,9 @@ def serve_steps(token, end_others, first=None):
                           % why).encode())
             code = 126
         else:
-            code = first(argv, env) if first else None
+            code = start(argv, env) if start else None
             if code is None:
                 code = spawn_step(argv, env, null, sigs)
-        first = None
         end_others()
         drain_stdin()
         mark_end(end, code)
@@ -121,15 +121,15 @@ def spawn_step(argv, env, null, sigs):
 IOPRIO_CALLS = {"x86_64": (251, 252), "aarch64": (30, 31)}.get(os.uname().machine)
 
 
-def io_priority(value=None):
-    """This process's I/O priority (ioprio_get), or set it to value; None
-    where the call is not known or not implemented."""
+def io_priority(value=None, pid=0):
+    """The I/O priority of pid (ioprio_get; 0: this process), or set it to
+    value; None where the call is not known or not implemented."""
     if IOPRIO_CALLS is None:
         return None
     libc = ctypes.CDLL(None, use_errno=True)
     if value is not None:
-        libc.syscall(IOPRIO_CALLS[0], 1, 0, value)  # IOPRIO_WHO_PROCESS, this process
-    got = libc.syscall(IOPRIO_CALLS[1], 1, 0)
+        libc.syscall(IOPRIO_CALLS[0], 1, pid, value)  # IOPRIO_WHO_PROCESS
+    got = libc.syscall(IOPRIO_CALLS[1], 1, pid)
     return None if got < 0 else got
 
 

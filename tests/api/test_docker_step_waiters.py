@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A project's first step, waiting in a pooled container (bootstrap.py,
-step_wait.py; docs/providers/docker.md, "The first step waits"), runs as
-the same command run as a later step does, which the bootstrap starts
-fresh: what the program sees of itself (argv, sys.path, flags, modules,
-__main__, environment, signals, descriptors, streams, limits) and what it
-leaves (output, tracebacks, exit codes), for each form the waiter takes
-(`python3 -c`, `python3 FILE`, `python3 -m`) and for the commands it execs
-instead.  Python itself is the reference: the later step is an ordinary
-`posix_spawn` of `python3`.  Under runc and runsc."""
+"""The steps' waiters of a pooled project container (bootstrap.py,
+step_wait.py; docs/providers/docker.md, "The steps wait"): a step run by
+the first step's waiter or by a later step's runs as the same step run in
+a cold container, which has no waiters and starts python3 fresh: what
+the program sees of itself (argv, sys.path, flags, modules, __main__,
+environment, signals, descriptors, streams, limits, a user site an
+earlier step made) and what it leaves (output, tracebacks, exit codes),
+for each form a waiter takes (`python3 -c`, `python3 FILE`,
+`python3 -m`) and for the commands it execs instead.  Python itself is
+the reference.  Under runc and runsc."""
 import json
 import os
 import sys
@@ -56,15 +57,12 @@ SAME = [
     ["python3", "-c", "import atexit, threading, time\natexit.register(print, 'at exit')\n"
                       "threading.Thread(target=lambda: (time.sleep(0.3), print('thread'))).start()\n"
                       "print('main')"],
-    ["python3", "-c", "import sys; print(sys.argv)", "a", "-c", "b"],
     ["python3", "-c", "import calendar; print(calendar.month(2026, 1))"],  # /work's shadows
     ["python3", "fails.py", "x"],
-    ["python3", "sub/broken.py"],
     ["python3", "missing.py"],
     ["python3", "-m", "fails", "y"],
     ["python3", "-m", "no_such_module"],
     ["python3", "-u", "-c", "import sys; print(sys.flags.unbuffered)"],
-    ["python3", "sub"],
     ["sh", "-c", "echo from sh; exit 4"],
     ["no-such-program"],
 ]
@@ -74,12 +72,11 @@ FILES = [
     {"path": "probemod.py", "content": PROBE},
     {"path": "calendar.py", "content": "def month(y, m):\n    return 'shadowed'\n"},
     {"path": "fails.py", "content": "import sys\ndef f():\n    raise ValueError(sys.argv)\nf()\n"},
-    {"path": "sub/broken.py", "content": "x = (\n"},
 ]
 
 
-class FirstStep(DockerDaemon):
-    INSTANCE = "first-step-"
+class StepWaiters(DockerDaemon):
+    INSTANCE = "step-waiters-"
 
     def pool_full(self):
         """Wait until the runs pool has its target waiting, so the next
@@ -93,31 +90,41 @@ class FirstStep(DockerDaemon):
             time.sleep(0.2)
         self.fail("the runs pool did not fill")
 
-    def both(self, argv):
-        """(the step as a pooled project's first, the same as a second
-        step after `true`)."""
-        got = []
-        for steps in ([{"name": "it", "argv": argv}],
-                      [{"name": "before", "argv": ["true"]}, {"name": "it", "argv": argv}]):
-            if len(steps) == 1:
-                self.pool_full()
-            status, b = self.d.rpc("Run", {"project": {"files": FILES, "steps": steps}})
-            self.assertEqual(status, 200, b)
-            self.assertEqual(b["steps"][-1]["name"], "it", b)
-            got.append(b["steps"][-1])
-        return got
+    def last_step(self, steps, cold=False):
+        """A project's last step; cold: in a container of its own made for
+        it (another memory size: no pool, no waiter), else a pooled one."""
+        if not cold:
+            self.pool_full()
+        msg = {"project": {"files": FILES, "steps": steps}}
+        if cold:
+            msg["memory_mb"] = 128
+        status, b = self.d.rpc("Run", msg)
+        self.assertEqual(status, 200, b)
+        self.assertEqual(b["steps"][-1]["name"], "it", b)
+        return b["steps"][-1]
 
-    def probe(self, argv):
-        first, later = self.both(argv)
-        self.assertEqual((first["exit_code"], later["exit_code"]), (0, 0), (first, later))
-        seen = [json.loads(s["stdout"].split("\n")[0]) for s in (first, later)]
-        depth = [s["stdout"].split("\n")[1] for s in (first, later)]
-        # The first step ran in the waiter: two frames more.
-        self.assertEqual(depth, ["depth %d" % (int(depth[1].split()[1]) + 2), depth[1]])
-        for key in sorted(seen[1]):
-            self.assertEqual(seen[0][key], seen[1][key], "%s differs for %r" % (key, argv))
-        self.assertEqual(seen[0], seen[1])
-        return seen[0]
+    def all_three(self, argv, before=("true",)):
+        """(the step as a pooled project's first, as a later step after
+        before (a later step's waiter), the same later step in a cold
+        container: a fresh python3); the first is None when before is not
+        `true` (the step needs what before made)."""
+        it = {"name": "it", "argv": argv}
+        ahead = {"name": "before", "argv": list(before)}
+        first = self.last_step([it]) if before == ("true",) else None
+        return (first, self.last_step([ahead, it]), self.last_step([ahead, it], cold=True))
+
+    def probe(self, argv, before=("true",)):
+        got = [s for s in self.all_three(argv, before) if s is not None]
+        self.assertEqual([s["exit_code"] for s in got], [0] * len(got), got)
+        seen = [json.loads(s["stdout"].split("\n")[0]) for s in got]
+        depth = [int(s["stdout"].split("\n")[1].split()[1]) for s in got]
+        # The waiters' runs: two frames more than the fresh one's.
+        self.assertEqual(depth, [depth[-1] + 2] * (len(got) - 1) + [depth[-1]])
+        for i in range(len(got) - 1):
+            for key in sorted(seen[-1]):
+                self.assertEqual(seen[i][key], seen[-1][key], "%s differs for %r" % (key, argv))
+            self.assertEqual(seen[i], seen[-1])
+        return seen[-1]
 
     def test_python_c_sees_what_a_fresh_python_sees(self):
         seen = self.probe(["python3", "-c", PROBE, "one", "two"])
@@ -133,15 +140,30 @@ class FirstStep(DockerDaemon):
         self.assertEqual((seen["argv"], seen["path"][0], seen["spec"]),
                          (["/work/probemod.py", "one"], "/work", "probemod"))
 
+    def test_a_user_site_made_by_an_earlier_step_is_seen(self):
+        # site adds ~/.local's site-packages at a start when it exists: a
+        # later step's waiter started before it did, and adds it then, .pth
+        # files and usercustomize included.
+        usp = "/tmp/.local/lib/python3.11/site-packages"
+        make = ("mkdir -p %s /tmp/extra && echo /tmp/extra > %s/extra.pth && "
+                "echo 'import sys; sys.usercustomized = 1' > %s/usercustomize.py"
+                % (usp, usp, usp))
+        seen = self.probe(["python3", "-c", PROBE.replace("g = globals()", "g = globals()\n"
+                                                         "assert sys.usercustomized")],
+                          before=("sh", "-c", make))
+        self.assertIn(usp, seen["path"])
+        self.assertIn("/tmp/extra", seen["path"])
+
     def test_output_and_exit_codes_are_a_fresh_pythons(self):
         for argv in SAME:
             with self.subTest(argv=argv):
-                first, later = self.both(argv)
+                got = self.all_three(argv)
                 for key in ("exit_code", "stdout", "stderr"):
-                    self.assertEqual(first[key], later[key], "%s of %r" % (key, argv))
+                    self.assertEqual(got[0][key], got[2][key], "first: %s of %r" % (key, argv))
+                    self.assertEqual(got[1][key], got[2][key], "later: %s of %r" % (key, argv))
 
 
-FirstStepRunc, FirstStepRunsc = per_runtime(FirstStep)
+StepWaitersRunc, StepWaitersRunsc = per_runtime(StepWaiters)
 
 if __name__ == "__main__":
     unittest.main()
