@@ -154,16 +154,23 @@ class StepWaiters(DockerDaemon):
         self.assertIn(usp, seen["path"])
         self.assertIn("/tmp/extra", seen["path"])
 
-    def test_output_and_exit_codes_are_a_fresh_pythons(self):
-        for argv in SAME:
-            with self.subTest(argv=argv):
-                got = self.all_three(argv)
-                for key in ("exit_code", "stdout", "stderr"):
-                    self.assertEqual(got[0][key], got[2][key], "first: %s of %r" % (key, argv))
-                    self.assertEqual(got[1][key], got[2][key], "later: %s of %r" % (key, argv))
-
 
 StepWaitersRunc, StepWaitersRunsc = per_runtime(StepWaiters)
+
+
+def same_output(self):
+    """What Python prints and exits with is the waiter's own doing, alike
+    under both runtimes: compared under runc (the probes above compare the
+    process itself under both)."""
+    for argv in SAME:
+        with self.subTest(argv=argv):
+            got = self.all_three(argv)
+            for key in ("exit_code", "stdout", "stderr"):
+                self.assertEqual(got[0][key], got[2][key], "first: %s of %r" % (key, argv))
+                self.assertEqual(got[1][key], got[2][key], "later: %s of %r" % (key, argv))
+
+
+StepWaitersRunc.test_output_and_exit_codes_are_a_fresh_pythons = same_output
 
 if __name__ == "__main__":
     unittest.main()
