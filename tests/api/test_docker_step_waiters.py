@@ -95,6 +95,8 @@ class StepWaiters(DockerDaemon):
         it (another memory size: no pool, no waiter), else a pooled one."""
         if not cold:
             self.pool_full()
+            if len(steps) > 1:
+                time.sleep(1.5)  # and its later waiters started (else killed unused)
         msg = {"project": {"files": FILES, "steps": steps}}
         if cold:
             msg["memory_mb"] = 128

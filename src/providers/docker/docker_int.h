@@ -49,8 +49,8 @@
  *   guest/wait_main.py      the Python waiter a warm container keeps until
  *                           the run's code arrives (in bootstrap.py)
  *   guest/wait_main.js      the same for Node (in bootstrap.py)
- *   guest/step_wait.py      a project's first step, waiting in a warm
- *                           project container (in bootstrap.py)
+ *   guest/step_wait.py      a project's steps, waiting in a warm project
+ *                           container (in bootstrap.py)
  *   guest/session_main.py   a session container's PID 1: runs no guest
  *                           code, reaps orphans
  *   guest/session_agent.py  a session's execs: an interpreter's launch and

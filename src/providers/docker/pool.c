@@ -34,8 +34,8 @@ static int run_make(void *owner, int kind, void **ret_item) {
         return -1;
     }
     struct pl_error e = {0};
-    /* A snippet container's interpreters, a project container's first
-     * step, start waiting with it. */
+    /* A snippet container's interpreters, a project container's steps,
+     * start waiting with it. */
     if (dk_create_container(s, kind ? s->project_id : s->snippet_id, s->default_memory_mb, run_id,
                             NULL, kind ? "step" : "waiters", id, &e) < 0) {
         free(id);

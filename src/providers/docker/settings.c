@@ -187,7 +187,7 @@ void dk_user_spec(const struct docker_settings *st, unsigned gid_off, char buf[3
  * read-only at /run/plimsoll (where a run's broker socket will live);
  * waiters, when set, is the bootstrap's argument that starts what waits
  * with a warm container: "waiters" a snippet's interpreters, "step" a
- * project's first step (bootstrap.py).
+ * project's steps (bootstrap.py).
  */
 json_t *dk_container_config(struct docker_state *s, const char *image_id, unsigned memory_mb,
                             const char *run_id, const char *socket_dir, const char *waiters) {

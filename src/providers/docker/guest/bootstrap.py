@@ -247,11 +247,7 @@ def intact(pid, start, held):
         return False
     try:
         os.kill(pid, signal.SIGCONT)
-        limits = {k: resource.prlimit(pid, getattr(resource, k)) for k in held["limits"]}
-        return (limits == held["limits"] and os.getpriority(os.PRIO_PROCESS, pid) == held["nice"]
-                and os.sched_getaffinity(pid) == held["cpus"]
-                and (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority)
-                == held["policy"] and io_priority(pid=pid) == held["io"])
+        return inherited(pid) == held  # steps_common.py
     except OSError:
         return False
 

@@ -119,6 +119,7 @@ def spawn_step(argv, env, null, sigs):
 # The programs import resource and ctypes before any guest code exists.
 
 IOPRIO_CALLS = {"x86_64": (251, 252), "aarch64": (30, 31)}.get(os.uname().machine)
+_LIBC = []  # libc, loaded by the first io_priority
 
 
 def io_priority(value=None, pid=0):
@@ -126,22 +127,25 @@ def io_priority(value=None, pid=0):
     value; None where the call is not known or not implemented."""
     if IOPRIO_CALLS is None:
         return None
-    libc = ctypes.CDLL(None, use_errno=True)
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    libc = _LIBC[0]
     if value is not None:
         libc.syscall(IOPRIO_CALLS[0], 1, pid, value)  # IOPRIO_WHO_PROCESS
     got = libc.syscall(IOPRIO_CALLS[1], 1, pid)
     return None if got < 0 else got
 
 
-def inherited():
-    """What a step inherits from this process and another process of the
-    same uid can change: every resource limit, the nice value, the CPUs,
-    the scheduling policy and priority, the I/O priority."""
+def inherited(pid=0):
+    """What a step inherits from process pid (0: this one) and another
+    process of the same uid can change: every resource limit, the nice
+    value, the CPUs, the scheduling policy and priority, the I/O
+    priority."""
     names = [k for k in dir(resource) if k.startswith("RLIMIT_") and k != "RLIMIT_OFILE"]
-    return {"limits": {k: resource.getrlimit(getattr(resource, k)) for k in names},
-            "nice": os.getpriority(os.PRIO_PROCESS, 0), "cpus": os.sched_getaffinity(0),
-            "policy": (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority),
-            "io": io_priority()}
+    return {"limits": {k: resource.prlimit(pid, getattr(resource, k)) for k in names},
+            "nice": os.getpriority(os.PRIO_PROCESS, pid), "cpus": os.sched_getaffinity(pid),
+            "policy": (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority),
+            "io": io_priority(pid=pid)}
 
 
 def put_back(held):
