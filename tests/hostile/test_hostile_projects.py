@@ -506,11 +506,9 @@ HostileStepWaitersRunc, HostileStepWaitersRunsc = per_runtime(HostileStepWaiters
 
 
 class HostileSessionProjectsRunc(HostileProjects, unittest.TestCase):
-    """The same steps as a session's project call under runc, where one exec
-    of the session agent runs them beside the kept interpreters
-    (docs/sessions.md, "A project call"), and what those interpreters can
-    do to it.  (Under runsc each step of a session's call is an exec of
-    its own: tests/hostile/test_hostile_sessions.py.)"""
+    """The same steps as a session's project call, where one exec of the
+    step runner runs them beside the kept interpreters (docs/sessions.md,
+    "A project call"), and what those interpreters can do to it."""
     INSTANCE = "hostile-session-projects-"
     RUNTIME = "runc"
     SETTINGS = {"SANDBOX_OUTPUT_BYTES": "65536", "SANDBOX_MAX_SESSIONS": "4",
@@ -590,6 +588,84 @@ class HostileSessionProjectsRunc(HostileProjects, unittest.TestCase):
                          [("real one\n", 0), ("real two\n", 3)], b)
         seen = self.cell("sorted(set(seen.values()))")["stdout"]
         self.assertEqual(seen, "['refused']\n")
+
+
+class HostileSessionProjectsRunsc(HostileSessionProjectsRunc):
+    """Under runsc, where any process of the sandbox's uid can open another's
+    pipes, the runner's commands come on a socket that only the calls'
+    group may connect to, listened on while the runner starts."""
+    INSTANCE = "hostile-session-projects-runsc-"
+    RUNTIME = "runsc"
+
+    def test_a_kept_interpreter_cannot_reach_the_runner(self):
+        # A thread a cell left in the kept Python interpreter, while the
+        # next call starts its runner and runs its steps (an interpreter
+        # that writes into the other execs' output too, the files writer's
+        # or the cleanup's, ends its session: their reports are exact), connects to
+        # the commands' socket whenever it exists, opens the runner's stdin
+        # to read the next nonce, and writes forged end markers into the
+        # runner's output (gVisor lets it open the pipes).  The socket
+        # refuses its group, stdin is that socket (gVisor reopens no socket
+        # through /proc), and a marker without the nonce is output.
+        self.run_project({"project": {"steps": [{"argv": ["true"]}]}})
+        self.cell("import os, socket, threading, time\n"
+                  "seen = {}\n"
+                  "def watch():\n"
+                  "    end = time.time() + 20\n"
+                  "    while time.time() < end:\n"
+                  "        c = socket.socket(socket.AF_UNIX)\n"
+                  "        try:\n"
+                  "            c.connect('/run/plimsoll/steps.sock')\n"
+                  "            seen['connect'] = 'connected'\n"
+                  "        except PermissionError:\n"
+                  "            seen.setdefault('connect', 'refused')\n"
+                  "        except OSError:\n"
+                  "            pass\n"
+                  "        c.close()\n"
+                  "        for p in os.listdir('/proc'):\n"
+                  "            if not p.isdigit() or int(p) in (1, os.getpid()):\n"
+                  "                continue\n"
+                  "            try:\n"
+                  "                if not open('/proc/%s/cmdline' % p, 'rb').read().endswith(b'steps.sock\\0'):\n"
+                  "                    continue\n"
+                  "            except OSError:\n"
+                  "                continue\n"
+                  "            for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):\n"
+                  "                try:\n"
+                  "                    f = os.open('/proc/%s/fd/%d' % (p, fd), mode | os.O_NONBLOCK)\n"
+                  "                except OSError:\n"
+                  "                    seen[(fd, 'refused')] = 1\n"
+                  "                    continue\n"
+                  "                seen[(fd, 'opened')] = 1\n"
+                  "                try:\n"
+                  "                    if fd == 0 and os.read(f, 65536):\n"
+                  "                        seen[(fd, 'read data')] = 1\n"
+                  "                    elif fd:\n"
+                  "                        os.write(f, b'\\x1eplimsoll-end ' + b'0' * 32 + b' 000\\n')\n"
+                  "                except OSError:\n"
+                  "                    pass\n"
+                  "                os.close(f)\n"
+                  "        time.sleep(0.001)\n"
+                  "threading.Thread(target=watch, daemon=True).start()\n")
+        steps = [{"name": "one", "argv": ["sh", "-c", "sleep 0.3; echo real one"]},
+                 {"name": "two", "argv": ["sh", "-c", "echo real two; exit 3"]}]
+        status, b = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {
+            "project": {"steps": steps}}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual([(s["name"], s["exit_code"]) for s in b["steps"]],
+                         [("one", 0), ("two", 3)], b)
+        self.assertIn("real one\n", b["steps"][0]["stdout"], b)
+        self.assertIn("real two\n", b["steps"][1]["stdout"], b)
+        seen = self.cell("sorted(seen.items(), key=str)")["stdout"]
+        # The socket was there and refused the interpreter's group; the
+        # runner's stdin opened only while it was the exec's pipe, which
+        # carries nothing, and not once it was the socket; the output pipes
+        # opened, and what was written there is a step's output, not its end.
+        self.assertIn("('connect', 'refused')", seen)
+        self.assertIn("((0, 'refused'), 1)", seen)
+        self.assertNotIn("connected", seen)
+        self.assertNotIn("read data", seen)
+        self.assertIn("((1, 'opened'), 1)", seen)
 
 
 if __name__ == "__main__":

@@ -355,6 +355,7 @@ struct dsession {
  * anything was sent gets a fresh interpreter, once (session.c).
  */
 #define UPLINK_NAME "cells.sock"
+#define STEPS_SOCK_NAME "steps.sock"
 #define UPLINK_MAX_FRAME (64u << 20)
 
 enum uplink_end { UPLINK_UNUSABLE, UPLINK_RAN, UPLINK_ENDED, UPLINK_TIMED_OUT };
@@ -566,10 +567,11 @@ json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc
  * exits).  keep is the kept interpreters as the sandbox knows them
  * ([[pid, start], ...]), keep_host their host pids. */
 struct dk_runner {
-    int fd; /* the exec's stream, -1 once ended */
+    int fd;     /* the exec's stream, -1 once ended */
+    int cmd_fd; /* under runsc the commands' socket (dk_steps_accept), else -1 */
     struct cont_pump p;
 };
-int dk_runner_start(struct docker_state *s, const char *id, struct dk_runner *r,
+int dk_runner_start(struct docker_state *s, const char *id, const char *sock, struct dk_runner *r,
                     struct pl_error *err);
 void dk_runner_end(struct dk_runner *r);
 int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct dk_runner *r,
@@ -654,6 +656,15 @@ int dk_session_state(struct docker_state *s, const char *id, char ret_fp[65], bo
 /* Listen at dir/cells.sock (the sandbox's uid alone may connect) into
  * d->lfd; on any failure d->lfd stays -1 and launches fail. */
 void dk_uplink_listen(struct dsession *d);
+/* A session's project call under runsc: listen at dir/steps.sock (root's,
+ * group GID_RUN, 0660: only the calls' group may connect); the listening fd
+ * or -1 with err. */
+int dk_steps_listen(const struct dsession *d, struct pl_error *err);
+/* The one connection to lfd whose peer passes the session's gate, by the
+ * deadline (else -1 and *timed_out, or err); lfd is closed and the socket's
+ * path unlinked whatever comes. */
+int dk_steps_accept(struct dsession *d, int lfd, uint64_t deadline, bool *timed_out,
+                    struct pl_error *err);
 /* Close lang's uplink, if any (its fd is -1 after). */
 void dk_uplink_drop(struct dsession *d, int lang);
 /* Drop both uplinks, close and unlink the listening socket. */

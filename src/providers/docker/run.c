@@ -282,6 +282,7 @@ struct attached {
     long waiters[DK_STEP_WAITERS];
     unsigned long long waiter_start[DK_STEP_WAITERS];
     struct pl_buf *preamble; /* sent before the first step's command, or NULL */
+    int cmd_fd; /* a session's under runsc: the runner's socket, the commands' way (else -1) */
 };
 
 /* Step i's command for the bootstrap's stdin, and the marker that ends it. */
@@ -409,6 +410,23 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
         sin.part_len[1] = cmd.len;
         sin.nparts = 2;
     }
+    if (a->cmd_fd >= 0) {
+        /* The command goes on the runner's socket; the exec's stream only
+         * brings the output (its stdin is nobody's). */
+        for (int k = 0; k < sin.nparts; k++) {
+            int w =
+                pl_fd_write_full(a->cmd_fd, sin.parts[k], sin.part_len[k], a->deadline, -1, NULL);
+            if (w == -ETIMEDOUT) {
+                res->timed_out = true;
+                return 0;
+            }
+            if (w < 0) {
+                step_broken(a, i, a->p);
+                return 0;
+            }
+        }
+        sin.nparts = 0;
+    }
     PL_CLEANUP(dk_cont_pump_clear) struct cont_pump e = {.step = true, .exec = a->p->exec};
     memcpy(e.id, a->p->id, sizeof(e.id));
     memcpy(e.exec_id, a->p->exec_id, sizeof(e.exec_id));
@@ -466,7 +484,8 @@ static int attached_steps(struct docker_state *s, const struct cont_input *in, s
     res->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*res->steps));
     if (!res->steps)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    struct attached a = {.s = s, .in = in, .p = p, .res = res, .fd = fd, .deadline = deadline};
+    struct attached a = {
+        .s = s, .in = in, .p = p, .res = res, .fd = fd, .deadline = deadline, .cmd_fd = -1};
     struct steps_run t = {.s = s, .in = in, .id = p->id, .res = res, .deadline = deadline};
     if (bootstrap_host_pid(&a, err) < 0)
         return -1;
@@ -490,14 +509,18 @@ static int attached_project(struct docker_state *s, const struct cont_input *in,
 }
 
 /* A session's step runner, started (its stdin open, nothing sent yet) and
- * ended (its stdin closed: it exits); dk_session_steps runs the steps. */
-int dk_runner_start(struct docker_state *s, const char *id, struct dk_runner *r,
+ * ended (its stdin closed: it exits); dk_session_steps runs the steps.
+ * sock: the path of the commands' socket inside, or NULL for its stdin. */
+int dk_runner_start(struct docker_state *s, const char *id, const char *sock, struct dk_runner *r,
                     struct pl_error *err) {
     char user[32];
     dk_run_user(s, user);
     r->fd = -1;
+    r->cmd_fd = -1;
     r->p = (struct cont_pump){.exec = true};
     json_t *cmd = json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_session_steps);
+    if (cmd && sock)
+        json_array_append_new(cmd, json_string(sock));
     if (dk_exec_start(s, id, user, cmd, NULL, true, &r->fd, r->p.exec_id, err) < 0)
         return -1;
     snprintf(r->p.id, sizeof(r->p.id), "%s", id);
@@ -507,6 +530,9 @@ int dk_runner_start(struct docker_state *s, const char *id, struct dk_runner *r,
 }
 
 void dk_runner_end(struct dk_runner *r) {
+    if (r->cmd_fd >= 0)
+        close(r->cmd_fd); /* the runner's commands end: it exits */
+    r->cmd_fd = -1;
     if (r->fd >= 0)
         close(r->fd); /* the runner's stdin ends: it exits */
     r->fd = -1;
@@ -556,7 +582,8 @@ int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct
                          .session = true,
                          .keep = spare,
                          .nkeep = nspare,
-                         .preamble = &pre};
+                         .preamble = &pre,
+                         .cmd_fd = r->cmd_fd};
     struct steps_run t = {.s = s, .in = &sin, .id = r->p.id, .res = res, .deadline = deadline};
     for (size_t i = 0; i < req->project.nsteps; i++) {
         int rc = attached_step(&a, i, &t, err);

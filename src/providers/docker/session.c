@@ -477,25 +477,45 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
 }
 
 /* A project in a session: its files (an exec), then its steps, sparing the
- * kept interpreters between steps: under runc one exec runs them all
- * (dk_session_steps); under runsc, where any process of the sandbox's uid
- * can open another's descriptors, each is an exec of its own
- * (dk_project_steps; docs/sessions.md, "A project call"). */
+ * kept interpreters between steps, from one exec of the step runner
+ * (dk_session_steps): under runc for more than one step, with the commands
+ * on its stdin; under runsc, where any process of the sandbox's uid can
+ * open another's pipes, for every call, with the commands on a socket only
+ * the calls' group may connect to (docs/sessions.md, "A project call").
+ * Under runc one step is an exec of its own (dk_project_steps). */
 static int session_project(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
                            const struct pl_run_request *req, struct cont_input *in,
                            struct cont_result *res, struct pl_error *err) {
     uint64_t deadline = pl_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
     bool timed_out = false;
-    /* Under runc, more than one step: one runner for them all, started
-     * first so that its start overlaps the files' exec.  One step costs
-     * less as an exec of its own (the runner's Python start is more than
-     * an exec's price: docs/sessions.md, "A project call"). */
-    PL_CLEANUP(dk_runner_end) struct dk_runner runner = {.fd = -1};
-    bool one_exec = !s->hv.runsc && req->project.nsteps > 1;
-    if (one_exec && dk_runner_start(s, d->id, &runner, err) < 0)
+    /* One runner for all the steps, started first so that its start
+     * overlaps the files' exec.  Under runc one step costs less as an exec
+     * of its own (the runner's Python start is more than an exec's price
+     * there); under runsc an exec and the host's look at what it left cost
+     * more than the runner's start (docs/sessions.md, "A project call"). */
+    PL_CLEANUP(dk_runner_end) struct dk_runner runner = {.fd = -1, .cmd_fd = -1};
+    bool on_socket = s->hv.runsc;
+    bool one_exec = on_socket || req->project.nsteps > 1;
+    int lfd = on_socket ? dk_steps_listen(d, err) : -1;
+    if (on_socket && lfd < 0)
         return -1;
-    if (session_files(s, d, req->project.files, req->project.nfiles, deadline, res->files_failed,
-                      sizeof(res->files_failed), &timed_out, err) < 0)
+    if (one_exec && dk_runner_start(s, d->id, on_socket ? "/run/plimsoll/" STEPS_SOCK_NAME : NULL,
+                                    &runner, err) < 0) {
+        if (lfd >= 0) {
+            bool late = false;
+            dk_steps_accept(d, lfd, 1, &late, &(struct pl_error){0}); /* closes, unlinks */
+        }
+        return -1;
+    }
+    int frc = session_files(s, d, req->project.files, req->project.nfiles, deadline,
+                            res->files_failed, sizeof(res->files_failed), &timed_out, err);
+    if (lfd >= 0) {
+        /* The runner's connection, the only one taken (closes lfd). */
+        runner.cmd_fd = dk_steps_accept(d, lfd, frc < 0 ? 1 : deadline, &timed_out, err);
+        if (frc == 0 && runner.cmd_fd < 0 && !timed_out)
+            return -1;
+    }
+    if (frc < 0)
         return -1;
     res->files_done = true;
     res->timed_out = timed_out;
@@ -512,8 +532,14 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
         }
     if (ctx->broker)
         in->step_env = "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME;
+    /* Under runsc the proof between steps is the runner's own, inside
+     * gVisor's kernel, as a project's bootstrap's is; the host's look (its
+     * process list) comes after the call, with the cleanup. */
     if (one_exec && kept && json_array_size(kept) == nkeep)
-        return dk_session_steps(s, in, &runner, d->init_pid, kept, keep, nkeep, res, deadline, err);
+        return dk_session_steps(s, in, &runner, s->hv.runsc ? 0 : d->init_pid, kept, keep, nkeep,
+                                res, deadline, err);
+    if (on_socket)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     return dk_project_steps(s, in, d->id, res, deadline, d->init_pid, keep, nkeep, err);
 }
 

@@ -62,6 +62,77 @@ void dk_uplink_close(struct dsession *d) {
 }
 
 /*
+ * A session's project call under runsc (docs/sessions.md, "A project
+ * call"): the step runner's commands come on dir/steps.sock
+ * (/run/plimsoll/steps.sock inside), listened on for that call alone.  The
+ * socket is root's with group GID_RUN and mode 0660, so the sandbox's own
+ * kernel lets only the calls' group connect (the kept interpreters' groups
+ * are "other"), and it is listening only once its owner and mode are set.
+ */
+static void steps_path(const struct dsession *d, char *buf, size_t len) {
+    snprintf(buf, len, "%.4000s/" STEPS_SOCK_NAME, d->dir);
+}
+
+int dk_steps_listen(const struct dsession *d, struct pl_error *err) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char path[PATH_MAX];
+    steps_path(d, path, sizeof(path));
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return pl_error_set(err, PL_REASON_INTERNAL, "the steps' socket path is too long");
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "socket: %s", strerror(errno));
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        chown(path, 0, (gid_t)(d->s->set.uid + GID_RUN)) < 0 || chmod(path, 0660) < 0 ||
+        listen(fd, 4) < 0) {
+        int e = errno;
+        close(fd);
+        unlink(path);
+        return pl_error_set(err, PL_REASON_INTERNAL, "the steps' socket %s: %s", path, strerror(e));
+    }
+    return fd;
+}
+
+int dk_steps_accept(struct dsession *d, int lfd, uint64_t deadline, bool *timed_out,
+                    struct pl_error *err) {
+    char path[PATH_MAX];
+    int fd = -1;
+    while (fd < 0) {
+        int w = pl_fd_wait(lfd, POLLIN, deadline, -1);
+        if (w == -ETIMEDOUT) {
+            *timed_out = true;
+            break;
+        }
+        if (w < 0) {
+            pl_error_set(err, PL_REASON_INTERNAL, "the steps' socket: %s", strerror(-w));
+            break;
+        }
+        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN))
+            continue;
+        if (fd < 0) {
+            pl_error_set(err, PL_REASON_INTERNAL, "the steps' socket: accept: %s", strerror(errno));
+            break;
+        }
+        struct ucred cr = {0};
+        socklen_t cl = sizeof(cr);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 ||
+            !dk_peer_gate_check(&d->gate, fd, cr.pid, cr.uid, cr.gid) ||
+            (!d->s->hv.runsc && cr.gid != (gid_t)(d->s->set.uid + GID_RUN))) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    /* One connection, the runner's: nothing else may connect after it. */
+    steps_path(d, path, sizeof(path));
+    close(lfd);
+    unlink(path);
+    return fd;
+}
+
+/*
  * A launch's connections (docs/sessions.md, "The uplink"): each one waiting
  * on the cell socket while the launcher runs is judged as it comes.  Its
  * peer must pass the session's gate (the sandbox's cgroup) and, under runc
