@@ -6,8 +6,9 @@ READY ends the session with the reason, and nothing runs); the same
 cleanup between calls as a project's steps, after the answer (the next
 call waits for it, and one that failed refuses it); an idle session is stopped:
 its files stay, its interpreters end, and it gives back its admission slot
-(the next call takes one again); the one real session the daemon opens at
-startup.  The cases every hosted provider's sessions meet are
+(the next call takes one again).  The one real session the daemon opens
+at startup is test_openshell_startup_session's.  The cases every hosted
+provider's sessions meet are
 plimsoll_test.hosted_sessions.HostedSessions's.
 
 Run: cd tests/openshell && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_openshell_sessions
@@ -20,69 +21,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from test_openshell_provider import OpenShellDaemon, osh_env  # noqa: E402  (tests/lib on the path)
-from plimsoll_test.harness import Daemon, error_info  # noqa: E402
-from plimsoll_test.openshell import FakeOpenShell  # noqa: E402
+from test_openshell_provider import OpenShellDaemon  # noqa: E402  (tests/lib on the path)
+from plimsoll_test.harness import error_info  # noqa: E402
 from plimsoll_test.hosted_sessions import LOOK, HostedSessions, project  # noqa: E402
-
-
-class StartupSession(unittest.TestCase):
-    """The daemon's startup with sessions on, against a fake that holds
-    every exec to upstream's limits (validation.rs:45-77: at most 1024
-    arguments, each at most 32 KiB): it starts, and every command it sent
-    was within them, the session agent (~37 KB) as python3 -c pieces."""
-
-    def test_the_startup_session_keeps_to_the_exec_limits(self):
-        with FakeOpenShell() as fake:
-            d = Daemon(env=osh_env(fake, SANDBOX_MAX_SESSIONS="2", SANDBOX_SESSION_IDLE="2",
-                                   SANDBOX_SESSION_LIFETIME="600")).start(timeout=180)
-            try:
-                status, desc = d.rpc("Describe", {})
-                self.assertTrue(desc["supports_sessions"], desc)
-                execs = fake.state()["execs"]
-            finally:
-                d.stop()
-            self.assertTrue(execs)
-            for e in execs:
-                self.assertLessEqual(len(e["argv"]), 1024)
-                self.assertLessEqual(max(len(a.encode()) for a in e["argv"]), 32 << 10)
-            launched = [e["argv"] for e in execs if "vmlaunch" in e["argv"]]
-            self.assertTrue(launched, "no interpreter was launched")
-            for argv in launched:
-                i = argv.index("-c", argv.index("python3"))
-                n = int(argv[i + 2])
-                self.assertGreaterEqual(n, 2)
-                self.assertEqual(argv[i + 3 + n], "vmlaunch")
-            self.assertEqual(fake.stop(), [])
-
-    def test_the_shutdown_waits_for_a_cleanup_and_ends_it(self):
-        # A call's cleanup the gateway holds up (its exit withheld) when the
-        # daemon is told to stop: the stop waits for it (no thread outlives
-        # its session; a sanitizer's report fails stop()), the sandbox goes,
-        # and the daemon exits 0.
-        with FakeOpenShell() as fake:
-            d = Daemon(env=osh_env(fake, SANDBOX_MAX_SESSIONS="2", SANDBOX_SESSION_IDLE="60",
-                                   SANDBOX_SESSION_LIFETIME="600")).start(timeout=180)
-            try:
-                status, body = d.rpc("OpenSession", {})
-                self.assertEqual(status, 200, body)
-                fake.misbehave(exec_withhold_exit="def spared(p)")
-                status, body = d.rpc("RunInSession", {"session_id": body["session_id"],
-                                                      "run": project([["true"]])})
-                self.assertEqual(status, 200, body)
-                deadline = time.monotonic() + 10
-                while not any(e["state"] == "withholding" for e in fake.state()["execs"]) and \
-                        time.monotonic() < deadline:
-                    time.sleep(0.05)
-                self.assertTrue(any(e["state"] == "withholding" for e in fake.state()["execs"]))
-            finally:
-                t0 = time.monotonic()
-                rc = d.stop()
-            self.assertEqual(rc, 0)
-            self.assertLess(time.monotonic() - t0, 25)
-            self.assertEqual([s["phase"] for s in fake.state()["sandboxes"] if not s["deleted"]
-                              and s["phase"] != "DELETING"], [])
-            self.assertEqual(fake.stop(), [])
 
 
 class Sessions(HostedSessions, OpenShellDaemon):

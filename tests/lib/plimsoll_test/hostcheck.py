@@ -117,15 +117,19 @@ def marked_tasks(marker):
     return found
 
 
-def leftovers(instance, uid, wait=5.0, marker=None):
+def leftovers(instance, uid, wait=5.0, marker=None, unless=None):
     """What is left of the instance's runs on the host, after waiting up to
     `wait` seconds for the daemon's own cleanup to finish: a dict with the
-    non-empty cgroups and the host processes running as the sandbox uid."""
+    non-empty cgroups and the host processes running as the sandbox uid.
+    unless, when given, takes that dict and drops what is not a run's (a
+    waiting container's), in place, before it is judged."""
     deadline = time.monotonic() + wait
     while True:
         left = {"cgroups": cgroup_tasks(instance), "uid_processes": uid_processes(uid)}
         if marker:
             left["marked"] = marked_tasks(marker)
+        if unless:
+            unless(left)
         if not any(left.values()) or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
