@@ -75,7 +75,10 @@ class DockerEngineFaults(unittest.TestCase):
             while time.monotonic() < deadline and d.request("GET", "/readyz")[0] != 200:
                 time.sleep(0.5)
             self.assertEqual(d.request("GET", "/readyz")[0], 200)
-            status, body = d.rpc("Run", py("print('back')"))
+            # An engine just restarted may take its time over a first
+            # container (16.8 s once under CI's load, past the default 10 s
+            # deadline): the run asks for a minute.
+            status, body = d.rpc("Run", py("print('back')", timeout_ms=60000))
             self.assertEqual((status, body.get("stdout")), (200, "back\n"), body)
         finally:
             d.stop()
