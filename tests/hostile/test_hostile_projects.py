@@ -505,8 +505,26 @@ BASE_REPORT = {}
 HostileStepWaitersRunc, HostileStepWaitersRunsc = per_runtime(HostileStepWaiters)
 
 
-# The end of a cell that leaves a thread watching the step runner: what it
-# opened is closed, and it looks again every millisecond.
+def watch_fds(match):
+    """The middle of a cell that leaves a thread watching the step runner:
+    for each process but PID 1 and itself for which match (Python, of p)
+    holds, it opens the process's fds 0, 1 and 2 (f), each in a try."""
+    return ("        for p in os.listdir('/proc'):\n"
+            "            if not p.isdigit() or int(p) in (1, os.getpid()):\n"
+            "                continue\n"
+            "            try:\n"
+            "                if not (%s):\n"
+            "                    continue\n"
+            "            except OSError:\n"
+            "                continue\n"
+            "            for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):\n"
+            "                try:\n"
+            "                    f = os.open('/proc/%%s/fd/%%d' %% (p, fd), mode | os.O_NONBLOCK)\n"
+            % match)
+
+
+# The end of that cell: what it opened is closed, and it looks again every
+# millisecond.
 WATCH_END = ("                except OSError:\n"
              "                    pass\n"
              "                os.close(f)\n"
@@ -575,18 +593,8 @@ class HostileSessionProjectsRunc(HostileProjects, unittest.TestCase):
                   "def watch():\n"
                   "    end = time.time() + 20\n"
                   "    while time.time() < end:\n"
-                  "        for p in os.listdir('/proc'):\n"
-                  "            if not p.isdigit() or int(p) in (1, os.getpid()):\n"
-                  "                continue\n"
-                  "            try:\n"
-                  "                if b'steps' not in open('/proc/%s/cmdline' % p, 'rb').read():\n"
-                  "                    continue\n"
-                  "            except OSError:\n"
-                  "                continue\n"
-                  "            for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):\n"
-                  "                try:\n"
-                  "                    f = os.open('/proc/%s/fd/%d' % (p, fd), mode | os.O_NONBLOCK)\n"
-                  "                except OSError as e:\n"
+                  + watch_fds("b'steps' in open('/proc/%s/cmdline' % p, 'rb').read()") +
+                  "                except OSError:\n"
                   "                    seen[(p, fd)] = 'refused'\n"
                   "                    continue\n"
                   "                seen[(p, fd)] = 'opened'\n"
@@ -632,17 +640,7 @@ class HostileSessionProjectsRunsc(HostileSessionProjectsRunc):
                   "        except OSError:\n"
                   "            pass\n"
                   "        c.close()\n"
-                  "        for p in os.listdir('/proc'):\n"
-                  "            if not p.isdigit() or int(p) in (1, os.getpid()):\n"
-                  "                continue\n"
-                  "            try:\n"
-                  "                if not open('/proc/%s/cmdline' % p, 'rb').read().endswith(b'steps.sock\\0'):\n"
-                  "                    continue\n"
-                  "            except OSError:\n"
-                  "                continue\n"
-                  "            for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):\n"
-                  "                try:\n"
-                  "                    f = os.open('/proc/%s/fd/%d' % (p, fd), mode | os.O_NONBLOCK)\n"
+                  + watch_fds("open('/proc/%s/cmdline' % p, 'rb').read().endswith(b'steps.sock\\0')") +
                   "                except OSError:\n"
                   "                    seen[(fd, 'refused')] = 1\n"
                   "                    continue\n"

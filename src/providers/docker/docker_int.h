@@ -665,6 +665,8 @@ int dk_steps_listen(const struct dsession *d, struct pl_error *err);
  * path unlinked whatever comes. */
 int dk_steps_accept(struct dsession *d, int lfd, uint64_t deadline, bool *timed_out,
                     struct pl_error *err);
+/* Close lfd and unlink the steps' socket (dk_steps_accept does it too). */
+void dk_steps_unlisten(const struct dsession *d, int lfd);
 /* Close lang's uplink, if any (its fd is -1 after). */
 void dk_uplink_drop(struct dsession *d, int lang);
 /* Drop both uplinks, close and unlink the listening socket. */

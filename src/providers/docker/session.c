@@ -501,18 +501,20 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
         return -1;
     if (one_exec && dk_runner_start(s, d->id, on_socket ? "/run/plimsoll/" STEPS_SOCK_NAME : NULL,
                                     &runner, err) < 0) {
-        if (lfd >= 0) {
-            bool late = false;
-            dk_steps_accept(d, lfd, 1, &late, &(struct pl_error){0}); /* closes, unlinks */
-        }
+        if (lfd >= 0)
+            dk_steps_unlisten(d, lfd);
         return -1;
     }
     int frc = session_files(s, d, req->project.files, req->project.nfiles, deadline,
                             res->files_failed, sizeof(res->files_failed), &timed_out, err);
     if (lfd >= 0) {
         /* The runner's connection, the only one taken (closes lfd). */
-        runner.cmd_fd = dk_steps_accept(d, lfd, frc < 0 ? 1 : deadline, &timed_out, err);
-        if (frc == 0 && runner.cmd_fd < 0 && !timed_out)
+        if (frc < 0) {
+            dk_steps_unlisten(d, lfd);
+            return -1;
+        }
+        runner.cmd_fd = dk_steps_accept(d, lfd, deadline, &timed_out, err);
+        if (runner.cmd_fd < 0 && !timed_out)
             return -1;
     }
     if (frc < 0)

@@ -27,26 +27,36 @@ static void uplink_path(const struct dsession *d, char *buf, size_t len) {
     snprintf(buf, len, "%.4000s/" UPLINK_NAME, d->dir);
 }
 
-void dk_uplink_listen(struct dsession *d) {
+/* A listening socket at path, owned by uid:gid with mode, listening only
+ * once those are set (a connect before is refused): its fd, or -1 with
+ * errno. */
+static int listen_at(const char *path, uid_t uid, gid_t gid, mode_t mode, int backlog) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    char path[PATH_MAX];
-    uplink_path(d, path, sizeof(path));
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return;
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     memcpy(sa.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-        return;
+        return -1;
     unlink(path);
-    /* The sandbox's uid alone may connect (and the gate checks the peer). */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        chown(path, (uid_t)d->s->set.uid, (gid_t)(d->s->set.uid + GID_RUN)) < 0 ||
-        chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chown(path, uid, gid) < 0 ||
+        chmod(path, mode) < 0 || listen(fd, backlog) < 0) {
+        int e = errno;
         close(fd);
         unlink(path);
-        return;
+        errno = e;
+        return -1;
     }
-    d->lfd = fd;
+    return fd;
+}
+
+void dk_uplink_listen(struct dsession *d) {
+    char path[PATH_MAX];
+    uplink_path(d, path, sizeof(path));
+    /* The sandbox's uid alone may connect (and the gate checks the peer). */
+    d->lfd = listen_at(path, (uid_t)d->s->set.uid, (gid_t)(d->s->set.uid + GID_RUN), 0600, 64);
 }
 
 void dk_uplink_close(struct dsession *d) {
@@ -74,30 +84,24 @@ static void steps_path(const struct dsession *d, char *buf, size_t len) {
 }
 
 int dk_steps_listen(const struct dsession *d, struct pl_error *err) {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     char path[PATH_MAX];
     steps_path(d, path, sizeof(path));
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return pl_error_set(err, PL_REASON_INTERNAL, "the steps' socket path is too long");
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = listen_at(path, 0, (gid_t)(d->s->set.uid + GID_RUN), 0660, 4);
     if (fd < 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "socket: %s", strerror(errno));
-    unlink(path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        chown(path, 0, (gid_t)(d->s->set.uid + GID_RUN)) < 0 || chmod(path, 0660) < 0 ||
-        listen(fd, 4) < 0) {
-        int e = errno;
-        close(fd);
-        unlink(path);
-        return pl_error_set(err, PL_REASON_INTERNAL, "the steps' socket %s: %s", path, strerror(e));
-    }
+        return pl_error_set(err, PL_REASON_INTERNAL, "the steps' socket %s: %s", path,
+                            strerror(errno));
     return fd;
+}
+
+void dk_steps_unlisten(const struct dsession *d, int lfd) {
+    char path[PATH_MAX];
+    steps_path(d, path, sizeof(path));
+    close(lfd);
+    unlink(path);
 }
 
 int dk_steps_accept(struct dsession *d, int lfd, uint64_t deadline, bool *timed_out,
                     struct pl_error *err) {
-    char path[PATH_MAX];
     int fd = -1;
     while (fd < 0) {
         int w = pl_fd_wait(lfd, POLLIN, deadline, -1);
@@ -126,9 +130,7 @@ int dk_steps_accept(struct dsession *d, int lfd, uint64_t deadline, bool *timed_
         }
     }
     /* One connection, the runner's: nothing else may connect after it. */
-    steps_path(d, path, sizeof(path));
-    close(lfd);
-    unlink(path);
+    dk_steps_unlisten(d, lfd);
     return fd;
 }
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # A session's project call (docs/sessions.md, "A project call"): one exec
-# of this program, as the calls' group, runs all of the call's steps.  plimsolld runs it as `python3 -I -c <this file>`, compiled
-# in after common.py, steps_common.py and procs.py; it is apart from the
+# of this program, as the calls' group, runs all of the call's steps.
+# plimsolld runs it as `python3 -I -c <this file>`, compiled in after
+# common.py, steps_common.py and procs.py; it is apart from the
 # session agent so that its start (the exec's Python, the imports, the
 # source to compile) is what a runner needs and no more.
 #
