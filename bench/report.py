@@ -134,6 +134,11 @@ def main(d, out):
         # The same aim for a session's project calls (RunInSession with a
         # project; bench/sessions.py, pool on): 1 and 3 steps, one session.
         pp = cell[0].get("project_p50_ms", {}) if cell else {}
+        if pp.get("first1") is not None and pp.get("true1"):
+            ratios.append("| sessions/%s: a session's first project call p50 / a later one "
+                          "(one `true` step each: %.1f / %.1f ms; the first starts the step "
+                          "runner, which then waits between calls) | %.2f× |"
+                          % (rt, pp["first1"], pp["true1"], pp["first1"] / pp["true1"]))
         for pre, what in (("true", "`true`"), ("py", "`python3 -c print(1)`")):
             if pp.get(pre + "1") is not None and pp.get(pre + "3") is not None and cell_ms:
                 step = (pp[pre + "3"] - pp[pre + "1"]) / 2
@@ -295,6 +300,20 @@ here: `time runsc --root /run/docker/runtime-runc/moby ps --format json <id>`
 six times against a running runsc container): the proof between steps is
 PID 1's
 ([security.md](security.md#a-projects-steps-under-runsc)).
+
+In a session, a project call's steps are run by the session's step
+runner, which the cleanup after the call before started and left waiting
+with a Python for each `python3` step
+([sessions.md](sessions.md#a-waiting-runner)). Traced the same way
+(`strace -f -tt -T -p <plimsolld's pid>`, `-e trace=sendto,recvfrom,write,read,connect,poll,kill,accept4,openat,wait4`)
+through a session's call of three `true` steps under runc, the second such
+call after the first project call:
+
+| | before (a runner started by the call) | now (the runner waiting) |
+|---|---|---|
+| before the first step | the runner's exec created and started; its Python and imports until its first marker: 191 ms | the waiting runner checked (its start time, its socket silent) and the sandbox's state read: 3.5 ms |
+| a step | the command on the runner's stdin to its marker: 6 to 7 ms; the host's cgroup read | the command on the runner's socket to its marker: 11.4 ms for the first (the waiters checked), 4 ms for the others; the host's cgroup read |
+| the whole call as the caller saw it | 215 ms | 27 ms |
 
 ## Load and soak
 

@@ -21,7 +21,9 @@
  *      wrote; fed as frames in chunks, it must agree with a plain reading
  *      (the first whole marker and its status taken out, nothing else lost);
  *   6  a launcher's stream (pl_last_line), byte 1 seeding the chunking: its
- *      report must be the plain reading of the stream's last line.
+ *      report must be the plain reading of the stream's last line;
+ *   7  a session's step runner's word (pl_docker_runner_word): accepted only
+ *      as what printing the numbers it gives back writes.
  * Any crash, leak, sanitizer report or broken invariant (abort) is a bug. */
 #include <stdbool.h>
 #include <stddef.h>
@@ -404,16 +406,38 @@ static void fuzz_end_mark(const uint8_t *p, size_t n) {
     pl_demux_free(&d);
 }
 
+/* A step runner's word: whatever is accepted prints back to its bytes. */
+static void fuzz_runner_word(const uint8_t *p, size_t n) {
+    long pids[4];
+    unsigned long long starts[4];
+    int k = pl_docker_runner_word((const char *)p, n, pids, starts, 4);
+    if (k < 0)
+        return;
+    if (k == 0 || k > 4)
+        abort();
+    char buf[256];
+    size_t at = 0;
+    for (int i = 0; i < k; i++) {
+        if (pids[i] < 2)
+            abort();
+        at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s%ld %llu", i ? " " : "", pids[i],
+                               starts[i]);
+    }
+    if (at + 1 != n || memcmp(buf, p, at) != 0 || p[at] != '\n')
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
-    switch (data[0] % 7) {
+    switch (data[0] % 8) {
     case 0: fuzz_demux(data + 1, size - 1); break;
     case 1: fuzz_answer(data + 1, size - 1); break;
     case 2: fuzz_upgrade(data + 1, size - 1); break;
     case 3: fuzz_files_report(data + 1, size - 1); break;
     case 4: fuzz_agent_report(data + 1, size - 1); break;
     case 6: fuzz_last_line(data + 1, size - 1); break;
+    case 7: fuzz_runner_word(data + 1, size - 1); break;
     default: fuzz_end_mark(data + 1, size - 1); break;
     }
     return 0;

@@ -608,6 +608,137 @@ class HostileSessionProjectsRunc(HostileProjects, unittest.TestCase):
         self.assertEqual(seen, "['refused']\n")
 
 
+    RUNNERS = ("import os\n"
+               "r = []\n"
+               "for p in os.listdir('/proc'):\n"
+               "    try:\n"
+               "        if b'/run/plimsoll/steps.sock\\0' in open('/proc/%s/cmdline' % p, 'rb').read():\n"
+               "            r.append(int(p))\n"
+               "    except (OSError, ValueError):\n"
+               "        pass\n"
+               "print(sorted(r))\n")
+
+    def runners(self):
+        """The step runners the sandbox shows, as a cell sees them."""
+        return eval(self.cell(self.RUNNERS)["stdout"])
+
+    def test_a_runner_waits_for_the_next_call_and_ends_with_it(self):
+        # After a project call the cleanup leaves one runner waiting; it is
+        # spared by the cleanups after the calls that do not use it (a
+        # process a cell left is not), and the project call that takes it
+        # ends it: the next waits in its place.
+        self.run_project({"project": {"steps": [{"argv": ["true"]}]}})
+        first = self.runners()
+        self.assertEqual(len(first), 1, first)
+        self.cell("import subprocess\n"
+                  "left = subprocess.Popen(['sleep', '1000'], start_new_session=True).pid\n")
+        self.assertEqual(self.runners(), first)
+        # Killed by the cleanup: gone, or a zombie its interpreter has not
+        # reaped.
+        self.assertEqual(self.cell("try:\n"
+                                   "    st = open('/proc/%d/stat' % left).read()\n"
+                                   "    print(st[st.rfind(')') + 2] in 'ZX')\n"
+                                   "except OSError:\n"
+                                   "    print(True)\n")["stdout"], "True\n")
+        status, b = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {"project": {
+            "steps": [{"argv": ["sh", "-c", "echo one"]}, {"argv": ["sh", "-c", "echo two"]}]}}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual([s["stdout"] for s in b["steps"]], ["one\n", "two\n"], b)
+        second = self.runners()
+        self.assertEqual(len(second), 1, second)
+        self.assertNotEqual(second, first)
+
+    def test_a_runner_a_cell_killed_is_replaced(self):
+        # A kept interpreter shares the runner's uid and may kill it while
+        # it waits: the next project call finds its socket ended and starts
+        # one of its own.
+        self.run_project({"project": {"steps": [{"argv": ["true"]}]}})
+        pids = self.runners()
+        self.assertEqual(len(pids), 1, pids)
+        self.cell("import os, signal\nos.kill(%d, signal.SIGKILL)\n" % pids[0])
+        for steps in (1, 3):
+            status, b = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {"project": {
+                "steps": [{"argv": ["sh", "-c", "echo ran"]}] * steps}}})
+            self.assertEqual(status, 200, b)
+            self.assertEqual((b["outcome"], [s["stdout"] for s in b["steps"]]),
+                             ("completed", ["ran\n"] * steps), b)
+            self.cell("import os, signal\n"
+                      "for p in %s:\n"
+                      "    os.kill(p, signal.SIGKILL)\n" % self.runners())
+
+    WAITERS = ("import os\n"
+               "w = []\n"
+               "for p in os.listdir('/proc'):\n"
+               "    try:\n"
+               "        c = open('/proc/%s/cmdline' % p, 'rb').read()\n"
+               "    except (OSError, ValueError):\n"
+               "        continue\n"
+               "    if c.startswith(b'python3\\0-c\\0') and c.endswith(b'\\0later\\0'):\n"
+               "        w.append(int(p))\n"
+               "print(sorted(w))\n")
+    # A python3 step that says its open-files limit and whether a waiter
+    # ran it (a waiter's /proc/self/cmdline is its own command).
+    LOOK = {"argv": ["python3", "-c", "import resource; print(resource.getrlimit("
+                     "resource.RLIMIT_NOFILE)[0], open('/proc/self/cmdline', 'rb').read()"
+                     ".endswith(b'later\\0'))"]}
+
+    def test_waiters_a_call_tampered_with(self):
+        # A waiting runner starts as many python3 steps' waiters as a call
+        # before had python3 steps (three at most).  A snippet call runs as
+        # their group: it lowers one's open-files limit and stops another
+        # while they wait (a kept interpreter, another group, may only
+        # signal them).  The lowered one takes no step (it is not what the
+        # runner holds: that step starts fresh), the stopped one is
+        # continued and used, and every step sees the limit a fresh
+        # process has.
+        status, b = self.run_project({"project": {"steps": [self.LOOK] * 3}})
+        self.assertEqual((status, b["outcome"]), (200, "completed"), b)
+        limit = b["steps"][0]["stdout"].split()[0]
+        waiters = eval(self.cell(self.WAITERS)["stdout"])
+        self.assertEqual(len(waiters), 3, waiters)
+        status, b = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {"snippet": {
+            "language": "python",
+            "code": "import os, resource, signal\n"
+                    "resource.prlimit(%d, resource.RLIMIT_NOFILE, (64, resource.getrlimit("
+                    "resource.RLIMIT_NOFILE)[1]))\n"
+                    "print(resource.prlimit(%d, resource.RLIMIT_NOFILE)[0])\n"
+                    "os.kill(%d, signal.SIGSTOP)\n" % (waiters[0], waiters[0], waiters[1])}}})
+        self.assertEqual((status, b["stdout"]), (200, "64\n"), b)
+        self.assertEqual(self.runners() and eval(self.cell(self.WAITERS)["stdout"]), waiters)
+        status, b = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {"project": {
+            "steps": [self.LOOK] * 3}}})
+        self.assertEqual((status, b["outcome"]), (200, "completed"), b)
+        said = sorted(s["stdout"].split()[1] for s in b["steps"])
+        self.assertEqual([s["stdout"].split()[0] for s in b["steps"]], [limit] * 3, b)
+        self.assertEqual(said, ["False", "True", "True"], b)
+
+    def test_no_process_of_a_call_can_stand_in_for_the_runner(self):
+        # A snippet call runs as the calls' group, the runner's: while a
+        # runner waits, the steps' socket is not there to connect to, and
+        # what the call leaves is ended by the cleanup, which spares the
+        # runner alone (by its pid and start time, which it said on its
+        # socket).
+        self.run_project({"project": {"steps": [{"argv": ["true"]}]}})
+        pids = self.runners()
+        status, b = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {"snippet": {
+            "language": "python",
+            "code": "import os, socket, subprocess\n"
+                    "c = socket.socket(socket.AF_UNIX)\n"
+                    "try:\n"
+                    "    c.connect('/run/plimsoll/steps.sock')\n"
+                    "    print('connected')\n"
+                    "except OSError as e:\n"
+                    "    print(type(e).__name__)\n"
+                    "subprocess.Popen(['python3', '-c', 'import time; time.sleep(1000)', "
+                    "'/run/plimsoll/steps.sock'], start_new_session=True)\n"}}})
+        self.assertEqual(status, 200, b)
+        self.assertEqual(b["stdout"], "FileNotFoundError\n", b)
+        self.assertEqual(self.runners(), pids)
+        status, b = self.d.rpc("RunInSession", {"session_id": self.sid, "run": {"project": {
+            "steps": [{"argv": ["sh", "-c", "echo ran"]}]}}})
+        self.assertEqual((b["outcome"], b["steps"][0]["stdout"]), ("completed", "ran\n"), b)
+
+
 class HostileSessionProjectsRunsc(HostileSessionProjectsRunc):
     """Under runsc, where any process of the sandbox's uid can open another's
     pipes, the runner's commands come on a socket that only the calls'
@@ -640,7 +771,7 @@ class HostileSessionProjectsRunsc(HostileSessionProjectsRunc):
                   "        except OSError:\n"
                   "            pass\n"
                   "        c.close()\n"
-                  + watch_fds("open('/proc/%s/cmdline' % p, 'rb').read().endswith(b'steps.sock\\0')") +
+                  + watch_fds("b'steps.sock\\0' in open('/proc/%s/cmdline' % p, 'rb').read()") +
                   "                except OSError:\n"
                   "                    seen[(fd, 'refused')] = 1\n"
                   "                    continue\n"

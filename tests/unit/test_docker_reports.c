@@ -94,6 +94,47 @@ static json_t *last_of(const char *s, size_t len, size_t step) {
     return pl_last_line_report(&l);
 }
 
+static void test_runner_word(void **state) {
+    (void)state;
+    long pids[4];
+    unsigned long long starts[4];
+    const char *ok = "12 345 13 346\n";
+    assert_int_equal(pl_docker_runner_word(ok, strlen(ok), pids, starts, 4), 2);
+    assert_int_equal(pids[0], 12);
+    assert_int_equal(starts[0], 345);
+    assert_int_equal(pids[1], 13);
+    assert_int_equal(starts[1], 346);
+    assert_int_equal(pl_docker_runner_word("7 0\n", 4, pids, starts, 4), 1);
+    /* More pairs than room, and every other shape, are refused. */
+    const char *five = "2 1 3 1 4 1 5 1 6 1\n";
+    assert_int_equal(pl_docker_runner_word(five, strlen(five), pids, starts, 4), -1);
+    const char *bad[] = {"",
+                         "\n",
+                         "12 345",
+                         "12 345\n\n",
+                         "12 345 \n",
+                         " 12 345\n",
+                         "12  345\n",
+                         "12\n",
+                         "12 345 13\n",
+                         "1 345\n",
+                         "0 345\n",
+                         "-12 345\n",
+                         "+12 345\n",
+                         "012 345\n",
+                         "12 0345\n",
+                         "12 345x\n",
+                         "12\t345\n",
+                         "12 345\r\n",
+                         "99999999999999999999999 1\n",
+                         "12 99999999999999999999999\n",
+                         "9223372036854775808 1\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(pl_docker_runner_word(bad[i], strlen(bad[i]), pids, starts, 4), -1);
+    /* A NUL inside is not a digit. */
+    assert_int_equal(pl_docker_runner_word("12 3\0\n", 6, pids, starts, 4), -1);
+}
+
 static void test_last_line(void **state) {
     (void)state;
     /* What another process wrote before the launcher's newline is dropped,
@@ -148,10 +189,9 @@ static void test_last_line(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_files_report_accepted),
-        cmocka_unit_test(test_files_report_refused),
-        cmocka_unit_test(test_agent_report),
-        cmocka_unit_test(test_last_line),
+        cmocka_unit_test(test_files_report_accepted), cmocka_unit_test(test_files_report_refused),
+        cmocka_unit_test(test_agent_report),          cmocka_unit_test(test_last_line),
+        cmocka_unit_test(test_runner_word),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

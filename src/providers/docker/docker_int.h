@@ -50,14 +50,18 @@
  *                           the run's code arrives (in bootstrap.py)
  *   guest/wait_main.js      the same for Node (in bootstrap.py)
  *   guest/step_wait.py      a project's steps, waiting in a warm project
- *                           container (in bootstrap.py)
+ *                           container or beside a session's step runner
+ *                           (in bootstrap.py and session_steps.py)
+ *   guest/step_waiters.py   starting, checking and handing steps to those
+ *                           waiters (in bootstrap.py and session_steps.py)
  *   guest/session_main.py   a session container's PID 1: runs no guest
  *                           code, reaps orphans
  *   guest/session_agent.py  a session's execs: an interpreter's launch and
  *                           the Python cell server, the cleanup between
  *                           calls (also the hosted providers' cells)
- *   guest/session_steps.py  a session's project call's steps under runc,
- *                           one exec for the call (run.c)
+ *   guest/session_steps.py  a session's project call's steps, one exec for
+ *                           the call, waiting from the cleanup before it
+ *                           (run.c, session.c)
  *   guest/cell_server.js    the Node cell server (in session_agent.py)
  *   guest/proof_keep.py     the startup proof's session calls (proof.c):
  *   guest/proof_look.py     a process left behind and a file, what the
@@ -318,6 +322,22 @@ extern const char *const dk_lang_name[2];
  * dk_pool_take until dk_session_close.  While the cleaner runs, it alone
  * touches the session (dk_cleaner_join waits for it).
  */
+/* The steps' waiters a pooled project container's PID 1 starts (the first
+ * step's and two for later python3 steps: bootstrap.py, LATER_WAITERS), and
+ * the most a session's step runner starts (session_steps.py, MAX_WAITERS). */
+#define DK_STEP_WAITERS 3
+/* What the host's sweeps between a session's steps spare: the two kept
+ * interpreters, the runner and its waiters. */
+#define DK_SESSION_SPARED (2 + 1 + DK_STEP_WAITERS)
+
+/* A session's step runner (guest/session_steps.py): its exec's stream and
+ * the socket its commands go on. */
+struct dk_runner {
+    int fd;     /* the exec's stream, -1 once ended */
+    int cmd_fd; /* the commands' socket (dk_steps_accept), -1 once ended */
+    struct cont_pump p;
+};
+
 struct dsession {
     char id[72];        /* the container */
     char tag[17];       /* non-secret label */
@@ -339,8 +359,23 @@ struct dsession {
     char verdict[256]; /* non-empty: the session must end, and why */
     struct docker_state *s;
     struct peer_gate gate; /* who may connect to the session's sockets */
-    bool pooled;           /* taken from the warm pool */
-    unsigned mask;         /* the interpreters the pool started: 1 python, 2 javascript */
+    struct {
+        struct dk_runner r;
+        long pid;                 /* in the sandbox's pid namespace */
+        unsigned long long start; /* its start time */
+        long host_pid;            /* runc: the host's pid; runsc: gVisor's */
+        bool up;                  /* started, connected, waiting for a call */
+        bool wanted;              /* a project call ran: each cleanup leaves one waiting */
+        unsigned want; /* its python3 steps' waiters: the most a call had python3 steps */
+        struct {
+            long pid; /* 0: gone */
+            unsigned long long start;
+            long host_pid;
+        } w[DK_STEP_WAITERS]; /* its waiters, as it said them */
+        size_t nw;
+    } runner;      /* a step runner waiting for the next project call */
+    bool pooled;   /* taken from the warm pool */
+    unsigned mask; /* the interpreters the pool started: 1 python, 2 javascript */
 };
 
 /*
@@ -429,9 +464,6 @@ int dk_kill_container(struct docker_state *s, const char *id);
  * the caller's. */
 int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pump *p,
             struct cont_result *res, int fd, uint64_t deadline_ns, struct pl_error *err);
-/* The steps' waiters a pooled project container's PID 1 starts: the first
- * step's and two for later python3 steps (bootstrap.py, LATER_WAITERS). */
-#define DK_STEP_WAITERS 3
 /* Create a container with the run configuration (dk_container_config),
  * its id into ret_id.  waiters: what its bootstrap starts waiting
  * (dk_container_config), or NULL.  The caller deletes it. */
@@ -560,23 +592,20 @@ json_t *dk_report_line(const struct pl_buf *out);
  * bootstrap's exec mode, which installs the seccomp filter first): a new
  * reference, or NULL when out of memory. */
 json_t *dk_step_cmd(struct docker_state *s, const char *const *argv, size_t argc);
-/* A session's project steps under runc: one exec of the step runner
- * runs them all (run.c; docs/sessions.md, "A project call").  The runner
- * is started first (dk_runner_start: its Python starts while the call's
- * files are written) and ended by dk_runner_end (its stdin closes: it
- * exits).  keep is the kept interpreters as the sandbox knows them
- * ([[pid, start], ...]), keep_host their host pids. */
-struct dk_runner {
-    int fd;     /* the exec's stream, -1 once ended */
-    int cmd_fd; /* under runsc the commands' socket (dk_steps_accept), else -1 */
-    struct cont_pump p;
-};
-int dk_runner_start(struct docker_state *s, const char *id, const char *sock, struct dk_runner *r,
-                    struct pl_error *err);
+/* A session's project steps: one exec of the step runner runs them all
+ * (run.c; docs/sessions.md, "A project call").  r is a runner started and
+ * connected (session.c); it is ended by dk_runner_end (its commands'
+ * socket closes: it exits).  keep is the kept interpreters as the sandbox
+ * knows them ([[pid, start], ...]); spare the host pids the sweeps between
+ * steps spare (runc: the kept interpreters, the runner and its waiters),
+ * spare_start their start times (at most DK_SESSION_SPARED). */
+int dk_runner_start(struct docker_state *s, const char *id, const char *sock, unsigned waiters,
+                    struct dk_runner *r, struct pl_error *err);
 void dk_runner_end(struct dk_runner *r);
 int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct dk_runner *r,
-                     pid_t init_host_pid, const json_t *keep, const long *keep_host, size_t nkeep,
-                     struct cont_result *res, uint64_t deadline, struct pl_error *err);
+                     pid_t init_host_pid, const json_t *keep, const long *spare,
+                     const unsigned long long *spare_start, size_t nspare, struct cont_result *res,
+                     uint64_t deadline, struct pl_error *err);
 /* A project's steps (in->project) in container id, in order, an exec each
  * as the run's user (with in->step_env; output at in->output_bytes, to
  * in->sink), ending what each left running but init_host_pid and keep's;
@@ -667,6 +696,10 @@ int dk_steps_accept(struct dsession *d, int lfd, uint64_t deadline, bool *timed_
                     struct pl_error *err);
 /* Close lfd and unlink the steps' socket (dk_steps_accept does it too). */
 void dk_steps_unlisten(const struct dsession *d, int lfd);
+/* The host's pid of the sandbox's process pid that started at start
+ * (runc: found in the container's cgroup; runsc: pid itself), or -1. */
+long dk_host_pid_of(struct docker_state *s, const struct dsession *d, long pid,
+                    unsigned long long start);
 /* Close lang's uplink, if any (its fd is -1 after). */
 void dk_uplink_drop(struct dsession *d, int lang);
 /* Drop both uplinks, close and unlink the listening socket. */

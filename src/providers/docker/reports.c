@@ -4,6 +4,7 @@
  * (reports.h).
  */
 #include "reports.h"
+#include <limits.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -84,4 +85,41 @@ json_t *pl_last_line_report(const struct pl_last_line *l) {
         return NULL;
     }
     return j;
+}
+
+/* A decimal number at *p (digits only, no leading zero, before end), into
+ * *v: false when there is none or it overflows. */
+static bool read_decimal(const char **p, const char *end, unsigned long long *v) {
+    const char *q = *p;
+    unsigned long long x = 0;
+    if (q == end || *q < '0' || *q > '9' ||
+        (*q == '0' && q + 1 < end && q[1] >= '0' && q[1] <= '9'))
+        return false; /* none, or a leading zero */
+    for (; q < end && *q >= '0' && *q <= '9'; q++) {
+        if (x > (ULLONG_MAX - 9) / 10)
+            return false;
+        x = x * 10 + (unsigned)(*q - '0');
+    }
+    *p = q;
+    *v = x;
+    return true;
+}
+
+int pl_docker_runner_word(const char *word, size_t len, long *pids, unsigned long long *starts,
+                          size_t max) {
+    if (len == 0 || word[len - 1] != '\n' || memchr(word, '\n', len - 1))
+        return -1;
+    const char *p = word, *end = word + len - 1;
+    size_t n = 0;
+    while (p < end) {
+        unsigned long long pid = 0, start = 0;
+        if (n == max || !read_decimal(&p, end, &pid) || p == end || *p++ != ' ' ||
+            !read_decimal(&p, end, &start) || pid < 2 || pid > LONG_MAX)
+            return -1;
+        if (p < end && (*p++ != ' ' || p == end))
+            return -1; /* not one space between pairs, or one after the last */
+        pids[n] = (long)pid;
+        starts[n++] = start;
+    }
+    return n > 0 ? (int)n : -1;
 }

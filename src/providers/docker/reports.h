@@ -40,6 +40,17 @@ json_t *pl_docker_files_report(const char *out, size_t len, uint64_t total, size
 json_t *pl_docker_agent_report(const char *out, size_t len);
 
 /*
+ * A session's step runner's word on its socket (docs/sessions.md, "A
+ * waiting runner"): "PID START" for itself, then for each of its waiters,
+ * one space between numbers, decimal digits only (no leading zero), "\n"
+ * last and nothing
+ * after (len bytes).  Into pids and starts, at most max pairs; returns how
+ * many, or -1 when it is anything else (every pid must be above 1).
+ */
+int pl_docker_runner_word(const char *word, size_t len, long *pids, unsigned long long *starts,
+                          size_t max);
+
+/*
  * The last line of a stream fed in pieces, in bounded memory: the line in
  * progress and the last whole one, each at most PL_LAST_LINE_MAX bytes (a
  * longer line is remembered as too long, never cut).  Zero-initialise.

@@ -272,15 +272,15 @@ struct attached {
     int fd;
     uint64_t deadline;
     pid_t init_host_pid; /* runc: PID 1 on the host (0 under runsc) */
-    /* A session's call: the runner is an exec beside the kept interpreters;
-     * these host pids (the interpreters', the runner's) stay. */
+    /* A session's call: the runner is an exec beside the kept interpreters. */
     bool session;
-    long *keep; /* the runner's last, 0 until learnt */
+    long *keep; /* the host pids the sweeps spare: waiters */
     size_t nkeep;
-    /* A run's: the steps' waiters PID 1 started before any step (runc:
-     * their host pids and start times); keep points here. */
-    long waiters[DK_STEP_WAITERS];
-    unsigned long long waiter_start[DK_STEP_WAITERS];
+    /* What the sweeps spare while their start times hold (runc): a run's
+     * steps' waiters, PID 1's; a session's kept interpreters, runner and
+     * its waiters.  keep points here. */
+    long waiters[DK_SESSION_SPARED];
+    unsigned long long waiter_start[DK_SESSION_SPARED];
     struct pl_buf *preamble; /* sent before the first step's command, or NULL */
     int cmd_fd; /* a session's under runsc: the runner's socket, the commands' way (else -1) */
 };
@@ -366,26 +366,12 @@ static int bootstrap_host_pid(struct attached *a, struct pl_error *err) {
     return 0;
 }
 
-/* A run's steps' waiters that are no longer the ones started (a waiter
- * that ended, its pid since reused) are spared no more. */
+/* What the sweeps spare that is no longer the process started (one that
+ * ended, its pid since reused) is spared no more. */
 static void waiters_still(struct attached *a) {
-    for (size_t k = 0; !a->session && k < a->nkeep; k++)
+    for (size_t k = 0; k < a->nkeep; k++)
         if (a->waiters[k] > 0 && pl_hostview_start_time((pid_t)a->waiters[k]) != a->waiter_start[k])
             a->waiters[k] = -1;
-}
-
-/* A session's runner's host pid, from the engine, into a->keep's last. */
-static int runner_pid(struct attached *a, struct pl_error *err) {
-    char path[160];
-    PL_AUTO_JSON json_t *ins = NULL;
-    snprintf(path, sizeof(path), "/exec/%s/json", a->p->exec_id);
-    if (dk_api_expect(a->s, "GET", path, NULL, 200, &ins, err) < 0)
-        return -1;
-    long pid = (long)json_integer_value(json_object_get(ins, "Pid"));
-    if (pid <= 0)
-        return pl_error_set(err, PL_REASON_INTERNAL, "docker: the step runner's exec has no pid");
-    a->keep[a->nkeep - 1] = pid;
-    return 0;
 }
 
 /* Step i over the attach stream: 1 when the next may run, 0 when the steps
@@ -460,8 +446,6 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
      * there is not an error, as between calls. */
     if (a->init_host_pid > 0) {
         unsigned killed = 0;
-        if (a->session && a->keep[a->nkeep - 1] <= 0 && runner_pid(a, err) < 0)
-            return -1;
         waiters_still(a);
         if (dk_host_sweep(a->s, a->p->id, a->init_host_pid, a->keep, a->nkeep, NULL, 0, &killed,
                           err) < 0)
@@ -508,19 +492,20 @@ static int attached_project(struct docker_state *s, const struct cont_input *in,
     return 0;
 }
 
-/* A session's step runner, started (its stdin open, nothing sent yet) and
- * ended (its stdin closed: it exits); dk_session_steps runs the steps.
- * sock: the path of the commands' socket inside, or NULL for its stdin. */
-int dk_runner_start(struct docker_state *s, const char *id, const char *sock, struct dk_runner *r,
-                    struct pl_error *err) {
+/* A session's step runner, started (connecting to sock, nothing sent yet)
+ * and ended (its commands' socket closed: it exits); session.c takes its
+ * connection, dk_session_steps runs the steps. */
+int dk_runner_start(struct docker_state *s, const char *id, const char *sock, unsigned waiters,
+                    struct dk_runner *r, struct pl_error *err) {
     char user[32];
     dk_run_user(s, user);
     r->fd = -1;
     r->cmd_fd = -1;
     r->p = (struct cont_pump){.exec = true};
-    json_t *cmd = json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_session_steps);
-    if (cmd && sock)
-        json_array_append_new(cmd, json_string(sock));
+    char nw[16];
+    snprintf(nw, sizeof(nw), "%u", waiters);
+    json_t *cmd =
+        json_pack("[s, s, s, s, s, s]", "python3", "-I", "-c", pl_docker_session_steps, sock, nw);
     if (dk_exec_start(s, id, user, cmd, NULL, true, &r->fd, r->p.exec_id, err) < 0)
         return -1;
     snprintf(r->p.id, sizeof(r->p.id), "%s", id);
@@ -534,25 +519,28 @@ void dk_runner_end(struct dk_runner *r) {
         close(r->cmd_fd); /* the runner's commands end: it exits */
     r->cmd_fd = -1;
     if (r->fd >= 0)
-        close(r->fd); /* the runner's stdin ends: it exits */
+        close(r->fd);
     r->fd = -1;
     dk_cont_pump_clear(&r->p);
 }
 
 /*
- * A session's project steps under runc (docs/sessions.md, "A project
- * call"): one exec of the step runner (guest/session_steps.py), as the
- * calls' group, for all of them.  It takes each step on its stdin as a
- * project's bootstrap does, and ends every process but PID 1, itself and
- * the kept interpreters (keep: [[pid, start], ...] in the sandbox) before
- * each step's end marker; the host then sees the container's cgroup hold only
- * PID 1 (init_host_pid), the runner and the kept interpreters (keep_host)
- * before the next step is sent.  The runner's stdin is open to no other
- * process: it is not dumpable, and the interpreters' group differs.
+ * A session's project steps (docs/sessions.md, "A project call"): one exec
+ * of the step runner (guest/session_steps.py), as the calls' group, for all
+ * of them.  It takes each step on its socket as a project's bootstrap does
+ * (a python3 step by one of its waiters when one is ready and intact), and
+ * ends every process but PID 1, itself, its unused waiters and the kept
+ * interpreters (keep: [[pid, start], ...] in the sandbox) before each
+ * step's end marker; under runc the host then sees the container's cgroup
+ * hold only PID 1 (init_host_pid) and spare's processes, each while its
+ * start time holds, before the next step is sent.  The runner's socket is
+ * open to no other process: it is not dumpable, and gVisor does not reopen
+ * a socket through /proc.
  */
 int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct dk_runner *r,
-                     pid_t init_host_pid, const json_t *keep, const long *keep_host, size_t nkeep,
-                     struct cont_result *res, uint64_t deadline, struct pl_error *err) {
+                     pid_t init_host_pid, const json_t *keep, const long *spare,
+                     const unsigned long long *spare_start, size_t nspare, struct cont_result *res,
+                     uint64_t deadline, struct pl_error *err) {
     const struct pl_run_request *req = in->project;
     res->steps = calloc(req->project.nsteps ? req->project.nsteps : 1, sizeof(*res->steps));
     if (!res->steps)
@@ -565,13 +553,6 @@ int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct
     PL_CLEANUP(pl_buf_free) struct pl_buf pre = {0};
     if (!hs || pl_buf_printf(&pre, "%zu\n%s", strlen(hs), hs) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    /* The host's check spares the runner too: its pid is learnt once the
-     * first step's markers came (the engine may not know it at the start). */
-    long spare[3];
-    size_t nspare = 0;
-    for (size_t k = 0; k < nkeep && k < 2; k++)
-        spare[nspare++] = keep_host[k];
-    spare[nspare++] = 0;
     struct attached a = {.s = s,
                          .in = &sin,
                          .p = &r->p,
@@ -580,10 +561,14 @@ int dk_session_steps(struct docker_state *s, const struct cont_input *in, struct
                          .deadline = deadline,
                          .init_host_pid = init_host_pid,
                          .session = true,
-                         .keep = spare,
-                         .nkeep = nspare,
+                         .nkeep = nspare < DK_SESSION_SPARED ? nspare : DK_SESSION_SPARED,
                          .preamble = &pre,
                          .cmd_fd = r->cmd_fd};
+    for (size_t k = 0; k < a.nkeep; k++) {
+        a.waiters[k] = spare[k];
+        a.waiter_start[k] = spare_start[k];
+    }
+    a.keep = a.waiters;
     struct steps_run t = {.s = s, .in = &sin, .id = r->p.id, .res = res, .deadline = deadline};
     for (size_t i = 0; i < req->project.nsteps; i++) {
         int rc = attached_step(&a, i, &t, err);

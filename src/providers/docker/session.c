@@ -73,8 +73,126 @@ static int agent_json(struct docker_state *s, struct dsession *d, json_t *cmd, u
     return 0;
 }
 
-/* The cleanup between calls: every process but PID 1 and the kept
- * interpreters ends; the verdict decides whether the session goes on. */
+/*
+ * The session's step runner (docs/sessions.md, "A waiting runner").  The
+ * cleanup after a project call starts the next call's (a project call
+ * that finds none waiting starts its own).  It connects to the steps'
+ * socket, which is then closed, and says its pid and start time on that
+ * connection, its only way to the daemon: when it connects, the calls'
+ * group holds no other process (the cleanup has just proved so, or the
+ * call has run nothing yet), and the kept interpreters' group cannot
+ * connect.  It waits, spared by the cleanups between calls by its pid and
+ * start time, until a project call takes it; that call ends it.
+ */
+#define RUNNER_START_MS 30000 /* the cleanup's wait for a runner to connect and say its pid */
+#define RUNNER_WORD_MAX 256   /* "PID START" for it and each waiter, "\n" */
+
+static void runner_drop(struct dsession *d) {
+    dk_runner_end(&d->runner.r);
+    d->runner.up = false;
+    d->runner.nw = 0;
+}
+
+static void runner_dropp(struct dsession **d) {
+    runner_drop(*d);
+}
+
+/* Start a runner's exec and the socket it connects to (*lfd). */
+static int runner_begin(struct docker_state *s, struct dsession *d, int *lfd,
+                        struct pl_error *err) {
+    runner_drop(d);
+    *lfd = dk_steps_listen(d, err);
+    if (*lfd < 0)
+        return -1;
+    if (dk_runner_start(s, d->id, "/run/plimsoll/" STEPS_SOCK_NAME, d->runner.want, &d->runner.r,
+                        err) < 0) {
+        dk_steps_unlisten(d, *lfd);
+        *lfd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+/* The runner's connection (lfd is closed) and its word, by the deadline:
+ * 0 once it waits (d->runner.up); -1 with err, or with *timed_out. */
+static int runner_finish(struct docker_state *s, struct dsession *d, int lfd, uint64_t deadline,
+                         bool *timed_out, struct pl_error *err) {
+    struct dk_runner *r = &d->runner.r;
+    r->cmd_fd = dk_steps_accept(d, lfd, deadline, timed_out, err);
+    char word[RUNNER_WORD_MAX];
+    size_t n = 0;
+    while (r->cmd_fd >= 0 && (n == 0 || word[n - 1] != '\n')) {
+        int w = pl_fd_wait(r->cmd_fd, POLLIN, deadline, -1);
+        if (w == -ETIMEDOUT) {
+            *timed_out = true;
+            break;
+        }
+        ssize_t k = w < 0 ? -1 : read(r->cmd_fd, word + n, sizeof(word) - 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0 || (n += (size_t)k) == sizeof(word) - 1) {
+            pl_error_set(err, PL_REASON_INTERNAL, "the step runner did not say its pid");
+            break;
+        }
+    }
+    word[n] = '\0';
+    /* "PID START" for the runner, then for each of its waiters. */
+    long pids[1 + DK_STEP_WAITERS];
+    unsigned long long starts[1 + DK_STEP_WAITERS];
+    int np = r->cmd_fd >= 0 && n > 0
+                 ? pl_docker_runner_word(word, n, pids, starts, 1 + DK_STEP_WAITERS)
+                 : -1;
+    bool ok = np > 0;
+    if (ok && np > 0) {
+        d->runner.pid = pids[0];
+        d->runner.start = starts[0];
+        d->runner.host_pid = dk_host_pid_of(s, d, pids[0], starts[0]);
+        d->runner.nw = 0;
+        for (int k = 1; k < np; k++) {
+            /* A waiter that ended already is not spared. */
+            long host = dk_host_pid_of(s, d, pids[k], starts[k]);
+            if (host > 0)
+                d->runner.w[d->runner.nw++] = (typeof(d->runner.w[0])){pids[k], starts[k], host};
+        }
+        if (d->runner.host_pid > 0) {
+            d->runner.up = true;
+            return 0;
+        }
+        pl_error_set(err, PL_REASON_INTERNAL, "the host does not see the step runner");
+    } else if (r->cmd_fd >= 0 && !*timed_out && !err->message[0]) {
+        pl_error_set(err, PL_REASON_INTERNAL, "the step runner's word is malformed");
+    }
+    runner_drop(d);
+    return -1;
+}
+
+/* Whether the waiting runner can take a call: still the process that
+ * started (runc: the host's start time), its socket silent (it says
+ * nothing more until it ran a step, and a runner that ended shows EOF). */
+static bool runner_waiting(struct docker_state *s, struct dsession *d) {
+    if (!d->runner.up)
+        return false;
+    struct pollfd p = {.fd = d->runner.r.cmd_fd, .events = POLLIN};
+    if (poll(&p, 1, 0) != 0)
+        return false;
+    return s->hv.runsc || pl_hostview_start_time((pid_t)d->runner.host_pid) == d->runner.start;
+}
+
+/* Whether the cleanup's "alive" ([[pid, start], ...]) lists pid. */
+static bool listed_alive(const json_t *alive, long pid) {
+    size_t k;
+    json_t *e;
+    json_array_foreach(alive, k, e) {
+        if (json_integer_value(json_array_get(e, 0)) == pid)
+            return true;
+    }
+    return false;
+}
+
+/* The cleanup between calls: every process but PID 1, the kept
+ * interpreters and a waiting runner with its waiters ends; the verdict
+ * decides whether the session goes on.  Then, in a session that ran a
+ * project call, the next call's runner starts when none waits. */
 static void *cleaner_main(void *arg) {
     struct dsession *d = arg;
     struct docker_state *s = d->s;
@@ -83,6 +201,13 @@ static void *cleaner_main(void *arg) {
         if (d->in[i].up)
             json_array_append_new(
                 keep, json_pack("[I, I]", (json_int_t)d->in[i].pid, (json_int_t)d->in[i].start));
+    if (d->runner.up)
+        json_array_append_new(
+            keep, json_pack("[I, I]", (json_int_t)d->runner.pid, (json_int_t)d->runner.start));
+    for (size_t k = 0; d->runner.up && k < d->runner.nw; k++)
+        if (d->runner.w[k].pid > 0)
+            json_array_append_new(keep, json_pack("[I, I]", (json_int_t)d->runner.w[k].pid,
+                                                  (json_int_t)d->runner.w[k].start));
     char ipc[24];
     snprintf(ipc, sizeof(ipc), "%ld", d->ipc_last);
     char *keep_s = json_dumps(keep, JSON_COMPACT);
@@ -117,17 +242,16 @@ static void *cleaner_main(void *arg) {
     } else {
         json_t *alive = json_object_get(j, "alive");
         for (int i = 0; i < 2; i++) {
-            bool still = false;
-            size_t k;
-            json_t *e;
-            json_array_foreach(alive, k, e) {
-                if (json_integer_value(json_array_get(e, 0)) == d->in[i].pid)
-                    still = true;
-            }
+            bool still = listed_alive(alive, d->in[i].pid);
             if (d->in[i].up && !still)
                 dk_uplink_drop(d, i);
             d->in[i].up = d->in[i].up && still;
         }
+        if (!listed_alive(alive, d->runner.pid))
+            runner_drop(d);
+        for (size_t k = 0; k < d->runner.nw; k++)
+            if (!listed_alive(alive, d->runner.w[k].pid))
+                d->runner.w[k].pid = 0; /* gone: spared no more */
         if (json_is_integer(json_object_get(j, "ipc_last")))
             d->ipc_last = (long)json_integer_value(json_object_get(j, "ipc_last"));
         json_t *dl = json_object_get(j, "dead");
@@ -152,7 +276,7 @@ static void *cleaner_main(void *arg) {
      * PID 1 and the kept interpreters (the host's pids, their start times
      * checked); anything else is ended from the host, and a sandbox where
      * that fails ends. */
-    long keep_host[2];
+    long keep_host[DK_SESSION_SPARED];
     size_t nkeep = 0;
     for (int i = 0; i < 2; i++) {
         if (!d->in[i].up)
@@ -164,11 +288,32 @@ static void *cleaner_main(void *arg) {
         }
         keep_host[nkeep++] = d->in[i].host_pid;
     }
+    if (d->runner.up && !s->hv.runsc &&
+        pl_hostview_start_time((pid_t)d->runner.host_pid) != d->runner.start)
+        runner_drop(d);
+    if (d->runner.up)
+        keep_host[nkeep++] = d->runner.host_pid;
+    for (size_t k = 0; d->runner.up && k < d->runner.nw; k++) {
+        if (d->runner.w[k].pid > 0 && !s->hv.runsc &&
+            pl_hostview_start_time((pid_t)d->runner.w[k].host_pid) != d->runner.w[k].start)
+            d->runner.w[k].pid = 0;
+        if (d->runner.w[k].pid > 0)
+            keep_host[nkeep++] = d->runner.w[k].host_pid;
+    }
     unsigned killed = 0;
     struct pl_error herr = {0};
-    if (dk_host_sweep(s, d->id, d->init_pid, keep_host, nkeep, dead, ndead, &killed, &herr) < 0)
+    if (dk_host_sweep(s, d->id, d->init_pid, keep_host, nkeep, dead, ndead, &killed, &herr) < 0) {
         snprintf(d->verdict, sizeof(d->verdict),
                  "the host could not prove the sandbox clean between calls: %.180s", herr.message);
+        return NULL;
+    }
+    /* Clean: the next project call's runner starts now, when none waits.
+     * One that does not come up is no verdict: the call starts its own. */
+    int lfd = -1;
+    bool late = false;
+    struct pl_error rerr = {0};
+    if (d->runner.wanted && !d->runner.up && runner_begin(s, d, &lfd, &rerr) == 0)
+        runner_finish(s, d, lfd, pl_now_ns() + RUNNER_START_MS * 1000000ull, &late, &rerr);
     return NULL;
 }
 
@@ -188,6 +333,7 @@ static void cleaner_start(struct dsession *d) {
 
 /* Forget a session's sandbox (its container is the reaper's by now). */
 void dk_dsession_free(struct dsession *d) {
+    runner_drop(d);
     dk_uplink_close(d);
     rmdir(d->dir);
     dk_peer_gate_destroy(&d->gate);
@@ -208,7 +354,7 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
     if (!d)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     d->s = s;
-    d->lfd = d->in[0].fd = d->in[1].fd = -1;
+    d->lfd = d->in[0].fd = d->in[1].fd = d->runner.r.fd = d->runner.r.cmd_fd = -1;
     dk_peer_gate_init(&d->gate, s);
     snprintf(d->tag, sizeof(d->tag), "%s", tag);
     char run_id[40];
@@ -478,43 +624,45 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
 
 /* A project in a session: its files (an exec), then its steps, sparing the
  * kept interpreters between steps, from one exec of the step runner
- * (dk_session_steps): under runc for more than one step, with the commands
- * on its stdin; under runsc, where any process of the sandbox's uid can
- * open another's pipes, for every call, with the commands on a socket only
- * the calls' group may connect to (docs/sessions.md, "A project call").
- * Under runc one step is an exec of its own (dk_project_steps). */
+ * (dk_session_steps), the one waiting when there is one; with none
+ * waiting, under runc one step is an exec of its own (dk_project_steps).
+ * The call ends the runner it used (docs/sessions.md, "A project call"). */
 static int session_project(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
                            const struct pl_run_request *req, struct cont_input *in,
                            struct cont_result *res, struct pl_error *err) {
     uint64_t deadline = pl_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
     bool timed_out = false;
-    /* One runner for all the steps, started first so that its start
-     * overlaps the files' exec.  Under runc one step costs less as an exec
-     * of its own (the runner's Python start is more than an exec's price
-     * there); under runsc an exec and the host's look at what it left cost
-     * more than the runner's start (docs/sessions.md, "A project call"). */
-    PL_CLEANUP(dk_runner_end) struct dk_runner runner = {.fd = -1, .cmd_fd = -1};
-    bool on_socket = s->hv.runsc;
-    bool one_exec = on_socket || req->project.nsteps > 1;
-    int lfd = on_socket ? dk_steps_listen(d, err) : -1;
-    if (on_socket && lfd < 0)
+    bool waiting = runner_waiting(s, d);
+    PL_CLEANUP(runner_dropp) struct dsession *used = d;
+    if (!waiting)
+        runner_drop(d);
+    d->runner.wanted = true; /* from now on each cleanup starts one */
+    /* The next runner's python3 steps' waiters: as many as a project call
+     * of this session had python3 steps at most (agents repeat their
+     * calls), DK_STEP_WAITERS at most. */
+    unsigned pys = 0;
+    for (size_t i = 0; i < req->project.nsteps; i++)
+        pys +=
+            req->project.steps[i].argc > 0 && strcmp(req->project.steps[i].argv[0], "python3") == 0;
+    pys = pys < DK_STEP_WAITERS ? pys : DK_STEP_WAITERS;
+    d->runner.want = pys > d->runner.want ? pys : d->runner.want;
+    /* With none waiting, a runner for all the steps, started first so that
+     * its start overlaps the files' exec.  Under runc one step costs less
+     * as an exec of its own (the runner's Python start is more than an
+     * exec's price there); under runsc an exec and the host's look at what
+     * it left cost more than the runner's start. */
+    bool one_exec = waiting || s->hv.runsc || req->project.nsteps > 1;
+    int lfd = -1;
+    if (one_exec && !waiting && runner_begin(s, d, &lfd, err) < 0)
         return -1;
-    if (one_exec && dk_runner_start(s, d->id, on_socket ? "/run/plimsoll/" STEPS_SOCK_NAME : NULL,
-                                    &runner, err) < 0) {
-        if (lfd >= 0)
-            dk_steps_unlisten(d, lfd);
-        return -1;
-    }
     int frc = session_files(s, d, req->project.files, req->project.nfiles, deadline,
                             res->files_failed, sizeof(res->files_failed), &timed_out, err);
     if (lfd >= 0) {
-        /* The runner's connection, the only one taken (closes lfd). */
         if (frc < 0) {
             dk_steps_unlisten(d, lfd);
             return -1;
         }
-        runner.cmd_fd = dk_steps_accept(d, lfd, deadline, &timed_out, err);
-        if (runner.cmd_fd < 0 && !timed_out)
+        if (runner_finish(s, d, lfd, deadline, &timed_out, err) < 0 && !timed_out)
             return -1;
     }
     if (frc < 0)
@@ -534,14 +682,32 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
         }
     if (ctx->broker)
         in->step_env = "PLIMSOLL_BROKER_SOCKET=/run/plimsoll/call/" PL_BROKER_SOCKET_NAME;
+    if (!kept || json_array_size(kept) != nkeep)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     /* Under runsc the proof between steps is the runner's own, inside
      * gVisor's kernel, as a project's bootstrap's is; the host's look (its
      * process list) comes after the call, with the cleanup. */
-    if (one_exec && kept && json_array_size(kept) == nkeep)
-        return dk_session_steps(s, in, &runner, s->hv.runsc ? 0 : d->init_pid, kept, keep, nkeep,
-                                res, deadline, err);
-    if (on_socket)
-        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    if (one_exec) {
+        /* What the host's sweeps between steps spare (runc), each while its
+         * start time holds: the kept interpreters, the runner, its waiters. */
+        long spare[DK_SESSION_SPARED];
+        unsigned long long spare_start[DK_SESSION_SPARED];
+        size_t nspare = 0;
+        for (int i = 0; i < 2; i++)
+            if (d->in[i].up) {
+                spare[nspare] = d->in[i].host_pid;
+                spare_start[nspare++] = d->in[i].start;
+            }
+        spare[nspare] = d->runner.host_pid;
+        spare_start[nspare++] = d->runner.start;
+        for (size_t k = 0; k < d->runner.nw; k++)
+            if (d->runner.w[k].pid > 0) {
+                spare[nspare] = d->runner.w[k].host_pid;
+                spare_start[nspare++] = d->runner.w[k].start;
+            }
+        return dk_session_steps(s, in, &d->runner.r, s->hv.runsc ? 0 : d->init_pid, kept, spare,
+                                spare_start, nspare, res, deadline, err);
+    }
     return dk_project_steps(s, in, d->id, res, deadline, d->init_pid, keep, nkeep, err);
 }
 

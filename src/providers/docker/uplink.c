@@ -72,9 +72,9 @@ void dk_uplink_close(struct dsession *d) {
 }
 
 /*
- * A session's project call under runsc (docs/sessions.md, "A project
- * call"): the step runner's commands come on dir/steps.sock
- * (/run/plimsoll/steps.sock inside), listened on for that call alone.  The
+ * A session's step runner (docs/sessions.md, "A project call"): its
+ * commands come on dir/steps.sock (/run/plimsoll/steps.sock inside),
+ * listened on for that runner alone, until it connected.  The
  * socket is root's with group GID_RUN and mode 0660, so the sandbox's own
  * kernel lets only the calls' group connect (the kept interpreters' groups
  * are "other"), and it is listening only once its owner and mode are set.
@@ -328,8 +328,8 @@ static int launch_exchange(struct docker_state *s, struct dsession *d, int lang,
  * cgroup; runsc: gVisor's pids are all the host can name, so pid itself).
  * -1 when no such process is there.
  */
-static long host_pid_of(struct docker_state *s, struct dsession *d, long pid,
-                        unsigned long long start) {
+long dk_host_pid_of(struct docker_state *s, const struct dsession *d, long pid,
+                    unsigned long long start) {
     if (s->hv.runsc)
         return pid;
     char cg[200];
@@ -370,7 +370,7 @@ int dk_launch(struct docker_state *s, struct dsession *d, int lang, struct pl_er
     d->in[lang].pid = (long)json_integer_value(pid);
     d->in[lang].start = (unsigned long long)json_integer_value(start);
     json_decref(j);
-    d->in[lang].host_pid = host_pid_of(s, d, d->in[lang].pid, d->in[lang].start);
+    d->in[lang].host_pid = dk_host_pid_of(s, d, d->in[lang].pid, d->in[lang].start);
     if (d->in[lang].host_pid < 0) {
         dk_uplink_drop(d, lang);
         return pl_error_set(err, PL_REASON_INTERNAL,
