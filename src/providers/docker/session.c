@@ -633,7 +633,7 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
     uint64_t deadline = pl_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
     bool timed_out = false;
     bool waiting = runner_waiting(s, d);
-    PL_CLEANUP(runner_dropp) struct dsession *used = d;
+    PL_GUARD(runner_dropp) struct dsession *used = d;
     if (!waiting)
         runner_drop(d);
     d->runner.wanted = true; /* from now on each cleanup starts one */
