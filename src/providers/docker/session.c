@@ -127,23 +127,21 @@ static int runner_finish(struct docker_state *s, struct dsession *d, int lfd, ui
             *timed_out = true;
             break;
         }
-        ssize_t k = w < 0 ? -1 : read(r->cmd_fd, word + n, sizeof(word) - 1 - n);
+        ssize_t k = w < 0 ? -1 : read(r->cmd_fd, word + n, sizeof(word) - n);
         if (k < 0 && errno == EINTR)
             continue;
-        if (k <= 0 || (n += (size_t)k) == sizeof(word) - 1) {
+        if (k <= 0 || (n += (size_t)k) == sizeof(word)) {
             pl_error_set(err, PL_REASON_INTERNAL, "the step runner did not say its pid");
             break;
         }
     }
-    word[n] = '\0';
     /* "PID START" for the runner, then for each of its waiters. */
     long pids[1 + DK_STEP_WAITERS];
     unsigned long long starts[1 + DK_STEP_WAITERS];
     int np = r->cmd_fd >= 0 && n > 0
                  ? pl_docker_runner_word(word, n, pids, starts, 1 + DK_STEP_WAITERS)
                  : -1;
-    bool ok = np > 0;
-    if (ok && np > 0) {
+    if (np > 0) {
         d->runner.pid = pids[0];
         d->runner.start = starts[0];
         d->runner.host_pid = dk_host_pid_of(s, d, pids[0], starts[0]);
