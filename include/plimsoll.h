@@ -269,6 +269,35 @@ PLIMSOLL_API const plimsoll_chain *plimsoll_session_chain(const plimsoll_session
 /* Frees the handle; does not close the session (the daemon's lifetime ends it). */
 PLIMSOLL_API void plimsoll_session_free(plimsoll_session *s);
 
+/* Take up an existing session (ListSessions gives the caller's ids): its
+ * GetSession, then a handle whose chain starts at the session's
+ * previous_digest, so the calls made through it go on checking the chain
+ * from where the daemon says it stands.  An ended session is
+ * PLIMSOLL_E_SESSION_ENDED with its ended_reason; another caller's or an
+ * unknown id, NOT_FOUND. */
+PLIMSOLL_API plimsoll_session *plimsoll_session_connect(plimsoll_client *c, const char *session_id,
+                                                        const char *floor,
+                                                        struct plimsoll_error *err);
+/* The session's SessionInfo now (GetSession) and ExtendSession. */
+PLIMSOLL_API int plimsoll_session_info(plimsoll_session *s, json_t **ret,
+                                       struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_session_extend(plimsoll_session *s, unsigned ends_in_s, json_t **ret,
+                                         struct plimsoll_error *err);
+
+/* The caller's sessions: *ret is the ListSessionsResponse
+ * ({"sessions": [SessionInfo]}, docs/api.md). */
+PLIMSOLL_API int plimsoll_list_sessions(plimsoll_client *c, json_t **ret,
+                                        struct plimsoll_error *err);
+/* One session's SessionInfo; it waits for no call of the session. */
+PLIMSOLL_API int plimsoll_get_session(plimsoll_client *c, const char *session_id, json_t **ret,
+                                      struct plimsoll_error *err);
+/* The session ends ends_in_s (>= 1) seconds from now instead, at most the
+ * daemon's SANDBOX_SESSION_MAX_LIFETIME from its open (INVALID_REQUEST
+ * past it); *ret its SessionInfo after. */
+PLIMSOLL_API int plimsoll_extend_session(plimsoll_client *c, const char *session_id,
+                                         unsigned ends_in_s, json_t **ret,
+                                         struct plimsoll_error *err);
+
 /* The low-level session calls: no chain is kept, each record is checked alone. */
 PLIMSOLL_API int plimsoll_open_session(plimsoll_client *c, const char *const *languages,
                                        char ret_id[65], struct plimsoll_error *err);

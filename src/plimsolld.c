@@ -109,6 +109,7 @@ static int daemon_start(struct daemon *d, struct pl_error *err) {
                                 pl_provider_name(d->provider));
         struct pl_sessions_limits sl = {.max_sessions = config->max_sessions,
                                         .lifetime_s = config->session_lifetime_s,
+                                        .max_lifetime_s = config->session_max_lifetime_s,
                                         .idle_s = config->session_idle_s,
                                         .memory_mb = config->memory_mb};
         if (pl_sessions_new(&sl, d->provider, d->admission, &d->sessions, err) < 0)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"plimsoll/record"
@@ -293,11 +294,37 @@ var (
 			"memory_budget_applies": fBool,
 		}},
 	}
+	sessionInterpreterShape = shape{"language": fString, "alive": fBool}
+	sessionInfoShape        = shape{
+		"session_id": fString, "state": fString, "ended_reason": fString, "created_at": fString,
+		"last_call_at": fString, "idle_deadline": fString, "lifetime_deadline": fString,
+		"ended_at": fString, "calls": fUint32, "calls_waiting": fUint32, "previous_digest": fString,
+		"languages": fStrings, "interpreters": {kind: kMessage, sub: sessionInterpreterShape, repeated: true},
+		"disk_used_kib": fUint32, "disk_budget_kib": fUint32, "max_lifetime_s": fUint32,
+	}
 	// responseShapes is the 200 answer of each method.
 	responseShapes = map[string]shape{
 		"Describe": describeResponseShape, "Run": runResponseShape,
 		"RunInSession": runResponseShape, "RunCell": runResponseShape,
 		"OpenSession": {"session_id": fString}, "CloseSession": {},
+		"ListSessions":  {"sessions": {kind: kMessage, sub: sessionInfoShape, repeated: true}},
+		"GetSession":    sessionInfoShape,
+		"ExtendSession": sessionInfoShape,
+	}
+	// answerChecks is what an answer must hold beyond its members' types
+	// (checkShape), for the methods whose values have a form.
+	answerChecks = map[string]func(m map[string]any, where string) error{
+		"ListSessions": func(m map[string]any, where string) error {
+			list, _ := m["sessions"].([]any)
+			for i, x := range list {
+				if _, err := sessionInfoOf(x.(map[string]any), fmt.Sprintf("%s.sessions[%d]", where, i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		"GetSession":    checkSessionInfo,
+		"ExtendSession": checkSessionInfo,
 	}
 	// connectErrorShape is what of a Connect error is checked; its details
 	// are read leniently.
@@ -371,6 +398,120 @@ func checkShape(v any, s shape, where string) error {
 		}
 	}
 	return nil
+}
+
+// checkAnswer checks a 200 answer of method, already a JSON value: its
+// members' types, then what answerChecks says of it.
+func checkAnswer(v any, method string) error {
+	if err := checkShape(v, responseShapes[method], method); err != nil {
+		return err
+	}
+	if check := answerChecks[method]; check != nil {
+		return check(v.(map[string]any), method)
+	}
+	return nil
+}
+
+// ---- SessionInfo: the forms of its values ---------------------------------
+
+// isDigest: 64 lowercase hex digits, the form of a session id and of a
+// record's digest.
+func isDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// instant reads an RFC 3339 instant; "" is the zero time (none).
+func instant(m map[string]any, name, where string) (time.Time, error) {
+	s, _ := m[name].(string)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		if len(s) > 40 {
+			s = s[:40]
+		}
+		return time.Time{}, bad("%s.%s is not an RFC 3339 instant (%q)", where, name, s)
+	}
+	return t.UTC(), nil
+}
+
+func uint32Of(m map[string]any, name string) uint32 {
+	n, _ := m[name].(json.Number)
+	x, _ := strconv.ParseUint(string(n), 10, 32)
+	return uint32(x)
+}
+
+// checkSessionInfo checks a SessionInfo answer (GetSession, ExtendSession).
+func checkSessionInfo(m map[string]any, where string) error {
+	_, err := sessionInfoOf(m, where)
+	return err
+}
+
+// sessionInfoOf is a SessionInfo of an object that passed its shape check,
+// or why it cannot be one: a session_id that is not 64 hex digits (or is
+// missing), a state other than ready, paused and ended, an instant that is
+// not RFC 3339, a previous_digest that is neither "" nor 64 hex digits.
+func sessionInfoOf(m map[string]any, where string) (SessionInfo, error) {
+	str := func(name string) string { s, _ := m[name].(string); return s }
+	info := SessionInfo{
+		SessionID: str("session_id"), State: str("state"), EndedReason: str("ended_reason"),
+		Calls: uint32Of(m, "calls"), CallsWaiting: uint32Of(m, "calls_waiting"),
+		PreviousDigest: str("previous_digest"), DiskUsedKiB: uint32Of(m, "disk_used_kib"),
+		DiskBudgetKiB: uint32Of(m, "disk_budget_kib"), MaxLifetimeS: uint32Of(m, "max_lifetime_s"),
+	}
+	if info.SessionID == "" {
+		return info, bad("%s names no session (no session_id)", where)
+	}
+	if !isDigest(info.SessionID) {
+		return info, bad("%s.session_id is not 64 hex digits", where)
+	}
+	switch info.State {
+	case SessionReady, SessionPaused, SessionEnded:
+	default:
+		s := info.State
+		if len(s) > 40 {
+			s = s[:40]
+		}
+		return info, bad("%s.state is %q, not ready, paused or ended", where, s)
+	}
+	if info.PreviousDigest != "" && !isDigest(info.PreviousDigest) {
+		return info, bad("%s.previous_digest is neither \"\" nor 64 hex digits", where)
+	}
+	for _, at := range []struct {
+		name string
+		t    *time.Time
+	}{
+		{"created_at", &info.CreatedAt}, {"last_call_at", &info.LastCallAt},
+		{"idle_deadline", &info.IdleDeadline}, {"lifetime_deadline", &info.LifetimeDeadline},
+		{"ended_at", &info.EndedAt},
+	} {
+		t, err := instant(m, at.name, where)
+		if err != nil {
+			return info, err
+		}
+		*at.t = t
+	}
+	langs, _ := m["languages"].([]any)
+	for _, l := range langs {
+		info.Languages = append(info.Languages, l.(string))
+	}
+	interps, _ := m["interpreters"].([]any)
+	for _, x := range interps {
+		im := x.(map[string]any)
+		lang, _ := im["language"].(string)
+		alive, _ := im["alive"].(bool)
+		info.Interpreters = append(info.Interpreters, SessionInterpreter{Language: lang, Alive: alive})
+	}
+	return info, nil
 }
 
 // mediaTypeIsJSON: a Content-Type of application/json (any case), with a

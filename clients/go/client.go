@@ -228,7 +228,7 @@ func (c *Client) attempt(ctx context.Context, method string, body []byte) (map[s
 	}
 	v, err := parseAnswer(ctx, data)
 	if err == nil {
-		err = checkShape(v, responseShapes[method], method)
+		err = checkAnswer(v, method)
 	}
 	if ctx.Err() != nil {
 		return nil, nil, deadlineError(ctx, method, "still decoding the answer")

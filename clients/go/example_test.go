@@ -12,7 +12,12 @@ import (
 // readmeEnv is what the README's reader has: PLIMSOLL_URL and a key file
 // ending in a newline, as keygen writes it; no PLIMSOLL_KEY.
 func readmeEnv(t *testing.T) []string {
-	url, key := need(t, "PLIMSOLL_TEST_URL"), need(t, "PLIMSOLL_TEST_KEY")
+	return readmeEnvAt(t, need(t, "PLIMSOLL_TEST_URL"))
+}
+
+// readmeEnvAt is readmeEnv with PLIMSOLL_URL url.
+func readmeEnvAt(t *testing.T, url string) []string {
+	key := need(t, "PLIMSOLL_TEST_KEY")
 	path := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -39,5 +44,33 @@ func TestReadmeExample(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || string(out) != "exit 0 at tier process: 42\n" {
 		t.Fatalf("go run ./cmd/example: %v\n%s", err, out)
+	}
+}
+
+// The README's session-management example is cmd/sessions/main.go, and it
+// runs against the session daemon (skipped without one, as the session
+// tests are).
+func TestReadmeSessionsExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("cmd/sessions/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```go\n"+string(src)+"```\n") {
+		t.Fatal("README.md does not show cmd/sessions/main.go as it is")
+	}
+	url := os.Getenv("PLIMSOLL_TEST_SESSION_URL")
+	if url == "" {
+		t.Skip("PLIMSOLL_TEST_SESSION_URL is unset: no session daemon; skipping the run of cmd/sessions")
+	}
+	cmd := exec.Command("go", "run", "./cmd/sessions")
+	cmd.Env = readmeEnvAt(t, url)
+	out, err := cmd.CombinedOutput()
+	want := "listed: ready, 1 call(s)\n42\nends in 2h0m0s\n2 calls; the last record is the chain's head: true\npast the maximum: true\n"
+	if err != nil || string(out) != want {
+		t.Fatalf("go run ./cmd/sessions: %v\n%s", err, out)
 	}
 }

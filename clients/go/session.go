@@ -3,6 +3,9 @@ package plimsoll
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"sync"
 
 	"plimsoll/record"
@@ -24,7 +27,10 @@ type Session struct {
 }
 
 // Chain is the session's chain of accepted records. A harness signs its
-// Head (which covers every earlier record) with its own key.
+// Head (which covers every earlier record) with its own key. A Session of
+// ConnectSession holds only the records it accepted itself: its chain
+// starts at the session's last record when it connected
+// (SessionInfo.PreviousDigest), which its first entry's record names.
 func (s *Session) Chain() *record.Chain { return s.chain }
 
 // Run runs a snippet or a project in the session.
@@ -74,4 +80,143 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.c.CloseSession(ctx, s.ID)
+}
+
+// argumentError is a call the client refuses before sending anything: the
+// INVALID_REQUEST the daemon would answer, not dispatched, HTTPStatus 0.
+func argumentError(method, format string, args ...any) *Error {
+	return &Error{Reason: "INVALID_REQUEST", Code: "invalid_argument",
+		Message:  method + ": " + fmt.Sprintf(format, args...) + " (the client's check; nothing was sent)",
+		Metadata: map[string]string{}}
+}
+
+// sessionCall sends a call about one session (session_id, and ends_in_s
+// when it is not 0) and returns the SessionInfo it answers, which must be
+// that session's.
+func (c *Client) sessionCall(ctx context.Context, method, sessionID string, endsInS uint32) (*SessionInfo, error) {
+	if sessionID == "" {
+		return nil, argumentError(method, "session_id: required")
+	}
+	body, _, err := encode(struct {
+		SessionID string `json:"session_id"`
+		EndsInS   uint32 `json:"ends_in_s,omitempty"`
+	}{sessionID, endsInS})
+	if err != nil {
+		return nil, err
+	}
+	m, data, err := c.invoke(ctx, method, body)
+	if err != nil {
+		return nil, err
+	}
+	info, err := sessionInfoOf(m, method)
+	if err == nil && info.SessionID != sessionID {
+		err = bad("%s answers about another session than the one asked for", method)
+	}
+	if err != nil {
+		return nil, protocolError(method, http.StatusOK, err)
+	}
+	info.Raw = json.RawMessage(data)
+	return &info, nil
+}
+
+// ListSessions lists the caller's own sessions, oldest first: those open
+// and those that ended a while ago (State SessionEnded, with EndedReason).
+// Another caller's sessions are never listed. A daemon without sessions
+// refuses with ErrUnsupported.
+func (c *Client) ListSessions(ctx context.Context) ([]SessionInfo, error) {
+	m, data, err := c.invoke(ctx, "ListSessions", []byte("{}"))
+	if err != nil {
+		return nil, err
+	}
+	// The answer passed its checks (checkAnswer); its sessions are read
+	// again as they came, for Raw.
+	var raw struct {
+		Sessions []json.RawMessage `json:"sessions"`
+	}
+	list, _ := m["sessions"].([]any)
+	if err := json.Unmarshal(data, &raw); err != nil || len(raw.Sessions) != len(list) {
+		return nil, protocolError("ListSessions", http.StatusOK, fmt.Errorf("its sessions cannot be read (%v)", err))
+	}
+	out := make([]SessionInfo, 0, len(list))
+	for i, x := range list {
+		info, err := sessionInfoOf(x.(map[string]any), fmt.Sprintf("ListSessions.sessions[%d]", i))
+		if err != nil {
+			return nil, protocolError("ListSessions", http.StatusOK, err)
+		}
+		info.Raw = raw.Sessions[i]
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// GetSession is one of the caller's sessions as it is now, ended ones
+// included (State SessionEnded); it waits for no call in progress. An id
+// that is unknown, long gone or another caller's is ErrNotFound, the same
+// refusal for each.
+func (c *Client) GetSession(ctx context.Context, sessionID string) (*SessionInfo, error) {
+	return c.sessionCall(ctx, "GetSession", sessionID, 0)
+}
+
+// ExtendSession makes the session end endsInS seconds from this call
+// (shorter than before is allowed: it then ends sooner) and returns it as
+// it is after. It waits for no call in progress. The end may be at most
+// SessionInfo.MaxLifetimeS after the session's open: past that the daemon
+// refuses with ErrInvalidRequest (its message names
+// SANDBOX_SESSION_MAX_LIFETIME and ends "at most K", the most it may ask
+// now). An ended session is a *SessionEndedError. endsInS 0 is refused
+// before anything is sent (ErrInvalidRequest).
+func (c *Client) ExtendSession(ctx context.Context, sessionID string, endsInS uint32) (*SessionInfo, error) {
+	if endsInS == 0 {
+		return nil, argumentError("ExtendSession", "ends_in_s: required, a whole number of seconds from 1")
+	}
+	return c.sessionCall(ctx, "ExtendSession", sessionID, endsInS)
+}
+
+// ConnectSession returns a Session for a session opened earlier (by this
+// process or another, with the same key), for instance after a restart.
+// It calls GetSession: an ended session is a *SessionEndedError, and the
+// chain starts from the session's last record (SessionInfo.PreviousDigest),
+// so the Session's next call must name it: a call made in between by
+// anyone (one still running when GetSession answered too: see
+// SessionInfo.CallsWaiting) fails that call's chain check.
+//
+// minimumIsolation is the Session's floor, as
+// OpenSessionRequest.MinimumIsolation ("" for none): the client keeps no
+// floor of a session, so give the one it was opened with.
+//
+// It takes the daemon's word for the last record: a harness that kept the
+// first handle's chain compares its Head with GetSession's PreviousDigest
+// first (equal: no call was made in between).
+func (c *Client) ConnectSession(ctx context.Context, sessionID, minimumIsolation string) (*Session, error) {
+	if minimumIsolation != "" && TierRank(minimumIsolation) < 0 {
+		return nil, fmt.Errorf("plimsoll: unknown floor %q", minimumIsolation)
+	}
+	info, err := c.GetSession(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if info.Ended() {
+		why := info.EndedReason
+		if why == "" {
+			why = "ended"
+		}
+		return nil, &SessionEndedError{Reason: why, Err: &Error{
+			Reason: "SESSION_ENDED", Code: "failed_precondition", HTTPStatus: http.StatusOK,
+			Message:  fmt.Sprintf("GetSession: the session ended (%s); open a new one", why),
+			Metadata: map[string]string{"ended_reason": why, "dispatched": "false"},
+		}}
+	}
+	return &Session{ID: info.SessionID, c: c, chain: record.NewChain(info.PreviousDigest), floor: minimumIsolation}, nil
+}
+
+// Info is the session as the daemon holds it now (GetSession). It waits
+// neither for the daemon's call in progress nor for this Session's.
+func (s *Session) Info(ctx context.Context) (*SessionInfo, error) {
+	return s.c.GetSession(ctx, s.ID)
+}
+
+// Extend makes the session end endsInS seconds from now (ExtendSession).
+// Like Info, it waits for no call in progress.
+func (s *Session) Extend(ctx context.Context, endsInS uint32) (*SessionInfo, error) {
+	return s.c.ExtendSession(ctx, s.ID, endsInS)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"plimsoll/record"
 )
@@ -211,5 +212,248 @@ func TestSessionCellStream(t *testing.T) {
 	}
 	if d.Operations.Session.Streams != (chunks > 0) || (chunks > 0 && string(out) != res.Stdout) {
 		t.Fatalf("streams %v: %d chunks, %q", d.Operations.Session.Streams, chunks, out)
+	}
+}
+
+// ListSessions gives the caller's own sessions, oldest first, and never
+// another caller's; a closed one stays listed a while, ended.
+func TestListSessionsOwnOnly(t *testing.T) {
+	c := sessionClient(t, "PLIMSOLL_TEST_KEY")
+	other := sessionClient(t, "PLIMSOLL_TEST_KEY_B")
+	ctx := ctxT(t)
+	s1, err := c.OpenSession(ctx, &OpenSessionRequest{Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close(ctx)
+	s2, err := c.OpenSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(ctx)
+	sb, err := other.OpenSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+
+	open := func(cl *Client) []string {
+		t.Helper()
+		list, err := cl.ListSessions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, x := range list {
+			if !x.Ended() {
+				ids = append(ids, x.SessionID)
+			}
+		}
+		return ids
+	}
+	// index is where id is in ids, -1 when it is not.
+	index := func(ids []string, id string) int {
+		for i, x := range ids {
+			if x == id {
+				return i
+			}
+		}
+		return -1
+	}
+	if ids := open(c); index(ids, s1.ID) < 0 || index(ids, s2.ID) <= index(ids, s1.ID) || index(ids, sb.ID) >= 0 {
+		t.Fatalf("the caller's open sessions %q, want %s then %s, oldest first, and not %s", ids, s1.ID, s2.ID, sb.ID)
+	}
+	if ids := open(other); index(ids, sb.ID) < 0 {
+		t.Fatalf("the other caller's open sessions %q, want %s among them", ids, sb.ID)
+	}
+	list, err := other.ListSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range list {
+		if x.SessionID == s1.ID || x.SessionID == s2.ID {
+			t.Fatalf("another caller's list holds %s", x.SessionID)
+		}
+	}
+
+	if err := s2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err = c.ListSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range list {
+		if x.SessionID == s2.ID {
+			found = true
+			if !x.Ended() || x.EndedReason == "" || x.EndedAt.IsZero() || !x.LifetimeDeadline.IsZero() {
+				t.Fatalf("a closed session: %s", x.Raw)
+			}
+		}
+		if x.SessionID == s1.ID && (x.State != SessionReady && x.State != SessionPaused ||
+			len(x.Languages) != 1 || x.Languages[0] != "python") {
+			t.Fatalf("an open session: %s", x.Raw)
+		}
+	}
+	if !found {
+		t.Fatal("a closed session is no longer listed")
+	}
+}
+
+// GetSession after calls, ExtendSession within and past the maximum, and
+// another caller's id.
+func TestGetAndExtendSession(t *testing.T) {
+	c := sessionClient(t, "PLIMSOLL_TEST_KEY")
+	ctx := ctxT(t)
+	s, err := c.OpenSession(ctx, &OpenSessionRequest{Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SessionID != s.ID || info.State != SessionReady || info.Calls != 0 || info.PreviousDigest != "" ||
+		!info.LastCallAt.IsZero() || info.CreatedAt.IsZero() || info.MaxLifetimeS < 600 {
+		t.Fatalf("a new session: %s", info.Raw)
+	}
+	// The harness's SANDBOX_SESSION_LIFETIME is 600 s.
+	if d := info.LifetimeDeadline.Sub(info.CreatedAt); d < 599*time.Second || d > 601*time.Second {
+		t.Fatalf("lifetime %v: %s", d, info.Raw)
+	}
+
+	if _, err := s.Run(ctx, py("open('f','w').write('x')")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Cell(ctx, &Cell{Language: "python", Code: "y = 2"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	info, err = c.GetSession(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Calls != 2 || info.CallsWaiting != 0 || info.PreviousDigest != s.Chain().Head() ||
+		info.LastCallAt.Before(info.CreatedAt) {
+		t.Fatalf("after two calls (head %s): %s", s.Chain().Head(), info.Raw)
+	}
+
+	// Extend: the session now ends 1200 s from the call.
+	before := time.Now()
+	ext, err := s.Extend(ctx, 1200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	if ext.LifetimeDeadline.Before(before.Add(1199*time.Second)) || ext.LifetimeDeadline.After(after.Add(1201*time.Second)) ||
+		!ext.LifetimeDeadline.After(info.LifetimeDeadline) {
+		t.Fatalf("extended to %v (asked at %v): %s", ext.LifetimeDeadline, before, ext.Raw)
+	}
+	if got, err := c.GetSession(ctx, s.ID); err != nil || !got.LifetimeDeadline.Equal(ext.LifetimeDeadline) {
+		t.Fatalf("GetSession after ExtendSession: %v %+v", err, got)
+	}
+
+	// Past the operator's maximum from the open: refused, nothing changes.
+	_, err = s.Extend(ctx, ext.MaxLifetimeS+60)
+	e := wantRefusal(t, err, ErrInvalidRequest)
+	if e.Dispatched || !strings.Contains(e.Message, "SANDBOX_SESSION_MAX_LIFETIME") || !strings.Contains(e.Message, "at most ") {
+		t.Fatalf("refusal %+v", e)
+	}
+	if got, err := s.Info(ctx); err != nil || !got.LifetimeDeadline.Equal(ext.LifetimeDeadline) {
+		t.Fatalf("a refused ExtendSession moved the deadline: %v %+v", err, got)
+	}
+
+	// Another caller's id is an unknown one, byte for byte.
+	other := sessionClient(t, "PLIMSOLL_TEST_KEY_B")
+	unknown := strings.Repeat("0", 64)
+	_, err = other.GetSession(ctx, s.ID)
+	theirs := wantRefusal(t, err, ErrNotFound)
+	_, err = other.GetSession(ctx, unknown)
+	none := wantRefusal(t, err, ErrNotFound)
+	if theirs.Message != none.Message || theirs.Code != none.Code || theirs.HTTPStatus != none.HTTPStatus {
+		t.Fatalf("another's %+v, an unknown one %+v", theirs, none)
+	}
+	_, err = other.ExtendSession(ctx, s.ID, 60)
+	wantRefusal(t, err, ErrNotFound)
+	_, err = other.ConnectSession(ctx, s.ID, "")
+	wantRefusal(t, err, ErrNotFound)
+	if got, err := s.Info(ctx); err != nil || !got.LifetimeDeadline.Equal(ext.LifetimeDeadline) {
+		t.Fatalf("another caller's ExtendSession moved the deadline: %v %+v", err, got)
+	}
+}
+
+// ConnectSession continues the chain from the session's last record; a
+// shorter ExtendSession ends the session, and then ConnectSession and
+// ExtendSession say why.
+func TestConnectSessionLive(t *testing.T) {
+	c := sessionClient(t, "PLIMSOLL_TEST_KEY")
+	ctx := ctxT(t)
+	s, err := c.OpenSession(ctx, &OpenSessionRequest{Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if _, err := s.Cell(ctx, &Cell{Language: "python", Code: "x = 41"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	head := s.Chain().Head()
+
+	// A second handle, as a restarted process would make.
+	c2 := sessionClient(t, "PLIMSOLL_TEST_KEY")
+	r, err := c2.ConnectSession(ctx, s.ID, TierContainer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ID != s.ID || r.Chain().Head() != head || r.Chain().Len() != 0 {
+		t.Fatalf("reconnected: id %s head %s len %d, want head %s", r.ID, r.Chain().Head(), r.Chain().Len(), head)
+	}
+	res, err := r.Cell(ctx, &Cell{Language: "python", Code: "x + 1"}, 0)
+	if err != nil || res.Stdout != "42\n" || res.Record.PreviousDigest != head || r.Chain().Len() != 1 {
+		t.Fatalf("a cell through the reconnected handle: %s %v", show(res), err)
+	}
+	if _, err := r.Run(ctx, py("print(1)")); err != nil || r.Chain().Len() != 2 {
+		t.Fatalf("a run through the reconnected handle: %v", err)
+	}
+	if err := record.VerifyChain(r.Chain().Entries(), head); err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Info(ctx)
+	if err != nil || info.Calls != 3 || info.PreviousDigest != r.Chain().Head() {
+		t.Fatalf("%v %+v", err, info)
+	}
+	// To the first handle, the second's calls are foreign.
+	_, err = s.Cell(ctx, &Cell{Language: "python", Code: "x"}, 0)
+	var ce *record.ChainError
+	if !errors.As(err, &ce) || ce.Broken != record.CheckPreviousDigest {
+		t.Fatalf("want a previous_digest chain error on the first handle, got %v", err)
+	}
+
+	// Shorter is allowed: the session ends a second from now.
+	if _, err := r.Extend(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err = r.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Ended() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !info.Ended() || info.EndedReason == "" || info.EndedAt.IsZero() {
+		t.Fatalf("not ended after ExtendSession(1): %s", info.Raw)
+	}
+	_, err = c2.ConnectSession(ctx, s.ID, "")
+	var se *SessionEndedError
+	if !errors.As(err, &se) || !errors.Is(err, ErrSessionEnded) || se.Reason != info.EndedReason {
+		t.Fatalf("ConnectSession of an ended session: %v", err)
+	}
+	_, err = r.Extend(ctx, 60)
+	if !errors.As(err, &se) || se.Reason != info.EndedReason {
+		t.Fatalf("ExtendSession of an ended session: %v", err)
 	}
 }

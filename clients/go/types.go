@@ -4,6 +4,7 @@ package plimsoll
 import (
 	"encoding/base64"
 	"encoding/json"
+	"time"
 
 	"plimsoll/record"
 )
@@ -273,4 +274,64 @@ type Description struct {
 	Languages        []string   `json:"languages"`
 	Operations       Operations `json:"operations"`
 	Limits           Limits     `json:"limits"`
+}
+
+// Session states (SessionInfo.State).
+const (
+	SessionReady  = "ready"  // open, its sandbox running
+	SessionPaused = "paused" // open, its sandbox paused for idleness; the next call resumes it
+	SessionEnded  = "ended"  // ended: closed, past its lifetime or its disk budget, …
+)
+
+// SessionInfo is one of the caller's sessions as the daemon holds it
+// (ListSessions, GetSession, ExtendSession). The instants are UTC; an
+// instant the daemon gives as "" (none) is the zero time.Time (IsZero).
+type SessionInfo struct {
+	// SessionID is the session's id (64 hex digits).
+	SessionID string
+	// State is SessionReady, SessionPaused or SessionEnded.
+	State string
+	// EndedReason says why it ended; "" unless ended.
+	EndedReason string
+	CreatedAt   time.Time
+	// LastCallAt is the end of its last call; zero before any.
+	LastCallAt time.Time
+	// IdleDeadline is when the daemon pauses it if no call comes; zero
+	// when paused, ended, while a call runs, or where the provider cannot
+	// pause.
+	IdleDeadline time.Time
+	// LifetimeDeadline is when it ends; zero once ended.
+	LifetimeDeadline time.Time
+	EndedAt          time.Time
+	// Calls counts the calls that made a record (runs and cells).
+	Calls uint32
+	// CallsWaiting counts the calls running or waiting their turn now.
+	CallsWaiting uint32
+	// PreviousDigest is the last record's digest ("" before any call): the
+	// next call's record names it. ConnectSession starts a chain from it.
+	PreviousDigest string
+	// Languages is the hint given at open.
+	Languages []string
+	// Interpreters are the kept interpreters, as the last cleanup between
+	// calls found them; empty where the provider reports none.
+	Interpreters []SessionInterpreter
+	// DiskUsedKiB is its files' size, as the last cleanup measured it.
+	DiskUsedKiB uint32
+	// DiskBudgetKiB is its disk budget; 0 when none is reported.
+	DiskBudgetKiB uint32
+	// MaxLifetimeS is the most ExtendSession may give, in seconds from the
+	// session's open (the operator's SANDBOX_SESSION_MAX_LIFETIME).
+	MaxLifetimeS uint32
+
+	// Raw is the session's JSON object as received.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Ended says whether the session has ended.
+func (i *SessionInfo) Ended() bool { return i.State == SessionEnded }
+
+// SessionInterpreter is a kept interpreter of a session.
+type SessionInterpreter struct {
+	Language string // "python" or "javascript"
+	Alive    bool
 }

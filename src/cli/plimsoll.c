@@ -8,6 +8,11 @@
  *                    meet, nothing run; exit 0 when it would be dispatched,
  *                    3 when it would be refused
  *   plimsoll keygen [--key-out FILE] PRINCIPAL
+ *   plimsoll session open [-l LANG]...   prints the new session's id
+ *   plimsoll session ls [--json]         the caller's sessions, one a line
+ *   plimsoll session get ID              its SessionInfo (JSON)
+ *   plimsoll session extend ID SECONDS   it ends SECONDS from now instead
+ *   plimsoll session close ID
  *
  * The daemon is PLIMSOLL_URL (http://host:port or unix:/path; default
  * http://127.0.0.1:7475); the key is PLIMSOLL_KEY, or the first line of the
@@ -73,6 +78,8 @@ static void usage(void) {
           "               (CODE | -f FILE | -)\n"
           "  plimsoll explain (the same flags as run)\n"
           "  plimsoll keygen [--key-out FILE] PRINCIPAL\n"
+          "  plimsoll session open [-l javascript|python]... | ls [--json] | get ID |\n"
+          "                   extend ID SECONDS | close ID\n"
           "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE,\n"
           "             PLIMSOLL_MAX_ANSWER_BYTES (default 268435456)\n"
           "exit: 0 ran ok, 1 ran non-zero, 2 usage, 3 refused, 4 infrastructure,\n"
@@ -338,6 +345,127 @@ static int cmd_run(int argc, char **argv) {
     return ex;
 }
 
+static int print_json(const json_t *j) {
+    char *s = json_dumps(j, JSON_INDENT(2));
+    if (s)
+        puts(s);
+    free(s);
+    return s ? EXIT_RAN_OK : EXIT_INFRA;
+}
+
+/* A SessionInfo's instant, to the second ("-" for none). */
+static const char *when(const json_t *info, const char *name, char buf[24]) {
+    const char *t = json_string_value(json_object_get(info, name));
+    if (!t || strlen(t) < 19)
+        return "-";
+    snprintf(buf, 24, "%.10s %.8sZ", t, t + 11);
+    return buf;
+}
+
+static int session_ls(plimsoll_client *c, bool as_json, struct plimsoll_error *err) {
+    json_t *j = NULL;
+    if (plimsoll_list_sessions(c, &j, err) < 0)
+        return report_error(err);
+    if (as_json) {
+        int ex = print_json(j);
+        json_decref(j);
+        return ex;
+    }
+    json_t *list = json_object_get(j, "sessions"), *info;
+    size_t i;
+    printf("%-64s  %-6s  %5s  %-20s  %s\n", "SESSION", "STATE", "CALLS", "ENDS", "LANGUAGES");
+    json_array_foreach(list, i, info) {
+        char a[24], b[24];
+        const char *state = json_string_value(json_object_get(info, "state"));
+        bool ended = state && strcmp(state, "ended") == 0;
+        struct pl_buf langs = {0};
+        json_t *l;
+        size_t k;
+        json_array_foreach(json_object_get(info, "languages"), k, l) {
+            if (k)
+                pl_buf_puts(&langs, ",");
+            pl_buf_puts(&langs, json_string_value(l) ? json_string_value(l) : "?");
+        }
+        printf("%-64s  %-6s  %5lld  %-20s  %s\n",
+               json_string_value(json_object_get(info, "session_id")), state ? state : "?",
+               (long long)json_integer_value(json_object_get(info, "calls")),
+               ended ? when(info, "ended_at", a) : when(info, "lifetime_deadline", b),
+               langs.len ? langs.data : "-");
+        pl_buf_free(&langs);
+    }
+    json_decref(j);
+    return EXIT_RAN_OK;
+}
+
+static int cmd_session(int argc, char **argv) {
+    const char *sub = argc > 1 ? argv[1] : "";
+    const char *langs[5] = {0};
+    size_t nlangs = 0;
+    bool as_json = false;
+    const char *pos[2] = {0};
+    size_t npos = 0;
+    for (int i = 2; i < argc; i++) {
+        if ((strcmp(argv[i], "-l") == 0 || strcmp(argv[i], "--language") == 0) && i + 1 < argc &&
+            nlangs < 4)
+            langs[nlangs++] = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            as_json = true;
+        else if (argv[i][0] != '-' && npos < 2)
+            pos[npos++] = argv[i];
+        else {
+            usage();
+            return EXIT_USAGE;
+        }
+    }
+    bool open = strcmp(sub, "open") == 0, ls = strcmp(sub, "ls") == 0;
+    bool get = strcmp(sub, "get") == 0, extend = strcmp(sub, "extend") == 0;
+    bool close = strcmp(sub, "close") == 0;
+    size_t want = open || ls ? 0 : extend ? 2 : 1;
+    if (!(open || ls || get || extend || close) || npos != want || (nlangs && !open) ||
+        (as_json && !ls)) {
+        usage();
+        return EXIT_USAGE;
+    }
+    unsigned long secs = 0;
+    if (extend) {
+        char *end = NULL;
+        errno = 0;
+        secs = strtoul(pos[1], &end, 10);
+        if (errno || *end || !secs || secs > UINT32_MAX || pos[1][0] == '-') {
+            fprintf(stderr, "plimsoll: session extend takes a whole number of seconds\n");
+            return EXIT_USAGE;
+        }
+    }
+    plimsoll_client *c = client_from_env();
+    if (!c)
+        return EXIT_USAGE;
+    struct plimsoll_error err;
+    json_t *j = NULL;
+    char id[65];
+    int ex = EXIT_RAN_OK;
+    if (open) {
+        if (plimsoll_open_session(c, nlangs ? langs : NULL, id, &err) < 0)
+            ex = report_error(&err);
+        else
+            puts(id);
+    } else if (ls) {
+        ex = session_ls(c, as_json, &err);
+    } else if (get) {
+        ex = plimsoll_get_session(c, pos[0], &j, &err) < 0 ? report_error(&err) : print_json(j);
+    } else if (extend) {
+        if (plimsoll_extend_session(c, pos[0], (unsigned)secs, &j, &err) < 0) {
+            ex = report_error(&err);
+        } else {
+            printf("%s\n", json_string_value(json_object_get(j, "lifetime_deadline")));
+        }
+    } else if (plimsoll_close_session(c, pos[0], &err) < 0) {
+        ex = report_error(&err);
+    }
+    json_decref(j);
+    plimsoll_client_free(c);
+    return ex;
+}
+
 static int cmd_keygen(int argc, char **argv) {
     const char *out = NULL, *principal = NULL;
     for (int i = 1; i < argc; i++) {
@@ -414,6 +542,8 @@ int main(int argc, char **argv) {
         r = cmd_run(argc - 1, argv + 1);
     else if (strcmp(argv[1], "keygen") == 0)
         r = cmd_keygen(argc - 1, argv + 1);
+    else if (strcmp(argv[1], "session") == 0)
+        r = cmd_session(argc - 1, argv + 1);
     else if (strcmp(argv[1], "--version") == 0) {
         puts("plimsoll 0.1.0");
         r = 0;

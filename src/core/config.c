@@ -46,6 +46,8 @@
 #define MEMORY_MB_MAX 1048576u
 #define MEMORY_MB_DEFAULT 256u
 #define DRAIN_MAX_MS 3600000u
+#define SESSION_MAX_LIFETIME_DEFAULT 86400u
+#define SESSION_MAX_LIFETIME_MAX 604800u
 #define IN_FLIGHT_DEFAULT (64u << 20)
 #define IN_FLIGHT_MAX 4294967295ul
 
@@ -205,6 +207,17 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
     v = get(lookup, ud, "SANDBOX_RATE_BURST");
     if (v && parse_uint("SANDBOX_RATE_BURST", v, 1, 1000000, &c.rate_burst, err) < 0)
         return -1;
+
+    c.session_max_lifetime_s = c.session_lifetime_s > SESSION_MAX_LIFETIME_DEFAULT
+                                   ? c.session_lifetime_s
+                                   : SESSION_MAX_LIFETIME_DEFAULT;
+    v = get(lookup, ud, "SANDBOX_SESSION_MAX_LIFETIME");
+    if (v && parse_uint("SANDBOX_SESSION_MAX_LIFETIME", v, c.session_lifetime_s,
+                        SESSION_MAX_LIFETIME_MAX, &c.session_max_lifetime_s, err) < 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "SANDBOX_SESSION_MAX_LIFETIME: \"%.64s\" must be a whole number "
+                            "of seconds from SANDBOX_SESSION_LIFETIME (%u) to %u",
+                            v, c.session_lifetime_s, SESSION_MAX_LIFETIME_MAX);
 
     if (c.default_timeout_ms > c.max_timeout_ms)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,

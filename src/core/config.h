@@ -90,7 +90,10 @@ struct pl_config {
     unsigned session_disk_mb;    /* SANDBOX_SESSION_DISK_MB: the work directory's size */
     unsigned session_lifetime_s; /* SANDBOX_SESSION_LIFETIME, seconds */
     unsigned session_idle_s;     /* SANDBOX_SESSION_IDLE, seconds: paused past it */
-    unsigned session_pool;       /* SANDBOX_SESSION_POOL: waiting session sandboxes */
+    /* SANDBOX_SESSION_MAX_LIFETIME, seconds from open: the most ExtendSession
+     * may give (default 86400, or SANDBOX_SESSION_LIFETIME when higher) */
+    unsigned session_max_lifetime_s;
+    unsigned session_pool; /* SANDBOX_SESSION_POOL: waiting session sandboxes */
 
     /* The lookup the settings came from, for a provider's own settings. */
     const char *(*lookup)(const char *name, void *userdata);

@@ -189,6 +189,34 @@ static const struct field open_session_shape[] = {
     {"session_id", K_STRING, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
+static const struct field session_interpreter_shape[] = {
+    {"language", K_STRING, false, NULL},
+    {"alive", K_BOOL, false, NULL},
+    {NULL, K_ANY, false, NULL},
+};
+static const struct field session_info_shape[] = {
+    {"session_id", K_STRING, false, NULL},
+    {"state", K_STRING, false, NULL},
+    {"ended_reason", K_STRING, false, NULL},
+    {"created_at", K_STRING, false, NULL},
+    {"last_call_at", K_STRING, false, NULL},
+    {"idle_deadline", K_STRING, false, NULL},
+    {"lifetime_deadline", K_STRING, false, NULL},
+    {"ended_at", K_STRING, false, NULL},
+    {"calls", K_UINT32, false, NULL},
+    {"calls_waiting", K_UINT32, false, NULL},
+    {"previous_digest", K_STRING, false, NULL},
+    {"languages", K_STRING, true, NULL},
+    {"interpreters", K_MESSAGE, true, session_interpreter_shape},
+    {"disk_used_kib", K_UINT32, false, NULL},
+    {"disk_budget_kib", K_UINT32, false, NULL},
+    {"max_lifetime_s", K_UINT32, false, NULL},
+    {NULL, K_ANY, false, NULL},
+};
+static const struct field list_sessions_shape[] = {
+    {"sessions", K_MESSAGE, true, session_info_shape},
+    {NULL, K_ANY, false, NULL},
+};
 static const struct field empty_shape[] = {{NULL, K_ANY, false, NULL}};
 /* What of a Connect error is checked; its details are read leniently. */
 static const struct field connect_error_shape[] = {
@@ -222,9 +250,11 @@ static const struct {
     const char *method;
     const struct field *shape;
 } responses[] = {
-    {"Describe", describe_shape},         {"Run", run_response_shape},
-    {"RunInSession", run_response_shape}, {"RunCell", run_response_shape},
-    {"OpenSession", open_session_shape},  {"CloseSession", empty_shape},
+    {"Describe", describe_shape},          {"Run", run_response_shape},
+    {"RunInSession", run_response_shape},  {"RunCell", run_response_shape},
+    {"OpenSession", open_session_shape},   {"CloseSession", empty_shape},
+    {"ListSessions", list_sessions_shape}, {"GetSession", session_info_shape},
+    {"ExtendSession", session_info_shape},
 };
 
 static const struct field *response_shape(const char *method) {

@@ -324,20 +324,109 @@ int plimsoll_close_session(plimsoll_client *c, const char *session_id, struct pl
     return r;
 }
 
-plimsoll_session *plimsoll_session_open(plimsoll_client *c, const char *const *languages,
-                                        const char *floor, struct plimsoll_error *err) {
+int plimsoll_list_sessions(plimsoll_client *c, json_t **ret, struct plimsoll_error *err) {
+    json_t *msg = json_object();
+    int r = msg ? plc_call(c, "ListSessions", msg, ret, err)
+                : plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    json_decref(msg);
+    return r;
+}
+
+/* GetSession and ExtendSession: a SessionInfo naming the session asked for. */
+static int session_info_call(plimsoll_client *c, const char *method, const char *session_id,
+                             unsigned ends_in_s, json_t **ret, struct plimsoll_error *err) {
+    *ret = NULL;
+    if (!id_ok(session_id))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a session id is 64 lowercase hex digits");
+    json_t *msg = json_pack("{s:s}", "session_id", session_id);
+    if (msg && ends_in_s)
+        json_object_set_new(msg, "ends_in_s", json_integer(ends_in_s));
+    int r =
+        msg ? plc_call(c, method, msg, ret, err) : plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    json_decref(msg);
+    const char *got = r == 0 ? exact_string(json_object_get(*ret, "session_id")) : NULL;
+    if (r == 0 && (!got || strcmp(got, session_id) != 0)) {
+        json_decref(*ret);
+        *ret = NULL;
+        return plc_protocol_fail(err, method, 200, "the answer is about another session");
+    }
+    return r;
+}
+
+int plimsoll_get_session(plimsoll_client *c, const char *session_id, json_t **ret,
+                         struct plimsoll_error *err) {
+    return session_info_call(c, "GetSession", session_id, 0, ret, err);
+}
+
+int plimsoll_extend_session(plimsoll_client *c, const char *session_id, unsigned ends_in_s,
+                            json_t **ret, struct plimsoll_error *err) {
+    if (ends_in_s == 0) {
+        *ret = NULL;
+        return plc_fail(err, PLIMSOLL_E_USAGE, "ends_in_s: a whole number of seconds from 1");
+    }
+    return session_info_call(c, "ExtendSession", session_id, ends_in_s, ret, err);
+}
+
+/* A handle for session_id with its chain starting at previous. */
+static plimsoll_session *session_new(plimsoll_client *c, const char *previous, const char *floor,
+                                     struct plimsoll_error *err) {
     if (floor && tier_rank(floor) < 0) {
         plc_fail(err, PLIMSOLL_E_USAGE, "the floor is none, process, container, kernel or vm");
         return NULL;
     }
     plimsoll_session *s = calloc(1, sizeof(*s));
-    if (!s || !(s->chain = plimsoll_chain_new("")) || (floor && !(s->floor = strdup(floor)))) {
+    if (!s || !(s->chain = plimsoll_chain_new(previous)) ||
+        (floor && !(s->floor = strdup(floor)))) {
         plimsoll_session_free(s);
         plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
         return NULL;
     }
     s->c = c;
-    if (plimsoll_open_session(c, languages, s->id, err) < 0) {
+    return s;
+}
+
+plimsoll_session *plimsoll_session_connect(plimsoll_client *c, const char *session_id,
+                                           const char *floor, struct plimsoll_error *err) {
+    json_t *info = NULL;
+    if (plimsoll_get_session(c, session_id, &info, err) < 0)
+        return NULL;
+    const char *state = exact_string(json_object_get(info, "state"));
+    const char *prev = exact_string(json_object_get(info, "previous_digest"));
+    plimsoll_session *s = NULL;
+    if (state && strcmp(state, "ended") == 0) {
+        const char *why = json_string_value(json_object_get(info, "ended_reason"));
+        plc_fail(err, PLIMSOLL_E_SESSION_ENDED, "the session has ended: %s", why ? why : "");
+        snprintf(err->reason, sizeof(err->reason), "SESSION_ENDED");
+        snprintf(err->code, sizeof(err->code), "failed_precondition");
+        snprintf(err->ended_reason, sizeof(err->ended_reason), "%s", why ? why : "");
+    } else if (!state || (strcmp(state, "ready") != 0 && strcmp(state, "paused") != 0)) {
+        plc_protocol_fail(err, "GetSession", 200, "the session's state is none the API has");
+    } else if (!prev || (*prev && (strlen(prev) != 64 || strspn(prev, "0123456789abcdef") != 64))) {
+        plc_protocol_fail(err, "GetSession", 200, "previous_digest is not a SHA-256 digest");
+    } else if ((s = session_new(c, prev, floor, err)) != NULL) {
+        memcpy(s->id, session_id, 65);
+    }
+    json_decref(info);
+    return s;
+}
+
+int plimsoll_session_info(plimsoll_session *s, json_t **ret, struct plimsoll_error *err) {
+    if (!s)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
+    return plimsoll_get_session(s->c, s->id, ret, err);
+}
+
+int plimsoll_session_extend(plimsoll_session *s, unsigned ends_in_s, json_t **ret,
+                            struct plimsoll_error *err) {
+    if (!s)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
+    return plimsoll_extend_session(s->c, s->id, ends_in_s, ret, err);
+}
+
+plimsoll_session *plimsoll_session_open(plimsoll_client *c, const char *const *languages,
+                                        const char *floor, struct plimsoll_error *err) {
+    plimsoll_session *s = session_new(c, "", floor, err);
+    if (s && plimsoll_open_session(c, languages, s->id, err) < 0) {
         plimsoll_session_free(s);
         return NULL;
     }

@@ -144,6 +144,17 @@ struct pl_session_open {
     const char *const *languages; /* the caller's hint; NULL-terminated, may be empty */
 };
 
+/* A session's sandbox as its provider last saw it, for GetSession. */
+struct pl_session_status {
+    uint64_t disk_used_bytes;   /* its files, as the last cleanup measured them */
+    uint64_t disk_budget_bytes; /* 0: the provider reports no disk figure */
+    struct {
+        const char *language; /* static: "python", "javascript" */
+        bool alive;
+    } interpreters[2]; /* those it keeps, as the last cleanup found them */
+    size_t ninterpreters;
+};
+
 /* Free what a result holds (out, err, steps and their strings) and zero
  * it; NULL-safe, and fine on a zeroed result. */
 void pl_run_result_clear(struct pl_run_result *r);
@@ -182,6 +193,10 @@ struct pl_provider_ops {
     int (*session_pause)(void *state, void *session);
     int (*session_resume)(void *state, void *session, struct pl_error *err);
     void (*session_close)(void *state, void *session);
+    /* Optional: what the provider last learnt of the session's sandbox.
+     * Called under the session table's lock, also while a call runs in
+     * the session: it reads what it kept and never waits. */
+    void (*session_status)(void *state, void *session, struct pl_session_status *ret);
 
     /* Optional: its warm pools now, at most max into ret; how many. */
     size_t (*pools)(void *state, struct pl_pool_report *ret, size_t max);
@@ -296,6 +311,15 @@ static inline int pl_provider_session_resume(struct pl_provider *p, void *sessio
  * Not while a call runs in it. */
 static inline void pl_provider_session_close(struct pl_provider *p, void *session) {
     p->ops->session_close(p->state, session);
+}
+
+/* What the provider last learnt of an open session's sandbox (a zeroed
+ * status when it reports nothing); never waits. */
+static inline void pl_provider_session_status(struct pl_provider *p, void *session,
+                                              struct pl_session_status *ret) {
+    *ret = (struct pl_session_status){0};
+    if (p->ops->session_status)
+        p->ops->session_status(p->state, session, ret);
 }
 
 /* Its warm pools' figures, at most max into ret; how many (0 when it

@@ -24,8 +24,9 @@
  *                   google.rpc.ErrorInfo, a run's result as JSON
  *   api_run.c       Run, RunInSession and RunCell: the refusal ladder,
  *                   dispatch, the run record; Explain's walk of the ladder
- *   api_sessions.c  OpenSession, CloseSession and the outer messages of
- *                   RunInSession, RunCell and Explain
+ *   api_sessions.c  OpenSession, CloseSession, ListSessions, GetSession,
+ *                   ExtendSession and the outer messages of RunInSession,
+ *                   RunCell and Explain
  *   api_grpc.c      gRPC and gRPC-Web over the Connect answers
  *   api_stream.c    RunStream and RunCellStream: output as it comes
  *   api_cors.c      browsers on another origin (PLIMSOLL_CORS_ORIGINS):
@@ -241,7 +242,8 @@ void api_run_explain(struct pl_api *api, const char *principal, const char *body
 /* ---- api_sessions.c ---- */
 
 /* The session methods, NULL-terminated: OpenSession, RunInSession,
- * RunCell, CloseSession, RunCellStream.  api_handle_session_call answers
+ * RunCell, CloseSession, RunCellStream, ListSessions, GetSession,
+ * ExtendSession.  api_handle_session_call answers
  * one of them (method) into rs, a refusal through api_refuse. */
 extern const char *const api_session_methods[];
 void api_handle_session_call(struct pl_api *api, const char *principal, const char *method,

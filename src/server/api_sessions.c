@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * api_sessions.c: the session methods' outer messages.  OpenSession and
- * CloseSession are answered here; RunInSession and RunCell unwrap their
+ * api_sessions.c: the session methods' outer messages.  OpenSession,
+ * CloseSession, ListSessions, GetSession and ExtendSession are answered
+ * here; RunInSession and RunCell unwrap their
  * RunRequest (RunCell builds one from the cell) and take the Run path
  * (api_run.c) with the session's id.
  */
@@ -11,10 +12,12 @@
 
 #include "../core/cleanup.h"
 #include "../core/jsonscan.h"
+#include "../core/record.h"
 #include "api_int.h"
 
 const char *const api_session_methods[] = {"OpenSession",  "RunInSession",  "RunCell",
-                                           "CloseSession", "RunCellStream", NULL};
+                                           "CloseSession", "RunCellStream", "ListSessions",
+                                           "GetSession",   "ExtendSession", NULL};
 
 /* Decode a small outer message: a JSON object whose keys are all in
  * fields (snake_case, or its camelCase twin in camel). */
@@ -127,15 +130,113 @@ static int close_session(struct pl_api *api, const char *principal, const struct
     return 0;
 }
 
+/* An instant of pl_session_info's as RFC 3339; "" for none. */
+static json_t *instant(uint64_t ns) {
+    char t[40];
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+    if (!ns || pl_rfc3339(ts, t) < 0)
+        return json_string("");
+    return json_string(t);
+}
+
+/* A SessionInfo message. */
+static json_t *session_info_json(const struct pl_session_info *in) {
+    json_t *langs = json_array(), *interp = json_array();
+    for (size_t i = 0; in->languages[i]; i++)
+        json_array_append_new(langs, json_string(in->languages[i]));
+    for (size_t i = 0; i < in->status.ninterpreters; i++)
+        json_array_append_new(interp, json_pack("{s:s, s:b}", "language",
+                                                in->status.interpreters[i].language, "alive",
+                                                in->status.interpreters[i].alive));
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:s, s:o, s:o, s:I, s:I, "
+                     "s:I}",
+                     "session_id", in->id, "state", in->state, "ended_reason", in->ended_reason,
+                     "created_at", instant(in->created), "last_call_at", instant(in->last_call),
+                     "idle_deadline", instant(in->idle_deadline), "lifetime_deadline",
+                     instant(in->lifetime_deadline), "ended_at", instant(in->ended_at), "calls",
+                     (json_int_t)in->calls, "calls_waiting", (json_int_t)in->calls_waiting,
+                     "previous_digest", in->previous, "languages", langs, "interpreters", interp,
+                     "disk_used_kib", (json_int_t)((in->status.disk_used_bytes + 1023) >> 10),
+                     "disk_budget_kib", (json_int_t)(in->status.disk_budget_bytes >> 10),
+                     "max_lifetime_s", (json_int_t)in->max_lifetime_s);
+}
+
+static int list_sessions(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
+                         struct pl_api_response *rs, struct call_log *lg, struct pl_error *err) {
+    static const char *const f[] = {NULL}, *const c[] = {NULL};
+    PL_AUTO_JSON json_t *m = decode_outer(rq->body, rq->body_len, "ListSessionsRequest", f, c, err);
+    struct pl_session_info *list = NULL;
+    size_t n = 0;
+    if (!m || sessions_available(api, err) < 0 ||
+        pl_sessions_list(api->sessions, principal, &list, &n, err) < 0)
+        return -1;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, session_info_json(&list[i]));
+    free(list);
+    lg->outcome = "ok";
+    api_set_json(rs, 200, json_pack("{s:o}", "sessions", arr));
+    return 0;
+}
+
+static int get_session(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
+                       struct pl_api_response *rs, struct call_log *lg, struct pl_error *err) {
+    static const char *const f[] = {"session_id", NULL}, *const c[] = {"sessionId", NULL};
+    PL_AUTO_JSON json_t *m = decode_outer(rq->body, rq->body_len, "GetSessionRequest", f, c, err);
+    const char *id;
+    struct pl_session_info info;
+    if (!m || !(id = session_id_of(m, err)) || sessions_available(api, err) < 0 ||
+        pl_sessions_get(api->sessions, principal, id, &info, err) < 0)
+        return -1;
+    lg->outcome = "ok";
+    api_set_json(rs, 200, session_info_json(&info));
+    return 0;
+}
+
+static int extend_session(struct pl_api *api, const char *principal,
+                          const struct pl_api_request *rq, struct pl_api_response *rs,
+                          struct call_log *lg, char *ended, size_t ended_size,
+                          struct pl_error *err) {
+    static const char *const f[] = {"session_id", "ends_in_s", NULL}, *const c[] = {"sessionId",
+                                                                                    "endsInS",
+                                                                                    NULL};
+    PL_AUTO_JSON json_t *m =
+        decode_outer(rq->body, rq->body_len, "ExtendSessionRequest", f, c, err);
+    const char *id;
+    if (!m || !(id = session_id_of(m, err)))
+        return -1;
+    json_t *e = json_object_get(m, "ends_in_s");
+    json_int_t secs = json_is_integer(e) ? json_integer_value(e) : -1;
+    if (secs < 1 || secs > UINT32_MAX)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "ends_in_s: required, a whole number of seconds from 1");
+    struct pl_session_info info;
+    if (sessions_available(api, err) < 0 ||
+        pl_sessions_extend(api->sessions, principal, id, (unsigned)secs, &info, ended, ended_size,
+                           err) < 0)
+        return -1;
+    lg->outcome = "ok";
+    api_set_json(rs, 200, session_info_json(&info));
+    return 0;
+}
+
 void api_handle_session_call(struct pl_api *api, const char *principal, const char *method,
                              const struct pl_api_request *rq, struct pl_api_response *rs,
                              struct call_log *lg) {
     struct pl_error err = {0};
+    char ended[256] = "";
     int rc;
     if (strcmp(method, "OpenSession") == 0) {
         rc = open_session(api, principal, rq, rs, lg, &err);
     } else if (strcmp(method, "CloseSession") == 0) {
         rc = close_session(api, principal, rq, rs, lg, &err);
+    } else if (strcmp(method, "ListSessions") == 0) {
+        rc = list_sessions(api, principal, rq, rs, lg, &err);
+    } else if (strcmp(method, "GetSession") == 0) {
+        rc = get_session(api, principal, rq, rs, lg, &err);
+    } else if (strcmp(method, "ExtendSession") == 0) {
+        rc = extend_session(api, principal, rq, rs, lg, ended, sizeof(ended), &err);
     } else {
         /* RunInSession and RunCell: an inner RunRequest, decoded by the Run path. */
         run_inner(api, principal,
@@ -144,7 +245,7 @@ void api_handle_session_call(struct pl_api *api, const char *principal, const ch
         return;
     }
     if (rc < 0)
-        api_refuse(api, rs, lg, &err, NULL);
+        api_refuse(api, rs, lg, &err, ended[0] ? ended : NULL);
 }
 
 /* The inner call of RunInSession, RunCell or Explain, read from the outer

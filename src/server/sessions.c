@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "../core/canon.h"
+#include "../core/cleanup.h"
 #include "../core/clock.h"
 #include "../core/ids.h"
 #include "../core/log.h"
@@ -25,6 +26,12 @@ struct pl_session {
     bool ended;
     char ended_reason[256];
     uint64_t opened_ns, last_ns, ended_ns;
+    uint64_t opened_wall;  /* the wall clock at open, ns since the epoch */
+    uint64_t last_call_ns; /* the end of its last call; 0 before any */
+    uint64_t expires_ns;   /* it ends here: the lifetime, or ExtendSession's */
+    bool extended;
+    unsigned calls;      /* calls that made a record */
+    unsigned char langs; /* the hint: 1 python, 2 javascript */
     bool paused;
     bool slot_given; /* paused, and its admission slot given back (the provider's way) */
     /* One call at a time, in arrival order: a ticket lock. */
@@ -122,8 +129,10 @@ static void *reaper_main(void *arg) {
             }
             if (ss->busy || ss->next_ticket != ss->serving)
                 continue; /* a call is running or waiting */
-            if (now - ss->opened_ns >= (uint64_t)s->lim.lifetime_s * 1000000000ull) {
-                end_locked(s, ss, "the session reached SANDBOX_SESSION_LIFETIME");
+            if (now >= ss->expires_ns) {
+                end_locked(s, ss,
+                           ss->extended ? "the session reached the end ExtendSession gave it"
+                                        : "the session reached SANDBOX_SESSION_LIFETIME");
             } else if (!ss->paused && pl_provider_pauses(s->prov) &&
                        now - ss->last_ns >= (uint64_t)s->lim.idle_s * 1000000000ull) {
                 ss->busy = true;
@@ -273,7 +282,13 @@ int pl_sessions_open(struct pl_sessions *s, const char *principal, const char *c
         return -1;
     }
     ss->handle = h;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
     ss->opened_ns = ss->last_ns = pl_now_ns();
+    ss->opened_wall = (uint64_t)wall.tv_sec * 1000000000ull + (uint64_t)wall.tv_nsec;
+    ss->expires_ns = ss->opened_ns + (uint64_t)s->lim.lifetime_s * 1000000000ull;
+    for (size_t i = 0; languages && languages[i]; i++)
+        ss->langs |= strcmp(languages[i], "python") == 0 ? 1 : 2;
     memcpy(ret_id, ss->id, PL_SESSION_ID_LEN + 1);
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
@@ -390,9 +405,11 @@ const char *pl_session_previous_digest(struct pl_session *ss) {
 void pl_sessions_done(struct pl_sessions *s, struct pl_session *ss, const char *digest,
                       const char *ended_reason) {
     pthread_mutex_lock(&s->lock);
-    if (digest)
+    if (digest) {
         snprintf(ss->previous, sizeof(ss->previous), "%s", digest);
-    ss->last_ns = pl_now_ns();
+        ss->calls++;
+    }
+    ss->last_ns = ss->last_call_ns = pl_now_ns();
     ss->busy = false;
     if (ended_reason)
         end_locked(s, ss, ended_reason);
@@ -424,4 +441,121 @@ int pl_sessions_close(struct pl_sessions *s, const char *principal, const char *
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return 0;
+}
+
+/* ---- what a caller may see of its sessions -------------------------------- */
+
+/* A monotonic instant of ss's as the wall clock read it (see sessions.h). */
+static uint64_t wall_of(const struct pl_session *ss, uint64_t mono) {
+    return mono >= ss->opened_ns ? ss->opened_wall + (mono - ss->opened_ns)
+                                 : ss->opened_wall - (ss->opened_ns - mono);
+}
+
+static void info_locked(struct pl_sessions *s, const struct pl_session *ss,
+                        struct pl_session_info *ret) {
+    memset(ret, 0, sizeof(*ret));
+    memcpy(ret->id, ss->id, sizeof(ret->id));
+    ret->state = ss->ended ? "ended" : ss->paused ? "paused" : "ready";
+    if (ss->ended) {
+        snprintf(ret->ended_reason, sizeof(ret->ended_reason), "%s", ss->ended_reason);
+        ret->ended_at = wall_of(ss, ss->ended_ns);
+    } else {
+        ret->lifetime_deadline = wall_of(ss, ss->expires_ns);
+        if (!ss->paused && pl_provider_pauses(s->prov) && ss->next_ticket == ss->serving)
+            ret->idle_deadline = wall_of(ss, ss->last_ns + (uint64_t)s->lim.idle_s * 1000000000ull);
+        /* The handle is valid while set: a close takes it under the lock
+         * first (end_locked). */
+        if (ss->handle)
+            pl_provider_session_status(s->prov, ss->handle, &ret->status);
+    }
+    ret->created = ss->opened_wall;
+    ret->last_call = ss->last_call_ns ? wall_of(ss, ss->last_call_ns) : 0;
+    ret->calls = ss->calls;
+    ret->calls_waiting = (unsigned)(ss->next_ticket - ss->serving);
+    memcpy(ret->previous, ss->previous, sizeof(ret->previous));
+    size_t n = 0;
+    if (ss->langs & 1)
+        ret->languages[n++] = "python";
+    if (ss->langs & 2)
+        ret->languages[n++] = "javascript";
+    ret->max_lifetime_s = s->lim.max_lifetime_s;
+}
+
+int pl_sessions_get(struct pl_sessions *s, const char *principal, const char *id,
+                    struct pl_session_info *ret, struct pl_error *err) {
+    pthread_mutex_lock(&s->lock);
+    struct pl_session *ss = find_locked(s, principal, id);
+    /* One still opening has no sandbox yet: as good as unknown. */
+    int r = ss && ss->opened_wall ? 0 : no_such(err);
+    if (r == 0)
+        info_locked(s, ss, ret);
+    pthread_mutex_unlock(&s->lock);
+    return r;
+}
+
+int pl_sessions_list(struct pl_sessions *s, const char *principal, struct pl_session_info **ret,
+                     size_t *ret_n, struct pl_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    pthread_mutex_lock(&s->lock);
+    size_t n = 0;
+    for (unsigned i = 0; i < s->nslots; i++)
+        if (s->slots[i].used && s->slots[i].opened_wall &&
+            strcmp(s->slots[i].principal, principal) == 0)
+            n++;
+    struct pl_session_info *out = n ? calloc(n, sizeof(*out)) : NULL;
+    /* Oldest open first: the slots' order is reuse's, not time's. */
+    PL_AUTO_FREE const struct pl_session **order = n ? calloc(n, sizeof(*order)) : NULL;
+    if (n && (!out || !order)) {
+        pthread_mutex_unlock(&s->lock);
+        free(out);
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    size_t k = 0;
+    for (unsigned i = 0; i < s->nslots; i++) {
+        const struct pl_session *ss = &s->slots[i];
+        if (!ss->used || !ss->opened_wall || strcmp(ss->principal, principal) != 0)
+            continue;
+        size_t j = k++;
+        for (; j > 0 && order[j - 1]->opened_ns > ss->opened_ns; j--)
+            order[j] = order[j - 1];
+        order[j] = ss;
+    }
+    for (size_t i = 0; i < n; i++)
+        info_locked(s, order[i], &out[i]);
+    pthread_mutex_unlock(&s->lock);
+    *ret = out;
+    *ret_n = n;
+    return 0;
+}
+
+int pl_sessions_extend(struct pl_sessions *s, const char *principal, const char *id,
+                       unsigned ends_in_s, struct pl_session_info *ret, char *ret_ended_reason,
+                       size_t ended_reason_size, struct pl_error *err) {
+    pthread_mutex_lock(&s->lock);
+    struct pl_session *ss = find_locked(s, principal, id);
+    int r = 0;
+    uint64_t now = pl_now_ns();
+    if (!ss || !ss->opened_wall) {
+        r = no_such(err);
+    } else if (ss->ended) {
+        r = ended_error(err, ss->ended_reason, ret_ended_reason, ended_reason_size);
+    } else {
+        uint64_t last = ss->opened_ns + (uint64_t)s->lim.max_lifetime_s * 1000000000ull;
+        uint64_t until = now + (uint64_t)ends_in_s * 1000000000ull;
+        if (until > last) {
+            r = pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                             "ends_in_s: %u s from now is past this daemon's "
+                             "SANDBOX_SESSION_MAX_LIFETIME, %u s from the session's open; "
+                             "it may ask at most %llu",
+                             ends_in_s, s->lim.max_lifetime_s,
+                             (unsigned long long)(last > now ? (last - now) / 1000000000ull : 0));
+        } else {
+            ss->expires_ns = until;
+            ss->extended = true;
+            info_locked(s, ss, ret);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return r;
 }

@@ -17,6 +17,8 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "../core/admission.h"
 #include "../core/errors.h"
@@ -28,10 +30,11 @@ struct pl_sessions;
 struct pl_session;
 
 struct pl_sessions_limits {
-    unsigned max_sessions; /* SANDBOX_MAX_SESSIONS (0: sessions off) */
-    unsigned lifetime_s;   /* SANDBOX_SESSION_LIFETIME */
-    unsigned idle_s;       /* SANDBOX_SESSION_IDLE */
-    unsigned memory_mb;    /* the per-run allowance a session's sandbox gets */
+    unsigned max_sessions;   /* SANDBOX_MAX_SESSIONS (0: sessions off) */
+    unsigned lifetime_s;     /* SANDBOX_SESSION_LIFETIME */
+    unsigned max_lifetime_s; /* SANDBOX_SESSION_MAX_LIFETIME: ExtendSession's most */
+    unsigned idle_s;         /* SANDBOX_SESSION_IDLE */
+    unsigned memory_mb;      /* the per-run allowance a session's sandbox gets */
 };
 
 int pl_sessions_new(const struct pl_sessions_limits *limits, struct pl_provider *provider,
@@ -81,6 +84,45 @@ void pl_sessions_done(struct pl_sessions *s, struct pl_session *ss, const char *
 /* Close a session (its owner's CloseSession): same refusals as begin. */
 int pl_sessions_close(struct pl_sessions *s, const char *principal, const char *id,
                       struct pl_error *err);
+
+/*
+ * A session as GetSession and ListSessions give it.  Wall-clock instants
+ * are nanoseconds since the epoch (0: none): the open's wall clock plus
+ * the time that passed on the monotonic clock since.
+ */
+struct pl_session_info {
+    char id[PL_SESSION_ID_LEN + 1];
+    const char *state; /* "ready", "paused", "ended" */
+    char ended_reason[256];
+    uint64_t created, last_call, idle_deadline, lifetime_deadline, ended_at;
+    unsigned calls;         /* calls that made a record: the chain's length */
+    unsigned calls_waiting; /* running or waiting their turn now */
+    char previous[65];
+    const char *languages[5]; /* the hint, NULL-terminated; static strings */
+    struct pl_session_status status;
+    unsigned max_lifetime_s;
+};
+
+/* One of principal's sessions, open or ended (kept as a tombstone for a
+ * while), without waiting for its calls: NOT_FOUND as begin otherwise. */
+int pl_sessions_get(struct pl_sessions *s, const char *principal, const char *id,
+                    struct pl_session_info *ret, struct pl_error *err);
+
+/* principal's sessions, open and ended, oldest open first: *ret (the
+ * caller's to free; NULL when none) of *ret_n.  Never another's. */
+int pl_sessions_list(struct pl_sessions *s, const char *principal, struct pl_session_info **ret,
+                     size_t *ret_n, struct pl_error *err);
+
+/*
+ * ExtendSession: the session ends ends_in_s seconds from now instead (a
+ * shorter time too), without waiting for its calls.  Refused as begin
+ * (NOT_FOUND, SESSION_ENDED and its reason into ret_ended_reason), and
+ * INVALID_REQUEST, naming the most it may ask now, when that would be past
+ * max_lifetime_s from its open.  *ret: the session after.
+ */
+int pl_sessions_extend(struct pl_sessions *s, const char *principal, const char *id,
+                       unsigned ends_in_s, struct pl_session_info *ret, char *ret_ended_reason,
+                       size_t ended_reason_size, struct pl_error *err);
 
 /* Sessions currently open (not ended). */
 unsigned pl_sessions_open_count(struct pl_sessions *s);

@@ -57,6 +57,22 @@ class Cli(unittest.TestCase):
         self.assertEqual(cli(["run", "--floor", "steel", "x"], self.env)[0], 2)
         self.assertEqual(cli(["frobnicate"], self.env)[0], 2)
 
+    def test_session_usage_exits_2_and_refusals_3(self):
+        for args in (["session"], ["session", "frob"], ["session", "get"],
+                     ["session", "extend", "a" * 64], ["session", "extend", "a" * 64, "0"],
+                     ["session", "extend", "a" * 64, "-5"], ["session", "extend", "a" * 64, "1e3"],
+                     ["session", "extend", "a" * 64, "4294967296"], ["session", "get", "xyz"],
+                     ["session", "close", "A" * 64], ["session", "ls", "x"],
+                     ["session", "get", "a" * 64, "--json"], ["session", "ls", "-l", "python"]):
+            code, out, err = cli(args, self.env)
+            self.assertEqual(code, 2, (args, out, err))
+        # A daemon that runs nothing refuses them before anything.
+        for args in (["session", "ls"], ["session", "open"], ["session", "get", "a" * 64],
+                     ["session", "extend", "a" * 64, "60"], ["session", "close", "a" * 64]):
+            code, out, err = cli(args, self.env)
+            self.assertEqual((code, out), (3, ""), (args, err))
+            self.assertIn("refused: DISABLED", err)
+
     def test_unauthenticated_exits_3(self):
         env = dict(self.env, PLIMSOLL_KEY="nope")
         code, _, err = cli(["describe"], env)

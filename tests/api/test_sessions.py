@@ -3,8 +3,13 @@
 and under runsc: one sandbox for many calls, the cleanup between calls,
 cells with kept interpreters, pause on idle, lifetime and disk-budget ends,
 ownership, grants in sessions, and chained records (docs/sessions.md)."""
+import datetime
+import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -12,8 +17,18 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import DockerDaemon, ours, per_runtime  # noqa: E402
 from plimsoll_test.grants import GrantDaemon, profile, token_cred  # noqa: E402
-from plimsoll_test.harness import Daemon, error_info, run_startup  # noqa: E402
+from plimsoll_test.harness import CLI, Daemon, error_info, run_startup  # noqa: E402
 from plimsoll_test.payloads import py, sha  # noqa: E402
+
+
+CONFORMANCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conformance")
+
+
+def rfc3339(t):
+    """Seconds since the epoch of an RFC 3339 UTC instant with nanoseconds."""
+    base, frac = t.rstrip("Z").split(".")
+    return datetime.datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(
+        tzinfo=datetime.timezone.utc).timestamp() + int(frac) / 1e9
 
 
 class Sessions(GrantDaemon):
@@ -21,7 +36,7 @@ class Sessions(GrantDaemon):
     INSTANCE = "sessions-"
     SETTINGS = {"SANDBOX_MAX_SESSIONS": "3", "SANDBOX_SESSION_DISK_MB": "8",
                 "SANDBOX_SESSION_IDLE": "2", "SANDBOX_SESSION_LIFETIME": "600",
-                "SANDBOX_DOCKER_WARM": "0"}
+                "SANDBOX_SESSION_MAX_LIFETIME": "900", "SANDBOX_DOCKER_WARM": "0"}
     START_TIMEOUT = 240
 
     @classmethod
@@ -225,6 +240,235 @@ class Sessions(GrantDaemon):
         self.assertEqual(info["metadata"]["ended_reason"], "its owner closed it")
         self.assertEqual(debug["metadata"]["ended_reason"], "its owner closed it")
         self.assertEqual(info["metadata"]["dispatched"], "false")
+
+    # ---- sessions a caller can see and manage ------------------------------
+    def get(self, sid, principal="alice"):
+        status, body = self.d.rpc("GetSession", {"session_id": sid}, principal=principal)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["session_id"], sid)
+        return body
+
+    def raw(self, method, msg, principal):
+        h = {"Content-Type": "application/json",
+             "Authorization": "Bearer " + self.d.keys[principal]}
+        return self.d.request("POST", "/plimsoll.v1.SandboxService/" + method,
+                              json.dumps(msg).encode(), h)[::2]
+
+    def test_get_session_says_what_it_holds(self):
+        sid = self.open(languages=["python"])
+        g = self.get(sid)
+        self.assertEqual((g["state"], g["calls"], g["calls_waiting"], g["previous_digest"],
+                          g["last_call_at"], g["ended_reason"], g["ended_at"]),
+                         ("ready", 0, 0, "", "", "", ""), g)
+        self.assertEqual(g["languages"], ["python"])
+        self.assertEqual(g["interpreters"], [{"language": "python", "alive": True}])
+        self.assertEqual((g["disk_budget_kib"], g["max_lifetime_s"]), (8 << 10, 900))
+        created = rfc3339(g["created_at"])
+        self.assertAlmostEqual(rfc3339(g["lifetime_deadline"]) - created, 600, delta=1)
+        self.assertGreaterEqual(rfc3339(g["idle_deadline"]), created + 2)
+        # A call's record is the chain's head; the next call waits for the
+        # cleanup, whose measure of the files GetSession then gives.
+        rec = self.call(sid, py("open('/work/f', 'wb').write(b'x' * (300 << 10))"))["record"]
+        g = self.get(sid)
+        self.assertEqual((g["calls"], g["previous_digest"]), (1, rec["digest"]), g)
+        self.assertGreaterEqual(rfc3339(g["last_call_at"]), created)
+        b = self.cell(sid, "python", "x = 1")
+        g = self.get(sid)
+        self.assertEqual((g["calls"], g["previous_digest"]), (2, b["record"]["digest"]), g)
+        self.assertGreaterEqual(g["disk_used_kib"], 300, g)
+        self.assertLess(g["disk_used_kib"], 8 << 10, g)
+        # A cell's deadline ends its interpreter: the cleanup after it says so.
+        b = self.cell(sid, "python", "while True: pass", timeout_ms=1500)
+        self.assertTrue(b["timed_out"], b)
+        for _ in range(100):
+            g = self.get(sid)
+            if g["interpreters"] == [{"language": "python", "alive": False}]:
+                break
+            time.sleep(0.1)
+        self.assertEqual(g["interpreters"], [{"language": "python", "alive": False}], g)
+        self.cell(sid, "javascript", "1")
+        self.assertEqual(self.get(sid)["interpreters"], [{"language": "python", "alive": False},
+                                                         {"language": "javascript",
+                                                          "alive": True}])
+
+    def test_get_session_waits_for_no_call(self):
+        sid = self.open()
+        t = threading.Thread(target=self.call, args=(sid, py("import time; time.sleep(3)")))
+        t.start()
+        self.addCleanup(t.join)
+        for _ in range(100):
+            g = self.get(sid)
+            if g["calls_waiting"] == 1:
+                break
+            time.sleep(0.05)
+        self.assertEqual(g["calls_waiting"], 1, g)
+        self.assertEqual(g["idle_deadline"], "", g)  # no idle pause while a call runs
+        self.assertTrue(t.is_alive())  # answered while the call still ran
+        t.join()
+        self.assertEqual(self.get(sid)["calls"], 1)
+
+    def test_list_sessions_gives_the_callers_own(self):
+        a1 = self.open("alice")
+        a2 = self.open("alice", languages=["javascript"])
+        b1 = self.open("bob")
+        status, body = self.d.rpc("ListSessions", {})
+        self.assertEqual(status, 200, body)
+        ids = [x["session_id"] for x in body["sessions"] if x["state"] != "ended"]
+        self.assertEqual(ids, [a1, a2])  # oldest first; never bob's
+        status, body = self.d.rpc("ListSessions", {}, principal="bob")
+        self.assertEqual([x["session_id"] for x in body["sessions"] if x["state"] != "ended"],
+                         [b1])
+        self.assertNotIn(a1, json.dumps(body))
+        self.refused("ListSessions", {"session_id": a1}, "invalid_argument", "INVALID_REQUEST")
+        # A closed one stays listed a while, ended, with its reason.
+        self.d.rpc("CloseSession", {"session_id": a2})
+        status, body = self.d.rpc("ListSessions", {})
+        got = {x["session_id"]: (x["state"], x["ended_reason"]) for x in body["sessions"]}
+        self.assertEqual(got[a2], ("ended", "its owner closed it"))
+        self.assertIn(got[a1], (("ready", ""), ("paused", "")))  # SANDBOX_SESSION_IDLE=2
+
+    def test_another_callers_session_answers_as_an_unknown_one(self):
+        sid = self.open("alice")
+        for method, extra in (("GetSession", {}), ("ExtendSession", {"ends_in_s": 60})):
+            theirs = self.raw(method, dict(extra, session_id=sid), "bob")
+            unknown = self.raw(method, dict(extra, session_id="0" * 64), "bob")
+            short = self.raw(method, dict(extra, session_id="x"), "bob")
+            self.assertEqual(theirs, unknown)
+            self.assertEqual(theirs, short)
+            self.assertEqual(theirs[0], 404, theirs)
+        g = self.get(sid)  # bob's tries changed nothing
+        self.assertAlmostEqual(rfc3339(g["lifetime_deadline"]) - rfc3339(g["created_at"]), 600,
+                               delta=1)
+
+    def test_extend_session(self):
+        sid = self.open()
+        g = self.get(sid)
+        created = rfc3339(g["created_at"])
+        status, e = self.d.rpc("ExtendSession", {"session_id": sid, "ends_in_s": 850})
+        self.assertEqual(status, 200, e)
+        self.assertAlmostEqual(rfc3339(e["lifetime_deadline"]) - created, 850, delta=2)
+        self.assertEqual(self.get(sid)["lifetime_deadline"], e["lifetime_deadline"])
+        # Past SANDBOX_SESSION_MAX_LIFETIME (900 s from open): refused,
+        # naming the setting and the most it may ask now; nothing changes.
+        body = self.refused("ExtendSession", {"session_id": sid, "ends_in_s": 901},
+                            "invalid_argument", "INVALID_REQUEST")
+        self.assertIn("SANDBOX_SESSION_MAX_LIFETIME", body["message"])
+        most = int(body["message"].rsplit("at most ", 1)[1])
+        self.assertTrue(880 <= most <= 900, body)
+        self.assertEqual(self.get(sid)["lifetime_deadline"], e["lifetime_deadline"])
+        for bad in (0, -1, "60", 2 ** 32, None):
+            self.refused("ExtendSession", {"session_id": sid, "ends_in_s": bad},
+                         "invalid_argument", "INVALID_REQUEST")
+        self.refused("ExtendSession", {"session_id": sid}, "invalid_argument", "INVALID_REQUEST")
+        # Shorter too: it ends then, with a reason that says why.
+        self.cell(sid, "python", "kept = 1")
+        status, e = self.d.rpc("ExtendSession", {"sessionId": sid, "endsInS": 1})
+        self.assertEqual(status, 200, e)
+        for _ in range(100):
+            if self.get(sid)["state"] == "ended":
+                break
+            time.sleep(0.1)
+        g = self.get(sid)
+        why = "the session reached the end ExtendSession gave it"
+        self.assertEqual((g["state"], g["ended_reason"], g["lifetime_deadline"]),
+                         ("ended", why, ""), g)
+        self.assertGreaterEqual(rfc3339(g["ended_at"]), rfc3339(e["lifetime_deadline"]))
+        body = self.refused("RunInSession", {"session_id": sid, "run": py("1")},
+                            "failed_precondition", "SESSION_ENDED")
+        self.assertEqual(error_info(body)[0]["metadata"]["ended_reason"], why)
+        body = self.refused("ExtendSession", {"session_id": sid, "ends_in_s": 60},
+                            "failed_precondition", "SESSION_ENDED")
+        self.assertEqual(error_info(body)[0]["metadata"]["ended_reason"], why)
+
+    def test_the_calls_over_grpc_from_a_generated_client(self):
+        """Debian's python3-grpcio with messages protoc made from proto/ at
+        test time: the same SessionInfo as JSON gives, and the same
+        refusals."""
+        sys.path.insert(0, CONFORMANCE)
+        from test_grpcio import DEBIAN_PYTHON, generate
+        gen = tempfile.mkdtemp(prefix="plimsoll-grpcio-")
+        self.addCleanup(shutil.rmtree, gen, True)
+        generate(gen)
+        sid = self.open(languages=["python"])
+        self.cell(sid, "python", "x = 1")
+
+        def calls(*cs):
+            cfg = {"target": "127.0.0.1:%d" % self.d.port, "gen": gen, "tls": None,
+                   "calls": [dict(c, key=self.d.keys[c.pop("who", "alice")]) for c in cs]}
+            p = subprocess.run([DEBIAN_PYTHON, os.path.join(CONFORMANCE, "grpcio_driver.py")],
+                               input=json.dumps(cfg), capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return [json.loads(x) for x in p.stdout.splitlines()]
+
+        def nondefault(m):  # proto3 JSON leaves out a field at its default
+            # (and SANDBOX_SESSION_IDLE=2 here may pause it between the two)
+            return {k: v for k, v in m.items()
+                    if v not in ("", 0, False, []) and k not in ("state", "idle_deadline")}
+
+        want = nondefault(self.get(sid))
+        got = calls({"method": "GetSession", "request": {"session_id": sid}},
+                    {"method": "ListSessions"},
+                    {"method": "ExtendSession", "request": {"session_id": sid, "ends_in_s": 650}},
+                    {"method": "GetSession", "request": {"session_id": sid}, "who": "bob"},
+                    {"method": "ExtendSession", "request": {"session_id": sid,
+                                                            "ends_in_s": 5000}})
+        self.assertEqual(nondefault(got[0]["ok"]), want)
+        self.assertIn(got[0]["ok"]["state"], ("ready", "paused"))
+        self.assertIn(want, [nondefault(x) for x in got[1]["ok"]["sessions"]])
+        self.assertEqual(got[2]["ok"]["lifetime_deadline"], self.get(sid)["lifetime_deadline"])
+        self.assertEqual(got[3]["error"]["code"], "not_found", got[3])
+        self.assertEqual(got[3]["error"]["details"][0]["reason"], "NOT_FOUND")
+        self.assertEqual(got[4]["error"]["code"], "invalid_argument", got[4])
+        self.assertIn("SANDBOX_SESSION_MAX_LIFETIME", got[4]["error"]["message"])
+
+    def test_the_cli_manages_sessions(self):
+        env = {"PATH": os.environ.get("PATH", ""),
+               "PLIMSOLL_URL": "http://127.0.0.1:%d" % self.d.port,
+               "PLIMSOLL_KEY": self.d.keys["alice"]}
+
+        def cli(*args, principal="alice"):
+            p = subprocess.run([CLI] + list(args), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=120,
+                               env=dict(env, PLIMSOLL_KEY=self.d.keys[principal]))
+            return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+        code, out, err = cli("session", "open", "-l", "python", "-l", "javascript")
+        self.assertEqual(code, 0, err)
+        sid = out.strip()
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
+        self.assertEqual(self.get(sid)["languages"], ["python", "javascript"])
+        self.cell(sid, "python", "1")
+        code, out, err = cli("session", "ls")
+        self.assertEqual(code, 0, err)
+        lines = [l.split() for l in out.splitlines()]
+        self.assertEqual(lines[0], ["SESSION", "STATE", "CALLS", "ENDS", "LANGUAGES"])
+        mine = [l for l in lines if l[0] == sid]
+        self.assertEqual(len(mine), 1, out)
+        self.assertEqual((mine[0][1], mine[0][2], mine[0][-1]), ("ready", "1", "python,javascript"))
+        code, out, _ = cli("session", "ls", "--json")
+        self.assertIn(sid, [x["session_id"] for x in json.loads(out)["sessions"]])
+        code, out, _ = cli("session", "ls", principal="bob")
+        self.assertEqual(code, 0)
+        self.assertNotIn(sid, out)
+        code, out, err = cli("session", "get", sid)
+        self.assertEqual((code, json.loads(out)["calls"]), (0, 1), err)
+        code, out, err = cli("session", "extend", sid, "700")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.strip(), self.get(sid)["lifetime_deadline"])
+        code, out, err = cli("session", "extend", sid, "100000")
+        self.assertEqual((code, out), (3, ""), err)
+        self.assertIn("refused: INVALID_REQUEST", err)
+        self.assertIn("SANDBOX_SESSION_MAX_LIFETIME", err)
+        code, _, err = cli("session", "get", sid, principal="bob")
+        self.assertEqual(code, 3)
+        self.assertIn("refused: NOT_FOUND", err)
+        self.assertEqual(cli("session", "close", sid)[0], 0)
+        code, out, _ = cli("session", "get", sid)
+        self.assertEqual(json.loads(out)["state"], "ended")
+        code, _, err = cli("session", "extend", sid, "60")
+        self.assertEqual(code, 3)
+        self.assertIn("refused: SESSION_ENDED", err)
 
     def test_run_refuses_a_cell_and_sessions_refuse_modules(self):
         self.refused("Run", {"cell": {"language": "python", "code": "1"}}, "invalid_argument",

@@ -75,7 +75,8 @@ class BufCurl(unittest.TestCase):
         code, out, err = self.buf("--list-methods", self.url(), key=None)
         self.assertEqual(code, 0, err)
         for m in ("Describe", "Run", "RunStream", "OpenSession", "RunInSession", "RunCell",
-                  "RunCellStream", "CloseSession", "Explain"):
+                  "RunCellStream", "CloseSession", "ListSessions", "GetSession",
+                  "ExtendSession", "Explain"):
             self.assertIn("plimsoll.v1.SandboxService/" + m, out.split())
 
     def test_v1alpha_alone(self):

@@ -80,7 +80,11 @@ class GrpcIO(unittest.TestCase):
                  ("Run", js("1", grant_profile="nope"), None, "invalid_argument"),
                  ("Run", js("1"), "not-a-key", "unauthenticated"),
                  ("RunCell", {"session_id": "0" * 64,
-                              "cell": {"language": "javascript", "code": "1"}}, None, None)]
+                              "cell": {"language": "javascript", "code": "1"}}, None, None),
+                 ("ListSessions", {}, None, "unimplemented"),
+                 ("GetSession", {"session_id": "0" * 64}, None, "unimplemented"),
+                 ("ExtendSession", {"session_id": "0" * 64, "ends_in_s": 5}, None,
+                  "unimplemented")]
         for method, req, key, code in cases:
             with self.subTest(method=method, req=req):
                 status, body = self.d.rpc(method, req, key=key)

@@ -86,6 +86,27 @@ static void test_per_key_default_is_half(void **state) {
                           &err, "SANDBOX_PER_KEY_CONCURRENT");
 }
 
+static void test_session_max_lifetime(void **state) {
+    (void)state;
+    struct pl_config c;
+    struct pl_error err;
+    assert_int_equal(LOAD("SANDBOX_SESSION_LIFETIME", "600"), 0);
+    assert_int_equal(c.session_max_lifetime_s, 86400);
+    /* never below the lifetime a session gets at open */
+    assert_int_equal(LOAD("SANDBOX_SESSION_LIFETIME", "172800"), 0);
+    assert_int_equal(c.session_max_lifetime_s, 172800);
+    assert_int_equal(LOAD("SANDBOX_SESSION_LIFETIME", "600", "SANDBOX_SESSION_MAX_LIFETIME", "600"),
+                     0);
+    assert_int_equal(c.session_max_lifetime_s, 600);
+    assert_refused_naming(
+        LOAD("SANDBOX_SESSION_LIFETIME", "600", "SANDBOX_SESSION_MAX_LIFETIME", "599"), &err,
+        "SANDBOX_SESSION_MAX_LIFETIME");
+    assert_refused_naming(LOAD("SANDBOX_SESSION_MAX_LIFETIME", "604801"), &err,
+                          "SANDBOX_SESSION_MAX_LIFETIME");
+    assert_refused_naming(LOAD("SANDBOX_SESSION_MAX_LIFETIME", "1e5"), &err,
+                          "SANDBOX_SESSION_MAX_LIFETIME");
+}
+
 static void test_malformed_tier(void **state) {
     (void)state;
     struct pl_config c;
@@ -301,6 +322,7 @@ int main(void) {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_empty_provider_is_disabled),
         cmocka_unit_test(test_per_key_default_is_half),
+        cmocka_unit_test(test_session_max_lifetime),
         cmocka_unit_test(test_malformed_tier),
         cmocka_unit_test(test_memory_pair),
         cmocka_unit_test(test_effective_concurrency),

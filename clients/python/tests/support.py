@@ -60,6 +60,27 @@ def run_answer(request: Any, stdout: str = "ok\n", exit_code: int = 0,
     return resp
 
 
+#: A session id as the daemon makes them (64 lowercase hex characters).
+SESSION_ID = "5e" * 32
+
+
+def session_info(session_id: str = SESSION_ID, **fields: Any) -> Dict[str, Any]:
+    """A SessionInfo as the daemon answers it (every member present), with
+    ``fields`` changed."""
+    info: Dict[str, Any] = {
+        "session_id": session_id, "state": "ready", "ended_reason": "",
+        "created_at": "2026-11-30T01:02:03.123456789Z",
+        "last_call_at": "2026-11-30T01:02:04.000000000Z",
+        "idle_deadline": "2026-11-30T01:07:04.000000000Z",
+        "lifetime_deadline": "2026-11-30T02:02:03.123456789Z", "ended_at": "",
+        "calls": 2, "calls_waiting": 0, "previous_digest": "ab" * 32,
+        "languages": ["python"], "interpreters": [{"language": "python", "alive": True}],
+        "disk_used_kib": 12, "disk_budget_kib": 8192, "max_lifetime_s": 86400,
+    }
+    info.update(fields)
+    return info
+
+
 def connect_error(reason: str, code: str, message: str = "refused", status: int = 400,
                   **metadata: str) -> Tuple[int, bytes]:
     md = dict({"dispatched": "false"}, **metadata)
@@ -134,4 +155,4 @@ class FakeDaemon:
 
 
 __all__ = ["ROOT", "VECTORS", "vectors", "env", "make_record", "run_answer",
-           "connect_error", "FakeDaemon"]
+           "SESSION_ID", "session_info", "connect_error", "FakeDaemon"]

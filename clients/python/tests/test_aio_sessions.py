@@ -93,6 +93,59 @@ class AsyncSessions(unittest.IsolatedAsyncioTestCase):
         self.assertTrue(cm.exception.ended_reason)
         self.assertEqual((cm.exception.reason, cm.exception.dispatched), ("SESSION_ENDED", False))
 
+    # -- ListSessions, GetSession, ExtendSession, connect_session ----------------
+
+    async def test_list_get_and_extend(self) -> None:
+        other = plimsoll.AsyncClient(env("PLIMSOLL_TEST_SESSION_URL"),
+                                     env("PLIMSOLL_TEST_KEY_B"))
+        mine, theirs = await asyncio.gather(self.open(languages=["python"]),
+                                            other.open_session())
+        self.addAsyncCleanup(theirs.__aexit__, None, None, None)
+        listed, their_list = await asyncio.gather(self.client.list_sessions(),
+                                                  other.list_sessions())
+        self.assertIn(mine.session_id, [i.session_id for i in listed])
+        self.assertNotIn(theirs.session_id, [i.session_id for i in listed])
+        self.assertIn(theirs.session_id, [i.session_id for i in their_list])
+        self.assertNotIn(mine.session_id, [i.session_id for i in their_list])
+        r = await mine.cell("x = 1", "python")
+        info = await mine.info()
+        assert r.record is not None
+        self.assertEqual((info.calls, info.previous_digest, info.state),
+                         (1, r.record.digest, "ready"))
+        longer = await mine.extend(1200)
+        assert longer.lifetime_deadline_time and info.lifetime_deadline_time
+        self.assertGreater(longer.lifetime_deadline_time, info.lifetime_deadline_time)
+        with self.assertRaises(errors.InvalidRequestError) as cm:
+            await self.client.extend_session(mine.session_id, info.max_lifetime_s + 60)
+        self.assertIn("SANDBOX_SESSION_MAX_LIFETIME", cm.exception.message)
+        with self.assertRaises(errors.NotFoundError):
+            await other.get_session(mine.session_id)
+        with self.assertRaises(errors.NotFoundError):
+            await other.extend_session(mine.session_id, 60)
+
+    async def test_connect_session_continues_the_chain(self) -> None:
+        s = await self.open(languages=["python"])
+        await s.cell("x = 41", "python")
+        async with plimsoll.AsyncClient(env("PLIMSOLL_TEST_SESSION_URL"),
+                                        env("PLIMSOLL_TEST_KEY")) as elsewhere:
+            again = await elsewhere.connect_session(s.session_id)
+            self.assertEqual(again.chain.head, s.chain.head)
+            r = await again.cell("x + 1", "python")
+            self.assertEqual(r.stdout, "42\n", r.stderr)
+            self.assertEqual((await again.info()).previous_digest, again.chain.head)
+        self.assertTrue(elsewhere.closed)
+        with self.assertRaises(ChainError) as cm:
+            await s.cell("x", "python")
+        self.assertEqual(cm.exception.broken, "previous_digest")
+        other = plimsoll.AsyncClient(env("PLIMSOLL_TEST_SESSION_URL"),
+                                     env("PLIMSOLL_TEST_KEY_B"))
+        with self.assertRaises(errors.NotFoundError):
+            await other.connect_session(s.session_id)
+        await s.close()
+        with self.assertRaises(errors.SessionEndedError) as se:
+            await self.client.connect_session(s.session_id)
+        self.assertTrue(se.exception.ended_reason)
+
 
 if __name__ == "__main__":
     unittest.main()

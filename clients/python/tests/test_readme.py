@@ -17,10 +17,11 @@ README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 @contextlib.contextmanager
-def readme_environment() -> Iterator[None]:
+def readme_environment(url_variable: str = "PLIMSOLL_TEST_URL") -> Iterator[None]:
     """What the README's reader has: PLIMSOLL_URL and PLIMSOLL_KEY_FILE, a
-    file that ends in a newline as keygen writes it; no PLIMSOLL_KEY."""
-    url, key = env("PLIMSOLL_TEST_URL"), env("PLIMSOLL_TEST_KEY")
+    file that ends in a newline as keygen writes it; no PLIMSOLL_KEY. The
+    daemon is the harness's wasm one, or the one ``url_variable`` names."""
+    url, key = env(url_variable), env("PLIMSOLL_TEST_KEY")
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "key")
         with open(path, "w") as f:
@@ -67,6 +68,23 @@ class Readme(unittest.TestCase):
         lines = raw.getvalue().decode().splitlines()
         self.assertEqual(lines[:3], ["line 0", "line 1", "line 2"])
         self.assertTrue(lines[3].startswith("0 ") and len(lines[3]) == 66, lines)
+
+    def test_managing_sessions_examples(self) -> None:
+        """The blocks of "Managing sessions", each with the output the
+        README shows after it, against the harness's session daemon."""
+        with open(README, encoding="utf-8") as f:
+            section = re.search(r"^## Managing sessions\n(.*?)^## ", f.read(), re.S | re.M)
+        assert section is not None
+        pairs = re.findall(r"```python\n(.*?)```\n+<!-- doc: output -->\n```\n(.*?)```",
+                           section.group(1), re.S)
+        self.assertEqual(len(pairs), 2)
+        for n, (block, shown) in enumerate(pairs):
+            with self.subTest(block=n):
+                out = io.StringIO()
+                with readme_environment("PLIMSOLL_TEST_SESSION_URL"), \
+                        contextlib.redirect_stdout(out):
+                    exec(compile(block, README, "exec"), {"__name__": "readme"})
+                self.assertEqual(out.getvalue(), shown)
 
 
 if __name__ == "__main__":

@@ -244,6 +244,26 @@ const DESCRIBE_RESPONSE: Shape = {
   limits: LIMITS,
 };
 
+const SESSION_INTERPRETER: Shape = { language: "string", alive: "bool" };
+const SESSION_INFO: Shape = {
+  session_id: "string",
+  state: "string",
+  ended_reason: "string",
+  created_at: "string",
+  last_call_at: "string",
+  idle_deadline: "string",
+  lifetime_deadline: "string",
+  ended_at: "string",
+  calls: "uint32",
+  calls_waiting: "uint32",
+  previous_digest: "string",
+  languages: ["string"],
+  interpreters: [SESSION_INTERPRETER],
+  disk_used_kib: "uint32",
+  disk_budget_kib: "uint32",
+  max_lifetime_s: "uint32",
+};
+
 /** The 200 answer of each method. */
 export const RESPONSES: Readonly<Record<string, Shape>> = {
   Describe: DESCRIBE_RESPONSE,
@@ -252,6 +272,43 @@ export const RESPONSES: Readonly<Record<string, Shape>> = {
   RunCell: RUN_RESPONSE,
   OpenSession: { session_id: "string" },
   CloseSession: {},
+  ListSessions: { sessions: [SESSION_INFO] },
+  GetSession: SESSION_INFO,
+  ExtendSession: SESSION_INFO,
+};
+
+/** The states a SessionInfo may be in. */
+export const SESSION_STATES = ["ready", "paused", "ended"] as const;
+const DIGEST = /^[0-9a-f]{64}$/;
+
+/**
+ * What a SessionInfo must hold beyond its members' types: a session_id,
+ * a state the client knows, and a previous_digest that is none (`""`) or a
+ * SHA-256 in lowercase hex (a reconnected session's chain starts there).
+ */
+function checkSessionInfo(v: Record<string, unknown>, where: string): void {
+  const id = v["session_id"];
+  if (typeof id !== "string" || id === "") throw new Malformed(`${where}.session_id is missing or empty`);
+  const state = v["state"];
+  if (typeof state !== "string" || !(SESSION_STATES as readonly string[]).includes(state)) {
+    throw new Malformed(`${where}.state is ${JSON.stringify(state ?? "")}, not ready, paused or ended`);
+  }
+  const previous = v["previous_digest"];
+  if (typeof previous === "string" && previous !== "" && !DIGEST.test(previous)) {
+    throw new Malformed(`${where}.previous_digest is not a SHA-256 in lowercase hex`);
+  }
+}
+
+/** What some methods' answers must hold beyond their members' types (checkAnswer). */
+const REQUIRED: Readonly<Record<string, (answer: Record<string, unknown>, where: string) => void>> = {
+  ListSessions: (answer, where) => {
+    const sessions = answer["sessions"];
+    if (Array.isArray(sessions)) {
+      sessions.forEach((s: Record<string, unknown>, i: number) => checkSessionInfo(s, `${where}.sessions[${i}]`));
+    }
+  },
+  GetSession: checkSessionInfo,
+  ExtendSession: checkSessionInfo,
 };
 
 /** What of a Connect error is checked; its details are read leniently. */
@@ -311,6 +368,18 @@ export function checkShape(value: unknown, shape: Shape, what: string): Record<s
   if (!isObject(value)) throw new Malformed("the answer is not a JSON object");
   check(value, shape, what);
   return value;
+}
+
+/**
+ * `value` when it is a 200 answer `method` may give: its known members of
+ * their types (`RESPONSES`; `{}` for a method not listed) and what the
+ * method's answer must hold besides (a SessionInfo's session_id and
+ * state); else Malformed.
+ */
+export function checkAnswer(value: unknown, method: string): Record<string, unknown> {
+  const answer = checkShape(value, RESPONSES[method] ?? {}, method);
+  if (Object.prototype.hasOwnProperty.call(REQUIRED, method)) REQUIRED[method]!(answer, method);
+  return answer;
 }
 
 /**

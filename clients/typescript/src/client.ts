@@ -3,6 +3,7 @@
 // (docs/api.md), checked as docs/clients.md says.
 
 import {
+  checkAnswer,
   checkShape,
   CONNECT_ERROR,
   DeadlinePassed,
@@ -10,7 +11,6 @@ import {
   Malformed,
   mediaTypeIsJson,
   parse,
-  RESPONSES,
 } from "./answer.js";
 import {
   ChainError,
@@ -21,6 +21,7 @@ import {
   IsolationEvidenceMismatchError,
   PlimsollError,
   ProtocolError,
+  SessionEndedError,
 } from "./errors.js";
 import { Chain, canonical, checkRecord } from "./record.js";
 import { readKeyFile, resolveKey, resolveUrl } from "./config.js";
@@ -50,6 +51,8 @@ import {
   type ProjectInput,
   type RunOptions,
   RunResult,
+  type SessionInfo,
+  sessionInfo,
   type SnippetInput,
   type StepInput,
   tierRank,
@@ -117,6 +120,16 @@ export interface OpenSessionOptions {
   minimumIsolation?: string | undefined;
 }
 
+/** How `connectSession` takes up an existing session. */
+export interface ConnectSessionOptions {
+  /**
+   * The weakest tier the handle's calls accept, as `openSession`'s: sent
+   * with each `runSnippet`/`runProject` and re-checked on every answer.
+   * The daemon keeps no floor of the session's, so give it again here.
+   */
+  minimumIsolation?: string | undefined;
+}
+
 type Json = Record<string, unknown>;
 
 /** A numeric option: `fallback` when undefined, else a number (not `"5000"`). */
@@ -137,6 +150,24 @@ function checkUint32(name: string, value: unknown): void {
   if (typeof value !== "number") throw new TypeError(`${name} must be a number, not ${value === null ? "null" : typeof value}`);
   if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
     throw new RangeError(`${name} must be an integer from 0 to 4294967295, not ${value}`);
+  }
+}
+
+/** A session id argument: a string that is not empty, before anything is sent. */
+function checkSessionId(value: unknown): void {
+  if (typeof value !== "string") {
+    throw new TypeError(`sessionId must be a string, not ${value === null ? "null" : typeof value}`);
+  }
+  if (value === "") throw new RangeError("sessionId must not be empty");
+}
+
+/** ExtendSession's `ends_in_s`: required, an integer from 1 to 2^32-1. */
+function checkEndsIn(value: unknown): void {
+  if (typeof value !== "number") {
+    throw new TypeError(`endsInS must be a number, not ${value === null ? "null" : typeof value}`);
+  }
+  if (!Number.isInteger(value) || value < 1 || value > 0xffffffff) {
+    throw new RangeError(`endsInS must be an integer from 1 to 4294967295, not ${value}`);
   }
 }
 
@@ -614,6 +645,83 @@ export class Client {
     await this.call("CloseSession", { session_id: sessionId });
   }
 
+  /**
+   * ListSessions: the caller's own sessions, oldest open first: the open
+   * ones, and the ended ones the daemon still keeps (`state` `ended`, with
+   * `endedReason`).  Another caller's never appear.
+   */
+  async listSessions(): Promise<SessionInfo[]> {
+    const answer = await this.call("ListSessions", {});
+    const sessions = answer["sessions"];
+    return Array.isArray(sessions) ? sessions.map((s: Json) => sessionInfo(s)) : [];
+  }
+
+  /**
+   * GetSession: one of the caller's sessions as the daemon holds it.  It
+   * waits for no call: it answers while the session's calls run
+   * (`callsWaiting`).  An unknown id and another caller's are both
+   * `NotFoundError`.
+   */
+  async getSession(sessionId: string): Promise<SessionInfo> {
+    checkSessionId(sessionId);
+    const answer = await this.call("GetSession", { session_id: sessionId });
+    return this.#sessionInfo("GetSession", sessionId, answer);
+  }
+
+  /**
+   * ExtendSession: the session now ends `endsInS` seconds (an integer from
+   * 1) from this call, later or sooner than it would have.  Past the
+   * daemon's SANDBOX_SESSION_MAX_LIFETIME from the session's open (the
+   * answer's `maxLifetimeS`) it is an `InvalidRequestError` whose message
+   * ends "at most K", the most it may ask now; an ended session is a
+   * `SessionEndedError`.  Resolves to the session as it now is.
+   */
+  async extendSession(sessionId: string, endsInS: number): Promise<SessionInfo> {
+    checkSessionId(sessionId);
+    checkEndsIn(endsInS);
+    const answer = await this.call("ExtendSession", { session_id: sessionId, ends_in_s: endsInS });
+    return this.#sessionInfo("ExtendSession", sessionId, answer);
+  }
+
+  /**
+   * A `Session` for a session opened earlier (by another handle, process
+   * or run of the program): GetSession, then a handle whose chain starts
+   * at the session's `previous_digest`, so that each later call's record
+   * must name the last one and extend the chain from there.  An ended
+   * session is a `SessionEndedError` (`endedReason` the daemon's;
+   * `httpStatus` GetSession's 200).  Take it up while no other handle
+   * makes calls in it: a call that lands between GetSession and this
+   * handle's first call breaks the chain (`ChainError`), as any call made
+   * around a `Session` does.
+   */
+  async connectSession(sessionId: string, options: ConnectSessionOptions = {}): Promise<Session> {
+    const floor = options.minimumIsolation;
+    if (floor !== undefined && tierRank(floor) < 0) {
+      throw new RangeError(`minimumIsolation must be one of ${TIERS.join(", ")}`);
+    }
+    const info = await this.getSession(sessionId);
+    if (info.state === "ended") {
+      throw new SessionEndedError({
+        reason: "SESSION_ENDED",
+        code: "failed_precondition",
+        message: `the session has ended: ${info.endedReason}`,
+        dispatched: false,
+        metadata: info.endedReason === "" ? {} : { ended_reason: info.endedReason },
+        httpStatus: 200,
+      });
+    }
+    return new Session(this, sessionId, floor, new Chain(info.previousDigest));
+  }
+
+  /** A SessionInfo answer, which must be about the session asked for. */
+  #sessionInfo(method: string, sessionId: string, answer: Json): SessionInfo {
+    const info = sessionInfo(answer);
+    if (info.sessionId !== sessionId) {
+      throw protocolError(method, 200, `it is about session ${JSON.stringify(info.sessionId.slice(0, 80))}, not the one asked for`);
+    }
+    return info;
+  }
+
   /** @internal */
   async _runInSession(sessionId: string, run: WireRunRequest, accept: Accept): Promise<RunResult> {
     checkRunFields(run);
@@ -836,7 +944,7 @@ export class Client {
         throw protocolError(method, 200, `its Content-Type is ${JSON.stringify(contentType)}, not application/json`);
       }
       try {
-        parsed = checkShape(parse(answer, deadline), RESPONSES[method] ?? {}, method);
+        parsed = checkAnswer(parse(answer, deadline), method);
       } catch (e) {
         if (e instanceof Malformed) throw protocolError(method, 200, e.message, e);
         throw e;
@@ -882,7 +990,9 @@ export class Client {
 }
 
 /**
- * An open session: one sandbox for many calls.  Its calls run one at a
+ * An open session: one sandbox for many calls (`Client.openSession`, or
+ * `Client.connectSession` for one opened earlier, whose chain then starts
+ * at its last record's digest).  Its calls run one at a
  * time, in the order they were made, and each answer must extend `chain`;
  * a call that breaks it throws `ChainError` and leaves the chain as it was.
  * After a `ChainError` or an `IsolationEvidenceMismatchError`, open a new
@@ -979,5 +1089,25 @@ export class Session {
   /** Close the session (after the calls already made). */
   close(): Promise<void> {
     return this.#enqueue(() => this.#client.closeSession(this.id));
+  }
+
+  /**
+   * The session as the daemon holds it now (`Client.getSession`).  It does
+   * not wait for this handle's calls: while one runs, `callsWaiting`
+   * counts it and `previousDigest` may still be behind it; once they are
+   * done, `previousDigest` is `chain.head` unless a call was made around
+   * this handle.
+   */
+  info(): Promise<SessionInfo> {
+    return this.#client.getSession(this.id);
+  }
+
+  /**
+   * Make the session end `endsInS` seconds from now (`Client.extendSession`):
+   * at once, not after this handle's calls, so a long call can be given
+   * the time it needs while it runs.
+   */
+  extend(endsInS: number): Promise<SessionInfo> {
+    return this.#client.extendSession(this.id, endsInS);
   }
 }

@@ -202,8 +202,9 @@ export class InfrastructureError extends PlimsollError {
  * reads"): longer than the client's `maxAnswerBytes`, a 200 that is not
  * `application/json`, text that is not JSON in UTF-8, nested past 64, a
  * member twice, a number that is not an integer of at most 2^53-1, a known
- * member of the wrong type, or an error answer that is not a Connect
- * error.  An `InfrastructureError` (code `unknown`, dispatched: the code
+ * member of the wrong type, a SessionInfo without its session_id, with a
+ * state other than ready, paused or ended, or about another session than
+ * the one asked for, or an error answer that is not a Connect error.  An `InfrastructureError` (code `unknown`, dispatched: the code
  * may have run).
  */
 export class ProtocolError extends InfrastructureError {

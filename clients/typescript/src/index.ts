@@ -6,6 +6,7 @@ export {
   Session,
   type ClientOptions,
   type OpenSessionOptions,
+  type ConnectSessionOptions,
   snippetRequest,
   projectRequest,
   moduleRequest,
@@ -57,4 +58,7 @@ export {
   type Description,
   type OperationSupport,
   type Limits,
+  type SessionInfo,
+  type SessionInterpreter,
+  type SessionState,
 } from "./types.js";

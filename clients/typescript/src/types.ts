@@ -337,3 +337,81 @@ export function description(raw: Record<string, unknown>): Description {
     raw,
   };
 }
+
+// ---- sessions (ListSessions, GetSession, ExtendSession) -------------------
+
+/** A session's state: `ended` once it ended (closed, its lifetime reached, …). */
+export type SessionState = "ready" | "paused" | "ended";
+
+/** An interpreter a session keeps, as the last cleanup between calls found it. */
+export interface SessionInterpreter {
+  /** `python` or `javascript`. */
+  language: string;
+  alive: boolean;
+}
+
+/**
+ * A session as the daemon holds it (SessionInfo), in camelCase; `raw` is
+ * the answer as sent.  Times are the daemon's RFC 3339 UTC strings with
+ * nine fraction digits (which compare as the times they are), or `""`
+ * for none.
+ */
+export interface SessionInfo {
+  sessionId: string;
+  state: SessionState;
+  /** Why it ended; `""` unless `state` is `ended`. */
+  endedReason: string;
+  createdAt: string;
+  /** The end of its last call; `""` before any. */
+  lastCallAt: string;
+  /** When it is paused if no call comes; `""` when paused, ended, busy, or where the provider cannot pause. */
+  idleDeadline: string;
+  /** When it ends; `""` once ended. */
+  lifetimeDeadline: string;
+  endedAt: string;
+  /** Calls that made a record (runs and cells). */
+  calls: number;
+  /** Calls running or waiting their turn now. */
+  callsWaiting: number;
+  /** The last record's digest, which the next call's record names; `""` before any call. */
+  previousDigest: string;
+  /** The languages the open named (a hint). */
+  languages: string[];
+  interpreters: SessionInterpreter[];
+  /** Its files, as the last cleanup measured them. */
+  diskUsedKib: number;
+  /** SANDBOX_SESSION_DISK_MB in KiB; 0 where none is reported. */
+  diskBudgetKib: number;
+  /** SANDBOX_SESSION_MAX_LIFETIME: the most `extendSession` may give, from the open. */
+  maxLifetimeS: number;
+  raw: Record<string, unknown>;
+}
+
+/** The SessionInfo view of a checked answer (answer.ts has checked its state). */
+export function sessionInfo(raw: Record<string, unknown>): SessionInfo {
+  const interpreters = raw["interpreters"];
+  return {
+    sessionId: str(raw["session_id"]),
+    state: str(raw["state"]) as SessionState,
+    endedReason: str(raw["ended_reason"]),
+    createdAt: str(raw["created_at"]),
+    lastCallAt: str(raw["last_call_at"]),
+    idleDeadline: str(raw["idle_deadline"]),
+    lifetimeDeadline: str(raw["lifetime_deadline"]),
+    endedAt: str(raw["ended_at"]),
+    calls: num(raw["calls"]),
+    callsWaiting: num(raw["calls_waiting"]),
+    previousDigest: str(raw["previous_digest"]),
+    languages: strs(raw["languages"]),
+    interpreters: Array.isArray(interpreters)
+      ? interpreters.map((i: unknown) => {
+          const o = obj(i);
+          return { language: str(o["language"]), alive: bool(o["alive"]) };
+        })
+      : [],
+    diskUsedKib: num(raw["disk_used_kib"]),
+    diskBudgetKib: num(raw["disk_budget_kib"]),
+    maxLifetimeS: num(raw["max_lifetime_s"]),
+    raw,
+  };
+}

@@ -11,6 +11,10 @@ import {
   type OnOutput,
   type OutputChunk,
   type RunResult,
+  type SessionInfo,
+  type SessionInterpreter,
+  type SessionState,
+  type ConnectSessionOptions,
 } from "@plimsoll/client";
 import { ChainError, IsolationEvidenceMismatchError } from "@plimsoll/client/errors";
 import { Chain, canonical, verifyChain, type ChainEntry } from "@plimsoll/client/record";
@@ -53,6 +57,33 @@ export async function use(url: string, apiKey: string): Promise<string> {
   const head: string = await verifyChain(entries);
   const k = new Chain(head);
   return canonical({ n, len: bytes.length, head: k.head, streamed: streamed.exitCode, seen: seen.length });
+}
+
+/** The session-management calls, and a handle on a session opened earlier. */
+export async function manage(url: string, id: string, floor: string | undefined): Promise<string> {
+  const c = new Client({ url });
+  const all: SessionInfo[] = await c.listSessions();
+  const open = all.filter((i) => i.state !== "ended").map((i) => i.sessionId);
+  const one: SessionInfo = await c.getSession(id);
+  const later: SessionInfo = await c.extendSession(id, 3600);
+  const options: ConnectSessionOptions = { minimumIsolation: floor };
+  const s = await c.connectSession(id, options);
+  const head: string = s.chain.start;
+  const now: SessionInfo = await s.info();
+  const extended: SessionInfo = await s.extend(60);
+  const state: SessionState = now.state;
+  const alive: SessionInterpreter[] = one.interpreters.filter((i) => i.alive);
+  const n: number = one.calls + one.callsWaiting + one.diskUsedKib + one.diskBudgetKib + one.maxLifetimeS;
+  return canonical({
+    open,
+    head,
+    state,
+    alive: alive.map((i) => i.language),
+    n,
+    times: [one.createdAt, one.lastCallAt, one.idleDeadline, later.lifetimeDeadline, extended.endedAt],
+    why: one.endedReason + one.previousDigest + one.languages.join(),
+    raw: Object.keys(now.raw).length,
+  });
 }
 
 /**

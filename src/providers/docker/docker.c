@@ -338,5 +338,6 @@ const struct pl_provider_ops pl_docker_ops = {
     .session_pause = dk_session_pause,
     .session_resume = dk_session_resume,
     .session_close = dk_session_close,
+    .session_status = dk_session_status,
     .pools = dk_pools,
 };

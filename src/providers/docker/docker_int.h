@@ -376,6 +376,12 @@ struct dsession {
     } runner;      /* a step runner waiting for the next project call */
     bool pooled;   /* taken from the warm pool */
     unsigned mask; /* the interpreters the pool started: 1 python, 2 javascript */
+    /* What GetSession reads while a call may run (dk_session_status):
+     * seen_disk, /work and /tmp in bytes as the last cleanup measured them;
+     * seen_interp, 1 << lang for each interpreter alive and 4 << lang for
+     * each ever started, as of the last launch or cleanup. */
+    _Atomic uint64_t seen_disk;
+    _Atomic unsigned seen_interp;
 };
 
 /*
@@ -644,7 +650,11 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
 /* The provider's session ops (provider.h); calls on one session never
  * overlap.  run waits for the last call's cleanup and starts its own after;
  * SESSION_ENDED when the sandbox is gone, changed, or a cleanup failed.
- * pause (no err) joins the cleanup first; close also reaps and frees. */
+ * pause (no err) joins the cleanup first; close also reaps and frees;
+ * status reads what dk_session_seen and the cleanup published. */
+void dk_session_status(void *state, void *session, struct pl_session_status *ret);
+/* Publish the interpreters' state (d->in[].up) for status. */
+void dk_session_seen(struct dsession *d);
 int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,
                     struct pl_error *err);
 void dk_session_close(void *state, void *session);

@@ -260,6 +260,7 @@ static void *cleaner_main(void *arg) {
         json_int_t used = json_integer_value(json_object_get(j, "work_used")) +
                           json_integer_value(json_object_get(j, "tmp_used"));
         json_int_t budget = (json_int_t)s->session_disk_mb << 20;
+        atomic_store(&d->seen_disk, used > 0 ? (uint64_t)used : 0);
         if (used >= budget - (json_int_t)(64u << 10))
             snprintf(d->verdict, sizeof(d->verdict),
                      "the session's files reached its budget (SANDBOX_SESSION_DISK_MB, /work and "
@@ -305,6 +306,7 @@ static void *cleaner_main(void *arg) {
                  "the host could not prove the sandbox clean between calls: %.180s", herr.message);
         return NULL;
     }
+    dk_session_seen(d);
     /* Clean: the next project call's runner starts now, when none waits.
      * One that does not come up is no verdict: the call starts its own. */
     int lfd = -1;
@@ -435,6 +437,27 @@ int dk_session_open(void *state, const struct pl_session_open *o, void **ret_ses
         return -1;
     *ret_session = d;
     return 0;
+}
+
+void dk_session_seen(struct dsession *d) {
+    unsigned v = atomic_load(&d->seen_interp) & 0xcu;
+    for (int i = 0; i < 2; i++)
+        if (d->in[i].up)
+            v |= (1u | 4u) << i;
+    atomic_store(&d->seen_interp, v);
+}
+
+void dk_session_status(void *state, void *session, struct pl_session_status *ret) {
+    struct docker_state *s = state;
+    struct dsession *d = session;
+    ret->disk_used_bytes = atomic_load(&d->seen_disk);
+    ret->disk_budget_bytes = (uint64_t)s->session_disk_mb << 20;
+    unsigned v = atomic_load(&d->seen_interp);
+    for (int i = 0; i < 2; i++)
+        if (v & (4u << i)) {
+            ret->interpreters[ret->ninterpreters].language = dk_lang_name[i];
+            ret->interpreters[ret->ninterpreters++].alive = (v & (1u << i)) != 0;
+        }
 }
 
 void dk_session_close(void *state, void *session) {

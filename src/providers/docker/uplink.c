@@ -378,6 +378,7 @@ int dk_launch(struct docker_state *s, struct dsession *d, int lang, struct pl_er
                             dk_lang_name[lang]);
     }
     d->in[lang].up = true;
+    dk_session_seen(d);
     d->in[lang].fresh = true;
     return 0;
 }

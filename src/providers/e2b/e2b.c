@@ -122,4 +122,5 @@ const struct pl_provider_ops pl_e2b_ops = {
     .session_pause = eb_session_pause,
     .session_resume = eb_session_resume,
     .session_close = eb_session_close,
+    .session_status = eb_session_status,
 };

@@ -255,6 +255,8 @@ int eb_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
 int eb_session_pause(void *state, void *session);
 int eb_session_resume(void *state, void *session, struct pl_error *err);
 void eb_session_close(void *state, void *session);
+/* The kept interpreters as the last cleanup found them (no disk figure). */
+void eb_session_status(void *state, void *session, struct pl_session_status *ret);
 int eb_prove_session(struct e2b_state *s, struct pl_error *err);
 /* The guest user's uploads and processes, and the cleanup between steps,
  * as hosted/project.c and hosted/cells.c take them (ud: struct eb_step). */

@@ -189,6 +189,12 @@ int eb_session_resume(void *state, void *session, struct pl_error *err) {
     return 0;
 }
 
+void eb_session_status(void *state, void *session, struct pl_session_status *ret) {
+    (void)state;
+    struct eb_session *ss = session;
+    ph_cells_status(&ss->cells, ret);
+}
+
 void eb_session_close(void *state, void *session) {
     struct e2b_state *s = state;
     struct eb_session *ss = session;

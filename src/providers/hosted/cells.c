@@ -51,6 +51,24 @@ static bool has_token(const char *alive, unsigned long long pid, unsigned long l
     return false;
 }
 
+/* Publish the interpreters' state for ph_cells_status. */
+static void seen(struct ph_cells *c) {
+    unsigned v = atomic_load(&c->seen) & 0xcu;
+    for (size_t i = 0; i < 2; i++)
+        if (c->in[i].up)
+            v |= (1u | 4u) << i;
+    atomic_store(&c->seen, v);
+}
+
+void ph_cells_status(struct ph_cells *c, struct pl_session_status *ret) {
+    unsigned v = atomic_load(&c->seen);
+    for (size_t i = 0; i < 2; i++)
+        if (v & (4u << i)) {
+            ret->interpreters[ret->ninterpreters].language = cell_lang[i];
+            ret->interpreters[ret->ninterpreters++].alive = (v & (1u << i)) != 0;
+        }
+}
+
 void ph_cells_survive(struct ph_cells *c, const char *alive) {
     for (size_t i = 0; i < 2; i++) {
         struct ph_interp *in = &c->in[i];
@@ -58,11 +76,13 @@ void ph_cells_survive(struct ph_cells *c, const char *alive) {
             !(has_token(alive, in->pid, in->start) && has_token(alive, in->relay, in->relay_start)))
             in->up = false;
     }
+    seen(c);
 }
 
 void ph_cells_drop(struct ph_cells *c) {
     for (size_t i = 0; i < 2; i++)
         c->in[i].up = false;
+    seen(c);
 }
 
 /* One process as the guest's user: its output into o (cap bytes each),
@@ -130,6 +150,7 @@ static int launch(const struct ph_project_ops *ops, void *ud, struct ph_cells *c
                                      .relay = (unsigned long long)json_integer_value(rp),
                                      .relay_start = (unsigned long long)json_integer_value(rst)};
         snprintf(in->name, sizeof(in->name), "%s", name);
+        seen(c);
     }
     json_decref(j);
     process_free(&p);

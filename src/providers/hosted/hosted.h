@@ -48,6 +48,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -319,7 +320,13 @@ struct ph_interp {
 };
 struct ph_cells {
     struct ph_interp in[2]; /* python, javascript */
+    /* What GetSession reads while a call may run (ph_cells_status): 1 << i
+     * for each interpreter up, 4 << i for each ever started, as of the
+     * last launch, cleanup or drop. */
+    _Atomic unsigned seen;
 };
+/* The kept interpreters as ph_cells_status gives them (any thread). */
+void ph_cells_status(struct ph_cells *c, struct pl_session_status *ret);
 void ph_cells_keep(const struct ph_cells *c, char *out, size_t size);
 void ph_cells_survive(struct ph_cells *c, const char *alive);
 void ph_cells_drop(struct ph_cells *c);

@@ -153,4 +153,5 @@ const struct pl_provider_ops pl_openshell_ops = {
     .session_pause = osh_session_pause,
     .session_resume = osh_session_resume,
     .session_close = osh_session_close,
+    .session_status = osh_session_status,
 };

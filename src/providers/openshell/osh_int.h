@@ -307,6 +307,8 @@ int osh_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
 int osh_session_pause(void *state, void *session);
 int osh_session_resume(void *state, void *session, struct pl_error *err);
 void osh_session_close(void *state, void *session);
+/* The kept interpreters as the last cleanup found them (no disk figure). */
+void osh_session_status(void *state, void *session, struct pl_session_status *ret);
 /* The one real session of the startup test (hosted/cells.c). */
 int osh_prove_session(struct osh_state *s, struct pl_error *err);
 

@@ -169,6 +169,12 @@ int osh_session_resume(void *state, void *session, struct pl_error *err) {
     return 0;
 }
 
+void osh_session_status(void *state, void *session, struct pl_session_status *ret) {
+    (void)state;
+    struct osh_session *ss = session;
+    ph_cells_status(&ss->cells, ret);
+}
+
 void osh_session_close(void *state, void *session) {
     struct osh_state *s = state;
     struct osh_session *ss = session;

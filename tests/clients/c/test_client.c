@@ -489,6 +489,83 @@ static void test_session_chain(void **state) {
     plimsoll_client_free(c);
 }
 
+/* ListSessions, GetSession, ExtendSession, and a session taken up again by
+ * its id with its chain going on from the daemon's previous_digest. */
+static void test_session_management(void **state) {
+    (void)state;
+    if (!have_sessions())
+        return;
+    plimsoll_client *c = client("PLIMSOLL_TEST_SESSION_URL");
+    struct plimsoll_error err;
+    plimsoll_session *s = plimsoll_session_open(c, NULL, NULL, &err);
+    if (!s)
+        fail_msg("open: %s", err.message);
+    json_t *r = NULL;
+    assert_int_equal(plimsoll_session_cell(s, "python", "x = 41", NULL, 0, &r, &err), 0);
+    json_decref(r);
+    const char *id = plimsoll_session_id(s);
+
+    json_t *info = NULL;
+    assert_int_equal(plimsoll_session_info(s, &info, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(info, "state")), "ready");
+    assert_int_equal(json_integer_value(json_object_get(info, "calls")), 1);
+    assert_string_equal(json_string_value(json_object_get(info, "previous_digest")),
+                        plimsoll_chain_head(plimsoll_session_chain(s)));
+    json_decref(info);
+
+    json_t *list = NULL;
+    assert_int_equal(plimsoll_list_sessions(c, &list, &err), 0);
+    bool listed = false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(list, "sessions"), i, e) listed |=
+        strcmp(json_string_value(json_object_get(e, "session_id")), id) == 0;
+    assert_true(listed);
+    json_decref(list);
+
+    assert_int_equal(plimsoll_session_extend(s, 300, &info, &err), 0);
+    assert_int_equal(json_string_length(json_object_get(info, "lifetime_deadline")), 30);
+    json_decref(info);
+    assert_int_equal(plimsoll_extend_session(c, id, 0, &info, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+    assert_int_equal(plimsoll_extend_session(c, id, 4000000000u, &info, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_INVALID_REQUEST);
+    assert_non_null(strstr(err.message, "SANDBOX_SESSION_MAX_LIFETIME"));
+    assert_int_equal(plimsoll_get_session(c, "xyz", &info, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+
+    /* Another caller's key: NOT_FOUND, as an unknown id. */
+    plimsoll_client *b =
+        client_at("PLIMSOLL_TEST_SESSION_URL", "PLIMSOLL_TEST_KEY_B", (struct plimsoll_retry){0});
+    assert_int_equal(plimsoll_get_session(b, id, &info, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_NOT_FOUND);
+    assert_null(plimsoll_session_connect(b, id, NULL, &err));
+    assert_int_equal(err.kind, PLIMSOLL_E_NOT_FOUND);
+    plimsoll_client_free(b);
+
+    /* Taken up again: the next call's record names the last one. */
+    plimsoll_session *again = plimsoll_session_connect(c, id, "container", &err);
+    if (!again)
+        fail_msg("connect: %s", err.message);
+    assert_string_equal(plimsoll_session_id(again), id);
+    assert_int_equal(plimsoll_session_cell(again, "python", "x + 1", NULL, 0, &r, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "stdout")), "42\n");
+    json_decref(r);
+    assert_int_equal(plimsoll_chain_len(plimsoll_session_chain(again)), 1);
+    /* The first handle missed that call: its chain breaks. */
+    assert_int_equal(plimsoll_session_cell(s, "python", "x", NULL, 0, &r, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_CHAIN);
+
+    assert_int_equal(plimsoll_session_close(again, &err), 0);
+    plimsoll_session *late = plimsoll_session_connect(c, id, NULL, &err);
+    assert_null(late);
+    assert_int_equal(err.kind, PLIMSOLL_E_SESSION_ENDED);
+    assert_string_equal(err.ended_reason, "its owner closed it");
+    plimsoll_session_free(again);
+    plimsoll_session_free(s);
+    plimsoll_client_free(c);
+}
+
 static void test_session_floor_is_checked(void **state) {
     (void)state;
     if (!have_sessions())
@@ -1742,6 +1819,7 @@ int main(void) {
         cmocka_unit_test(test_at_capacity_and_retry),
         cmocka_unit_test(test_session_chain),
         cmocka_unit_test(test_session_floor_is_checked),
+        cmocka_unit_test(test_session_management),
         cmocka_unit_test(test_hostile_limits),
         cmocka_unit_test(test_hostile_answers),
         cmocka_unit_test(test_cli_hostile),

@@ -33,6 +33,11 @@ class HostedSessions:
         self.addCleanup(self.d.rpc, "CloseSession", {"session_id": sid})
         return sid
 
+    def get(self, sid):
+        status, body = self.d.rpc("GetSession", {"session_id": sid})
+        self.assertEqual(status, 200, body)
+        return body
+
     def call(self, sid, run):
         status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": run})
         self.assertEqual(status, 200, body)
@@ -150,9 +155,25 @@ class HostedSessions:
         b = self.cell(sid, "python", "x = 1")
         name = b["sandbox_name"]
         self.cell(sid, "javascript", "var z = 1")
+        g = self.get(sid)
+        self.assertEqual((g["state"], g["calls"], g["interpreters"]),
+                         ("ready", 2, [{"language": "python", "alive": True},
+                                       {"language": "javascript", "alive": True}]), g)
+        self.assertEqual((g["disk_used_kib"], g["disk_budget_kib"]), (0, 0), g)  # not reported
         self.wait_idle(name)
+        # GetSession says so, and waking nothing: it is still paused after.
+        for _ in range(50):
+            g = self.get(sid)
+            if g["state"] == "paused":
+                break
+            time.sleep(0.1)
+        self.assertEqual((g["state"], g["idle_deadline"], g["interpreters"]),
+                         ("paused", "", [{"language": "python", "alive": False},
+                                         {"language": "javascript", "alive": False}]), g)
+        self.assertEqual(self.get(sid)["state"], "paused")
         b = self.cell(sid, "python", "'x' in dir()")
         self.assertEqual((b["stdout"], b["interpreter_started"]), ("False\n", True), b)
+        self.assertEqual(self.get(sid)["state"], "ready")
         b = self.cell(sid, "javascript", "typeof z")
         self.assertEqual((b["stdout"], b["interpreter_started"]), ("'undefined'\n", True), b)
         b = self.cell(sid, "python", "'x' in dir()")

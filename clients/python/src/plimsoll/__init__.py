@@ -25,7 +25,7 @@ from .errors import (AtCapacityError, CallerNotAllowedError, ConfigurationError,
                      UnsupportedError)
 from .record import Chain, ChainError, canonical, check_record, sha256_hex, verify_chain
 from .results import (Description, Limits, OperationSupport, Operations, RunRecord,
-                      RunResult, StepResult)
+                      RunResult, SessionInfo, SessionInterpreter, StepResult)
 
 __version__ = "0.1.0"
 
@@ -34,7 +34,7 @@ __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "MAX_ANSWER_DEPTH", "MAX_ANSWER_INTEGER", "TIERS", "tier_rank",
     "check_tier", "snippet_request", "project_request", "module_request", "OutputChunk",
     "RunResult", "StepResult", "RunRecord", "Description", "Operations",
-    "OperationSupport", "Limits",
+    "OperationSupport", "Limits", "SessionInfo", "SessionInterpreter",
     "Chain", "ChainError", "canonical", "check_record", "sha256_hex", "verify_chain",
     "PlimsollError", "RefusalError", "InvalidRequestError", "UnauthenticatedError",
     "DisabledError", "InsufficientIsolationError", "UnsupportedError",

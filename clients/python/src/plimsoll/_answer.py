@@ -1,14 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """What an answer may be (docs/clients.md, "What a client reads"): JSON
 text in UTF-8, no deeper than MAX_ANSWER_DEPTH, no member twice, integers only and
-none past MAX_ANSWER_INTEGER, and the known members of each message of their proto
-type. Anything else is :class:`Malformed`, which the transport turns into a
-:class:`~plimsoll.errors.ProtocolError`."""
+none past MAX_ANSWER_INTEGER, the known members of each message of their proto
+type, and what a type cannot say (a SessionInfo's id, state and times:
+:data:`VALUES`). Anything else is :class:`Malformed`, which the transport turns
+into a :class:`~plimsoll.errors.ProtocolError`."""
 from __future__ import annotations
 
 import json
+import re
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .results import SESSION_STATES, parse_time
 
 #: The default cap on one answer's body, the same in every official client.
 DEFAULT_MAX_ANSWER_BYTES = 256 << 20
@@ -151,11 +155,22 @@ DESCRIBE_RESPONSE: Dict[str, Any] = {
     "limits": LIMITS,
 }
 OPEN_SESSION_RESPONSE: Dict[str, Any] = {"session_id": STRING}
+SESSION_INTERPRETER: Dict[str, Any] = {"language": STRING, "alive": BOOL}
+SESSION_INFO: Dict[str, Any] = {
+    "session_id": STRING, "state": STRING, "ended_reason": STRING, "created_at": STRING,
+    "last_call_at": STRING, "idle_deadline": STRING, "lifetime_deadline": STRING,
+    "ended_at": STRING, "calls": UINT32, "calls_waiting": UINT32, "previous_digest": STRING,
+    "languages": [STRING], "interpreters": [SESSION_INTERPRETER], "disk_used_kib": UINT32,
+    "disk_budget_kib": UINT32, "max_lifetime_s": UINT32,
+}
+LIST_SESSIONS_RESPONSE: Dict[str, Any] = {"sessions": [SESSION_INFO]}
 EMPTY: Dict[str, Any] = {}
 #: The answer of each method on 200.
 RESPONSES: Dict[str, Dict[str, Any]] = {
     "Describe": DESCRIBE_RESPONSE, "Run": RUN_RESPONSE, "RunInSession": RUN_RESPONSE,
     "RunCell": RUN_RESPONSE, "OpenSession": OPEN_SESSION_RESPONSE, "CloseSession": EMPTY,
+    "ListSessions": LIST_SESSIONS_RESPONSE, "GetSession": SESSION_INFO,
+    "ExtendSession": SESSION_INFO,
 }
 #: A message of RunStream and RunCellStream (bytes are base64 strings).
 OUTPUT_CHUNK: Dict[str, Any] = {"stdout": STRING, "stderr": STRING, "step": UINT32}
@@ -207,3 +222,58 @@ def check_shape(value: Any, shape: Mapping[str, Any], what: str) -> Dict[str, An
         raise Malformed("the answer is not a JSON object")
     _check(value, dict(shape), what)
     return value
+
+
+# ---- what a shape cannot say -----------------------------------------------------
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+#: SessionInfo's instants: RFC 3339 in UTC, or "" for none.
+SESSION_TIMES = ("created_at", "last_call_at", "idle_deadline", "lifetime_deadline",
+                 "ended_at")
+
+
+def _session_info(value: Dict[str, Any], where: str) -> None:
+    """A SessionInfo of the right shape that is one: its id 64 lowercase hex
+    (what OpenSession gives), a known state, times that are times, a
+    ``previous_digest`` that is a digest or ``""``."""
+    sid = value.get("session_id") or ""
+    if not _HEX64.fullmatch(sid):
+        raise Malformed("%s.session_id is %s, not 64 lowercase hex characters"
+                        % (where, "missing" if not sid else repr(sid[:80])))
+    state = value.get("state") or ""
+    if state not in SESSION_STATES:
+        raise Malformed("%s.state is %r, not one of %s"
+                        % (where, state[:40], ", ".join(SESSION_STATES)))
+    for name in SESSION_TIMES:
+        try:
+            parse_time(value.get(name) or "")
+        except ValueError:
+            raise Malformed("%s.%s is %r, not an RFC 3339 time in UTC"
+                            % (where, name, value[name][:40])) from None
+    previous = value.get("previous_digest") or ""
+    if previous and not _HEX64.fullmatch(previous):
+        raise Malformed("%s.previous_digest is %r, not a digest (64 lowercase hex) or \"\""
+                        % (where, previous[:80]))
+
+
+def _list_sessions(value: Dict[str, Any], where: str) -> None:
+    for i, info in enumerate(value.get("sessions") or []):
+        _session_info(info, "%s.sessions[%d]" % (where, i))
+
+
+#: What each method's answer must be beyond its shape's types.
+VALUES: Dict[str, Callable[[Dict[str, Any], str], None]] = {
+    "ListSessions": _list_sessions, "GetSession": _session_info,
+    "ExtendSession": _session_info,
+}
+
+
+def check_answer(value: Any, method: str) -> Dict[str, Any]:
+    """``value`` when it is the 200 answer of ``method``: an object of the
+    method's shape (:data:`RESPONSES`; ``{}`` for a method not listed), and
+    the values its shape cannot say (:data:`VALUES`)."""
+    obj = check_shape(value, RESPONSES.get(method, EMPTY), method)
+    values = VALUES.get(method)
+    if values is not None:
+        values(obj, method)
+    return obj

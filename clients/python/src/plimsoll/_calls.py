@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -17,9 +18,9 @@ from . import _config, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, Decoder, envelope
 from .errors import (AtCapacityError, IsolationEvidenceMismatchError, PlimsollError,
-                     ProtocolError, RateLimitedError)
+                     ProtocolError, RateLimitedError, SessionEndedError)
 from .record import Chain, canonical, check_record
-from .results import Description, RunResult
+from .results import Description, RunResult, SessionInfo
 
 #: Isolation tiers, weakest first.
 TIERS = ("none", "process", "container", "kernel", "vm")
@@ -108,6 +109,28 @@ def _check_uint32(name: str, value: Any) -> None:
 def _check_str(name: str, value: Any) -> None:
     if value is not None and not isinstance(value, str):
         raise TypeError("plimsoll: %s must be a str, not %s" % (name, type(value).__name__))
+
+
+_SESSION_ID = re.compile(r"[0-9a-f]{64}")
+
+
+def check_session_id(session_id: Any) -> None:
+    """A session id as OpenSession gives it: a ``str`` of 64 lowercase hex
+    characters; else ``TypeError`` or ``ValueError``, before anything is
+    sent."""
+    if not isinstance(session_id, str):
+        raise TypeError("plimsoll: session_id must be a str, not %s"
+                        % type(session_id).__name__)
+    if not _SESSION_ID.fullmatch(session_id):
+        raise ValueError("plimsoll: session_id must be 64 lowercase hex characters, as "
+                         "OpenSession gives it, not %r" % (session_id[:80],))
+
+
+def check_floor(minimum_isolation: Any) -> None:
+    """A session's floor: None or a known tier."""
+    if minimum_isolation is not None and tier_rank(minimum_isolation) < 0:
+        raise ValueError("plimsoll: unknown tier %r (one of %s)"
+                         % (minimum_isolation, ", ".join(TIERS)))
 
 
 def check_run_fields(request: Mapping[str, Any]) -> None:
@@ -308,6 +331,34 @@ def _session_id(answer: Dict[str, Any]) -> str:
     return sid
 
 
+def _session_infos(answer: Dict[str, Any]) -> List[SessionInfo]:
+    return [SessionInfo.from_dict(s) for s in answer.get("sessions") or []]
+
+
+def _session_info_of(method: str, session_id: str) -> Callable[[Dict[str, Any]], SessionInfo]:
+    """The finish of GetSession and ExtendSession: the answer, which must
+    be the session asked about."""
+    def finish(answer: Dict[str, Any]) -> SessionInfo:
+        if answer.get("session_id") != session_id:
+            raise _transport.protocol_error(
+                method, 200, "it is about session %s, not the one asked about, %s"
+                % (answer.get("session_id"), session_id))
+        return SessionInfo.from_dict(answer)
+    return finish
+
+
+def reconnectable(info: SessionInfo) -> SessionInfo:
+    """``info`` when its session may be reconnected to; an ended one is the
+    :class:`SessionEndedError` a call in it would get (``ended_reason``
+    from the answer)."""
+    if info.ended:
+        why = info.ended_reason
+        raise SessionEndedError("the session has ended" + (": " + why if why else ""),
+                                metadata={"ended_reason": why} if why else None,
+                                http_status=200)
+    return info
+
+
 def _floor(request: Mapping[str, Any]) -> Optional[str]:
     floor = request.get("minimum_isolation")
     return floor if isinstance(floor, str) else None
@@ -344,10 +395,16 @@ class ClientBase:
         self.retry = retry
         self.verify_records = verify_records
         self.max_answer_bytes = max_answer_bytes
+        #: Set by ``close``: a call after it raises ``RuntimeError``.
+        self.closed = False
 
     def __repr__(self) -> str:
         return "%s(%r, timeout=%r, retry=%r)" % (type(self).__name__, self.url, self.timeout,
                                                  self.retry)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("plimsoll: this %s is closed" % type(self).__name__)
 
     def _deadline(self) -> float:
         return time.monotonic() + self.timeout
@@ -393,9 +450,7 @@ class ClientBase:
 
     def _open_session_call(self, languages: Optional[Sequence[str]],
                            minimum_isolation: Optional[str]) -> Call:
-        if minimum_isolation is not None and tier_rank(minimum_isolation) < 0:
-            raise ValueError("plimsoll: unknown tier %r (one of %s)"
-                             % (minimum_isolation, ", ".join(TIERS)))
+        check_floor(minimum_isolation)
         req: Dict[str, Any] = {}
         if languages is not None:
             req["languages"] = list(languages)
@@ -425,3 +480,17 @@ class ClientBase:
 
     def _close_session_call(self, session_id: str) -> Call:
         return Call("CloseSession", {"session_id": session_id}, lambda answer: None)
+
+    def _list_sessions_call(self) -> Call:
+        return Call("ListSessions", {}, _session_infos)
+
+    def _get_session_call(self, session_id: str) -> Call:
+        check_session_id(session_id)
+        return Call("GetSession", {"session_id": session_id},
+                    _session_info_of("GetSession", session_id))
+
+    def _extend_session_call(self, session_id: str, ends_in_s: int) -> Call:
+        check_session_id(session_id)
+        _check_int("ends_in_s", ends_in_s, 1, UINT32_MAX)
+        return Call("ExtendSession", {"session_id": session_id, "ends_in_s": ends_in_s},
+                    _session_info_of("ExtendSession", session_id))

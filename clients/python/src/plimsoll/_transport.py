@@ -410,8 +410,7 @@ def parse_ok(method: str, body: bytes, content_type: Optional[str] = "applicatio
         raise protocol_error(method, 200, "its Content-Type is %r, not application/json"
                              % (content_type,))
     try:
-        obj = _answer.check_shape(_answer.parse(body, deadline),
-                                  _answer.RESPONSES.get(method, _answer.EMPTY), method)
+        obj = _answer.check_answer(_answer.parse(body, deadline), method)
     except _answer.Malformed as e:
         raise protocol_error(method, 200, str(e)) from None
     except _answer.DeadlinePassed:

@@ -19,16 +19,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, Type
+from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Type
 
 from . import _aio_transport, _calls, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
-from ._calls import (Call, ClientBase, Files, RetryPolicy, Steps, cell_object, module_request,
-                     project_request, snippet_request, with_floor)
+from ._calls import (Call, ClientBase, Files, RetryPolicy, Steps, cell_object, check_floor,
+                     module_request, project_request, reconnectable, snippet_request,
+                     with_floor)
 from .errors import NotFoundError, PlimsollError, SessionEndedError
 from .record import Chain
-from .results import Description, RunResult
+from .results import Description, RunResult, SessionInfo
 
 #: What ``run_stream`` and ``run_cell_stream`` call with each output chunk:
 #: a function or a coroutine function (awaited before the stream is read
@@ -53,7 +54,9 @@ class AsyncClient(ClientBase):
     message of a stream. Each call opens its own
     connection, so a client keeps no state between calls and any number of
     its calls may run at once (``asyncio.gather``). Cancelling a call
-    closes its connection; the code may have run.
+    closes its connection; the code may have run. Use it as an async
+    context manager (``async with AsyncClient() as c:``) to close it on
+    exit (:meth:`close`).
     """
 
     def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None,
@@ -65,9 +68,25 @@ class AsyncClient(ClientBase):
                          max_message_bytes)
         self._sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
 
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the client, as :meth:`plimsoll.Client.close`: a call after
+        it raises ``RuntimeError`` before anything is sent. No connection
+        outlives its call (a call still running keeps its own until it
+        ends); the sessions it opened stay open on the daemon. A second
+        close does nothing."""
+        self.closed = True
+
     async def _do(self, call: Call) -> Any:
         """One call, retried per the policy; what its finish makes of the
         200 answer."""
+        self._check_open()
         body = call.body()
         n = 0
         while True:
@@ -89,6 +108,7 @@ class AsyncClient(ClientBase):
     async def _do_stream(self, call: Call, on_output: Optional[AsyncOnOutput]) -> Any:
         """One streaming call, retried per the policy while no chunk has
         been given to ``on_output``; what its finish makes of the result."""
+        self._check_open()
         body = call.stream_body()
         n = 0
         while True:
@@ -207,20 +227,47 @@ class AsyncClient(ClientBase):
         """Close a session: its container and files are removed."""
         await self._do(self._close_session_call(session_id))
 
+    async def list_sessions(self) -> List[SessionInfo]:
+        """ListSessions: this caller's sessions, open and recently ended,
+        oldest first (as :meth:`plimsoll.Client.list_sessions`)."""
+        return await self._do(self._list_sessions_call())
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        """GetSession: one of this caller's sessions as it is now (as
+        :meth:`plimsoll.Client.get_session`)."""
+        return await self._do(self._get_session_call(session_id))
+
+    async def extend_session(self, session_id: str, ends_in_s: int) -> SessionInfo:
+        """ExtendSession: the session now ends ``ends_in_s`` seconds from
+        this call (as :meth:`plimsoll.Client.extend_session`)."""
+        return await self._do(self._extend_session_call(session_id, ends_in_s))
+
+    async def connect_session(self, session_id: str,
+                              minimum_isolation: Optional[str] = None) -> "AsyncSession":
+        """An :class:`AsyncSession` for a session opened before, its chain
+        starting at GetSession's ``previous_digest``; an ended session is a
+        :class:`~plimsoll.errors.SessionEndedError` (as
+        :meth:`plimsoll.Client.connect_session`)."""
+        check_floor(minimum_isolation)
+        info = reconnectable(await self.get_session(session_id))
+        return AsyncSession(self, session_id, minimum_isolation, previous=info.previous_digest)
+
 
 class AsyncSession:
     """An open session, as :class:`plimsoll.Session`: its calls are checked
     against its ``chain``, and calls on one object run one at a time, in
     the order they were made, so that the chain keeps the order the daemon
     saw. Use it as an async context manager to close it.
+    :meth:`AsyncClient.connect_session` makes one for a session opened
+    before (its chain starts at ``previous``).
     """
 
     def __init__(self, client: AsyncClient, session_id: str,
-                 minimum_isolation: Optional[str] = None) -> None:
+                 minimum_isolation: Optional[str] = None, previous: str = "") -> None:
         self.client = client
         self.session_id = session_id
         self.minimum_isolation = minimum_isolation
-        self.chain = Chain()
+        self.chain = Chain(previous)
         self.closed = False
         self._lock = asyncio.Lock()
 
@@ -286,6 +333,16 @@ class AsyncSession:
                                                      cell_object(code, language, files),
                                                      on_output, timeout_ms, chain=self.chain,
                                                      minimum_isolation=self.minimum_isolation)
+
+    async def info(self) -> SessionInfo:
+        """GetSession: the session as the daemon holds it now; it waits for
+        none of this object's calls."""
+        return await self.client.get_session(self.session_id)
+
+    async def extend(self, ends_in_s: int) -> SessionInfo:
+        """ExtendSession: the session now ends ``ends_in_s`` seconds from
+        now (shorter is allowed)."""
+        return await self.client.extend_session(self.session_id, ends_in_s)
 
     async def close(self) -> None:
         """Close the session (once; a second close does nothing)."""

@@ -7,24 +7,25 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Mapping, Optional, Sequence, Type
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Type
 
 from . import _calls, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
 from ._calls import (RETRYABLE, TIERS, Call, ClientBase, Files, RetryPolicy, Steps,
-                     cell_object, check_tier, module_request, project_request,
-                     snippet_request, tier_rank, with_floor, without_nulls)
+                     cell_object, check_floor, check_session_id, check_tier, module_request,
+                     project_request, reconnectable, snippet_request, tier_rank, with_floor,
+                     without_nulls)
 from .errors import NotFoundError, PlimsollError, SessionEndedError
 from .record import Chain
-from .results import Description, RunResult
+from .results import Description, RunResult, SessionInfo
 
 #: What ``run_stream`` and ``run_cell_stream`` call with each output chunk.
 OnOutput = Callable[[OutputChunk], Any]
 
 __all__ = ["Client", "Session", "OnOutput", "RetryPolicy", "TIERS", "tier_rank", "check_tier",
            "snippet_request", "project_request", "module_request", "cell_object",
-           "without_nulls", "RETRYABLE"]
+           "without_nulls", "check_session_id", "RETRYABLE"]
 
 
 class Client(ClientBase):
@@ -48,6 +49,9 @@ class Client(ClientBase):
     ``run_cell_stream``; default :data:`DEFAULT_MAX_MESSAGE_BYTES`,
     16 MiB). A client keeps no state
     between calls and may be shared between threads.
+
+    Use it as a context manager (``with Client() as c:``) to close it on
+    exit (:meth:`close`).
     """
 
     def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None,
@@ -59,11 +63,28 @@ class Client(ClientBase):
                          max_message_bytes)
         self._sleep: Callable[[float], None] = time.sleep
 
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the client; a call after it raises ``RuntimeError`` before
+        anything is sent. Each call opens and closes its own connection, so
+        no connection outlives a call and there is nothing else to release.
+        The sessions it opened stay open on the daemon (close them, or let
+        them end; another client may :meth:`connect_session` to them). A
+        second close does nothing."""
+        self.closed = True
+
     # -- the wire ---------------------------------------------------------
 
     def _do(self, call: Call) -> Any:
         """One call, retried per the policy; what its finish makes of the
         200 answer."""
+        self._check_open()
         body = call.body()
         n = 0
         while True:
@@ -85,6 +106,7 @@ class Client(ClientBase):
     def _do_stream(self, call: Call, on_output: Optional[OnOutput]) -> Any:
         """One streaming call, retried per the policy while no chunk has
         been given to ``on_output``; what its finish makes of the result."""
+        self._check_open()
         body = call.stream_body()
         n = 0
         while True:
@@ -213,10 +235,55 @@ class Client(ClientBase):
         """Close a session: its container and files are removed."""
         self._do(self._close_session_call(session_id))
 
+    def list_sessions(self) -> List[SessionInfo]:
+        """ListSessions: this caller's sessions, open and recently ended,
+        oldest first; never another caller's."""
+        return self._do(self._list_sessions_call())
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """GetSession: one of this caller's sessions as it is now (it waits
+        for no call). Another caller's id is a
+        :class:`~plimsoll.errors.NotFoundError`, as an unknown one is."""
+        return self._do(self._get_session_call(session_id))
+
+    def extend_session(self, session_id: str, ends_in_s: int) -> SessionInfo:
+        """ExtendSession: the session now ends ``ends_in_s`` seconds (an int
+        from 1) from this call, sooner or later than before; the answer
+        has its new ``lifetime_deadline``. Past the daemon's
+        ``SANDBOX_SESSION_MAX_LIFETIME`` from the session's open (its
+        ``max_lifetime_s``) it is refused with
+        :class:`~plimsoll.errors.InvalidRequestError`; an ended session
+        with :class:`~plimsoll.errors.SessionEndedError`."""
+        return self._do(self._extend_session_call(session_id, ends_in_s))
+
+    def connect_session(self, session_id: str,
+                        minimum_isolation: Optional[str] = None) -> "Session":
+        """A :class:`Session` for a session opened before (by this client,
+        another, another process): GetSession, then the object whose chain
+        starts at the answer's ``previous_digest``, so every later call is
+        checked against the chain as if this object had made the earlier
+        ones. An ended session is the
+        :class:`~plimsoll.errors.SessionEndedError` (``ended_reason``) a
+        call in it would get; another caller's is a
+        :class:`~plimsoll.errors.NotFoundError`.
+
+        The daemon keeps no floor for a session: pass ``minimum_isolation``
+        again to have it sent and checked as :meth:`open_session` does. A
+        call made elsewhere in the session after this one (another
+        process's) fails this object's next answer with
+        ``ChainError(broken="previous_digest")``, as it should.
+        """
+        check_floor(minimum_isolation)
+        info = reconnectable(self.get_session(session_id))
+        return Session(self, session_id, minimum_isolation, previous=info.previous_digest)
+
 
 class Session:
     """An open session: the calls made through it are checked against its
     chain (``chain``), whose head advances only when every check holds.
+    :meth:`Client.open_session` makes one, and :meth:`Client.connect_session`
+    one for a session opened before (its chain starts at the daemon's
+    ``previous_digest``: ``previous``).
 
     After a :class:`~plimsoll.record.ChainError` or an
     :class:`~plimsoll.errors.IsolationEvidenceMismatchError` the session
@@ -226,11 +293,11 @@ class Session:
     """
 
     def __init__(self, client: Client, session_id: str,
-                 minimum_isolation: Optional[str] = None) -> None:
+                 minimum_isolation: Optional[str] = None, previous: str = "") -> None:
         self.client = client
         self.session_id = session_id
         self.minimum_isolation = minimum_isolation
-        self.chain = Chain()
+        self.chain = Chain(previous)
         self.closed = False
         self._lock = threading.Lock()
 
@@ -294,6 +361,16 @@ class Session:
                                                cell_object(code, language, files), on_output,
                                                timeout_ms, chain=self.chain,
                                                minimum_isolation=self.minimum_isolation)
+
+    def info(self) -> SessionInfo:
+        """GetSession: the session as the daemon holds it now. It waits
+        neither for the daemon's calls nor for this object's."""
+        return self.client.get_session(self.session_id)
+
+    def extend(self, ends_in_s: int) -> SessionInfo:
+        """ExtendSession: the session now ends ``ends_in_s`` seconds from
+        now, as :meth:`Client.extend_session` says (shorter is allowed)."""
+        return self.client.extend_session(self.session_id, ends_in_s)
 
     def close(self) -> None:
         """Close the session (once; a second close does nothing)."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar
 
 __all__ = ["RunRecord", "StepResult", "RunResult", "OperationSupport", "Operations",
-           "Limits", "Description"]
+           "Limits", "Description", "SessionInterpreter", "SessionInfo", "SESSION_STATES",
+           "parse_time"]
 
 T = TypeVar("T")
 
@@ -209,3 +212,121 @@ class Description:
         lim = data.get("limits") if isinstance(data, Mapping) else None
         return _build(cls, data, operations=Operations.from_dict(ops or {}),
                       limits=Limits.from_dict(lim or {}))
+
+
+# ---- sessions ------------------------------------------------------------------
+
+#: The states a session is in (SessionInfo ``state``).
+SESSION_STATES = ("ready", "paused", "ended")
+
+_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
+
+
+def parse_time(text: str) -> Optional[datetime.datetime]:
+    """An instant of the daemon's, RFC 3339 in UTC (``2026-11-30T01:02:03.000000001Z``),
+    as an aware ``datetime`` in UTC, cut to the microsecond; None for ``""``
+    (no such instant). Any other text is a ``ValueError``."""
+    if text == "":
+        return None
+    m = _TIME.fullmatch(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError("not an RFC 3339 time in UTC: %r" % (text[:40] if isinstance(text, str)
+                                                               else text,))
+    y, mo, d, h, mi, sec = (int(g) for g in m.groups()[:6])
+    micro = int((m.group(7) or "0").ljust(9, "0")[:6])
+    return datetime.datetime(y, mo, d, h, mi, sec, micro, tzinfo=datetime.timezone.utc)
+
+
+@dataclass(frozen=True)
+class SessionInterpreter:
+    """An interpreter a session keeps, as the last cleanup between calls
+    found it (at open: those started)."""
+
+    language: str = ""
+    alive: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SessionInterpreter":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One of the caller's sessions as the daemon holds it (ListSessions,
+    GetSession, ExtendSession).
+
+    The times are the daemon's text, RFC 3339 in UTC with nine fraction
+    digits, or ``""`` for none; each has a ``datetime`` twin, ``None`` for
+    none (``created_at`` → :attr:`created_time`, ``last_call_at`` →
+    :attr:`last_call_time`, ``idle_deadline`` → :attr:`idle_deadline_time`,
+    ``lifetime_deadline`` → :attr:`lifetime_deadline_time`, ``ended_at`` →
+    :attr:`ended_time`). ``previous_digest`` is the last record's digest,
+    what the session's next record names (``""`` before any call): a
+    client that reconnects starts its chain there.
+    """
+
+    session_id: str = ""
+    #: ``ready``, ``paused`` (its container paused while idle) or ``ended``.
+    state: str = ""
+    #: Why it ended; ``""`` unless ``state`` is ``ended``.
+    ended_reason: str = ""
+    created_at: str = ""
+    #: The end of its last call; ``""`` before any.
+    last_call_at: str = ""
+    #: When it is paused if no call comes; ``""`` when paused, ended, busy,
+    #: or on a provider that cannot pause.
+    idle_deadline: str = ""
+    #: When it ends; ``""`` once ended.
+    lifetime_deadline: str = ""
+    ended_at: str = ""
+    #: Calls that made a record (runs and cells).
+    calls: int = 0
+    #: Calls running or waiting their turn now.
+    calls_waiting: int = 0
+    previous_digest: str = ""
+    #: The languages hint given at open.
+    languages: List[str] = field(default_factory=list)
+    interpreters: List[SessionInterpreter] = field(default_factory=list)
+    disk_used_kib: int = 0
+    #: ``SANDBOX_SESSION_DISK_MB`` in KiB; 0: none reported.
+    disk_budget_kib: int = 0
+    #: ``SANDBOX_SESSION_MAX_LIFETIME``: the most a session lives from its open.
+    max_lifetime_s: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SessionInfo":
+        interp = data.get("interpreters") if isinstance(data, Mapping) else None
+        return _build(cls, data,
+                      interpreters=[SessionInterpreter.from_dict(i) for i in interp or []])
+
+    @property
+    def ended(self) -> bool:
+        """Whether the session has ended (``state == "ended"``)."""
+        return self.state == "ended"
+
+    @property
+    def created_time(self) -> Optional[datetime.datetime]:
+        """``created_at`` as an aware ``datetime`` (UTC)."""
+        return parse_time(self.created_at)
+
+    @property
+    def last_call_time(self) -> Optional[datetime.datetime]:
+        """``last_call_at`` as an aware ``datetime``; None before any call."""
+        return parse_time(self.last_call_at)
+
+    @property
+    def idle_deadline_time(self) -> Optional[datetime.datetime]:
+        """``idle_deadline`` as an aware ``datetime``; None when there is none."""
+        return parse_time(self.idle_deadline)
+
+    @property
+    def lifetime_deadline_time(self) -> Optional[datetime.datetime]:
+        """``lifetime_deadline`` as an aware ``datetime``; None once ended."""
+        return parse_time(self.lifetime_deadline)
+
+    @property
+    def ended_time(self) -> Optional[datetime.datetime]:
+        """``ended_at`` as an aware ``datetime``; None unless ended."""
+        return parse_time(self.ended_at)
