@@ -145,6 +145,12 @@ def main(d, out):
                 ratios.append("| sessions/%s: a %s step's own cost in a session's project call "
                               "(%.1f ms) / a later cell p50 (aim ≤ 8×) | **%.2f×** |"
                               % (rt, what, step, step / cell_ms))
+        fp = cell[0].get("files_p50_ms", {}) if cell else {}
+        for key, what in (("write1k", "WriteFiles of 1 KiB"), ("read1k", "ReadFile of 1 KiB"),
+                          ("write1m", "WriteFiles of 1 MiB"), ("read1m", "ReadFile of 1 MiB")):
+            if fp.get(key) is not None and cell_ms:
+                ratios.append("| sessions/%s: a %s p50 (%.1f ms) / a later cell p50 | %.2f× |"
+                              % (rt, what, fp[key], fp[key] / cell_ms))
         b2b, cli = data.get("docker_%s_project3" % rt), data.get("docker_%s_cli_project3" % rt)
         if b2b and cli:
             ratios.append("| docker/%s: three-step projects a minute back to back, plimsoll / "

@@ -10,13 +10,16 @@ With the pool on, also a session's project calls: its first (one `true`
 step), then calls of one and of three steps (`true`, and `python3 -c
 print(1)`), each timed as a repeated call (the same call runs once before,
 untimed) once the cleanup of the call before has finished: a step's own
-cost in a session is (3 − 1) / 2.
+cost in a session is (3 − 1) / 2.  And, the same way, a session's file
+calls: WriteFiles and ReadFile of 1 KiB and of 1 MiB, beside the later
+cell.
 
     bench/sessions.py OUT_DIR [N [RUNTIME]]   (writes OUT_DIR/sessions.json;
                                               both runtimes unless one is named)
 
 Called by bench/run; report.py turns the JSON into docs/performance.md.
 """
+import base64
 import json
 import os
 import statistics
@@ -61,6 +64,8 @@ def one_series(runtime, pool, n):
     d.start(timeout=300)
     times, later, refilled, mem = [], [], [], None
     proj = {k: [] for k in ("first1", "true1", "true3", "py1", "py3")}
+    fcalls = {k: [] for k in ("write1k", "read1k", "write1m", "read1m")}
+    blobs = {"1k": os.urandom(1024), "1m": os.urandom(1 << 20)}
     steps = {"true": {"argv": ["true"]}, "first": {"argv": ["true"]},
              "py": {"argv": ["python3", "-c", "print(1)"]}}
     try:
@@ -114,6 +119,23 @@ def one_series(runtime, pool, n):
                         if timed:
                             proj[key].append((time.monotonic() - t3) * 1000)
                         assert status == 200 and b["outcome"] == "completed", b
+                for size, blob in blobs.items():
+                    w = {"session_id": sid, "files": [{
+                        "path": "bench/%s.bin" % size,
+                        "content_base64": base64.b64encode(blob).decode()}]}
+                    for method, msg in (("WriteFiles", w), ("ReadFile", {
+                            "session_id": sid, "path": "bench/%s.bin" % size})):
+                        for timed in (False, True):
+                            # a write's cleanup after it, finished first
+                            time.sleep(3.0 if runtime == "runsc" else 1.5)
+                            t4 = time.monotonic()
+                            status, b = d.rpc(method, msg, conn=conn)
+                            if timed:
+                                fcalls[method[:4].lower() + size].append(
+                                    (time.monotonic() - t4) * 1000)
+                            assert status == 200, b
+                            if method == "ReadFile":
+                                assert base64.b64decode(b["content_base64"]) == blob
             d.rpc("CloseSession", {"session_id": sid}, conn=conn)
             conn.close()
             times.append(elapsed * 1000)
@@ -124,7 +146,8 @@ def one_series(runtime, pool, n):
             "min_ms": times[0], "max_ms": times[-1], "waiting_memory_bytes": mem,
             "later_cell_p50_ms": statistics.median(later),
             "later_cell_refilled_p50_ms": statistics.median(refilled) if refilled else None,
-            "project_p50_ms": {k: statistics.median(v) for k, v in proj.items() if v}}
+            "project_p50_ms": {k: statistics.median(v) for k, v in proj.items() if v},
+            "files_p50_ms": {k: statistics.median(v) for k, v in fcalls.items() if v}}
 
 
 def main():
@@ -151,6 +174,12 @@ def main():
                           "a step's own cost %.1f ms, %.2fx a later cell"
                           % (runtime, what, pp[what + "1"], pp[what + "3"], step,
                              step / r["later_cell_p50_ms"]))
+            fp = r["files_p50_ms"]
+            if fp:
+                print("  sessions %s: WriteFiles / ReadFile of 1 KiB p50 %.1f / %.1f ms, "
+                      "of 1 MiB %.1f / %.1f ms; a later cell %.1f ms"
+                      % (runtime, fp["write1k"], fp["read1k"], fp["write1m"], fp["read1m"],
+                         r["later_cell_p50_ms"]))
             rows.append(r)
     with open(os.path.join(out, "sessions.json"), "w") as f:
         json.dump(rows, f, indent=1)

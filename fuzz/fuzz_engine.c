@@ -24,6 +24,10 @@
  *      report must be the plain reading of the stream's last line;
  *   7  a session's step runner's word (pl_docker_runner_word): accepted only
  *      as what printing the numbers it gives back writes.
+ * (the first byte's value mod 8), except two values of their own:
+ *   0xf8  ReadFile's reader's report (pl_docker_read_report);
+ *   0xf9  ListFiles' lister's report (pl_docker_list_report), byte 1 the
+ *         most entries: each accepted entry a FileEntry of a relative path.
  * Any crash, leak, sanitizer report or broken invariant (abort) is a bug. */
 #include <stdbool.h>
 #include <stddef.h>
@@ -427,9 +431,59 @@ static void fuzz_runner_word(const uint8_t *p, size_t n) {
         abort();
 }
 
+/* ReadFile's report: what is accepted has its head line and a size that
+ * fits, and the bytes begin right after it. */
+static void fuzz_read_report(const uint8_t *p, size_t n) {
+    uint64_t size = 0;
+    size_t head = 0;
+    if (pl_docker_read_report((const char *)p, n, &size, &head) < 0)
+        return;
+    if (head < 20 || head > n || p[head - 1] != '\n' || memchr(p, '\n', head - 1) ||
+        memcmp(p, "PLIMSOLL ", 9) != 0 || size > 0xffffffffull)
+        abort();
+}
+
+/* ListFiles' report: at most `most` entries, each a FileEntry whose path is
+ * relative and free of "..", and the whole input used. */
+static void fuzz_list_report(const uint8_t *p, size_t n) {
+    if (n < 1)
+        return;
+    size_t most = p[0] % 16;
+    json_t *entries = NULL;
+    bool truncated = false;
+    if (pl_docker_list_report((const char *)p + 1, n - 1, most, &entries, &truncated) < 0) {
+        if (entries)
+            abort();
+        return;
+    }
+    if (!json_is_array(entries) || json_array_size(entries) > most || p[n - 1] != '\n')
+        abort();
+    size_t i;
+    json_t *e;
+    json_array_foreach(entries, i, e) {
+        const char *path = json_string_value(json_object_get(e, "path"));
+        if (!path || !*path || path[0] == '/' || strstr(path, "//") ||
+            !json_is_string(json_object_get(e, "type")) ||
+            json_integer_value(json_object_get(e, "size")) > 0xffffffffll ||
+            json_integer_value(json_object_get(e, "mode")) > 07777)
+            abort();
+    }
+    json_decref(entries);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
+    /* Two first bytes of their own (the rest go by data[0] % 8, as the
+     * corpus was made): 0xf8 ReadFile's report, 0xf9 ListFiles'. */
+    if (data[0] == 0xf8) {
+        fuzz_read_report(data + 1, size - 1);
+        return 0;
+    }
+    if (data[0] == 0xf9) {
+        fuzz_list_report(data + 1, size - 1);
+        return 0;
+    }
     switch (data[0] % 8) {
     case 0: fuzz_demux(data + 1, size - 1); break;
     case 1: fuzz_answer(data + 1, size - 1); break;

@@ -298,6 +298,32 @@ PLIMSOLL_API int plimsoll_extend_session(plimsoll_client *c, const char *session
                                          unsigned ends_in_s, json_t **ret,
                                          struct plimsoll_error *err);
 
+/*
+ * A session's files (docs/sessions.md, "Session files").  Each answer
+ * carries a record that joins the session's chain: the session variants
+ * check and keep it, the client variants check it alone.  files: a JSON
+ * array of {path, content | content_base64} (borrowed); offset and limit
+ * 0 leave them out (limit: the daemon's most), as does depth 0 and a NULL
+ * or empty path for ListFiles (the work directory).  *ret: the
+ * WriteFilesResponse, ReadFileResponse (the bytes in content, or, when
+ * not UTF-8, content_base64) or ListFilesResponse.
+ */
+PLIMSOLL_API int plimsoll_session_write_files(plimsoll_session *s, const json_t *files,
+                                              json_t **ret, struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_session_read_file(plimsoll_session *s, const char *path, unsigned offset,
+                                            unsigned limit, json_t **ret,
+                                            struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_session_list_files(plimsoll_session *s, const char *path, unsigned depth,
+                                             json_t **ret, struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_write_files(plimsoll_client *c, const char *session_id,
+                                      const json_t *files, json_t **ret,
+                                      struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_read_file(plimsoll_client *c, const char *session_id, const char *path,
+                                    unsigned offset, unsigned limit, json_t **ret,
+                                    struct plimsoll_error *err);
+PLIMSOLL_API int plimsoll_list_files(plimsoll_client *c, const char *session_id, const char *path,
+                                     unsigned depth, json_t **ret, struct plimsoll_error *err);
+
 /* The low-level session calls: no chain is kept, each record is checked alone. */
 PLIMSOLL_API int plimsoll_open_session(plimsoll_client *c, const char *const *languages,
                                        char ret_id[65], struct plimsoll_error *err);

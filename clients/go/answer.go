@@ -284,15 +284,20 @@ var (
 		"ready": fBool, "ready_detail": fString, "supports_sessions": fBool, "languages": fStrings,
 		"operations": {kind: kMessage, sub: shape{
 			"snippet": operationShape, "project": operationShape, "module": operationShape,
-			"session": operationShape,
+			"session": operationShape, "files": operationShape,
 		}},
 		"limits": {kind: kMessage, sub: shape{
 			"memory_mb": fUint32, "total_memory_mb": fUint32, "max_concurrent": fUint32,
 			"effective_concurrency": fUint32, "per_key_concurrent": fUint32,
 			"rate_per_min": fUint32, "rate_burst": fUint32, "default_timeout_ms": fUint32,
 			"output_bytes": fUint32, "max_snippet_bytes": fUint32, "max_request_bytes": fUint32,
-			"memory_budget_applies": fBool,
+			"memory_budget_applies": fBool, "min_memory_mb": fUint32, "file_read_bytes": fUint32,
+			"file_list_entries": fUint32, "session_max_lifetime_s": fUint32,
 		}},
+	}
+	fileEntryShape = shape{
+		"path": fString, "path_base64": fString, "type": fString, "size": fUint32,
+		"mode": fUint32, "modified_at": fString,
 	}
 	sessionInterpreterShape = shape{"language": fString, "alive": fBool}
 	sessionInfoShape        = shape{
@@ -310,6 +315,16 @@ var (
 		"ListSessions":  {"sessions": {kind: kMessage, sub: sessionInfoShape, repeated: true}},
 		"GetSession":    sessionInfoShape,
 		"ExtendSession": sessionInfoShape,
+		"WriteFiles":    {"files": fUint32, "bytes": fUint32, "record": {kind: kMessage, sub: runRecordShape}},
+		"ReadFile": {
+			"path": fString, "size": fUint32, "offset": fUint32, "content": fString,
+			"content_base64": fString, "length": fUint32, "more": fBool,
+			"record": {kind: kMessage, sub: runRecordShape},
+		},
+		"ListFiles": {
+			"entries": {kind: kMessage, sub: fileEntryShape, repeated: true}, "truncated": fBool,
+			"record": {kind: kMessage, sub: runRecordShape},
+		},
 	}
 	// answerChecks is what an answer must hold beyond its members' types
 	// (checkShape), for the methods whose values have a form.
@@ -325,6 +340,8 @@ var (
 		},
 		"GetSession":    checkSessionInfo,
 		"ExtendSession": checkSessionInfo,
+		"ReadFile":      checkReadFile,
+		"ListFiles":     checkListFiles,
 	}
 	// connectErrorShape is what of a Connect error is checked; its details
 	// are read leniently.

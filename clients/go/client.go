@@ -98,9 +98,10 @@ func WithRetry(p RetryPolicy) Option {
 // WithHTTPClient sends through hc instead of a client of the package's own.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
-// WithRecordVerification turns the record checks of Run, RunInSession and
-// RunCell on or off (on by default). A Session always checks its chain,
-// and the tier re-check always runs.
+// WithRecordVerification turns the record checks of Run, RunInSession,
+// RunCell and the Client's file calls (WriteFiles, ReadFile, ListFiles) on
+// or off (on by default). A Session always checks its chain, and the tier
+// re-check always runs.
 func WithRecordVerification(on bool) Option { return func(c *Client) { c.verify = on } }
 
 // Client talks to one plimsolld. It is safe for concurrent use.

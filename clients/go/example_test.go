@@ -74,3 +74,32 @@ func TestReadmeSessionsExample(t *testing.T) {
 		t.Fatalf("go run ./cmd/sessions: %v\n%s", err, out)
 	}
 }
+
+// The README's session-files example is cmd/files/main.go, and it runs
+// against the session daemon (skipped without one).
+func TestReadmeFilesExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("cmd/files/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```go\n"+string(src)+"```\n") {
+		t.Fatal("README.md does not show cmd/files/main.go as it is")
+	}
+	url := os.Getenv("PLIMSOLL_TEST_SESSION_URL")
+	if url == "" {
+		t.Skip("PLIMSOLL_TEST_SESSION_URL is unset: no session daemon; skipping the run of cmd/files")
+	}
+	cmd := exec.Command("go", "run", "./cmd/files")
+	cmd.Env = readmeEnvAt(t, url)
+	out, err := cmd.CombinedOutput()
+	want := "wrote 2 files, 10 bytes\ndirectory in -rwxr-xr-x\nfile in/data.bin -rw-r--r--\n" +
+		"file in/greeting.txt -rw-r--r--\nfile out.txt -rw-r--r--\n[1 2] of 4 bytes; more: true\nHELLO\n" +
+		"missing: true\n1 uploaded: uploaded\ndownloaded \"HELLO\\n\"\n8 records\n"
+	if err != nil || string(out) != want {
+		t.Fatalf("go run ./cmd/files: %v\n%s", err, out)
+	}
+}

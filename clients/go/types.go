@@ -244,6 +244,8 @@ type Operations struct {
 	Project OperationSupport `json:"project"`
 	Module  OperationSupport `json:"module"`
 	Session OperationSupport `json:"session"`
+	// Files: a session's file calls (WriteFiles, ReadFile, ListFiles).
+	Files OperationSupport `json:"files"`
 }
 
 // Limits are the daemon's configured bounds.
@@ -260,6 +262,17 @@ type Limits struct {
 	MaxSnippetBytes      uint32 `json:"max_snippet_bytes"`
 	MaxRequestBytes      uint32 `json:"max_request_bytes"`
 	MemoryBudgetApplies  bool   `json:"memory_budget_applies"`
+	// MinMemoryMb is the least memory_mb the provider accepts; 0: none.
+	MinMemoryMb uint32 `json:"min_memory_mb"`
+	// FileReadBytes is the most one ReadFile gives (SANDBOX_FILE_READ_BYTES),
+	// and what a limit of 0 asks for.
+	FileReadBytes uint32 `json:"file_read_bytes"`
+	// FileListEntries is the most one ListFiles gives
+	// (SANDBOX_FILE_LIST_ENTRIES).
+	FileListEntries uint32 `json:"file_list_entries"`
+	// SessionMaxLifetimeS is the longest a session may live from its open
+	// (SANDBOX_SESSION_MAX_LIFETIME).
+	SessionMaxLifetimeS uint32 `json:"session_max_lifetime_s"`
 }
 
 // Description is what a daemon is (Describe).
@@ -303,7 +316,8 @@ type SessionInfo struct {
 	// LifetimeDeadline is when it ends; zero once ended.
 	LifetimeDeadline time.Time
 	EndedAt          time.Time
-	// Calls counts the calls that made a record (runs and cells).
+	// Calls counts the calls that made a record (runs, cells and file
+	// calls).
 	Calls uint32
 	// CallsWaiting counts the calls running or waiting their turn now.
 	CallsWaiting uint32

@@ -13,6 +13,9 @@
  *   plimsoll session get ID              its SessionInfo (JSON)
  *   plimsoll session extend ID SECONDS   it ends SECONDS from now instead
  *   plimsoll session close ID
+ *   plimsoll files ls ID [PATH] [--depth N] [--json]   a session's files
+ *   plimsoll files get ID PATH [-o FILE]  the file's bytes, to stdout or FILE
+ *   plimsoll files put ID LOCAL PATH      LOCAL (at most 4 MiB) as PATH
  *
  * The daemon is PLIMSOLL_URL (http://host:port or unix:/path; default
  * http://127.0.0.1:7475); the key is PLIMSOLL_KEY, or the first line of the
@@ -80,6 +83,8 @@ static void usage(void) {
           "  plimsoll keygen [--key-out FILE] PRINCIPAL\n"
           "  plimsoll session open [-l javascript|python]... | ls [--json] | get ID |\n"
           "                   extend ID SECONDS | close ID\n"
+          "  plimsoll files ls ID [PATH] [--depth N] [--json] | get ID PATH [-o FILE] |\n"
+          "                 put ID LOCAL PATH\n"
           "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE,\n"
           "             PLIMSOLL_MAX_ANSWER_BYTES (default 268435456)\n"
           "exit: 0 ran ok, 1 ran non-zero, 2 usage, 3 refused, 4 infrastructure,\n"
@@ -466,6 +471,160 @@ static int cmd_session(int argc, char **argv) {
     return ex;
 }
 
+/* The bytes of a ReadFileResponse: content_base64's when given, else
+ * content's; 0, or -1 when they do not decode. */
+static int read_bytes(const json_t *r, unsigned char **ret, size_t *ret_len) {
+    json_t *b = json_object_get(r, "content_base64");
+    if (b)
+        return pl_base64_decode(json_string_value(b), json_string_length(b), (size_t)1 << 30, ret,
+                                ret_len) < 0
+                   ? -1
+                   : 0;
+    json_t *t = json_object_get(r, "content");
+    *ret_len = json_string_length(t);
+    *ret = malloc(*ret_len ? *ret_len : 1);
+    if (!*ret)
+        return -1;
+    memcpy(*ret, json_string_value(t) ? json_string_value(t) : "", *ret_len);
+    return 0;
+}
+
+/* files get: ReadFile page after page (each as long as the daemon allows)
+ * until nothing more remains, written as they come. */
+static int files_get(plimsoll_client *c, const char *id, const char *path, const char *out_path,
+                     struct plimsoll_error *err) {
+    FILE *out = out_path ? fopen(out_path, "wbe") : stdout;
+    if (!out) {
+        fprintf(stderr, "plimsoll: cannot write %s: %s\n", out_path, strerror(errno));
+        return EXIT_USAGE;
+    }
+    int ex = EXIT_RAN_OK;
+    uint64_t offset = 0;
+    for (bool more = true; more && ex == EXIT_RAN_OK;) {
+        json_t *r = NULL;
+        if (offset > UINT32_MAX) {
+            fprintf(stderr, "plimsoll: the file goes past 4 GiB, the most ReadFile reaches\n");
+            ex = EXIT_INFRA;
+            break;
+        }
+        if (plimsoll_read_file(c, id, path, (unsigned)offset, 0, &r, err) < 0) {
+            ex = report_error(err);
+            break;
+        }
+        unsigned char *data = NULL;
+        size_t n = 0;
+        more = json_is_true(json_object_get(r, "more"));
+        if (read_bytes(r, &data, &n) < 0 ||
+            (size_t)json_integer_value(json_object_get(r, "length")) != n || (more && n == 0)) {
+            fprintf(stderr, "plimsoll: the daemon's answer does not add up\n");
+            ex = EXIT_INFRA;
+        } else if (fwrite(data, 1, n, out) != n) {
+            ex = EXIT_INFRA;
+        }
+        offset += n;
+        free(data);
+        json_decref(r);
+    }
+    if (out != stdout && fclose(out) != 0 && ex == EXIT_RAN_OK)
+        ex = EXIT_INFRA;
+    return ex;
+}
+
+static int files_put(plimsoll_client *c, const char *id, const char *local, const char *path,
+                     struct plimsoll_error *err) {
+    FILE *f = fopen(local, "rbe");
+    struct pl_buf src = {0};
+    if (!f || read_all(f, &src) < 0 || src.len > (4u << 20)) {
+        fprintf(stderr, "plimsoll: cannot read %s, or it is larger than WriteFiles' 4 MiB\n",
+                local);
+        if (f)
+            fclose(f);
+        pl_buf_free(&src);
+        return EXIT_USAGE;
+    }
+    fclose(f);
+    char *b64 = pl_base64_encode(src.data ? src.data : "", src.len, 1);
+    pl_buf_free(&src);
+    json_t *files = b64 ? json_pack("[{s:s, s:s}]", "path", path, "content_base64", b64) : NULL;
+    free(b64);
+    json_t *r = NULL;
+    int ex = !files                                            ? EXIT_USAGE
+             : plimsoll_write_files(c, id, files, &r, err) < 0 ? report_error(err)
+                                                               : EXIT_RAN_OK;
+    json_decref(files);
+    json_decref(r);
+    return ex;
+}
+
+static int files_ls(plimsoll_client *c, const char *id, const char *path, unsigned depth,
+                    bool as_json, struct plimsoll_error *err) {
+    json_t *r = NULL;
+    if (plimsoll_list_files(c, id, path, depth, &r, err) < 0)
+        return report_error(err);
+    if (as_json) {
+        int ex = print_json(r);
+        json_decref(r);
+        return ex;
+    }
+    json_t *e;
+    size_t i;
+    json_array_foreach(json_object_get(r, "entries"), i, e) {
+        printf("%-9s %10lld %04llo  %s\n", json_string_value(json_object_get(e, "type")),
+               (long long)json_integer_value(json_object_get(e, "size")),
+               (unsigned long long)json_integer_value(json_object_get(e, "mode")),
+               json_string_value(json_object_get(e, "path")));
+    }
+    if (json_is_true(json_object_get(r, "truncated")))
+        fprintf(stderr, "plimsoll: more entries than the daemon lists at once "
+                        "(SANDBOX_FILE_LIST_ENTRIES); list a deeper path\n");
+    json_decref(r);
+    return EXIT_RAN_OK;
+}
+
+static int cmd_files(int argc, char **argv) {
+    const char *sub = argc > 1 ? argv[1] : "";
+    const char *pos[3] = {0}, *out = NULL;
+    size_t npos = 0;
+    long depth = 0;
+    bool as_json = false;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--depth") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            errno = 0;
+            depth = strtol(argv[++i], &end, 10);
+            if (errno || *end || depth < 1 || depth > 16) {
+                fprintf(stderr, "plimsoll: --depth takes 1 to 16\n");
+                return EXIT_USAGE;
+            }
+        } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+            out = argv[++i];
+        } else if (strcmp(argv[i], "--json") == 0) {
+            as_json = true;
+        } else if (argv[i][0] != '-' && npos < 3) {
+            pos[npos++] = argv[i];
+        } else {
+            usage();
+            return EXIT_USAGE;
+        }
+    }
+    bool ls = strcmp(sub, "ls") == 0, get = strcmp(sub, "get") == 0, put = strcmp(sub, "put") == 0;
+    if (!(ls || get || put) || (ls && (npos < 1 || npos > 2 || out)) ||
+        (get && (npos != 2 || depth || as_json)) ||
+        (put && (npos != 3 || depth || as_json || out))) {
+        usage();
+        return EXIT_USAGE;
+    }
+    plimsoll_client *c = client_from_env();
+    if (!c)
+        return EXIT_USAGE;
+    struct plimsoll_error err;
+    int ex = ls    ? files_ls(c, pos[0], pos[1], (unsigned)depth, as_json, &err)
+             : get ? files_get(c, pos[0], pos[1], out, &err)
+                   : files_put(c, pos[0], pos[1], pos[2], &err);
+    plimsoll_client_free(c);
+    return ex;
+}
+
 static int cmd_keygen(int argc, char **argv) {
     const char *out = NULL, *principal = NULL;
     for (int i = 1; i < argc; i++) {
@@ -544,6 +703,8 @@ int main(int argc, char **argv) {
         r = cmd_keygen(argc - 1, argv + 1);
     else if (strcmp(argv[1], "session") == 0)
         r = cmd_session(argc - 1, argv + 1);
+    else if (strcmp(argv[1], "files") == 0)
+        r = cmd_files(argc - 1, argv + 1);
     else if (strcmp(argv[1], "--version") == 0) {
         puts("plimsoll 0.1.0");
         r = 0;

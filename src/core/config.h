@@ -30,6 +30,7 @@
 #define PL_ARG_MAX_BYTES 4096u               /* one argv entry */
 #define PL_NAME_MAX_BYTES 128u               /* step name, profile name */
 #define PL_MODULE_MAX_BYTES (8u << 20)       /* decoded module.wasm */
+#define PL_FILES_MAX_DEPTH 16u               /* ListFiles.depth */
 
 enum pl_listen_kind { PL_LISTEN_TCP, PL_LISTEN_UNIX };
 
@@ -93,7 +94,9 @@ struct pl_config {
     /* SANDBOX_SESSION_MAX_LIFETIME, seconds from open: the most ExtendSession
      * may give (default 86400, or SANDBOX_SESSION_LIFETIME when higher) */
     unsigned session_max_lifetime_s;
-    unsigned session_pool; /* SANDBOX_SESSION_POOL: waiting session sandboxes */
+    unsigned file_read_bytes;   /* SANDBOX_FILE_READ_BYTES: one ReadFile's most */
+    unsigned file_list_entries; /* SANDBOX_FILE_LIST_ENTRIES: one ListFiles' most */
+    unsigned session_pool;      /* SANDBOX_SESSION_POOL: waiting session sandboxes */
 
     /* The lookup the settings came from, for a provider's own settings. */
     const char *(*lookup)(const char *name, void *userdata);

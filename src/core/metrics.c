@@ -14,9 +14,10 @@ static const double bucket_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
  * (as the log line names them), and "other" for anything else, so a
  * caller's path never becomes a label. */
 static const char *const method_names[] = {
-    "Describe",      "Run",          "RunStream",    "OpenSession",  "RunInSession",  "RunCell",
-    "RunCellStream", "CloseSession", "ListSessions", "GetSession",   "ExtendSession", "Explain",
-    "metrics",       "preflight",    "health.Check", "health.Watch", "reflection",    "other"};
+    "Describe",      "Run",          "RunStream",    "OpenSession", "RunInSession",  "RunCell",
+    "RunCellStream", "CloseSession", "ListSessions", "GetSession",  "ExtendSession", "WriteFiles",
+    "ReadFile",      "ListFiles",    "Explain",      "metrics",     "preflight",     "health.Check",
+    "health.Watch",  "reflection",   "other"};
 #define NMETHODS (sizeof(method_names) / sizeof(method_names[0]))
 
 static const char *const outcome_names[PL_RUN__COUNT] = {

@@ -97,6 +97,25 @@ static const struct field run_fields[] = {
 };
 static const struct msg run_msg = {"RunRequest", run_fields};
 
+static const struct field write_files_fields[] = {
+    {"files", "files", F_MSG_LIST, &file_msg, NULL},
+    {NULL, NULL, 0, NULL, NULL},
+};
+static const struct msg write_files_msg = {"WriteFilesRequest", write_files_fields};
+static const struct field read_file_fields[] = {
+    {"path", "path", F_STRING, NULL, NULL},
+    {"offset", "offset", F_UINT, NULL, NULL},
+    {"limit", "limit", F_UINT, NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL},
+};
+static const struct msg read_file_msg = {"ReadFileRequest", read_file_fields};
+static const struct field list_files_fields[] = {
+    {"path", "path", F_STRING, NULL, NULL},
+    {"depth", "depth", F_UINT, NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL},
+};
+static const struct msg list_files_msg = {"ListFilesRequest", list_files_fields};
+
 static const struct field empty_fields[] = {{NULL, NULL, 0, NULL, NULL}};
 static const struct msg empty_msg = {"Empty", empty_fields};
 
@@ -266,6 +285,9 @@ const char *pl_payload_name(enum pl_payload_kind kind) {
     case PL_PAYLOAD_PROJECT: return "project";
     case PL_PAYLOAD_MODULE: return "module";
     case PL_PAYLOAD_CELL: return "cell";
+    case PL_PAYLOAD_WRITE_FILES: return "WriteFiles";
+    case PL_PAYLOAD_READ_FILE: return "ReadFile";
+    case PL_PAYLOAD_LIST_FILES: return "ListFiles";
     case PL_PAYLOAD_NONE: break;
     }
     return "none";
@@ -534,7 +556,10 @@ static int decode_payload(struct pl_run_request *r, bool allow_cell, struct pl_e
                                 r->cell.code_len, PL_SNIPPET_MAX_BYTES);
         return decode_files(json_object_get(p, "files"), "cell", &r->cell.files, &r->cell.nfiles,
                             err);
-    case PL_PAYLOAD_NONE: break;
+    case PL_PAYLOAD_WRITE_FILES:
+    case PL_PAYLOAD_READ_FILE:
+    case PL_PAYLOAD_LIST_FILES:
+    case PL_PAYLOAD_NONE: break; /* never a RunRequest's */
     }
     return pl_error_set(err, PL_REASON_INVALID_REQUEST, "payload: missing");
 }
@@ -555,6 +580,9 @@ void pl_run_request_clear(struct pl_run_request *r) {
     for (size_t i = 0; i < r->cell.nfiles; i++)
         free(r->cell.files[i].content);
     free(r->cell.files);
+    for (size_t i = 0; i < r->write.nfiles; i++)
+        free(r->write.files[i].content);
+    free(r->write.files);
     json_decref(r->canonical);
     memset(r, 0, sizeof(*r));
 }
@@ -604,6 +632,66 @@ int pl_run_request_decode(const char *body, size_t len, const struct pl_request_
     }
     if (decode_payload(&r, limits->allow_cell, err) < 0)
         return -1;
+    *ret = PL_TAKE_STRUCT(r);
+    return 0;
+}
+
+int pl_files_request_decode(enum pl_payload_kind kind, const char *body, size_t len,
+                            const struct pl_files_limits *limits, struct pl_run_request *ret,
+                            struct pl_error *err) {
+    PL_CLEANUP(pl_run_request_clear) struct pl_run_request r = {.kind = kind};
+    const struct msg *m = kind == PL_PAYLOAD_WRITE_FILES ? &write_files_msg
+                          : kind == PL_PAYLOAD_READ_FILE ? &read_file_msg
+                                                         : &list_files_msg;
+    json_t *root = parse_body(body, len, err);
+    if (!root)
+        return -1;
+    r.canonical = normalize(root, m, "", err);
+    json_decref(root);
+    if (!r.canonical)
+        return -1;
+    if (kind == PL_PAYLOAD_WRITE_FILES) {
+        json_t *files = json_object_get(r.canonical, "files");
+        if (json_array_size(files) == 0)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "files: at least one file");
+        if (decode_files(files, "WriteFilesRequest", &r.write.files, &r.write.nfiles, err) < 0)
+            return -1;
+        for (size_t i = 0; i < r.write.nfiles; i++)
+            r.write.bytes += r.write.files[i].len;
+        *ret = PL_TAKE_STRUCT(r);
+        return 0;
+    }
+    size_t plen = 0;
+    const char *path = str(r.canonical, "path", &plen);
+    bool is_read = kind == PL_PAYLOAD_READ_FILE;
+    if (is_read ? !path || !path_ok(path, plen) : path && plen && !path_ok(path, plen))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "path: %sa relative path inside the work directory of at most %u "
+                            "bytes, without '.', '..', empty segments or control characters",
+                            is_read ? "required, " : "", PL_PATH_MAX_BYTES);
+    r.file.path = path ? path : "";
+    json_t *v;
+    if (is_read) {
+        r.file.offset =
+            (v = json_object_get(r.canonical, "offset")) ? (unsigned)json_integer_value(v) : 0;
+        r.file.limit =
+            (v = json_object_get(r.canonical, "limit")) ? (unsigned)json_integer_value(v) : 0;
+        if (r.file.limit > limits->read_bytes)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "limit: %u bytes is past this daemon's SANDBOX_FILE_READ_BYTES "
+                                "(%u); read the rest with a later offset",
+                                r.file.limit, limits->read_bytes);
+        if (r.file.limit == 0)
+            r.file.limit = limits->read_bytes;
+    } else {
+        r.file.depth =
+            (v = json_object_get(r.canonical, "depth")) ? (unsigned)json_integer_value(v) : 0;
+        if (r.file.depth > PL_FILES_MAX_DEPTH)
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "depth: %u is past the most, %u",
+                                r.file.depth, PL_FILES_MAX_DEPTH);
+        if (r.file.depth == 0)
+            r.file.depth = 1;
+    }
     *ret = PL_TAKE_STRUCT(r);
     return 0;
 }

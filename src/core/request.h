@@ -26,7 +26,18 @@ enum pl_payload_kind {
     PL_PAYLOAD_PROJECT,
     PL_PAYLOAD_MODULE,
     PL_PAYLOAD_CELL,
+    /* A session's file calls (WriteFiles, ReadFile, ListFiles): no guest
+     * code runs. */
+    PL_PAYLOAD_WRITE_FILES,
+    PL_PAYLOAD_READ_FILE,
+    PL_PAYLOAD_LIST_FILES,
 };
+
+/* Whether kind is one of the file calls. */
+static inline bool pl_payload_is_files(enum pl_payload_kind kind) {
+    return kind == PL_PAYLOAD_WRITE_FILES || kind == PL_PAYLOAD_READ_FILE ||
+           kind == PL_PAYLOAD_LIST_FILES;
+}
 
 /* "snippet", "project", "module", "cell". */
 const char *pl_payload_name(enum pl_payload_kind kind);
@@ -89,7 +100,33 @@ struct pl_run_request {
         struct pl_file *files;
         size_t nfiles;
     } cell;
+    struct {
+        struct pl_file *files; /* WriteFiles */
+        size_t nfiles;
+        size_t bytes; /* all their bytes */
+    } write;
+    struct {
+        const char *path; /* ReadFile: a file; ListFiles: a directory, "" the work directory */
+        unsigned offset;  /* ReadFile */
+        unsigned limit;   /* ReadFile: resolved, 1..read_bytes */
+        unsigned depth;   /* ListFiles: resolved, 1..PL_FILES_MAX_DEPTH */
+    } file;
 };
+
+/* The bounds of the file calls that are settings. */
+struct pl_files_limits {
+    unsigned read_bytes; /* SANDBOX_FILE_READ_BYTES: ReadFile's most, and its default */
+};
+
+/*
+ * A session's file call: its message without session_id (WriteFiles'
+ * files; ReadFile's path, offset, limit; ListFiles' path, depth), decoded
+ * into a request of kind, whose canonical tree is what the record's
+ * request digest covers.  INVALID_REQUEST names the field and the bound.
+ */
+int pl_files_request_decode(enum pl_payload_kind kind, const char *body, size_t len,
+                            const struct pl_files_limits *limits, struct pl_run_request *ret,
+                            struct pl_error *err);
 
 /*
  * Decode a RunRequest body.  On success *ret is filled and must be released

@@ -217,6 +217,35 @@ static const struct field list_sessions_shape[] = {
     {"sessions", K_MESSAGE, true, session_info_shape},
     {NULL, K_ANY, false, NULL},
 };
+static const struct field write_files_shape[] = {
+    {"files", K_UINT32, false, NULL},
+    {"bytes", K_UINT32, false, NULL},
+    {"record", K_MESSAGE, false, run_record_shape},
+    {NULL, K_ANY, false, NULL},
+};
+static const struct field read_file_shape[] = {
+    {"path", K_STRING, false, NULL},
+    {"size", K_UINT32, false, NULL},
+    {"offset", K_UINT32, false, NULL},
+    {"content", K_STRING, false, NULL},
+    {"content_base64", K_STRING, false, NULL},
+    {"length", K_UINT32, false, NULL},
+    {"more", K_BOOL, false, NULL},
+    {"record", K_MESSAGE, false, run_record_shape},
+    {NULL, K_ANY, false, NULL},
+};
+static const struct field file_entry_shape[] = {
+    {"path", K_STRING, false, NULL}, {"path_base64", K_STRING, false, NULL},
+    {"type", K_STRING, false, NULL}, {"size", K_UINT32, false, NULL},
+    {"mode", K_UINT32, false, NULL}, {"modified_at", K_STRING, false, NULL},
+    {NULL, K_ANY, false, NULL},
+};
+static const struct field list_files_shape[] = {
+    {"entries", K_MESSAGE, true, file_entry_shape},
+    {"truncated", K_BOOL, false, NULL},
+    {"record", K_MESSAGE, false, run_record_shape},
+    {NULL, K_ANY, false, NULL},
+};
 static const struct field empty_shape[] = {{NULL, K_ANY, false, NULL}};
 /* What of a Connect error is checked; its details are read leniently. */
 static const struct field connect_error_shape[] = {
@@ -254,7 +283,8 @@ static const struct {
     {"RunInSession", run_response_shape},  {"RunCell", run_response_shape},
     {"OpenSession", open_session_shape},   {"CloseSession", empty_shape},
     {"ListSessions", list_sessions_shape}, {"GetSession", session_info_shape},
-    {"ExtendSession", session_info_shape},
+    {"ExtendSession", session_info_shape}, {"WriteFiles", write_files_shape},
+    {"ReadFile", read_file_shape},         {"ListFiles", list_files_shape},
 };
 
 static const struct field *response_shape(const char *method) {

@@ -42,9 +42,12 @@ static int tier_rank(const char *s) {
 static int check_answer(plimsoll_client *c, const json_t *sent, const json_t *answer,
                         const char *floor, const char *previous, struct plimsoll_error *err) {
     if (floor && *floor) {
-        const char *iso = exact_string(json_object_get(answer, "isolation"));
         const char *riso =
             exact_string(json_object_get(json_object_get(answer, "record"), "isolation"));
+        /* A file call's answer has no tier of its own: its record's. */
+        const char *iso = json_object_get(answer, "isolation")
+                              ? exact_string(json_object_get(answer, "isolation"))
+                              : riso;
         int want = tier_rank(floor);
         if (tier_rank(iso) < want || tier_rank(riso) < want) {
             plc_fail(err, PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH,
@@ -421,6 +424,89 @@ int plimsoll_session_extend(plimsoll_session *s, unsigned ends_in_s, json_t **re
     if (!s)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
     return plimsoll_extend_session(s->c, s->id, ends_in_s, ret, err);
+}
+
+/* ---- a session's files ----------------------------------------------------- */
+
+/* A file call: sent is the message without session_id (what the record's
+ * request digest covers), the session's chain and floor when s is set. */
+static int file_call(plimsoll_client *c, const char *id, const char *method, json_t *sent,
+                     const char *floor, plimsoll_chain *chain, json_t **ret,
+                     struct plimsoll_error *err) {
+    if (!id_ok(id)) {
+        json_decref(sent);
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a session id is 64 lowercase hex digits");
+    }
+    json_t *msg = sent ? json_copy(sent) : NULL;
+    if (!msg || json_object_set_new(msg, "session_id", json_string(id)) < 0) {
+        json_decref(sent);
+        json_decref(msg);
+        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    }
+    int r = run_call(c, method, msg, sent, floor, chain, NULL, ret, err);
+    json_decref(msg);
+    json_decref(sent);
+    return r;
+}
+
+static json_t *write_msg(const json_t *files) {
+    return json_is_array(files) ? json_pack("{s:O}", "files", (json_t *)files) : NULL;
+}
+
+static json_t *read_msg(const char *path, unsigned offset, unsigned limit) {
+    json_t *m = path ? json_pack("{s:s}", "path", path) : NULL;
+    if (m && offset)
+        json_object_set_new(m, "offset", json_integer(offset));
+    if (m && limit)
+        json_object_set_new(m, "limit", json_integer(limit));
+    return m;
+}
+
+static json_t *list_msg(const char *path, unsigned depth) {
+    json_t *m = json_object();
+    if (m && path && *path)
+        json_object_set_new(m, "path", json_string(path));
+    if (m && depth)
+        json_object_set_new(m, "depth", json_integer(depth));
+    return m;
+}
+
+int plimsoll_write_files(plimsoll_client *c, const char *session_id, const json_t *files,
+                         json_t **ret, struct plimsoll_error *err) {
+    return file_call(c, session_id, "WriteFiles", write_msg(files), NULL, NULL, ret, err);
+}
+
+int plimsoll_read_file(plimsoll_client *c, const char *session_id, const char *path,
+                       unsigned offset, unsigned limit, json_t **ret, struct plimsoll_error *err) {
+    return file_call(c, session_id, "ReadFile", read_msg(path, offset, limit), NULL, NULL, ret,
+                     err);
+}
+
+int plimsoll_list_files(plimsoll_client *c, const char *session_id, const char *path,
+                        unsigned depth, json_t **ret, struct plimsoll_error *err) {
+    return file_call(c, session_id, "ListFiles", list_msg(path, depth), NULL, NULL, ret, err);
+}
+
+int plimsoll_session_write_files(plimsoll_session *s, const json_t *files, json_t **ret,
+                                 struct plimsoll_error *err) {
+    if (!s)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
+    return file_call(s->c, s->id, "WriteFiles", write_msg(files), s->floor, s->chain, ret, err);
+}
+
+int plimsoll_session_read_file(plimsoll_session *s, const char *path, unsigned offset,
+                               unsigned limit, json_t **ret, struct plimsoll_error *err) {
+    if (!s)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
+    return file_call(s->c, s->id, "ReadFile", read_msg(path, offset, limit), s->floor, s->chain,
+                     ret, err);
+}
+
+int plimsoll_session_list_files(plimsoll_session *s, const char *path, unsigned depth, json_t **ret,
+                                struct plimsoll_error *err) {
+    if (!s)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
+    return file_call(s->c, s->id, "ListFiles", list_msg(path, depth), s->floor, s->chain, ret, err);
 }
 
 plimsoll_session *plimsoll_session_open(plimsoll_client *c, const char *const *languages,

@@ -35,6 +35,7 @@
  */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +65,9 @@ struct pl_provider_info {
     struct pl_op_caps project;
     struct pl_op_caps module;
     struct pl_op_caps session;
+    /* The session file calls (WriteFiles, ReadFile, ListFiles): supported
+     * when its session_run takes their kinds. */
+    struct pl_op_caps files;
     /* An idle session's pause gives back its admission slot (the next
      * call takes one again, or is refused AT_CAPACITY): the provider's
      * paused sandbox runs nothing (openshell's idle stop). */
@@ -82,6 +86,11 @@ struct pl_pool_report {
 };
 #define PL_MAX_POOLS 4
 
+/* What a session's file calls are given beside the request. */
+struct pl_files_ctx {
+    unsigned list_entries; /* SANDBOX_FILE_LIST_ENTRIES */
+};
+
 /* Per-run settings the core resolved before dispatch. */
 struct pl_run_ctx {
     const char *principal;
@@ -95,6 +104,8 @@ struct pl_run_ctx {
      * kept (capture.h), besides the result; NULL for every other call.  A
      * provider whose kind says `streams` gives it every kept byte. */
     const struct pl_output_sink *sink;
+    /* The file calls' bounds (a session's WriteFiles, ReadFile, ListFiles). */
+    struct pl_files_ctx files;
 };
 
 struct pl_step_result {
@@ -133,7 +144,14 @@ struct pl_run_result {
     size_t nsteps;
     bool interpreter_started; /* a cell: the call began with a fresh interpreter */
     bool cell_uplink;         /* a cell: it went over the interpreter's uplink, no exec */
-    char session_ended[256];  /* set by a session call after which the session must end: why */
+    /* ReadFile: out holds the bytes read; file_size the file's size, more
+     * whether bytes remain past them.  ListFiles: entries, a JSON array of
+     * FileEntry (owned), truncated past the entries' bound. */
+    uint64_t file_size;
+    bool more;
+    json_t *entries;
+    bool truncated;
+    char session_ended[256]; /* set by a session call after which the session must end: why */
 };
 
 /* What a provider needs to open a session's sandbox. */

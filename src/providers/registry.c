@@ -5,6 +5,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,7 @@ void pl_run_result_clear(struct pl_run_result *r) {
         free(r->steps[i].err);
     }
     free(r->steps);
+    json_decref(r->entries);
     memset(r, 0, sizeof(*r));
 }
 

@@ -72,6 +72,14 @@ json_t *pl_api_describe(struct pl_api *api) {
         "max_snippet_bytes", (json_int_t)PL_SNIPPET_MAX_BYTES, "max_request_bytes",
         (json_int_t)c->max_request_bytes, "memory_budget_applies",
         pl_provider_memory_budget_applies(api->provider));
+    json_t *ops = json_object_get(d, "operations"), *lim = json_object_get(d, "limits");
+    if (ops)
+        json_object_set_new(ops, "files", op_json(&in->files, false));
+    if (lim) {
+        json_object_set_new(lim, "file_read_bytes", json_integer(c->file_read_bytes));
+        json_object_set_new(lim, "file_list_entries", json_integer(c->file_list_entries));
+        json_object_set_new(lim, "session_max_lifetime_s", json_integer(c->session_max_lifetime_s));
+    }
     json_t *checks = json_array();
     for (size_t i = 0; checks && i < 8 && in->checks[i]; i++)
         json_array_append_new(checks, json_string(in->checks[i]));
@@ -556,7 +564,7 @@ static void route_json(struct pl_api *api, const struct pl_api_request *rq,
         return;
     }
     if (strcmp(call->method, "Run") == 0 || strcmp(call->method, "RunStream") == 0) {
-        api_run_request(api, lg->principal, rq->body, rq->body_len, NULL, false, rs, lg);
+        api_run_request(api, lg->principal, rq->body, rq->body_len, NULL, PL_PAYLOAD_NONE, rs, lg);
         return;
     }
     if (strcmp(call->method, "Explain") == 0) {
@@ -637,7 +645,7 @@ static void route_body(struct pl_api *api, const struct pl_api_request *rq,
     if (rs->status != 200 || !rs->body || !rs->content_type ||
         strcmp(rs->content_type, "application/json") != 0)
         return;
-    json_t *answer = json_loadb(rs->body, rs->body_len, 0, NULL);
+    json_t *answer = json_loadb(rs->body, rs->body_len, JSON_ALLOW_NUL, NULL);
     struct pl_buf b = {0};
     if (!answer || pl_codec_encode(out, answer, &b, &err) < 0) {
         json_decref(answer);

@@ -172,3 +172,26 @@ json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32
     json_object_set_new(o, "steps", steps);
     return o;
 }
+
+json_t *api_files_json(const struct pl_run_request *req, const struct pl_run_result *r) {
+    json_t *o = NULL;
+    switch (req->kind) {
+    case PL_PAYLOAD_WRITE_FILES:
+        return json_pack("{s:I, s:I}", "files", (json_int_t)req->write.nfiles, "bytes",
+                         (json_int_t)req->write.bytes);
+    case PL_PAYLOAD_READ_FILE:
+        o = json_pack("{s:s, s:I, s:I, s:I, s:b}", "path", req->file.path, "size",
+                      (json_int_t)(r->file_size > UINT32_MAX ? UINT32_MAX : r->file_size), "offset",
+                      (json_int_t)req->file.offset, "length", (json_int_t)r->out_len, "more",
+                      r->more);
+        if (o && put_output(o, "content", r->out, r->out_len) < 0) {
+            json_decref(o);
+            o = NULL;
+        }
+        return o;
+    case PL_PAYLOAD_LIST_FILES:
+        return json_pack("{s:O, s:b}", "entries", r->entries ? r->entries : json_array(),
+                         "truncated", r->truncated);
+    default: return NULL;
+    }
+}

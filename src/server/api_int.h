@@ -217,16 +217,22 @@ json_t *api_error_body(const struct pl_api *api, const struct pl_error *err,
  * as <name>_base64. */
 json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32_t dur_ms);
 
+/* A file call's answer (WriteFilesResponse, ReadFileResponse,
+ * ListFilesResponse) without its record: a new reference, NULL when out
+ * of memory. */
+json_t *api_files_json(const struct pl_run_request *req, const struct pl_run_result *r);
+
 /* ---- api_run.c ---- */
 
 /*
- * Run, RunInSession and RunCell share one path.  body is a RunRequest (for
- * RunCell one built from the cell and its timeout); session_id is NULL for
- * Run.  The ladder, then the provider's run on the calling thread; rs gets
- * the result or the refusal (api_refuse), lg what the line says.
+ * Run, RunInSession, RunCell and the session's file calls share one path.
+ * inner says what body is: PL_PAYLOAD_NONE a RunRequest, PL_PAYLOAD_CELL
+ * the RunRequest built from a cell and its timeout, a file kind the file
+ * call's message without session_id; session_id is NULL for Run.  The ladder, then the provider's
+ * run on the calling thread; rs gets the result or the refusal (api_refuse), lg what the line says.
  */
 void api_run_request(struct pl_api *api, const char *principal, const char *body, size_t body_len,
-                     const char *session_id, bool cell, struct pl_api_response *rs,
+                     const char *session_id, enum pl_payload_kind inner, struct pl_api_response *rs,
                      struct call_log *lg);
 
 /*
@@ -236,7 +242,7 @@ void api_run_request(struct pl_api *api, const char *principal, const char *body
  * call would get; the caller spent one rate token first.
  */
 void api_run_explain(struct pl_api *api, const char *principal, const char *body, size_t body_len,
-                     const char *session_id, bool cell, struct pl_api_response *rs,
+                     const char *session_id, enum pl_payload_kind inner, struct pl_api_response *rs,
                      struct call_log *lg);
 
 /* ---- api_sessions.c ---- */

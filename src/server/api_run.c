@@ -58,6 +58,9 @@ static const struct pl_op_caps *caps_for(const struct pl_provider_info *in,
     case PL_PAYLOAD_SNIPPET: return &in->snippet;
     case PL_PAYLOAD_PROJECT: return &in->project;
     case PL_PAYLOAD_MODULE: return &in->module;
+    case PL_PAYLOAD_WRITE_FILES:
+    case PL_PAYLOAD_READ_FILE:
+    case PL_PAYLOAD_LIST_FILES: return &in->files;
     default: return NULL;
     }
 }
@@ -145,6 +148,11 @@ static int check_payload_supported(struct run_call *c, struct call_log *lg) {
         return pl_error_set(&c->err, PL_REASON_UNSUPPORTED,
                             "a session runs snippets, projects and cells, not modules");
     }
+    if ((!c->caps || !c->caps->supported) && pl_payload_is_files(c->req.kind))
+        return pl_error_set(&c->err, PL_REASON_UNSUPPORTED,
+                            "provider \"%s\" has no session file calls (Describe: "
+                            "operations.files)",
+                            name);
     if (!c->caps || !c->caps->supported)
         return pl_error_set(&c->err, PL_REASON_UNSUPPORTED,
                             "provider \"%s\" does not run %s payloads", name,
@@ -338,7 +346,8 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
     struct pl_run_ctx ctx = {.principal = c->principal,
                              .timeout_ms = c->timeout_ms,
                              .memory_mb = c->req.memory_mb ? c->req.memory_mb : cfg->memory_mb,
-                             .output_bytes = cfg->output_bytes};
+                             .output_bytes = cfg->output_bytes,
+                             .files = {.list_entries = cfg->file_list_entries}};
     if (pl_random_hex(ctx.run_id, sizeof(ctx.run_id), 16) < 0) {
         release_place(c);
         pl_error_set(&c->err, PL_REASON_INTERNAL, "no randomness available");
@@ -378,16 +387,22 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
          * find its sandbox's wall not in place before any code ran
          * (NOT_READY: a hosted sandbox's policy read back); anything else
          * it reports is infrastructure, and ends a session. */
-        if (c->err.reason != PL_REASON_INVALID_REQUEST &&
-            c->err.reason != PL_REASON_SESSION_ENDED && c->err.reason != PL_REASON_NOT_READY)
+        /* A file call's path that names nothing is NOT_FOUND, and like
+         * INVALID_REQUEST it ends no session. */
+        bool turned_down =
+            c->err.reason == PL_REASON_INVALID_REQUEST ||
+            (c->err.reason == PL_REASON_NOT_FOUND && pl_payload_is_files(c->req.kind));
+        if (!turned_down && c->err.reason != PL_REASON_SESSION_ENDED &&
+            c->err.reason != PL_REASON_NOT_READY)
             c->err.reason = PL_REASON_INTERNAL;
         if (c->ss)
-            pl_sessions_done(api->sessions, c->ss, NULL,
-                             c->err.reason == PL_REASON_INVALID_REQUEST ? NULL : c->err.message);
+            pl_sessions_done(api->sessions, c->ss, NULL, turned_down ? NULL : c->err.message);
         c->ss = NULL;
         return -1;
     }
-    json_t *out = api_result_json(&res, prov->info.tier, (uint32_t)(elapsed / 1000000ull));
+    bool files = pl_payload_is_files(c->req.kind);
+    json_t *out = files ? api_files_json(&c->req, &res)
+                        : api_result_json(&res, prov->info.tier, (uint32_t)(elapsed / 1000000ull));
     if (out && c->cell)
         json_object_set_new(out, "interpreter_started", json_boolean(res.interpreter_started));
     if (c->cell)
@@ -404,21 +419,35 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
         json_decref(out);
         return pl_error_set(&c->err, PL_REASON_INTERNAL, "could not encode the result");
     }
-    pl_metrics_run(api->metrics, oc, prov->info.tier, elapsed);
-    lg->outcome = "ran";
+    if (!files)
+        pl_metrics_run(api->metrics, oc, prov->info.tier, elapsed);
+    lg->outcome = files ? "ok" : "ran";
     api_set_json(rs, 200, out);
     return 0;
 }
 
-void api_run_request(struct pl_api *api, const char *principal, const char *body, size_t body_len,
-                     const char *session_id, bool cell, struct pl_api_response *rs,
-                     struct call_log *lg) {
+/* The call's request, as api_run_request's inner says it is. */
+static int decode_call(const struct pl_api *api, enum pl_payload_kind inner, const char *body,
+                       size_t body_len, struct pl_run_request *ret, struct pl_error *err) {
     const struct pl_config *cfg = api->config;
-    struct pl_request_limits limits = {
-        .max_timeout_ms = cfg->max_timeout_ms, .memory_mb = cfg->memory_mb, .allow_cell = cell};
-    struct run_call c = {
-        .api = api, .principal = principal, .session_id = session_id, .cell = cell};
-    int r = pl_run_request_decode(body, body_len, &limits, &c.req, &c.err);
+    if (pl_payload_is_files(inner)) {
+        struct pl_files_limits fl = {.read_bytes = cfg->file_read_bytes};
+        return pl_files_request_decode(inner, body, body_len, &fl, ret, err);
+    }
+    struct pl_request_limits limits = {.max_timeout_ms = cfg->max_timeout_ms,
+                                       .memory_mb = cfg->memory_mb,
+                                       .allow_cell = inner == PL_PAYLOAD_CELL};
+    return pl_run_request_decode(body, body_len, &limits, ret, err);
+}
+
+void api_run_request(struct pl_api *api, const char *principal, const char *body, size_t body_len,
+                     const char *session_id, enum pl_payload_kind inner, struct pl_api_response *rs,
+                     struct call_log *lg) {
+    struct run_call c = {.api = api,
+                         .principal = principal,
+                         .session_id = session_id,
+                         .cell = inner == PL_PAYLOAD_CELL};
+    int r = decode_call(api, inner, body, body_len, &c.req, &c.err);
     for (size_t i = 0; r == 0 && i < sizeof(ladder) / sizeof(ladder[0]); i++)
         r = ladder[i].check_fn(&c, lg);
     if (r == 0)
@@ -460,19 +489,19 @@ static int ticket_add(struct run_call *c, json_t *checks, const char *check, con
 }
 
 void api_run_explain(struct pl_api *api, const char *principal, const char *body, size_t body_len,
-                     const char *session_id, bool cell, struct pl_api_response *rs,
+                     const char *session_id, enum pl_payload_kind inner, struct pl_api_response *rs,
                      struct call_log *lg) {
-    const struct pl_config *cfg = api->config;
-    struct pl_request_limits limits = {
-        .max_timeout_ms = cfg->max_timeout_ms, .memory_mb = cfg->memory_mb, .allow_cell = cell};
     struct run_call c = {.api = api,
                          .principal = principal,
                          .session_id = session_id,
-                         .cell = cell,
+                         .cell = inner == PL_PAYLOAD_CELL,
                          .explain = true};
     json_t *checks = json_array();
-    int r = pl_run_request_decode(body, body_len, &limits, &c.req, &c.err);
-    VALUE(&c, "the %s decodes within the request limits", cell ? "cell" : "RunRequest");
+    int r = decode_call(api, inner, body, body_len, &c.req, &c.err);
+    VALUE(&c, "the %s decodes within the request limits",
+          c.cell                       ? "cell"
+          : pl_payload_is_files(inner) ? pl_payload_name(inner)
+                                       : "RunRequest");
     int bad = !checks || ticket_add(&c, checks, "request", "the request (INVALID_REQUEST)", r);
     for (size_t i = 0; r == 0 && !bad && i < sizeof(ladder) / sizeof(ladder[0]); i++) {
         c.value[0] = '\0';

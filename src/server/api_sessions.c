@@ -15,9 +15,9 @@
 #include "../core/record.h"
 #include "api_int.h"
 
-const char *const api_session_methods[] = {"OpenSession",  "RunInSession",  "RunCell",
-                                           "CloseSession", "RunCellStream", "ListSessions",
-                                           "GetSession",   "ExtendSession", NULL};
+const char *const api_session_methods[] = {
+    "OpenSession", "RunInSession",  "RunCell",    "CloseSession", "RunCellStream", "ListSessions",
+    "GetSession",  "ExtendSession", "WriteFiles", "ReadFile",     "ListFiles",     NULL};
 
 /* Decode a small outer message: a JSON object whose keys are all in
  * fields (snake_case, or its camelCase twin in camel). */
@@ -80,8 +80,8 @@ static int sessions_available(struct pl_api *api, struct pl_error *err) {
     return 0;
 }
 
-static void run_inner(struct pl_api *api, const char *principal, bool cell, bool explain,
-                      const struct pl_api_request *rq, struct pl_api_response *rs,
+static void run_inner(struct pl_api *api, const char *principal, enum pl_payload_kind inner,
+                      bool explain, const struct pl_api_request *rq, struct pl_api_response *rs,
                       struct call_log *lg);
 
 static int open_session(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
@@ -237,26 +237,80 @@ void api_handle_session_call(struct pl_api *api, const char *principal, const ch
         rc = get_session(api, principal, rq, rs, lg, &err);
     } else if (strcmp(method, "ExtendSession") == 0) {
         rc = extend_session(api, principal, rq, rs, lg, ended, sizeof(ended), &err);
+    } else if (strcmp(method, "WriteFiles") == 0) {
+        run_inner(api, principal, PL_PAYLOAD_WRITE_FILES, false, rq, rs, lg);
+        return;
+    } else if (strcmp(method, "ReadFile") == 0) {
+        run_inner(api, principal, PL_PAYLOAD_READ_FILE, false, rq, rs, lg);
+        return;
+    } else if (strcmp(method, "ListFiles") == 0) {
+        run_inner(api, principal, PL_PAYLOAD_LIST_FILES, false, rq, rs, lg);
+        return;
     } else {
         /* RunInSession and RunCell: an inner RunRequest, decoded by the Run path. */
-        run_inner(api, principal,
-                  strcmp(method, "RunCell") == 0 || strcmp(method, "RunCellStream") == 0, false, rq,
-                  rs, lg);
+        bool cell = strcmp(method, "RunCell") == 0 || strcmp(method, "RunCellStream") == 0;
+        run_inner(api, principal, cell ? PL_PAYLOAD_CELL : PL_PAYLOAD_NONE, false, rq, rs, lg);
         return;
     }
     if (rc < 0)
         api_refuse(api, rs, lg, &err, ended[0] ? ended : NULL);
 }
 
-/* The inner call of RunInSession, RunCell or Explain, read from the outer
- * message: the RunRequest's text (for a cell one built from it and its
- * timeout), the session id (or "-" for one of the wrong length; "" for an
- * Explain without one) and whether it is a cell. */
+/* The inner call of RunInSession, RunCell, a file call or Explain, read
+ * from the outer message: the inner message's text (a RunRequest; for a
+ * cell one built from it and its timeout; a file call's message without
+ * session_id), the session id (or "-" for one of the wrong length; "" for
+ * an Explain without one) and what the text is. */
 struct inner_call {
     char *text;
-    bool cell;
+    enum pl_payload_kind inner;
     char id[PL_SESSION_ID_LEN + 1];
 };
+
+/* The file calls' messages: what each outer message may hold besides
+ * session_id, snake_case and camelCase. */
+static const char *const write_f[] = {"session_id", "files", NULL}, *const write_c[] = {
+                                                                        "sessionId", "files", NULL};
+static const char *const read_f[] = {"session_id", "path", "offset", "limit", NULL},
+                         *const read_c[] = {"sessionId", "path", "offset", "limit", NULL};
+static const char *const list_f[] = {"session_id", "path", "depth", NULL}, *const list_c[] = {
+                                                                               "sessionId", "path",
+                                                                               "depth", NULL};
+
+static const struct {
+    enum pl_payload_kind kind;
+    const char *message; /* the request message's name */
+    const char *explain; /* its member of ExplainRequest */
+    const char *const *f, *const *c;
+} file_calls[] = {
+    {PL_PAYLOAD_WRITE_FILES, "WriteFilesRequest", "write_files", write_f, write_c},
+    {PL_PAYLOAD_READ_FILE, "ReadFileRequest", "read_file", read_f, read_c},
+    {PL_PAYLOAD_LIST_FILES, "ListFilesRequest", "list_files", list_f, list_c},
+};
+
+static int file_call_of(enum pl_payload_kind kind) {
+    for (int i = 0; i < 3; i++)
+        if (file_calls[i].kind == kind)
+            return i;
+    return -1;
+}
+
+/* A file call's inner text: its message without session_id (which an
+ * Explain's member must not hold: the ExplainRequest's names the session). */
+static char *file_text(json_t *m, int which, bool in_explain, struct pl_error *err) {
+    if (in_explain && json_object_get(m, "session_id")) {
+        pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                     "ExplainRequest.%s: no session_id inside (the ExplainRequest's names the "
+                     "session)",
+                     file_calls[which].explain);
+        return NULL;
+    }
+    json_object_del(m, "session_id");
+    char *t = json_dumps(m, JSON_COMPACT);
+    if (!t)
+        pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    return t;
+}
 
 static int inner_call_read(struct pl_api *api, const char *principal, bool explain,
                            const struct pl_api_request *rq, struct inner_call *ret,
@@ -268,91 +322,127 @@ static int inner_call_read(struct pl_api *api, const char *principal, bool expla
                                                                                     "cell",
                                                                                     "timeoutMs",
                                                                                     NULL};
-    static const char *const ef[] = {"session_id", "run", "cell", "timeout_ms", NULL},
-                             *const ec[] = {"sessionId", "run", "cell", "timeoutMs", NULL};
-    bool cell = ret->cell;
+    static const char *const ef[] = {"session_id",  "run",       "cell",       "timeout_ms",
+                                     "write_files", "read_file", "list_files", NULL},
+                             *const ec[] = {"sessionId",  "run",      "cell",      "timeoutMs",
+                                            "writeFiles", "readFile", "listFiles", NULL};
+    enum pl_payload_kind inner = ret->inner;
+    int fc = file_call_of(inner);
     const char *id = NULL;
     PL_AUTO_JSON json_t *m = decode_outer(rq->body, rq->body_len,
-                                          explain ? "ExplainRequest"
-                                          : cell  ? "RunCellRequest"
-                                                  : "RunInSessionRequest",
-                                          explain ? ef
-                                          : cell  ? cf
-                                                  : rf,
-                                          explain ? ec
-                                          : cell  ? cc
-                                                  : rc,
+                                          explain                    ? "ExplainRequest"
+                                          : fc >= 0                  ? file_calls[fc].message
+                                          : inner == PL_PAYLOAD_CELL ? "RunCellRequest"
+                                                                     : "RunInSessionRequest",
+                                          explain                    ? ef
+                                          : fc >= 0                  ? file_calls[fc].f
+                                          : inner == PL_PAYLOAD_CELL ? cf
+                                                                     : rf,
+                                          explain                    ? ec
+                                          : fc >= 0                  ? file_calls[fc].c
+                                          : inner == PL_PAYLOAD_CELL ? cc
+                                                                     : rc,
                                           err);
     if (!m)
         return -1;
+    json_t *files_member = NULL;
     if (explain) {
-        /* the Run, RunInSession or RunCell it stands for */
-        cell = json_object_get(m, "cell") != NULL;
-        if (cell == (json_object_get(m, "run") != NULL))
+        /* the call it stands for */
+        int members = 0;
+        inner = PL_PAYLOAD_NONE;
+        if (json_object_get(m, "run"))
+            members++;
+        if (json_object_get(m, "cell")) {
+            members++;
+            inner = PL_PAYLOAD_CELL;
+        }
+        for (int i = 0; i < 3; i++)
+            if ((files_member = json_object_get(m, file_calls[i].explain)) != NULL) {
+                members++;
+                inner = file_calls[i].kind;
+                fc = i;
+            }
+        if (fc >= 0)
+            files_member = json_object_get(m, file_calls[fc].explain);
+        if (members != 1)
             return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                                "ExplainRequest: exactly one of run and cell");
-        if (!cell && json_object_get(m, "timeout_ms"))
+                                "ExplainRequest: exactly one of run, cell, write_files, read_file "
+                                "and list_files");
+        if (inner != PL_PAYLOAD_CELL && json_object_get(m, "timeout_ms"))
             return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                                 "ExplainRequest: timeout_ms goes with a cell (a run's is in the "
                                 "run)");
         if (json_object_get(m, "session_id") && !(id = session_id_of(m, err)))
             return -1;
-        if (cell && !id)
+        if (inner != PL_PAYLOAD_NONE && !id)
             return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                                "ExplainRequest: a cell runs only in a session (session_id)");
+                                "ExplainRequest: a %s runs only in a session (session_id)",
+                                inner == PL_PAYLOAD_CELL ? "cell" : "file call");
         /* It counts against the rate limit: no probing for free. */
         if (pl_admission_spend(api->admission, principal, err) < 0)
             return -1;
     } else if (!(id = session_id_of(m, err))) {
         return -1;
     }
-    PL_AUTO_JSON json_t *inner = NULL;
-    if (cell) {
-        json_t *c = json_object_get(m, "cell");
-        if (!json_is_object(c))
-            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "cell: required");
-        inner = json_pack("{s:O}", "cell", c);
-        json_t *t = json_object_get(m, "timeout_ms");
-        if (inner && t)
-            json_object_set(inner, "timeout_ms", t);
-    } else {
-        inner = json_incref(json_object_get(m, "run"));
-        if (!json_is_object(inner))
-            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "run: required");
-    }
-    ret->text = inner ? json_dumps(inner, JSON_COMPACT) : NULL;
-    if (!ret->text)
-        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    ret->cell = cell;
+    /* The id first: a file call's text is made by taking it out of m. */
     if (!id)
         ret->id[0] = '\0';
     else if (strlen(id) == PL_SESSION_ID_LEN)
         memcpy(ret->id, id, sizeof(ret->id));
     else
         snprintf(ret->id, sizeof(ret->id), "-"); /* a wrong length is simply no session */
+    id = NULL;
+    PL_AUTO_JSON json_t *in = NULL;
+    if (fc >= 0) {
+        json_t *src = explain ? files_member : m;
+        if (!json_is_object(src))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: must be an object",
+                                file_calls[fc].explain);
+        ret->text = file_text(src, fc, explain, err);
+        if (!ret->text)
+            return -1;
+    } else {
+        if (inner == PL_PAYLOAD_CELL) {
+            json_t *c = json_object_get(m, "cell");
+            if (!json_is_object(c))
+                return pl_error_set(err, PL_REASON_INVALID_REQUEST, "cell: required");
+            in = json_pack("{s:O}", "cell", c);
+            json_t *t = json_object_get(m, "timeout_ms");
+            if (in && t)
+                json_object_set(in, "timeout_ms", t);
+        } else {
+            in = json_incref(json_object_get(m, "run"));
+            if (!json_is_object(in))
+                return pl_error_set(err, PL_REASON_INVALID_REQUEST, "run: required");
+        }
+        ret->text = in ? json_dumps(in, JSON_COMPACT) : NULL;
+        if (!ret->text)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    ret->inner = inner;
     return 0;
 }
 
-/* RunInSession, RunCell and Explain: the inner call, then the Run path
- * (explain: its ladder alone). */
-static void run_inner(struct pl_api *api, const char *principal, bool cell, bool explain,
-                      const struct pl_api_request *rq, struct pl_api_response *rs,
+/* RunInSession, RunCell, the file calls and Explain: the inner call, then
+ * the Run path (explain: its ladder alone). */
+static void run_inner(struct pl_api *api, const char *principal, enum pl_payload_kind inner,
+                      bool explain, const struct pl_api_request *rq, struct pl_api_response *rs,
                       struct call_log *lg) {
     struct pl_error err = {0};
-    struct inner_call in = {.cell = cell};
+    struct inner_call in = {.inner = inner};
     if (inner_call_read(api, principal, explain, rq, &in, &err) < 0) {
         api_refuse(api, rs, lg, &err, NULL);
         return;
     }
     PL_AUTO_FREE char *text = in.text;
     if (explain)
-        api_run_explain(api, principal, text, strlen(text), in.id[0] ? in.id : NULL, in.cell, rs,
+        api_run_explain(api, principal, text, strlen(text), in.id[0] ? in.id : NULL, in.inner, rs,
                         lg);
     else
-        api_run_request(api, principal, text, strlen(text), in.id, in.cell, rs, lg);
+        api_run_request(api, principal, text, strlen(text), in.id, in.inner, rs, lg);
 }
 
 void api_handle_explain(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
                         struct pl_api_response *rs, struct call_log *lg) {
-    run_inner(api, principal, false, true, rq, rs, lg);
+    run_inner(api, principal, PL_PAYLOAD_NONE, true, rq, rs, lg);
 }

@@ -285,7 +285,7 @@ static int encode_result(enum api_protocol p, const struct pl_api_response *rs, 
         const ProtobufCMessageDescriptor *in, *out;
         struct pl_error err = {0};
         struct pl_buf res = {0};
-        json_t *answer = json_loadb(rs->body, rs->body_len, 0, NULL);
+        json_t *answer = json_loadb(rs->body, rs->body_len, JSON_ALLOW_NUL, NULL);
         r = answer && pl_codec_method("Run", &in, &out) == 0 &&
                     pl_codec_encode(out, answer, &res, &err) == 0
                 ? 0

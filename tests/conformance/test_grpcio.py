@@ -130,6 +130,16 @@ class GrpcIO(unittest.TestCase):
             self.assertEqual(joined, res.get(name, "").encode(), name)
         return res
 
+    def test_output_holding_nul(self):
+        """NUL is UTF-8 (a JSON "\\u0000" in the answer the codec encodes):
+        it crosses the binary codec, unary and streamed."""
+        code = "console.log('a\\u0000b')"
+        [u, st] = self.calls([{"method": "Run", "request": js(code)},
+                              {"method": "RunStream", "request": js(code)}])
+        self.assertIn("ok", u, u)
+        self.assertEqual(u["ok"]["stdout"], "a\x00b\n")
+        self.assertEqual(self.stream_checks(st)["stdout"], "a\x00b\n")
+
     def test_run_stream(self):
         code = "for (let i = 0; i < 3; i++) console.log('line ' + i); console.error('e')"
         [a, refused] = self.calls([

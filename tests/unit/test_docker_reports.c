@@ -187,11 +187,101 @@ static void test_last_line(void **state) {
     free(b);
 }
 
+static void test_read_report(void **state) {
+    (void)state;
+    uint64_t size = 0;
+    size_t head = 0;
+    const char ok[] = "PLIMSOLL {\"size\":11}\nhello";
+    assert_int_equal(pl_docker_read_report(ok, sizeof(ok) - 1, &size, &head), 0);
+    assert_int_equal(size, 11);
+    assert_string_equal(ok + head, "hello");
+    const char *bad[] = {"PLIMSOLL {\"size\":-1}\n",
+                         "PLIMSOLL {\"size\":4294967296}\n",
+                         "PLIMSOLL {\"size\":1,\"x\":2}\n",
+                         "PLIMSOLL {\"size\":1.5}\n",
+                         "PLIMSOLL {\"size\":\"1\"}\n",
+                         "PLIMSOLL {\"size\":1}",
+                         "PLIMSOL {\"size\":1}\n",
+                         "x\nPLIMSOLL {\"size\":1}\n",
+                         ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(pl_docker_read_report(bad[i], strlen(bad[i]), &size, &head), -1);
+}
+
+static int list(const char *out, size_t most, json_t **entries, bool *truncated) {
+    return pl_docker_list_report(out, strlen(out), most, entries, truncated);
+}
+
+static void test_list_report(void **state) {
+    (void)state;
+    json_t *e = NULL;
+    bool t = true;
+    /* "a", "a/b", and the bytes ff 2e 78 (not UTF-8) */
+    const char *ok = "{\"p\":\"YQ==\",\"t\":\"directory\",\"s\":0,\"m\":493,\"mt\":0}\n"
+                     "{\"p\":\"YS9i\",\"t\":\"file\",\"s\":5000000000,\"m\":420,"
+                     "\"mt\":1700000000123456789}\n"
+                     "{\"p\":\"/y54\",\"t\":\"fifo\",\"s\":0,\"m\":0,\"mt\":1}\n"
+                     "PLIMSOLL {\"truncated\":false}\n";
+    assert_int_equal(list(ok, 3, &e, &t), 0);
+    assert_false(t);
+    assert_int_equal(json_array_size(e), 3);
+    json_t *b = json_array_get(e, 1);
+    assert_string_equal(json_string_value(json_object_get(b, "path")), "a/b");
+    assert_int_equal(json_integer_value(json_object_get(b, "size")), 4294967295);
+    assert_string_equal(json_string_value(json_object_get(b, "modified_at")),
+                        "2023-11-14T22:13:20.123456789Z");
+    json_t *odd = json_array_get(e, 2);
+    assert_string_equal(json_string_value(json_object_get(odd, "path")), "\xef\xbf\xbd.x");
+    assert_string_equal(json_string_value(json_object_get(odd, "path_base64")), "/y54");
+    json_decref(e);
+    assert_int_equal(list(ok, 2, &e, &t), -1); /* more than most */
+    assert_null(e);
+    assert_int_equal(list("PLIMSOLL {\"truncated\":true}\n", 0, &e, &t), 0);
+    assert_true(t);
+    assert_int_equal(json_array_size(e), 0);
+    json_decref(e);
+    /* "..", "/etc", "a//b", ".", "" and NUL, a wrong type, a mode past
+     * 07777, a member more or less, torn, bytes after the end */
+    const char *bad[] = {
+        "{\"p\":\"Li4=\",\"t\":\"file\",\"s\":0,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"L2V0Yw==\",\"t\":\"file\",\"s\":0,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"YS8vYg==\",\"t\":\"file\",\"s\":0,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"Lg==\",\"t\":\"file\",\"s\":0,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"\",\"t\":\"file\",\"s\":0,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"YQBi\",\"t\":\"file\",\"s\":0,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"t\":\"door\",\"s\":0,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"t\":\"file\",\"s\":0,\"m\":4096,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"t\":\"file\",\"s\":0,\"m\":0}\nPLIMSOLL {\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"t\":\"file\",\"s\":0,\"m\":0,\"mt\":0,\"x\":1}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"t\":\"file\",\"s\":-1,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"t\":\"file\",\"s\":0,\"m\":0,\"mt\":0}\nPLIMSOLL "
+        "{\"truncated\":false}",
+        "PLIMSOLL {\"truncated\":false}\nmore\n",
+        "PLIMSOLL {\"truncated\":0}\n",
+        "",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(list(bad[i], 8, &e, &t), -1);
+        assert_null(e);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_files_report_accepted), cmocka_unit_test(test_files_report_refused),
         cmocka_unit_test(test_agent_report),          cmocka_unit_test(test_last_line),
-        cmocka_unit_test(test_runner_word),
+        cmocka_unit_test(test_runner_word),           cmocka_unit_test(test_read_report),
+        cmocka_unit_test(test_list_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

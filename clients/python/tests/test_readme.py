@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The README's examples run as written against the wasm daemon."""
+"""The README's examples run as written against the wasm daemon (the
+session examples against the harness's session daemon)."""
 from __future__ import annotations
 
 import contextlib
@@ -77,6 +78,23 @@ class Readme(unittest.TestCase):
         assert section is not None
         pairs = re.findall(r"```python\n(.*?)```\n+<!-- doc: output -->\n```\n(.*?)```",
                            section.group(1), re.S)
+        self.assertEqual(len(pairs), 2)
+        for n, (block, shown) in enumerate(pairs):
+            with self.subTest(block=n):
+                out = io.StringIO()
+                with readme_environment("PLIMSOLL_TEST_SESSION_URL"), \
+                        contextlib.redirect_stdout(out):
+                    exec(compile(block, README, "exec"), {"__name__": "readme"})
+                self.assertEqual(out.getvalue(), shown)
+
+    def test_session_files_examples(self) -> None:
+        """The blocks of "A session's files", each with the output the
+        README shows after it, against the harness's session daemon."""
+        with open(README, encoding="utf-8") as f:
+            section = re.search(r"^## A session's files\n(.*?)^## ", f.read(), re.S | re.M)
+        assert section is not None
+        pairs = re.findall(r"<!-- doc: run docker-sessions -->\n```python\n(.*?)```\n+"
+                           r"<!-- doc: output -->\n```\n(.*?)```", section.group(1), re.S)
         self.assertEqual(len(pairs), 2)
         for n, (block, shown) in enumerate(pairs):
             with self.subTest(block=n):

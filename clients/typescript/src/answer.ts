@@ -230,6 +230,9 @@ const LIMITS: Shape = {
   max_snippet_bytes: "uint32",
   max_request_bytes: "uint32",
   memory_budget_applies: "bool",
+  file_read_bytes: "uint32",
+  file_list_entries: "uint32",
+  session_max_lifetime_s: "uint32",
 };
 const DESCRIBE_RESPONSE: Shape = {
   version: "string",
@@ -240,7 +243,7 @@ const DESCRIBE_RESPONSE: Shape = {
   ready_detail: "string",
   supports_sessions: "bool",
   languages: ["string"],
-  operations: { snippet: OPERATION_SUPPORT, project: OPERATION_SUPPORT, module: OPERATION_SUPPORT, session: OPERATION_SUPPORT },
+  operations: { snippet: OPERATION_SUPPORT, project: OPERATION_SUPPORT, module: OPERATION_SUPPORT, session: OPERATION_SUPPORT, files: OPERATION_SUPPORT },
   limits: LIMITS,
 };
 
@@ -264,6 +267,27 @@ const SESSION_INFO: Shape = {
   max_lifetime_s: "uint32",
 };
 
+const WRITE_FILES_RESPONSE: Shape = { files: "uint32", bytes: "uint32", record: RUN_RECORD };
+const READ_FILE_RESPONSE: Shape = {
+  path: "string",
+  size: "uint32",
+  offset: "uint32",
+  content: "string",
+  content_base64: "string",
+  length: "uint32",
+  more: "bool",
+  record: RUN_RECORD,
+};
+const FILE_ENTRY: Shape = {
+  path: "string",
+  path_base64: "string",
+  type: "string",
+  size: "uint32",
+  mode: "uint32",
+  modified_at: "string",
+};
+const LIST_FILES_RESPONSE: Shape = { entries: [FILE_ENTRY], truncated: "bool", record: RUN_RECORD };
+
 /** The 200 answer of each method. */
 export const RESPONSES: Readonly<Record<string, Shape>> = {
   Describe: DESCRIBE_RESPONSE,
@@ -275,6 +299,9 @@ export const RESPONSES: Readonly<Record<string, Shape>> = {
   ListSessions: { sessions: [SESSION_INFO] },
   GetSession: SESSION_INFO,
   ExtendSession: SESSION_INFO,
+  WriteFiles: WRITE_FILES_RESPONSE,
+  ReadFile: READ_FILE_RESPONSE,
+  ListFiles: LIST_FILES_RESPONSE,
 };
 
 /** The states a SessionInfo may be in. */
@@ -299,6 +326,65 @@ function checkSessionInfo(v: Record<string, unknown>, where: string): void {
   }
 }
 
+/** The types a FileEntry may have. */
+export const FILE_ENTRY_TYPES = ["file", "directory", "symlink", "fifo", "socket", "device", "other"] as const;
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+/**
+ * The bytes of a bytes member (`where`): base64 in the standard alphabet or
+ * the URL-safe one (proto3 JSON takes both), padded or not; else Malformed.
+ */
+export function base64Member(text: string, where: string): Uint8Array {
+  const bare = text.replace(/=+$/, "");
+  const padded = text.length !== bare.length;
+  if (!BASE64.test(text) || bare.length % 4 === 1 || (padded && text.length % 4 !== 0)) {
+    throw new Malformed(`${where} is not base64`);
+  }
+  const bin = atob(bare.replace(/-/g, "+").replace(/_/g, "/"));
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+const utf8Length = (s: string): number => new TextEncoder().encode(s).length;
+
+/**
+ * A ReadFile answer: `content_base64`, when set, is base64, and `length`
+ * is the number of bytes that came (those of `content_base64`, else of
+ * `content` in UTF-8).
+ */
+function checkReadFile(v: Record<string, unknown>, where: string): void {
+  const b64 = v["content_base64"];
+  const content = v["content"];
+  const bytes =
+    typeof b64 === "string" && b64 !== ""
+      ? base64Member(b64, `${where}.content_base64`).length
+      : utf8Length(typeof content === "string" ? content : "");
+  const length = v["length"] ?? 0;
+  if (length !== bytes) {
+    throw new Malformed(`${where}.length is ${String(length)}, but ${bytes} bytes came`);
+  }
+}
+
+/** A ListFiles answer: each entry has a path, a type of FILE_ENTRY_TYPES, and a path_base64 that is base64. */
+function checkListFiles(v: Record<string, unknown>, where: string): void {
+  const entries = v["entries"];
+  if (!Array.isArray(entries)) return;
+  entries.forEach((e: Record<string, unknown>, i: number) => {
+    const at = `${where}.entries[${i}]`;
+    const path = e["path"];
+    if (typeof path !== "string" || path === "") throw new Malformed(`${at}.path is missing or empty`);
+    const type = e["type"];
+    if (typeof type !== "string" || !(FILE_ENTRY_TYPES as readonly string[]).includes(type)) {
+      throw new Malformed(`${at}.type is ${JSON.stringify(type ?? "")}, not one of ${FILE_ENTRY_TYPES.join(", ")}`);
+    }
+    const b64 = e["path_base64"];
+    if (typeof b64 === "string" && b64 !== "" && base64Member(b64, `${at}.path_base64`).length === 0) {
+      throw new Malformed(`${at}.path_base64 holds no bytes`);
+    }
+  });
+}
+
 /** What some methods' answers must hold beyond their members' types (checkAnswer). */
 const REQUIRED: Readonly<Record<string, (answer: Record<string, unknown>, where: string) => void>> = {
   ListSessions: (answer, where) => {
@@ -309,6 +395,8 @@ const REQUIRED: Readonly<Record<string, (answer: Record<string, unknown>, where:
   },
   GetSession: checkSessionInfo,
   ExtendSession: checkSessionInfo,
+  ReadFile: checkReadFile,
+  ListFiles: checkListFiles,
 };
 
 /** What of a Connect error is checked; its details are read leniently. */

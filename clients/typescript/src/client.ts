@@ -25,6 +25,7 @@ import {
 } from "./errors.js";
 import { Chain, canonical, checkRecord } from "./record.js";
 import { readKeyFile, resolveKey, resolveUrl } from "./config.js";
+import { packFiles, readLocal, remoteDirOf, walkUpload, writeLocal } from "./files.js";
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
   envelope,
@@ -47,20 +48,29 @@ import {
   description,
   encodeBase64,
   type FileInput,
+  type ListFilesOptions,
+  type ListFilesResult,
+  listFilesResult,
   type ModuleInput,
   type ProjectInput,
+  type ReadFileOptions,
+  type ReadFileResult,
+  readFileResult,
   type RunOptions,
   RunResult,
   type SessionInfo,
   sessionInfo,
   type SnippetInput,
   type StepInput,
+  type UploadResult,
   tierRank,
   TIERS,
   type WireCell,
   type WireFile,
   type WireRunRequest,
   type WireStep,
+  type WriteFilesResult,
+  writeFilesResult,
 } from "./types.js";
 
 const SERVICE = "/plimsoll.v1.SandboxService/";
@@ -169,6 +179,44 @@ function checkEndsIn(value: unknown): void {
   if (!Number.isInteger(value) || value < 1 || value > 0xffffffff) {
     throw new RangeError(`endsInS must be an integer from 1 to 4294967295, not ${value}`);
   }
+}
+
+/** A path argument of a file call: a string (the daemon judges the rest). */
+function checkPath(name: string, value: unknown): void {
+  if (typeof value !== "string") {
+    throw new TypeError(`${name} must be a string, not ${value === null ? "null" : typeof value}`);
+  }
+}
+
+/** An options argument: undefined, or an object. */
+function checkOptions(name: string, value: unknown): void {
+  if (value !== undefined && (typeof value !== "object" || value === null || Array.isArray(value))) {
+    throw new TypeError(`${name} must be an object, not ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
+  }
+}
+
+/**
+ * WriteFiles' files: an array of files, each with a string path and
+ * `content` (text or bytes) or `contentBase64`, not both.  The daemon
+ * judges the count, the bytes and the paths.
+ */
+function checkFiles(files: unknown): void {
+  if (!Array.isArray(files)) {
+    throw new TypeError(`files must be an array, not ${files === null ? "null" : typeof files}`);
+  }
+  files.forEach((f: unknown, i: number) => {
+    if (typeof f !== "object" || f === null) throw new TypeError(`files[${i}] must be an object`);
+    const w = f as { path?: unknown; content?: unknown; contentBase64?: unknown; content_base64?: unknown };
+    checkPath(`files[${i}].path`, w.path);
+    const b64 = w.contentBase64 ?? w.content_base64;
+    if (w.content !== undefined && typeof w.content !== "string" && !(w.content instanceof Uint8Array)) {
+      throw new TypeError(`files[${i}].content must be a string or a Uint8Array`);
+    }
+    if (b64 !== undefined && typeof b64 !== "string") throw new TypeError(`files[${i}].contentBase64 must be a string`);
+    if (w.content !== undefined && b64 !== undefined) {
+      throw new TypeError(`files[${i}] has both content and contentBase64; give one`);
+    }
+  });
 }
 
 /** A RunRequest's numeric settings of their type, before it is sent. */
@@ -722,6 +770,99 @@ export class Client {
     return info;
   }
 
+  /**
+   * WriteFiles without a Session object: `files` (as a project's: `content`
+   * text or bytes, or `contentBase64`; 1 to 256, 4 MiB in all) written into
+   * the session's work directory, each replacing a file there, the
+   * directories on its path made.  The record is checked alone.
+   */
+  async writeFiles(sessionId: string, files: (FileInput | WireFile)[]): Promise<WriteFilesResult> {
+    return this._writeFiles(sessionId, files, { verify: this.verifyRecords });
+  }
+
+  /**
+   * ReadFile without a Session object: up to `limit` bytes (0 or unset: the
+   * daemon's `limits.fileReadBytes`, also the most) of the session's file
+   * `path` from `offset`.  The record is checked alone.
+   */
+  async readFile(sessionId: string, path: string, options: ReadFileOptions = {}): Promise<ReadFileResult> {
+    return this._readFile(sessionId, path, options, { verify: this.verifyRecords });
+  }
+
+  /**
+   * ListFiles without a Session object: the entries of the session's
+   * directory `path` (unset: the work directory), `depth` levels down.
+   * The record is checked alone.
+   */
+  listFiles(sessionId: string, options?: ListFilesOptions): Promise<ListFilesResult>;
+  listFiles(sessionId: string, path: string | undefined, options?: ListFilesOptions): Promise<ListFilesResult>;
+  async listFiles(
+    sessionId: string,
+    path?: string | ListFilesOptions,
+    options?: ListFilesOptions,
+  ): Promise<ListFilesResult> {
+    return this._listFiles(sessionId, path, options, { verify: this.verifyRecords });
+  }
+
+  /** @internal */
+  async _writeFiles(sessionId: string, files: (FileInput | WireFile)[], accept: Accept): Promise<WriteFilesResult> {
+    checkSessionId(sessionId);
+    checkFiles(files);
+    const digestOf = { files: files.map(wireFile) };
+    const answer = await this.call("WriteFiles", { session_id: sessionId, ...digestOf });
+    await this.#acceptRecord(digestOf, answer, accept);
+    return writeFilesResult(answer);
+  }
+
+  /** @internal */
+  async _readFile(sessionId: string, path: string, options: ReadFileOptions, accept: Accept): Promise<ReadFileResult> {
+    checkSessionId(sessionId);
+    checkPath("path", path);
+    checkOptions("options", options);
+    const { offset, limit } = options ?? {};
+    checkUint32("offset", offset);
+    checkUint32("limit", limit);
+    const digestOf = compact({ path, offset, limit });
+    const answer = await this.call("ReadFile", { session_id: sessionId, ...digestOf });
+    // the record first: the daemon made it, and a session's chain must hold it
+    await this.#acceptRecord(digestOf, answer, accept);
+    const r = readFileResult(answer);
+    const why =
+      r.path !== path
+        ? `it is about ${JSON.stringify(r.path.slice(0, 80))}, not the path asked for`
+        : r.offset !== (offset ?? 0)
+          ? `it starts at offset ${r.offset}, not at ${offset ?? 0} as asked`
+          : limit !== undefined && limit > 0 && r.length > limit
+            ? `it holds ${r.length} bytes, past the limit asked, ${limit}`
+            : undefined;
+    if (why !== undefined) throw protocolError("ReadFile", 200, why);
+    return r;
+  }
+
+  /** @internal */
+  async _listFiles(
+    sessionId: string,
+    pathOrOptions: string | ListFilesOptions | undefined,
+    options: ListFilesOptions | undefined,
+    accept: Accept,
+  ): Promise<ListFilesResult> {
+    checkSessionId(sessionId);
+    let path: string | undefined;
+    if (typeof pathOrOptions === "object" && pathOrOptions !== null && options === undefined) {
+      options = pathOrOptions;
+    } else if (pathOrOptions !== undefined) {
+      checkPath("path", pathOrOptions);
+      path = pathOrOptions as string;
+    }
+    checkOptions("options", options);
+    const depth = options?.depth;
+    checkUint32("depth", depth);
+    const digestOf = compact({ path, depth });
+    const answer = await this.call("ListFiles", { session_id: sessionId, ...digestOf });
+    await this.#acceptRecord(digestOf, answer, accept);
+    return listFilesResult(answer);
+  }
+
   /** @internal */
   async _runInSession(sessionId: string, run: WireRunRequest, accept: Accept): Promise<RunResult> {
     checkRunFields(run);
@@ -980,12 +1121,39 @@ export class Client {
         );
       }
     }
+    await this.#record(request, answer, how);
+    return new RunResult(answer);
+  }
+
+  /**
+   * The checks of a file call's 200 answer, which has no `isolation` of its
+   * own: its record's tier against the floor, then the record.
+   */
+  async #acceptRecord(request: unknown, answer: Json, how: Accept): Promise<void> {
+    if (how.floor !== undefined && how.floor !== "") {
+      const need = tierRank(how.floor);
+      const rec = answer["record"];
+      const recIso = isObject(rec) ? rec["isolation"] : undefined;
+      if (tierRank(recIso) < need || need < 0) {
+        throw new IsolationEvidenceMismatchError(
+          `the record's isolation ${JSON.stringify(recIso)} is below the floor ${JSON.stringify(how.floor)}`,
+          how.floor,
+          "",
+          typeof recIso === "string" ? recIso : undefined,
+          answer,
+        );
+      }
+    }
+    await this.#record(request, answer, how);
+  }
+
+  /** The record of a 200 answer: appended to `how.chain`, or checked alone when `how.verify`. */
+  async #record(request: unknown, answer: Json, how: Accept): Promise<void> {
     if (how.chain) {
       await how.chain.append(request, answer);
     } else if (how.verify) {
       await checkRecord(request, answer, answer["record"], how.previous);
     }
-    return new RunResult(answer);
   }
 }
 
@@ -1084,6 +1252,155 @@ export class Session {
         onOutput ?? null,
       ),
     );
+  }
+
+  // ---- the session's files ------------------------------------------------
+
+  /** How this session's calls are checked: its floor, and its chain. */
+  #how(): Accept {
+    return { floor: this.minimumIsolation, verify: true, chain: this.chain };
+  }
+
+  /**
+   * WriteFiles: `files` (as a project's: `content` text or bytes, or
+   * `contentBase64`; 1 to 256, 4 MiB in all, paths relative to the work
+   * directory) written into the session's work directory in order, each
+   * replacing a file there, the directories on its path made.  A symlink
+   * on the way, or past the session's disk budget
+   * (SANDBOX_SESSION_DISK_MB), is an `InvalidRequestError`.
+   */
+  writeFiles(files: FileInput[]): Promise<WriteFilesResult> {
+    return this.#enqueue(() => this.#client._writeFiles(this.id, files, this.#how()));
+  }
+
+  /**
+   * ReadFile: up to `limit` bytes (0 or unset: the daemon's
+   * `limits.fileReadBytes`, also the most) of the regular file `path` from
+   * `offset` (default 0); `content` holds them exactly, `text` too when
+   * they are UTF-8, and `more` says whether bytes remain.  A missing file
+   * is a `NotFoundError`; a symlink on the path, a directory or other
+   * special file, one the calls' user may not read, an
+   * `InvalidRequestError`.  An answer about another path or offset than
+   * asked, or longer than `limit`, is a `ProtocolError` (its record is on
+   * the chain).
+   */
+  readFile(path: string, options: ReadFileOptions = {}): Promise<ReadFileResult> {
+    return this.#enqueue(() => this.#client._readFile(this.id, path, options, this.#how()));
+  }
+
+  /**
+   * ListFiles: the entries of the directory `path` (unset or `""`: the work
+   * directory), `depth` levels down (0 or 1, or unset: its entries; at most
+   * 16), depth first, each directory's sorted by name; symlinks are listed,
+   * never followed.  At most the daemon's `limits.fileListEntries`:
+   * `truncated` says more were left out.
+   */
+  listFiles(options?: ListFilesOptions): Promise<ListFilesResult>;
+  listFiles(path: string | undefined, options?: ListFilesOptions): Promise<ListFilesResult>;
+  listFiles(path?: string | ListFilesOptions, options?: ListFilesOptions): Promise<ListFilesResult> {
+    return this.#enqueue(() => this.#client._listFiles(this.id, path, options, this.#how()));
+  }
+
+  /**
+   * The whole file `path`: ReadFile page after page, each from where the
+   * last ended (`limit` bytes a page; unset: the daemon's most), until
+   * `more` is false, with no call of this handle between them.  A page that
+   * breaks the protocol (no bytes while `more`, or the last ending short of
+   * the size) is a `ProtocolError`; a file whose size changes between pages
+   * is a `PlimsollError` (read it again).  Every page's record joins the
+   * chain.
+   */
+  readAll(path: string, options: { limit?: number | undefined } = {}): Promise<Uint8Array> {
+    checkOptions("options", options);
+    const limit = options.limit;
+    return this.#enqueue(() => this.#readAll(path, limit));
+  }
+
+  async #readAll(path: string, limit: number | undefined): Promise<Uint8Array> {
+    const pages: Uint8Array[] = [];
+    let offset = 0;
+    let size: number | undefined;
+    for (;;) {
+      const page = await this.#client._readFile(
+        this.id,
+        path,
+        compact({ offset: offset > 0 ? offset : undefined, limit }),
+        this.#how(),
+      );
+      if (size === undefined) size = page.size;
+      if (page.size !== size) {
+        throw new PlimsollError(
+          `readAll: ${JSON.stringify(path)} changed while it was read: ${size} bytes, then ${page.size} at offset ${offset}`,
+        );
+      }
+      pages.push(page.content);
+      offset += page.length;
+      if (!page.more) break;
+      if (page.length === 0) throw protocolError("ReadFile", 200, `a page at offset ${offset} holds no bytes, yet more is true`);
+      if (offset >= size) {
+        throw protocolError("ReadFile", 200, `more is true at offset ${offset}, the end of a file of ${size} bytes`);
+      }
+    }
+    if (offset !== size && size < 0xffffffff) {
+      throw protocolError("ReadFile", 200, `the last page ends at byte ${offset} of a file of ${size} bytes`);
+    }
+    const out = new Uint8Array(offset);
+    let at = 0;
+    for (const p of pages) {
+      out.set(p, at);
+      at += p.length;
+    }
+    return out;
+  }
+
+  /**
+   * The session's file `path` (`readAll`) written to the local file
+   * `localPath`, its directories made; resolves to the bytes written.  It
+   * needs node:fs (Node, Deno, Bun).
+   */
+  async download(path: string, localPath: string): Promise<number> {
+    checkPath("localPath", localPath);
+    const bytes = await this.readAll(path);
+    await writeLocal(localPath, bytes);
+    return bytes.length;
+  }
+
+  /**
+   * The local file or directory `localPath` (followed, when a symlink)
+   * written into the session as `remoteDir/<its name>` (unset or `""`: the
+   * work directory): a directory with every regular file under it, the
+   * directories on their paths made.  Symlinks under it, special files
+   * (FIFOs, sockets, devices) and names that are not UTF-8 are skipped, and
+   * listed in `skipped`; empty directories are not made.  The files go in
+   * as few WriteFiles calls as the bounds allow (at most 256 files and
+   * 4 MiB a call: in the walk's order, or packed first fit, largest first,
+   * when that makes fewer), one after another with
+   * no call of this handle between them.  Before anything is sent: a file
+   * over 4 MiB, or a path in the session over 256 bytes, is a `RangeError`
+   * naming the bound; a local error is Node's.  A file that changes while
+   * it is uploaded stops the upload (the calls made are kept).  It needs
+   * node:fs (Node, Deno, Bun).
+   */
+  async upload(localPath: string, remoteDir?: string): Promise<UploadResult> {
+    checkPath("localPath", localPath);
+    const dir = remoteDirOf("Session.upload", remoteDir);
+    const { files, skipped } = await walkUpload(localPath, dir);
+    const batches = packFiles(files);
+    return this.#enqueue(async () => {
+      const calls: WriteFilesResult[] = [];
+      for (const batch of batches) {
+        const inputs: FileInput[] = [];
+        for (const f of batch) inputs.push({ path: f.remote, content: await readLocal(f) });
+        calls.push(await this.#client._writeFiles(this.id, inputs, this.#how()));
+      }
+      return {
+        files: files.length,
+        bytes: files.reduce((n, f) => n + f.size, 0),
+        paths: files.map((f) => f.remote),
+        skipped,
+        calls,
+      };
+    });
   }
 
   /** Close the session (after the calls already made). */

@@ -16,6 +16,7 @@ export {
 export * from "./errors.js";
 export { DEFAULT_URL } from "./config.js";
 export { DEFAULT_MAX_ANSWER_BYTES, MAX_ANSWER_DEPTH, MAX_ANSWER_INTEGER } from "./answer.js";
+export { FILE_PATH_MAX_BYTES, WRITE_FILES_MAX_BYTES, WRITE_FILES_MAX_FILES } from "./files.js";
 export { DEFAULT_MAX_MESSAGE_BYTES, type OutputChunk, type OnOutput } from "./stream.js";
 export {
   canonical,
@@ -61,4 +62,14 @@ export {
   type SessionInfo,
   type SessionInterpreter,
   type SessionState,
+  FILE_TYPES,
+  type FileType,
+  type FileEntry,
+  type ReadFileOptions,
+  type ReadFileResult,
+  type ListFilesOptions,
+  type ListFilesResult,
+  type WriteFilesResult,
+  type UploadResult,
+  type SkippedFile,
 } from "./types.js";

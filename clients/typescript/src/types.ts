@@ -2,6 +2,7 @@
 // The shapes of plimsoll's messages (proto/plimsoll/v1/sandbox.proto): the
 // wire objects in proto field names, and the client's camelCase views.
 
+import { FILE_ENTRY_TYPES } from "./answer.js";
 import type { RunRecord } from "./record.js";
 
 /** Tiers, weakest first: `none < process < container < kernel < vm`. */
@@ -102,20 +103,38 @@ export interface CellInput {
 
 // ---- results --------------------------------------------------------------
 
+/** The bytes of base64 text (the standard alphabet or the URL-safe one, padded or not). */
 export function decodeBase64(s: string): Uint8Array {
-  const bin = atob(s);
+  const bin = atob(s.replace(/-/g, "+").replace(/_/g, "/"));
   const out = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
   return out;
 }
 
+const BASE64_ALPHABET = new TextEncoder().encode("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+
+/** Bytes as base64 (the standard alphabet, padded); by table, since btoa of a large binary string is slow. */
 export function encodeBase64(bytes: Uint8Array): string {
-  let bin = "";
-  const CHUNK = 0x8000;
-  for (let i = 0; i < bytes.length; i += CHUNK) {
-    bin += String.fromCharCode(...bytes.subarray(i, i + CHUNK));
+  const t = BASE64_ALPHABET;
+  const out = new Uint8Array(Math.ceil(bytes.length / 3) * 4);
+  let i = 0;
+  let j = 0;
+  for (; i + 2 < bytes.length; i += 3) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
+    out[j++] = t[n >> 18]!;
+    out[j++] = t[(n >> 12) & 63]!;
+    out[j++] = t[(n >> 6) & 63]!;
+    out[j++] = t[n & 63]!;
   }
-  return btoa(bin);
+  const rest = bytes.length - i;
+  if (rest > 0) {
+    const n = (bytes[i]! << 16) | (rest > 1 ? bytes[i + 1]! << 8 : 0);
+    out[j++] = t[n >> 18]!;
+    out[j++] = t[(n >> 12) & 63]!;
+    out[j++] = rest > 1 ? t[(n >> 6) & 63]! : 0x3d;
+    out[j++] = 0x3d;
+  }
+  return new TextDecoder().decode(out);
 }
 
 const str = (v: unknown): string => (typeof v === "string" ? v : "");
@@ -264,6 +283,12 @@ export interface Limits {
   maxSnippetBytes: number;
   maxRequestBytes: number;
   memoryBudgetApplies: boolean;
+  /** SANDBOX_FILE_READ_BYTES: the most one ReadFile gives (its `limit` when 0 or unset). */
+  fileReadBytes: number;
+  /** SANDBOX_FILE_LIST_ENTRIES: the most entries one ListFiles gives. */
+  fileListEntries: number;
+  /** SANDBOX_SESSION_MAX_LIFETIME: the most a session may live from its open. */
+  sessionMaxLifetimeS: number;
 }
 
 /** What a daemon is (Describe), in camelCase; `raw` is the answer as sent. */
@@ -281,6 +306,8 @@ export interface Description {
     project: OperationSupport;
     module: OperationSupport;
     session: OperationSupport;
+    /** WriteFiles, ReadFile and ListFiles in a session. */
+    files: OperationSupport;
   };
   limits: Limits;
   raw: Record<string, unknown>;
@@ -319,6 +346,7 @@ export function description(raw: Record<string, unknown>): Description {
       project: operation(ops["project"]),
       module: operation(ops["module"]),
       session: operation(ops["session"]),
+      files: operation(ops["files"]),
     },
     limits: {
       memoryMb: num(l["memory_mb"]),
@@ -333,6 +361,9 @@ export function description(raw: Record<string, unknown>): Description {
       maxSnippetBytes: num(l["max_snippet_bytes"]),
       maxRequestBytes: num(l["max_request_bytes"]),
       memoryBudgetApplies: bool(l["memory_budget_applies"]),
+      fileReadBytes: num(l["file_read_bytes"]),
+      fileListEntries: num(l["file_list_entries"]),
+      sessionMaxLifetimeS: num(l["session_max_lifetime_s"]),
     },
     raw,
   };
@@ -412,6 +443,148 @@ export function sessionInfo(raw: Record<string, unknown>): SessionInfo {
     diskUsedKib: num(raw["disk_used_kib"]),
     diskBudgetKib: num(raw["disk_budget_kib"]),
     maxLifetimeS: num(raw["max_lifetime_s"]),
+    raw,
+  };
+}
+
+// ---- a session's files (WriteFiles, ReadFile, ListFiles) --------------------
+
+/** What a FileEntry is; symlinks are listed, never followed. */
+export const FILE_TYPES = FILE_ENTRY_TYPES;
+export type FileType = (typeof FILE_TYPES)[number];
+
+/** How a ReadFile reads: from `offset` (default 0), at most `limit` bytes (0 or unset: the daemon's `limits.fileReadBytes`). */
+export interface ReadFileOptions {
+  offset?: number | undefined;
+  limit?: number | undefined;
+}
+
+/** How a ListFiles lists: `depth` levels below the path (0 or 1, or unset: its entries; at most 16). */
+export interface ListFilesOptions {
+  depth?: number | undefined;
+}
+
+/** A WriteFiles answer: how many files and bytes were written, and its record. */
+export interface WriteFilesResult {
+  files: number;
+  bytes: number;
+  /** The record (checked, or appended to the session's chain). */
+  record: RunRecord | undefined;
+  raw: Record<string, unknown>;
+}
+
+/**
+ * A ReadFile answer: `length` bytes of the file from `offset`, in
+ * `content` exactly (decoded from `content_base64` when the daemon sent
+ * it); `text` is the same bytes as text when they are UTF-8, else
+ * undefined.  `more`: bytes remain past `offset + length`; `size` is the
+ * file's size.
+ */
+export interface ReadFileResult {
+  /** The path as asked. */
+  path: string;
+  size: number;
+  offset: number;
+  length: number;
+  more: boolean;
+  content: Uint8Array;
+  text: string | undefined;
+  record: RunRecord | undefined;
+  raw: Record<string, unknown>;
+}
+
+/**
+ * One entry of a ListFiles answer.  `path` is relative to the session's
+ * work directory; when the name is not UTF-8 it is a lossy copy, and
+ * `pathBytes` (always set) holds the exact bytes.  `size` is 4294967295
+ * for that size or more; `mode` the permission bits; `modifiedAt` RFC 3339
+ * UTC.
+ */
+export interface FileEntry {
+  path: string;
+  pathBytes: Uint8Array;
+  type: FileType;
+  size: number;
+  mode: number;
+  modifiedAt: string;
+  raw: Record<string, unknown>;
+}
+
+/** A ListFiles answer: its entries depth first, each directory's by name; `truncated` when some were left out. */
+export interface ListFilesResult {
+  entries: FileEntry[];
+  truncated: boolean;
+  record: RunRecord | undefined;
+  raw: Record<string, unknown>;
+}
+
+/** A file `Session.upload` skipped, and why (a symlink, a special file, a name not UTF-8). */
+export interface SkippedFile {
+  path: string;
+  why: string;
+}
+
+/** What `Session.upload` sent. */
+export interface UploadResult {
+  /** The files written, and their bytes. */
+  files: number;
+  bytes: number;
+  /** Each file's path in the session, in the order of the walk. */
+  paths: string[];
+  /** The local entries left out, with why. */
+  skipped: SkippedFile[];
+  /** Each WriteFiles call's answer, in order (none for nothing to send). */
+  calls: WriteFilesResult[];
+}
+
+const recordOf = (raw: Record<string, unknown>): RunRecord | undefined => {
+  const rec = raw["record"];
+  return typeof rec === "object" && rec !== null ? (rec as RunRecord) : undefined;
+};
+
+/** The WriteFilesResult view of a checked answer. */
+export function writeFilesResult(raw: Record<string, unknown>): WriteFilesResult {
+  return { files: num(raw["files"]), bytes: num(raw["bytes"]), record: recordOf(raw), raw };
+}
+
+/** The ReadFileResult view of a checked answer (answer.ts has checked `length` against the bytes). */
+export function readFileResult(raw: Record<string, unknown>): ReadFileResult {
+  const b64 = optStr(raw["content_base64"]);
+  const content = bytesOf(str(raw["content"]), b64);
+  return {
+    path: str(raw["path"]),
+    size: num(raw["size"]),
+    offset: num(raw["offset"]),
+    length: num(raw["length"]),
+    more: bool(raw["more"]),
+    content,
+    text: b64 === undefined ? str(raw["content"]) : undefined,
+    record: recordOf(raw),
+    raw,
+  };
+}
+
+/** The FileEntry view of a checked entry (answer.ts has checked its type and path_base64). */
+export function fileEntry(raw: Record<string, unknown>): FileEntry {
+  const path = str(raw["path"]);
+  return {
+    path,
+    pathBytes: bytesOf(path, optStr(raw["path_base64"])),
+    type: str(raw["type"]) as FileType,
+    size: num(raw["size"]),
+    mode: num(raw["mode"]),
+    modifiedAt: str(raw["modified_at"]),
+    raw,
+  };
+}
+
+/** The ListFilesResult view of a checked answer. */
+export function listFilesResult(raw: Record<string, unknown>): ListFilesResult {
+  const entries = raw["entries"];
+  return {
+    entries: Array.isArray(entries) ? entries.map((e: Record<string, unknown>) => fileEntry(e)) : [],
+    truncated: bool(raw["truncated"]),
+    record: recordOf(raw),
     raw,
   };
 }

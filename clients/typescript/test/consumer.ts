@@ -15,6 +15,14 @@ import {
   type SessionInterpreter,
   type SessionState,
   type ConnectSessionOptions,
+  type FileEntry,
+  type FileType,
+  type ListFilesResult,
+  type ReadFileOptions,
+  type ReadFileResult,
+  type UploadResult,
+  type WriteFilesResult,
+  WRITE_FILES_MAX_BYTES,
 } from "@plimsoll/client";
 import { ChainError, IsolationEvidenceMismatchError } from "@plimsoll/client/errors";
 import { Chain, canonical, verifyChain, type ChainEntry } from "@plimsoll/client/record";
@@ -97,5 +105,39 @@ export function optionalAsUndefined(timeoutMs: number | undefined, floor: string
     minimumIsolation: floor,
     timeoutMs,
     stdin: undefined,
+  });
+}
+
+/** A session's files, on Session and on Client, with options held as `T | undefined`. */
+export async function files(url: string, id: string, offset: number | undefined, depth: number | undefined): Promise<string> {
+  const c = new Client({ url });
+  const s = await c.connectSession(id);
+  const w: WriteFilesResult = await s.writeFiles([
+    { path: "a.txt", content: "text" },
+    { path: "b.bin", content: new Uint8Array([0, 255]) },
+    { path: "c.bin", contentBase64: "AP8=" },
+  ]);
+  const options: ReadFileOptions = { offset, limit: undefined };
+  const r: ReadFileResult = await s.readFile("a.txt", options);
+  const bytes: Uint8Array = r.content;
+  const text: string | undefined = r.text;
+  const l: ListFilesResult = await s.listFiles("", { depth });
+  const top: ListFilesResult = await s.listFiles({ depth: 2 });
+  const e: FileEntry | undefined = l.entries[0];
+  const type: FileType | undefined = e?.type;
+  const all: Uint8Array = await s.readAll("a.txt", { limit: 1024 });
+  const n: number = await s.download("a.txt", "local/a.txt");
+  const up: UploadResult = await s.upload("local", undefined);
+  const alone: ReadFileResult = await c.readFile(id, "a.txt", { offset: 0 });
+  const listed: ListFilesResult = await c.listFiles(id, undefined, { depth });
+  const written: WriteFilesResult = await c.writeFiles(id, [{ path: "d", content: "" }]);
+  const d = await c.describe();
+  return canonical({
+    w: w.files + w.bytes,
+    r: [r.size, r.offset, r.length, r.more, bytes.length, text ?? null, r.record?.digest ?? null],
+    l: [l.truncated, top.entries.length, type ?? null, e?.pathBytes.length ?? 0, e?.modifiedAt ?? "", e?.mode ?? 0],
+    n: all.length + n + up.files + up.bytes + up.calls.length + up.skipped.length + up.paths.length + WRITE_FILES_MAX_BYTES,
+    alone: [alone.length, listed.entries.length, written.files],
+    d: [d.operations.files.supported, d.limits.fileReadBytes, d.limits.fileListEntries, d.limits.sessionMaxLifetimeS],
   });
 }

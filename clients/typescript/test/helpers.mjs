@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Shared by the tests: the harness's environment and fake daemons.
+import { readFileSync } from "node:fs";
 import { canonical, sha256Hex } from "../dist/index.js";
 
 export const env = process.env;
@@ -92,4 +93,26 @@ export function fakeFetch(answer) {
 
 export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * The README's ts blocks under the section `title`, each with the output
+ * block after it: what a reader would run and see.
+ */
+export function readmeExamples(title) {
+  const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+  const section = new RegExp(`^## ${title}\\n([\\s\\S]*?)(?=^## )`, "m").exec(readme);
+  if (!section) throw new Error(`README.md has no ${title} section`);
+  const out = [];
+  const re = /<!-- doc: run docker-sessions -->\n```ts\n([\s\S]*?)```\n+<!-- doc: output -->\n```\n([\s\S]*?)```/g;
+  for (let m; (m = re.exec(section[1])); ) out.push({ code: m[1], output: m[2] });
+  return out;
+}
+
+/** docs' output rules: `…` alone is any lines, inside a line any text. */
+export function outputPattern(shown) {
+  const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const lines = shown.replace(/\n+$/, "").split("\n").map((l) => l.trimEnd());
+  const body = lines.map((l) => (l === "…" ? "(?:.*\\n)*?" : l.split("…").map(esc).join(".*") + "\\n")).join("");
+  return new RegExp(`^${body}\\n*$`);
 }

@@ -8,9 +8,8 @@
 // run there too.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import * as P from "../dist/index.js";
-import { answerFor, connectError, env, fakeFetch, needs, RESPONSE } from "./helpers.mjs";
+import { answerFor, connectError, env, fakeFetch, needs, outputPattern, readmeExamples, RESPONSE } from "./helpers.mjs";
 
 const { Client } = P;
 
@@ -484,31 +483,8 @@ test("daemon: another caller's id is NotFoundError, as an unknown one, for each 
 
 // ---- the README's examples of these calls -------------------------------------
 
-/**
- * The README's ts blocks under "## Managing sessions", each run as its
- * reader would (the client reads PLIMSOLL_URL and PLIMSOLL_KEY_FILE), with
- * what it prints compared to its output block.
- */
-function readmeExamples() {
-  const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
-  const section = /^## Managing sessions\n([\s\S]*?)(?=^## )/m.exec(readme);
-  assert.ok(section, "README.md has a Managing sessions section");
-  const out = [];
-  const re = /<!-- doc: run docker-sessions -->\n```ts\n([\s\S]*?)```\n+<!-- doc: output -->\n```\n([\s\S]*?)```/g;
-  for (let m; (m = re.exec(section[1])); ) out.push({ code: m[1], output: m[2] });
-  return out;
-}
-
-/** docs' output rules: `…` alone is any lines, inside a line any text. */
-function outputPattern(shown) {
-  const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  const lines = shown.replace(/\n+$/, "").split("\n").map((l) => l.trimEnd());
-  const body = lines.map((l) => (l === "…" ? "(?:.*\\n)*?" : l.split("…").map(esc).join(".*") + "\\n")).join("");
-  return new RegExp(`^${body}\\n*$`);
-}
-
 test("manage: the README shows each new call in a run example with its output", () => {
-  const examples = readmeExamples();
+  const examples = readmeExamples("Managing sessions");
   assert.ok(examples.length >= 2, String(examples.length));
   const all = examples.map((e) => e.code).join("\n");
   for (const name of ["listSessions(", "getSession(", "extendSession(", "connectSession(", ".info(", ".extend("]) {
@@ -526,7 +502,7 @@ test("daemon: the README's examples of managing sessions run as written", { skip
   const keyFile = new URL("key", dir);
   writeFileSync(keyFile, env.PLIMSOLL_TEST_KEY + "\n");
   const { PLIMSOLL_KEY: _, ...rest } = process.env;
-  const examples = readmeExamples();
+  const examples = readmeExamples("Managing sessions");
   for (const [n, { code, output }] of examples.entries()) {
     // what tsc leaves of a TypeScript example: its type annotations, if any, are
     // the README's to avoid, so that the block runs as plain JavaScript too

@@ -271,6 +271,11 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
                     .languages = {s->session_langs[0], s->session_langs[1], NULL},
                     .grants = s->sessions_on,
                     .streams = s->sessions_on},
+        .files = {.supported = s->sessions_on,
+                  .engine = s->sessions_on ? "plimsoll's files reader in the session's sandbox, "
+                                             "as the calls' user"
+                                           : "",
+                  .max_timeout_ms = s->max_timeout_ms},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof(s->checks) / sizeof(s->checks[0]); i++)

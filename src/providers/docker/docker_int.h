@@ -21,6 +21,7 @@
  *                     image, one real session)
  *   run.c             a run: snippets, modules and projects (steps as execs)
  *   session.c         sessions: open, calls, cells, the cleanup between calls
+ *   files.c           a session's file calls: WriteFiles, ReadFile, ListFiles
  *   uplink.c          a session's cell channel: a kept interpreter's launch
  *                     and the greeting taken from its launcher
  *   uplink_cell.c     one cell's frames over the uplink (alone, for its fuzz
@@ -653,6 +654,18 @@ int dk_session_create(struct docker_state *s, const char *tag, unsigned memory_m
  * pause (no err) joins the cleanup first; close also reaps and frees;
  * status reads what dk_session_seen and the cleanup published. */
 void dk_session_status(void *state, void *session, struct pl_session_status *ret);
+/* A session call's files into /work (the bootstrap's files mode, as the
+ * calls' user, never through a symlink): 0 with ret_failed "" when written
+ * or why not; *ret_timed_out at the deadline; < 0 when the engine failed. */
+int dk_session_write(struct docker_state *s, struct dsession *d, const struct pl_file *files,
+                     size_t nfiles, uint64_t deadline, char *ret_failed, size_t flen,
+                     bool *ret_timed_out, struct pl_error *err);
+/* files.c: one of a session's file calls (req->kind WRITE_FILES,
+ * READ_FILE, LIST_FILES) after the session's checks; INVALID_REQUEST or
+ * NOT_FOUND naming the rule a path broke, INTERNAL when the reader failed. */
+int dk_session_file_call(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
+                         const struct pl_run_request *req, struct pl_run_result *ret,
+                         struct pl_error *err);
 /* Publish the interpreters' state (d->in[].up) for status. */
 void dk_session_seen(struct dsession *d);
 int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,

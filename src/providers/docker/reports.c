@@ -8,6 +8,10 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include "../../core/canon.h"
+#include "../../core/record.h"
 
 json_t *pl_docker_files_report(const char *out, size_t len, uint64_t total, size_t cap,
                                int exit_code, char *why, size_t wlen) {
@@ -122,4 +126,166 @@ int pl_docker_runner_word(const char *word, size_t len, long *pids, unsigned lon
         starts[n++] = start;
     }
     return n > 0 ? (int)n : -1;
+}
+
+/* ---- the file calls' readers ---------------------------------------------- */
+
+#define FILE_REPORT_MAX_SIZE 0xffffffffull
+#define LIST_MAX_PATH 4096u
+
+/* A JSON object of exactly n members, all named in keys, from one line. */
+static json_t *line_object(const char *p, size_t n, const char *const *keys, size_t nkeys) {
+    json_t *o = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(o) || json_object_size(o) != nkeys) {
+        json_decref(o);
+        return NULL;
+    }
+    for (size_t i = 0; i < nkeys; i++)
+        if (!json_object_get(o, keys[i])) {
+            json_decref(o);
+            return NULL;
+        }
+    return o;
+}
+
+/* A whole number from 0 to max. */
+static bool whole(const json_t *v, uint64_t max, uint64_t *ret) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max)
+        return false;
+    *ret = (uint64_t)json_integer_value(v);
+    return true;
+}
+
+int pl_docker_read_report(const char *out, size_t len, uint64_t *ret_size, size_t *ret_head) {
+    static const char tag[] = "PLIMSOLL ";
+    const char *nl = out ? memchr(out, '\n', len < 64 ? len : 64) : NULL;
+    if (!nl || len < sizeof(tag) || memcmp(out, tag, sizeof(tag) - 1) != 0)
+        return -1;
+    const char *j = out + sizeof(tag) - 1;
+    static const char *const keys[] = {"size"};
+    json_t *o = line_object(j, (size_t)(nl - j), keys, 1);
+    uint64_t size = 0;
+    bool ok = o && whole(json_object_get(o, "size"), FILE_REPORT_MAX_SIZE, &size);
+    json_decref(o);
+    if (!ok)
+        return -1;
+    *ret_size = size;
+    *ret_head = (size_t)(nl - out) + 1;
+    return 0;
+}
+
+/* A listed path: relative, at most LIST_MAX_PATH bytes, no NUL, no empty,
+ * "." or ".." segment. */
+static bool list_path_ok(const unsigned char *p, size_t n) {
+    if (n == 0 || n > LIST_MAX_PATH || p[0] == '/' || memchr(p, '\0', n))
+        return false;
+    size_t seg = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && p[i] != '/')
+            continue;
+        size_t l = i - seg;
+        if (l == 0 || (l == 1 && p[seg] == '.') || (l == 2 && p[seg] == '.' && p[seg + 1] == '.'))
+            return false;
+        seg = i + 1;
+    }
+    return true;
+}
+
+/* A FileEntry of one lister line's object; NULL when it is not one. */
+static json_t *entry_of(const json_t *o) {
+    static const char *const types[] = {"file",   "directory", "symlink", "fifo",
+                                        "socket", "device",    "other"};
+    const char *b64 = json_string_value(json_object_get(o, "p"));
+    const char *t = json_string_value(json_object_get(o, "t"));
+    uint64_t size = 0, mode = 0, mt = 0;
+    if (!b64 || !t || !whole(json_object_get(o, "s"), INT64_MAX, &size) ||
+        !whole(json_object_get(o, "m"), 07777, &mode) ||
+        !whole(json_object_get(o, "mt"), INT64_MAX, &mt))
+        return NULL;
+    const char *type = NULL;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (strcmp(t, types[i]) == 0)
+            type = types[i];
+    unsigned char *path = NULL;
+    size_t plen = 0;
+    if (!type ||
+        pl_base64_decode(b64, json_string_length(json_object_get(o, "p")), LIST_MAX_PATH, &path,
+                         &plen) < 0 ||
+        !list_path_ok(path, plen)) {
+        free(path);
+        return NULL;
+    }
+    char when[40] = "";
+    struct timespec ts = {.tv_sec = (time_t)(mt / 1000000000ull),
+                          .tv_nsec = (long)(mt % 1000000000ull)};
+    if (pl_rfc3339(ts, when) < 0)
+        when[0] = '\0';
+    json_t *e = json_pack("{s:s, s:I, s:I, s:s}", "type", type, "size",
+                          (json_int_t)(size > 0xffffffffull ? 0xffffffffull : size), "mode",
+                          (json_int_t)mode, "modified_at", when);
+    if (e && pl_utf8_valid(path, plen)) {
+        json_object_set_new(e, "path", json_stringn((const char *)path, plen));
+    } else if (e) {
+        /* Not UTF-8: a lossy copy (each byte outside ASCII a U+FFFD), and
+         * the exact bytes. */
+        char *lossy = malloc(plen * 3 + 1);
+        size_t k = 0;
+        for (size_t i = 0; lossy && i < plen; i++) {
+            if (path[i] < 0x80) {
+                lossy[k++] = (char)path[i];
+            } else {
+                memcpy(lossy + k, "\xef\xbf\xbd", 3);
+                k += 3;
+            }
+        }
+        char *exact = pl_base64_encode(path, plen, 1);
+        if (!lossy || !exact) {
+            json_decref(e);
+            e = NULL;
+        } else {
+            json_object_set_new(e, "path", json_stringn(lossy, k));
+            json_object_set_new(e, "path_base64", json_string(exact));
+        }
+        free(lossy);
+        free(exact);
+    }
+    free(path);
+    return e;
+}
+
+int pl_docker_list_report(const char *out, size_t len, size_t most, json_t **ret_entries,
+                          bool *ret_truncated) {
+    static const char tag[] = "PLIMSOLL ";
+    static const char *const entry_keys[] = {"p", "t", "s", "m", "mt"};
+    static const char *const end_keys[] = {"truncated"};
+    *ret_entries = NULL;
+    json_t *entries = json_array();
+    size_t at = 0;
+    while (entries && out && at < len) {
+        const char *line = out + at;
+        const char *nl = memchr(line, '\n', len - at);
+        if (!nl)
+            break; /* torn */
+        size_t n = (size_t)(nl - line);
+        at += n + 1;
+        if (n >= sizeof(tag) - 1 && memcmp(line, tag, sizeof(tag) - 1) == 0) {
+            json_t *o = line_object(line + sizeof(tag) - 1, n - (sizeof(tag) - 1), end_keys, 1);
+            json_t *t = json_object_get(o, "truncated");
+            bool ok = json_is_boolean(t) && at == len;
+            *ret_truncated = json_is_true(t);
+            json_decref(o);
+            if (!ok)
+                break;
+            *ret_entries = entries;
+            return 0;
+        }
+        json_t *o = json_array_size(entries) < most ? line_object(line, n, entry_keys, 5) : NULL;
+        json_t *e = o ? entry_of(o) : NULL;
+        json_decref(o);
+        if (!e)
+            break;
+        json_array_append_new(entries, e);
+    }
+    json_decref(entries);
+    return -1;
 }

@@ -73,3 +73,26 @@ void pl_last_line_feed(struct pl_last_line *l, const char *data, size_t len);
  * newline and that line, within its bound, holds exactly one object.
  * Returns the object, or NULL. */
 json_t *pl_last_line_report(const struct pl_last_line *l);
+
+/*
+ * ReadFile's reader (the bootstrap's "read", docs/sessions.md): out (len
+ * bytes) must begin with exactly "PLIMSOLL {"size":N}\n", N a whole number
+ * of at most 4294967295; the bytes read follow.  0 with the size and where
+ * the bytes begin, or -1.  The reader runs beside the session's kept
+ * interpreters: what it says is guest data, bounded and never trusted past
+ * its shape.
+ */
+int pl_docker_read_report(const char *out, size_t len, uint64_t *ret_size, size_t *ret_head);
+
+/*
+ * ListFiles' lister (the bootstrap's "list"): one line an entry, each a
+ * JSON object of exactly {"p": base64 of the path's bytes, "t": a type,
+ * "s": size, "m": mode bits, "mt": modification ns}, then exactly
+ * "PLIMSOLL {"truncated":B}\n" and nothing after.  A path must be
+ * relative, at most 4096 bytes, without NUL, empty, "." or ".." segments.
+ * 0 with *ret_entries (a new array of FileEntry: path, and path_base64
+ * when the path is not UTF-8; type; size, capped at 4294967295; mode;
+ * modified_at) and *ret_truncated, or -1 (more than most entries too).
+ */
+int pl_docker_list_report(const char *out, size_t len, size_t most, json_t **ret_entries,
+                          bool *ret_truncated);

@@ -517,9 +517,9 @@ int dk_session_resume(void *state, void *session, struct pl_error *err) {
  * the deadline; < 0 when the engine failed.  The verdict is the exec's exit
  * code, read from the engine.
  */
-static int session_files(struct docker_state *s, struct dsession *d, const struct pl_file *files,
-                         size_t nfiles, uint64_t deadline, char *ret_failed, size_t flen,
-                         bool *ret_timed_out, struct pl_error *err) {
+int dk_session_write(struct docker_state *s, struct dsession *d, const struct pl_file *files,
+                     size_t nfiles, uint64_t deadline, char *ret_failed, size_t flen,
+                     bool *ret_timed_out, struct pl_error *err) {
     ret_failed[0] = '\0';
     *ret_timed_out = false;
     if (nfiles == 0)
@@ -578,8 +578,8 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
     uint64_t deadline = pl_now_ns() + (uint64_t)ctx->timeout_ms * 1000000ull;
     char failed[200];
     bool timed_out = false;
-    if (session_files(s, d, req->cell.files, req->cell.nfiles, deadline, failed, sizeof(failed),
-                      &timed_out, err) < 0)
+    if (dk_session_write(s, d, req->cell.files, req->cell.nfiles, deadline, failed, sizeof(failed),
+                         &timed_out, err) < 0)
         return -1;
     if (timed_out || failed[0]) {
         ret->timed_out = timed_out;
@@ -676,8 +676,8 @@ static int session_project(struct docker_state *s, struct dsession *d, const str
     int lfd = -1;
     if (one_exec && !waiting && runner_begin(s, d, &lfd, err) < 0)
         return -1;
-    int frc = session_files(s, d, req->project.files, req->project.nfiles, deadline,
-                            res->files_failed, sizeof(res->files_failed), &timed_out, err);
+    int frc = dk_session_write(s, d, req->project.files, req->project.nfiles, deadline,
+                               res->files_failed, sizeof(res->files_failed), &timed_out, err);
     if (lfd >= 0) {
         if (frc < 0) {
             dk_steps_unlisten(d, lfd);
@@ -753,6 +753,14 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
                             "the sandbox's security settings changed since the session opened");
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-session-%s", d->tag);
     int rc;
+    if (pl_payload_is_files(req->kind)) {
+        /* No guest code runs: only a write needs the cleanup after (it
+         * measures the files; the refusals end no session). */
+        rc = dk_session_file_call(s, d, ctx, req, ret, err);
+        if (req->kind == PL_PAYLOAD_WRITE_FILES)
+            cleaner_start(d);
+        return rc;
+    }
     char call_dir[PATH_MAX];
     if (ctx->broker) {
         /* The grant of the call in progress, for anything in the sandbox. */

@@ -566,6 +566,56 @@ static void test_session_management(void **state) {
     plimsoll_client_free(c);
 }
 
+/* A session's files: written, read, listed, each record in the session's
+ * chain (a floor on the session checks each record's tier). */
+static void test_session_files(void **state) {
+    (void)state;
+    if (!have_sessions())
+        return;
+    plimsoll_client *c = client("PLIMSOLL_TEST_SESSION_URL");
+    struct plimsoll_error err;
+    plimsoll_session *s = plimsoll_session_open(c, NULL, "container", &err);
+    if (!s)
+        fail_msg("open: %s", err.message);
+    json_t *files = json_pack("[{s:s, s:s}, {s:s, s:s}]", "path", "d/a.txt", "content", "hello",
+                              "path", "d/b", "content_base64", "/wA=");
+    json_t *r = NULL;
+    if (plimsoll_session_write_files(s, files, &r, &err) < 0)
+        fail_msg("write: %s %s", err.reason, err.message);
+    json_decref(files);
+    assert_int_equal(json_integer_value(json_object_get(r, "files")), 2);
+    json_decref(r);
+    assert_int_equal(plimsoll_session_read_file(s, "d/a.txt", 1, 3, &r, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "content")), "ell");
+    assert_true(json_is_true(json_object_get(r, "more")));
+    json_decref(r);
+    assert_int_equal(plimsoll_session_read_file(s, "d/b", 0, 0, &r, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "content_base64")), "/wA=");
+    json_decref(r);
+    assert_int_equal(plimsoll_session_list_files(s, "d", 0, &r, &err), 0);
+    assert_int_equal(json_array_size(json_object_get(r, "entries")), 2);
+    json_decref(r);
+    assert_int_equal(plimsoll_chain_len(plimsoll_session_chain(s)), 4);
+    /* A refusal is typed and keeps the chain whole. */
+    assert_int_equal(plimsoll_session_read_file(s, "d/none", 0, 0, &r, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_NOT_FOUND);
+    assert_int_equal(plimsoll_session_read_file(s, "../x", 0, 0, &r, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_INVALID_REQUEST);
+    assert_int_equal(
+        plimsoll_session_cell(s, "python", "open('d/a.txt').read()", NULL, 0, &r, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "stdout")), "'hello'\n");
+    json_decref(r);
+    /* The client's variant checks the record alone; the session's chain
+     * then misses that call. */
+    assert_int_equal(plimsoll_list_files(c, plimsoll_session_id(s), NULL, 2, &r, &err), 0);
+    json_decref(r);
+    assert_int_equal(plimsoll_session_list_files(s, NULL, 0, &r, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_CHAIN);
+    assert_int_equal(plimsoll_session_close(s, &err), 0);
+    plimsoll_session_free(s);
+    plimsoll_client_free(c);
+}
+
 static void test_session_floor_is_checked(void **state) {
     (void)state;
     if (!have_sessions())
@@ -1820,6 +1870,7 @@ int main(void) {
         cmocka_unit_test(test_session_chain),
         cmocka_unit_test(test_session_floor_is_checked),
         cmocka_unit_test(test_session_management),
+        cmocka_unit_test(test_session_files),
         cmocka_unit_test(test_hostile_limits),
         cmocka_unit_test(test_hostile_answers),
         cmocka_unit_test(test_cli_hostile),

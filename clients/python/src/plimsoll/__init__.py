@@ -18,14 +18,15 @@ from .aio import AsyncClient, AsyncSession
 from .client import (TIERS, Client, RetryPolicy, Session, check_tier, module_request,
                      project_request, snippet_request, tier_rank)
 from .errors import (AtCapacityError, CallerNotAllowedError, ConfigurationError, DisabledError,
-                     InfrastructureError, InsufficientIsolationError, InvalidRequestError,
-                     IsolationEvidenceMismatchError, NotFoundError, NotReadyError,
-                     PlimsollError, ProtocolError, RateLimitedError, RefusalError,
+                     FileChangedError, InfrastructureError, InsufficientIsolationError,
+                     InvalidRequestError, IsolationEvidenceMismatchError, NotFoundError,
+                     NotReadyError, PlimsollError, ProtocolError, RateLimitedError, RefusalError,
                      SessionEndedError, ShuttingDownError, UnauthenticatedError,
                      UnsupportedError)
 from .record import Chain, ChainError, canonical, check_record, sha256_hex, verify_chain
-from .results import (Description, Limits, OperationSupport, Operations, RunRecord,
-                      RunResult, SessionInfo, SessionInterpreter, StepResult)
+from .results import (FILE_TYPES, Description, FileEntry, Limits, ListFilesResult,
+                      OperationSupport, Operations, ReadFileResult, RunRecord, RunResult,
+                      SessionInfo, SessionInterpreter, StepResult, WriteFilesResult)
 
 __version__ = "0.1.0"
 
@@ -34,12 +35,13 @@ __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "MAX_ANSWER_DEPTH", "MAX_ANSWER_INTEGER", "TIERS", "tier_rank",
     "check_tier", "snippet_request", "project_request", "module_request", "OutputChunk",
     "RunResult", "StepResult", "RunRecord", "Description", "Operations",
-    "OperationSupport", "Limits", "SessionInfo", "SessionInterpreter",
+    "OperationSupport", "Limits", "SessionInfo", "SessionInterpreter", "WriteFilesResult",
+    "ReadFileResult", "ListFilesResult", "FileEntry", "FILE_TYPES",
     "Chain", "ChainError", "canonical", "check_record", "sha256_hex", "verify_chain",
     "PlimsollError", "RefusalError", "InvalidRequestError", "UnauthenticatedError",
     "DisabledError", "InsufficientIsolationError", "UnsupportedError",
     "CallerNotAllowedError", "NotReadyError", "ShuttingDownError", "RateLimitedError",
     "AtCapacityError", "SessionEndedError", "NotFoundError", "InfrastructureError",
     "ProtocolError", "IsolationEvidenceMismatchError", "ConfigurationError", "aio", "errors", "record",
-    "__version__",
+    "FileChangedError", "__version__",
 ]

@@ -2,17 +2,19 @@
 """What an answer may be (docs/clients.md, "What a client reads"): JSON
 text in UTF-8, no deeper than MAX_ANSWER_DEPTH, no member twice, integers only and
 none past MAX_ANSWER_INTEGER, the known members of each message of their proto
-type, and what a type cannot say (a SessionInfo's id, state and times:
-:data:`VALUES`). Anything else is :class:`Malformed`, which the transport turns
-into a :class:`~plimsoll.errors.ProtocolError`."""
+type, and what a type cannot say (a SessionInfo's id, state and times; a
+ReadFile's base64, length and ``more``; a FileEntry's type, mode and time:
+:data:`VALUES`). Anything else is :class:`Malformed`, which the transport
+turns into a :class:`~plimsoll.errors.ProtocolError`."""
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .results import SESSION_STATES, parse_time
+from .results import FILE_TYPES, SESSION_STATES, parse_time
 
 #: The default cap on one answer's body, the same in every official client.
 DEFAULT_MAX_ANSWER_BYTES = 256 << 20
@@ -146,12 +148,14 @@ LIMITS: Dict[str, Any] = dict(
     {k: UINT32 for k in ("memory_mb", "total_memory_mb", "max_concurrent",
                          "effective_concurrency", "per_key_concurrent", "rate_per_min",
                          "rate_burst", "default_timeout_ms", "output_bytes",
-                         "max_snippet_bytes", "max_request_bytes")},
+                         "max_snippet_bytes", "max_request_bytes", "min_memory_mb",
+                         "file_read_bytes", "file_list_entries", "session_max_lifetime_s")},
     memory_budget_applies=BOOL)
 DESCRIBE_RESPONSE: Dict[str, Any] = {
     "version": STRING, "provider": STRING, "isolation": STRING, "runtime": STRING,
     "ready": BOOL, "ready_detail": STRING, "supports_sessions": BOOL, "languages": [STRING],
-    "operations": {k: OPERATION_SUPPORT for k in ("snippet", "project", "module", "session")},
+    "operations": {k: OPERATION_SUPPORT
+                   for k in ("snippet", "project", "module", "session", "files")},
     "limits": LIMITS,
 }
 OPEN_SESSION_RESPONSE: Dict[str, Any] = {"session_id": STRING}
@@ -164,13 +168,25 @@ SESSION_INFO: Dict[str, Any] = {
     "disk_budget_kib": UINT32, "max_lifetime_s": UINT32,
 }
 LIST_SESSIONS_RESPONSE: Dict[str, Any] = {"sessions": [SESSION_INFO]}
+WRITE_FILES_RESPONSE: Dict[str, Any] = {"files": UINT32, "bytes": UINT32, "record": RUN_RECORD}
+READ_FILE_RESPONSE: Dict[str, Any] = {
+    "path": STRING, "size": UINT32, "offset": UINT32, "content": STRING,
+    "content_base64": STRING, "length": UINT32, "more": BOOL, "record": RUN_RECORD,
+}
+FILE_ENTRY: Dict[str, Any] = {
+    "path": STRING, "path_base64": STRING, "type": STRING, "size": UINT32, "mode": UINT32,
+    "modified_at": STRING,
+}
+LIST_FILES_RESPONSE: Dict[str, Any] = {"entries": [FILE_ENTRY], "truncated": BOOL,
+                                       "record": RUN_RECORD}
 EMPTY: Dict[str, Any] = {}
 #: The answer of each method on 200.
 RESPONSES: Dict[str, Dict[str, Any]] = {
     "Describe": DESCRIBE_RESPONSE, "Run": RUN_RESPONSE, "RunInSession": RUN_RESPONSE,
     "RunCell": RUN_RESPONSE, "OpenSession": OPEN_SESSION_RESPONSE, "CloseSession": EMPTY,
     "ListSessions": LIST_SESSIONS_RESPONSE, "GetSession": SESSION_INFO,
-    "ExtendSession": SESSION_INFO,
+    "ExtendSession": SESSION_INFO, "WriteFiles": WRITE_FILES_RESPONSE,
+    "ReadFile": READ_FILE_RESPONSE, "ListFiles": LIST_FILES_RESPONSE,
 }
 #: A message of RunStream and RunCellStream (bytes are base64 strings).
 OUTPUT_CHUNK: Dict[str, Any] = {"stdout": STRING, "stderr": STRING, "step": UINT32}
@@ -261,10 +277,63 @@ def _list_sessions(value: Dict[str, Any], where: str) -> None:
         _session_info(info, "%s.sessions[%d]" % (where, i))
 
 
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?")
+
+
+def base64_bytes(text: str, where: str) -> bytes:
+    """The bytes of ``text``, standard base64 (its padding may be left
+    out); else :class:`Malformed` naming ``where``."""
+    if not _BASE64.fullmatch(text):
+        raise Malformed("%s is not base64" % where)
+    return base64.b64decode(text + "=" * (-len(text) % 4))
+
+
+def _read_file(value: Dict[str, Any], where: str) -> None:
+    """ReadFile's answer: ``content_base64`` base64, ``length`` the number
+    of bytes that came, ``more`` whether bytes remain past them."""
+    b64 = value.get("content_base64") or ""
+    if b64:
+        n = len(base64_bytes(b64, where + ".content_base64"))
+    else:
+        n = len((value.get("content") or "").encode("utf-8"))
+    length = value.get("length") or 0
+    if length != n:
+        raise Malformed("%s.length is %d, but %d bytes came" % (where, length, n))
+    offset, size = value.get("offset") or 0, value.get("size") or 0
+    if n and offset + n > size:
+        raise Malformed("%s: %d bytes from offset %d pass the file's size, %d"
+                        % (where, n, offset, size))
+    if bool(value.get("more")) != (offset + n < size):
+        raise Malformed("%s.more is %s, but %d bytes from offset %d %s the file's size, %d"
+                        % (where, "true" if value.get("more") else "false", n, offset,
+                           "reach" if offset + n >= size else "do not reach", size))
+
+
+def _list_files(value: Dict[str, Any], where: str) -> None:
+    """ListFiles' entries: a known type, a path (``path_base64`` base64
+    when present), permission bits, a time that is one."""
+    for i, e in enumerate(value.get("entries") or []):
+        at = "%s.entries[%d]" % (where, i)
+        b64 = e.get("path_base64") or ""
+        if not (base64_bytes(b64, at + ".path_base64") if b64 else e.get("path")):
+            raise Malformed("%s has no path" % at)
+        kind = e.get("type") or ""
+        if kind not in FILE_TYPES:
+            raise Malformed("%s.type is %r, not one of %s"
+                            % (at, kind[:40], ", ".join(FILE_TYPES)))
+        if (e.get("mode") or 0) > 0o7777:
+            raise Malformed("%s.mode is %o, more than permission bits" % (at, e["mode"]))
+        try:
+            parse_time(e.get("modified_at") or "")
+        except ValueError:
+            raise Malformed("%s.modified_at is %r, not an RFC 3339 time in UTC"
+                            % (at, e["modified_at"][:40])) from None
+
+
 #: What each method's answer must be beyond its shape's types.
 VALUES: Dict[str, Callable[[Dict[str, Any], str], None]] = {
     "ListSessions": _list_sessions, "GetSession": _session_info,
-    "ExtendSession": _session_info,
+    "ExtendSession": _session_info, "ReadFile": _read_file, "ListFiles": _list_files,
 }
 
 

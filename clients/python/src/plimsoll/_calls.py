@@ -8,19 +8,24 @@ bytes."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
 import random
 import re
+import stat
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import (Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple, Union)
 
 from . import _config, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, Decoder, envelope
-from .errors import (AtCapacityError, IsolationEvidenceMismatchError, PlimsollError,
-                     ProtocolError, RateLimitedError, SessionEndedError)
+from .errors import (AtCapacityError, FileChangedError, IsolationEvidenceMismatchError,
+                     PlimsollError, ProtocolError, RateLimitedError, SessionEndedError)
 from .record import Chain, canonical, check_record
-from .results import Description, RunResult, SessionInfo
+from .results import (Description, ListFilesResult, ReadFileResult, RunResult, SessionInfo,
+                      WriteFilesResult)
 
 #: Isolation tiers, weakest first.
 TIERS = ("none", "process", "container", "kernel", "vm")
@@ -494,3 +499,262 @@ class ClientBase:
         _check_int("ends_in_s", ends_in_s, 1, UINT32_MAX)
         return Call("ExtendSession", {"session_id": session_id, "ends_in_s": ends_in_s},
                     _session_info_of("ExtendSession", session_id))
+
+    # -- a session's files ------------------------------------------------------
+
+    def _write_files_call(self, session_id: str, files: Files, chain: Optional[Chain],
+                          minimum_isolation: Optional[str]) -> Call:
+        check_session_id(session_id)
+        hashed = {"files": write_files_list(files)}
+        sent = hashed["files"]
+
+        def check(answer: Dict[str, Any]) -> None:
+            want = (len(sent), sum(_decoded_length(f) for f in sent))
+            got = (answer.get("files") or 0, answer.get("bytes") or 0)
+            if got != want:
+                raise _transport.protocol_error(
+                    "WriteFiles", 200, "it says %d files of %d bytes were written, not the %d "
+                    "of %d bytes sent" % (got + want))
+        return Call("WriteFiles", dict(hashed, session_id=session_id),
+                    filed(hashed, check, WriteFilesResult.from_dict,
+                          minimum_isolation, self.verify_records, chain))
+
+    def _read_file_call(self, session_id: str, path: str, offset: int, limit: Optional[int],
+                        chain: Optional[Chain], minimum_isolation: Optional[str]) -> Call:
+        check_session_id(session_id)
+        _check_path("path", path)
+        _check_int("offset", offset, 0, UINT32_MAX)
+        _check_uint32("limit", limit)
+        hashed: Dict[str, Any] = {"path": path}  # what the caller did not set is not sent
+        if offset:
+            hashed["offset"] = offset
+        if limit is not None:
+            hashed["limit"] = limit
+
+        def check(answer: Dict[str, Any]) -> None:
+            if answer.get("path") != path or (answer.get("offset") or 0) != offset:
+                raise _transport.protocol_error(
+                    "ReadFile", 200, "it is about %r from offset %s, not %r from %d, asked about"
+                    % (answer.get("path"), answer.get("offset") or 0, path, offset))
+            if limit and (answer.get("length") or 0) > limit:
+                raise _transport.protocol_error(
+                    "ReadFile", 200, "it holds %d bytes, past the limit asked, %d"
+                    % (answer.get("length"), limit))
+        return Call("ReadFile", dict(hashed, session_id=session_id),
+                    filed(hashed, check, ReadFileResult.from_dict,
+                          minimum_isolation, self.verify_records, chain))
+
+    def _list_files_call(self, session_id: str, path: str, depth: int,
+                         chain: Optional[Chain], minimum_isolation: Optional[str]) -> Call:
+        check_session_id(session_id)
+        _check_path("path", path)
+        _check_int("depth", depth, 0, LIST_FILES_MAX_DEPTH)
+        hashed = _nonempty(path=path or None, depth=depth)
+        prefix = path.encode("utf-8") + b"/" if path else b""
+
+        def check(answer: Dict[str, Any]) -> None:
+            for e in answer.get("entries") or []:
+                b64 = e.get("path_base64")
+                name = base64.b64decode(b64 + "=" * (-len(b64) % 4)) if b64 \
+                    else (e.get("path") or "").encode("utf-8")
+                if not name.startswith(prefix) or len(name) == len(prefix):
+                    raise _transport.protocol_error(
+                        "ListFiles", 200, "it lists %r, which is not in %r, the directory "
+                        "asked about" % (name[:200], path))
+        return Call("ListFiles", dict(hashed, session_id=session_id),
+                    filed(hashed, check, ListFilesResult.from_dict,
+                          minimum_isolation, self.verify_records, chain))
+
+
+# ---- a session's files -------------------------------------------------------------
+
+#: The most files one WriteFiles call takes.
+WRITE_FILES_MAX_FILES = 256
+#: The most bytes (decoded) one WriteFiles call takes, all its files together.
+WRITE_FILES_MAX_BYTES = 4 << 20
+#: The longest path (UTF-8 bytes) of a file call.
+FILE_PATH_MAX_BYTES = 256
+#: The most levels ListFiles goes down.
+LIST_FILES_MAX_DEPTH = 16
+
+
+def _check_path(name: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise TypeError("plimsoll: %s must be a str, not %s" % (name, type(value).__name__))
+
+
+def _decoded_length(f: Mapping[str, Any]) -> int:
+    b64 = f.get("content_base64")
+    if isinstance(b64, str):
+        return len(base64.b64decode(b64 + "=" * (-len(b64) % 4)))
+    content = f.get("content")
+    return len(content.encode("utf-8")) if isinstance(content, str) else 0
+
+
+def write_files_list(files: Files) -> List[Dict[str, Any]]:
+    """WriteFiles' ``files``: a ``{path: str or bytes}`` dict or File dicts,
+    as :func:`project_request` takes them; at least one, each path a
+    ``str``."""
+    if isinstance(files, (str, bytes)) or files is None:
+        raise TypeError("plimsoll: files is a {path: str or bytes} dict or a list of File "
+                        "dicts, not %s" % type(files).__name__)
+    out = without_nulls(_files(files))
+    if not out:
+        raise ValueError("plimsoll: files: at least one file")
+    for f in out:
+        if not isinstance(f, Mapping):
+            raise TypeError("plimsoll: a File is a dict {path, content | content_base64}")
+        _check_path("a file's path", f.get("path"))
+        _check_str("content", f.get("content"))
+        _check_str("content_base64", f.get("content_base64"))
+    return out
+
+
+def check_record_tier(floor: str, answer: Mapping[str, Any]) -> None:
+    """The tier re-check of an answer with no ``isolation`` of its own (a
+    file call's): its record's tier must be at least ``floor``."""
+    rec = answer.get("record")
+    tier = rec.get("isolation") if isinstance(rec, Mapping) else None
+    if tier_rank(tier) < tier_rank(floor):
+        tier = tier if isinstance(tier, str) else ""
+        raise IsolationEvidenceMismatchError(floor, tier, tier, answer)
+
+
+def filed(hashed: Any, check: Callable[[Dict[str, Any]], None],
+          make: Callable[[Dict[str, Any]], Any], floor: Optional[str], verify: bool,
+          chain: Optional[Chain]) -> Callable[[Dict[str, Any]], Any]:
+    """The finish of a file call: the answer against what was asked, the
+    tier re-check of its record, then the record (or the chain), then the
+    result."""
+    def finish(answer: Dict[str, Any]) -> Any:
+        check(answer)
+        if floor:
+            check_record_tier(floor, answer)
+        if chain is not None:
+            chain.append(hashed, answer)
+        elif verify:
+            check_record(hashed, answer, answer.get("record"))
+        return make(answer)
+    return finish
+
+
+class Pages:
+    """A whole file read a ReadFile page at a time (``read_bytes``,
+    ``download``): :attr:`offset` is the next page's; :meth:`add` takes
+    each page, hands its bytes to ``sink`` and says whether the file is
+    done. A page that is not the next (its offset), or that makes no
+    progress while saying more remain, is a ProtocolError; one whose
+    ``size`` is not the first page's is a :class:`FileChangedError`."""
+
+    def __init__(self, path: str, sink: Callable[[bytes], Any]) -> None:
+        self.path = path
+        self.sink = sink
+        self.offset = 0
+        self.size: Optional[int] = None
+
+    def add(self, page: ReadFileResult) -> bool:
+        if page.offset != self.offset or (page.more and page.length == 0):
+            raise _transport.protocol_error(
+                "ReadFile", 200, "a page of %r from offset %d (%d bytes, more: %s) does not "
+                "go on from offset %d" % (self.path, page.offset, page.length, page.more,
+                                          self.offset))
+        if self.size is None:
+            self.size = page.size
+        elif page.size != self.size:
+            raise FileChangedError(
+                "plimsoll: %s changed while it was read: %d bytes, then %d at offset %d; "
+                "read it again" % (self.path, self.size, page.size, self.offset))
+        self.sink(page.content)
+        self.offset += page.length
+        return not page.more
+
+
+LocalPath = Union[str, "os.PathLike[str]"]
+
+
+@contextlib.contextmanager
+def local_file(local_path: LocalPath) -> Iterator[BinaryIO]:
+    """``local_path`` open to be written; removed when the ``with`` block
+    raises, so a failed download leaves no file."""
+    f = open(local_path, "wb")
+    try:
+        with f:
+            yield f
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(local_path)
+        raise
+
+
+def upload_plan(local_path: LocalPath, remote_dir: str) -> List[Tuple[str, str]]:
+    """``(local file, remote path)`` of what ``upload`` sends: the file, or
+    every regular file under the directory (symlinks and special files
+    skipped, the walk sorted by name), each under ``remote_dir`` by its
+    name (a directory's files under its name too). A file past
+    :data:`WRITE_FILES_MAX_BYTES`, or a remote path past
+    :data:`FILE_PATH_MAX_BYTES`, is a ``ValueError`` here, before
+    anything is sent."""
+    _check_path("remote_dir", remote_dir)
+    local = os.fspath(local_path)
+    if not isinstance(local, str):
+        raise TypeError("plimsoll: local_path must be a str or a path, not bytes")
+    st = os.lstat(local)  # the FileNotFoundError of a missing one, as open() gives it
+    base = os.path.basename(os.path.abspath(local))
+    if not base:
+        raise ValueError("plimsoll: %s has no name to upload it by" % local)
+    remote_dir = remote_dir.rstrip("/")
+    top = remote_dir + "/" + base if remote_dir else base
+    plan: List[Tuple[str, str, int]] = []
+    if stat.S_ISREG(st.st_mode):
+        plan.append((local, top, st.st_size))
+    elif stat.S_ISDIR(st.st_mode):
+        for root, dirs, names in os.walk(local):
+            dirs.sort()
+            rel = os.path.relpath(root, local)
+            parts = [] if rel == os.curdir else rel.split(os.sep)
+            for name in sorted(names):
+                full = os.path.join(root, name)
+                st = os.lstat(full)
+                if stat.S_ISREG(st.st_mode):
+                    plan.append((full, "/".join([top] + parts + [name]), st.st_size))
+            # os.walk follows no symlink to a directory (followlinks=False)
+    else:
+        raise ValueError("plimsoll: %s is neither a regular file nor a directory" % local)
+    for full, remote, size in plan:
+        try:
+            n = len(remote.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("plimsoll: %s: its name is not UTF-8; a session's paths are "
+                             "text" % full) from None
+        if n > FILE_PATH_MAX_BYTES:
+            raise ValueError("plimsoll: %s: its path in the session, %s, is %d bytes, past "
+                             "the most a file call takes, %d" % (full, remote, n,
+                                                                 FILE_PATH_MAX_BYTES))
+        if size > WRITE_FILES_MAX_BYTES:
+            raise ValueError("plimsoll: %s is %d bytes, past the most one WriteFiles call "
+                             "takes (%d bytes, 4 MiB, all its files together); it cannot be "
+                             "uploaded" % (full, size, WRITE_FILES_MAX_BYTES))
+    return [(full, remote) for full, remote, _ in plan]
+
+
+def upload_batches(plan: Sequence[Tuple[str, str]]) -> Iterator[Dict[str, bytes]]:
+    """The WriteFiles calls of ``plan``, in order: as few as the bounds
+    allow, each at most :data:`WRITE_FILES_MAX_FILES` files and
+    :data:`WRITE_FILES_MAX_BYTES` bytes; each file is read as its call
+    is made."""
+    batch: Dict[str, bytes] = {}
+    size = 0
+    for full, remote in plan:
+        with open(full, "rb") as f:
+            data = f.read(WRITE_FILES_MAX_BYTES + 1)
+        if len(data) > WRITE_FILES_MAX_BYTES:
+            raise ValueError("plimsoll: %s grew past %d bytes (4 MiB), the most one "
+                             "WriteFiles call takes" % (full, WRITE_FILES_MAX_BYTES))
+        if batch and (len(batch) == WRITE_FILES_MAX_FILES
+                      or size + len(data) > WRITE_FILES_MAX_BYTES):
+            yield batch
+            batch, size = {}, 0
+        batch[remote] = data
+        size += len(data)
+    if batch:
+        yield batch

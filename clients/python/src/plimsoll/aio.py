@@ -24,12 +24,13 @@ from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, 
 from . import _aio_transport, _calls, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
-from ._calls import (Call, ClientBase, Files, RetryPolicy, Steps, cell_object, check_floor,
-                     module_request, project_request, reconnectable, snippet_request,
-                     with_floor)
+from ._calls import (Call, ClientBase, Files, LocalPath, Pages, RetryPolicy, Steps, cell_object,
+                     check_floor, local_file, module_request, project_request, reconnectable,
+                     snippet_request, upload_batches, upload_plan, with_floor)
 from .errors import NotFoundError, PlimsollError, SessionEndedError
 from .record import Chain
-from .results import Description, RunResult, SessionInfo
+from .results import (Description, ListFilesResult, ReadFileResult, RunResult, SessionInfo,
+                      WriteFilesResult)
 
 #: What ``run_stream`` and ``run_cell_stream`` call with each output chunk:
 #: a function or a coroutine function (awaited before the stream is read
@@ -242,6 +243,28 @@ class AsyncClient(ClientBase):
         this call (as :meth:`plimsoll.Client.extend_session`)."""
         return await self._do(self._extend_session_call(session_id, ends_in_s))
 
+    async def write_files(self, session_id: str, files: Files, chain: Optional[Chain] = None,
+                          minimum_isolation: Optional[str] = None) -> WriteFilesResult:
+        """WriteFiles (as :meth:`plimsoll.Client.write_files`); with
+        ``chain`` the answer is appended to it, without, its record is
+        checked alone."""
+        return await self._do(self._write_files_call(session_id, files, chain,
+                                                     minimum_isolation))
+
+    async def read_file(self, session_id: str, path: str, offset: int = 0,
+                        limit: Optional[int] = None, chain: Optional[Chain] = None,
+                        minimum_isolation: Optional[str] = None) -> ReadFileResult:
+        """ReadFile: one call (as :meth:`plimsoll.Client.read_file`)."""
+        return await self._do(self._read_file_call(session_id, path, offset, limit, chain,
+                                                   minimum_isolation))
+
+    async def list_files(self, session_id: str, path: str = "", depth: int = 1,
+                         chain: Optional[Chain] = None,
+                         minimum_isolation: Optional[str] = None) -> ListFilesResult:
+        """ListFiles (as :meth:`plimsoll.Client.list_files`)."""
+        return await self._do(self._list_files_call(session_id, path, depth, chain,
+                                                    minimum_isolation))
+
     async def connect_session(self, session_id: str,
                               minimum_isolation: Optional[str] = None) -> "AsyncSession":
         """An :class:`AsyncSession` for a session opened before, its chain
@@ -333,6 +356,83 @@ class AsyncSession:
                                                      cell_object(code, language, files),
                                                      on_output, timeout_ms, chain=self.chain,
                                                      minimum_isolation=self.minimum_isolation)
+
+    # -- its files ---------------------------------------------------------
+
+    async def write_files(self, files: Files) -> WriteFilesResult:
+        """WriteFiles into the work directory (as
+        :meth:`plimsoll.Session.write_files`); the record extends the chain."""
+        async with self._lock:
+            return await self.client.write_files(self.session_id, files, chain=self.chain,
+                                                 minimum_isolation=self.minimum_isolation)
+
+    async def write_text(self, path: str, text: str) -> WriteFilesResult:
+        """``write_files({path: text})``: one file of text (UTF-8)."""
+        if not isinstance(text, str):
+            raise TypeError("plimsoll: text must be a str, not %s" % type(text).__name__)
+        return await self.write_files({path: text})
+
+    async def write_bytes(self, path: str, data: bytes) -> WriteFilesResult:
+        """``write_files({path: data})``: one file of bytes."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError("plimsoll: data must be bytes, not %s" % type(data).__name__)
+        return await self.write_files({path: bytes(data)})
+
+    async def read_file(self, path: str, offset: int = 0,
+                        limit: Optional[int] = None) -> ReadFileResult:
+        """ReadFile: one call (as :meth:`plimsoll.Session.read_file`); the
+        record extends the chain."""
+        async with self._lock:
+            return await self.client.read_file(self.session_id, path, offset, limit,
+                                               chain=self.chain,
+                                               minimum_isolation=self.minimum_isolation)
+
+    async def list_files(self, path: str = "", depth: int = 1) -> ListFilesResult:
+        """ListFiles (as :meth:`plimsoll.Session.list_files`); the record
+        extends the chain."""
+        async with self._lock:
+            return await self.client.list_files(self.session_id, path, depth,
+                                                chain=self.chain,
+                                                minimum_isolation=self.minimum_isolation)
+
+    async def read_bytes(self, path: str, *, limit: Optional[int] = None) -> bytes:
+        """The whole file, a ReadFile page at a time (as
+        :meth:`plimsoll.Session.read_bytes`)."""
+        parts: List[bytes] = []
+        pages = Pages(path, parts.append)
+        while not pages.add(await self.read_file(path, pages.offset, limit)):
+            pass
+        return b"".join(parts)
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """:meth:`read_bytes`, decoded."""
+        return (await self.read_bytes(path)).decode(encoding)
+
+    async def download(self, path: str, local_path: LocalPath, *,
+                       limit: Optional[int] = None) -> int:
+        """The whole file written to ``local_path`` (as
+        :meth:`plimsoll.Session.download`); its size. The local file is
+        written on the event loop, a page at a time."""
+        with local_file(local_path) as f:
+            pages = Pages(path, f.write)
+            while not pages.add(await self.read_file(path, pages.offset, limit)):
+                pass
+        return pages.offset
+
+    async def upload(self, local_path: LocalPath, remote_dir: str = "") -> List[str]:
+        """A local file or directory tree into ``remote_dir`` (as
+        :meth:`plimsoll.Session.upload`: symlinks and special files
+        skipped, as few WriteFiles calls as the bounds allow, a file over
+        4 MiB a ``ValueError`` before anything is sent). The walk, and the
+        reading of each call's files, run in the loop's default executor."""
+        loop = asyncio.get_running_loop()
+        plan = await loop.run_in_executor(None, upload_plan, local_path, remote_dir)
+        batches = upload_batches(plan)
+        while True:
+            batch = await loop.run_in_executor(None, next, batches, None)
+            if batch is None:
+                return [remote for _, remote in plan]
+            await self.write_files(batch)
 
     async def info(self) -> SessionInfo:
         """GetSession: the session as the daemon holds it now; it waits for

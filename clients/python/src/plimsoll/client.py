@@ -12,13 +12,14 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Type
 from . import _calls, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
-from ._calls import (RETRYABLE, TIERS, Call, ClientBase, Files, RetryPolicy, Steps,
-                     cell_object, check_floor, check_session_id, check_tier, module_request,
-                     project_request, reconnectable, snippet_request, tier_rank, with_floor,
-                     without_nulls)
+from ._calls import (RETRYABLE, TIERS, Call, ClientBase, Files, LocalPath, Pages, RetryPolicy,
+                     Steps, cell_object, check_floor, check_session_id, check_tier, local_file,
+                     module_request, project_request, reconnectable, snippet_request, tier_rank,
+                     upload_batches, upload_plan, with_floor, without_nulls)
 from .errors import NotFoundError, PlimsollError, SessionEndedError
 from .record import Chain
-from .results import Description, RunResult, SessionInfo
+from .results import (Description, ListFilesResult, ReadFileResult, RunResult, SessionInfo,
+                      WriteFilesResult)
 
 #: What ``run_stream`` and ``run_cell_stream`` call with each output chunk.
 OnOutput = Callable[[OutputChunk], Any]
@@ -256,6 +257,41 @@ class Client(ClientBase):
         with :class:`~plimsoll.errors.SessionEndedError`."""
         return self._do(self._extend_session_call(session_id, ends_in_s))
 
+    def write_files(self, session_id: str, files: Files, chain: Optional[Chain] = None,
+                    minimum_isolation: Optional[str] = None) -> WriteFilesResult:
+        """WriteFiles: ``files`` (a ``{path: str or bytes}`` dict or File
+        dicts, as :meth:`run_project` takes them; 1 to 256 files, 4 MiB in
+        all) written into the session's work directory, a file there
+        replaced, the directories on the way made. ``chain`` and
+        ``minimum_isolation`` (checked against the record's tier, not sent)
+        as in :meth:`run_cell`: without a chain the record is checked
+        alone. :meth:`Session.write_files` is the call with the session's
+        chain."""
+        return self._do(self._write_files_call(session_id, files, chain, minimum_isolation))
+
+    def read_file(self, session_id: str, path: str, offset: int = 0,
+                  limit: Optional[int] = None, chain: Optional[Chain] = None,
+                  minimum_isolation: Optional[str] = None) -> ReadFileResult:
+        """ReadFile: at most ``limit`` bytes (None or 0: the daemon's
+        ``limits.file_read_bytes``, also the most) of the regular file
+        ``path`` from ``offset``. A missing file is a
+        :class:`~plimsoll.errors.NotFoundError`; a symlink on the way, a
+        directory or a special file an
+        :class:`~plimsoll.errors.InvalidRequestError`. ``chain`` and
+        ``minimum_isolation`` as in :meth:`write_files`."""
+        return self._do(self._read_file_call(session_id, path, offset, limit, chain,
+                                             minimum_isolation))
+
+    def list_files(self, session_id: str, path: str = "", depth: int = 1,
+                   chain: Optional[Chain] = None,
+                   minimum_isolation: Optional[str] = None) -> ListFilesResult:
+        """ListFiles: the entries of the directory ``path`` (``""``: the work
+        directory) and, to ``depth`` levels (1 to 16; 0 is 1), of the
+        directories in it; symlinks listed, never followed. ``chain`` and
+        ``minimum_isolation`` as in :meth:`write_files`."""
+        return self._do(self._list_files_call(session_id, path, depth, chain,
+                                              minimum_isolation))
+
     def connect_session(self, session_id: str,
                         minimum_isolation: Optional[str] = None) -> "Session":
         """A :class:`Session` for a session opened before (by this client,
@@ -361,6 +397,96 @@ class Session:
                                                cell_object(code, language, files), on_output,
                                                timeout_ms, chain=self.chain,
                                                minimum_isolation=self.minimum_isolation)
+
+    # -- its files ---------------------------------------------------------
+
+    def write_files(self, files: Files) -> WriteFilesResult:
+        """WriteFiles: ``files``, a ``{path: str or bytes}`` dict (or File
+        dicts), written into the work directory (1 to 256 files, 4 MiB in
+        all; a file there is replaced, directories on the way made). The
+        answer's record extends the chain, as a cell's does."""
+        with self._lock:
+            return self.client.write_files(self.session_id, files, chain=self.chain,
+                                           minimum_isolation=self.minimum_isolation)
+
+    def write_text(self, path: str, text: str) -> WriteFilesResult:
+        """``write_files({path: text})``: one file of text (UTF-8)."""
+        if not isinstance(text, str):
+            raise TypeError("plimsoll: text must be a str, not %s" % type(text).__name__)
+        return self.write_files({path: text})
+
+    def write_bytes(self, path: str, data: bytes) -> WriteFilesResult:
+        """``write_files({path: data})``: one file of bytes."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError("plimsoll: data must be bytes, not %s" % type(data).__name__)
+        return self.write_files({path: bytes(data)})
+
+    def read_file(self, path: str, offset: int = 0,
+                  limit: Optional[int] = None) -> ReadFileResult:
+        """ReadFile: one call, at most ``limit`` bytes (None: the daemon's
+        ``file_read_bytes``) of ``path`` from ``offset``; ``content`` is
+        the exact bytes, ``more`` whether bytes remain. The record extends
+        the chain."""
+        with self._lock:
+            return self.client.read_file(self.session_id, path, offset, limit,
+                                         chain=self.chain,
+                                         minimum_isolation=self.minimum_isolation)
+
+    def list_files(self, path: str = "", depth: int = 1) -> ListFilesResult:
+        """ListFiles: the entries (:class:`~plimsoll.FileEntry`) of the
+        directory ``path`` (``""``: the work directory), ``depth`` levels
+        down (1 to 16), depth first; ``truncated`` when the daemon's
+        ``file_list_entries`` left some out. The record extends the chain."""
+        with self._lock:
+            return self.client.list_files(self.session_id, path, depth, chain=self.chain,
+                                          minimum_isolation=self.minimum_isolation)
+
+    def read_bytes(self, path: str, *, limit: Optional[int] = None) -> bytes:
+        """The whole file ``path``: ReadFile from offset 0 until ``more``
+        is false, ``limit`` bytes a call at most (None: the daemon's most).
+        A page that is not the next is a
+        :class:`~plimsoll.errors.ProtocolError`; a file whose size changes
+        between pages a :class:`~plimsoll.errors.FileChangedError`."""
+        parts: List[bytes] = []
+        pages = Pages(path, parts.append)
+        while not pages.add(self.read_file(path, pages.offset, limit)):
+            pass
+        return b"".join(parts)
+
+    def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """:meth:`read_bytes`, decoded."""
+        return self.read_bytes(path).decode(encoding)
+
+    def download(self, path: str, local_path: LocalPath, *,
+                 limit: Optional[int] = None) -> int:
+        """The whole file ``path`` written to the local file ``local_path``
+        (replaced), read as :meth:`read_bytes` reads it, a page at a time;
+        its size is returned. When a call fails the local file is
+        removed."""
+        with local_file(local_path) as f:
+            pages = Pages(path, f.write)
+            while not pages.add(self.read_file(path, pages.offset, limit)):
+                pass
+        return pages.offset
+
+    def upload(self, local_path: LocalPath, remote_dir: str = "") -> List[str]:
+        """The local file ``local_path``, or every file of the local
+        directory ``local_path`` and its subdirectories, written into
+        ``remote_dir`` (``""``: the work directory) under its name: a
+        directory ``d`` becomes ``remote_dir/d/…``. Symlinks (to files or
+        directories) and special files (FIFOs, sockets, devices) in a
+        directory are skipped, and empty directories are not made.
+
+        As few WriteFiles calls as the bounds allow (256 files and 4 MiB a
+        call), each extending the chain; a file over 4 MiB, which no
+        WriteFiles call can take, is a ``ValueError`` before anything is
+        sent, as is a path in the session past 256 bytes. A refusal of a
+        later call leaves the earlier calls' files written. Returns the
+        paths written in the session, in order."""
+        plan = upload_plan(local_path, remote_dir)
+        for batch in upload_batches(plan):
+            self.write_files(batch)
+        return [remote for _, remote in plan]
 
     def info(self) -> SessionInfo:
         """GetSession: the session as the daemon holds it now. It waits

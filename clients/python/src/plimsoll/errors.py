@@ -11,6 +11,8 @@
   is never retried.
 * :class:`ChainError` (also ``plimsoll.record.ChainError``): a record or a
   chain of records does not check out.
+* :class:`FileChangedError`: a file read a page at a time changed between
+  two pages.
 * :class:`ConfigurationError` (also a ``ValueError``): the client's own
   settings are wrong (a URL, a key, a key file that cannot be read); raised
   when the client is made, before anything is sent.
@@ -40,6 +42,7 @@ __all__ = [
     "ProtocolError",
     "IsolationEvidenceMismatchError",
     "ChainError",
+    "FileChangedError",
     "ConfigurationError",
     "refusal_class",
 ]
@@ -205,6 +208,17 @@ class ChainError(PlimsollError):
         super().__init__(msg, code="data_loss", dispatched=True)
         self.index = index
         self.broken = broken
+
+
+class FileChangedError(PlimsollError):
+    """A file read a page at a time (``Session.read_bytes``,
+    ``Session.download``) changed between two of its ReadFile calls: a
+    page gave another ``size`` than the first. Nothing is returned (a
+    download leaves no file); read it again. Code ``aborted``, not
+    dispatched (nothing ran but the reads)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="aborted", dispatched=False)
 
 
 class ConfigurationError(PlimsollError, ValueError):

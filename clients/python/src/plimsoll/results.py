@@ -8,11 +8,12 @@ import dataclasses
 import datetime
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Type, TypeVar
 
 __all__ = ["RunRecord", "StepResult", "RunResult", "OperationSupport", "Operations",
            "Limits", "Description", "SessionInterpreter", "SessionInfo", "SESSION_STATES",
-           "parse_time"]
+           "parse_time", "WriteFilesResult", "ReadFileResult", "FileEntry", "ListFilesResult",
+           "FILE_TYPES"]
 
 T = TypeVar("T")
 
@@ -160,6 +161,8 @@ class Operations:
     project: OperationSupport = field(default_factory=OperationSupport)
     module: OperationSupport = field(default_factory=OperationSupport)
     session: OperationSupport = field(default_factory=OperationSupport)
+    #: WriteFiles, ReadFile and ListFiles in a session.
+    files: OperationSupport = field(default_factory=OperationSupport)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Operations":
@@ -183,6 +186,14 @@ class Limits:
     max_snippet_bytes: int = 0
     max_request_bytes: int = 0
     memory_budget_applies: bool = False
+    #: The least ``memory_mb`` the provider accepts; 0: no minimum.
+    min_memory_mb: int = 0
+    #: ``SANDBOX_FILE_READ_BYTES``: the most one ReadFile reads.
+    file_read_bytes: int = 0
+    #: ``SANDBOX_FILE_LIST_ENTRIES``: the most entries one ListFiles gives.
+    file_list_entries: int = 0
+    #: ``SANDBOX_SESSION_MAX_LIFETIME``: the most a session lives from its open.
+    session_max_lifetime_s: int = 0
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Limits":
@@ -330,3 +341,109 @@ class SessionInfo:
     def ended_time(self) -> Optional[datetime.datetime]:
         """``ended_at`` as an aware ``datetime``; None unless ended."""
         return parse_time(self.ended_at)
+
+
+# ---- a session's files -----------------------------------------------------------
+
+#: The types of a :class:`FileEntry`.
+FILE_TYPES = ("file", "directory", "symlink", "fifo", "socket", "device", "other")
+
+
+def _record_of(data: Any) -> Optional[RunRecord]:
+    rec = data.get("record") if isinstance(data, Mapping) else None
+    return RunRecord.from_dict(rec) if isinstance(rec, Mapping) else None
+
+
+@dataclass(frozen=True)
+class WriteFilesResult:
+    """WriteFiles' answer: how many files were written, their bytes in
+    all, and the call's record."""
+
+    files: int = 0
+    bytes: int = 0
+    record: Optional[RunRecord] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WriteFilesResult":
+        return _build(cls, data, record=_record_of(data))
+
+
+@dataclass(frozen=True)
+class ReadFileResult:
+    """ReadFile's answer: ``length`` bytes of the file ``path`` from
+    ``offset``, as exact ``bytes`` in ``content`` (the answer's
+    ``content_base64`` when the bytes are not UTF-8, else its ``content``).
+    ``size`` is the file's size, ``more`` whether bytes remain past
+    ``offset + length``."""
+
+    path: str = ""
+    size: int = 0
+    offset: int = 0
+    content: bytes = b""
+    length: int = 0
+    more: bool = False
+    record: Optional[RunRecord] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ReadFileResult":
+        if not isinstance(data, Mapping):
+            data = {}
+        return _build(cls, data, record=_record_of(data),
+                      content=_bytes_of(data.get("content") or "",
+                                        data.get("content_base64") or ""))
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One entry of ListFiles: ``path`` relative to the work directory
+    (a lossy copy when the name is not UTF-8; ``path_bytes`` is exact),
+    ``type`` (one of :data:`FILE_TYPES`), ``size``, ``mode`` (the
+    permission bits) and ``modified_at`` (RFC 3339 in UTC; as a
+    ``datetime``: :attr:`modified_time`)."""
+
+    path: str = ""
+    path_bytes: bytes = b""
+    type: str = ""
+    #: 4294967295 for that size or more.
+    size: int = 0
+    mode: int = 0
+    modified_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "FileEntry":
+        if not isinstance(data, Mapping):
+            data = {}
+        return _build(cls, data, path_bytes=_bytes_of(data.get("path") or "",
+                                                      data.get("path_base64") or ""))
+
+    @property
+    def modified_time(self) -> Optional[datetime.datetime]:
+        """``modified_at`` as an aware ``datetime`` (UTC); None when there is none."""
+        return parse_time(self.modified_at)
+
+
+@dataclass(frozen=True)
+class ListFilesResult:
+    """ListFiles' answer: ``entries`` depth first, each directory's sorted
+    by name; ``truncated`` when more were left out (past the daemon's
+    ``file_list_entries``). Iterating it iterates ``entries``."""
+
+    entries: List[FileEntry] = field(default_factory=list)
+    truncated: bool = False
+    record: Optional[RunRecord] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ListFilesResult":
+        entries = data.get("entries") if isinstance(data, Mapping) else None
+        return _build(cls, data, record=_record_of(data),
+                      entries=[FileEntry.from_dict(e) for e in entries or []])
+
+    def __iter__(self) -> Iterator[FileEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)

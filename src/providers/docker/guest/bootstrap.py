@@ -22,6 +22,12 @@
 #            marker (its own nonce and the step's exit status).
 #   files    a session's project call: write the files, exit 0 (3 and the
 #            reason on stderr when they cannot be written).
+#   read     a session's ReadFile: one regular file of /work, reached
+#            without following a symlink; "PLIMSOLL {"size": N}" and the
+#            bytes asked for on stdout, or an exit code that names the rule
+#            it broke (FILE_RULES).
+#   list     a session's ListFiles: one JSON line an entry, then
+#            "PLIMSOLL {"truncated": B}"; the same rules.
 #   probe    the startup proof: report what this container can see and do.
 #
 # Everything here runs inside the sandbox as the unprivileged user; the
@@ -296,6 +302,182 @@ def write_files(h):
         raise SetupError(error)
 
 
+# The rules a file call's path can break, as the exit codes the daemon
+# maps to its own messages (docker/session.c): nothing the reader says of
+# what it found travels but the code.
+FILE_RULES = {"missing": 64, "symlink": 65, "not_regular": 66, "not_directory": 67,
+              "denied": 68, "too_large": 69, "elsewhere": 71, "changed": 72, "other": 73}
+FILE_MAX_SIZE = 0xffffffff
+LIST_MAX_PATH = 4096
+
+
+class FileRule(Exception):
+    """A file call's path broke a rule; code is its exit code."""
+
+    def __init__(self, rule):
+        super().__init__(rule)
+        self.code = FILE_RULES[rule]
+
+
+def open_dir_at(dfd, name, dev):
+    """name in the directory dfd, opened as a directory without following a
+    symlink and on the work directory's filesystem (dev)."""
+    import stat
+    try:
+        before = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        raise FileRule("missing")
+    if stat.S_ISLNK(before.st_mode):
+        raise FileRule("symlink")
+    if not stat.S_ISDIR(before.st_mode):
+        raise FileRule("not_directory")
+    # O_NOFOLLOW with O_DIRECTORY is not enough under gVisor (see
+    # write_work_file): what was opened must be what lstat saw.
+    nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+    after = os.fstat(nfd)
+    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+        os.close(nfd)
+        raise FileRule("changed")
+    if after.st_dev != dev:
+        os.close(nfd)
+        raise FileRule("elsewhere")
+    return nfd
+
+
+def work_dir(parts):
+    """An fd of the directory /work/parts..., and /work's device."""
+    dfd = os.open("/work", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    dev = os.fstat(dfd).st_dev
+    try:
+        for p in parts:
+            nfd = open_dir_at(dfd, p, dev)
+            os.close(dfd)
+            dfd = nfd
+    except BaseException:
+        os.close(dfd)
+        raise
+    return dfd, dev
+
+
+def file_call(fn, h):
+    """Run a file call; its rule's exit code when it broke one."""
+    import errno
+    try:
+        fn(h)
+    except FileRule as e:
+        os._exit(e.code)
+    except OSError as e:
+        os._exit(FILE_RULES.get({errno.ENOENT: "missing", errno.ELOOP: "symlink",
+                                 errno.ENOTDIR: "not_directory", errno.EACCES: "denied",
+                                 errno.EPERM: "denied"}.get(e.errno, "other")))
+    os._exit(0)
+
+
+def read_file(h):
+    import stat
+    parts = work_parts(h.get("path"))
+    if parts is None:
+        raise FileRule("other")
+    offset, limit = h["offset"], h["limit"]
+    dfd, dev = work_dir(parts[:-1])
+    try:
+        try:
+            before = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise FileRule("missing")
+        if stat.S_ISLNK(before.st_mode):
+            raise FileRule("symlink")
+        if not stat.S_ISREG(before.st_mode):
+            raise FileRule("not_regular")
+        # O_NONBLOCK: what is swapped in after the lstat (a FIFO) cannot
+        # hold the open; it is found out below.
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
+                     dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise FileRule("changed")
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRule("not_regular")
+        if st.st_dev != dev:
+            raise FileRule("elsewhere")
+        if st.st_size > FILE_MAX_SIZE:
+            raise FileRule("too_large")
+        want = max(0, min(limit, st.st_size - offset))
+        chunks, got = [], 0
+        while got < want:
+            b = os.pread(fd, want - got, offset + got)
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+    finally:
+        os.close(fd)
+    emit({"size": st.st_size})
+    for b in chunks:
+        view = memoryview(b)
+        while view:
+            view = view[os.write(1, view):]
+
+
+def list_files(h):
+    import base64
+    import stat
+    path = h.get("path") or ""
+    parts = work_parts(path) if path else []
+    if parts is None:
+        raise FileRule("other")
+    depth, most = h["depth"], h["entries"]
+    top, dev = work_dir(parts)
+    prefix = os.fsencode(path + "/") if path else b""
+    count, truncated = 0, False
+    out = []
+
+    def walk(dfd, rel, level):
+        nonlocal count, truncated
+        for name in sorted(os.listdir(dfd), key=os.fsencode):
+            if count >= most:
+                truncated = True
+                return
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                continue  # gone since it was listed
+            p = rel + os.fsencode(name)
+            if len(p) > LIST_MAX_PATH:
+                truncated = True
+                continue
+            m = st.st_mode
+            t = ("directory" if stat.S_ISDIR(m) else "file" if stat.S_ISREG(m)
+                 else "symlink" if stat.S_ISLNK(m) else "fifo" if stat.S_ISFIFO(m)
+                 else "socket" if stat.S_ISSOCK(m)
+                 else "device" if stat.S_ISCHR(m) or stat.S_ISBLK(m) else "other")
+            out.append(json.dumps({"p": base64.b64encode(p).decode(), "t": t, "s": st.st_size,
+                                   "m": m & 0o7777, "mt": st.st_mtime_ns},
+                                  separators=(",", ":")).encode() + b"\n")
+            count += 1
+            if t == "directory" and level < depth:
+                try:
+                    sub = open_dir_at(dfd, name, dev)
+                except (OSError, FileRule):
+                    continue  # not ours to enter, or swapped: listed, not entered
+                try:
+                    walk(sub, p + b"/", level + 1)
+                finally:
+                    os.close(sub)
+                if count >= most and truncated:
+                    return
+
+    try:
+        walk(top, prefix, 1)
+    finally:
+        os.close(top)
+    os.write(1, b"".join(out))
+    emit({"truncated": truncated})
+
+
 def hold():
     """Stay PID 1 with nothing to do (the files could not be written):
     give up stdin and the output streams, take no signal, reap orphans."""
@@ -483,7 +665,9 @@ def main():
     if kind == "project":
         project(h, waiters)
     end_waiters(waiters)
-    handler = {"module": module, "files": files, "probe": probe}.get(kind)
+    handler = {"module": module, "files": files, "probe": probe,
+               "read": lambda h: file_call(read_file, h),
+               "list": lambda h: file_call(list_files, h)}.get(kind)
     if handler is None:
         os._exit(70)
     handler(h)
