@@ -176,6 +176,16 @@ def main(d, out):
             ratios.append("| sessions/%s: open + first cell, pool off p50 / pool on p50 | "
                           "**%.2f×** |" % (rt, off[0]["p50_ms"] / on[0]["p50_ms"]))
     sess_table = "\n".join(sess_lines) if sess else "(not measured: no docker engine)"
+    files_lines = ["| runtime | WriteFiles 1 KiB | ReadFile 1 KiB | WriteFiles 1 MiB | "
+                   "ReadFile 1 MiB | a later cell |", "|---|---|---|---|---|---|"]
+    for r in sess:
+        fp = r.get("files_p50_ms") or {}
+        if r["pool"] and fp:
+            files_lines.append("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms |" % (
+                r["runtime"], fp["write1k"], fp["read1k"], fp["write1m"], fp["read1m"],
+                r["later_cell_p50_ms"]))
+    files_table = ("\n".join(files_lines) if len(files_lines) > 2
+                   else "(not measured: no docker engine)")
     e2b = load(d, "e2b") or []
     e2b_lines = ["| payload | wall p50 | the fake's share p50 | plimsoll's own p50 | p95 |"
                  " calls per run |", "|---|---|---|---|---|---|"]
@@ -354,6 +364,18 @@ while calls come ([providers/docker.md](providers/docker.md)); what is
 left of a later cell is the settings read-back (an inspect of the
 container, compared with its digest at open) and the cell's own frames.
 
+### A session's file calls
+
+{files_table}
+
+The same run, with the pool on, after the project calls: each file call
+timed as a repeated one (the same call once before, untimed), once the
+cleanup of the call before has finished; 1 KiB and 1 MiB of random bytes
+(so `content_base64` both ways). Each is one `docker exec` of the
+bootstrap as the calls' user ([sessions.md](sessions.md#session-files)),
+and the exec's start is most of a small call's time, as it was for a
+project call's first step before the step runner waited between calls.
+
 ## e2b provider: plumbing only
 
 {e2b_table}
@@ -421,7 +443,7 @@ path: [providers/docker.md](providers/docker.md), "The run's end", and
 Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
 `PL_BENCH_DOCKER_N` for the docker series).
 """.format(when=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), machine=machine(),
-           table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table,
+           table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table, files_table=files_table,
            e2b_table=e2b_table, proto_table=proto_table)
     with open(out, "w") as f:
         f.write(doc)

@@ -131,7 +131,7 @@ def one_series(runtime, pool, n):
                             t4 = time.monotonic()
                             status, b = d.rpc(method, msg, conn=conn)
                             if timed:
-                                fcalls[method[:4].lower() + size].append(
+                                fcalls[("write" if method == "WriteFiles" else "read") + size].append(
                                     (time.monotonic() - t4) * 1000)
                             assert status == 200, b
                             if method == "ReadFile":

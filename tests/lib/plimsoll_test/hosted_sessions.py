@@ -160,6 +160,11 @@ class HostedSessions:
                          ("ready", 2, [{"language": "python", "alive": True},
                                        {"language": "javascript", "alive": True}]), g)
         self.assertEqual((g["disk_used_kib"], g["disk_budget_kib"]), (0, 0), g)  # not reported
+        # No file calls here (Describe says so): refused before anything runs.
+        self.assertFalse(self.d.rpc("Describe", {})[1]["operations"]["files"]["supported"])
+        status, body = self.d.rpc("ReadFile", {"session_id": sid, "path": "a"})
+        self.assertEqual((status, error_info(body)[0]["reason"]), (501, "UNSUPPORTED"), body)
+        self.assertEqual(self.get(sid)["calls"], 2)
         self.wait_idle(name)
         # GetSession says so, and waking nothing: it is still paused after.
         for _ in range(50):
