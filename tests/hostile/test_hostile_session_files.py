@@ -442,8 +442,12 @@ class SessionFiles(DockerDaemon):
                              args=(sid, "import time\ntime.sleep(2)\nopen('late','w').write('1')"))
         t.start()
         self.addCleanup(t.join)
-        time.sleep(0.5)  # the run is on its way first, as arrival order
-        r = self.read(sid, "late")  # waits for the run before it
+        # The run has its turn first (GetSession sees it in progress) ...
+        for _ in range(200):
+            if self.ok("GetSession", {"session_id": sid})["calls_waiting"] == 1:
+                break
+            time.sleep(0.05)
+        r = self.read(sid, "late")  # ... and the read waits for it
         self.assertEqual(r["content"], "1")
 
 
