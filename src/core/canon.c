@@ -212,6 +212,23 @@ int pl_base64_decode(const char *s, size_t len, size_t max, unsigned char **ret_
     return 0;
 }
 
+char *pl_utf8_lossy(const unsigned char *s, size_t n, size_t *ret_len) {
+    char *out = malloc(n * 3 + 1);
+    size_t k = 0;
+    for (size_t i = 0; out && i < n; i++) {
+        if (s[i] < 0x80) {
+            out[k++] = (char)s[i];
+        } else {
+            memcpy(out + k, "\xef\xbf\xbd", 3);
+            k += 3;
+        }
+    }
+    if (out)
+        out[k] = '\0';
+    *ret_len = k;
+    return out;
+}
+
 bool pl_utf8_valid(const unsigned char *s, size_t n) {
     size_t i = 0;
     while (i < n) {

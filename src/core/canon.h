@@ -36,6 +36,11 @@ int pl_hex_digit(char c);
  */
 bool pl_utf8_valid(const unsigned char *s, size_t n);
 
+/* s (n bytes) as text: each byte outside ASCII a U+FFFD, the rest as it
+ * is; malloc'd, *ret_len its length (NULL when out of memory).  What the
+ * API gives beside the exact bytes when they are not UTF-8. */
+char *pl_utf8_lossy(const unsigned char *s, size_t n, size_t *ret_len);
+
 /* Standard base64 with padding; returns a malloc'd NUL-terminated string. */
 char *pl_base64_encode(const void *data, size_t len, int pad);
 

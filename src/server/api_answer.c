@@ -128,15 +128,10 @@ static int put_output(json_t *o, const char *name, const char *data, size_t len)
     const unsigned char *p = (const unsigned char *)(data ? data : "");
     if (pl_utf8_valid(p, len))
         return json_object_set_new(o, name, json_stringn((const char *)p, len));
-    struct pl_buf b = {0};
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] < 0x80)
-            pl_buf_append(&b, &p[i], 1);
-        else
-            pl_buf_puts(&b, "\xef\xbf\xbd");
-    }
-    json_object_set_new(o, name, json_stringn(b.data ? b.data : "", b.len));
-    pl_buf_free(&b);
+    size_t n = 0;
+    char *lossy = pl_utf8_lossy(p, len, &n);
+    json_object_set_new(o, name, json_stringn(lossy ? lossy : "", lossy ? n : 0));
+    free(lossy);
     char *b64 = pl_base64_encode(p, len, 1);
     char key[64];
     snprintf(key, sizeof(key), "%s_base64", name);

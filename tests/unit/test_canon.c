@@ -83,11 +83,25 @@ static void test_base64(void **state) {
     free(d);
 }
 
+static void test_utf8_lossy(void **state) {
+    (void)state;
+    size_t n = 0;
+    char *l = pl_utf8_lossy((const unsigned char *)"a\xff\0b\xc3\xa9", 6, &n);
+    assert_int_equal(n, 12); /* a, U+FFFD, NUL, b, two U+FFFD */
+    assert_memory_equal(l, "a\xef\xbf\xbd\0b\xef\xbf\xbd\xef\xbf\xbd", 12);
+    free(l);
+    l = pl_utf8_lossy((const unsigned char *)"", 0, &n);
+    assert_int_equal(n, 0);
+    assert_string_equal(l, "");
+    free(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vectors),
         cmocka_unit_test(test_real_refused),
         cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_utf8_lossy),
     };
     return cmocka_run_group_tests_name("canon", tests, NULL, NULL);
 }

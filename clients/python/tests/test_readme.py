@@ -73,25 +73,18 @@ class Readme(unittest.TestCase):
     def test_managing_sessions_examples(self) -> None:
         """The blocks of "Managing sessions", each with the output the
         README shows after it, against the harness's session daemon."""
-        with open(README, encoding="utf-8") as f:
-            section = re.search(r"^## Managing sessions\n(.*?)^## ", f.read(), re.S | re.M)
-        assert section is not None
-        pairs = re.findall(r"```python\n(.*?)```\n+<!-- doc: output -->\n```\n(.*?)```",
-                           section.group(1), re.S)
-        self.assertEqual(len(pairs), 2)
-        for n, (block, shown) in enumerate(pairs):
-            with self.subTest(block=n):
-                out = io.StringIO()
-                with readme_environment("PLIMSOLL_TEST_SESSION_URL"), \
-                        contextlib.redirect_stdout(out):
-                    exec(compile(block, README, "exec"), {"__name__": "readme"})
-                self.assertEqual(out.getvalue(), shown)
+        self.run_section("Managing sessions")
 
     def test_session_files_examples(self) -> None:
         """The blocks of "A session's files", each with the output the
         README shows after it, against the harness's session daemon."""
+        self.run_section("A session's files")
+
+    def run_section(self, title: str) -> None:
+        """Each docker-sessions block of the README's section `title` run,
+        its printout compared with the output block after it."""
         with open(README, encoding="utf-8") as f:
-            section = re.search(r"^## A session's files\n(.*?)^## ", f.read(), re.S | re.M)
+            section = re.search(r"^## %s\n(.*?)^## " % re.escape(title), f.read(), re.S | re.M)
         assert section is not None
         pairs = re.findall(r"<!-- doc: run docker-sessions -->\n```python\n(.*?)```\n+"
                            r"<!-- doc: output -->\n```\n(.*?)```", section.group(1), re.S)

@@ -226,18 +226,9 @@ static json_t *entry_of(const json_t *o) {
     if (e && pl_utf8_valid(path, plen)) {
         json_object_set_new(e, "path", json_stringn((const char *)path, plen));
     } else if (e) {
-        /* Not UTF-8: a lossy copy (each byte outside ASCII a U+FFFD), and
-         * the exact bytes. */
-        char *lossy = malloc(plen * 3 + 1);
+        /* Not UTF-8: a lossy copy, and the exact bytes. */
         size_t k = 0;
-        for (size_t i = 0; lossy && i < plen; i++) {
-            if (path[i] < 0x80) {
-                lossy[k++] = (char)path[i];
-            } else {
-                memcpy(lossy + k, "\xef\xbf\xbd", 3);
-                k += 3;
-            }
-        }
+        char *lossy = pl_utf8_lossy(path, plen, &k);
         char *exact = pl_base64_encode(path, plen, 1);
         if (!lossy || !exact) {
             json_decref(e);
