@@ -186,6 +186,15 @@ def main(d, out):
                 r["later_cell_p50_ms"]))
     files_table = ("\n".join(files_lines) if len(files_lines) > 2
                    else "(not measured: no docker engine)")
+    art = load(d, "artifacts") or []
+    art_lines = ["| runtime | snippet | snippet + collect | project (one step) | "
+                 "project + collect |", "|---|---|---|---|---|"]
+    for r in art:
+        p = r["p50_ms"]
+        art_lines.append("| %s | %.1f ms | %.1f ms (%.2f×) | %.1f ms | %.1f ms (%.2f×) |" % (
+            r["runtime"], p["snippet"], p["snippet_collect"], p["snippet_collect"] / p["snippet"],
+            p["project"], p["project_collect"], p["project_collect"] / p["project"]))
+    art_table = "\n".join(art_lines) if art else "(not measured: no docker engine)"
     e2b = load(d, "e2b") or []
     e2b_lines = ["| payload | wall p50 | the fake's share p50 | plimsoll's own p50 | p95 |"
                  " calls per run |", "|---|---|---|---|---|---|"]
@@ -376,6 +385,18 @@ bootstrap as the calls' user ([sessions.md](sessions.md#session-files)),
 and the exec's start is most of a small call's time, as it was for a
 project call's first step before the step runner waited between calls.
 
+## A run's artifacts (docker)
+
+{art_table}
+
+Measured by `bench/artifacts.py` through the daemon: each payload writes a
+1 KiB file into its work directory, and is timed with and without
+`collect` naming it, in turn, at 1.5 s (runc) or 3 s (runsc) apart so each
+run finds a warm container waiting; p50 of 10 each, after one untimed
+round. With `collect` the run costs one `docker exec` more, the reader's
+([api.md](api.md#artifacts)), after the guest ended and before the
+container's end.
+
 ## e2b provider: plumbing only
 
 {e2b_table}
@@ -443,7 +464,7 @@ path: [providers/docker.md](providers/docker.md), "The run's end", and
 Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
 `PL_BENCH_DOCKER_N` for the docker series).
 """.format(when=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), machine=machine(),
-           table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table, files_table=files_table,
+           table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table, files_table=files_table, art_table=art_table,
            e2b_table=e2b_table, proto_table=proto_table)
     with open(out, "w") as f:
         f.write(doc)

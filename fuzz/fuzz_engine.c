@@ -27,7 +27,10 @@
  * (the first byte's value mod 8), except two values of their own:
  *   0xf8  ReadFile's reader's report (pl_docker_read_report);
  *   0xf9  ListFiles' lister's report (pl_docker_list_report), byte 1 the
- *         most entries: each accepted entry a FileEntry of a relative path.
+ *         most entries: each accepted entry a FileEntry of a relative path;
+ *   0xfa  a project's collect report (pl_docker_collect_report), byte 1
+ *         the most files and whether a torn report is taken, byte 2 the
+ *         byte budget: the artifacts within both, each path relative.
  * Any crash, leak, sanitizer report or broken invariant (abort) is a bug. */
 #include <stdbool.h>
 #include <stddef.h>
@@ -471,17 +474,52 @@ static void fuzz_list_report(const uint8_t *p, size_t n) {
     json_decref(entries);
 }
 
+/* A collect report: at most the files and bytes allowed, each artifact a
+ * relative path without NUL, its bytes no more than its size. */
+static void fuzz_collect_report(const uint8_t *p, size_t n) {
+    if (n < 2)
+        return;
+    struct pl_collect_ctx b = {.files = 1u + (p[0] & 0x7f) % 16, .bytes = (unsigned)p[1] * 16};
+    bool partial = p[0] & 0x80;
+    struct pl_artifact *a = NULL;
+    size_t na = 0, total = 0;
+    bool truncated = false;
+    if (pl_docker_collect_report((const char *)p + 2, n - 2, &b, partial, &a, &na, &truncated) <
+        0) {
+        if (a)
+            abort();
+        return;
+    }
+    if (na > b.files || (!partial && p[n - 1] != '\n'))
+        abort();
+    for (size_t i = 0; i < na; i++) {
+        if (!a[i].path_len || a[i].path[0] == '/' || memchr(a[i].path, '\0', a[i].path_len) ||
+            a[i].len > a[i].size || (a[i].len && !a[i].data) ||
+            a[i].truncated != (a[i].len < a[i].size))
+            abort();
+        total += a[i].len;
+    }
+    if (total > b.bytes)
+        abort();
+    pl_artifacts_free(a, na);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
     /* Two first bytes of their own (the rest go by data[0] % 8, as the
-     * corpus was made): 0xf8 ReadFile's report, 0xf9 ListFiles'. */
+     * corpus was made): 0xf8 ReadFile's report, 0xf9 ListFiles', 0xfa a
+     * collect report. */
     if (data[0] == 0xf8) {
         fuzz_read_report(data + 1, size - 1);
         return 0;
     }
     if (data[0] == 0xf9) {
         fuzz_list_report(data + 1, size - 1);
+        return 0;
+    }
+    if (data[0] == 0xfa) {
+        fuzz_collect_report(data + 1, size - 1);
         return 0;
     }
     switch (data[0] % 8) {

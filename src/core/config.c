@@ -34,6 +34,8 @@
     X(SANDBOX_SESSION_POOL, session_pool, 0, 0, 64)                                                \
     X(SANDBOX_FILE_READ_BYTES, file_read_bytes, 4194304, 1024, 67108864)                           \
     X(SANDBOX_FILE_LIST_ENTRIES, file_list_entries, 1000, 1, 100000)                               \
+    X(SANDBOX_COLLECT_FILES, collect_files, 64, 1, 1000)                                           \
+    X(SANDBOX_COLLECT_BYTES, collect_bytes, 1048576, 1024, 67108864)                               \
     X(PLIMSOLL_HEALTH_WATCH_STREAMS, health_watch_streams, 64, 1, 65536)                           \
     X(PLIMSOLL_HEALTH_WATCH_STREAMS_PER_CONNECTION, health_watch_streams_per_connection, 4, 1,     \
       100)                                                                                         \

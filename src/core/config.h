@@ -31,6 +31,7 @@
 #define PL_NAME_MAX_BYTES 128u               /* step name, profile name */
 #define PL_MODULE_MAX_BYTES (8u << 20)       /* decoded module.wasm */
 #define PL_FILES_MAX_DEPTH 16u               /* ListFiles.depth */
+#define PL_COLLECT_MAX_GLOBS 16u             /* project.collect, snippet.collect */
 
 enum pl_listen_kind { PL_LISTEN_TCP, PL_LISTEN_UNIX };
 
@@ -96,6 +97,8 @@ struct pl_config {
     unsigned session_max_lifetime_s;
     unsigned file_read_bytes;   /* SANDBOX_FILE_READ_BYTES: one ReadFile's most */
     unsigned file_list_entries; /* SANDBOX_FILE_LIST_ENTRIES: one ListFiles' most */
+    unsigned collect_files;     /* SANDBOX_COLLECT_FILES: one run's most artifacts */
+    unsigned collect_bytes;     /* SANDBOX_COLLECT_BYTES: their bytes in all */
     unsigned session_pool;      /* SANDBOX_SESSION_POOL: waiting session sandboxes */
 
     /* The lookup the settings came from, for a provider's own settings. */

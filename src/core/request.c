@@ -53,6 +53,7 @@ static const struct field snippet_fields[] = {
     {"language", "language", F_STRING, NULL, NULL},
     {"code", "code", F_STRING, NULL, NULL},
     {"stdin", "stdin", F_STRING, NULL, NULL},
+    {"collect", "collect", F_STRING_LIST, NULL, NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 static const struct msg snippet_msg = {"Snippet", snippet_fields};
@@ -60,6 +61,7 @@ static const struct msg snippet_msg = {"Snippet", snippet_fields};
 static const struct field project_fields[] = {
     {"files", "files", F_MSG_LIST, &file_msg, NULL},
     {"steps", "steps", F_MSG_LIST, &step_msg, NULL},
+    {"collect", "collect", F_STRING_LIST, NULL, NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 static const struct msg project_msg = {"Project", project_fields};
@@ -439,6 +441,26 @@ static int decode_strings(const json_t *list, const char *what, size_t min, cons
     return 0;
 }
 
+/* Collect globs: at most PL_COLLECT_MAX_GLOBS, each a relative path by
+ * path_ok's rules (a glob's '*', '?' and '[' are bytes like any other
+ * there), so none can name anything outside the work directory. */
+static int decode_collect(const json_t *list, const char *what, const char ***ret, size_t *ret_n,
+                          struct pl_error *err) {
+    size_t n = json_array_size(list);
+    if (n > PL_COLLECT_MAX_GLOBS)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: more than %u globs", what,
+                            PL_COLLECT_MAX_GLOBS);
+    if (decode_strings(list, what, 0, ret, ret_n, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!path_ok((*ret)[i], json_string_length(json_array_get(list, i))))
+            return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                                "%s[%zu]: a glob relative to the work directory, of at most %u "
+                                "bytes, without '.', '..', empty or control characters",
+                                what, i, PL_PATH_MAX_BYTES);
+    return 0;
+}
+
 static int decode_payload(struct pl_run_request *r, bool allow_cell, struct pl_error *err) {
     const json_t *c = r->canonical;
     const char *kinds[] = {"snippet", "project", "module", "cell"};
@@ -473,7 +495,8 @@ static int decode_payload(struct pl_run_request *r, bool allow_cell, struct pl_e
         if (r->snippet.stdin_len > PL_STDIN_MAX_BYTES)
             return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                                 "snippet.stdin: exceeds the limit of %u bytes", PL_STDIN_MAX_BYTES);
-        return 0;
+        return decode_collect(json_object_get(p, "collect"), "snippet.collect", &r->collect,
+                              &r->ncollect, err);
     }
     case PL_PAYLOAD_PROJECT: {
         if (decode_files(json_object_get(p, "files"), "project", &r->project.files,
@@ -509,7 +532,8 @@ static int decode_payload(struct pl_run_request *r, bool allow_cell, struct pl_e
                 st->name = st->name_owned;
             }
         }
-        return 0;
+        return decode_collect(json_object_get(p, "collect"), "project.collect", &r->collect,
+                              &r->ncollect, err);
     }
     case PL_PAYLOAD_MODULE: {
         size_t blen = 0;
@@ -575,6 +599,7 @@ void pl_run_request_clear(struct pl_run_request *r) {
         free(r->project.steps[i].name_owned);
     }
     free(r->project.steps);
+    free(r->collect);
     free(r->module.wasm);
     free(r->module.args);
     for (size_t i = 0; i < r->cell.nfiles; i++)

@@ -72,6 +72,10 @@ struct pl_run_request {
     unsigned memory_mb;        /* 0 when absent: the allowance applies */
 
     enum pl_payload_kind kind;
+    /* The payload's collect globs (project.collect, snippet.collect): an
+     * owned array of borrowed strings; none when ncollect is 0. */
+    const char **collect;
+    size_t ncollect;
     struct {
         const char *language; /* "javascript" | "python" */
         const char *code;

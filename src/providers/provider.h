@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "../core/capture.h"
 #include "../core/config.h"
@@ -68,6 +69,13 @@ struct pl_provider_info {
     /* The session file calls (WriteFiles, ReadFile, ListFiles): supported
      * when its session_run takes their kinds. */
     struct pl_op_caps files;
+    /* Which payloads may name collect globs (pl_run_ctx.collect): the
+     * provider reads the matched files after the run into
+     * pl_run_result.artifacts. */
+    struct {
+        bool project;
+        bool snippet;
+    } artifacts;
     /* An idle session's pause gives back its admission slot (the next
      * call takes one again, or is refused AT_CAPACITY): the provider's
      * paused sandbox runs nothing (openshell's idle stop). */
@@ -91,6 +99,23 @@ struct pl_files_ctx {
     unsigned list_entries; /* SANDBOX_FILE_LIST_ENTRIES */
 };
 
+/* A run's collect bounds (SANDBOX_COLLECT_FILES, SANDBOX_COLLECT_BYTES). */
+struct pl_collect_ctx {
+    unsigned files;
+    unsigned bytes;
+};
+
+/* A file a collect glob matched: its path relative to the work directory
+ * (bytes, maybe not UTF-8), its size, and its first len bytes. */
+struct pl_artifact {
+    char *path; /* owned, path_len bytes, no NUL inside */
+    size_t path_len;
+    uint64_t size;
+    unsigned char *data; /* owned, len bytes (NULL when len is 0) */
+    size_t len;
+    bool truncated; /* len < size: the run's byte budget ran out */
+};
+
 /* Per-run settings the core resolved before dispatch. */
 struct pl_run_ctx {
     const char *principal;
@@ -106,6 +131,8 @@ struct pl_run_ctx {
     const struct pl_output_sink *sink;
     /* The file calls' bounds (a session's WriteFiles, ReadFile, ListFiles). */
     struct pl_files_ctx files;
+    /* The bounds of what a request's collect globs bring back. */
+    struct pl_collect_ctx collect;
 };
 
 struct pl_step_result {
@@ -152,7 +179,25 @@ struct pl_run_result {
     json_t *entries;
     bool truncated;
     char session_ended[256]; /* set by a session call after which the session must end: why */
+    /* A request with collect globs: what they matched (owned), in the
+     * walk's order; collected says the provider looked (the answer then
+     * carries the list, maybe empty); artifacts_truncated that more
+     * matched than the bounds let in. */
+    struct pl_artifact *artifacts;
+    size_t nartifacts;
+    bool collected;
+    bool artifacts_truncated;
 };
+
+/* Free an artifact list of n entries; NULL-safe.  Inline: the report
+ * parsers that make the lists link without the registry (fuzz/). */
+static inline void pl_artifacts_free(struct pl_artifact *a, size_t n) {
+    for (size_t i = 0; a && i < n; i++) {
+        free(a[i].path);
+        free(a[i].data);
+    }
+    free(a);
+}
 
 /* What a provider needs to open a session's sandbox. */
 struct pl_session_open {

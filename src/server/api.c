@@ -75,10 +75,16 @@ json_t *pl_api_describe(struct pl_api *api) {
     json_t *ops = json_object_get(d, "operations"), *lim = json_object_get(d, "limits");
     if (ops)
         json_object_set_new(ops, "files", op_json(&in->files, false));
+    if (ops)
+        json_object_set_new(ops, "artifacts",
+                            json_pack("{s:b, s:b}", "project", in->artifacts.project, "snippet",
+                                      in->artifacts.snippet));
     if (lim) {
         json_object_set_new(lim, "file_read_bytes", json_integer(c->file_read_bytes));
         json_object_set_new(lim, "file_list_entries", json_integer(c->file_list_entries));
         json_object_set_new(lim, "session_max_lifetime_s", json_integer(c->session_max_lifetime_s));
+        json_object_set_new(lim, "collect_files", json_integer(c->collect_files));
+        json_object_set_new(lim, "collect_bytes", json_integer(c->collect_bytes));
     }
     json_t *checks = json_array();
     for (size_t i = 0; checks && i < 8 && in->checks[i]; i++)

@@ -140,6 +140,26 @@ static int put_output(json_t *o, const char *name, const char *data, size_t len)
     return r;
 }
 
+/* A request's collect globs' files (docs/api.md, "Artifacts"), and
+ * whether the bounds left some out. */
+static int artifacts_json(json_t *o, const struct pl_run_result *r) {
+    json_t *list = json_array();
+    if (!list || json_object_set_new(o, "artifacts", list) < 0 ||
+        json_object_set_new(o, "artifacts_truncated", json_boolean(r->artifacts_truncated)) < 0)
+        return -1;
+    for (size_t i = 0; i < r->nartifacts; i++) {
+        const struct pl_artifact *a = &r->artifacts[i];
+        json_t *e = json_pack("{s:I, s:b}", "size",
+                              (json_int_t)(a->size > UINT32_MAX ? UINT32_MAX : a->size),
+                              "truncated", a->truncated);
+        if (!e || json_array_append_new(list, e) < 0 ||
+            put_output(e, "path", a->path, a->path_len) < 0 ||
+            put_output(e, "content", (const char *)a->data, a->len) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32_t dur_ms) {
     json_t *o = json_pack("{s:i, s:b, s:b, s:i, s:s, s:s, s:b, s:b, s:s, s:s}", "exit_code",
                           (json_int_t)r->exit_code, "stdout_truncated", r->out_truncated,
@@ -165,6 +185,10 @@ json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32
         }
     }
     json_object_set_new(o, "steps", steps);
+    if (r->collected && artifacts_json(o, r) < 0) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 

@@ -157,6 +157,12 @@ static int check_payload_supported(struct run_call *c, struct call_log *lg) {
         return pl_error_set(&c->err, PL_REASON_UNSUPPORTED,
                             "provider \"%s\" does not run %s payloads", name,
                             pl_payload_name(c->req.kind));
+    if (c->req.ncollect &&
+        !(c->req.kind == PL_PAYLOAD_PROJECT ? in->artifacts.project : in->artifacts.snippet))
+        return pl_error_set(&c->err, PL_REASON_UNSUPPORTED,
+                            "%s.collect: provider \"%s\" brings back no %s artifacts (Describe: "
+                            "operations.artifacts)",
+                            pl_payload_name(c->req.kind), name, pl_payload_name(c->req.kind));
     if (!c->cell && c->req.kind == PL_PAYLOAD_SNIPPET &&
         !language_listed(c->caps, c->req.snippet.language))
         return pl_error_set(&c->err, PL_REASON_UNSUPPORTED,
@@ -347,7 +353,8 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
                              .timeout_ms = c->timeout_ms,
                              .memory_mb = c->req.memory_mb ? c->req.memory_mb : cfg->memory_mb,
                              .output_bytes = cfg->output_bytes,
-                             .files = {.list_entries = cfg->file_list_entries}};
+                             .files = {.list_entries = cfg->file_list_entries},
+                             .collect = {.files = cfg->collect_files, .bytes = cfg->collect_bytes}};
     if (pl_random_hex(ctx.run_id, sizeof(ctx.run_id), 16) < 0) {
         release_place(c);
         pl_error_set(&c->err, PL_REASON_INTERNAL, "no randomness available");

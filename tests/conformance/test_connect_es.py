@@ -260,7 +260,7 @@ class BinaryByHand(unittest.TestCase):
 
     def test_bytes_that_are_not_a_request(self):
         self.refused("Run", b"\xa8\x06\x01", "field number 101 is not in plimsoll.v1.RunRequest")
-        self.refused("Run", field(10, b"\x20\x01"), "not in plimsoll.v1.Snippet")
+        self.refused("Run", field(10, b"\x48\x01"), "not in plimsoll.v1.Snippet")
         self.refused("Run", field(1, b"\xc3\x28"), "not UTF-8")
         self.refused("Run", SNIPPET[:-3], "a length past the end")
         self.refused("Run", b"\x18\x80", "a broken varint")

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from plimsoll_test.dockercloud import FakeDockerCloud  # noqa: E402
 from plimsoll_test.grants import free_port  # noqa: E402
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
-from plimsoll_test.hosted_guests import HostedRuns, HostedStreams  # noqa: E402
+from plimsoll_test.hosted_guests import HostedArtifacts, HostedRuns, HostedStreams  # noqa: E402
 
 IMAGE = "plimsoll/project:latest"
 
@@ -77,7 +77,7 @@ class DockerCloudDaemon(HostedRuns, unittest.TestCase):
         return self.fake.state()["sandboxes"]
 
 
-class Runs(HostedStreams, DockerCloudDaemon):
+class Runs(HostedStreams, HostedArtifacts, DockerCloudDaemon):
     def test_describe(self):
         status, d = self.d.rpc("Describe", {})
         self.assertEqual((status, d["provider"], d["isolation"]), (200, "dockercloud", "vm"), d)

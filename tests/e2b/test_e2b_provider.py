@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from plimsoll_test.e2b import FakeE2B  # noqa: E402
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
-from plimsoll_test.hosted_guests import HostedStreams  # noqa: E402
+from plimsoll_test.hosted_guests import HostedArtifacts, HostedStreams  # noqa: E402
 
 TEMPLATE = "plimsoll-project"
 IMAGE = "plimsoll/project:latest"
@@ -151,7 +151,7 @@ class Startup(E2BDaemon):
         self.assertNotIn(self.fake.api_key, self.d.log_text())
 
 
-class Runs(HostedStreams, E2BDaemon):
+class Runs(HostedStreams, HostedArtifacts, E2BDaemon):
     def test_javascript_snippet(self):
         r = self.run_ok({"snippet": {"language": "javascript", "code": "console.log(6*7)"}})
         self.assertEqual((r.get("exit_code", 0), r["stdout"]), (0, "42\n"))

@@ -11,7 +11,9 @@ wasm32 guest, compiled, not sent as source.  And a traceback from an
 assembled program names the source file and line (src/providers/guest/
 lines.py)."""
 import ast
+import base64
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -446,6 +448,80 @@ class HostedPrograms(unittest.TestCase):
         kept, count = r.stdout.splitlines()
         self.assertEqual(kept, "kept")
         self.assertTrue(count.isdigit(), count)
+
+    # guest/files.py, as hosted/files.c runs it (the rules' exit codes are
+    # docker's bootstrap's; 75: the staged stream changed).
+    def files(self, mode, ctl, *pieces):
+        return subprocess.run([sys.executable, "-I", "-c", built("hosted", "files"), mode,
+                               json.dumps(ctl)] + list(pieces), capture_output=True,
+                              timeout=30)
+
+    @staticmethod
+    def stream(files):
+        head = json.dumps({"files": [{"path": p, "len": len(b)} for p, b in files]}).encode()
+        return b"%d\n" % len(head) + head + b"".join(b for _, b in files)
+
+    def write(self, workdir, files, cut=None, between=None):
+        """The files written as the daemon does, the stream cut in two
+        commands at cut (staged in /tmp) or sent in one; between runs
+        between the two.  The last command's result."""
+        s = self.stream(files)
+        ctl = {"workdir": workdir, "stage": os.urandom(12).hex(), "len": len(s),
+               "sha256": hashlib.sha256(s).hexdigest()}
+        parts = [s] if cut is None else [s[:cut], s[cut:]]
+        for i, part in enumerate(parts):
+            r = self.files("write", dict(ctl, first=i == 0, last=i == len(parts) - 1),
+                           base64.b64encode(part).decode())
+            if i == 0 and between:
+                between(ctl["stage"])
+        return r
+
+    def test_files_writes_reads_and_lists_in_the_work_directory(self):
+        w = os.path.join(self.work, "w", "project")
+        r = self.files("list", {"workdir": w, "path": "", "depth": 1, "entries": 10})
+        self.assertEqual((r.returncode, r.stdout), (0, b'PLIMSOLL {"truncated":false}\n'))
+        r = self.write(w, [("a/b.txt", b"hello"), ("c", b"\xff" * 3000)], cut=100)
+        self.assertEqual((r.returncode, r.stdout), (0, b""), r.stderr)
+        r = self.files("read", {"workdir": w, "path": "a/b.txt", "offset": 1, "limit": 3})
+        self.assertEqual((r.returncode, r.stdout), (0, b'PLIMSOLL {"size":5}\nell'))
+        r = self.files("list", {"workdir": w, "path": "", "depth": 2, "entries": 10})
+        self.assertEqual([json.loads(l)["t"] for l in r.stdout.splitlines()[:-1]],
+                         ["directory", "file", "file"])
+        self.assertEqual(self.files("read", {"workdir": w, "path": "nope", "offset": 0,
+                                             "limit": 9}).returncode, 64)
+
+    def test_files_refuses_what_a_guest_sets_up(self):
+        w = os.path.join(self.work, "project")
+        os.makedirs(w)
+        os.mkfifo(os.path.join(w, "fifo"))
+        os.symlink("/etc", os.path.join(w, "etc"))
+        r = self.write(w, [("ok", b"1"), ("fifo", b"x")])
+        self.assertEqual((r.returncode, r.stdout), (66, b"1\n"), r.stderr)
+        r = self.write(w, [("etc/evil", b"x")])
+        self.assertEqual((r.returncode, r.stdout), (65, b"0\n"), r.stderr)
+        self.assertFalse(os.path.exists("/etc/evil"))
+        # The work directory itself swapped for a symlink.
+        os.rename(w, w + ".moved")
+        os.symlink(w + ".moved", w)
+        self.assertEqual(self.files("read", {"workdir": w, "path": "ok", "offset": 0,
+                                             "limit": 9}).returncode, 65)
+        self.assertEqual(self.write(w, [("new", b"x")]).returncode, 65)
+        self.assertFalse(os.path.exists(w + ".moved/new"))
+
+    def test_files_writes_nothing_from_a_staged_stream_that_changed(self):
+        w = os.path.join(self.work, "project")
+
+        staged = []
+
+        def tamper(stage):
+            staged.append("/tmp/.plimsoll-stage-" + stage)
+            with open(staged[0], "ab") as f:
+                f.write(b"X")
+
+        r = self.write(w, [("one", b"1"), ("two", b"2" * 5000)], cut=60, between=tamper)
+        self.assertEqual(r.returncode, 75, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(w, "one")))
+        self.assertFalse(os.path.exists(staged[0]))  # removed all the same
 
     def test_node_runs(self):
         with open(os.path.join(ROOT, "src/providers/hosted/guest/node_runs.js")) as f:

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from plimsoll_test.grants import TOKEN, GrantFiles, grant_env, profile, token_cred  # noqa: E402
 from plimsoll_test.harness import Daemon  # noqa: E402
-from plimsoll_test.hosted_guests import HostedRuns, HostedStreams  # noqa: E402
+from plimsoll_test.hosted_guests import HostedArtifacts, HostedRuns, HostedStreams  # noqa: E402
 from plimsoll_test.openshell import FakeOpenShell  # noqa: E402
 from plimsoll_test.upstream import Check, Upstream  # noqa: E402
 
@@ -95,7 +95,7 @@ class OpenShellDaemon(HostedRuns, unittest.TestCase):
         return [s for s in self.fake.state()["sandboxes"] if not s["deleted"]]
 
 
-class Runs(HostedStreams, OpenShellDaemon):
+class Runs(HostedStreams, HostedArtifacts, OpenShellDaemon):
     def test_describe(self):
         status, d = self.d.rpc("Describe", {})
         self.assertEqual((status, d["provider"], d["isolation"]), (200, "openshell", "container"), d)

@@ -30,6 +30,7 @@ class Sessions(HostedSessions, OpenShellDaemon):
     TIER = "container"
     EXTRA = {"SANDBOX_MAX_SESSIONS": "3", "SANDBOX_SESSION_IDLE": "2",
              "SANDBOX_SESSION_LIFETIME": "600", "SANDBOX_OUTPUT_BYTES": "4096",
+             "SANDBOX_FILE_READ_BYTES": "65536", "SANDBOX_FILE_LIST_ENTRIES": "40",
              "SANDBOX_MAX_CONCURRENT": "3", "SANDBOX_PER_KEY_CONCURRENT": "3"}
 
     def in_flight(self):

@@ -198,7 +198,7 @@ static void test_bytes_it_refuses(void **state) {
     const uint8_t unknown[] = {0xa8, 0x06, 1}; /* field 101 */
     decode_refused(rr, unknown, sizeof(unknown),
                    "field number 101 is not in plimsoll.v1.RunRequest");
-    const uint8_t unknown_inner[] = {0x52, 2, 0x20, 1}; /* snippet.4 */
+    const uint8_t unknown_inner[] = {0x52, 2, 0x48, 1}; /* snippet.9 */
     decode_refused(rr, unknown_inner, sizeof(unknown_inner), "not in plimsoll.v1.Snippet");
     const uint8_t wire_str_as_varint[] = {0x08, 1}; /* minimum_isolation as a varint */
     decode_refused(rr, wire_str_as_varint, sizeof(wire_str_as_varint), "a varint for a field");

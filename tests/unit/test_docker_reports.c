@@ -276,12 +276,75 @@ static void test_list_report(void **state) {
     }
 }
 
+static int collect(const char *out, size_t len, unsigned files, unsigned bytes, bool partial,
+                   struct pl_artifact **a, size_t *n, bool *truncated) {
+    struct pl_collect_ctx b = {.files = files, .bytes = bytes};
+    return pl_docker_collect_report(out, len, &b, partial, a, n, truncated);
+}
+
+static void test_collect_report(void **state) {
+    (void)state;
+    struct pl_artifact *a = NULL;
+    size_t n = 9;
+    bool t = true;
+    /* "a.txt" (3 of 3 bytes, one of them NUL), "d/b" (2 of 10), and the
+     * bytes ff 2e 78 (0 of 7: the budget ran out) */
+    static const char ok[] = "{\"p\":\"YS50eHQ=\",\"s\":3,\"n\":3}\nx\0y"
+                             "{\"p\":\"ZC9i\",\"s\":10,\"n\":2}\n\n\n"
+                             "{\"p\":\"/y54\",\"s\":7,\"n\":0}\n"
+                             "PLIMSOLL {\"truncated\":false}\n";
+    size_t len = sizeof(ok) - 1;
+    assert_int_equal(collect(ok, len, 3, 5, false, &a, &n, &t), 0);
+    assert_false(t);
+    assert_int_equal(n, 3);
+    assert_int_equal(a[0].path_len, 5);
+    assert_memory_equal(a[0].path, "a.txt", 5);
+    assert_int_equal(a[0].len, 3);
+    assert_memory_equal(a[0].data, "x\0y", 3);
+    assert_false(a[0].truncated);
+    assert_memory_equal(a[1].data, "\n\n", 2);
+    assert_int_equal(a[1].size, 10);
+    assert_true(a[1].truncated);
+    assert_memory_equal(a[2].path, "\xff.x", 3);
+    assert_null(a[2].data);
+    assert_true(a[2].truncated);
+    pl_artifacts_free(a, n);
+    /* More files than allowed, more bytes than the budget. */
+    assert_int_equal(collect(ok, len, 2, 5, false, &a, &n, &t), -1);
+    assert_null(a);
+    assert_int_equal(collect(ok, len, 3, 4, false, &a, &n, &t), -1);
+    /* Torn: refused whole, or (partial) what came whole, said truncated. */
+    assert_int_equal(collect(ok, len - 5, 3, 5, false, &a, &n, &t), -1);
+    t = false;
+    assert_int_equal(collect(ok, 40, 3, 5, true, &a, &n, &t), 0);
+    assert_true(t);
+    assert_int_equal(n, 1);
+    pl_artifacts_free(a, n);
+    /* "..", "/etc", n past s, n past the bytes there, a member more or
+     * less, bytes after the end, a line without its end */
+    const char *bad[] = {
+        "{\"p\":\"Li4=\",\"s\":0,\"n\":0}\nPLIMSOLL {\"truncated\":false}\n",
+        "{\"p\":\"L2V0Yw==\",\"s\":0,\"n\":0}\nPLIMSOLL {\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"s\":1,\"n\":2}\nxxPLIMSOLL {\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"s\":90,\"n\":90}\nxx",
+        "{\"p\":\"YQ==\",\"s\":0}\nPLIMSOLL {\"truncated\":false}\n",
+        "{\"p\":\"YQ==\",\"s\":0,\"n\":0,\"m\":0}\nPLIMSOLL {\"truncated\":false}\n",
+        "PLIMSOLL {\"truncated\":false}\nmore",
+        "PLIMSOLL {\"truncated\":false}",
+        "",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(collect(bad[i], strlen(bad[i]), 8, 64, false, &a, &n, &t), -1);
+        assert_null(a);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_files_report_accepted), cmocka_unit_test(test_files_report_refused),
         cmocka_unit_test(test_agent_report),          cmocka_unit_test(test_last_line),
         cmocka_unit_test(test_runner_word),           cmocka_unit_test(test_read_report),
-        cmocka_unit_test(test_list_report),
+        cmocka_unit_test(test_list_report),           cmocka_unit_test(test_collect_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -762,6 +762,11 @@ int dk_cont_prepare(struct docker_state *s, const struct pl_run_ctx *ctx,
     /* Never in a session's exec: the session's other processes live on. */
     if (req->kind != PL_PAYLOAD_PROJECT && in->own_container && expect_end(h, &p->dx, err) < 0)
         return -1;
+    /* A snippet's collect globs: its bootstrap stays once it wrote the end
+     * marker (nothing of the guest lives then), so the reader can run
+     * before the container ends (dk_run_container). */
+    if (req->kind == PL_PAYLOAD_SNIPPET && in->own_container && req->ncollect)
+        json_object_set_new(h, "hold", json_true());
     if (req->kind != PL_PAYLOAD_PROJECT) {
         /* Snippets and modules: header, the code, then the guest's stdin;
          * the guest's own output is the container's. */

@@ -276,6 +276,7 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
                                              "as the calls' user"
                                            : "",
                   .max_timeout_ms = s->max_timeout_ms},
+        .artifacts = {.project = true, .snippet = true},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof(s->checks) / sizeof(s->checks[0]); i++)

@@ -272,6 +272,13 @@ struct cont_input {
     unsigned output_bytes;             /* each step's streams' cap */
     const struct pl_output_sink *sink; /* RunStream's, for the steps' output; NULL */
     const char *step_env;              /* "NAME=value" for every step's exec, or NULL */
+    /* A project or snippet in its own container with collect globs: once
+     * its steps or its guest ended (not by the deadline, nor a snippet's by
+     * SIGKILL), dk_collect with this ctx and request into this result,
+     * before the container's end.  NULL otherwise. */
+    const struct pl_run_ctx *collect_ctx;
+    const struct pl_run_request *collect_req;
+    struct pl_run_result *collect_ret;
 };
 
 /* The pump's: the caller zeroes it and sets only dx's caps, sinks and end
@@ -666,6 +673,18 @@ int dk_session_write(struct docker_state *s, struct dsession *d, const struct pl
 int dk_session_file_call(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
                          const struct pl_run_request *req, struct pl_run_result *ret,
                          struct pl_error *err);
+/* files.c: a project's collect globs (docs/api.md, "Artifacts") in
+ * container id once its steps ended: one exec of the bootstrap's collect
+ * mode as the calls' user, with the run's time left and at least
+ * DK_COLLECT_MIN_MS, walking at most DK_COLLECT_VISITS entries.  It fills
+ * ret's artifacts; what keeps the collection from finishing (the exec,
+ * its deadline, an answer not in its shape) leaves what came whole and
+ * artifacts_truncated, and a line in the log: the run's answer stands.
+ * < 0 only when out of memory. */
+#define DK_COLLECT_MIN_MS 2000u
+#define DK_COLLECT_VISITS 100000u
+int dk_collect(struct docker_state *s, const char *id, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret);
 /* Publish the interpreters' state (d->in[].up) for status. */
 void dk_session_seen(struct dsession *d);
 int dk_session_open(void *state, const struct pl_session_open *o, void **ret_session,

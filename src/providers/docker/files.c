@@ -19,6 +19,7 @@
 
 #include "../../core/cleanup.h"
 #include "../../core/clock.h"
+#include "../../core/log.h"
 #include "docker_int.h"
 #include "reports.h"
 #include "bootstrap.h" /* generated: pl_docker_bootstrap[] */
@@ -48,10 +49,12 @@ static const struct {
     {73, PL_REASON_INVALID_REQUEST, "path: it could not be read"},
 };
 
-/* One exec of the bootstrap in mode h, its stdout kept up to cap bytes. */
-static int reader_exec(struct docker_state *s, struct dsession *d, json_t *h, size_t cap,
+/* One exec of the bootstrap in mode h in container id, its stdout kept up
+ * to cap bytes; *ret_timed_out when it did not finish within timeout_ms
+ * (what it wrote by then is in *ret_out). */
+static int reader_exec(struct docker_state *s, const char *id, json_t *h, size_t cap,
                        unsigned timeout_ms, struct pl_buf *ret_out, int *ret_code,
-                       struct pl_error *err) {
+                       bool *ret_timed_out, struct pl_error *err) {
     PL_AUTO_FREE char *line = json_dumps(h, JSON_COMPACT);
     PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
     if (!line || pl_buf_printf(&hdr, "%zu\n%s", strlen(line), line) < 0)
@@ -64,16 +67,14 @@ static int reader_exec(struct docker_state *s, struct dsession *d, json_t *h, si
     p.dx.err.cap = 4096;
     char user[32];
     dk_run_user(s, user);
-    if (dk_exec_in(s, d->id, user,
+    if (dk_exec_in(s, id, user,
                    json_pack("[s, s, s, s]", "python3", "-I", "-c", pl_docker_bootstrap), NULL, &in,
                    &p, &res, err) < 0)
         return -1;
-    if (res.timed_out)
-        return pl_error_set(err, PL_REASON_INTERNAL,
-                            "the session's files reader did not finish within %u ms", timeout_ms);
     if (p.dx.out.total > cap)
         return pl_error_set(err, PL_REASON_INTERNAL,
-                            "the session's files reader wrote more than its bound");
+                            "the sandbox's files reader wrote more than its bound");
+    *ret_timed_out = res.timed_out;
     *ret_code = res.exit_code;
     *ret_out = PL_TAKE_STRUCT(p.dx.out.kept);
     return 0;
@@ -135,8 +136,13 @@ int dk_session_file_call(struct docker_state *s, struct dsession *d, const struc
     int code = -1;
     if (!h)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
-    if (reader_exec(s, d, h, cap, left_ms(deadline), &out, &code, err) < 0)
+    bool timed_out = false;
+    if (reader_exec(s, d->id, h, cap, left_ms(deadline), &out, &code, &timed_out, err) < 0)
         return -1;
+    if (timed_out)
+        return pl_error_set(err, PL_REASON_INTERNAL,
+                            "the session's files reader did not finish within %u ms",
+                            ctx->timeout_ms);
     if (code != 0)
         return rule_broken(code, err);
     if (read) {
@@ -160,5 +166,49 @@ int dk_session_file_call(struct docker_state *s, struct dsession *d, const struc
                               &ret->truncated) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL,
                             "the session's files lister's answer is not in its shape");
+    return 0;
+}
+
+/* The collection could not finish: what came whole stands, the rest is
+ * said to be left out, and the log says why (the run's answer stands). */
+static void collect_cut(const struct pl_run_ctx *ctx, const char *why) {
+    pl_log("warn", "docker: a run's artifacts were cut short",
+           json_pack("{s:s, s:s}", "run_id", ctx->run_id, "why", why));
+}
+
+int dk_collect(struct docker_state *s, const char *id, const struct pl_run_ctx *ctx,
+               const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret) {
+    json_t *globs = json_array();
+    for (size_t i = 0; globs && i < req->ncollect; i++)
+        json_array_append_new(globs, json_string(req->collect[i]));
+    PL_AUTO_JSON json_t *h =
+        globs ? json_pack("{s:s, s:o, s:I, s:I, s:I}", "kind", "collect", "globs", globs, "files",
+                          (json_int_t)ctx->collect.files, "bytes", (json_int_t)ctx->collect.bytes,
+                          "visits", (json_int_t)DK_COLLECT_VISITS)
+              : NULL;
+    ret->collected = true;
+    ret->artifacts_truncated = true; /* until the reader's whole answer says otherwise */
+    if (!h)
+        return -1;
+    size_t cap =
+        (size_t)ctx->collect.bytes + (size_t)ctx->collect.files * PL_DOCKER_COLLECT_LINE_MAX + 64;
+    unsigned ms = left_ms(deadline);
+    PL_CLEANUP(pl_buf_free) struct pl_buf out = {0};
+    int code = -1;
+    bool timed_out = false;
+    struct pl_error xerr = {0};
+    if (reader_exec(s, id, h, cap, ms < DK_COLLECT_MIN_MS ? DK_COLLECT_MIN_MS : ms, &out, &code,
+                    &timed_out, &xerr) < 0) {
+        collect_cut(ctx, xerr.message);
+        return 0;
+    }
+    bool whole = !timed_out && code == 0;
+    if (pl_docker_collect_report(out.data, out.len, &ctx->collect, !whole, &ret->artifacts,
+                                 &ret->nartifacts, &ret->artifacts_truncated) < 0) {
+        collect_cut(ctx, "the reader's answer is not in its shape");
+        return 0;
+    }
+    if (!whole)
+        collect_cut(ctx, timed_out ? "the reader did not finish in time" : "the reader failed");
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <limits.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -278,5 +279,80 @@ int pl_docker_list_report(const char *out, size_t len, size_t most, json_t **ret
         json_array_append_new(entries, e);
     }
     json_decref(entries);
+    return -1;
+}
+
+int pl_docker_collect_report(const char *out, size_t len, const struct pl_collect_ctx *bounds,
+                             bool partial, struct pl_artifact **ret, size_t *ret_n,
+                             bool *ret_truncated) {
+    static const char tag[] = "PLIMSOLL ";
+    static const char *const entry_keys[] = {"p", "s", "n"};
+    static const char *const end_keys[] = {"truncated"};
+    struct pl_artifact *list = calloc(bounds->files ? bounds->files : 1, sizeof(*list));
+    size_t n = 0, at = 0, bytes = 0;
+    *ret = NULL;
+    *ret_n = 0;
+    while (list && out && at < len) {
+        const char *line = out + at;
+        size_t room = len - at < PL_DOCKER_COLLECT_LINE_MAX ? len - at : PL_DOCKER_COLLECT_LINE_MAX;
+        const char *nl = memchr(line, '\n', room);
+        if (!nl)
+            break; /* torn, or a line past its bound */
+        size_t ln = (size_t)(nl - line);
+        if (ln >= sizeof(tag) - 1 && memcmp(line, tag, sizeof(tag) - 1) == 0) {
+            json_t *o = line_object(line + sizeof(tag) - 1, ln - (sizeof(tag) - 1), end_keys, 1);
+            json_t *t = json_object_get(o, "truncated");
+            bool ok = json_is_boolean(t) && at + ln + 1 == len;
+            bool truncated = json_is_true(t);
+            json_decref(o);
+            if (!ok)
+                break;
+            *ret_truncated = truncated;
+            *ret = list;
+            *ret_n = n;
+            return 0;
+        }
+        if (n >= bounds->files)
+            break; /* a file more than allowed */
+        json_t *o = line_object(line, ln, entry_keys, 3);
+        const char *b64 = json_string_value(json_object_get(o, "p"));
+        uint64_t size = 0, got = 0;
+        struct pl_artifact *a = &list[n];
+        bool ok = b64 && whole(json_object_get(o, "s"), INT64_MAX, &size) &&
+                  whole(json_object_get(o, "n"), bounds->bytes - bytes, &got) && got <= size &&
+                  got <= len - at - ln - 1 &&
+                  pl_base64_decode(b64, json_string_length(json_object_get(o, "p")), LIST_MAX_PATH,
+                                   (unsigned char **)&a->path, &a->path_len) == 0 &&
+                  list_path_ok((const unsigned char *)a->path, a->path_len);
+        json_decref(o);
+        if (!ok) {
+            free(a->path);
+            a->path = NULL;
+            break;
+        }
+        at += ln + 1;
+        a->size = size;
+        a->len = (size_t)got;
+        a->truncated = got < size;
+        a->data = got ? malloc(a->len) : NULL;
+        n++;
+        if (got && !a->data) {
+            pl_artifacts_free(list, n);
+            return -1;
+        }
+        if (got)
+            memcpy(a->data, out + at, a->len);
+        at += a->len;
+        bytes += a->len;
+    }
+    if (list && partial) {
+        /* The reader did not finish: what came whole stands, and the rest
+         * is said to be left out. */
+        *ret_truncated = true;
+        *ret = list;
+        *ret_n = n;
+        return 0;
+    }
+    pl_artifacts_free(list, n);
     return -1;
 }

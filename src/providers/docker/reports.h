@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../provider.h"
+
 /*
  * The bootstrap's files report: out holds the container's stdout as kept
  * (len bytes; total were written, cap was the limit).  It must be exactly
@@ -96,3 +98,24 @@ int pl_docker_read_report(const char *out, size_t len, uint64_t *ret_size, size_
  */
 int pl_docker_list_report(const char *out, size_t len, size_t most, json_t **ret_entries,
                           bool *ret_truncated);
+
+/* The longest line of the collect report but the end's (a 4096-byte path
+ * in base64, a size, a count). */
+#define PL_DOCKER_COLLECT_LINE_MAX 5800u
+
+/*
+ * A project's collect globs' reader (the bootstrap's "collect",
+ * docs/api.md "Artifacts"): out (len bytes) holds, per file matched, one
+ * line of a JSON object of exactly {"p": base64 of the path's bytes, "s":
+ * its size, "n": how many of its bytes follow}, then exactly those n
+ * bytes; then exactly "PLIMSOLL {"truncated":B}\n" and nothing after.  At
+ * most bounds->files files, and bytes->bytes bytes in all; n at most s; a
+ * path as ListFiles' (relative, at most 4096 bytes, no NUL, empty, "." or
+ * ".." segment).  partial: the reader did not finish (its deadline), so
+ * the whole entries before the first torn or missing one stand, and
+ * *ret_truncated is set.  0 with *ret (n entries, the caller's:
+ * pl_artifacts_free) and *ret_truncated, or -1.
+ */
+int pl_docker_collect_report(const char *out, size_t len, const struct pl_collect_ctx *bounds,
+                             bool partial, struct pl_artifact **ret, size_t *ret_n,
+                             bool *ret_truncated);

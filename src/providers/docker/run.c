@@ -487,9 +487,14 @@ static int attached_project(struct docker_state *s, const struct cont_input *in,
                             struct cont_pump *p, struct cont_result *res, int fd, uint64_t deadline,
                             struct pl_error *err) {
     PL_AUTO_JSON json_t *rep = res->timed_out ? NULL : dk_report_line(&p->dx.out.kept);
-    if (json_object_get(rep, "setup") && !json_object_get(rep, "setup_failed"))
-        return attached_steps(s, in, p, res, fd, deadline, err);
-    return 0;
+    if (!json_object_get(rep, "setup") || json_object_get(rep, "setup_failed"))
+        return 0;
+    int rc = attached_steps(s, in, p, res, fd, deadline, err);
+    /* Its collect globs: nothing of the guest lives now (the last step's
+     * end ended everything else), so nothing races the reader. */
+    if (rc == 0 && in->collect_ret && !res->timed_out)
+        rc = dk_collect(s, p->id, in->collect_ctx, in->collect_req, deadline, in->collect_ret);
+    return rc;
 }
 
 /* A session's step runner, started (connecting to sock, nothing sent yet)
@@ -698,6 +703,13 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
             return -1;
     } else {
         close(PL_TAKE_FD(fd));
+        /* A snippet's collect globs: its bootstrap wrote the end marker once
+         * nothing of the guest lived, and stays (the header's "hold"). */
+        int status = 0;
+        if (in->collect_ret && !res->timed_out && pl_demux_ended(&p->dx, &status) &&
+            status != 128 + SIGKILL &&
+            dk_collect(s, p->id, in->collect_ctx, in->collect_req, deadline, in->collect_ret) < 0)
+            return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     }
     if (!res->timed_out) {
         /* The cgroup's OOM count, read now: the runtime removes the cgroup
@@ -719,8 +731,18 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
         close(PL_TAKE_FD(fd));
     if (pl_demux_flush(&p->dx) < 0)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    /* A snippet's bootstrap asked to hold ends only when it is ended; its
+     * end marker, when it came, has the guest's status. */
+    int held = -1;
+    if (in->collect_ret && !in->project) {
+        if (!pl_demux_ended(&p->dx, &held))
+            held = -1;
+        (void)dk_end_container(s, p->id);
+    }
     if (wait_exit(s, p, res, deadline, err) < 0)
         return -1;
+    if (held >= 0)
+        res->exit_code = held;
     return settle_end(s, in, p, res, oom_kills, err);
 }
 
@@ -749,6 +771,11 @@ int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
     PL_CLEANUP(pl_buf_free) struct pl_buf files = {0};
     if (dk_cont_prepare(s, ctx, req, &in, &p, &hdr, &files, err) < 0)
         return -1;
+    if (req->ncollect) {
+        in.collect_ctx = ctx;
+        in.collect_req = req;
+        in.collect_ret = ret;
+    }
     /* A grant's broker listens in a directory of its own, bind-mounted at
      * /run/plimsoll; a warm container has no such mount, so grant runs
      * start cold.  Only this run's container may connect (peer_gate). */

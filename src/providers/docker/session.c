@@ -738,6 +738,7 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
     struct docker_state *s = state;
     struct dsession *d = session;
     dk_cleaner_join(d); /* the previous call's cleanup: this call waits for it */
+    uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
     char fp[65];
     bool running = false, paused = false;
     /* The sandbox's own state first: a main process that ended also makes
@@ -796,6 +797,12 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
         }
         if (rc == 0)
             rc = dk_cont_finish(ctx, req, &p, &res, ret, err);
+        /* Its collect globs, before the cleanup: the kept interpreters
+         * (and what a snippet left running) live on, so the reader trusts
+         * nothing it did not open itself (docs/api.md, "Artifacts"). */
+        if (rc == 0 && req->ncollect && !ret->timed_out &&
+            (!ret->outcome || strcmp(ret->outcome, PL_OUTCOME_SETUP_FAILED) != 0))
+            rc = dk_collect(s, d->id, ctx, req, deadline, ret);
     }
     pl_broker_unlisten(ctx->broker);
     /* Whatever the call left running ends now, after the answer. */

@@ -71,6 +71,7 @@ static void dc_info(void *state, struct pl_provider_info *ret) {
     ret->snippet = caps;
     ret->project = caps;
     ret->project.languages[0] = NULL;
+    ret->artifacts.project = true; /* hosted/files.c, ph_collect */
     ret->module = (struct pl_op_caps){.supported = false, .engine = ""};
     ret->session = (struct pl_op_caps){.supported = false, .engine = ""};
     snprintf(s->checks[0], sizeof(s->checks[0]),

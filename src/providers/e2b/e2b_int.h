@@ -265,6 +265,8 @@ struct eb_step {
     const struct eb_sandbox *sb;
 };
 extern const struct ph_project_ops eb_ops;
+/* The same in a session: its files through the writer (hosted.h, ph_upload). */
+extern const struct ph_project_ops eb_session_ops;
 
 /* reaper.c */
 /* One pass (ph_reaper_start's reap_once; state: the e2b_state): delete

@@ -117,6 +117,8 @@ static int between(void *ud, uint64_t deadline, const char *after, struct pl_err
 }
 
 const struct ph_project_ops eb_ops = {.upload = upload, .step = step, .between = between};
+const struct ph_project_ops eb_session_ops = {
+    .upload = upload, .step = step, .between = between, .session = true};
 
 int eb_project(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,

@@ -8,7 +8,9 @@
  * at that call, SESSION_ENDED with why).  An idle session is paused (E2B keeps
  * the files; every process ends) and the next call resumes it with
  * `connect` and an explicit timeout, keeping the sandboxID of the answer.
- * A VM that E2B says is gone ends its session with that reason.
+ * A VM that E2B says is gone ends its session with that reason.  The file
+ * calls (WriteFiles, ReadFile, ListFiles) are hosted/files.c's, each a
+ * process as the guest's user like any call's, with the same cleanup after.
  *
  * Cells (docs/providers/e2b.md, "Cells"): a Python or Node interpreter kept
  * in the VM between calls, the docker session agent's own servers, started
@@ -129,9 +131,9 @@ int eb_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
         return judge_failure(s, ss, err);
     }
     if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT &&
-        req->kind != PL_PAYLOAD_CELL)
+        req->kind != PL_PAYLOAD_CELL && !pl_payload_is_files(req->kind))
         return pl_error_set(err, PL_REASON_UNSUPPORTED,
-                            "an e2b session runs snippets, projects and cells");
+                            "an e2b session runs snippets, projects, cells and file calls");
     if (ctx->broker)
         return pl_error_set(err, PL_REASON_INTERNAL, "e2b: a grant reached a session");
     uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
@@ -139,12 +141,16 @@ int eb_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
     ph_cells_keep(&ss->cells, ss->sb.keep, sizeof(ss->sb.keep));
     struct eb_step u = {s, &ss->sb};
     int rc;
-    if (req->kind == PL_PAYLOAD_CELL)
-        rc = ph_cell(&eb_ops, &u, &ss->cells, s->set.workdir, ctx, req, deadline, ret, err);
+    if (pl_payload_is_files(req->kind))
+        rc = ph_files_call(&eb_ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+    else if (req->kind == PL_PAYLOAD_CELL)
+        rc = ph_cell(&eb_session_ops, &u, &ss->cells, s->set.workdir, ctx, req, deadline, ret, err);
     else if (req->kind == PL_PAYLOAD_SNIPPET)
-        rc = eb_snippet(s, &ss->sb, ctx, req, deadline, ret, err);
+        rc = ph_snippet(&eb_session_ops, &u, "VM", ctx, req, deadline, ret, err);
     else
-        rc = eb_project(s, &ss->sb, ctx, req, deadline, ret, err);
+        rc = ph_project(&eb_session_ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+    if (rc < 0 && pl_payload_is_files(req->kind) && err->reason != PL_REASON_INTERNAL)
+        return -1; /* a path that broke a rule: the VM is as it was */
     if (rc < 0)
         return judge_failure(s, ss, err);
     /* The cleanup between calls, after the answer has gone back: nothing

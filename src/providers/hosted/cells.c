@@ -173,7 +173,7 @@ static int upload_cell(const struct ph_project_ops *ops, void *ud, const char *w
         files[i] = (struct ph_file){paths[i], req->cell.files[i].content, req->cell.files[i].len};
     }
     files[nf] = (struct ph_file){PH_CELL_FILE, req->cell.code, req->cell.code_len};
-    int rc = ops->upload(ud, files, nf + 1, deadline, err);
+    int rc = ph_upload(ops, ud, workdir, files, nf + 1, deadline, err);
     free(files);
     free(paths);
     return rc;
@@ -184,7 +184,7 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
             struct pl_run_result *ret, struct pl_error *err) {
     size_t lang = strcmp(req->cell.language, "javascript") == 0 ? 1 : 0;
     if (upload_cell(ops, ud, workdir, req, deadline, err) < 0)
-        return -1;
+        return ph_files_refused(ops, "cell", ret, err);
     struct ph_interp *in = &c->in[lang];
     struct ph_proc_out p = {0};
     bool timed_out = false, sent = false;

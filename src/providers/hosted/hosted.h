@@ -28,6 +28,8 @@
  *                    call, and what its programs print
  *   cells.c          a session's cells in the docker session agent's
  *                    interpreters, and the startup test's one real session
+ *   files.c          a session's file calls (WriteFiles, ReadFile,
+ *                    ListFiles) through guest/files.py
  *   proofproject.c   the test project every startup test runs
  *
  * Inside the hosted sandbox (guest/, embedded by guest/meson.build):
@@ -44,6 +46,9 @@
  *   guest/whoami.py         the step that reads the guest's uid
  *   guest/session_look.py   the startup session's last call: its file kept,
  *                           its process gone
+ *   guest/files.py          a session's file calls: the reader, the lister
+ *                           and the writer, walking the work directory
+ *                           without following a symlink
  */
 #pragma once
 
@@ -285,7 +290,26 @@ struct ph_project_ops {
     int (*step)(void *ud, const char *const *argv, size_t argc, uint64_t deadline,
                 struct ph_proc_out *o, struct pl_error *err);
     int (*between)(void *ud, uint64_t deadline, const char *after, struct pl_error *err);
+    /* A session's calls: their files go in through guest/files.py's writer
+     * as the guest's user (ph_upload), never upload, which writes by path
+     * (as root on E2B) and would follow a symlink an earlier call's guest
+     * left on the way. */
+    bool session;
 };
+/*
+ * A call's files (absolute paths, under workdir or PH_SNIPPET_DIR): through
+ * ops->upload, or in a session (ops->session) through the files writer
+ * (files.c), which follows no symlink and refuses a path that breaks a rule
+ * with INVALID_REQUEST naming the file (docker's sentences).  0, or < 0
+ * with err.
+ */
+int ph_upload(const struct ph_project_ops *ops, void *ud, const char *workdir,
+              const struct ph_file *files, size_t n, uint64_t deadline, struct pl_error *err);
+/* A session's snippet or cell ("snippet", "cell") whose files the writer
+ * refused (ph_upload's INVALID_REQUEST): the result docker gives, exit 1
+ * and the reason in detail, and 0; -1 for any other failure. */
+int ph_files_refused(const struct ph_project_ops *ops, const char *what, struct pl_run_result *ret,
+                     struct pl_error *err);
 int ph_snippet(const struct ph_project_ops *ops, void *ud, const char *where,
                const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
                struct pl_run_result *ret, struct pl_error *err);
@@ -361,3 +385,34 @@ int ph_prove_session(const struct ph_session_ops *so, void *state, const char *w
  * kept a value in python and javascript ...". */
 void ph_session_check(char *out, size_t size, const char *across, const char *const langs[3],
                       const char *note);
+
+/*
+ * A session's file calls (files.c; docs/internals/hosted.md, "Session
+ * files"): WriteFiles, ReadFile and ListFiles under workdir, each through
+ * guest/files.py run by ops->step as the guest's user (never ops->upload,
+ * which writes by path).  A path that breaks a rule (a symlink, not a
+ * regular file, another filesystem, ...) is refused with docker's
+ * sentences: NOT_FOUND or INVALID_REQUEST; ReadFile fills ret's out,
+ * out_len, file_size and more, ListFiles its entries and truncated.  What
+ * the program prints is bounded and read only in its exact shape.  0, or
+ * < 0 with err.
+ */
+int ph_files_call(const struct ph_project_ops *ops, void *ud, const char *workdir,
+                  const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+                  struct pl_run_result *ret, struct pl_error *err);
+
+/*
+ * A project's collect globs (docs/api.md, "Artifacts") under workdir once
+ * its steps ended: guest/files.py's collect mode (src/providers/guest/
+ * workfiles.py, the walk docker's bootstrap does) through ops->step as the
+ * guest's user, with the run's time left and at least PH_COLLECT_MIN_MS,
+ * looking at PH_COLLECT_VISITS entries at most; its answer bounded and read
+ * by docker's parser.  It fills ret's artifacts; what keeps the collection
+ * from finishing leaves what came whole and artifacts_truncated, and a line
+ * in the log: the run's answer stands.  0, or < 0 when out of memory.
+ */
+#define PH_COLLECT_MIN_MS 2000u
+#define PH_COLLECT_VISITS 100000u
+int ph_collect(const struct ph_project_ops *ops, void *ud, const char *workdir,
+               const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
+               struct pl_run_result *ret);

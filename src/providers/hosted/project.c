@@ -109,6 +109,19 @@ static int project_steps(const struct ph_project_ops *ops, void *ud, const char 
     return 0;
 }
 
+int ph_files_refused(const struct ph_project_ops *ops, const char *what, struct pl_run_result *ret,
+                     struct pl_error *err) {
+    if (!ops->session || err->reason != PL_REASON_INVALID_REQUEST)
+        return -1;
+    ret->exit_code = 1;
+    ret->outcome = PL_OUTCOME_COMPLETED;
+    snprintf(ret->detail, sizeof(ret->detail), "the %s's files could not be written: %.180s", what,
+             err->message);
+    ret->out = calloc(1, 1);
+    ret->err = calloc(1, 1);
+    return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+}
+
 int ph_project(const struct ph_project_ops *ops, void *ud, const char *workdir,
                const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
                struct pl_run_result *ret, struct pl_error *err) {
@@ -128,13 +141,29 @@ int ph_project(const struct ph_project_ops *ops, void *ud, const char *workdir,
         files[i] = (struct ph_file){path, req->project.files[i].content, req->project.files[i].len};
     }
     if (rc == 0)
-        rc = ops->upload(ud, files, nf, deadline, err);
+        rc = ph_upload(ops, ud, workdir, files, nf, deadline, err);
     for (size_t i = 0; i < nf; i++)
         free((char *)files[i].path);
     free(files);
-    if (rc < 0)
+    if (rc < 0 && ops->session && err->reason == PL_REASON_INVALID_REQUEST) {
+        /* A path the session's writer refused (an earlier call left a
+         * symlink or a file in the way): the project's setup failed, as on
+         * docker, and no step ran. */
+        ret->outcome = PL_OUTCOME_SETUP_FAILED;
+        snprintf(ret->detail, sizeof(ret->detail), "writing the project's files failed: %.200s",
+                 err->message);
+        ret->out = calloc(1, 1);
+        ret->err = calloc(1, 1);
+        return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    }
+    if (rc < 0 || project_steps(ops, ud, workdir, ctx, req, deadline, ret, err) < 0)
         return -1;
-    return project_steps(ops, ud, workdir, ctx, req, deadline, ret, err);
+    /* Its collect globs, before the sandbox goes (or the session's cleanup
+     * runs): a failed step's files come too, a deadline's end brings none. */
+    if (req->ncollect && !ret->timed_out &&
+        ph_collect(ops, ud, workdir, ctx, req, deadline, ret) < 0)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    return 0;
 }
 
 int ph_snippet(const struct ph_project_ops *ops, void *ud, const char *where,
@@ -147,8 +176,8 @@ int ph_snippet(const struct ph_project_ops *ops, void *ud, const char *where,
         {PH_SNIPPET_DIR "/stdin", req->snippet.stdin_data ? req->snippet.stdin_data : "",
          req->snippet.stdin_len},
     };
-    if (ops->upload(ud, files, 2, deadline, err) < 0)
-        return -1;
+    if (ph_upload(ops, ud, PH_SNIPPET_DIR, files, 2, deadline, err) < 0)
+        return ph_files_refused(ops, "snippet", ret, err);
     const char *argv[] = {"/bin/sh",
                           "-c",
                           "cd \"$3\" && exec \"$0\" \"$1\" < \"$2\"",

@@ -80,6 +80,7 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
     ret->snippet = caps;
     ret->project = caps;
     ret->project.languages[0] = NULL;
+    ret->artifacts.project = true; /* hosted/files.c, ph_collect */
     ret->module = (struct pl_op_caps){.supported = false, .engine = ""};
     /* Sessions run snippets, projects and cells of the languages the
      * startup session proved; an idle one is stopped and gives back its
@@ -88,6 +89,14 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
                                        .engine = "OpenShell sandbox (docker compute driver), "
                                                  "stopped when idle",
                                        .max_timeout_ms = s->max_timeout_ms};
+    /* The session file calls: plimsoll's files program in the session's
+     * sandbox (hosted/files.c). */
+    ret->files = (struct pl_op_caps){.supported = s->session_lifetime_s > 0,
+                                     .engine = s->session_lifetime_s > 0
+                                                   ? "plimsoll's files program in the session's "
+                                                     "sandbox, as the guest's user"
+                                                   : "",
+                                     .max_timeout_ms = s->max_timeout_ms};
     for (size_t i = 0; i < 3 && s->cell_langs[i]; i++)
         ret->session.languages[i] = s->cell_langs[i];
     ret->idle_frees_slot = true;

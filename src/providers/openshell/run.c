@@ -185,16 +185,21 @@ static int between(void *ud, uint64_t deadline, const char *after, struct pl_err
 }
 
 static const struct ph_project_ops ops = {.upload = upload, .step = step, .between = between};
+/* A session's: its files through the writer (hosted.h, ph_upload). */
+static const struct ph_project_ops session_ops = {
+    .upload = upload, .step = step, .between = between, .session = true};
 
 int osh_call(struct osh_state *s, const struct osh_sandbox *sb, struct ph_cells *cells,
              const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
              struct pl_run_result *ret, struct pl_error *err) {
     struct step_ud u = {s, sb, NULL, cells};
+    if (pl_payload_is_files(req->kind))
+        return ph_files_call(&session_ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
     if (req->kind == PL_PAYLOAD_CELL)
-        return ph_cell(&ops, &u, cells, s->set.workdir, ctx, req, deadline, ret, err);
+        return ph_cell(&session_ops, &u, cells, s->set.workdir, ctx, req, deadline, ret, err);
     if (req->kind == PL_PAYLOAD_SNIPPET)
-        return ph_snippet(&ops, &u, "sandbox", ctx, req, deadline, ret, err);
-    return ph_project(&ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
+        return ph_snippet(&session_ops, &u, "sandbox", ctx, req, deadline, ret, err);
+    return ph_project(&session_ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
 }
 
 int osh_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,

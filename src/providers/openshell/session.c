@@ -118,9 +118,9 @@ int osh_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
     struct osh_session *ss = session;
     cleaner_join(ss); /* the previous call's cleanup: this call waits for it */
     if (req->kind != PL_PAYLOAD_SNIPPET && req->kind != PL_PAYLOAD_PROJECT &&
-        req->kind != PL_PAYLOAD_CELL)
+        req->kind != PL_PAYLOAD_CELL && !pl_payload_is_files(req->kind))
         return pl_error_set(err, PL_REASON_UNSUPPORTED,
-                            "an openshell session runs snippets, projects and cells");
+                            "an openshell session runs snippets, projects, cells and file calls");
     if (ctx->broker)
         return pl_error_set(err, PL_REASON_INTERNAL, "openshell: a grant reached a session");
     uint64_t deadline = pl_deadline_in_ms(ctx->timeout_ms);
@@ -139,7 +139,9 @@ int osh_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
     if (ss->verdict[0])
         return pl_error_set(err, PL_REASON_SESSION_ENDED, "%s", ss->verdict);
     if (osh_call(s, &ss->sb, &ss->cells, ctx, req, deadline, ret, err) < 0)
-        return judge_failure(s, ss, err);
+        return pl_payload_is_files(req->kind) && err->reason != PL_REASON_INTERNAL
+                   ? -1 /* a path that broke a rule: the sandbox is as it was */
+                   : judge_failure(s, ss, err);
     /* The cleanup between calls, after the answer: nothing of this call
      * reaches the next but the kept interpreters; one that cannot be
      * proved refuses the next call, and the session ends. */

@@ -5,6 +5,7 @@ supplies run_ok(message) -> the Run answer, fake (with containers()),
 assert_no_sandbox_left() and service_secrets().  Each provider's own cases stay in its folder.
 """
 import base64
+import json
 import time
 
 from .harness import error_info
@@ -83,6 +84,47 @@ class HostedRuns:
         while self.live() and time.monotonic() < deadline:
             time.sleep(0.2)
         self.assertEqual(self.live(), [])
+
+
+class HostedArtifacts:
+    """A project's collect globs through a hosted provider (mixed into a
+    test class whose cls.d is its daemon, with HostedRuns): the files come
+    back with their exact bytes, in the walk's order; what a guest set up
+    against the reader (symlinks out, a FIFO) is left out; a snippet's
+    globs are refused (a hosted snippet does not run in the work
+    directory)."""
+
+    def test_project_artifacts(self):
+        d = self.d.rpc("Describe", {})[1]
+        self.assertEqual(d["operations"]["artifacts"], {"project": True, "snippet": False})
+        b = self.run_ok({"project": {
+            "files": [{"path": "in.txt", "content": "given"}],
+            "steps": [{"argv": ["python3", "-c", (
+                "import os\n"
+                "os.makedirs('out/real')\n"
+                "open('out/b.bin', 'wb').write(bytes(range(256)))\n"
+                "open('out/real/t.txt', 'w').write('text')\n"
+                "open(b'out/\\xff.txt', 'wb').write(b'odd')\n"
+                "os.symlink('/etc/passwd', 'out/etc')\n"
+                "os.symlink('/', 'out/root')\n"
+                "os.mkfifo('out/fifo')\n"
+                "raise SystemExit(2)\n")]}],
+            "collect": ["out/**", "in.txt"]}})
+        self.assertEqual(b["exit_code"], 2, b)  # a failed step's files come too
+        got = [(base64.b64decode(a["path_base64"]) if "path_base64" in a else a["path"],
+                base64.b64decode(a["content_base64"]) if "content_base64" in a
+                else a["content"].encode(), a["truncated"]) for a in b["artifacts"]]
+        self.assertEqual(got, [("in.txt", b"given", False), ("out/b.bin", bytes(range(256)), False),
+                               ("out/real/t.txt", b"text", False),
+                               (b"out/\xff.txt", b"odd", False)])
+        self.assertFalse(b["artifacts_truncated"])
+        self.assertNotIn("root:", json.dumps(b))
+        status, body = self.d.rpc("Run", {"snippet": {"language": "python", "code": "1",
+                                                      "collect": ["*"]}})
+        self.assertEqual((status, error_info(body)[0]["reason"],
+                          error_info(body)[0]["metadata"]["dispatched"]),
+                         (501, "UNSUPPORTED", "false"), body)
+        self.assertIn("snippet.collect", body["message"])
 
 
 class HostedStreams:

@@ -28,6 +28,8 @@
 #            it broke (FILE_RULES).
 #   list     a session's ListFiles: one JSON line an entry, then
 #            "PLIMSOLL {"truncated": B}"; the same rules.
+#   collect  a project's collect globs, after its steps: per file matched a
+#            JSON line and its first bytes, then "PLIMSOLL {"truncated": B}".
 #   probe    the startup proof: report what this container can see and do.
 #
 # Everything here runs inside the sandbox as the unprivileged user; the
@@ -92,12 +94,13 @@ def end_every():
             return
 
 
-def supervise(pid, end):
+def supervise(pid, end, stay=False):
     """Stay PID 1 while the guest's main process, pid, runs
     (docs/providers/docker.md, "The run's end").  When it ends, kill and
     reap every other process of this pid namespace; only then write the end
     marker (the header's nonce and the status) to both streams, and exit
-    with the guest's status.  Nothing of the guest can write after the
+    with the guest's status (stay: the header's "hold", until the daemon
+    ends the container).  Nothing of the guest can write after the
     marker: nothing of it lives.  The marker only says where the streams
     end: the daemon still kills the container's cgroup and reads its OOM
     count from the host before it answers."""
@@ -111,6 +114,10 @@ def supervise(pid, end):
             break
     end_every()
     mark_end(end, code)
+    if stay:
+        # The header's "hold": the daemon reads the run's collect globs
+        # now (nothing of the guest lives), then ends the container.
+        hold()
     os._exit(code)
 
 
@@ -203,7 +210,7 @@ def snippet(h, waiters):
     waiter = waiters.pop(h["language"], None)
     end_waiters(waiters)
     pid = hand_over(waiter) if waiter else None
-    supervise(pid or start_child(exec_guest(argv)), h.pop("end"))
+    supervise(pid or start_child(exec_guest(argv)), h.pop("end"), h.get("hold", False))
 
 
 def module(h):
@@ -234,21 +241,11 @@ class SetupError(Exception):
     """A file of the request cannot be written; the message says why."""
 
 
-def work_parts(rel):
-    """rel's components inside /work, or None when it leaves /work."""
-    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\0" in rel:
-        return None
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    if not parts or any(p == ".." for p in parts):
-        return None
-    return parts
-
-
 def write_work_file(rel, data):
     """Write /work/rel without following a symlink on the way: in a session
     an earlier call may have left one there."""
     import stat
-    parts = work_parts(rel)
+    parts = parts_of(rel)
     if parts is None:
         raise SetupError("refused file path %r: relative paths inside /work only" % (rel,))
     flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -302,48 +299,6 @@ def write_files(h):
         raise SetupError(error)
 
 
-# The rules a file call's path can break, as the exit codes the daemon
-# maps to its own messages (docker/session.c): nothing the reader says of
-# what it found travels but the code.
-FILE_RULES = {"missing": 64, "symlink": 65, "not_regular": 66, "not_directory": 67,
-              "denied": 68, "too_large": 69, "elsewhere": 71, "changed": 72, "other": 73}
-FILE_MAX_SIZE = 0xffffffff
-LIST_MAX_PATH = 4096
-
-
-class FileRule(Exception):
-    """A file call's path broke a rule; code is its exit code."""
-
-    def __init__(self, rule):
-        super().__init__(rule)
-        self.code = FILE_RULES[rule]
-
-
-def open_dir_at(dfd, name, dev):
-    """name in the directory dfd, opened as a directory without following a
-    symlink and on the work directory's filesystem (dev)."""
-    import stat
-    try:
-        before = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        raise FileRule("missing")
-    if stat.S_ISLNK(before.st_mode):
-        raise FileRule("symlink")
-    if not stat.S_ISDIR(before.st_mode):
-        raise FileRule("not_directory")
-    # O_NOFOLLOW with O_DIRECTORY is not enough under gVisor (see
-    # write_work_file): what was opened must be what lstat saw.
-    nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
-    after = os.fstat(nfd)
-    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-        os.close(nfd)
-        raise FileRule("changed")
-    if after.st_dev != dev:
-        os.close(nfd)
-        raise FileRule("elsewhere")
-    return nfd
-
-
 def work_dir(parts):
     """An fd of the directory /work/parts..., and /work's device."""
     dfd = os.open("/work", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -360,122 +315,39 @@ def work_dir(parts):
 
 
 def file_call(fn, h):
-    """Run a file call; its rule's exit code when it broke one."""
-    import errno
+    """Run a file call; its rule's exit code when it broke one
+    (workfiles.py's FILE_RULES, which the daemon maps to its own
+    sentences: nothing the reader found travels but the code)."""
     try:
         fn(h)
     except FileRule as e:
         os._exit(e.code)
     except OSError as e:
-        os._exit(FILE_RULES.get({errno.ENOENT: "missing", errno.ELOOP: "symlink",
-                                 errno.ENOTDIR: "not_directory", errno.EACCES: "denied",
-                                 errno.EPERM: "denied"}.get(e.errno, "other")))
+        os._exit(rule_code(e))
     os._exit(0)
 
 
 def read_file(h):
-    import stat
-    parts = work_parts(h.get("path"))
+    parts = parts_of(h.get("path"))
     if parts is None:
         raise FileRule("other")
-    offset, limit = h["offset"], h["limit"]
     dfd, dev = work_dir(parts[:-1])
-    try:
-        try:
-            before = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            raise FileRule("missing")
-        if stat.S_ISLNK(before.st_mode):
-            raise FileRule("symlink")
-        if not stat.S_ISREG(before.st_mode):
-            raise FileRule("not_regular")
-        # O_NONBLOCK: what is swapped in after the lstat (a FIFO) cannot
-        # hold the open; it is found out below.
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
-                     dir_fd=dfd)
-    finally:
-        os.close(dfd)
-    try:
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
-            raise FileRule("changed")
-        if not stat.S_ISREG(st.st_mode):
-            raise FileRule("not_regular")
-        if st.st_dev != dev:
-            raise FileRule("elsewhere")
-        if st.st_size > FILE_MAX_SIZE:
-            raise FileRule("too_large")
-        want = max(0, min(limit, st.st_size - offset))
-        chunks, got = [], 0
-        while got < want:
-            b = os.pread(fd, want - got, offset + got)
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
-    finally:
-        os.close(fd)
-    emit({"size": st.st_size})
-    for b in chunks:
-        view = memoryview(b)
-        while view:
-            view = view[os.write(1, view):]
+    read_at(dfd, dev, parts[-1], h["offset"], h["limit"])
 
 
 def list_files(h):
-    import base64
-    import stat
     path = h.get("path") or ""
-    parts = work_parts(path) if path else []
+    parts = parts_of(path) if path else []
     if parts is None:
         raise FileRule("other")
-    depth, most = h["depth"], h["entries"]
     top, dev = work_dir(parts)
-    prefix = os.fsencode(path + "/") if path else b""
-    count, truncated = 0, False
-    out = []
+    list_at(top, dev, os.fsencode(path + "/") if path else b"", h["depth"], h["entries"])
 
-    def walk(dfd, rel, level):
-        nonlocal count, truncated
-        for name in sorted(os.listdir(dfd), key=os.fsencode):
-            if count >= most:
-                truncated = True
-                return
-            try:
-                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            except OSError:
-                continue  # gone since it was listed
-            p = rel + os.fsencode(name)
-            if len(p) > LIST_MAX_PATH:
-                truncated = True
-                continue
-            m = st.st_mode
-            t = ("directory" if stat.S_ISDIR(m) else "file" if stat.S_ISREG(m)
-                 else "symlink" if stat.S_ISLNK(m) else "fifo" if stat.S_ISFIFO(m)
-                 else "socket" if stat.S_ISSOCK(m)
-                 else "device" if stat.S_ISCHR(m) or stat.S_ISBLK(m) else "other")
-            out.append(json.dumps({"p": base64.b64encode(p).decode(), "t": t, "s": st.st_size,
-                                   "m": m & 0o7777, "mt": st.st_mtime_ns},
-                                  separators=(",", ":")).encode() + b"\n")
-            count += 1
-            if t == "directory" and level < depth:
-                try:
-                    sub = open_dir_at(dfd, name, dev)
-                except (OSError, FileRule):
-                    continue  # not ours to enter, or swapped: listed, not entered
-                try:
-                    walk(sub, p + b"/", level + 1)
-                finally:
-                    os.close(sub)
-                if count >= most and truncated:
-                    return
 
-    try:
-        walk(top, prefix, 1)
-    finally:
-        os.close(top)
-    os.write(1, b"".join(out))
-    emit({"truncated": truncated})
+def collect(h):
+    """A run's collect globs, from /work (workfiles.py)."""
+    top, dev = work_dir([])
+    collect_from(top, dev, h)
 
 
 def hold():
@@ -667,7 +539,8 @@ def main():
     end_waiters(waiters)
     handler = {"module": module, "files": files, "probe": probe,
                "read": lambda h: file_call(read_file, h),
-               "list": lambda h: file_call(list_files, h)}.get(kind)
+               "list": lambda h: file_call(list_files, h),
+               "collect": lambda h: file_call(collect, h)}.get(kind)
     if handler is None:
         os._exit(70)
     handler(h)
