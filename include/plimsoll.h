@@ -171,10 +171,46 @@ PLIMSOLL_API int plimsoll_explain(plimsoll_client *c, const json_t *request, jso
 PLIMSOLL_API int plimsoll_run_snippet(plimsoll_client *c, const char *language, const char *code,
                                       const struct plimsoll_run_options *ro, json_t **ret,
                                       struct plimsoll_error *err);
+/* plimsoll_run_snippet with collect: a JSON array of globs (borrowed; NULL
+ * or empty names none) relative to the work directory, whose regular files
+ * come back in *ret's "artifacts" once the guest ended (docs/api.md,
+ * "Artifacts"; Describe's operations.artifacts.snippet says where).  In a
+ * session, put "collect" in the snippet of plimsoll_session_run's run. */
+PLIMSOLL_API int plimsoll_run_snippet_collect(plimsoll_client *c, const char *language,
+                                              const char *code, const json_t *collect,
+                                              const struct plimsoll_run_options *ro, json_t **ret,
+                                              struct plimsoll_error *err);
 /* files: [{path, content | content_base64}]; steps: [{name, argv}] (borrowed). */
 PLIMSOLL_API int plimsoll_run_project(plimsoll_client *c, const json_t *files, const json_t *steps,
                                       const struct plimsoll_run_options *ro, json_t **ret,
                                       struct plimsoll_error *err);
+/* plimsoll_run_project with collect: a JSON array of globs (borrowed; NULL
+ * or empty names none) relative to the work directory, whose regular files
+ * come back in *ret's "artifacts" (docs/api.md, "Artifacts").  In a
+ * session, put "collect" in the project of plimsoll_session_run's run. */
+PLIMSOLL_API int plimsoll_run_project_collect(plimsoll_client *c, const json_t *files,
+                                              const json_t *steps, const json_t *collect,
+                                              const struct plimsoll_run_options *ro, json_t **ret,
+                                              struct plimsoll_error *err);
+/*
+ * Save one artifact of a RunResponse (an object of its "artifacts",
+ * borrowed) below the local directory dir, which must exist: its exact
+ * bytes (content_base64 when present, else content) at its exact path
+ * (path_base64 when present, else path), making the directories between.
+ * Each name is opened relative to its parent's descriptor without
+ * following a symlink, so nothing is written outside dir: a path that is
+ * empty or absolute, has an empty, "." or ".." segment, or meets a
+ * symlink that exists below dir (its last name included) is
+ * PLIMSOLL_E_USAGE and nothing is written.  An existing file is replaced;
+ * a truncated artifact is saved with the bytes that came.
+ */
+PLIMSOLL_API int plimsoll_artifact_save(const json_t *artifact, const char *dir,
+                                        struct plimsoll_error *err);
+/* Save every artifact of result (a RunResponse, borrowed) below dir as
+ * plimsoll_artifact_save does, every path checked before any file is
+ * written.  Returns how many were saved (0 when it has none), or -1. */
+PLIMSOLL_API int plimsoll_save_artifacts(const json_t *result, const char *dir,
+                                         struct plimsoll_error *err);
 PLIMSOLL_API int plimsoll_run_module(plimsoll_client *c, const void *wasm, size_t len,
                                      const char *const *args, size_t nargs,
                                      const struct plimsoll_run_options *ro, json_t **ret,

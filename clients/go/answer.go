@@ -274,6 +274,11 @@ var (
 		"detail": fString, "steps": {kind: kMessage, sub: stepResultShape, repeated: true},
 		"record": {kind: kMessage, sub: runRecordShape}, "stdout_base64": fString,
 		"stderr_base64": fString, "interpreter_started": fBool,
+		"artifacts": {kind: kMessage, sub: artifactShape, repeated: true}, "artifacts_truncated": fBool,
+	}
+	artifactShape = shape{
+		"path": fString, "path_base64": fString, "size": fUint32, "content": fString,
+		"content_base64": fString, "truncated": fBool,
 	}
 	operationShape = field{kind: kMessage, sub: shape{
 		"supported": fBool, "engine": fString, "max_timeout_ms": fUint32, "languages": fStrings,
@@ -285,6 +290,7 @@ var (
 		"operations": {kind: kMessage, sub: shape{
 			"snippet": operationShape, "project": operationShape, "module": operationShape,
 			"session": operationShape, "files": operationShape,
+			"artifacts": {kind: kMessage, sub: shape{"project": fBool, "snippet": fBool}},
 		}},
 		"limits": {kind: kMessage, sub: shape{
 			"memory_mb": fUint32, "total_memory_mb": fUint32, "max_concurrent": fUint32,
@@ -293,6 +299,7 @@ var (
 			"output_bytes": fUint32, "max_snippet_bytes": fUint32, "max_request_bytes": fUint32,
 			"memory_budget_applies": fBool, "min_memory_mb": fUint32, "file_read_bytes": fUint32,
 			"file_list_entries": fUint32, "session_max_lifetime_s": fUint32,
+			"collect_files": fUint32, "collect_bytes": fUint32,
 		}},
 	}
 	fileEntryShape = shape{

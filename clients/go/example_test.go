@@ -103,3 +103,31 @@ func TestReadmeFilesExample(t *testing.T) {
 		t.Fatalf("go run ./cmd/files: %v\n%s", err, out)
 	}
 }
+
+// The README's artifacts example is cmd/artifacts/main.go, and it runs
+// against the docker daemon (skipped without one).
+func TestReadmeArtifactsExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("cmd/artifacts/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```go\n"+string(src)+"```\n") {
+		t.Fatal("README.md does not show cmd/artifacts/main.go as it is")
+	}
+	url := os.Getenv("PLIMSOLL_TEST_SESSION_URL")
+	if url == "" {
+		t.Skip("PLIMSOLL_TEST_SESSION_URL is unset: no docker daemon; skipping the run of cmd/artifacts")
+	}
+	cmd := exec.Command("go", "run", "./cmd/artifacts")
+	cmd.Env = readmeEnvAt(t, url)
+	out, err := cmd.CombinedOutput()
+	want := "dist/raw.bin 2 \"\\xff\\x00\" truncated: false\ndist/report.csv 9 \"total,42\\n\" truncated: false\n" +
+		"more than came: false\nsaved /dist/raw.bin\nsaved /dist/report.csv\n"
+	if err != nil || string(out) != want {
+		t.Fatalf("go run ./cmd/artifacts: %v\n%s", err, out)
+	}
+}

@@ -59,12 +59,20 @@ type Snippet struct {
 	Language string `json:"language,omitempty"`
 	Code     string `json:"code,omitempty"`
 	Stdin    string `json:"stdin,omitempty"`
+	// Collect is globs relative to the work directory whose regular files
+	// come back in Result.Artifacts once the guest ended (docs/api.md,
+	// "Artifacts"; Describe's Operations.Artifacts.Snippet says where).
+	Collect []string `json:"collect,omitempty"`
 }
 
 // Project is files and the steps that run over them, in order.
 type Project struct {
 	Files []File `json:"files,omitempty"`
 	Steps []Step `json:"steps,omitempty"`
+	// Collect is globs relative to the work directory whose regular files
+	// come back in Result.Artifacts once the steps ended (docs/api.md,
+	// "Artifacts"; Describe's Operations.Artifacts.Project says where).
+	Collect []string `json:"collect,omitempty"`
 }
 
 // File is a file of a project or a cell. Its content is sent as
@@ -182,6 +190,14 @@ type Result struct {
 	StderrBase64 string `json:"stderr_base64"`
 	// InterpreterStarted (RunCell): the cell began with a fresh interpreter.
 	InterpreterStarted bool `json:"interpreter_started"`
+	// Artifacts are the files the request's Collect globs matched (a
+	// project's or a snippet's), in the walk's order; nil when it named
+	// none (or they were not looked for: a setup failure, a run the
+	// deadline ended).
+	Artifacts []Artifact `json:"artifacts"`
+	// ArtifactsTruncated: more files matched than came
+	// (SANDBOX_COLLECT_FILES, or the reader's bounds).
+	ArtifactsTruncated bool `json:"artifacts_truncated"`
 
 	// Raw is the answer's JSON body as received.
 	Raw json.RawMessage `json:"-"`
@@ -246,6 +262,14 @@ type Operations struct {
 	Session OperationSupport `json:"session"`
 	// Files: a session's file calls (WriteFiles, ReadFile, ListFiles).
 	Files OperationSupport `json:"files"`
+	// Artifacts says which payloads may name Collect globs.
+	Artifacts ArtifactSupport `json:"artifacts"`
+}
+
+// ArtifactSupport says which payloads may name collect globs.
+type ArtifactSupport struct {
+	Project bool `json:"project"`
+	Snippet bool `json:"snippet"`
 }
 
 // Limits are the daemon's configured bounds.
@@ -273,6 +297,11 @@ type Limits struct {
 	// SessionMaxLifetimeS is the longest a session may live from its open
 	// (SANDBOX_SESSION_MAX_LIFETIME).
 	SessionMaxLifetimeS uint32 `json:"session_max_lifetime_s"`
+	// CollectFiles is the most artifacts one run gives
+	// (SANDBOX_COLLECT_FILES); CollectBytes their bytes in all
+	// (SANDBOX_COLLECT_BYTES).
+	CollectFiles uint32 `json:"collect_files"`
+	CollectBytes uint32 `json:"collect_bytes"`
 }
 
 // Description is what a daemon is (Describe).

@@ -15,7 +15,10 @@
  *   plimsoll session close ID
  *   plimsoll files ls ID [PATH] [--depth N] [--json]   a session's files
  *   plimsoll files get ID PATH [-o FILE]  the file's bytes, to stdout or FILE
- *   plimsoll files put ID LOCAL PATH      LOCAL (at most 4 MiB) as PATH
+ *   plimsoll files put ID LOCAL PATH      a file LOCAL (at most 4 MiB) as PATH;
+ *                    a directory LOCAL as PATH/<its name>/..., as cp -r
+ *                    does, in as many WriteFiles calls (256 files, 4 MiB
+ *                    each) as it needs; a symlink in it is refused
  *
  * The daemon is PLIMSOLL_URL (http://host:port or unix:/path; default
  * http://127.0.0.1:7475); the key is PLIMSOLL_KEY, or the first line of the
@@ -53,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,7 +88,9 @@ static void usage(void) {
           "  plimsoll session open [-l javascript|python]... | ls [--json] | get ID |\n"
           "                   extend ID SECONDS | close ID\n"
           "  plimsoll files ls ID [PATH] [--depth N] [--json] | get ID PATH [-o FILE] |\n"
-          "                 put ID LOCAL PATH\n"
+          "                 put ID LOCAL PATH  (a file as PATH; a directory, recursively,\n"
+          "                 as PATH/<its name>/..., PATH . the work directory, in calls\n"
+          "                 of at most 256 files and 4 MiB; a symlink in it is refused)\n"
           "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE,\n"
           "             PLIMSOLL_MAX_ANSWER_BYTES (default 268435456)\n"
           "exit: 0 ran ok, 1 ran non-zero, 2 usage, 3 refused, 4 infrastructure,\n"
@@ -530,8 +536,228 @@ static int files_get(plimsoll_client *c, const char *id, const char *path, const
     return ex;
 }
 
+/* WriteFiles' bounds (docs/sessions.md, "Session files"): one call's
+ * files and bytes, one path's length; and the most files a directory put
+ * sends in all. */
+#define PUT_CALL_FILES 256u
+#define PUT_CALL_BYTES (4u << 20)
+#define PUT_PATH_BYTES 256u
+#define PUT_MAX_FILES 65536u
+#define PUT_MAX_DEPTH 64
+
+/* One local file of a directory put and its path in the session. */
+struct put_file {
+    char *local;
+    char *remote;
+    size_t size;
+};
+
+struct put_plan {
+    struct put_file *v;
+    size_t n, cap;
+};
+
+static void put_plan_free(struct put_plan *p) {
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->v[i].local);
+        free(p->v[i].remote);
+    }
+    free(p->v);
+}
+
+static char *join_path(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 2);
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    s[la] = '/';
+    memcpy(s + la + 1, b, lb + 1);
+    return s;
+}
+
+static int by_bytes(const struct dirent **a, const struct dirent **b) {
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* Walk the local directory dir, whose files go under remote, into plan:
+ * names in byte order, regular files only; a symlink, a special file, a
+ * name that is not UTF-8, a path past PUT_PATH_BYTES or a file past
+ * PUT_CALL_BYTES is a usage error naming it, before anything is sent. */
+static int put_walk(const char *dir, const char *remote, int depth, struct put_plan *plan) {
+    if (depth > PUT_MAX_DEPTH) {
+        fprintf(stderr, "plimsoll: %s is more than %d directories deep\n", dir, PUT_MAX_DEPTH);
+        return -1;
+    }
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, by_bytes);
+    if (n < 0) {
+        fprintf(stderr, "plimsoll: cannot read the directory %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
+        if (rc < 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+            continue;
+        char *local = join_path(dir, name);
+        char *rem = remote[0] ? join_path(remote, name) : strdup(name);
+        struct stat st;
+        if (!local || !rem) {
+            fprintf(stderr, "plimsoll: out of memory\n");
+            rc = -1;
+        } else if (lstat(local, &st) < 0) {
+            fprintf(stderr, "plimsoll: %s: %s\n", local, strerror(errno));
+            rc = -1;
+        } else if (S_ISLNK(st.st_mode)) {
+            fprintf(stderr,
+                    "plimsoll: %s is a symlink; files put does not follow symlinks: "
+                    "nothing was sent\n",
+                    local);
+            rc = -1;
+        } else if (!pl_utf8_valid((const unsigned char *)name, strlen(name))) {
+            fprintf(stderr, "plimsoll: %s: its name is not UTF-8; nothing was sent\n", local);
+            rc = -1;
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = put_walk(local, rem, depth + 1, plan);
+        } else if (!S_ISREG(st.st_mode)) {
+            fprintf(stderr, "plimsoll: %s is not a regular file or a directory; nothing was sent\n",
+                    local);
+            rc = -1;
+        } else if (strlen(rem) > PUT_PATH_BYTES) {
+            fprintf(stderr,
+                    "plimsoll: %s: its path in the session, %s, is past %u bytes; nothing "
+                    "was sent\n",
+                    local, rem, PUT_PATH_BYTES);
+            rc = -1;
+        } else if ((uint64_t)st.st_size > PUT_CALL_BYTES) {
+            fprintf(stderr,
+                    "plimsoll: %s is %lld bytes, past the 4 MiB one WriteFiles call takes; "
+                    "nothing was sent\n",
+                    local, (long long)st.st_size);
+            rc = -1;
+        } else if (plan->n == PUT_MAX_FILES) {
+            fprintf(stderr, "plimsoll: %s holds more than %u files; nothing was sent\n", dir,
+                    PUT_MAX_FILES);
+            rc = -1;
+        } else {
+            if (plan->n == plan->cap) {
+                size_t cap = plan->cap ? plan->cap * 2 : 64;
+                struct put_file *v = realloc(plan->v, cap * sizeof *v);
+                if (!v) {
+                    fprintf(stderr, "plimsoll: out of memory\n");
+                    rc = -1;
+                    goto next;
+                }
+                plan->v = v;
+                plan->cap = cap;
+            }
+            plan->v[plan->n++] = (struct put_file){local, rem, (size_t)st.st_size};
+            local = rem = NULL;
+        }
+    next:
+        free(local);
+        free(rem);
+    }
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* A walked file's bytes, base64: opened without following a symlink, and
+ * still the regular file of the size the walk saw. */
+static char *put_read(const struct put_file *f) {
+    int fd = open(f->local, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != f->size) {
+        fprintf(stderr, "plimsoll: %s changed while it was put (or cannot be read)\n", f->local);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    FILE *in = fdopen(fd, "rb");
+    struct pl_buf src = {0};
+    char *b64 = NULL;
+    if (!in) {
+        close(fd);
+    } else {
+        if (read_all(in, &src) == 0 && src.len == f->size)
+            b64 = pl_base64_encode(src.data ? src.data : "", src.len, 1);
+        else
+            fprintf(stderr, "plimsoll: %s changed while it was put\n", f->local);
+        fclose(in);
+    }
+    pl_buf_free(&src);
+    return b64;
+}
+
+/* files put of a directory: walk it all first (refusing what put_walk
+ * refuses), then WriteFiles calls of at most PUT_CALL_FILES files and
+ * PUT_CALL_BYTES bytes each, in the walk's order. */
+static int files_put_dir(plimsoll_client *c, const char *id, const char *local, const char *path,
+                         struct plimsoll_error *err) {
+    char *abs = realpath(local, NULL);
+    const char *base = abs ? strrchr(abs, '/') : NULL;
+    if (!base || !base[1]) {
+        fprintf(stderr, "plimsoll: %s has no name to put it by\n", local);
+        free(abs);
+        return EXIT_USAGE;
+    }
+    char *top = strcmp(path, ".") == 0 ? strdup(base + 1) : join_path(path, base + 1);
+    free(abs);
+    struct put_plan plan = {0};
+    if (!top || put_walk(local, top, 1, &plan) < 0) {
+        free(top);
+        put_plan_free(&plan);
+        return EXIT_USAGE;
+    }
+    free(top);
+    if (plan.n == 0)
+        fprintf(stderr,
+                "plimsoll: %s holds no regular file; nothing was sent (WriteFiles makes "
+                "no empty directory)\n",
+                local);
+    int ex = EXIT_RAN_OK;
+    size_t sent = 0;
+    while (sent < plan.n && ex == EXIT_RAN_OK) {
+        json_t *files = json_array();
+        size_t bytes = 0, i = sent;
+        for (; files && i < plan.n && i - sent < PUT_CALL_FILES; i++) {
+            if (i > sent && bytes + plan.v[i].size > PUT_CALL_BYTES)
+                break;
+            char *b64 = put_read(&plan.v[i]);
+            if (!b64 ||
+                json_array_append_new(files, json_pack("{s:s, s:s}", "path", plan.v[i].remote,
+                                                       "content_base64", b64)) < 0) {
+                free(b64);
+                ex = EXIT_USAGE;
+                break;
+            }
+            free(b64);
+            bytes += plan.v[i].size;
+        }
+        json_t *r = NULL;
+        if (!files)
+            ex = EXIT_USAGE;
+        else if (ex == EXIT_RAN_OK && plimsoll_write_files(c, id, files, &r, err) < 0)
+            ex = report_error(err);
+        json_decref(files);
+        json_decref(r);
+        if (ex == EXIT_RAN_OK)
+            sent = i;
+    }
+    if (ex != EXIT_RAN_OK && sent)
+        fprintf(stderr, "plimsoll: %zu of the %zu files were written before that\n", sent, plan.n);
+    put_plan_free(&plan);
+    return ex;
+}
+
 static int files_put(plimsoll_client *c, const char *id, const char *local, const char *path,
                      struct plimsoll_error *err) {
+    struct stat st;
+    if (stat(local, &st) == 0 && S_ISDIR(st.st_mode))
+        return files_put_dir(c, id, local, path, err);
     FILE *f = fopen(local, "rbe");
     struct pl_buf src = {0};
     if (!f || read_all(f, &src) < 0 || src.len > (4u << 20)) {

@@ -126,6 +126,15 @@ static const struct field run_record_shape[] = {
     {"broker_refused", K_UINT32, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
+static const struct field artifact_shape[] = {
+    {"path", K_STRING, false, NULL},
+    {"path_base64", K_STRING, false, NULL},
+    {"size", K_UINT32, false, NULL},
+    {"content", K_STRING, false, NULL},
+    {"content_base64", K_STRING, false, NULL},
+    {"truncated", K_BOOL, false, NULL},
+    {NULL, K_ANY, false, NULL},
+};
 static const struct field run_response_shape[] = {
     {"exit_code", K_INT32, false, NULL},
     {"stdout", K_STRING, false, NULL},
@@ -144,6 +153,8 @@ static const struct field run_response_shape[] = {
     {"stdout_base64", K_STRING, false, NULL},
     {"stderr_base64", K_STRING, false, NULL},
     {"interpreter_started", K_BOOL, false, NULL},
+    {"artifacts", K_MESSAGE, true, artifact_shape},
+    {"artifacts_truncated", K_BOOL, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field operation_shape[] = {
@@ -155,21 +166,40 @@ static const struct field operation_shape[] = {
     {"streams", K_BOOL, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
+static const struct field artifact_support_shape[] = {
+    {"project", K_BOOL, false, NULL},
+    {"snippet", K_BOOL, false, NULL},
+    {NULL, K_ANY, false, NULL},
+};
 static const struct field operations_shape[] = {
     {"snippet", K_MESSAGE, false, operation_shape},
     {"project", K_MESSAGE, false, operation_shape},
     {"module", K_MESSAGE, false, operation_shape},
     {"session", K_MESSAGE, false, operation_shape},
+    {"files", K_MESSAGE, false, operation_shape},
+    {"artifacts", K_MESSAGE, false, artifact_support_shape},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field limits_shape[] = {
-    {"memory_mb", K_UINT32, false, NULL},          {"total_memory_mb", K_UINT32, false, NULL},
-    {"max_concurrent", K_UINT32, false, NULL},     {"effective_concurrency", K_UINT32, false, NULL},
-    {"per_key_concurrent", K_UINT32, false, NULL}, {"rate_per_min", K_UINT32, false, NULL},
-    {"rate_burst", K_UINT32, false, NULL},         {"default_timeout_ms", K_UINT32, false, NULL},
-    {"output_bytes", K_UINT32, false, NULL},       {"max_snippet_bytes", K_UINT32, false, NULL},
-    {"max_request_bytes", K_UINT32, false, NULL},  {"memory_budget_applies", K_BOOL, false, NULL},
-    {"min_memory_mb", K_UINT32, false, NULL},      {NULL, K_ANY, false, NULL},
+    {"memory_mb", K_UINT32, false, NULL},
+    {"total_memory_mb", K_UINT32, false, NULL},
+    {"max_concurrent", K_UINT32, false, NULL},
+    {"effective_concurrency", K_UINT32, false, NULL},
+    {"per_key_concurrent", K_UINT32, false, NULL},
+    {"rate_per_min", K_UINT32, false, NULL},
+    {"rate_burst", K_UINT32, false, NULL},
+    {"default_timeout_ms", K_UINT32, false, NULL},
+    {"output_bytes", K_UINT32, false, NULL},
+    {"max_snippet_bytes", K_UINT32, false, NULL},
+    {"max_request_bytes", K_UINT32, false, NULL},
+    {"memory_budget_applies", K_BOOL, false, NULL},
+    {"min_memory_mb", K_UINT32, false, NULL},
+    {"file_read_bytes", K_UINT32, false, NULL},
+    {"file_list_entries", K_UINT32, false, NULL},
+    {"session_max_lifetime_s", K_UINT32, false, NULL},
+    {"collect_files", K_UINT32, false, NULL},
+    {"collect_bytes", K_UINT32, false, NULL},
+    {NULL, K_ANY, false, NULL},
 };
 static const struct field describe_shape[] = {
     {"version", K_STRING, false, NULL},

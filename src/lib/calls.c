@@ -9,10 +9,15 @@
  * (record.c); a session's answers must chain.  A streaming call's result
  * is checked exactly as the unary call's.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <openssl/crypto.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../core/canon.h"
 #include "../core/tier.h"
@@ -167,31 +172,248 @@ static int run_built(plimsoll_client *c, json_t *req, json_t **ret, struct plims
     return r;
 }
 
-int plimsoll_run_snippet(plimsoll_client *c, const char *language, const char *code,
-                         const struct plimsoll_run_options *ro, json_t **ret,
-                         struct plimsoll_error *err) {
+/* collect, when given, is an array of strings: checked before anything is
+ * sent, as the daemon would refuse it. */
+static int check_collect(const json_t *collect, struct plimsoll_error *err) {
+    if (!collect)
+        return 0;
+    if (!json_is_array(collect))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "collect is an array of glob strings");
+    for (size_t i = 0; i < json_array_size(collect); i++)
+        if (!json_is_string(json_array_get(collect, i)))
+            return plc_fail(err, PLIMSOLL_E_USAGE, "collect glob %zu is not a string", i);
+    return 0;
+}
+
+/* payload with "collect" set to collect (borrowed) when it names globs;
+ * NULL (payload released) when memory ran out. */
+static json_t *with_collect(json_t *payload, const json_t *collect) {
+    if (payload && collect && json_array_size(collect) &&
+        json_object_set(payload, "collect", (json_t *)collect) < 0) {
+        json_decref(payload);
+        return NULL;
+    }
+    return payload;
+}
+
+int plimsoll_run_snippet_collect(plimsoll_client *c, const char *language, const char *code,
+                                 const json_t *collect, const struct plimsoll_run_options *ro,
+                                 json_t **ret, struct plimsoll_error *err) {
     if (!language || !code)
         return plc_fail(err, PLIMSOLL_E_USAGE, "a snippet needs a language and code");
+    if (check_collect(collect, err) < 0)
+        return -1;
     json_t *sn = json_pack("{s:s, s:s}", "language", language, "code", code);
     if (sn && ro && ro->stdin_data &&
         json_object_set_new(sn, "stdin", json_string(ro->stdin_data)) < 0) {
         json_decref(sn);
         sn = NULL;
     }
+    sn = with_collect(sn, collect);
     return run_built(c, with_options(sn ? json_pack("{s:o}", "snippet", sn) : NULL, ro), ret, err);
 }
 
-int plimsoll_run_project(plimsoll_client *c, const json_t *files, const json_t *steps,
+int plimsoll_run_snippet(plimsoll_client *c, const char *language, const char *code,
                          const struct plimsoll_run_options *ro, json_t **ret,
                          struct plimsoll_error *err) {
-    if (!json_is_array(steps) || (files && !json_is_array(files)))
-        return plc_fail(err, PLIMSOLL_E_USAGE, "a project has an array of steps (and of files)");
+    return plimsoll_run_snippet_collect(c, language, code, NULL, ro, ret, err);
+}
+
+int plimsoll_run_project_collect(plimsoll_client *c, const json_t *files, const json_t *steps,
+                                 const json_t *collect, const struct plimsoll_run_options *ro,
+                                 json_t **ret, struct plimsoll_error *err) {
+    if (!json_is_array(steps) || (files && !json_is_array(files)) ||
+        (collect && !json_is_array(collect)))
+        return plc_fail(err, PLIMSOLL_E_USAGE,
+                        "a project has an array of steps (and of files, and of collect globs)");
+    if (check_collect(collect, err) < 0)
+        return -1;
     json_t *p = json_pack("{s:O}", "steps", (json_t *)steps);
     if (p && files && json_object_set(p, "files", (json_t *)files) < 0) {
         json_decref(p);
         p = NULL;
     }
+    p = with_collect(p, collect);
     return run_built(c, with_options(p ? json_pack("{s:o}", "project", p) : NULL, ro), ret, err);
+}
+
+int plimsoll_run_project(plimsoll_client *c, const json_t *files, const json_t *steps,
+                         const struct plimsoll_run_options *ro, json_t **ret,
+                         struct plimsoll_error *err) {
+    return plimsoll_run_project_collect(c, files, steps, NULL, ro, ret, err);
+}
+
+/* ---- a project's artifacts, saved ------------------------------------------ */
+
+/* The exact bytes of a text member and its _base64 twin: the twin's when
+ * present.  Returns 0 with *ret malloc'd (NUL-terminated past *ret_len). */
+static int exact_bytes(const json_t *obj, const char *name, const char *b64_name,
+                       unsigned char **ret, size_t *ret_len) {
+    const json_t *b64 = json_object_get(obj, b64_name);
+    if (json_is_string(b64) && json_string_length(b64) > 0) {
+        unsigned char *raw = NULL;
+        size_t n = 0;
+        if (pl_base64_decode(json_string_value(b64), json_string_length(b64), SIZE_MAX - 1, &raw,
+                             &n) < 0)
+            return -1;
+        unsigned char *out = realloc(raw, n + 1);
+        if (!out) {
+            free(raw);
+            return -1;
+        }
+        out[n] = 0;
+        *ret = out;
+        *ret_len = n;
+        return 0;
+    }
+    const json_t *text = json_object_get(obj, name);
+    size_t n = json_is_string(text) ? json_string_length(text) : 0;
+    unsigned char *out = malloc(n + 1);
+    if (!out)
+        return -1;
+    if (n)
+        memcpy(out, json_string_value(text), n);
+    out[n] = 0;
+    *ret = out;
+    *ret_len = n;
+    return 0;
+}
+
+/* A path that cannot leave the directory it is saved below: relative, no
+ * NUL, no empty, "." or ".." segment. */
+static bool artifact_path_ok(const unsigned char *p, size_t n) {
+    if (n == 0 || p[0] == '/' || memchr(p, 0, n))
+        return false;
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && p[i] != '/')
+            continue;
+        size_t len = i - start;
+        if (len == 0 || (len == 1 && p[start] == '.') ||
+            (len == 2 && p[start] == '.' && p[start + 1] == '.'))
+            return false;
+        start = i + 1;
+    }
+    return true;
+}
+
+static int artifact_path(const json_t *a, unsigned char **ret, size_t *ret_len,
+                         struct plimsoll_error *err) {
+    if (!json_is_object(a))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "an artifact is an object of a RunResponse");
+    if (exact_bytes(a, "path", "path_base64", ret, ret_len) < 0)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "an artifact's path_base64 is not base64");
+    if (!artifact_path_ok(*ret, *ret_len)) {
+        plc_fail(err, PLIMSOLL_E_USAGE,
+                 "artifact path \"%.200s\" is empty or absolute, or has an empty, \".\" or "
+                 "\"..\" segment; not saved",
+                 (const char *)*ret);
+        free(*ret);
+        *ret = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int plimsoll_artifact_save(const json_t *artifact, const char *dir, struct plimsoll_error *err) {
+    unsigned char *path = NULL, *data = NULL;
+    size_t plen = 0, dlen = 0;
+    if (!dir)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no directory to save the artifact below");
+    if (artifact_path(artifact, &path, &plen, err) < 0)
+        return -1;
+    if (exact_bytes(artifact, "content", "content_base64", &data, &dlen) < 0) {
+        plc_fail(err, PLIMSOLL_E_USAGE, "artifact %.200s: content_base64 is not base64",
+                 (const char *)path);
+        free(path);
+        return -1;
+    }
+    int rc = -1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        plc_fail(err, PLIMSOLL_E_USAGE, "%s: %s", dir, strerror(errno));
+        goto out;
+    }
+    char *name = (char *)path;
+    for (;;) {
+        char *slash = strchr(name, '/');
+        if (slash)
+            *slash = 0;
+        struct stat st;
+        bool exists = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (exists && S_ISLNK(st.st_mode)) {
+            plc_fail(err, PLIMSOLL_E_USAGE, "artifact: %.200s is a symlink in %s; not saved",
+                     (const char *)path, dir);
+            goto out;
+        }
+        if (!slash) {
+            int out = openat(fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+            if (out < 0) {
+                plc_fail(err, PLIMSOLL_E_USAGE, "artifact %.200s: %s", (const char *)path,
+                         strerror(errno));
+                goto out;
+            }
+            size_t done = 0;
+            while (done < dlen) {
+                ssize_t w = write(out, data + done, dlen - done);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0) {
+                    plc_fail(err, PLIMSOLL_E_USAGE, "artifact %.200s: %s", (const char *)path,
+                             strerror(errno));
+                    close(out);
+                    goto out;
+                }
+                done += (size_t)w;
+            }
+            if (close(out) < 0) {
+                plc_fail(err, PLIMSOLL_E_USAGE, "artifact %.200s: %s", (const char *)path,
+                         strerror(errno));
+                goto out;
+            }
+            rc = 0;
+            goto out;
+        }
+        if (!exists && mkdirat(fd, name, 0777) < 0 && errno != EEXIST) {
+            plc_fail(err, PLIMSOLL_E_USAGE, "artifact %.200s: %s", (const char *)path,
+                     strerror(errno));
+            goto out;
+        }
+        int sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            plc_fail(err, PLIMSOLL_E_USAGE, "artifact %.200s: %s", (const char *)path,
+                     strerror(errno));
+            goto out;
+        }
+        close(fd);
+        fd = sub;
+        *slash = '/';
+        name = slash + 1;
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    free(data);
+    return rc;
+}
+
+int plimsoll_save_artifacts(const json_t *result, const char *dir, struct plimsoll_error *err) {
+    const json_t *arts = json_object_get(result, "artifacts");
+    size_t i;
+    const json_t *a;
+    json_array_foreach(arts, i, a) {
+        unsigned char *path = NULL;
+        size_t n = 0;
+        if (artifact_path(a, &path, &n, err) < 0)
+            return -1;
+        free(path);
+    }
+    json_array_foreach(arts, i, a) {
+        if (plimsoll_artifact_save(a, dir, err) < 0)
+            return -1;
+    }
+    return (int)json_array_size(arts);
 }
 
 int plimsoll_run_module(plimsoll_client *c, const void *wasm, size_t len, const char *const *args,

@@ -351,7 +351,11 @@ def main(argv):
                 sd = start(docker_env("runc", "clients", SANDBOX_MAX_SESSIONS="6",
                                       SANDBOX_SESSION_DISK_MB="8", SANDBOX_SESSION_IDLE="60",
                                       SANDBOX_SESSION_LIFETIME="600",
-                                      SANDBOX_DOCKER_WARM="0"), keys, timeout=240)
+                                      SANDBOX_DOCKER_WARM="0",
+                                      # small, so the artifact tests meet both
+                                      # bounds with a few small files
+                                      SANDBOX_COLLECT_FILES="8",
+                                      SANDBOX_COLLECT_BYTES="65536"), keys, timeout=240)
                 daemons.append(sd)
                 env["PLIMSOLL_TEST_SESSION_URL"] = url(sd)
                 sys.stderr.write("harness: session daemon up in %.1f s\n"

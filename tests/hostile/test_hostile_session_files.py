@@ -7,6 +7,7 @@ swapped in while the daemon reads, FIFOs, sockets, devices, hard links,
 huge sparse files, names that are not UTF-8, files the calls' user may not
 read (docs/sessions.md, "Session files")."""
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -298,6 +299,67 @@ class SessionFiles(DockerDaemon):
         # The session's chain is the daemon's: the CLI's calls are in it.
         g = self.ok("GetSession", {"session_id": sid})
         self.assertEqual(g["calls"], 9, g)  # put, run, 4 pages, 1 page, 2 listings
+
+    def test_the_cli_puts_a_directory(self):
+        """files put of a directory: the tree under PATH/<its name>, in as
+        many WriteFiles calls as 256 files and 4 MiB a call need; a symlink
+        in it is refused before anything is sent."""
+        sid = self.open()
+        env = {"PATH": os.environ.get("PATH", ""),
+               "PLIMSOLL_URL": "http://127.0.0.1:%d" % self.d.port,
+               "PLIMSOLL_KEY": self.d.keys["alice"]}
+
+        def cli(*args):
+            p = subprocess.run([CLI] + list(args), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=120, env=env)
+            return p.returncode, p.stdout, p.stderr.decode()
+
+        tmp = tempfile.mkdtemp(prefix="plimsoll-cli-dir-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        proj = os.path.join(tmp, "proj")
+        os.makedirs(os.path.join(proj, "big"))
+        os.makedirs(os.path.join(proj, "many"))
+        big = bytes(range(256)) * (2100 * 1024 // 256)  # two of them pass 4 MiB
+        for name in ("a.bin", "b.bin"):
+            with open(os.path.join(proj, "big", name), "wb") as f:
+                f.write(big)
+        for i in range(300):
+            with open(os.path.join(proj, "many", "%03d" % i), "w") as f:
+                f.write("%03d" % i)
+        with open(os.path.join(proj, "top.txt"), "w") as f:
+            f.write("top")
+        calls = self.ok("GetSession", {"session_id": sid})["calls"]
+        code, _, err = cli("files", "put", sid, proj, "in")
+        self.assertEqual(code, 0, err)
+        # a.bin; b.bin and 255 of many; the rest: three calls
+        self.assertEqual(self.ok("GetSession", {"session_id": sid})["calls"], calls + 3)
+        # (more files than this daemon's ListFiles gives, and its output
+        # keeps: the guest lists them and prints their digest)
+        want = ["in/proj/top.txt", "in/proj/big/a.bin", "in/proj/big/b.bin"] + [
+            "in/proj/many/%03d" % i for i in range(300)]
+        got = self.guest(sid, "import hashlib, os\n"
+                              "ps = [os.path.join(r, n) for r, _, ns in sorted(os.walk('in'))"
+                              " for n in sorted(ns)]\n"
+                              "print(len(ps), hashlib.sha256('\\n'.join(ps).encode()).hexdigest())\n")
+        self.assertEqual(got, "%d %s\n" % (len(want),
+                                            hashlib.sha256("\n".join(want).encode()).hexdigest()))
+        self.assertEqual(cli("files", "get", sid, "in/proj/big/b.bin")[1], big)
+        self.assertEqual(cli("files", "get", sid, "in/proj/many/299")[1], b"299")
+        # "." is the work directory
+        small = os.path.join(tmp, "small")
+        os.makedirs(small)
+        with open(os.path.join(small, "s.txt"), "w") as f:
+            f.write("s")
+        self.assertEqual(cli("files", "put", sid, small, ".")[0], 0)
+        self.assertEqual(cli("files", "get", sid, "small/s.txt")[1], b"s")
+        # a symlink anywhere in the tree: refused, nothing sent
+        os.symlink("/etc/passwd", os.path.join(proj, "many", "zz-link"))
+        calls = self.ok("GetSession", {"session_id": sid})["calls"]
+        code, _, err = cli("files", "put", sid, proj, "again")
+        self.assertEqual(code, 2, err)
+        self.assertIn("symlink", err)
+        self.assertIn("nothing was sent", err)
+        self.assertEqual(self.ok("GetSession", {"session_id": sid})["calls"], calls)
 
     # ---- what guest code can set up ----------------------------------------
     def test_symlinks_are_never_followed(self):

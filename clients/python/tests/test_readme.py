@@ -80,7 +80,12 @@ class Readme(unittest.TestCase):
         README shows after it, against the harness's session daemon."""
         self.run_section("A session's files")
 
-    def run_section(self, title: str) -> None:
+    def test_artifacts_example(self) -> None:
+        """The block of "A project's artifacts", with its output, against
+        the harness's docker daemon."""
+        self.run_section("A project's artifacts", blocks=1)
+
+    def run_section(self, title: str, blocks: int = 2) -> None:
         """Each docker-sessions block of the README's section `title` run,
         its printout compared with the output block after it."""
         with open(README, encoding="utf-8") as f:
@@ -88,7 +93,7 @@ class Readme(unittest.TestCase):
         assert section is not None
         pairs = re.findall(r"<!-- doc: run docker-sessions -->\n```python\n(.*?)```\n+"
                            r"<!-- doc: output -->\n```\n(.*?)```", section.group(1), re.S)
-        self.assertEqual(len(pairs), 2)
+        self.assertEqual(len(pairs), blocks)
         for n, (block, shown) in enumerate(pairs):
             with self.subTest(block=n):
                 out = io.StringIO()

@@ -190,6 +190,14 @@ const RUN_RECORD: Shape = {
   broker_calls: "uint32",
   broker_refused: "uint32",
 };
+const ARTIFACT: Shape = {
+  path: "string",
+  path_base64: "string",
+  size: "uint32",
+  content: "string",
+  content_base64: "string",
+  truncated: "bool",
+};
 const RUN_RESPONSE: Shape = {
   exit_code: "int32",
   stdout: "string",
@@ -208,6 +216,8 @@ const RUN_RESPONSE: Shape = {
   stdout_base64: "string",
   stderr_base64: "string",
   interpreter_started: "bool",
+  artifacts: [ARTIFACT],
+  artifacts_truncated: "bool",
 };
 const OPERATION_SUPPORT: Shape = {
   supported: "bool",
@@ -233,6 +243,8 @@ const LIMITS: Shape = {
   file_read_bytes: "uint32",
   file_list_entries: "uint32",
   session_max_lifetime_s: "uint32",
+  collect_files: "uint32",
+  collect_bytes: "uint32",
 };
 const DESCRIBE_RESPONSE: Shape = {
   version: "string",
@@ -243,7 +255,7 @@ const DESCRIBE_RESPONSE: Shape = {
   ready_detail: "string",
   supports_sessions: "bool",
   languages: ["string"],
-  operations: { snippet: OPERATION_SUPPORT, project: OPERATION_SUPPORT, module: OPERATION_SUPPORT, session: OPERATION_SUPPORT, files: OPERATION_SUPPORT },
+  operations: { snippet: OPERATION_SUPPORT, project: OPERATION_SUPPORT, module: OPERATION_SUPPORT, session: OPERATION_SUPPORT, files: OPERATION_SUPPORT, artifacts: { project: "bool", snippet: "bool" } },
   limits: LIMITS,
 };
 
@@ -385,8 +397,27 @@ function checkListFiles(v: Record<string, unknown>, where: string): void {
   });
 }
 
+/** A run's artifacts: each has a path, and its base64 members are base64. */
+export function checkRun(v: Record<string, unknown>, where: string): void {
+  const arts = v["artifacts"];
+  if (!Array.isArray(arts)) return;
+  arts.forEach((a: Record<string, unknown>, i: number) => {
+    const at = `${where}.artifacts[${i}]`;
+    const b64 = a["path_base64"];
+    const hasB64 = typeof b64 === "string" && b64 !== "";
+    if (hasB64 ? base64Member(b64, `${at}.path_base64`).length === 0 : typeof a["path"] !== "string" || a["path"] === "") {
+      throw new Malformed(`${at} has no path`);
+    }
+    const c = a["content_base64"];
+    if (typeof c === "string" && c !== "") base64Member(c, `${at}.content_base64`);
+  });
+}
+
 /** What some methods' answers must hold beyond their members' types (checkAnswer). */
 const REQUIRED: Readonly<Record<string, (answer: Record<string, unknown>, where: string) => void>> = {
+  Run: checkRun,
+  RunInSession: checkRun,
+  RunCell: checkRun,
   ListSessions: (answer, where) => {
     const sessions = answer["sessions"];
     if (Array.isArray(sessions)) {

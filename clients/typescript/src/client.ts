@@ -266,8 +266,20 @@ function wireOptions(o: RunOptions): WireRunRequest {
 export function snippetRequest(input: SnippetInput): WireRunRequest {
   return {
     ...wireOptions(input),
-    snippet: compact({ language: input.language, code: input.code, stdin: input.stdin }),
+    snippet: compact({
+      language: input.language,
+      code: input.code,
+      stdin: input.stdin,
+      collect: input.collect === undefined ? undefined : collectOf(input.collect, "runSnippet"),
+    }),
   };
+}
+
+function collectOf(globs: unknown, call: string): string[] {
+  if (!Array.isArray(globs) || !globs.every((g) => typeof g === "string")) {
+    throw new TypeError(`${call}: collect must be an array of glob strings`);
+  }
+  return [...globs];
 }
 
 /** The RunRequest of a project. */
@@ -277,6 +289,7 @@ export function projectRequest(input: ProjectInput): WireRunRequest {
     project: compact({
       files: input.files?.map(wireFile),
       steps: input.steps.map(wireStep),
+      collect: input.collect === undefined ? undefined : collectOf(input.collect, "runProject"),
     }),
   };
 }

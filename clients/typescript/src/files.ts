@@ -103,13 +103,20 @@ interface Stats {
   size: number;
 }
 
+interface FileHandle {
+  write(data: Uint8Array): Promise<unknown>;
+  close(): Promise<void>;
+}
+
 interface FsPromises {
   stat(path: string): Promise<Stats>;
-  lstat(path: string): Promise<Stats>;
+  lstat(path: string | Uint8Array): Promise<Stats>;
+  open(path: string | Uint8Array, flags: number, mode: number): Promise<FileHandle>;
   readdir(path: string, options: { encoding: "buffer" }): Promise<Uint8Array[]>;
   readFile(path: string): Promise<Uint8Array>;
   writeFile(path: string, data: Uint8Array): Promise<void>;
-  mkdir(path: string, options: { recursive: true }): Promise<unknown>;
+  mkdir(path: string | Uint8Array, options?: { recursive: true }): Promise<unknown>;
+  constants: { O_WRONLY: number; O_CREAT: number; O_TRUNC: number; O_NOFOLLOW?: number };
 }
 
 interface PathModule {
@@ -224,4 +231,86 @@ export async function writeLocal(localPath: string, bytes: Uint8Array): Promise<
   const { fs, path } = await local("Session.download");
   await fs.mkdir(path.dirname(path.resolve(localPath)), { recursive: true });
   await fs.writeFile(localPath, bytes);
+}
+
+// ---- a project's artifacts, saved ---------------------------------------------
+
+const SLASH = 0x2f;
+
+/**
+ * The segments of an artifact's path (bytes), or a RangeError for one that
+ * could land outside the directory it is saved below: empty, absolute, a
+ * NUL, or an empty, `.` or `..` segment.
+ */
+export function artifactSegments(path: Uint8Array): Uint8Array[] {
+  const shown = JSON.stringify(new TextDecoder().decode(path));
+  if (path.length === 0 || path[0] === SLASH || path.includes(0)) {
+    throw new RangeError(`saveArtifacts: artifact path ${shown} is empty or absolute; not saved`);
+  }
+  const segs: Uint8Array[] = [];
+  let start = 0;
+  for (let i = 0; i <= path.length; i++) {
+    if (i === path.length || path[i] === SLASH) {
+      const seg = path.subarray(start, i);
+      const dots = seg.every((c) => c === 0x2e);
+      if (seg.length === 0 || (dots && seg.length <= 2)) {
+        throw new RangeError(`saveArtifacts: artifact path ${shown} has an empty, "." or ".." segment; not saved`);
+      }
+      segs.push(seg);
+      start = i + 1;
+    }
+  }
+  return segs;
+}
+
+function joinBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + 1 + b.length);
+  out.set(a);
+  out[a.length] = SLASH;
+  out.set(b, a.length + 1);
+  return out;
+}
+
+/**
+ * Write `bytes` at the artifact path `path` below `dir` (made if missing),
+ * making the directories between, through no symlink that exists there;
+ * the path is handled as bytes, so a name that is not UTF-8 is kept.
+ */
+export async function saveUnder(dir: string, path: Uint8Array, bytes: Uint8Array): Promise<string> {
+  const segs = artifactSegments(path);
+  const { fs } = await local("saveArtifacts");
+  await fs.mkdir(dir, { recursive: true });
+  const shown = JSON.stringify(new TextDecoder().decode(path));
+  let at: Uint8Array = new TextEncoder().encode(dir.replace(/\/+$/, "") || "/");
+  for (let i = 0; i < segs.length; i++) {
+    at = joinBytes(at, segs[i]!);
+    let st: Stats | undefined;
+    try {
+      st = await fs.lstat(at);
+    } catch (e) {
+      if ((e as { code?: string }).code !== "ENOENT") throw e;
+    }
+    if (st?.isSymbolicLink()) {
+      throw new RangeError(`saveArtifacts: artifact ${shown}: ${new TextDecoder().decode(at)} is a symlink; not saved`);
+    }
+    if (i < segs.length - 1) {
+      if (st === undefined) {
+        try {
+          await fs.mkdir(at);
+        } catch (e) {
+          if ((e as { code?: string }).code !== "EEXIST") throw e;
+        }
+      } else if (!st.isDirectory()) {
+        throw new Error(`saveArtifacts: artifact ${shown}: ${new TextDecoder().decode(at)} is not a directory`);
+      }
+    }
+  }
+  const c = fs.constants;
+  const f = await fs.open(at, c.O_WRONLY | c.O_CREAT | c.O_TRUNC | (c.O_NOFOLLOW ?? 0), 0o666);
+  try {
+    await f.write(bytes);
+  } finally {
+    await f.close();
+  }
+  return new TextDecoder().decode(at);
 }

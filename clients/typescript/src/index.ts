@@ -39,6 +39,7 @@ export {
 export {
   RunResult,
   StepResult,
+  Artifact,
   TIERS,
   tierRank,
   decodeBase64,

@@ -6,7 +6,7 @@
 // result, then the end-of-stream message (flags 0x02), `{}` or
 // `{"error": …}`.  `StreamDecoder` takes the body as it comes.
 
-import { checkShape, DeadlinePassed, END_STREAM, Malformed, parse, RUN_STREAM_RESPONSE, type Shape } from "./answer.js";
+import { checkRun, checkShape, DeadlinePassed, END_STREAM, Malformed, parse, RUN_STREAM_RESPONSE, type Shape } from "./answer.js";
 
 /**
  * The largest message of a stream a client reads unless told otherwise
@@ -192,6 +192,12 @@ export class StreamDecoder {
     const result = m["result"] ?? null;
     if (output !== null && result !== null) throw this.#protocol("has a message with both an output and a result");
     if (result !== null) {
+      try {
+        checkRun(result as Json, "RunStreamResponse.result");
+      } catch (e) {
+        if (e instanceof Malformed) throw this.#protocol(`has a result that is not one: ${e.message}`);
+        throw e;
+      }
       this.#result = result as Json;
       return undefined;
     }

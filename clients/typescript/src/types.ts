@@ -3,6 +3,7 @@
 // wire objects in proto field names, and the client's camelCase views.
 
 import { FILE_ENTRY_TYPES } from "./answer.js";
+import { artifactSegments, saveUnder } from "./files.js";
 import type { RunRecord } from "./record.js";
 
 /** Tiers, weakest first: `none < process < container < kernel < vm`. */
@@ -34,8 +35,13 @@ export interface WireRunRequest {
   grant_profile?: string | undefined;
   timeout_ms?: number | undefined;
   memory_mb?: number | undefined;
-  snippet?: { language?: string | undefined; code?: string | undefined; stdin?: string | undefined };
-  project?: { files?: WireFile[] | undefined; steps?: WireStep[] | undefined };
+  snippet?: {
+    language?: string | undefined;
+    code?: string | undefined;
+    stdin?: string | undefined;
+    collect?: string[] | undefined;
+  };
+  project?: { files?: WireFile[] | undefined; steps?: WireStep[] | undefined; collect?: string[] | undefined };
   module?: { wasm_base64?: string | undefined; args?: string[] | undefined; stdin?: string | undefined };
   cell?: WireCell | undefined;
   [field: string]: unknown;
@@ -65,6 +71,12 @@ export interface SnippetInput extends RunOptions {
   code: string;
   language: Language;
   stdin?: string | undefined;
+  /**
+   * Globs relative to the work directory whose regular files come back in
+   * the result's `artifacts` once the guest ended (docs/api.md,
+   * "Artifacts"; Describe's `operations.artifacts.snippet` says where).
+   */
+  collect?: string[] | undefined;
 }
 
 /**
@@ -85,6 +97,12 @@ export interface StepInput {
 export interface ProjectInput extends RunOptions {
   files?: FileInput[] | undefined;
   steps: (StepInput | string[])[];
+  /**
+   * Globs relative to the work directory whose regular files come back in
+   * the result's `artifacts` once the steps ended (docs/api.md,
+   * "Artifacts"; Describe's `operations.artifacts.project` says where).
+   */
+  collect?: string[] | undefined;
 }
 
 export interface ModuleInput extends RunOptions {
@@ -186,6 +204,45 @@ export class StepResult {
 }
 
 /**
+ * A file a project's or a snippet's `collect` globs matched, read once the
+ * last step or the guest ended:
+ * its path relative to the work directory (`pathBytes` the exact bytes when
+ * the name is not UTF-8), its size, and the bytes that came (all of them
+ * unless `truncated`).
+ */
+export class Artifact {
+  readonly path: string;
+  readonly pathBytes: Uint8Array;
+  /** The file's size (4294967295 for that size or more). */
+  readonly size: number;
+  readonly content: Uint8Array;
+  /** Fewer bytes came than the file holds: the run's SANDBOX_COLLECT_BYTES ran out. */
+  readonly truncated: boolean;
+  readonly raw: Record<string, unknown>;
+
+  constructor(raw: Record<string, unknown>) {
+    this.raw = raw;
+    this.path = str(raw["path"]);
+    this.pathBytes = bytesOf(this.path, optStr(raw["path_base64"]));
+    this.size = num(raw["size"]);
+    this.content = bytesOf(str(raw["content"]), optStr(raw["content_base64"]));
+    this.truncated = bool(raw["truncated"]);
+  }
+
+  /**
+   * Write `content` at `pathBytes` below `dir` (made if missing), making the
+   * directories between, and return the file's path (Node, Deno or Bun).  A
+   * path that is absolute or has an empty, `.` or `..` segment, or that
+   * would pass through a symlink that exists below `dir` (its last name
+   * included), is a RangeError and nothing is written; an existing file is
+   * replaced.  A truncated artifact is saved with the bytes that came.
+   */
+  save(dir: string): Promise<string> {
+    return saveUnder(dir, this.pathBytes, this.content);
+  }
+}
+
+/**
  * The answer of a run that ran: a non-zero `exitCode` is a result, never an
  * error.  The fields are the RunResponse's in camelCase; `raw` is the
  * answer as the daemon sent it.
@@ -212,6 +269,14 @@ export class RunResult {
   readonly stderrBase64: string | undefined;
   /** RunCell only: the call began with a fresh interpreter. */
   readonly interpreterStarted: boolean;
+  /**
+   * The files the request's `collect` globs matched, in the walk's order;
+   * undefined when it named none (or they were not looked for: a setup
+   * failure, a run the deadline ended).
+   */
+  readonly artifacts: Artifact[] | undefined;
+  /** More files matched than came (SANDBOX_COLLECT_FILES, or the reader's bounds). */
+  readonly artifactsTruncated: boolean;
   readonly raw: Record<string, unknown>;
 
   constructor(raw: Record<string, unknown>) {
@@ -237,6 +302,24 @@ export class RunResult {
     this.stdoutBase64 = optStr(raw["stdout_base64"]);
     this.stderrBase64 = optStr(raw["stderr_base64"]);
     this.interpreterStarted = bool(raw["interpreter_started"]);
+    const arts = raw["artifacts"];
+    this.artifacts = Array.isArray(arts)
+      ? arts.filter((a): a is Record<string, unknown> => typeof a === "object" && a !== null).map((a) => new Artifact(a))
+      : undefined;
+    this.artifactsTruncated = bool(raw["artifacts_truncated"]);
+  }
+
+  /**
+   * Save every artifact below `dir` (`Artifact.save`) and return their
+   * paths.  Every path is checked before any file is written; a symlink met
+   * on the way stops the saving there.
+   */
+  async saveArtifacts(dir: string): Promise<string[]> {
+    const arts = this.artifacts ?? [];
+    for (const a of arts) artifactSegments(a.pathBytes);
+    const out: string[] = [];
+    for (const a of arts) out.push(await a.save(dir));
+    return out;
   }
 
   /** Whether the code exited 0. */
@@ -289,6 +372,10 @@ export interface Limits {
   fileListEntries: number;
   /** SANDBOX_SESSION_MAX_LIFETIME: the most a session may live from its open. */
   sessionMaxLifetimeS: number;
+  /** SANDBOX_COLLECT_FILES: the most artifacts one run gives. */
+  collectFiles: number;
+  /** SANDBOX_COLLECT_BYTES: their bytes in all. */
+  collectBytes: number;
 }
 
 /** What a daemon is (Describe), in camelCase; `raw` is the answer as sent. */
@@ -308,6 +395,8 @@ export interface Description {
     session: OperationSupport;
     /** WriteFiles, ReadFile and ListFiles in a session. */
     files: OperationSupport;
+    /** Which payloads may name `collect` globs. */
+    artifacts: { project: boolean; snippet: boolean };
   };
   limits: Limits;
   raw: Record<string, unknown>;
@@ -347,6 +436,7 @@ export function description(raw: Record<string, unknown>): Description {
       module: operation(ops["module"]),
       session: operation(ops["session"]),
       files: operation(ops["files"]),
+      artifacts: { project: bool(obj(ops["artifacts"])["project"]), snippet: bool(obj(ops["artifacts"])["snippet"]) },
     },
     limits: {
       memoryMb: num(l["memory_mb"]),
@@ -364,6 +454,8 @@ export function description(raw: Record<string, unknown>): Description {
       fileReadBytes: num(l["file_read_bytes"]),
       fileListEntries: num(l["file_list_entries"]),
       sessionMaxLifetimeS: num(l["session_max_lifetime_s"]),
+      collectFiles: num(l["collect_files"]),
+      collectBytes: num(l["collect_bytes"]),
     },
     raw,
   };

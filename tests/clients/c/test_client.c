@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -614,6 +615,206 @@ static void test_session_files(void **state) {
     assert_int_equal(plimsoll_session_close(s, &err), 0);
     plimsoll_session_free(s);
     plimsoll_client_free(c);
+}
+
+/* A project's artifacts from the docker daemon (8 files, 64 KiB: the
+ * harness's SANDBOX_COLLECT_*), one-shot and in a session, saved. */
+static const char artifact_script[] =
+    "import os\n"
+    "os.makedirs('out'); os.makedirs('zz')\n"
+    "open('out/a.bin', 'wb').write(bytes(range(256)) * 4)\n"
+    "open('out/b.txt', 'w', encoding='utf-8').write('h\\u00e9llo, artifacts\\n')\n"
+    "open('out/z.bin', 'wb').write(bytes((i * 7) % 251 for i in range(70000)))\n"
+    "[open('zz/%02d' % i, 'w').write('x') for i in range(10)]\n";
+
+static void read_all(const char *path, unsigned char *buf, size_t cap, size_t *ret_len) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    *ret_len = fread(buf, 1, cap, f);
+    fclose(f);
+}
+
+static void check_artifacts(json_t *r) {
+    assert_int_equal(json_integer_value(json_object_get(r, "exit_code")), 0);
+    json_t *arts = json_object_get(r, "artifacts");
+    assert_int_equal(json_array_size(arts), 8);
+    assert_true(json_is_true(json_object_get(r, "artifacts_truncated")));
+    const char *paths[] = {"out/a.bin", "out/b.txt", "out/z.bin", "zz/00"};
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(arts, i), "path")),
+                            paths[i]);
+    json_t *b = json_array_get(arts, 1), *z = json_array_get(arts, 2);
+    assert_string_equal(json_string_value(json_object_get(b, "content")),
+                        "h\xc3\xa9llo, artifacts\n");
+    assert_true(json_is_true(json_object_get(z, "truncated")));
+    assert_int_equal(json_integer_value(json_object_get(z, "size")), 70000);
+    char tmpl[] = "/tmp/plimsoll-c-artifacts-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    struct plimsoll_error err;
+    if (plimsoll_save_artifacts(r, tmpl, &err) != 8)
+        fail_msg("save: %s", err.message);
+    unsigned char buf[80000];
+    size_t n = 0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/out/a.bin", tmpl);
+    read_all(path, buf, sizeof buf, &n);
+    assert_int_equal(n, 1024);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(buf[i], i & 0xff);
+    snprintf(path, sizeof path, "%s/out/z.bin", tmpl);
+    read_all(path, buf, sizeof buf, &n);
+    assert_int_equal(n, 65536 - 1024 - 18);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(buf[i], (i * 7) % 251);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_artifacts_live(void **state) {
+    (void)state;
+    if (!have_sessions())
+        return;
+    plimsoll_client *c = client("PLIMSOLL_TEST_SESSION_URL");
+    struct plimsoll_error err;
+    json_t *steps = json_pack("[{s:[s, s, s]}]", "argv", "python3", "-c", artifact_script);
+    json_t *collect = json_pack("[s, s]", "out/*", "zz/*");
+    json_t *r = NULL;
+    if (plimsoll_run_project_collect(c, NULL, steps, collect, NULL, &r, &err) < 0)
+        fail_msg("run: %s %s", err.reason, err.message);
+    check_artifacts(r);
+    json_decref(r);
+    plimsoll_session *s = plimsoll_session_open(c, NULL, NULL, &err);
+    if (!s)
+        fail_msg("open: %s", err.message);
+    json_t *run = json_pack("{s:{s:O, s:O}}", "project", "steps", steps, "collect", collect);
+    if (plimsoll_session_run(s, run, &r, &err) < 0)
+        fail_msg("session run: %s %s", err.reason, err.message);
+    check_artifacts(r);
+    json_decref(r);
+    json_decref(run);
+    assert_int_equal(plimsoll_session_close(s, &err), 0);
+    plimsoll_session_free(s);
+    json_decref(steps);
+    json_decref(collect);
+    plimsoll_client_free(c);
+}
+
+/* A python snippet's artifact, one-shot and in a session: its exact bytes. */
+static void check_snippet_artifact(json_t *r) {
+    assert_int_equal(json_integer_value(json_object_get(r, "exit_code")), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "stdout")), "done\n");
+    assert_false(json_is_true(json_object_get(r, "artifacts_truncated")));
+    json_t *arts = json_object_get(r, "artifacts");
+    assert_int_equal(json_array_size(arts), 1);
+    json_t *a = json_array_get(arts, 0);
+    assert_string_equal(json_string_value(json_object_get(a, "path")), "out/s.bin");
+    assert_int_equal(json_integer_value(json_object_get(a, "size")), 256);
+    assert_false(json_is_true(json_object_get(a, "truncated")));
+    char tmpl[] = "/tmp/plimsoll-c-snippet-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    struct plimsoll_error err;
+    if (plimsoll_save_artifacts(r, tmpl, &err) != 1)
+        fail_msg("save: %s", err.message);
+    unsigned char buf[512];
+    size_t n = 0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/out/s.bin", tmpl);
+    read_all(path, buf, sizeof buf, &n);
+    assert_int_equal(n, 256);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(buf[i], i);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_snippet_artifacts_live(void **state) {
+    (void)state;
+    if (!have_sessions())
+        return;
+    plimsoll_client *c = client("PLIMSOLL_TEST_SESSION_URL");
+    struct plimsoll_error err;
+    const char *code = "import os\n"
+                       "os.makedirs('out', exist_ok=True)\n"
+                       "open('out/s.bin', 'wb').write(bytes(range(256)))\n"
+                       "print('done')\n";
+    json_t *collect = json_pack("[s]", "out/*");
+    json_t *r = NULL;
+    if (plimsoll_run_snippet_collect(c, "python", code, collect, NULL, &r, &err) < 0)
+        fail_msg("run: %s %s", err.reason, err.message);
+    check_snippet_artifact(r);
+    json_decref(r);
+    json_t *bad = json_pack("[i]", 1);
+    assert_int_equal(plimsoll_run_snippet_collect(c, "python", code, bad, NULL, &r, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+    json_decref(bad);
+    plimsoll_session *s = plimsoll_session_open(c, NULL, NULL, &err);
+    if (!s)
+        fail_msg("open: %s", err.message);
+    json_t *run = json_pack("{s:{s:s, s:s, s:O}}", "snippet", "language", "python", "code", code,
+                            "collect", collect);
+    if (plimsoll_session_run(s, run, &r, &err) < 0)
+        fail_msg("session run: %s %s", err.reason, err.message);
+    check_snippet_artifact(r);
+    json_decref(r);
+    json_decref(run);
+    assert_int_equal(plimsoll_session_close(s, &err), 0);
+    plimsoll_session_free(s);
+    json_decref(collect);
+    plimsoll_client_free(c);
+}
+
+static void test_artifacts_save_refuses(void **state) {
+    (void)state;
+    char top[] = "/tmp/plimsoll-c-save-XXXXXX";
+    assert_non_null(mkdtemp(top));
+    char target[600], outside[600], p[700], q[700];
+    snprintf(target, sizeof target, "%s/target", top);
+    snprintf(outside, sizeof outside, "%s/outside", top);
+    assert_int_equal(mkdir(target, 0777), 0);
+    assert_int_equal(mkdir(outside, 0777), 0);
+    struct plimsoll_error err;
+    /* The exact bytes of path_base64 (d/caf\xe9.bin) and content_base64. */
+    json_t *r =
+        json_pack("{s:[{s:s, s:s, s:s}, {s:s, s:s}]}", "artifacts", "path", "x", "path_base64",
+                  "ZC9jYWbpLmJpbg==", "content_base64", "/wD+", "path", "t.txt", "content", "hi");
+    assert_int_equal(plimsoll_save_artifacts(r, target, &err), 2);
+    json_decref(r);
+    unsigned char buf[16];
+    size_t n = 0;
+    snprintf(p, sizeof p, "%s/d/caf\xe9.bin", target);
+    read_all(p, buf, sizeof buf, &n);
+    assert_int_equal(n, 3);
+    assert_memory_equal(buf, "\xff\x00\xfe", 3);
+    const char *bad[] = {"../x", "a/../../x", "/etc/x", "", "a//b", "./x", "a/."};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        r = json_pack("{s:[{s:s, s:s}, {s:s, s:s}]}", "artifacts", "path", "ok.txt", "content",
+                      "ok", "path", bad[i], "content", "x");
+        assert_int_equal(plimsoll_save_artifacts(r, target, &err), -1);
+        assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+        json_decref(r);
+        snprintf(p, sizeof p, "%s/ok.txt", target);
+        assert_int_equal(access(p, F_OK), -1);
+    }
+    snprintf(p, sizeof p, "%s/link", target);
+    assert_int_equal(symlink(outside, p), 0);
+    snprintf(p, sizeof p, "%s/f", target);
+    snprintf(q, sizeof q, "%s/f", outside);
+    assert_int_equal(symlink(q, p), 0);
+    const char *linked[] = {"link/x", "f"};
+    for (size_t i = 0; i < 2; i++) {
+        r = json_pack("{s:s, s:s}", "path", linked[i], "content", "x");
+        assert_int_equal(plimsoll_artifact_save(r, target, &err), -1);
+        assert_non_null(strstr(err.message, "symlink"));
+        json_decref(r);
+    }
+    snprintf(p, sizeof p, "%s/x", outside);
+    assert_int_equal(access(p, F_OK), -1);
+    assert_int_equal(access(q, F_OK), -1);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+    assert_int_equal(system(cmd), 0);
 }
 
 static void test_session_floor_is_checked(void **state) {
@@ -1871,6 +2072,9 @@ int main(void) {
         cmocka_unit_test(test_session_floor_is_checked),
         cmocka_unit_test(test_session_management),
         cmocka_unit_test(test_session_files),
+        cmocka_unit_test(test_artifacts_live),
+        cmocka_unit_test(test_snippet_artifacts_live),
+        cmocka_unit_test(test_artifacts_save_refuses),
         cmocka_unit_test(test_hostile_limits),
         cmocka_unit_test(test_hostile_answers),
         cmocka_unit_test(test_cli_hostile),

@@ -133,12 +133,17 @@ RUN_RECORD: Dict[str, Any] = {
     "ended_at": STRING, "previous_digest": STRING, "digest": STRING,
     "broker_calls": UINT32, "broker_refused": UINT32,
 }
+ARTIFACT: Dict[str, Any] = {
+    "path": STRING, "path_base64": STRING, "size": UINT32, "content": STRING,
+    "content_base64": STRING, "truncated": BOOL,
+}
 RUN_RESPONSE: Dict[str, Any] = {
     "exit_code": INT32, "stdout": STRING, "stderr": STRING, "stdout_truncated": BOOL,
     "stderr_truncated": BOOL, "duration_ms": UINT32, "sandbox_name": STRING,
     "isolation": STRING, "timed_out": BOOL, "out_of_memory": BOOL, "outcome": STRING,
     "detail": STRING, "steps": [STEP_RESULT], "record": RUN_RECORD,
     "stdout_base64": STRING, "stderr_base64": STRING, "interpreter_started": BOOL,
+    "artifacts": [ARTIFACT], "artifacts_truncated": BOOL,
 }
 OPERATION_SUPPORT: Dict[str, Any] = {
     "supported": BOOL, "engine": STRING, "max_timeout_ms": UINT32, "languages": [STRING],
@@ -149,13 +154,15 @@ LIMITS: Dict[str, Any] = dict(
                          "effective_concurrency", "per_key_concurrent", "rate_per_min",
                          "rate_burst", "default_timeout_ms", "output_bytes",
                          "max_snippet_bytes", "max_request_bytes", "min_memory_mb",
-                         "file_read_bytes", "file_list_entries", "session_max_lifetime_s")},
+                         "file_read_bytes", "file_list_entries", "session_max_lifetime_s",
+                         "collect_files", "collect_bytes")},
     memory_budget_applies=BOOL)
 DESCRIBE_RESPONSE: Dict[str, Any] = {
     "version": STRING, "provider": STRING, "isolation": STRING, "runtime": STRING,
     "ready": BOOL, "ready_detail": STRING, "supports_sessions": BOOL, "languages": [STRING],
-    "operations": {k: OPERATION_SUPPORT
-                   for k in ("snippet", "project", "module", "session", "files")},
+    "operations": dict({k: OPERATION_SUPPORT
+                        for k in ("snippet", "project", "module", "session", "files")},
+                       artifacts={"project": BOOL, "snippet": BOOL}),
     "limits": LIMITS,
 }
 OPEN_SESSION_RESPONSE: Dict[str, Any] = {"session_id": STRING}
@@ -330,8 +337,20 @@ def _list_files(value: Dict[str, Any], where: str) -> None:
                             % (at, e["modified_at"][:40])) from None
 
 
+def check_run(value: Dict[str, Any], where: str) -> None:
+    """A run's artifacts: their base64 is base64, each has a path."""
+    for i, a in enumerate(value.get("artifacts") or []):
+        at = "%s.artifacts[%d]" % (where, i)
+        b64 = a.get("path_base64") or ""
+        if not (base64_bytes(b64, at + ".path_base64") if b64 else a.get("path")):
+            raise Malformed("%s has no path" % at)
+        if a.get("content_base64"):
+            base64_bytes(a["content_base64"], at + ".content_base64")
+
+
 #: What each method's answer must be beyond its shape's types.
 VALUES: Dict[str, Callable[[Dict[str, Any], str], None]] = {
+    "Run": check_run, "RunInSession": check_run, "RunCell": check_run,
     "ListSessions": _list_sessions, "GetSession": _session_info,
     "ExtendSession": _session_info, "ReadFile": _read_file, "ListFiles": _list_files,
 }

@@ -183,16 +183,28 @@ def _run_fields(minimum_isolation: Optional[str], timeout_ms: Optional[int],
                      memory_mb=memory_mb, grant_profile=grant_profile)
 
 
+def _collect(collect: Sequence[str]) -> List[str]:
+    """``collect`` as the list of glob strings sent."""
+    if isinstance(collect, (str, bytes)) or not all(isinstance(g, str) for g in collect):
+        raise TypeError("plimsoll: collect is a list of glob strings, not %r"
+                        % (collect[:40] if isinstance(collect, (str, bytes)) else collect,))
+    return list(collect)
+
+
 def snippet_request(code: str, language: str = "javascript", stdin: Optional[str] = None, *,
                     minimum_isolation: Optional[str] = None, timeout_ms: Optional[int] = None,
-                    memory_mb: Optional[int] = None,
-                    grant_profile: Optional[str] = None) -> Dict[str, Any]:
-    """A RunRequest with a snippet."""
+                    memory_mb: Optional[int] = None, grant_profile: Optional[str] = None,
+                    collect: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """A RunRequest with a snippet; ``collect`` is globs relative to the work
+    directory whose files come back as the result's ``artifacts`` once the
+    guest ended (docs/api.md, "Artifacts"; not sent when None)."""
     req = _run_fields(minimum_isolation, timeout_ms, memory_mb, grant_profile)
     _check_str("code", code)
     _check_str("language", language)
     _check_str("stdin", stdin)
     req["snippet"] = _nonempty(language=language, code=code, stdin=stdin)
+    if collect is not None:
+        req["snippet"]["collect"] = _collect(collect)
     return req
 
 
@@ -227,13 +239,17 @@ def _steps(steps: Steps) -> List[Dict[str, Any]]:
 
 def project_request(files: Optional[Files], steps: Steps, *,
                     minimum_isolation: Optional[str] = None, timeout_ms: Optional[int] = None,
-                    memory_mb: Optional[int] = None,
-                    grant_profile: Optional[str] = None) -> Dict[str, Any]:
+                    memory_mb: Optional[int] = None, grant_profile: Optional[str] = None,
+                    collect: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """A RunRequest with a project: ``files`` maps paths to text (``content``)
     or bytes (``content_base64``), or is a list of File objects; each step is
-    an argv list or ``{"name": …, "argv": […]}``."""
+    an argv list or ``{"name": …, "argv": […]}``; ``collect`` is globs
+    relative to the work directory whose files come back as the result's
+    ``artifacts`` (docs/api.md, "Artifacts"; not sent when None)."""
     req = _run_fields(minimum_isolation, timeout_ms, memory_mb, grant_profile)
     req["project"] = {"files": _files(files), "steps": _steps(steps)}
+    if collect is not None:
+        req["project"]["collect"] = _collect(collect)
     return req
 
 

@@ -151,6 +151,10 @@ class Decoder:
         if output is not None and result is not None:
             raise self._protocol("has a message with both an output and a result")
         if result is not None:
+            try:
+                _answer.check_run(result, "RunStreamResponse.result")
+            except _answer.Malformed as e:
+                raise self._protocol("has a result that is not one: %s" % e) from None
             self._result = result
             return None
         if output is None:

@@ -158,22 +158,24 @@ class AsyncClient(ClientBase):
                           stdin: Optional[str] = None, *,
                           minimum_isolation: Optional[str] = None,
                           timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
-                          grant_profile: Optional[str] = None) -> RunResult:
+                          grant_profile: Optional[str] = None,
+                          collect: Optional[Sequence[str]] = None) -> RunResult:
         """Run a snippet of ``language`` (``javascript`` or ``python``)."""
         return await self.run(snippet_request(code, language, stdin,
                                               minimum_isolation=minimum_isolation,
                                               timeout_ms=timeout_ms, memory_mb=memory_mb,
-                                              grant_profile=grant_profile))
+                                              grant_profile=grant_profile, collect=collect))
 
     async def run_project(self, files: Optional[Files], steps: Steps, *,
                           minimum_isolation: Optional[str] = None,
                           timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
-                          grant_profile: Optional[str] = None) -> RunResult:
+                          grant_profile: Optional[str] = None,
+                          collect: Optional[Sequence[str]] = None) -> RunResult:
         """Run a project: files, then steps in order (stop on the first failure)."""
         return await self.run(project_request(files, steps,
                                               minimum_isolation=minimum_isolation,
                                               timeout_ms=timeout_ms, memory_mb=memory_mb,
-                                              grant_profile=grant_profile))
+                                              grant_profile=grant_profile, collect=collect))
 
     async def run_module(self, wasm: bytes, args: Optional[Sequence[str]] = None,
                          stdin: Optional[str] = None, *,
@@ -321,21 +323,23 @@ class AsyncSession:
     async def run_snippet(self, code: str, language: str = "javascript",
                           stdin: Optional[str] = None, *, timeout_ms: Optional[int] = None,
                           memory_mb: Optional[int] = None,
-                          grant_profile: Optional[str] = None) -> RunResult:
+                          grant_profile: Optional[str] = None,
+                          collect: Optional[Sequence[str]] = None) -> RunResult:
         """Run a snippet in the session's container."""
         return await self.run(snippet_request(code, language, stdin,
                                               minimum_isolation=self.minimum_isolation,
                                               timeout_ms=timeout_ms, memory_mb=memory_mb,
-                                              grant_profile=grant_profile))
+                                              grant_profile=grant_profile, collect=collect))
 
     async def run_project(self, files: Optional[Files], steps: Steps, *,
                           timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
-                          grant_profile: Optional[str] = None) -> RunResult:
+                          grant_profile: Optional[str] = None,
+                          collect: Optional[Sequence[str]] = None) -> RunResult:
         """Run a project's steps in the session's container."""
         return await self.run(project_request(files, steps,
                                               minimum_isolation=self.minimum_isolation,
                                               timeout_ms=timeout_ms, memory_mb=memory_mb,
-                                              grant_profile=grant_profile))
+                                              grant_profile=grant_profile, collect=collect))
 
     async def cell(self, code: str, language: str, files: Optional[Files] = None,
                    timeout_ms: Optional[int] = None) -> RunResult:

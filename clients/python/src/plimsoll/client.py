@@ -151,21 +151,23 @@ class Client(ClientBase):
     def run_snippet(self, code: str, language: str = "javascript",
                     stdin: Optional[str] = None, *, minimum_isolation: Optional[str] = None,
                     timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
-                    grant_profile: Optional[str] = None) -> RunResult:
+                    grant_profile: Optional[str] = None,
+                    collect: Optional[Sequence[str]] = None) -> RunResult:
         """Run a snippet of ``language`` (``javascript`` or ``python``)."""
         return self.run(snippet_request(code, language, stdin,
                                         minimum_isolation=minimum_isolation,
                                         timeout_ms=timeout_ms, memory_mb=memory_mb,
-                                        grant_profile=grant_profile))
+                                        grant_profile=grant_profile, collect=collect))
 
     def run_project(self, files: Optional[Files], steps: Steps, *,
                     minimum_isolation: Optional[str] = None, timeout_ms: Optional[int] = None,
                     memory_mb: Optional[int] = None,
-                    grant_profile: Optional[str] = None) -> RunResult:
+                    grant_profile: Optional[str] = None,
+                    collect: Optional[Sequence[str]] = None) -> RunResult:
         """Run a project: files, then steps in order (stop on the first failure)."""
         return self.run(project_request(files, steps, minimum_isolation=minimum_isolation,
                                         timeout_ms=timeout_ms, memory_mb=memory_mb,
-                                        grant_profile=grant_profile))
+                                        grant_profile=grant_profile, collect=collect))
 
     def run_module(self, wasm: bytes, args: Optional[Sequence[str]] = None,
                    stdin: Optional[str] = None, *, minimum_isolation: Optional[str] = None,
@@ -363,21 +365,23 @@ class Session:
 
     def run_snippet(self, code: str, language: str = "javascript", stdin: Optional[str] = None,
                     *, timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
-                    grant_profile: Optional[str] = None) -> RunResult:
+                    grant_profile: Optional[str] = None,
+                    collect: Optional[Sequence[str]] = None) -> RunResult:
         """Run a snippet in the session's container (files persist; no
         interpreter state does)."""
         return self.run(snippet_request(code, language, stdin,
                                         minimum_isolation=self.minimum_isolation,
                                         timeout_ms=timeout_ms, memory_mb=memory_mb,
-                                        grant_profile=grant_profile))
+                                        grant_profile=grant_profile, collect=collect))
 
     def run_project(self, files: Optional[Files], steps: Steps, *,
                     timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
-                    grant_profile: Optional[str] = None) -> RunResult:
+                    grant_profile: Optional[str] = None,
+                    collect: Optional[Sequence[str]] = None) -> RunResult:
         """Run a project's steps in the session's container."""
         return self.run(project_request(files, steps, minimum_isolation=self.minimum_isolation,
                                         timeout_ms=timeout_ms, memory_mb=memory_mb,
-                                        grant_profile=grant_profile))
+                                        grant_profile=grant_profile, collect=collect))
 
     def cell(self, code: str, language: str, files: Optional[Files] = None,
              timeout_ms: Optional[int] = None) -> RunResult:

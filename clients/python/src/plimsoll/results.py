@@ -6,11 +6,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Type, TypeVar
 
-__all__ = ["RunRecord", "StepResult", "RunResult", "OperationSupport", "Operations",
+__all__ = ["RunRecord", "StepResult", "RunResult", "Artifact", "ArtifactSupport",
+           "OperationSupport", "Operations",
            "Limits", "Description", "SessionInterpreter", "SessionInfo", "SESSION_STATES",
            "parse_time", "WriteFilesResult", "ReadFileResult", "FileEntry", "ListFilesResult",
            "FILE_TYPES"]
@@ -100,6 +103,97 @@ class StepResult(_Output):
         return _build(cls, data)
 
 
+def _artifact_path(path: bytes) -> List[bytes]:
+    """The segments of an artifact's path, or ``ValueError`` for one that
+    could land outside the directory it is saved under."""
+    parts = path.split(b"/")
+    if not path or path.startswith(b"/") or b"\0" in path:
+        raise ValueError("plimsoll: artifact path %r is empty or absolute; not saved" % path)
+    if any(p in (b"", b".", b"..") for p in parts):
+        raise ValueError("plimsoll: artifact path %r has an empty, '.' or '..' segment; "
+                         "not saved" % path)
+    return parts
+
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _save_under(directory: Any, path: bytes, data: bytes) -> str:
+    """Write ``data`` at ``path`` (relative, checked) below ``directory``,
+    making the directories between, through no symlink: each segment is
+    opened relative to its parent's descriptor with ``O_NOFOLLOW``, and an
+    existing symlink anywhere on the way is a ``ValueError``."""
+    parts = _artifact_path(path)
+    top = os.fsencode(directory)
+    os.makedirs(top, exist_ok=True)
+    fd = os.open(top, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    try:
+        for i, name in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                raise ValueError("plimsoll: artifact %r: %r is a symlink in %s; not saved"
+                                 % (path, b"/".join(parts[:i + 1]), os.fsdecode(top)))
+            if last:
+                out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW
+                              | _O_CLOEXEC, 0o666, dir_fd=fd)
+                with os.fdopen(out, "wb") as f:
+                    f.write(data)
+                break
+            if st is None:
+                try:
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            sub = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC,
+                          dir_fd=fd)
+            os.close(fd)
+            fd = sub
+    finally:
+        os.close(fd)
+    return os.fsdecode(os.path.join(top, path))
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file a project's or snippet's ``collect`` globs matched (docs/api.md,
+    "Artifacts"): its path relative to the work directory (``path_bytes``
+    the exact bytes), its size, the bytes that came (all of them unless
+    ``truncated``)."""
+
+    path: str = ""
+    path_bytes: bytes = b""
+    size: int = 0
+    content: bytes = b""
+    truncated: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Artifact":
+        if not isinstance(data, Mapping):
+            data = {}
+        path = data.get("path") or ""
+        return cls(path=path, path_bytes=_bytes_of(path, data.get("path_base64") or ""),
+                   size=data.get("size") or 0,
+                   content=_bytes_of(data.get("content") or "",
+                                     data.get("content_base64") or ""),
+                   truncated=bool(data.get("truncated")), raw=dict(data))
+
+    def save(self, directory: Any) -> str:
+        """Write :attr:`content` at :attr:`path_bytes` below ``directory``
+        (made if missing) and return the file's path. A path that is
+        absolute, has an empty, ``.`` or ``..`` segment, or would pass
+        through a symlink that exists there is a ``ValueError`` and
+        nothing is written; an existing file is replaced. A truncated
+        artifact is saved with the bytes that came."""
+        return _save_under(directory, self.path_bytes, self.content)
+
+
 @dataclass(frozen=True)
 class RunResult(_Output):
     """The answer to a run that ran, whatever its exit code."""
@@ -121,15 +215,34 @@ class RunResult(_Output):
     record: Optional[RunRecord] = None
     stdout_base64: str = ""
     stderr_base64: str = ""
+    #: The files the request's ``collect`` globs matched, in the walk's
+    #: order; None when the request named no globs (or they were not
+    #: looked for: a setup failure, a run the deadline ended).
+    artifacts: Optional[List[Artifact]] = None
+    #: More files matched than came (``SANDBOX_COLLECT_FILES``, or the
+    #: reader's bounds).
+    artifacts_truncated: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunResult":
         steps = data.get("steps") if isinstance(data, Mapping) else None
         rec = data.get("record") if isinstance(data, Mapping) else None
+        arts = data.get("artifacts") if isinstance(data, Mapping) else None
         return _build(cls, data,
                       steps=[StepResult.from_dict(s) for s in steps or []],
-                      record=RunRecord.from_dict(rec) if isinstance(rec, Mapping) else None)
+                      record=RunRecord.from_dict(rec) if isinstance(rec, Mapping) else None,
+                      artifacts=([Artifact.from_dict(a) for a in arts]
+                                 if isinstance(arts, list) else None))
+
+    def save_artifacts(self, directory: Any) -> List[str]:
+        """Save every artifact below ``directory`` (:meth:`Artifact.save`)
+        and return their paths. Every path is checked before any file is
+        written; a symlink met on the way stops the saving there."""
+        arts = self.artifacts or []
+        for a in arts:
+            _artifact_path(a.path_bytes)
+        return [a.save(directory) for a in arts]
 
     @property
     def ok(self) -> bool:
@@ -156,6 +269,18 @@ class OperationSupport:
 
 
 @dataclass(frozen=True)
+class ArtifactSupport:
+    """Which payloads may name ``collect`` globs (docs/api.md, "Artifacts")."""
+
+    project: bool = False
+    snippet: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ArtifactSupport":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
 class Operations:
     snippet: OperationSupport = field(default_factory=OperationSupport)
     project: OperationSupport = field(default_factory=OperationSupport)
@@ -163,13 +288,16 @@ class Operations:
     session: OperationSupport = field(default_factory=OperationSupport)
     #: WriteFiles, ReadFile and ListFiles in a session.
     files: OperationSupport = field(default_factory=OperationSupport)
+    #: Where a run may name ``collect`` globs.
+    artifacts: ArtifactSupport = field(default_factory=ArtifactSupport)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Operations":
         if not isinstance(data, Mapping):
             data = {}
-        return cls(**{f.name: OperationSupport.from_dict(data.get(f.name) or {})
-                      for f in dataclasses.fields(cls)})
+        kinds = {f.name: OperationSupport.from_dict(data.get(f.name) or {})
+                 for f in dataclasses.fields(cls) if f.name != "artifacts"}
+        return cls(artifacts=ArtifactSupport.from_dict(data.get("artifacts") or {}), **kinds)
 
 
 @dataclass(frozen=True)
@@ -194,6 +322,10 @@ class Limits:
     file_list_entries: int = 0
     #: ``SANDBOX_SESSION_MAX_LIFETIME``: the most a session lives from its open.
     session_max_lifetime_s: int = 0
+    #: ``SANDBOX_COLLECT_FILES``: the most artifacts one run gives.
+    collect_files: int = 0
+    #: ``SANDBOX_COLLECT_BYTES``: their bytes in all.
+    collect_bytes: int = 0
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Limits":
