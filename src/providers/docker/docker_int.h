@@ -673,16 +673,12 @@ int dk_session_write(struct docker_state *s, struct dsession *d, const struct pl
 int dk_session_file_call(struct docker_state *s, struct dsession *d, const struct pl_run_ctx *ctx,
                          const struct pl_run_request *req, struct pl_run_result *ret,
                          struct pl_error *err);
-/* files.c: a project's collect globs (docs/api.md, "Artifacts") in
- * container id once its steps ended: one exec of the bootstrap's collect
- * mode as the calls' user, with the run's time left and at least
- * DK_COLLECT_MIN_MS, walking at most DK_COLLECT_VISITS entries.  It fills
- * ret's artifacts; what keeps the collection from finishing (the exec,
- * its deadline, an answer not in its shape) leaves what came whole and
- * artifacts_truncated, and a line in the log: the run's answer stands.
- * < 0 only when out of memory. */
-#define DK_COLLECT_MIN_MS 2000u
-#define DK_COLLECT_VISITS 100000u
+/* files.c: a run's collect globs (docs/api.md, "Artifacts") in container
+ * id once its guest ended: one exec of the bootstrap's collect mode as the
+ * calls' user, with the run's time left and at least PL_COLLECT_MIN_MS;
+ * the answer into ret's artifacts by pl_collect_answer (reports.h), which
+ * leaves the run's answer standing whatever keeps the collection from
+ * finishing.  < 0 only when out of memory. */
 int dk_collect(struct docker_state *s, const char *id, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret);
 /* Publish the interpreters' state (d->in[].up) for status. */

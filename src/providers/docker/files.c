@@ -19,35 +19,9 @@
 
 #include "../../core/cleanup.h"
 #include "../../core/clock.h"
-#include "../../core/log.h"
 #include "docker_int.h"
 #include "reports.h"
 #include "bootstrap.h" /* generated: pl_docker_bootstrap[] */
-
-/* The most a listing's line takes: a 4096-byte path in base64 and the rest. */
-#define LIST_LINE_MAX 5800u
-
-/* The reader's exit codes (bootstrap.py FILE_RULES) and what each says. */
-static const struct {
-    int code;
-    enum pl_reason reason;
-    const char *say;
-} rules[] = {
-    {64, PL_REASON_NOT_FOUND, "path: nothing of that name in the work directory"},
-    {65, PL_REASON_INVALID_REQUEST,
-     "path: a symlink is on the way or at the end; the file calls follow none"},
-    {66, PL_REASON_INVALID_REQUEST,
-     "path: not a regular file (a directory, FIFO, socket or device); ReadFile reads regular "
-     "files only"},
-    {67, PL_REASON_INVALID_REQUEST, "path: not a directory, or a file is on the way"},
-    {68, PL_REASON_INVALID_REQUEST, "path: the calls' user may not read it"},
-    {69, PL_REASON_INVALID_REQUEST,
-     "path: the file is larger than 4294967295 bytes, the most ReadFile reads"},
-    {71, PL_REASON_INVALID_REQUEST, "path: not on the work directory's filesystem"},
-    {72, PL_REASON_INVALID_REQUEST,
-     "path: it changed while it was being opened; nothing was read (ask again)"},
-    {73, PL_REASON_INVALID_REQUEST, "path: it could not be read"},
-};
 
 /* One exec of the bootstrap in mode h in container id, its stdout kept up
  * to cap bytes; *ret_timed_out when it did not finish within timeout_ms
@@ -78,15 +52,6 @@ static int reader_exec(struct docker_state *s, const char *id, json_t *h, size_t
     *ret_code = res.exit_code;
     *ret_out = PL_TAKE_STRUCT(p.dx.out.kept);
     return 0;
-}
-
-/* A reader's exit code other than 0 as the call's refusal. */
-static int rule_broken(int code, struct pl_error *err) {
-    for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
-        if (rules[i].code == code)
-            return pl_error_set(err, rules[i].reason, "%s", rules[i].say);
-    return pl_error_set(err, PL_REASON_INTERNAL, "the session's files reader ended with exit %d",
-                        code);
 }
 
 static unsigned left_ms(uint64_t deadline) {
@@ -130,8 +95,8 @@ int dk_session_file_call(struct docker_state *s, struct dsession *d, const struc
              : json_pack("{s:s, s:s, s:I, s:I}", "kind", "list", "path", req->file.path, "depth",
                          (json_int_t)req->file.depth, "entries",
                          (json_int_t)ctx->files.list_entries);
-    size_t cap =
-        read ? (size_t)req->file.limit + 64 : (size_t)ctx->files.list_entries * LIST_LINE_MAX + 64;
+    size_t cap = read ? (size_t)req->file.limit + 64
+                      : (size_t)ctx->files.list_entries * PL_FILES_LINE_MAX + 64;
     PL_CLEANUP(pl_buf_free) struct pl_buf out = {0};
     int code = -1;
     if (!h)
@@ -144,7 +109,7 @@ int dk_session_file_call(struct docker_state *s, struct dsession *d, const struc
                             "the session's files reader did not finish within %u ms",
                             ctx->timeout_ms);
     if (code != 0)
-        return rule_broken(code, err);
+        return pl_files_rule_broken(code, err);
     if (read) {
         uint64_t size = 0;
         size_t head = 0;
@@ -169,46 +134,20 @@ int dk_session_file_call(struct docker_state *s, struct dsession *d, const struc
     return 0;
 }
 
-/* The collection could not finish: what came whole stands, the rest is
- * said to be left out, and the log says why (the run's answer stands). */
-static void collect_cut(const struct pl_run_ctx *ctx, const char *why) {
-    pl_log("warn", "docker: a run's artifacts were cut short",
-           json_pack("{s:s, s:s}", "run_id", ctx->run_id, "why", why));
-}
-
 int dk_collect(struct docker_state *s, const char *id, const struct pl_run_ctx *ctx,
                const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret) {
-    json_t *globs = json_array();
-    for (size_t i = 0; globs && i < req->ncollect; i++)
-        json_array_append_new(globs, json_string(req->collect[i]));
-    PL_AUTO_JSON json_t *h =
-        globs ? json_pack("{s:s, s:o, s:I, s:I, s:I}", "kind", "collect", "globs", globs, "files",
-                          (json_int_t)ctx->collect.files, "bytes", (json_int_t)ctx->collect.bytes,
-                          "visits", (json_int_t)DK_COLLECT_VISITS)
-              : NULL;
-    ret->collected = true;
-    ret->artifacts_truncated = true; /* until the reader's whole answer says otherwise */
+    size_t cap = 0;
+    PL_AUTO_JSON json_t *h = pl_collect_header(ctx, req, &cap);
     if (!h)
         return -1;
-    size_t cap =
-        (size_t)ctx->collect.bytes + (size_t)ctx->collect.files * PL_DOCKER_COLLECT_LINE_MAX + 64;
     unsigned ms = left_ms(deadline);
     PL_CLEANUP(pl_buf_free) struct pl_buf out = {0};
     int code = -1;
     bool timed_out = false;
     struct pl_error xerr = {0};
-    if (reader_exec(s, id, h, cap, ms < DK_COLLECT_MIN_MS ? DK_COLLECT_MIN_MS : ms, &out, &code,
-                    &timed_out, &xerr) < 0) {
-        collect_cut(ctx, xerr.message);
-        return 0;
-    }
-    bool whole = !timed_out && code == 0;
-    if (pl_docker_collect_report(out.data, out.len, &ctx->collect, !whole, &ret->artifacts,
-                                 &ret->nartifacts, &ret->artifacts_truncated) < 0) {
-        collect_cut(ctx, "the reader's answer is not in its shape");
-        return 0;
-    }
-    if (!whole)
-        collect_cut(ctx, timed_out ? "the reader did not finish in time" : "the reader failed");
+    int rc = reader_exec(s, id, h, cap, ms < PL_COLLECT_MIN_MS ? PL_COLLECT_MIN_MS : ms, &out,
+                         &code, &timed_out, &xerr);
+    pl_collect_answer(ctx, out.data, out.len, rc == 0 && !timed_out && code == 0,
+                      rc < 0 ? xerr.message : NULL, ret);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../../core/canon.h"
+#include "../../core/log.h"
 #include "../../core/record.h"
 
 json_t *pl_docker_files_report(const char *out, size_t len, uint64_t total, size_t cap,
@@ -294,7 +295,7 @@ int pl_docker_collect_report(const char *out, size_t len, const struct pl_collec
     *ret_n = 0;
     while (list && out && at < len) {
         const char *line = out + at;
-        size_t room = len - at < PL_DOCKER_COLLECT_LINE_MAX ? len - at : PL_DOCKER_COLLECT_LINE_MAX;
+        size_t room = len - at < PL_FILES_LINE_MAX ? len - at : PL_FILES_LINE_MAX;
         const char *nl = memchr(line, '\n', room);
         if (!nl)
             break; /* torn, or a line past its bound */
@@ -355,4 +356,62 @@ int pl_docker_collect_report(const char *out, size_t len, const struct pl_collec
     }
     pl_artifacts_free(list, n);
     return -1;
+}
+
+/* The readers' exit codes (workfiles.py's FILE_RULES) and what each says. */
+static const struct {
+    int code;
+    enum pl_reason reason;
+    const char *say;
+} file_rules[] = {
+    {64, PL_REASON_NOT_FOUND, "path: nothing of that name in the work directory"},
+    {65, PL_REASON_INVALID_REQUEST,
+     "path: a symlink is on the way or at the end; the file calls follow none"},
+    {66, PL_REASON_INVALID_REQUEST,
+     "path: not a regular file (a directory, FIFO, socket or device); ReadFile reads regular "
+     "files only"},
+    {67, PL_REASON_INVALID_REQUEST, "path: not a directory, or a file is on the way"},
+    {68, PL_REASON_INVALID_REQUEST, "path: the calls' user may not read it"},
+    {69, PL_REASON_INVALID_REQUEST,
+     "path: the file is larger than 4294967295 bytes, the most ReadFile reads"},
+    {71, PL_REASON_INVALID_REQUEST, "path: not on the work directory's filesystem"},
+    {72, PL_REASON_INVALID_REQUEST,
+     "path: it changed while it was being opened; nothing was read (ask again)"},
+    {73, PL_REASON_INVALID_REQUEST, "path: it could not be read"},
+};
+
+int pl_files_rule_broken(int code, struct pl_error *err) {
+    for (size_t i = 0; i < sizeof(file_rules) / sizeof(file_rules[0]); i++)
+        if (file_rules[i].code == code)
+            return pl_error_set(err, file_rules[i].reason, "%s", file_rules[i].say);
+    return pl_error_set(err, PL_REASON_INTERNAL, "the session's files reader ended with exit %d",
+                        code);
+}
+
+json_t *pl_collect_header(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                          size_t *ret_cap) {
+    json_t *globs = json_array();
+    for (size_t i = 0; globs && i < req->ncollect; i++)
+        json_array_append_new(globs, json_string(req->collect[i]));
+    *ret_cap = (size_t)ctx->collect.bytes + (size_t)ctx->collect.files * PL_FILES_LINE_MAX + 64;
+    return globs
+               ? json_pack("{s:s, s:o, s:I, s:I, s:I}", "kind", "collect", "globs", globs, "files",
+                           (json_int_t)ctx->collect.files, "bytes", (json_int_t)ctx->collect.bytes,
+                           "visits", (json_int_t)PL_COLLECT_VISITS)
+               : NULL;
+}
+
+void pl_collect_answer(const struct pl_run_ctx *ctx, const char *out, size_t len, bool finished,
+                       const char *failed, struct pl_run_result *ret) {
+    ret->collected = true;
+    ret->artifacts_truncated = true; /* until the reader's whole answer says otherwise */
+    const char *why = failed;
+    if (!why && pl_docker_collect_report(out, len, &ctx->collect, !finished, &ret->artifacts,
+                                         &ret->nartifacts, &ret->artifacts_truncated) < 0)
+        why = "the reader's answer is not in its shape";
+    else if (!why && !finished)
+        why = "the reader did not finish, or failed";
+    if (why)
+        pl_log("warn", "a run's artifacts were cut short",
+               json_pack("{s:s, s:s}", "run_id", ctx->run_id, "why", why));
 }

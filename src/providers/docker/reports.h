@@ -99,9 +99,30 @@ int pl_docker_read_report(const char *out, size_t len, uint64_t *ret_size, size_
 int pl_docker_list_report(const char *out, size_t len, size_t most, json_t **ret_entries,
                           bool *ret_truncated);
 
-/* The longest line of the collect report but the end's (a 4096-byte path
- * in base64, a size, a count). */
-#define PL_DOCKER_COLLECT_LINE_MAX 5800u
+/* The longest line of a listing or a collect report but the end's (a
+ * 4096-byte path in base64 and the rest): the readers' stdout is bounded
+ * by it, per entry. */
+#define PL_FILES_LINE_MAX 5800u
+/* The most entries one collect walk looks at, and the least time it has
+ * (the run's time left when more). */
+#define PL_COLLECT_VISITS 100000u
+#define PL_COLLECT_MIN_MS 2000u
+
+/*
+ * A file reader's exit code other than 0 (workfiles.py's FILE_RULES, in
+ * docker's bootstrap and the hosted files.py) as the call's refusal: the
+ * daemon's own sentence, NOT_FOUND or INVALID_REQUEST; INTERNAL for a code
+ * that is no rule.  Always -1.
+ */
+int pl_files_rule_broken(int code, struct pl_error *err);
+
+/*
+ * The collect reader's header ({"kind": "collect", "globs", "files",
+ * "bytes", "visits"}) for req's globs under ctx's bounds, and in *ret_cap
+ * the most its answer may hold.  NULL when out of memory.
+ */
+json_t *pl_collect_header(const struct pl_run_ctx *ctx, const struct pl_run_request *req,
+                          size_t *ret_cap);
 
 /*
  * A project's collect globs' reader (the bootstrap's "collect",
@@ -119,3 +140,14 @@ int pl_docker_list_report(const char *out, size_t len, size_t most, json_t **ret
 int pl_docker_collect_report(const char *out, size_t len, const struct pl_collect_ctx *bounds,
                              bool partial, struct pl_artifact **ret, size_t *ret_n,
                              bool *ret_truncated);
+
+/*
+ * What the collect reader said, into ret's artifacts: out (len bytes) in
+ * pl_docker_collect_report's shape, whole when finished (the reader exited
+ * 0 in time), else what came whole of it; failed, when set, why it could
+ * not run at all.  What keeps the collection from finishing leaves what
+ * came whole, artifacts_truncated, and a line in the log saying why: the
+ * run's answer stands.  ret->collected is set.
+ */
+void pl_collect_answer(const struct pl_run_ctx *ctx, const char *out, size_t len, bool finished,
+                       const char *failed, struct pl_run_result *ret);

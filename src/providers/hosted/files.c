@@ -26,43 +26,16 @@
 #include "../../core/canon.h"
 #include "../../core/clock.h"
 #include "../../core/ids.h"
-#include "../../core/log.h"
 #include "../docker/reports.h"
 #include "files_py.h" /* generated: ph_guest_files[] */
 #include "hosted.h"
 
-/* The most a listing's line takes: a 4096-byte path in base64 and the rest
- * (docker/files.c's bound, for the same lines). */
-#define LIST_LINE_MAX 5800u
 /* One argument of base64 (under OpenShell's 32 KiB an argument, and
  * Linux's 128 KiB), and the most bytes of arguments one command carries:
  * well under ARG_MAX whatever the service runs the command with. */
 #define PIECE_B64 30000u
 #define PIECES_MAX 24u
 #define CHUNK_BYTES ((size_t)PIECE_B64 / 4u * 3u * PIECES_MAX)
-
-/* guest/files.py's exit codes (its FILE_RULES, docker's bootstrap's codes),
- * for ReadFile and ListFiles: the same sentences docker's reader gives. */
-static const struct {
-    int code;
-    enum pl_reason reason;
-    const char *say;
-} rules[] = {
-    {64, PL_REASON_NOT_FOUND, "path: nothing of that name in the work directory"},
-    {65, PL_REASON_INVALID_REQUEST,
-     "path: a symlink is on the way or at the end; the file calls follow none"},
-    {66, PL_REASON_INVALID_REQUEST,
-     "path: not a regular file (a directory, FIFO, socket or device); ReadFile reads regular "
-     "files only"},
-    {67, PL_REASON_INVALID_REQUEST, "path: not a directory, or a file is on the way"},
-    {68, PL_REASON_INVALID_REQUEST, "path: the calls' user may not read it"},
-    {69, PL_REASON_INVALID_REQUEST,
-     "path: the file is larger than 4294967295 bytes, the most ReadFile reads"},
-    {71, PL_REASON_INVALID_REQUEST, "path: not on the work directory's filesystem"},
-    {72, PL_REASON_INVALID_REQUEST,
-     "path: it changed while it was being opened; nothing was read (ask again)"},
-    {73, PL_REASON_INVALID_REQUEST, "path: it could not be read"},
-};
 
 /* The same codes for WriteFiles, after "refused file path '<path>': ". */
 static const struct {
@@ -127,14 +100,6 @@ static int files_exec(const struct ph_project_ops *ops, void *ud, const char *mo
     return rc;
 }
 
-static int rule_broken(int code, struct pl_error *err) {
-    for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
-        if (rules[i].code == code)
-            return pl_error_set(err, rules[i].reason, "%s", rules[i].say);
-    return pl_error_set(err, PL_REASON_INTERNAL, "the session's files program ended with exit %d",
-                        code);
-}
-
 static int read_call(const struct ph_project_ops *ops, void *ud, const char *workdir,
                      const struct pl_run_request *req, uint64_t deadline, struct pl_run_result *ret,
                      struct pl_error *err) {
@@ -151,7 +116,7 @@ static int read_call(const struct ph_project_ops *ops, void *ud, const char *wor
     uint64_t size = 0;
     size_t head = 0;
     if (rc == 0 && code != 0)
-        rc = rule_broken(code, err);
+        rc = pl_files_rule_broken(code, err);
     else if (rc == 0 && (pl_docker_read_report((const char *)out.data, out.len, &size, &head) < 0 ||
                          out.len - head > req->file.limit))
         rc = pl_error_set(err, PL_REASON_INTERNAL,
@@ -183,11 +148,11 @@ static int list_call(const struct ph_project_ops *ops, void *ud, const char *wor
     struct pl_buf out = {0};
     int code = -1;
     int rc = files_exec(ops, ud, "list", ctl, NULL, 0,
-                        (size_t)ctx->files.list_entries * LIST_LINE_MAX + 64, deadline, &out, &code,
-                        NULL, err);
+                        (size_t)ctx->files.list_entries * PL_FILES_LINE_MAX + 64, deadline, &out,
+                        &code, NULL, err);
     json_decref(ctl);
     if (rc == 0 && code != 0)
-        rc = rule_broken(code, err);
+        rc = pl_files_rule_broken(code, err);
     else if (rc == 0 &&
              pl_docker_list_report((const char *)out.data, out.len, ctx->files.list_entries,
                                    &ret->entries, &ret->truncated) < 0)
@@ -353,39 +318,21 @@ int ph_upload(const struct ph_project_ops *ops, void *ud, const char *workdir,
 int ph_collect(const struct ph_project_ops *ops, void *ud, const char *workdir,
                const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
                struct pl_run_result *ret) {
-    json_t *globs = json_array();
-    for (size_t i = 0; globs && i < req->ncollect; i++)
-        json_array_append_new(globs, json_string(req->collect[i]));
-    json_t *ctl =
-        globs ? json_pack("{s:s, s:o, s:I, s:I, s:I}", "workdir", workdir, "globs", globs, "files",
-                          (json_int_t)ctx->collect.files, "bytes", (json_int_t)ctx->collect.bytes,
-                          "visits", (json_int_t)PH_COLLECT_VISITS)
-              : NULL;
-    ret->collected = true;
-    ret->artifacts_truncated = true; /* until the program's whole answer says otherwise */
-    if (!ctl)
+    size_t cap = 0;
+    json_t *ctl = pl_collect_header(ctx, req, &cap);
+    if (!ctl || json_object_set_new(ctl, "workdir", json_string(workdir)) < 0) {
+        json_decref(ctl);
         return -1;
-    /* The run's time left, and at least PH_COLLECT_MIN_MS. */
-    uint64_t least = pl_deadline_in_ms(PH_COLLECT_MIN_MS);
-    size_t cap =
-        (size_t)ctx->collect.bytes + (size_t)ctx->collect.files * PL_DOCKER_COLLECT_LINE_MAX + 64;
+    }
+    uint64_t least = pl_deadline_in_ms(PL_COLLECT_MIN_MS);
     struct pl_buf out = {0};
     struct pl_error xerr = {0};
     int code = -1;
     bool timed_out = false;
-    const char *why = NULL;
-    if (files_exec(ops, ud, "collect", ctl, NULL, 0, cap, deadline > least ? deadline : least, &out,
-                   &code, &timed_out, &xerr) < 0)
-        why = xerr.message;
-    else if (pl_docker_collect_report((const char *)out.data, out.len, &ctx->collect,
-                                      timed_out || code != 0, &ret->artifacts, &ret->nartifacts,
-                                      &ret->artifacts_truncated) < 0)
-        why = "the program's answer is not in its shape";
-    else if (timed_out || code != 0)
-        why = timed_out ? "the program did not finish in time" : "the program failed";
-    if (why)
-        pl_log("warn", "a run's artifacts were cut short",
-               json_pack("{s:s, s:s}", "run_id", ctx->run_id, "why", why));
+    int rc = files_exec(ops, ud, "collect", ctl, NULL, 0, cap, deadline > least ? deadline : least,
+                        &out, &code, &timed_out, &xerr);
+    pl_collect_answer(ctx, (const char *)out.data, out.len, rc == 0 && !timed_out && code == 0,
+                      rc < 0 ? xerr.message : NULL, ret);
     json_decref(ctl);
     pl_buf_free(&out);
     return 0;

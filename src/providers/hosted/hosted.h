@@ -405,14 +405,12 @@ int ph_files_call(const struct ph_project_ops *ops, void *ud, const char *workdi
  * A project's collect globs (docs/api.md, "Artifacts") under workdir once
  * its steps ended: guest/files.py's collect mode (src/providers/guest/
  * workfiles.py, the walk docker's bootstrap does) through ops->step as the
- * guest's user, with the run's time left and at least PH_COLLECT_MIN_MS,
- * looking at PH_COLLECT_VISITS entries at most; its answer bounded and read
- * by docker's parser.  It fills ret's artifacts; what keeps the collection
- * from finishing leaves what came whole and artifacts_truncated, and a line
- * in the log: the run's answer stands.  0, or < 0 when out of memory.
+ * guest's user, with the run's time left and at least PL_COLLECT_MIN_MS,
+ * looking at PL_COLLECT_VISITS entries at most (docker/reports.h); its
+ * answer bounded and read by docker's parser (pl_collect_answer).  It fills ret's artifacts; what
+ * keeps the collection from finishing leaves what came whole and artifacts_truncated, and a line in
+ * the log: the run's answer stands.  0, or < 0 when out of memory.
  */
-#define PH_COLLECT_MIN_MS 2000u
-#define PH_COLLECT_VISITS 100000u
 int ph_collect(const struct ph_project_ops *ops, void *ud, const char *workdir,
                const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
                struct pl_run_result *ret);
