@@ -249,13 +249,22 @@ PLIMSOLL_API int plimsoll_run_module(plimsoll_client *c, const void *wasm, size_
  * The bytes are the guest's as written, NULs included, each part
  * followed by a NUL not counted in its length; they are the library's
  * until the output function returns.  A multi-byte character may be
- * split between chunks. */
+ * split between chunks.
+ *
+ * A cell's display output (docs/sessions.md, "Display outputs") comes as
+ * a chunk of its own, in the order the cell produced it among its output:
+ * display is then the DisplayOutput ({"kind", "data"}, read with the
+ * plimsoll_display_* functions below; the library's until the output
+ * function returns) and both parts are empty; in every other chunk it is
+ * NULL.  In order, the display chunks must be the result's "outputs", else
+ * the call fails with PLIMSOLL_E_PROTOCOL. */
 struct plimsoll_output {
     const char *stdout_data;
     size_t stdout_len;
     const char *stderr_data;
     size_t stderr_len;
-    unsigned step; /* a project's step, from 1; 0 for a snippet, module or cell */
+    unsigned step;         /* a project's step, from 1; 0 for a snippet, module or cell */
+    const json_t *display; /* since PLIMSOLL_0.6 */
 };
 
 /* Called with each chunk as it comes, on the calling thread, from inside
@@ -275,6 +284,66 @@ PLIMSOLL_API int plimsoll_run_cell_stream(plimsoll_client *c, const char *sessio
                                           const json_t *cell, unsigned timeout_ms,
                                           plimsoll_output_fn on_output, void *userdata,
                                           json_t **ret, struct plimsoll_error *err);
+
+/* ---- a cell's display outputs and a run's usage (PLIMSOLL_0.6) ----------- */
+
+/*
+ * A RunResponse (a cell's) lists the display outputs the cell produced, in
+ * order (docs/sessions.md, "Display outputs"): each a MIME bundle whose
+ * kind is "display" (display(), a figure left open) or "result" (the
+ * cell's last expression), its data text for the text types
+ * (plimsoll_mime_is_text) and base64 for every other.  The library has
+ * checked both when it accepted the answer (PLIMSOLL_E_PROTOCOL
+ * otherwise).  These read them without knowing their JSON; what they
+ * return that is not malloc'd is borrowed from the answer and lives as
+ * long as it does.
+ */
+
+/* How many display outputs result (a RunResponse) holds; 0 when none. */
+PLIMSOLL_API size_t plimsoll_outputs_count(const json_t *result);
+/* Display output i of result, or NULL past the last. */
+PLIMSOLL_API const json_t *plimsoll_output_at(const json_t *result, size_t i);
+/* How many outputs the daemon left out of result (past its bounds, or not
+ * well formed); 0 when none. */
+PLIMSOLL_API unsigned plimsoll_outputs_dropped(const json_t *result);
+/* A display output's kind, "display" or "result"; NULL for no output. */
+PLIMSOLL_API const char *plimsoll_display_kind(const json_t *display);
+/* How many MIME types a display output's bundle holds, and the j-th of
+ * them in the order the daemon sent them (NULL past the last). */
+PLIMSOLL_API size_t plimsoll_display_types(const json_t *display);
+PLIMSOLL_API const char *plimsoll_display_type(const json_t *display, size_t j);
+/* Whether a display output carries mime's data as text: text/(any),
+ * application/json, application/javascript, image/svg+xml, (any)+json and
+ * (any)+xml; every other type comes as base64. */
+PLIMSOLL_API bool plimsoll_mime_is_text(const char *mime);
+/* The exact bytes of mime's data in a display output: base64 decoded for
+ * a binary type, the text's UTF-8 for a text type.  *ret is malloc'd (the
+ * caller free()s it) and NUL-terminated past *ret_len.  A bundle without
+ * that type is PLIMSOLL_E_USAGE. */
+PLIMSOLL_API int plimsoll_display_bytes(const json_t *display, const char *mime,
+                                        unsigned char **ret, size_t *ret_len,
+                                        struct plimsoll_error *err);
+
+/* What a run, or one of a project's steps, cost as the provider measured
+ * it (docs/api.md, "Usage"); each figure saturates at 4294967295. */
+struct plimsoll_usage {
+    unsigned cpu_user_ms;
+    unsigned cpu_system_ms;
+    unsigned memory_peak_kib; /* the most memory in use at once; 0: not measured */
+    unsigned wall_ms;
+    /* what the figures cover: "cgroup" (the sandbox's cgroup), "gvisor"
+     * (the same with gVisor's own Sentry and Gofer), "worker" (the wasm
+     * worker process), "service" (the hosted service's metrics); borrowed */
+    const char *source;
+};
+
+/* The usage of result (a RunResponse) or of one of its "steps": true with
+ * *ret filled when the answer has one; false with *ret zeroed (source "")
+ * when it has none. */
+PLIMSOLL_API bool plimsoll_usage_of(const json_t *result_or_step, struct plimsoll_usage *ret);
+/* Why result has no usage (its usage_absent), or NULL when it says
+ * nothing of it (it has a usage, or comes from an older daemon). */
+PLIMSOLL_API const char *plimsoll_usage_absent(const json_t *result);
 
 /* ---- sessions ------------------------------------------------------------- */
 

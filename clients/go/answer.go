@@ -236,6 +236,7 @@ const (
 	kUint32
 	kMessage
 	kAny
+	kStringMap // a proto map<string, string>: an object of strings
 )
 
 var kindNames = map[kind]string{kString: "a string", kBool: "a bool", kInt32: "an int32", kUint32: "a uint32"}
@@ -256,10 +257,16 @@ var (
 	fUint32  = field{kind: kUint32}
 	fStrings = field{kind: kString, repeated: true}
 
-	stepResultShape = shape{
+	usageShape = field{kind: kMessage, sub: shape{
+		"cpu_user_ms": fUint32, "cpu_system_ms": fUint32, "memory_peak_kib": fUint32,
+		"wall_ms": fUint32, "source": fString,
+	}}
+	displayOutputShape = shape{"kind": fString, "data": {kind: kStringMap}}
+	stepResultShape    = shape{
 		"name": fString, "exit_code": fInt32, "stdout": fString, "stderr": fString,
 		"stdout_truncated": fBool, "stderr_truncated": fBool, "duration_ms": fUint32,
 		"timed_out": fBool, "stdout_base64": fString, "stderr_base64": fString,
+		"usage": usageShape,
 	}
 	runRecordShape = shape{
 		"version": fInt32, "request_sha256": fString, "response_sha256": fString,
@@ -275,6 +282,8 @@ var (
 		"record": {kind: kMessage, sub: runRecordShape}, "stdout_base64": fString,
 		"stderr_base64": fString, "interpreter_started": fBool,
 		"artifacts": {kind: kMessage, sub: artifactShape, repeated: true}, "artifacts_truncated": fBool,
+		"outputs":         {kind: kMessage, sub: displayOutputShape, repeated: true},
+		"outputs_dropped": fUint32, "usage": usageShape, "usage_absent": fString,
 	}
 	artifactShape = shape{
 		"path": fString, "path_base64": fString, "size": fUint32, "content": fString,
@@ -291,6 +300,9 @@ var (
 			"snippet": operationShape, "project": operationShape, "module": operationShape,
 			"session": operationShape, "files": operationShape,
 			"artifacts": {kind: kMessage, sub: shape{"project": fBool, "snippet": fBool}},
+			"display": {kind: kMessage, sub: shape{
+				"python": fBool, "javascript": fBool, "matplotlib": fBool, "pandas": fBool,
+			}},
 		}},
 		"limits": {kind: kMessage, sub: shape{
 			"memory_mb": fUint32, "total_memory_mb": fUint32, "max_concurrent": fUint32,
@@ -299,7 +311,8 @@ var (
 			"output_bytes": fUint32, "max_snippet_bytes": fUint32, "max_request_bytes": fUint32,
 			"memory_budget_applies": fBool, "min_memory_mb": fUint32, "file_read_bytes": fUint32,
 			"file_list_entries": fUint32, "session_max_lifetime_s": fUint32,
-			"collect_files": fUint32, "collect_bytes": fUint32,
+			"collect_files": fUint32, "collect_bytes": fUint32, "display_outputs": fUint32,
+			"display_output_bytes": fUint32, "display_bytes": fUint32,
 		}},
 	}
 	fileEntryShape = shape{
@@ -349,6 +362,9 @@ var (
 		"ExtendSession": checkSessionInfo,
 		"ReadFile":      checkReadFile,
 		"ListFiles":     checkListFiles,
+		"Run":           checkRun,
+		"RunInSession":  checkRun,
+		"RunCell":       checkRun,
 	}
 	// connectErrorShape is what of a Connect error is checked; its details
 	// are read leniently.
@@ -361,6 +377,20 @@ func checkScalar(v any, k kind, where string) error {
 	ok := false
 	switch k {
 	case kAny:
+		return nil
+	case kStringMap:
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return bad("%s is not an object", where)
+		}
+		for k, x := range m {
+			if _, isString := x.(string); !isString {
+				if len(k) > 40 {
+					k = k[:40]
+				}
+				return bad("%s[%q] is not a string", where, k)
+			}
+		}
 		return nil
 	case kString:
 		_, ok = v.(string)
@@ -432,6 +462,45 @@ func checkAnswer(v any, method string) error {
 	}
 	if check := answerChecks[method]; check != nil {
 		return check(v.(map[string]any), method)
+	}
+	return nil
+}
+
+// ---- a run's display outputs ---------------------------------------------
+
+// checkDisplay checks what a display output's shape cannot say: a kind of
+// DisplayKindDisplay or DisplayKindResult, and the data of each type that
+// is not text (MimeIsText) base64.
+func checkDisplay(d map[string]any, where string) error {
+	kind, _ := d["kind"].(string)
+	if kind != DisplayKindDisplay && kind != DisplayKindResult {
+		if len(kind) > 40 {
+			kind = kind[:40]
+		}
+		return bad("%s.kind is %q, not display or result", where, kind)
+	}
+	data, _ := d["data"].(map[string]any)
+	for mime, v := range data {
+		if MimeIsText(mime) {
+			continue
+		}
+		if _, ok := decodeBase64(v.(string)); !ok {
+			if len(mime) > 40 {
+				mime = mime[:40]
+			}
+			return bad("%s.data[%q] is not base64", where, mime)
+		}
+	}
+	return nil
+}
+
+// checkRun checks a RunResponse's display outputs.
+func checkRun(m map[string]any, where string) error {
+	outputs, _ := m["outputs"].([]any)
+	for i, x := range outputs {
+		if err := checkDisplay(x.(map[string]any), fmt.Sprintf("%s.outputs[%d]", where, i)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

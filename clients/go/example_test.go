@@ -131,3 +131,31 @@ func TestReadmeArtifactsExample(t *testing.T) {
 		t.Fatalf("go run ./cmd/artifacts: %v\n%s", err, out)
 	}
 }
+
+// The README's display example is cmd/display/main.go, and it runs
+// against the docker daemon (skipped without one).
+func TestReadmeDisplayExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("cmd/display/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```go\n"+string(src)+"```\n") {
+		t.Fatal("README.md does not show cmd/display/main.go as it is")
+	}
+	url := os.Getenv("PLIMSOLL_TEST_SESSION_URL")
+	if url == "" {
+		t.Skip("PLIMSOLL_TEST_SESSION_URL is unset: no docker daemon; skipping the run of cmd/display")
+	}
+	cmd := exec.Command("go", "run", "./cmd/display")
+	cmd.Env = readmeEnvAt(t, url)
+	out, err := cmd.CombinedOutput()
+	want := "shown: display [image/png]\nshown: result [text/html text/plain]\n" +
+		"\"\\x89PNG\\r\\n\" <b>42</b> dropped: 0\ncgroup true true\n"
+	if err != nil || string(out) != want {
+		t.Fatalf("go run ./cmd/display: %v\n%s", err, out)
+	}
+}

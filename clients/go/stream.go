@@ -20,6 +20,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"plimsoll/record"
 )
 
 // DefaultMaxMessageBytes caps one message of a stream unless
@@ -51,10 +53,16 @@ func WithMaxMessageBytes(n int64) Option {
 // snippet, a module or a cell). Joined in order, a step's chunks are its
 // result's output byte for byte (the client checks this). A chunk may end
 // inside a multi-byte character.
+//
+// A cell's display output comes as a chunk of its own, in the order the
+// cell produced it among its output: Display is then the output (Stdout
+// and Stderr empty); it is nil in every other chunk. In order, they are
+// the result's Outputs (the client checks this too).
 type OutputChunk struct {
-	Stdout []byte
-	Stderr []byte
-	Step   uint32
+	Stdout  []byte
+	Stderr  []byte
+	Step    uint32
+	Display *DisplayOutput
 }
 
 // OnOutput receives each chunk of a stream as it comes; an error it
@@ -65,7 +73,10 @@ type OutputChunk struct {
 type OnOutput func(OutputChunk) error
 
 var (
-	outputChunkShape       = shape{"stdout": fString, "stderr": fString, "step": fUint32}
+	outputChunkShape = shape{
+		"stdout": fString, "stderr": fString, "step": fUint32,
+		"display": {kind: kMessage, sub: displayOutputShape},
+	}
 	runStreamResponseShape = shape{
 		"output": {kind: kMessage, sub: outputChunkShape},
 		"result": {kind: kMessage, sub: runResponseShape},
@@ -127,6 +138,19 @@ type streamReader struct {
 	err    error // the end-of-stream error
 	ended  bool
 	joined map[[2]uint32]*joined
+	// displays are the display outputs given, joined as displayLines.
+	displays  joined
+	ndisplays int
+}
+
+// displayLine is one display output as the stream's displays are joined:
+// its canonical form and a newline (which a canonical form never holds).
+func displayLine(d any) ([]byte, error) {
+	c, err := record.Canonical(d)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(c), '\n'), nil
 }
 
 func (s *streamReader) protocol(format string, args ...any) error {
@@ -219,6 +243,9 @@ func (s *streamReader) message(payload []byte, onOutput OnOutput) error {
 		return s.protocol("has a message with both an output and a result")
 	}
 	if res != nil {
+		if err := checkRun(res, "RunStreamResponse.result"); err != nil {
+			return s.protocol("has a result that is not one: %v", err)
+		}
 		var w struct {
 			Result json.RawMessage `json:"result"`
 		}
@@ -230,6 +257,9 @@ func (s *streamReader) message(payload []byte, onOutput OnOutput) error {
 	}
 	if out == nil {
 		return nil // a kind of message this client does not know: skipped
+	}
+	if d, ok := out["display"].(map[string]any); ok {
+		return s.display(out, d, payload, onOutput)
 	}
 	var chunk OutputChunk
 	str := func(k string) string { v, _ := out[k].(string); return v }
@@ -255,6 +285,51 @@ func (s *streamReader) message(payload []byte, onOutput OnOutput) error {
 		if j.n > s.max {
 			return s.protocol("has more output than a result could hold")
 		}
+	}
+	s.chunks++
+	if onOutput != nil {
+		return &callerError{onOutput(chunk)}
+	}
+	return nil
+}
+
+// display handles an output chunk that is a cell's display output: nothing
+// else in it, a display the result could hold.
+func (s *streamReader) display(out, d map[string]any, payload []byte, onOutput OnOutput) error {
+	if o, _ := out["stdout"].(string); o != "" {
+		return s.protocol("has an output chunk with both a display output and output bytes")
+	}
+	if e, _ := out["stderr"].(string); e != "" {
+		return s.protocol("has an output chunk with both a display output and output bytes")
+	}
+	if err := checkDisplay(d, "output.display"); err != nil {
+		return s.protocol("has an output chunk that is not one: %v", err)
+	}
+	line, err := displayLine(d)
+	if err != nil {
+		return s.protocol("has an output chunk that is not one: %v", err)
+	}
+	if s.displays.h == nil {
+		s.displays.h = sha256.New()
+	}
+	s.displays.n += int64(len(line))
+	s.displays.h.Write(line)
+	s.ndisplays++
+	if s.displays.n > s.max {
+		return s.protocol("has more display outputs than a result could hold")
+	}
+	var w struct {
+		Output struct {
+			Display DisplayOutput `json:"display"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(payload, &w); err != nil {
+		return s.protocol("has an output chunk that is not one: %v", err)
+	}
+	chunk := OutputChunk{Display: &w.Output.Display}
+	if n, ok := out["step"].(json.Number); ok {
+		x, _ := n.Int64()
+		chunk.Step = uint32(x)
 	}
 	s.chunks++
 	if onOutput != nil {
@@ -295,10 +370,41 @@ func (s *streamReader) finish() error {
 	return s.checkOutput()
 }
 
+// checkDisplays: the display outputs given, in order, are the result's
+// Outputs.
+func (s *streamReader) checkDisplays() error {
+	outputs, _ := s.result["outputs"].([]any)
+	h := sha256.New()
+	var n int64
+	for _, d := range outputs {
+		line, err := displayLine(d)
+		if err != nil {
+			return protocolError(s.method, http.StatusOK, err)
+		}
+		n += int64(len(line))
+		h.Write(line)
+	}
+	got := sha256.Sum256(nil)
+	if s.displays.h != nil {
+		copy(got[:], s.displays.h.Sum(nil))
+	}
+	if s.ndisplays != len(outputs) || s.displays.n != n || !bytes.Equal(got[:], h.Sum(nil)) {
+		return s.protocol("display outputs are not the result's: %d streamed, %d kept", s.ndisplays, len(outputs))
+	}
+	return nil
+}
+
 // checkOutput: the streamed output, joined, is the result's byte for
-// byte: a step's chunks its step's output, the others the run's. A stream
-// that sent no chunk (a kind that does not stream) has nothing to check.
+// byte: a step's chunks its step's output, the others the run's; the
+// display outputs given are the result's. A stream that sent no chunk (a
+// kind that does not stream) has nothing to check.
 func (s *streamReader) checkOutput() error {
+	if len(s.joined) == 0 && s.ndisplays == 0 {
+		return nil
+	}
+	if err := s.checkDisplays(); err != nil {
+		return err
+	}
 	if len(s.joined) == 0 {
 		return nil
 	}

@@ -4,6 +4,10 @@ package plimsoll
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"plimsoll/record"
@@ -198,6 +202,17 @@ type Result struct {
 	// ArtifactsTruncated: more files matched than came
 	// (SANDBOX_COLLECT_FILES, or the reader's bounds).
 	ArtifactsTruncated bool `json:"artifacts_truncated"`
+	// Outputs are a cell's display outputs, in the order it produced them
+	// (docs/sessions.md, "Display outputs"); nil when it showed nothing.
+	Outputs []DisplayOutput `json:"outputs"`
+	// OutputsDropped counts the outputs the daemon left out: past
+	// SANDBOX_DISPLAY_OUTPUTS, larger than SANDBOX_DISPLAY_OUTPUT_BYTES,
+	// past SANDBOX_DISPLAY_BYTES, or not a well-formed bundle.
+	OutputsDropped uint32 `json:"outputs_dropped"`
+	// Usage is what the run cost, as the provider measured it; nil when it
+	// measures nothing, and then UsageAbsent says why.
+	Usage       *Usage `json:"usage"`
+	UsageAbsent string `json:"usage_absent"`
 
 	// Raw is the answer's JSON body as received.
 	Raw json.RawMessage `json:"-"`
@@ -215,6 +230,85 @@ type StepResult struct {
 	TimedOut        bool   `json:"timed_out"`
 	StdoutBase64    string `json:"stdout_base64"`
 	StderrBase64    string `json:"stderr_base64"`
+	// Usage is what the step cost, where the provider measures it; else nil.
+	Usage *Usage `json:"usage"`
+}
+
+// Usage sources: what a Usage's figures cover.
+const (
+	UsageCgroup  = "cgroup"  // the sandbox's cgroup: every process in it
+	UsageGVisor  = "gvisor"  // the sandbox's cgroup, gVisor's own Sentry and Gofer included
+	UsageWorker  = "worker"  // the wasm worker process
+	UsageService = "service" // the hosted service's own metrics
+)
+
+// Usage is what a run, or a project's step, cost as the provider measured
+// it (docs/api.md, "Usage"). Each figure saturates at 4294967295.
+type Usage struct {
+	CPUUserMs   uint32 `json:"cpu_user_ms"`
+	CPUSystemMs uint32 `json:"cpu_system_ms"`
+	// MemoryPeakKiB is the most memory in use at once; 0 when not measured.
+	MemoryPeakKiB uint32 `json:"memory_peak_kib"`
+	WallMs        uint32 `json:"wall_ms"`
+	// Source is what the figures cover: UsageCgroup, UsageGVisor,
+	// UsageWorker or UsageService.
+	Source string `json:"source"`
+}
+
+// Display output kinds (DisplayOutput.Kind).
+const (
+	DisplayKindDisplay = "display" // from display(), or a figure left open
+	DisplayKindResult  = "result"  // the cell's last expression
+)
+
+// DisplayOutput is one display output of a cell: a MIME bundle, as
+// Jupyter's display_data. Data maps each MIME type to its data as the
+// daemon sent it: text for the text types (MimeIsText), base64 for every
+// other; Bytes gives any type's exact bytes.
+type DisplayOutput struct {
+	// Kind is DisplayKindDisplay or DisplayKindResult.
+	Kind string            `json:"kind"`
+	Data map[string]string `json:"data"`
+}
+
+// MimeIsText says whether a display output carries mime's data as text:
+// text/*, application/json, application/javascript, image/svg+xml, *+json
+// and *+xml. Every other type comes as base64.
+func MimeIsText(mime string) bool {
+	return strings.HasPrefix(mime, "text/") || mime == "application/json" ||
+		mime == "application/javascript" || mime == "image/svg+xml" ||
+		strings.HasSuffix(mime, "+json") || strings.HasSuffix(mime, "+xml")
+}
+
+// ErrNoSuchType is Bytes' error for a type the bundle does not hold.
+var ErrNoSuchType = errors.New("plimsoll: the display output has no data of that type")
+
+// Bytes is the exact bytes of mime's data: base64 decoded for a binary
+// type, the text's UTF-8 for a text type. A type the bundle does not hold
+// is ErrNoSuchType.
+func (d *DisplayOutput) Bytes(mime string) ([]byte, error) {
+	v, ok := d.Data[mime]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoSuchType, mime)
+	}
+	if MimeIsText(mime) {
+		return []byte(v), nil
+	}
+	b, ok := decodeBase64(v)
+	if !ok {
+		return nil, fmt.Errorf("plimsoll: the display output's %s data is not base64", mime)
+	}
+	return b, nil
+}
+
+// Types is the bundle's MIME types, sorted.
+func (d *DisplayOutput) Types() []string {
+	out := make([]string, 0, len(d.Data))
+	for k := range d.Data {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func exact(text, b64 string) []byte {
@@ -264,6 +358,18 @@ type Operations struct {
 	Files OperationSupport `json:"files"`
 	// Artifacts says which payloads may name Collect globs.
 	Artifacts ArtifactSupport `json:"artifacts"`
+	// Display says what a cell can show besides its text.
+	Display DisplaySupport `json:"display"`
+}
+
+// DisplaySupport says what a cell can show besides its text
+// (docs/sessions.md, "Display outputs"), as the daemon's startup test
+// found it.
+type DisplaySupport struct {
+	Python     bool `json:"python"`     // display() and rich values in Python cells
+	JavaScript bool `json:"javascript"` // display() in JavaScript cells
+	Matplotlib bool `json:"matplotlib"` // an open figure comes back as image/png
+	Pandas     bool `json:"pandas"`     // a DataFrame comes back as text/html and text/plain
 }
 
 // ArtifactSupport says which payloads may name collect globs.
@@ -302,6 +408,13 @@ type Limits struct {
 	// (SANDBOX_COLLECT_BYTES).
 	CollectFiles uint32 `json:"collect_files"`
 	CollectBytes uint32 `json:"collect_bytes"`
+	// DisplayOutputs is the most display outputs one cell keeps
+	// (SANDBOX_DISPLAY_OUTPUTS), DisplayOutputBytes the largest one may be
+	// (SANDBOX_DISPLAY_OUTPUT_BYTES), DisplayBytes one cell's in all
+	// (SANDBOX_DISPLAY_BYTES).
+	DisplayOutputs     uint32 `json:"display_outputs"`
+	DisplayOutputBytes uint32 `json:"display_output_bytes"`
+	DisplayBytes       uint32 `json:"display_bytes"`
 }
 
 // Description is what a daemon is (Describe).

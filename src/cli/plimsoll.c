@@ -3,7 +3,8 @@
  * plimsoll.c: the command-line client.
  *
  *   plimsoll describe
- *   plimsoll run [-l LANG] [--floor TIER] [--timeout MS] [--json] (CODE | -f FILE | -)
+ *   plimsoll run [-l LANG] [--floor TIER] [--timeout MS] [--json] [--usage]
+ *                (CODE | -f FILE | -)
  *   plimsoll explain (the same flags as run): the checks the run would
  *                    meet, nothing run; exit 0 when it would be dispatched,
  *                    3 when it would be refused
@@ -13,6 +14,11 @@
  *   plimsoll session get ID              its SessionInfo (JSON)
  *   plimsoll session extend ID SECONDS   it ends SECONDS from now instead
  *   plimsoll session close ID
+ *   plimsoll cell ID [-l LANG] [--timeout MS] [--json] [--usage] [--outputs DIR]
+ *                (CODE | -f FILE | -)
+ *                    a cell in session ID (RunCellStream, its output as it
+ *                    comes); --outputs DIR writes each display output's
+ *                    data to DIR/NNN-KIND.EXT (below)
  *   plimsoll files ls ID [PATH] [--depth N] [--json]   a session's files
  *   plimsoll files get ID PATH [-o FILE]  the file's bytes, to stdout or FILE
  *   plimsoll files put ID LOCAL PATH      a file LOCAL (at most 4 MiB) as PATH;
@@ -30,7 +36,23 @@
  * uses RunStream and writes each chunk to stdout or stderr as it comes
  * (flushed), then what it says about the result; with --json it prints
  * the whole answer once, at the end.  A daemon without RunStream (404)
- * gets the unary Run, and its output comes at the end.
+ * gets the unary Run, and its output comes at the end.  --usage adds a
+ * stderr line with what the run cost (docs/api.md, "Usage"), or why it
+ * was not measured, before the exit code's line.  cell is run for a
+ * session's cell, and says on stderr how many display outputs came (and
+ * were left out).
+ *
+ * cell --outputs DIR: DIR is made if missing and opened before anything
+ * is sent, refused when it is a symlink (or not a directory); once the
+ * result checks, each MIME type of display output N (from 1) becomes the
+ * file NNN-KIND.EXT in it (001-display.png, 002-result.html; the
+ * extension from the type by a fixed table, .txt or .bin for a type it
+ * does not know, "-2" before it for a second type of one extension in one
+ * output), holding the data's exact bytes (base64 decoded for a binary
+ * type).  No name comes from the guest; each file is created relative to
+ * DIR's descriptor with O_EXCL and O_NOFOLLOW, so a file already there is
+ * never overwritten (nor a symlink followed): exit 2, naming it, the
+ * files before it written.
  *
  * Exit status, for shell scripts to branch on:
  *   0  the code ran and exited 0
@@ -82,11 +104,14 @@ static void usage(void) {
     fputs("usage:\n"
           "  plimsoll describe\n"
           "  plimsoll run [-l javascript|python] [--floor TIER] [--timeout MS] [--json]\n"
-          "               (CODE | -f FILE | -)\n"
+          "               [--usage] (CODE | -f FILE | -)\n"
           "  plimsoll explain (the same flags as run)\n"
           "  plimsoll keygen [--key-out FILE] PRINCIPAL\n"
           "  plimsoll session open [-l javascript|python]... | ls [--json] | get ID |\n"
           "                   extend ID SECONDS | close ID\n"
+          "  plimsoll cell ID [-l javascript|python] [--timeout MS] [--json] [--usage]\n"
+          "                [--outputs DIR] (CODE | -f FILE | -)  (DIR/NNN-KIND.EXT: each\n"
+          "                display output's data; a symlink DIR or a file there refused)\n"
           "  plimsoll files ls ID [PATH] [--depth N] [--json] | get ID PATH [-o FILE] |\n"
           "                 put ID LOCAL PATH  (a file as PATH; a directory, recursively,\n"
           "                 as PATH/<its name>/..., PATH . the work directory, in calls\n"
@@ -203,12 +228,16 @@ static int print_ticket(const json_t *j) {
 
 /* What run's output function has written. */
 struct live {
-    bool wrote; /* any chunk: the result's output is on the terminal already */
+    bool wrote; /* any output chunk: the result's output is on the terminal already */
 };
 
-/* Each chunk of the guest's output as it comes, flushed, NULs included. */
+/* Each chunk of the guest's output as it comes, flushed, NULs included; a
+ * cell's display outputs (chunks of their own) are the result's, which
+ * cell writes at the end. */
 static int write_chunk(void *ud, const struct plimsoll_output *ch) {
     struct live *l = ud;
+    if (ch->display)
+        return 0;
     l->wrote = true;
     if (ch->stdout_len) {
         fwrite(ch->stdout_data, 1, ch->stdout_len, stdout);
@@ -233,64 +262,136 @@ static int run_live(plimsoll_client *c, const json_t *req, struct live *l, json_
     return plimsoll_run(c, req, ret, err);
 }
 
+/* The code of run and cell: the file (- for stdin) or the argument, into
+ * src; -1 after saying why. */
+static int read_code(const char *file, const char *code, struct pl_buf *src) {
+    if (!file) {
+        pl_buf_puts(src, code);
+        return 0;
+    }
+    FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "re");
+    int r = f && read_all(f, src) == 0 ? 0 : -1;
+    if (r < 0) {
+        fprintf(stderr, "plimsoll: cannot read %s\n", file);
+        pl_buf_free(src);
+    }
+    if (f && f != stdin)
+        fclose(f);
+    return r;
+}
+
+/* The result's stdout and stderr, unless the stream wrote them already:
+ * streamed chunks are the result's output (libplimsoll checks it),
+ * written once, as they came. */
+static void write_result_output(const json_t *j, const struct live *l) {
+    json_t *o = json_object_get(j, "stdout"), *e = json_object_get(j, "stderr");
+    if (!l->wrote && json_string_value(o))
+        fwrite(json_string_value(o), 1, json_string_length(o), stdout);
+    if (!l->wrote && json_string_value(e))
+        fwrite(json_string_value(e), 1, json_string_length(e), stderr);
+    fflush(stdout);
+}
+
+/* --usage's line: what the run cost, or why it was not measured. */
+static void print_usage(const json_t *j) {
+    struct plimsoll_usage u;
+    if (!plimsoll_usage_of(j, &u)) {
+        const char *why = plimsoll_usage_absent(j);
+        fprintf(stderr, "plimsoll: usage: not measured (%s)\n",
+                why ? why : "the daemon says nothing of it");
+        return;
+    }
+    char peak[48] = "";
+    if (u.memory_peak_kib)
+        snprintf(peak, sizeof(peak), ", %u KiB peak", u.memory_peak_kib);
+    fprintf(stderr, "plimsoll: usage: %u ms user, %u ms system%s, %u ms wall (%s)\n", u.cpu_user_ms,
+            u.cpu_system_ms, peak, u.wall_ms, u.source);
+}
+
+/* The last line of a run that did not exit 0: its exit code and tier. */
+static void print_exit(const json_t *j) {
+    const char *iso = json_string_value(json_object_get(j, "isolation"));
+    int exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
+    bool timed_out = json_is_true(json_object_get(j, "timed_out"));
+    if (exit_code != 0 || timed_out)
+        fprintf(stderr, "plimsoll: exit code %d (isolation: %s%s%s)\n", exit_code, iso ? iso : "?",
+                timed_out ? ", timed out" : "",
+                json_is_true(json_object_get(j, "out_of_memory")) ? ", out of memory" : "");
+}
+
+/* The options `run`, `explain` and `cell` share, and where the code
+ * comes from. */
+struct code_opts {
+    const char *lang, *file, *code;
+    long timeout;
+    bool as_json, show_usage;
+};
+
+/* argv[*i] when it is one of the shared options (consuming its value):
+ * 1; EXIT_USAGE's negation for a bad value; 0 when it is not one. */
+static int code_opt(struct code_opts *o, int argc, char **argv, int *i, bool usage_ok) {
+    const char *a = argv[*i];
+    if ((strcmp(a, "-l") == 0 || strcmp(a, "--language") == 0) && *i + 1 < argc) {
+        o->lang = argv[++*i];
+    } else if (strcmp(a, "--usage") == 0 && usage_ok) {
+        o->show_usage = true;
+    } else if (strcmp(a, "--timeout") == 0 && *i + 1 < argc) {
+        char *end = NULL;
+        errno = 0;
+        o->timeout = strtol(argv[++*i], &end, 10);
+        if (errno || *end || o->timeout <= 0 || o->timeout > 0x7fffffffL) {
+            fprintf(stderr, "plimsoll: --timeout takes milliseconds\n");
+            return -EXIT_USAGE;
+        }
+    } else if (strcmp(a, "--json") == 0) {
+        o->as_json = true;
+    } else if (strcmp(a, "-f") == 0 && *i + 1 < argc) {
+        o->file = argv[++*i];
+    } else if (strcmp(a, "-") == 0) {
+        o->file = "-";
+    } else if (a[0] == '-' && a[1] == '-' && a[2] == '\0' && *i + 1 < argc) {
+        o->code = argv[++*i];
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static int cmd_run(int argc, char **argv) {
     bool explain = strcmp(argv[0], "explain") == 0;
-    const char *lang = "javascript", *floor = NULL, *file = NULL, *code = NULL;
-    long timeout = 0;
-    bool as_json = false;
+    const char *floor = NULL;
+    struct code_opts o = {.lang = "javascript"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if ((strcmp(a, "-l") == 0 || strcmp(a, "--language") == 0) && i + 1 < argc) {
-            lang = argv[++i];
-        } else if (strcmp(a, "--floor") == 0 && i + 1 < argc) {
+        int k = code_opt(&o, argc, argv, &i, !explain);
+        if (k < 0)
+            return -k;
+        if (k > 0)
+            continue;
+        if (strcmp(a, "--floor") == 0 && i + 1 < argc) {
             floor = argv[++i];
-        } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
-            char *end = NULL;
-            errno = 0;
-            timeout = strtol(argv[++i], &end, 10);
-            if (errno || *end || timeout <= 0 || timeout > 0x7fffffffL) {
-                fprintf(stderr, "plimsoll: --timeout takes milliseconds\n");
-                return EXIT_USAGE;
-            }
-        } else if (strcmp(a, "--json") == 0) {
-            as_json = true;
-        } else if (strcmp(a, "-f") == 0 && i + 1 < argc) {
-            file = argv[++i];
-        } else if (strcmp(a, "-") == 0) {
-            file = "-";
-        } else if (a[0] == '-' && a[1] == '-' && a[2] == '\0' && i + 1 < argc) {
-            code = argv[++i];
-        } else if (a[0] != '-' && !code) {
-            code = a;
+        } else if (a[0] != '-' && !o.code) {
+            o.code = a;
         } else {
             usage();
             return EXIT_USAGE;
         }
     }
+    const char *lang = o.lang, *file = o.file, *code = o.code;
+    long timeout = o.timeout;
+    bool as_json = o.as_json, show_usage = o.show_usage;
     enum pl_tier floor_tier = PL_TIER_NONE;
     if (floor && pl_tier_parse(floor, &floor_tier) < 0) {
         fprintf(stderr, "plimsoll: --floor takes none, process, container, kernel or vm\n");
         return EXIT_USAGE;
     }
-    if (!!code + !!file != 1) {
+    if (!!code + !!file != 1 || (show_usage && as_json)) {
         usage();
         return EXIT_USAGE;
     }
     struct pl_buf src = {0};
-    if (file) {
-        FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "re");
-        if (!f || read_all(f, &src) < 0) {
-            fprintf(stderr, "plimsoll: cannot read %s\n", file);
-            if (f && f != stdin)
-                fclose(f);
-            pl_buf_free(&src);
-            return EXIT_USAGE;
-        }
-        if (f != stdin)
-            fclose(f);
-    } else {
-        pl_buf_puts(&src, code);
-    }
+    if (read_code(file, code, &src) < 0)
+        return EXIT_USAGE;
     json_t *req = json_pack("{s:{s:s, s:s%}}", "snippet", "language", lang, "code",
                             src.data ? src.data : "", src.len);
     pl_buf_free(&src);
@@ -326,7 +427,6 @@ static int cmd_run(int argc, char **argv) {
     } else if ((as_json ? plimsoll_run(c, req, &j, &err) : run_live(c, req, &live, &j, &err)) < 0) {
         ex = report_error(&err);
     } else {
-        const char *iso = json_string_value(json_object_get(j, "isolation"));
         int exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
         if (as_json) {
             char *s = json_dumps(j, JSON_INDENT(2));
@@ -334,19 +434,10 @@ static int cmd_run(int argc, char **argv) {
                 puts(s);
             free(s);
         } else {
-            /* Streamed chunks are the result's output (libplimsoll checks
-             * it): written once, as they came. */
-            json_t *o = json_object_get(j, "stdout"), *e = json_object_get(j, "stderr");
-            if (!live.wrote && json_string_value(o))
-                fwrite(json_string_value(o), 1, json_string_length(o), stdout);
-            if (!live.wrote && json_string_value(e))
-                fwrite(json_string_value(e), 1, json_string_length(e), stderr);
-            fflush(stdout);
-            bool timed_out = json_is_true(json_object_get(j, "timed_out"));
-            if (exit_code != 0 || timed_out)
-                fprintf(stderr, "plimsoll: exit code %d (isolation: %s%s%s)\n", exit_code,
-                        iso ? iso : "?", timed_out ? ", timed out" : "",
-                        json_is_true(json_object_get(j, "out_of_memory")) ? ", out of memory" : "");
+            write_result_output(j, &live);
+            if (show_usage)
+                print_usage(j);
+            print_exit(j);
         }
         ex = exit_code == 0 ? EXIT_RAN_OK : EXIT_RAN_NONZERO;
     }
@@ -473,6 +564,237 @@ static int cmd_session(int argc, char **argv) {
         ex = report_error(&err);
     }
     json_decref(j);
+    plimsoll_client_free(c);
+    return ex;
+}
+
+/* ---- cell, and its display outputs as files --------------------------------- */
+
+/* A MIME type's file extension: a fixed table, then the type's family;
+ * never anything of the type's own text (which is the guest's). */
+static const char *mime_extension(const char *mime) {
+    static const struct {
+        const char *mime, *ext;
+    } table[] = {
+        {"image/png", "png"},
+        {"image/jpeg", "jpg"},
+        {"image/gif", "gif"},
+        {"image/webp", "webp"},
+        {"image/bmp", "bmp"},
+        {"image/svg+xml", "svg"},
+        {"text/html", "html"},
+        {"text/plain", "txt"},
+        {"text/markdown", "md"},
+        {"text/latex", "tex"},
+        {"text/csv", "csv"},
+        {"application/json", "json"},
+        {"application/javascript", "js"},
+        {"application/pdf", "pdf"},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (strcmp(mime, table[i].mime) == 0)
+            return table[i].ext;
+    size_t n = strlen(mime);
+    if (n > 5 && strcmp(mime + n - 5, "+json") == 0)
+        return "json";
+    if (n > 4 && strcmp(mime + n - 4, "+xml") == 0)
+        return "xml";
+    return plimsoll_mime_is_text(mime) ? "txt" : "bin";
+}
+
+/* --outputs DIR, before anything is sent: made if missing, then opened
+ * without following a symlink; its descriptor, or -1 after saying why. */
+static int outputs_dir_open(const char *dir) {
+    if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
+        fprintf(stderr, "plimsoll: --outputs %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        struct stat st;
+        if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
+            fprintf(stderr, "plimsoll: --outputs %s is a symlink; refused (nothing was sent)\n",
+                    dir);
+        else
+            fprintf(stderr, "plimsoll: --outputs %s: %s (nothing was sent)\n", dir,
+                    strerror(errno));
+    }
+    return fd;
+}
+
+/* One new file name in dirfd holding data: created with O_EXCL and
+ * O_NOFOLLOW, so nothing there is overwritten or followed; -1 after
+ * saying why. */
+static int write_new_file(int dirfd, const char *dir, const char *name, const unsigned char *data,
+                          size_t len) {
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            fprintf(stderr, "plimsoll: %s/%s exists; not overwritten\n", dir, name);
+        else
+            fprintf(stderr, "plimsoll: %s/%s: %s\n", dir, name, strerror(errno));
+        return -1;
+    }
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, data + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            fprintf(stderr, "plimsoll: %s/%s: %s\n", dir, name, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    if (close(fd) < 0) {
+        fprintf(stderr, "plimsoll: %s/%s: %s\n", dir, name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Each MIME type of each display output of j as DIR/NNN-KIND.EXT; the
+ * count of files written, or -1 after saying why (the files before it
+ * stay). */
+static int save_outputs(const json_t *j, int dirfd, const char *dir) {
+    int written = 0;
+    size_t n = plimsoll_outputs_count(j);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *d = plimsoll_output_at(j, i);
+        const char *kind = plimsoll_display_kind(d);
+        /* libplimsoll accepted only these two; the name is ours either way */
+        kind = kind && strcmp(kind, "result") == 0 ? "result" : "display";
+        size_t ntypes = plimsoll_display_types(d);
+        for (size_t t = 0; t < ntypes; t++) {
+            const char *mime = plimsoll_display_type(d, t);
+            const char *ext = mime_extension(mime);
+            unsigned same = 1; /* this extension's place among the bundle's */
+            for (size_t u = 0; u < t; u++)
+                same += strcmp(mime_extension(plimsoll_display_type(d, u)), ext) == 0;
+            char name[64];
+            if (same == 1)
+                snprintf(name, sizeof(name), "%03zu-%s.%s", i + 1, kind, ext);
+            else
+                snprintf(name, sizeof(name), "%03zu-%s-%u.%s", i + 1, kind, same, ext);
+            unsigned char *data = NULL;
+            size_t len = 0;
+            struct plimsoll_error err;
+            if (plimsoll_display_bytes(d, mime, &data, &len, &err) < 0) {
+                fprintf(stderr, "plimsoll: %s\n", err.message);
+                return -1;
+            }
+            int r = write_new_file(dirfd, dir, name, data, len);
+            free(data);
+            if (r < 0)
+                return -1;
+            written++;
+        }
+    }
+    return written;
+}
+
+/* What cell writes on stderr at the end, before the usage and exit lines:
+ * the display outputs that came, where they went (files < 0: writing them
+ * stopped, and said why), those left out. */
+static void print_outputs(const json_t *j, const char *dir, int files) {
+    size_t n = plimsoll_outputs_count(j);
+    unsigned dropped = plimsoll_outputs_dropped(j);
+    if (n && dir && files < 0)
+        fprintf(stderr, "plimsoll: %zu display output%s: not all written to %s\n", n,
+                n == 1 ? "" : "s", dir);
+    else if (n && dir)
+        fprintf(stderr, "plimsoll: %zu display output%s: %d file%s in %s\n", n, n == 1 ? "" : "s",
+                files, files == 1 ? "" : "s", dir);
+    else if (n)
+        fprintf(stderr, "plimsoll: %zu display output%s (--outputs DIR writes them)\n", n,
+                n == 1 ? "" : "s");
+    if (dropped)
+        fprintf(stderr, "plimsoll: %u display output%s left out (the daemon's display bounds)\n",
+                dropped, dropped == 1 ? "" : "s");
+}
+
+/* Run a cell with live output (RunCellStream); a daemon without it gets
+ * the unary RunCell, as run_live does. */
+static int cell_live(plimsoll_client *c, const char *id, const json_t *cell, unsigned timeout,
+                     struct live *l, json_t **ret, struct plimsoll_error *err) {
+    if (plimsoll_run_cell_stream(c, id, cell, timeout, write_chunk, l, ret, err) == 0)
+        return 0;
+    if (l->wrote || err->http_status != 404)
+        return -1;
+    return plimsoll_run_cell(c, id, cell, timeout, ret, err);
+}
+
+static int cmd_cell(int argc, char **argv) {
+    const char *id = NULL, *dir = NULL;
+    struct code_opts o = {.lang = "javascript"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int k = code_opt(&o, argc, argv, &i, true);
+        if (k < 0)
+            return -k;
+        if (k > 0)
+            continue;
+        if (strcmp(a, "--outputs") == 0 && i + 1 < argc) {
+            dir = argv[++i];
+        } else if (a[0] != '-' && !id) {
+            id = a;
+        } else if (a[0] != '-' && !o.code) {
+            o.code = a;
+        } else {
+            usage();
+            return EXIT_USAGE;
+        }
+    }
+    const char *lang = o.lang, *file = o.file, *code = o.code;
+    long timeout = o.timeout;
+    bool as_json = o.as_json, show_usage = o.show_usage;
+    if (!id || !!code + !!file != 1 || (show_usage && as_json) || (dir && !*dir)) {
+        usage();
+        return EXIT_USAGE;
+    }
+    struct pl_buf src = {0};
+    if (read_code(file, code, &src) < 0)
+        return EXIT_USAGE;
+    json_t *cell =
+        json_pack("{s:s, s:s%}", "language", lang, "code", src.data ? src.data : "", src.len);
+    pl_buf_free(&src);
+    if (!cell) {
+        fprintf(stderr, "plimsoll: the code is not valid UTF-8\n");
+        return EXIT_USAGE;
+    }
+    int dirfd = dir ? outputs_dir_open(dir) : -1;
+    plimsoll_client *c = dir && dirfd < 0 ? NULL : client_from_env();
+    json_t *j = NULL;
+    struct plimsoll_error err;
+    struct live live = {0};
+    int ex;
+    if (!c) {
+        ex = EXIT_USAGE;
+    } else if ((as_json ? plimsoll_run_cell(c, id, cell, (unsigned)timeout, &j, &err)
+                        : cell_live(c, id, cell, (unsigned)timeout, &live, &j, &err)) < 0) {
+        ex = report_error(&err);
+    } else {
+        int exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
+        ex = exit_code == 0 ? EXIT_RAN_OK : EXIT_RAN_NONZERO;
+        int files = dir ? save_outputs(j, dirfd, dir) : 0;
+        if (as_json) {
+            if (print_json(j) != EXIT_RAN_OK)
+                ex = EXIT_INFRA;
+        } else {
+            write_result_output(j, &live);
+            print_outputs(j, dir, files);
+            if (show_usage)
+                print_usage(j);
+            print_exit(j);
+        }
+        if (files < 0)
+            ex = EXIT_USAGE;
+    }
+    if (dirfd >= 0)
+        close(dirfd);
+    json_decref(j);
+    json_decref(cell);
     plimsoll_client_free(c);
     return ex;
 }
@@ -931,6 +1253,8 @@ int main(int argc, char **argv) {
         r = cmd_session(argc - 1, argv + 1);
     else if (strcmp(argv[1], "files") == 0)
         r = cmd_files(argc - 1, argv + 1);
+    else if (strcmp(argv[1], "cell") == 0)
+        r = cmd_cell(argc - 1, argv + 1);
     else if (strcmp(argv[1], "--version") == 0) {
         puts("plimsoll 0.1.0");
         r = 0;

@@ -18,6 +18,7 @@
 
 #include "../core/buf.h"
 #include "../core/canon.h"
+#include "../core/display.h"
 #include "lib.h"
 
 /* ---- kinds ---------------------------------------------------------------- */
@@ -88,7 +89,8 @@ int plc_protocol_fail(struct plimsoll_error *err, const char *method, long statu
     return -1;
 }
 
-enum kind { K_STRING, K_BOOL, K_INT32, K_UINT32, K_MESSAGE, K_ANY };
+/* K_STRING_MAP: a proto map<string, string>, an object of strings. */
+enum kind { K_STRING, K_BOOL, K_INT32, K_UINT32, K_MESSAGE, K_ANY, K_STRING_MAP };
 
 /* A known member of a message: its type, repeated or not; rows end at NULL. */
 struct field {
@@ -98,18 +100,23 @@ struct field {
     const struct field *sub;
 };
 
-static const struct field step_result_shape[] = {
-    {"name", K_STRING, false, NULL},
-    {"exit_code", K_INT32, false, NULL},
-    {"stdout", K_STRING, false, NULL},
-    {"stderr", K_STRING, false, NULL},
-    {"stdout_truncated", K_BOOL, false, NULL},
-    {"stderr_truncated", K_BOOL, false, NULL},
-    {"duration_ms", K_UINT32, false, NULL},
-    {"timed_out", K_BOOL, false, NULL},
-    {"stdout_base64", K_STRING, false, NULL},
-    {"stderr_base64", K_STRING, false, NULL},
+static const struct field usage_shape[] = {
+    {"cpu_user_ms", K_UINT32, false, NULL},     {"cpu_system_ms", K_UINT32, false, NULL},
+    {"memory_peak_kib", K_UINT32, false, NULL}, {"wall_ms", K_UINT32, false, NULL},
+    {"source", K_STRING, false, NULL},          {NULL, K_ANY, false, NULL},
+};
+static const struct field display_output_shape[] = {
+    {"kind", K_STRING, false, NULL},
+    {"data", K_STRING_MAP, false, NULL},
     {NULL, K_ANY, false, NULL},
+};
+static const struct field step_result_shape[] = {
+    {"name", K_STRING, false, NULL},           {"exit_code", K_INT32, false, NULL},
+    {"stdout", K_STRING, false, NULL},         {"stderr", K_STRING, false, NULL},
+    {"stdout_truncated", K_BOOL, false, NULL}, {"stderr_truncated", K_BOOL, false, NULL},
+    {"duration_ms", K_UINT32, false, NULL},    {"timed_out", K_BOOL, false, NULL},
+    {"stdout_base64", K_STRING, false, NULL},  {"stderr_base64", K_STRING, false, NULL},
+    {"usage", K_MESSAGE, false, usage_shape},  {NULL, K_ANY, false, NULL},
 };
 static const struct field run_record_shape[] = {
     {"version", K_INT32, false, NULL},
@@ -155,6 +162,10 @@ static const struct field run_response_shape[] = {
     {"interpreter_started", K_BOOL, false, NULL},
     {"artifacts", K_MESSAGE, true, artifact_shape},
     {"artifacts_truncated", K_BOOL, false, NULL},
+    {"outputs", K_MESSAGE, true, display_output_shape},
+    {"outputs_dropped", K_UINT32, false, NULL},
+    {"usage", K_MESSAGE, false, usage_shape},
+    {"usage_absent", K_STRING, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field operation_shape[] = {
@@ -171,6 +182,11 @@ static const struct field artifact_support_shape[] = {
     {"snippet", K_BOOL, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
+static const struct field display_support_shape[] = {
+    {"python", K_BOOL, false, NULL},     {"javascript", K_BOOL, false, NULL},
+    {"matplotlib", K_BOOL, false, NULL}, {"pandas", K_BOOL, false, NULL},
+    {NULL, K_ANY, false, NULL},
+};
 static const struct field operations_shape[] = {
     {"snippet", K_MESSAGE, false, operation_shape},
     {"project", K_MESSAGE, false, operation_shape},
@@ -178,6 +194,7 @@ static const struct field operations_shape[] = {
     {"session", K_MESSAGE, false, operation_shape},
     {"files", K_MESSAGE, false, operation_shape},
     {"artifacts", K_MESSAGE, false, artifact_support_shape},
+    {"display", K_MESSAGE, false, display_support_shape},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field limits_shape[] = {
@@ -199,6 +216,9 @@ static const struct field limits_shape[] = {
     {"session_max_lifetime_s", K_UINT32, false, NULL},
     {"collect_files", K_UINT32, false, NULL},
     {"collect_bytes", K_UINT32, false, NULL},
+    {"display_outputs", K_UINT32, false, NULL},
+    {"display_output_bytes", K_UINT32, false, NULL},
+    {"display_bytes", K_UINT32, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field describe_shape[] = {
@@ -288,9 +308,8 @@ static const struct field connect_error_shape[] = {
  * and the end of a stream: {} or {"error": …} (Connect's "metadata" is
  * allowed and ignored). */
 static const struct field output_chunk_shape[] = {
-    {"stdout", K_STRING, false, NULL},
-    {"stderr", K_STRING, false, NULL},
-    {"step", K_UINT32, false, NULL},
+    {"stdout", K_STRING, false, NULL}, {"stderr", K_STRING, false, NULL},
+    {"step", K_UINT32, false, NULL},   {"display", K_MESSAGE, false, display_output_shape},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field run_stream_response_shape[] = {
@@ -376,6 +395,21 @@ static int check_scalar(const json_t *v, const struct field *f, const char *wher
     case K_BOOL: ok = json_is_boolean(v); break;
     case K_INT32: ok = json_is_integer(v) && x >= INT32_MIN && x <= INT32_MAX; break;
     case K_UINT32: ok = json_is_integer(v) && x >= 0 && x <= (json_int_t)UINT32_MAX; break;
+    case K_STRING_MAP: {
+        if (!json_is_object(v)) {
+            snprintf(why, n, "%s is not an object", where);
+            return -1;
+        }
+        const char *k;
+        json_t *e;
+        json_object_foreach((json_t *)v, k, e) {
+            if (!json_is_string(e)) {
+                snprintf(why, n, "%s[\"%.40s\"] is not a string", where, k);
+                return -1;
+            }
+        }
+        return 0;
+    }
     }
     if (!ok) {
         static const char *const names[] = {"a string", "a bool", "an int32", "a uint32"};
@@ -444,8 +478,57 @@ static json_t *parse_answer(const struct pl_buf *b, const struct field *shape, c
     return NULL;
 }
 
+/* ---- what a shape cannot say ---------------------------------------------- */
+
+int plc_check_display(const json_t *d, const char *where, char *why, size_t n) {
+    const char *kind = json_string_value(json_object_get(d, "kind"));
+    if (!kind || strlen(kind) != json_string_length(json_object_get(d, "kind")) ||
+        (strcmp(kind, "display") != 0 && strcmp(kind, "result") != 0)) {
+        snprintf(why, n, "%s.kind is \"%.40s\", not display or result", where, kind ? kind : "");
+        return -1;
+    }
+    const char *mime;
+    json_t *v;
+    json_object_foreach(json_object_get(d, "data"), mime, v) {
+        unsigned char *raw = NULL;
+        size_t len = 0;
+        if (pl_display_mime_is_text(mime))
+            continue;
+        if (pl_base64_decode(json_string_value(v), json_string_length(v), SIZE_MAX - 1, &raw,
+                             &len) < 0) {
+            snprintf(why, n, "%s.data[\"%.40s\"] is not base64", where, mime);
+            return -1;
+        }
+        free(raw);
+    }
+    return 0;
+}
+
+int plc_check_run(const json_t *result, const char *where, char *why, size_t n) {
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(result, "outputs"), i, d) {
+        char at[96];
+        snprintf(at, sizeof(at), "%s.outputs[%zu]", where, i);
+        if (plc_check_display(d, at, why, n) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The methods whose answer is a RunResponse. */
+static bool is_run(const char *method) {
+    return strcmp(method, "Run") == 0 || strcmp(method, "RunInSession") == 0 ||
+           strcmp(method, "RunCell") == 0;
+}
+
 json_t *plc_parse_result(const struct pl_buf *b, const char *method, char *why, size_t n) {
-    return parse_answer(b, response_shape(method), method, why, n);
+    json_t *j = parse_answer(b, response_shape(method), method, why, n);
+    if (j && is_run(method) && plc_check_run(j, method, why, n) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 json_t *plc_parse_stream_message(const struct pl_buf *b, bool end, char *why, size_t n) {

@@ -14,6 +14,8 @@
  *   record.c         records and chains
  *   stream.c         RunStream's and RunCellStream's answer, read as it
  *                    comes
+ *   outputs.c        a cell's display outputs and a run's usage, read out
+ *                    of an answer (and a display output's bytes)
  *   libplimsoll.map  the ABI: only the plimsoll_* functions, by version
  */
 #pragma once
@@ -68,6 +70,13 @@ json_t *plc_parse_result(const struct pl_buf *b, const char *method, char *why, 
  * RunStreamResponse): its JSON object, known members of their types, or
  * NULL with why. */
 json_t *plc_parse_stream_message(const struct pl_buf *b, bool end, char *why, size_t n);
+/* What a display output's shape cannot say: a kind of "display" or
+ * "result", and the data of each type that is not text base64; < 0 with
+ * why (n bytes), where naming it. */
+int plc_check_display(const json_t *d, const char *where, char *why, size_t n);
+/* A RunResponse's values beyond its shape: each of its outputs as
+ * plc_check_display checks one; < 0 with why. */
+int plc_check_run(const json_t *result, const char *where, char *why, size_t n);
 /* Whether a Content-Type is type (any case), any charset UTF-8. */
 bool plc_media_type_is(const char *ct, const char *type);
 /* Whether a Content-Type is application/json, any charset UTF-8. */
@@ -120,6 +129,11 @@ struct plc_stream {
     bool canceled;             /* on_output asked to stop */
     size_t chunks;             /* chunks given to on_output */
     struct plc_joined *joined; /* nsteps + 1 */
+    /* The display outputs given, joined: each one's canonical form and a
+     * newline (which the canonical form never holds), as a running
+     * SHA-256 (len[0] the bytes, sha[0] the digest), and their count. */
+    struct plc_joined displays;
+    size_t ndisplays;
     char why[256];
 };
 

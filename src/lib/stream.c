@@ -14,7 +14,9 @@
  * It holds one message at a time and the result.  What it gave the caller
  * is not kept: each step's stdout and stderr are joined as a length and a
  * running SHA-256, compared with the result's bytes at the end, so what
- * was streamed is what the record covers.  Anything the protocol does not
+ * was streamed is what the record covers; a cell's display outputs, each
+ * a chunk of its own, are joined the same way (their canonical forms) and
+ * compared with the result's outputs.  Anything the protocol does not
  * allow breaks the stream for good; the call is then a protocol error
  * (docs/clients.md, "Live output").
  */
@@ -44,6 +46,7 @@ int plc_stream_init(struct plc_stream *s, const char *method, size_t max_body, u
 }
 
 void plc_stream_free(struct plc_stream *s) {
+    EVP_MD_CTX_free(s->displays.sha[0]);
     if (s->joined)
         for (size_t i = 0; i <= s->nsteps; i++) {
             EVP_MD_CTX_free(s->joined[i].sha[0]);
@@ -107,7 +110,54 @@ static int chunk_bytes(struct plc_stream *s, const json_t *output, const char *n
     return 0;
 }
 
+/* One display output's line as the displays are joined: its canonical
+ * form and a newline; malloc'd, or NULL. */
+static char *display_line(const json_t *d, size_t *ret_len) {
+    char *c = plimsoll_canonical(d);
+    size_t n = c ? strlen(c) : 0;
+    char *line = c ? realloc(c, n + 2) : NULL;
+    if (!line) {
+        free(c);
+        return NULL;
+    }
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    *ret_len = n + 1;
+    return line;
+}
+
+/* An output chunk that is a cell's display output: nothing else in it. */
+static int on_display_message(struct plc_stream *s, const json_t *output, const json_t *display) {
+    char why[200];
+    json_t *o = json_object_get(output, "stdout"), *e = json_object_get(output, "stderr");
+    if (json_string_length(o) || json_string_length(e))
+        return broke(s, "has an output chunk with both a display output and output bytes");
+    if (plc_check_display(display, "output.display", why, sizeof(why)) < 0)
+        return broke(s, "has an output chunk that is not one: %s", why);
+    size_t n = 0;
+    PL_AUTO_FREE char *line = display_line(display, &n);
+    if (!line)
+        return broke(s, "cannot be checked (out of memory)");
+    if (join(s, &s->displays, 0, (const unsigned char *)line, n) < 0)
+        return -1;
+    s->ndisplays++;
+    if (s->on_output) {
+        json_int_t step = json_integer_value(json_object_get(output, "step"));
+        struct plimsoll_output chunk = {.step = step > 0 && step <= UINT32_MAX ? (unsigned)step : 0,
+                                        .display = display};
+        s->chunks++;
+        if (s->on_output(s->userdata, &chunk) != 0) {
+            s->canceled = true;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int on_output_message(struct plc_stream *s, const json_t *output) {
+    const json_t *display = json_object_get(output, "display");
+    if (display && !json_is_null(display))
+        return on_display_message(s, output, display);
     json_int_t step = json_integer_value(json_object_get(output, "step"));
     if (step < 0 || (uint64_t)step > s->nsteps)
         return broke(s, "has output of step %" JSON_INTEGER_FORMAT ", but the request has %u steps",
@@ -159,6 +209,8 @@ static int on_message(struct plc_stream *s) {
             res = NULL;
         if (out && res)
             r = broke(s, "has a message with both an output and a result");
+        else if (res && plc_check_run(res, "RunStreamResponse.result", why, sizeof(why)) < 0)
+            r = broke(s, "has a result that is not one: %s", why);
         else if (res)
             s->result = json_incref(res);
         else if (out)
@@ -260,17 +312,54 @@ static bool joined_is(struct plc_joined *j, int i, const unsigned char *bytes, s
 }
 
 /* The streamed output, joined, is the result's byte for byte: a step's
- * chunks its step's output, the others the run's.  A stream that sent no
- * chunk (a kind that does not stream) has nothing to check; once a step
- * streamed, every step of the result is checked. */
+ * chunks its step's output, the others the run's; the display outputs
+ * streamed are the result's outputs.  A stream that sent no chunk (a kind
+ * that does not stream) has nothing to check; once a step streamed, every
+ * step of the result is checked. */
+/* The display outputs given, in order, are the result's outputs: the same
+ * count and the same joined canonical forms. */
+static int check_displays(struct plc_stream *s, const json_t *result) {
+    const json_t *outputs = json_object_get(result, "outputs");
+    size_t n = json_array_size(outputs), i;
+    const json_t *d;
+    EVP_MD_CTX *sha = EVP_MD_CTX_new();
+    unsigned char want[EVP_MAX_MD_SIZE], got[EVP_MAX_MD_SIZE];
+    unsigned int wn = 0, gn = 0;
+    size_t len = 0;
+    bool ok = sha && EVP_DigestInit_ex(sha, EVP_sha256(), NULL) == 1;
+    json_array_foreach(outputs, i, d) {
+        size_t ln = 0;
+        char *line = ok ? display_line(d, &ln) : NULL;
+        ok = line && EVP_DigestUpdate(sha, line, ln) == 1;
+        len += ln;
+        free(line);
+    }
+    ok = ok && EVP_DigestFinal_ex(sha, want, &wn) == 1;
+    EVP_MD_CTX_free(sha);
+    if (!ok)
+        return broke(s, "cannot be checked (out of memory)");
+    if (s->displays.sha[0]) {
+        if (EVP_DigestFinal_ex(s->displays.sha[0], got, &gn) != 1)
+            return broke(s, "cannot be checked (SHA-256 failed)");
+    } else {
+        EVP_Digest("", 0, got, &gn, EVP_sha256(), NULL);
+    }
+    if (s->ndisplays != n || s->displays.len[0] != len || wn != gn || memcmp(want, got, wn) != 0)
+        return broke(s, "display outputs are not the result's: %zu streamed, %zu kept",
+                     s->ndisplays, n);
+    return 0;
+}
+
 static int check_output(struct plc_stream *s, const json_t *result) {
-    bool any = false, any_step = false;
+    bool any = s->displays.seen, any_step = false;
     for (size_t i = 0; i <= s->nsteps; i++) {
         any = any || s->joined[i].seen;
         any_step = any_step || (i > 0 && s->joined[i].seen);
     }
     if (!any)
         return 0;
+    if (check_displays(s, result) < 0)
+        return -1;
     const json_t *steps = json_object_get(result, "steps");
     size_t nres = json_is_array(steps) ? json_array_size(steps) : 0;
     static struct plc_joined none;

@@ -355,7 +355,10 @@ def main(argv):
                                       # small, so the artifact tests meet both
                                       # bounds with a few small files
                                       SANDBOX_COLLECT_FILES="8",
-                                      SANDBOX_COLLECT_BYTES="65536"), keys, timeout=240)
+                                      SANDBOX_COLLECT_BYTES="65536",
+                                      # small, so a cell meets the display
+                                      # bound with a few small outputs
+                                      SANDBOX_DISPLAY_OUTPUTS="8"), keys, timeout=240)
                 daemons.append(sd)
                 env["PLIMSOLL_TEST_SESSION_URL"] = url(sd)
                 sys.stderr.write("harness: session daemon up in %.1f s\n"

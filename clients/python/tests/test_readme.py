@@ -85,6 +85,11 @@ class Readme(unittest.TestCase):
         the harness's docker daemon."""
         self.run_section("A project's artifacts", blocks=1)
 
+    def test_display_outputs_example(self) -> None:
+        """The block of "Display outputs and usage", with its output,
+        against the harness's docker daemon."""
+        self.run_section("Display outputs and usage", blocks=1)
+
     def run_section(self, title: str, blocks: int = 2) -> None:
         """Each docker-sessions block of the README's section `title` run,
         its printout compared with the output block after it."""

@@ -161,9 +161,18 @@ export function parse(bytes: Uint8Array, deadline?: number): unknown {
 
 // ---- the messages' shapes (proto/plimsoll/v1/sandbox.proto) ---------------
 
-type Kind = "string" | "bool" | "int32" | "uint32" | "any";
+/** `map<string, string>`: a proto map of strings, an object whose every member is a string. */
+type Kind = "string" | "bool" | "int32" | "uint32" | "any" | "map<string, string>";
 export type Shape = { readonly [member: string]: Kind | Shape | readonly [Kind | Shape] };
 
+const USAGE: Shape = {
+  cpu_user_ms: "uint32",
+  cpu_system_ms: "uint32",
+  memory_peak_kib: "uint32",
+  wall_ms: "uint32",
+  source: "string",
+};
+const DISPLAY_OUTPUT: Shape = { kind: "string", data: "map<string, string>" };
 const STEP_RESULT: Shape = {
   name: "string",
   exit_code: "int32",
@@ -175,6 +184,7 @@ const STEP_RESULT: Shape = {
   timed_out: "bool",
   stdout_base64: "string",
   stderr_base64: "string",
+  usage: USAGE,
 };
 const RUN_RECORD: Shape = {
   version: "int32",
@@ -218,6 +228,10 @@ const RUN_RESPONSE: Shape = {
   interpreter_started: "bool",
   artifacts: [ARTIFACT],
   artifacts_truncated: "bool",
+  outputs: [DISPLAY_OUTPUT],
+  outputs_dropped: "uint32",
+  usage: USAGE,
+  usage_absent: "string",
 };
 const OPERATION_SUPPORT: Shape = {
   supported: "bool",
@@ -245,6 +259,9 @@ const LIMITS: Shape = {
   session_max_lifetime_s: "uint32",
   collect_files: "uint32",
   collect_bytes: "uint32",
+  display_outputs: "uint32",
+  display_output_bytes: "uint32",
+  display_bytes: "uint32",
 };
 const DESCRIBE_RESPONSE: Shape = {
   version: "string",
@@ -255,7 +272,15 @@ const DESCRIBE_RESPONSE: Shape = {
   ready_detail: "string",
   supports_sessions: "bool",
   languages: ["string"],
-  operations: { snippet: OPERATION_SUPPORT, project: OPERATION_SUPPORT, module: OPERATION_SUPPORT, session: OPERATION_SUPPORT, files: OPERATION_SUPPORT, artifacts: { project: "bool", snippet: "bool" } },
+  operations: {
+    snippet: OPERATION_SUPPORT,
+    project: OPERATION_SUPPORT,
+    module: OPERATION_SUPPORT,
+    session: OPERATION_SUPPORT,
+    files: OPERATION_SUPPORT,
+    artifacts: { project: "bool", snippet: "bool" },
+    display: { python: "bool", javascript: "bool", matplotlib: "bool", pandas: "bool" },
+  },
   limits: LIMITS,
 };
 
@@ -397,8 +422,45 @@ function checkListFiles(v: Record<string, unknown>, where: string): void {
   });
 }
 
-/** A run's artifacts: each has a path, and its base64 members are base64. */
+/** The kinds a display output may be. */
+export const DISPLAY_KINDS = ["display", "result"] as const;
+
+/**
+ * Whether a display output carries `mime`'s data as text: `text/*`,
+ * `application/json`, `application/javascript`, `image/svg+xml`, `*+json`
+ * and `*+xml`.  Every other type comes as base64.
+ */
+export function mimeIsText(mime: string): boolean {
+  return (
+    mime.startsWith("text/") ||
+    mime === "application/json" ||
+    mime === "application/javascript" ||
+    mime === "image/svg+xml" ||
+    mime.endsWith("+json") ||
+    mime.endsWith("+xml")
+  );
+}
+
+/**
+ * A display output: a kind of DISPLAY_KINDS, and the data of each type that
+ * is not text base64.
+ */
+export function checkDisplay(d: Record<string, unknown>, where: string): void {
+  const kind = d["kind"];
+  if (typeof kind !== "string" || !(DISPLAY_KINDS as readonly string[]).includes(kind)) {
+    throw new Malformed(`${where}.kind is ${JSON.stringify(typeof kind === "string" ? kind.slice(0, 40) : (kind ?? ""))}, not display or result`);
+  }
+  const data = d["data"];
+  if (!isObject(data)) return;
+  for (const [mime, v] of Object.entries(data)) {
+    if (!mimeIsText(mime)) base64Member(v as string, `${where}.data[${JSON.stringify(mime.slice(0, 40))}]`);
+  }
+}
+
+/** A run's artifacts (each has a path, its base64 members are base64) and display outputs (`checkDisplay`). */
 export function checkRun(v: Record<string, unknown>, where: string): void {
+  const outs = v["outputs"];
+  if (Array.isArray(outs)) outs.forEach((d: Record<string, unknown>, i: number) => checkDisplay(d, `${where}.outputs[${i}]`));
   const arts = v["artifacts"];
   if (!Array.isArray(arts)) return;
   arts.forEach((a: Record<string, unknown>, i: number) => {
@@ -435,7 +497,7 @@ export const CONNECT_ERROR: Shape = { code: "string", message: "string", details
 
 /** A message of RunStream and RunCellStream (bytes are base64 strings). */
 export const RUN_STREAM_RESPONSE: Shape = {
-  output: { stdout: "string", stderr: "string", step: "uint32" },
+  output: { stdout: "string", stderr: "string", step: "uint32", display: DISPLAY_OUTPUT },
   result: RUN_RESPONSE,
 };
 /** A stream's end-of-stream message: `{}` or `{"error": …}` (Connect's "metadata" is ignored). */
@@ -446,6 +508,13 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 
 function check(value: unknown, kind: Kind | Shape | readonly [Kind | Shape], where: string): void {
   if (kind === "any") return;
+  if (kind === "map<string, string>") {
+    if (!isObject(value)) throw new Malformed(`${where} is not an object`);
+    for (const [k, v] of Object.entries(value)) {
+      if (typeof v !== "string") throw new Malformed(`${where}[${JSON.stringify(k.slice(0, 40))}] is not a string`);
+    }
+    return;
+  }
   if (Array.isArray(kind)) {
     if (!Array.isArray(value)) throw new Malformed(`${where} is not an array`);
     value.forEach((v: unknown, i: number) => {

@@ -6,7 +6,9 @@
 // result, then the end-of-stream message (flags 0x02), `{}` or
 // `{"error": …}`.  `StreamDecoder` takes the body as it comes.
 
-import { checkRun, checkShape, DeadlinePassed, END_STREAM, Malformed, parse, RUN_STREAM_RESPONSE, type Shape } from "./answer.js";
+import { checkDisplay, checkRun, checkShape, DeadlinePassed, END_STREAM, Malformed, parse, RUN_STREAM_RESPONSE, type Shape } from "./answer.js";
+import { canonical } from "./record.js";
+import { DisplayOutput } from "./types.js";
 
 /**
  * The largest message of a stream a client reads unless told otherwise
@@ -29,11 +31,18 @@ const HEADER = 5;
  * module or a cell).  Joined in order, a step's chunks are its result's
  * output byte for byte (the client checks this).  A chunk may end inside a
  * multi-byte character: decode with `new TextDecoder()` and `{stream: true}`.
+ *
+ * A cell's display output comes as a chunk of its own, in the order the cell
+ * produced it among its output: `display` is then the output (`stdout` and
+ * `stderr` empty); it is undefined in every other chunk.  In order, they are
+ * the result's `outputs` (the client checks this too).
  */
 export interface OutputChunk {
   readonly stdout: Uint8Array;
   readonly stderr: Uint8Array;
   readonly step: number;
+  /** A cell's display output; absent (or undefined) in a chunk of output bytes. */
+  readonly display?: DisplayOutput | undefined;
 }
 
 /**
@@ -130,6 +139,9 @@ export class StreamDecoder {
   #error: Error | undefined;
   #ended = false;
   readonly #joined = new Map<string, Joined>();
+  /** The display outputs given, as their canonical forms. */
+  readonly #displays: string[] = [];
+  #displayBytes = 0;
 
   constructor(
     readonly maxMessageBytes: number,
@@ -203,12 +215,14 @@ export class StreamDecoder {
     }
     if (output === null) return undefined; // a kind of message this client does not know: skipped
     const o = output as Json;
+    if ((o["display"] ?? null) !== null) return this.#display(o);
     let chunk: OutputChunk;
     try {
       chunk = {
         stdout: protoBytes(typeof o["stdout"] === "string" ? o["stdout"] : "", "output.stdout"),
         stderr: protoBytes(typeof o["stderr"] === "string" ? o["stderr"] : "", "output.stderr"),
         step: typeof o["step"] === "number" ? o["step"] : 0,
+        display: undefined,
       };
     } catch (e) {
       if (e instanceof Malformed) throw this.#protocol(`has an output chunk that is not one: ${e.message}`);
@@ -226,6 +240,31 @@ export class StreamDecoder {
     }
     this.chunks++;
     return chunk;
+  }
+
+  /** A chunk that is a cell's display output: nothing else in it, a display the result could hold. */
+  #display(o: Json): OutputChunk {
+    if ((typeof o["stdout"] === "string" && o["stdout"] !== "") || (typeof o["stderr"] === "string" && o["stderr"] !== "")) {
+      throw this.#protocol("has an output chunk with both a display output and output bytes");
+    }
+    const d = o["display"] as Json;
+    try {
+      checkDisplay(d, "output.display");
+    } catch (e) {
+      if (e instanceof Malformed) throw this.#protocol(`has an output chunk that is not one: ${e.message}`);
+      throw e;
+    }
+    const line = canonical(d);
+    this.#displayBytes += line.length + 1;
+    if (this.#displayBytes > this.maxMessageBytes) throw this.#protocol("has more display outputs than a result could hold");
+    this.#displays.push(line);
+    this.chunks++;
+    return {
+      stdout: new Uint8Array(0),
+      stderr: new Uint8Array(0),
+      step: typeof o["step"] === "number" ? o["step"] : 0,
+      display: new DisplayOutput(d),
+    };
   }
 
   #end(payload: Uint8Array): void {
@@ -248,10 +287,16 @@ export class StreamDecoder {
 
   /**
    * The streamed output, joined, is the result's byte for byte: a step's
-   * chunks its step's output, the others the run's.  A stream that sent no
-   * chunk (a kind that does not stream) has nothing to check.
+   * chunks its step's output, the others the run's; the display outputs
+   * given are the result's `outputs`.  A stream that sent no chunk (a kind
+   * that does not stream) has nothing to check.
    */
   #checkOutput(result: Json): void {
+    if (this.#joined.size === 0 && this.#displays.length === 0) return;
+    const outputs = Array.isArray(result["outputs"]) ? (result["outputs"] as unknown[]) : [];
+    if (outputs.length !== this.#displays.length || outputs.some((d, i) => canonical(d) !== this.#displays[i])) {
+      throw this.#protocol(`display outputs are not the result's: ${this.#displays.length} streamed, ${outputs.length} kept`);
+    }
     if (this.#joined.size === 0) return;
     const steps = Array.isArray(result["steps"]) ? (result["steps"] as Json[]) : [];
     const seen = new Set([...this.#joined.keys()].map((k) => Number(k.split("/")[0])));

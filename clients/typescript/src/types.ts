@@ -2,7 +2,7 @@
 // The shapes of plimsoll's messages (proto/plimsoll/v1/sandbox.proto): the
 // wire objects in proto field names, and the client's camelCase views.
 
-import { FILE_ENTRY_TYPES } from "./answer.js";
+import { FILE_ENTRY_TYPES, mimeIsText } from "./answer.js";
 import { artifactSegments, saveUnder } from "./files.js";
 import type { RunRecord } from "./record.js";
 
@@ -164,6 +164,86 @@ function bytesOf(text: string, b64: string | undefined): Uint8Array {
   return b64 !== undefined ? decodeBase64(b64) : new TextEncoder().encode(text);
 }
 
+/** What a `Usage`'s figures cover. */
+export type UsageSource = "cgroup" | "gvisor" | "worker" | "service" | (string & {});
+
+/**
+ * What a run, or a project's step, cost as the provider measured it
+ * (docs/api.md, "Usage").  Each figure saturates at 4294967295.
+ */
+export interface Usage {
+  cpuUserMs: number;
+  cpuSystemMs: number;
+  /** The most memory in use at once; 0 when not measured. */
+  memoryPeakKib: number;
+  wallMs: number;
+  /**
+   * What the figures cover: `cgroup` (the sandbox's cgroup, every process
+   * in it), `gvisor` (the same with gVisor's own Sentry and Gofer),
+   * `worker` (the wasm worker process), `service` (the hosted service's
+   * own metrics).
+   */
+  source: UsageSource;
+}
+
+function usageOf(v: unknown): Usage | undefined {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return undefined;
+  const u = v as Record<string, unknown>;
+  return {
+    cpuUserMs: num(u["cpu_user_ms"]),
+    cpuSystemMs: num(u["cpu_system_ms"]),
+    memoryPeakKib: num(u["memory_peak_kib"]),
+    wallMs: num(u["wall_ms"]),
+    source: str(u["source"]),
+  };
+}
+
+export { mimeIsText };
+
+/** What a display output is: from `display()` or a figure left open, or the cell's last expression. */
+export type DisplayKind = "display" | "result";
+
+/**
+ * One display output of a cell (docs/sessions.md, "Display outputs"): a
+ * MIME bundle, as Jupyter's display_data.  `data` maps each MIME type to its
+ * data as the daemon sent it: text for the text types (`mimeIsText`),
+ * base64 for every other; `bytes(mime)` gives any type's exact bytes.
+ */
+export class DisplayOutput {
+  readonly kind: DisplayKind;
+  readonly data: Readonly<Record<string, string>>;
+  readonly raw: Record<string, unknown>;
+
+  constructor(raw: Record<string, unknown>) {
+    this.raw = raw;
+    this.kind = str(raw["kind"]) as DisplayKind;
+    const data = raw["data"];
+    const out: Record<string, string> = {};
+    if (typeof data === "object" && data !== null && !Array.isArray(data)) {
+      for (const [k, v] of Object.entries(data)) if (typeof v === "string") out[k] = v;
+    }
+    this.data = out;
+  }
+
+  /** The bundle's MIME types, in the order the daemon sent them. */
+  get types(): string[] {
+    return Object.keys(this.data);
+  }
+
+  /**
+   * The exact bytes of `mime`'s data: base64 decoded for a binary type, the
+   * text's UTF-8 for a text type.  A type the bundle does not hold is a
+   * RangeError.
+   */
+  bytes(mime: string): Uint8Array {
+    if (!Object.prototype.hasOwnProperty.call(this.data, mime)) {
+      throw new RangeError(`plimsoll: the display output has no ${mime} data`);
+    }
+    const v = this.data[mime]!;
+    return mimeIsText(mime) ? new TextEncoder().encode(v) : decodeBase64(v);
+  }
+}
+
 /** One project step's result. */
 export class StepResult {
   readonly name: string;
@@ -176,6 +256,8 @@ export class StepResult {
   readonly timedOut: boolean;
   readonly stdoutBase64: string | undefined;
   readonly stderrBase64: string | undefined;
+  /** What the step cost, where the provider measures it; else undefined. */
+  readonly usage: Usage | undefined;
   /** The step as the daemon sent it. */
   readonly raw: Record<string, unknown>;
 
@@ -191,6 +273,7 @@ export class StepResult {
     this.timedOut = bool(raw["timed_out"]);
     this.stdoutBase64 = optStr(raw["stdout_base64"]);
     this.stderrBase64 = optStr(raw["stderr_base64"]);
+    this.usage = usageOf(raw["usage"]);
   }
 
   /** The exact stdout bytes (`stdout_base64` when the daemon sent it). */
@@ -277,6 +360,17 @@ export class RunResult {
   readonly artifacts: Artifact[] | undefined;
   /** More files matched than came (SANDBOX_COLLECT_FILES, or the reader's bounds). */
   readonly artifactsTruncated: boolean;
+  /** A cell's display outputs, in the order it produced them; empty when it showed nothing. */
+  readonly outputs: DisplayOutput[];
+  /**
+   * Outputs the daemon left out: past SANDBOX_DISPLAY_OUTPUTS, larger than
+   * SANDBOX_DISPLAY_OUTPUT_BYTES, past SANDBOX_DISPLAY_BYTES, or not a
+   * well-formed bundle.
+   */
+  readonly outputsDropped: number;
+  /** What the run cost; undefined when the provider measures nothing, and then `usageAbsent` says why. */
+  readonly usage: Usage | undefined;
+  readonly usageAbsent: string;
   readonly raw: Record<string, unknown>;
 
   constructor(raw: Record<string, unknown>) {
@@ -307,6 +401,13 @@ export class RunResult {
       ? arts.filter((a): a is Record<string, unknown> => typeof a === "object" && a !== null).map((a) => new Artifact(a))
       : undefined;
     this.artifactsTruncated = bool(raw["artifacts_truncated"]);
+    const outs = raw["outputs"];
+    this.outputs = Array.isArray(outs)
+      ? outs.filter((o): o is Record<string, unknown> => typeof o === "object" && o !== null).map((o) => new DisplayOutput(o))
+      : [];
+    this.outputsDropped = num(raw["outputs_dropped"]);
+    this.usage = usageOf(raw["usage"]);
+    this.usageAbsent = str(raw["usage_absent"]);
   }
 
   /**
@@ -376,6 +477,24 @@ export interface Limits {
   collectFiles: number;
   /** SANDBOX_COLLECT_BYTES: their bytes in all. */
   collectBytes: number;
+  /** SANDBOX_DISPLAY_OUTPUTS: the most display outputs one cell keeps. */
+  displayOutputs: number;
+  /** SANDBOX_DISPLAY_OUTPUT_BYTES: the largest one output may be. */
+  displayOutputBytes: number;
+  /** SANDBOX_DISPLAY_BYTES: one cell's outputs in all. */
+  displayBytes: number;
+}
+
+/** What a cell can show besides its text (docs/sessions.md, "Display outputs"), as the startup test found it. */
+export interface DisplaySupport {
+  /** `display()` and rich values in Python cells. */
+  python: boolean;
+  /** `display()` in JavaScript cells. */
+  javascript: boolean;
+  /** An open matplotlib figure comes back as image/png. */
+  matplotlib: boolean;
+  /** A pandas DataFrame comes back as text/html and text/plain. */
+  pandas: boolean;
 }
 
 /** What a daemon is (Describe), in camelCase; `raw` is the answer as sent. */
@@ -397,6 +516,8 @@ export interface Description {
     files: OperationSupport;
     /** Which payloads may name `collect` globs. */
     artifacts: { project: boolean; snippet: boolean };
+    /** What a cell can show besides its text. */
+    display: DisplaySupport;
   };
   limits: Limits;
   raw: Record<string, unknown>;
@@ -437,6 +558,12 @@ export function description(raw: Record<string, unknown>): Description {
       session: operation(ops["session"]),
       files: operation(ops["files"]),
       artifacts: { project: bool(obj(ops["artifacts"])["project"]), snippet: bool(obj(ops["artifacts"])["snippet"]) },
+      display: {
+        python: bool(obj(ops["display"])["python"]),
+        javascript: bool(obj(ops["display"])["javascript"]),
+        matplotlib: bool(obj(ops["display"])["matplotlib"]),
+        pandas: bool(obj(ops["display"])["pandas"]),
+      },
     },
     limits: {
       memoryMb: num(l["memory_mb"]),
@@ -456,6 +583,9 @@ export function description(raw: Record<string, unknown>): Description {
       sessionMaxLifetimeS: num(l["session_max_lifetime_s"]),
       collectFiles: num(l["collect_files"]),
       collectBytes: num(l["collect_bytes"]),
+      displayOutputs: num(l["display_outputs"]),
+      displayOutputBytes: num(l["display_output_bytes"]),
+      displayBytes: num(l["display_bytes"]),
     },
     raw,
   };

@@ -10,6 +10,11 @@ import {
   SessionEndedError,
   type OnOutput,
   type OutputChunk,
+  DisplayOutput,
+  mimeIsText,
+  type DisplayKind,
+  type DisplaySupport,
+  type Usage,
   type RunResult,
   type SessionInfo,
   type SessionInterpreter,
@@ -50,6 +55,16 @@ export async function use(url: string, apiKey: string): Promise<string> {
   );
   await c.runCellStream("id", { language: "python", code: "1" }, onOutput, 100);
   const bytes: Uint8Array = r.stdoutBytes();
+  const shown: DisplayOutput[] = r.outputs;
+  const kind: DisplayKind | undefined = shown[0]?.kind;
+  const png: Uint8Array | undefined = shown[0]?.bytes("image/png");
+  const html: string | undefined = shown[0]?.data["text/html"];
+  const dropped: number = r.outputsDropped;
+  const usage: Usage | undefined = r.usage ?? r.steps[0]?.usage;
+  const why: string = r.usageAbsent;
+  const display: DisplayOutput | undefined = seen[0]?.display;
+  const can: DisplaySupport = (await c.describe()).operations.display;
+  void [kind, png, html, dropped, usage?.cpuUserMs, usage?.source, why, display, can.matplotlib, mimeIsText("image/png")];
   const s = await c.openSession({ languages: ["python"], minimumIsolation: "container" });
   try {
     await s.cell({ code: "x = 1", language: "python", files: [{ path: "a", content: new Uint8Array(1) }] });

@@ -11,6 +11,7 @@
  * wants them cut.
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -1955,6 +1956,630 @@ static void test_stream_session_cell(void **state) {
     plimsoll_client_free(c);
 }
 
+/* ---- a cell's display outputs and a run's usage ------------------------------ */
+
+/* 256 bytes 0..255, the PNG the display tests show. */
+static const unsigned char *png_bytes(void) {
+    static unsigned char b[256];
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = (unsigned char)i;
+    return b;
+}
+
+/* A display output {"kind", "data": {TYPE: VALUE, ...}} of n pairs. */
+static json_t *display_of(const char *kind, size_t n, const char *const *pairs) {
+    json_t *data = json_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(data, pairs[2 * i], json_string(pairs[2 * i + 1]));
+    return json_pack("{s:s, s:o}", "kind", kind, "data", data);
+}
+
+/* The accessors, on an answer made here. */
+static void test_outputs_accessors(void **state) {
+    (void)state;
+    char *png = b64(png_bytes(), 256);
+    const char *a[] = {"image/png", png, "text/plain", "a png", "application/json", "{\"a\":1}"};
+    const char *b[] = {"text/html", "<b>42</b>"};
+    json_t *r =
+        json_pack("{s:[o, o], s:i, s:{s:i, s:i, s:i, s:i, s:s}, s:[{s:{s:i, s:s}}, {}]}", "outputs",
+                  display_of("display", 3, a), display_of("result", 1, b), "outputs_dropped", 3,
+                  "usage", "cpu_user_ms", 5, "cpu_system_ms", 6, "memory_peak_kib", 7, "wall_ms", 8,
+                  "source", "cgroup", "steps", "usage", "wall_ms", 3, "source", "gvisor");
+    assert_non_null(r);
+    assert_int_equal(plimsoll_outputs_count(r), 2);
+    assert_int_equal(plimsoll_outputs_dropped(r), 3);
+    const json_t *d0 = plimsoll_output_at(r, 0), *d1 = plimsoll_output_at(r, 1);
+    assert_null(plimsoll_output_at(r, 2));
+    assert_string_equal(plimsoll_display_kind(d0), "display");
+    assert_string_equal(plimsoll_display_kind(d1), "result");
+    assert_int_equal(plimsoll_display_types(d0), 3);
+    assert_string_equal(plimsoll_display_type(d0, 0), "image/png"); /* the order sent */
+    assert_string_equal(plimsoll_display_type(d0, 1), "text/plain");
+    assert_string_equal(plimsoll_display_type(d0, 2), "application/json");
+    assert_null(plimsoll_display_type(d0, 3));
+    unsigned char *got = NULL;
+    size_t n = 0;
+    struct plimsoll_error err;
+    assert_int_equal(plimsoll_display_bytes(d0, "image/png", &got, &n, &err), 0);
+    assert_int_equal(n, 256);
+    assert_memory_equal(got, png_bytes(), 256);
+    assert_int_equal(got[n], 0);
+    free(got);
+    assert_int_equal(plimsoll_display_bytes(d0, "application/json", &got, &n, &err), 0);
+    assert_int_equal(n, 7);
+    assert_string_equal((char *)got, "{\"a\":1}");
+    free(got);
+    assert_int_equal(plimsoll_display_bytes(d1, "image/png", &got, &n, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+    assert_null(got);
+    assert_true(plimsoll_mime_is_text("text/csv"));
+    assert_true(plimsoll_mime_is_text("image/svg+xml"));
+    assert_true(plimsoll_mime_is_text("application/vnd.plotly.v1+json"));
+    assert_true(plimsoll_mime_is_text("application/atom+xml"));
+    assert_false(plimsoll_mime_is_text("image/png"));
+    assert_false(plimsoll_mime_is_text("application/pdf"));
+    assert_false(plimsoll_mime_is_text(NULL));
+    struct plimsoll_usage u;
+    assert_true(plimsoll_usage_of(r, &u));
+    assert_int_equal(u.cpu_user_ms, 5);
+    assert_int_equal(u.cpu_system_ms, 6);
+    assert_int_equal(u.memory_peak_kib, 7);
+    assert_int_equal(u.wall_ms, 8);
+    assert_string_equal(u.source, "cgroup");
+    assert_null(plimsoll_usage_absent(r));
+    json_t *steps = json_object_get(r, "steps");
+    assert_true(plimsoll_usage_of(json_array_get(steps, 0), &u));
+    assert_int_equal(u.wall_ms, 3);
+    assert_int_equal(u.memory_peak_kib, 0);
+    assert_string_equal(u.source, "gvisor");
+    assert_false(plimsoll_usage_of(json_array_get(steps, 1), &u));
+    assert_string_equal(u.source, "");
+    assert_int_equal(u.wall_ms, 0);
+    json_t *none = json_pack("{s:s}", "usage_absent", "not measured here");
+    assert_false(plimsoll_usage_of(none, &u));
+    assert_string_equal(plimsoll_usage_absent(none), "not measured here");
+    assert_int_equal(plimsoll_outputs_count(none), 0);
+    assert_int_equal(plimsoll_outputs_dropped(none), 0);
+    assert_null(plimsoll_output_at(none, 0));
+    assert_null(plimsoll_display_kind(NULL));
+    assert_int_equal(plimsoll_display_types(NULL), 0);
+    json_decref(none);
+    json_decref(r);
+    free(png);
+}
+
+/* RunCell's unary answer from the scripted server: body as given. */
+static int cell_answer(const char *body, json_t **ret, struct plimsoll_error *err) {
+    static const char id[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    struct script sc = {.ctype = "application/json"};
+    bytes_add(&sc.body, body, strlen(body));
+    struct fake *f = fake_start(&sc, 1);
+    plimsoll_client *c = fake_client(f, 0);
+    json_t *cell = json_pack("{s:s, s:s}", "language", "python", "code", "1");
+    int r = plimsoll_run_cell(c, id, cell, 0, ret, err);
+    json_decref(cell);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    free(sc.body.p);
+    return r;
+}
+
+/* Outputs and usage that are not what the protocol says are a protocol
+ * error; a well-formed answer with them is taken. */
+static void test_outputs_and_usage_checked(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "{\"outputs\": {\"kind\": \"display\"}}",
+        "{\"outputs\": [null]}",
+        "{\"outputs\": [{\"kind\": \"display\", \"data\": [\"text/plain\"]}]}",
+        "{\"outputs\": [{\"kind\": \"display\", \"data\": {\"text/plain\": 1}}]}",
+        "{\"outputs\": [{\"kind\": 1, \"data\": {}}]}",
+        "{\"outputs\": [{\"kind\": \"update\", \"data\": {\"text/plain\": \"x\"}}]}",
+        "{\"outputs\": [{\"data\": {\"text/plain\": \"x\"}}]}",
+        "{\"outputs\": [{\"kind\": \"display\", \"data\": {\"image/png\": \"not base64!\"}}]}",
+        "{\"outputs_dropped\": -1}",
+        "{\"outputs_dropped\": \"3\"}",
+        "{\"usage\": []}",
+        "{\"usage\": {\"cpu_user_ms\": 4294967296}}",
+        "{\"usage\": {\"wall_ms\": \"1\"}}",
+        "{\"usage\": {\"source\": 1}}",
+        "{\"usage_absent\": false}",
+        "{\"steps\": [{\"usage\": {\"memory_peak_kib\": -1}}]}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *res = NULL;
+        struct plimsoll_error err;
+        if (cell_answer(bad[i], &res, &err) != -1 || err.kind != PLIMSOLL_E_PROTOCOL)
+            fail_msg("taken: %s", bad[i]);
+        assert_null(res);
+    }
+    json_t *sent = json_pack("{s:{s:s, s:s}}", "cell", "language", "python", "code", "1");
+    const char *pairs[] = {"image/png", "AAEC", "text/plain", "x"};
+    json_t *resp = json_pack("{s:i, s:s, s:[o], s:i, s:{s:i, s:s}}", "exit_code", 0, "isolation",
+                             "process", "outputs", display_of("display", 2, pairs),
+                             "outputs_dropped", 1, "usage", "wall_ms", 9, "source", "cgroup");
+    char *body = json_dumps(with_record(sent, resp), JSON_COMPACT);
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    if (cell_answer(body, &res, &err) < 0)
+        fail_msg("%s: %s", plimsoll_errkind_name(err.kind), err.message);
+    assert_int_equal(plimsoll_outputs_count(res), 1);
+    assert_int_equal(plimsoll_outputs_dropped(res), 1);
+    unsigned char *got = NULL;
+    size_t n = 0;
+    assert_int_equal(
+        plimsoll_display_bytes(plimsoll_output_at(res, 0), "image/png", &got, &n, &err), 0);
+    assert_int_equal(n, 3);
+    assert_memory_equal(got, "\0\1\2", 3);
+    free(got);
+    struct plimsoll_usage u;
+    assert_true(plimsoll_usage_of(res, &u));
+    assert_int_equal(u.wall_ms, 9);
+    free(body);
+    json_decref(res);
+    json_decref(resp);
+    json_decref(sent);
+}
+
+/* What an output function saw of a cell's display outputs: their kinds and
+ * first types, in order among the output ("out:" and the bytes of a run of
+ * output chunks, however the daemon cut them), each event ending in "|". */
+struct shown {
+    struct bytes events;
+    int displays;
+    bool in_output; /* the last event is output, open for more */
+};
+
+static int on_shown(void *ud, const struct plimsoll_output *ch) {
+    struct shown *s = ud;
+    char line[160];
+    if (ch->display) {
+        assert_int_equal(ch->stdout_len + ch->stderr_len, 0);
+        s->displays++;
+        s->in_output = false;
+        snprintf(line, sizeof line, "%s %s|", plimsoll_display_kind(ch->display),
+                 plimsoll_display_type(ch->display, 0));
+        bytes_add(&s->events, line, strlen(line));
+        return 0;
+    }
+    if (s->in_output)
+        s->events.n--; /* its "|" */
+    else
+        bytes_add(&s->events, "out:", 4);
+    bytes_add(&s->events, ch->stdout_data ? ch->stdout_data : "", ch->stdout_len);
+    bytes_add(&s->events, "|", 1);
+    s->in_output = true;
+    return 0;
+}
+
+/* A display chunk's message. */
+static void display_msg(struct bytes *b, json_t *display) {
+    envelope_json(b, 0, json_pack("{s:{s:o}}", "output", "display", display));
+}
+
+/* A cell's stream: output, displays, the result holding outputs. */
+static int cell_stream_of(struct bytes *body, struct shown *shown, json_t **ret,
+                          struct plimsoll_error *err) {
+    static const char id[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    struct script sc = {.body = *body};
+    struct fake *f = fake_start(&sc, 1);
+    plimsoll_client *c = fake_client(f, 0);
+    json_t *cell = json_pack("{s:s, s:s}", "language", "python", "code", "1");
+    int r = plimsoll_run_cell_stream(c, id, cell, 0, on_shown, shown, ret, err);
+    json_decref(cell);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    return r;
+}
+
+/* The result message of a cell's stream: stdout and these outputs. */
+static void cell_result_msg(struct bytes *b, const char *out, json_t *outputs) {
+    json_t *sent = json_pack("{s:{s:s, s:s}}", "cell", "language", "python", "code", "1");
+    json_t *resp = json_pack("{s:i, s:s, s:s, s:s}", "exit_code", 0, "stdout", out, "stderr", "",
+                             "isolation", "process");
+    if (outputs)
+        json_object_set_new(resp, "outputs", outputs);
+    envelope_json(b, 0, json_pack("{s:o}", "result", with_record(sent, resp)));
+    json_decref(sent);
+}
+
+static void test_stream_displays(void **state) {
+    (void)state;
+    const char *png[] = {"image/png", "AAEC"}, *html[] = {"text/html", "<b>42</b>"};
+    const char *other[] = {"text/plain", "other"};
+    /* In order among the output, and the result's. */
+    struct bytes b = {0};
+    output_msg(&b, "a\n", 2, NULL, 0, 0);
+    display_msg(&b, display_of("display", 1, png));
+    output_msg(&b, "b\n", 2, NULL, 0, 0);
+    display_msg(&b, display_of("result", 1, html));
+    cell_result_msg(
+        &b, "a\nb\n",
+        json_pack("[o, o]", display_of("display", 1, png), display_of("result", 1, html)));
+    end_ok(&b);
+    struct shown shown = {0};
+    json_t *res = NULL;
+    struct plimsoll_error err;
+    if (cell_stream_of(&b, &shown, &res, &err) < 0)
+        fail_msg("%s: %s", plimsoll_errkind_name(err.kind), err.message);
+    assert_string_equal((char *)shown.events.p,
+                        "out:a\n|display image/png|out:b\n|result text/html|");
+    assert_int_equal(plimsoll_outputs_count(res), 2);
+    json_decref(res);
+    free(shown.events.p);
+    free(b.p);
+    /* What breaks the stream. */
+    for (int k = 0; k < 6; k++) {
+        struct bytes bb = {0};
+        json_t *outputs = NULL;
+        const char *out = "";
+        switch (k) {
+        case 0: /* a display the result does not hold */
+            display_msg(&bb, display_of("display", 1, png));
+            break;
+        case 1: /* one it holds otherwise */
+            display_msg(&bb, display_of("display", 1, other));
+            outputs = json_pack("[o]", display_of("display", 1, png));
+            break;
+        case 2: /* in another order */
+            display_msg(&bb, display_of("result", 1, html));
+            display_msg(&bb, display_of("display", 1, png));
+            outputs =
+                json_pack("[o, o]", display_of("display", 1, png), display_of("result", 1, html));
+            break;
+        case 3: /* one that never came, once output came */
+            output_msg(&bb, "a", 1, NULL, 0, 0);
+            out = "a";
+            outputs = json_pack("[o]", display_of("display", 1, png));
+            break;
+        case 4: /* a display with output bytes */
+            envelope_json(&bb, 0,
+                          json_pack("{s:{s:o, s:s}}", "output", "display",
+                                    display_of("display", 1, png), "stdout", "YQ=="));
+            out = "a";
+            outputs = json_pack("[o]", display_of("display", 1, png));
+            break;
+        case 5: /* a display that is not one */
+            display_msg(&bb,
+                        json_pack("{s:s, s:{s:s}}", "kind", "display", "data", "image/png", "%%"));
+            break;
+        }
+        cell_result_msg(&bb, out, outputs);
+        end_ok(&bb);
+        struct shown sh = {0};
+        res = NULL;
+        if (cell_stream_of(&bb, &sh, &res, &err) != -1 || err.kind != PLIMSOLL_E_PROTOCOL)
+            fail_msg("case %d taken", k);
+        free(sh.events.p);
+        free(bb.p);
+    }
+}
+
+/* A cell of the live tests: a raw PNG, an object with an HTML
+ * representation shown and then the cell's value, output between. */
+static const char display_cell[] =
+    "print('before')\n"
+    "display({'image/png': bytes(range(256)), 'text/plain': 'a png'}, raw=True)\n"
+    "class Total:\n"
+    "    def _repr_html_(self): return '<b>42</b>'\n"
+    "    def __repr__(self): return 'Total(42)'\n"
+    "display(Total())\n"
+    "print('after')\n"
+    "Total()\n";
+
+static void check_display_cell(const json_t *r) {
+    assert_int_equal(json_integer_value(json_object_get(r, "exit_code")), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "stdout")), "before\nafter\n");
+    assert_int_equal(plimsoll_outputs_count(r), 3);
+    assert_int_equal(plimsoll_outputs_dropped(r), 0);
+    static const char *const kinds[] = {"display", "display", "result"};
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(plimsoll_display_kind(plimsoll_output_at(r, i)), kinds[i]);
+    unsigned char *got = NULL;
+    size_t n = 0;
+    struct plimsoll_error err;
+    const json_t *png = plimsoll_output_at(r, 0);
+    assert_int_equal(plimsoll_display_bytes(png, "image/png", &got, &n, &err), 0);
+    assert_int_equal(n, 256);
+    assert_memory_equal(got, png_bytes(), 256);
+    free(got);
+    for (size_t i = 1; i < 3; i++) {
+        const json_t *d = plimsoll_output_at(r, i);
+        assert_int_equal(plimsoll_display_types(d), 2);
+        assert_int_equal(plimsoll_display_bytes(d, "text/html", &got, &n, &err), 0);
+        assert_string_equal((char *)got, "<b>42</b>");
+        free(got);
+        assert_int_equal(plimsoll_display_bytes(d, "text/plain", &got, &n, &err), 0);
+        assert_string_equal((char *)got, "Total(42)");
+        free(got);
+    }
+}
+
+/* Docker measures every run: a usage from the cgroup. */
+static void check_cgroup_usage(const json_t *r) {
+    struct plimsoll_usage u;
+    if (!plimsoll_usage_of(r, &u))
+        fail_msg("no usage: %s", plimsoll_usage_absent(r) ? plimsoll_usage_absent(r) : "(why?)");
+    assert_string_equal(u.source, "cgroup");
+    assert_true(u.wall_ms > 0);
+    assert_true(u.memory_peak_kib > 0);
+    assert_null(plimsoll_usage_absent(r));
+}
+
+/* The harness's docker daemon keeps 8 outputs of a cell
+ * (SANDBOX_DISPLAY_OUTPUTS). */
+#define HARNESS_DISPLAY_OUTPUTS 8
+
+static void test_display_live(void **state) {
+    (void)state;
+    if (!have_sessions())
+        return;
+    plimsoll_client *c = client("PLIMSOLL_TEST_SESSION_URL");
+    struct plimsoll_error err;
+    json_t *d = NULL;
+    assert_int_equal(plimsoll_describe(c, &d, &err), 0);
+    json_t *disp = json_object_get(json_object_get(d, "operations"), "display");
+    assert_true(json_is_true(json_object_get(disp, "python")));
+    assert_true(json_is_true(json_object_get(disp, "javascript")));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(d, "limits"), "display_outputs")),
+        HARNESS_DISPLAY_OUTPUTS);
+    json_decref(d);
+    plimsoll_session *s = plimsoll_session_open(c, NULL, NULL, &err);
+    if (!s)
+        fail_msg("open: %s", err.message);
+    json_t *r = NULL;
+    if (plimsoll_session_cell(s, "python", display_cell, NULL, 0, &r, &err) < 0)
+        fail_msg("cell: %s", err.message);
+    check_display_cell(r);
+    check_cgroup_usage(r);
+    json_decref(r);
+    /* JavaScript's display() */
+    if (plimsoll_session_cell(s, "javascript", "display({a: 1}); console.log('js')", NULL, 0, &r,
+                              &err) < 0)
+        fail_msg("js cell: %s", err.message);
+    assert_string_equal(json_string_value(json_object_get(r, "stdout")), "js\n");
+    assert_int_equal(plimsoll_outputs_count(r), 1);
+    const json_t *js = plimsoll_output_at(r, 0);
+    assert_string_equal(plimsoll_display_kind(js), "display");
+    assert_int_equal(plimsoll_display_types(js), 1);
+    assert_string_equal(plimsoll_display_type(js, 0), "application/json");
+    unsigned char *got = NULL;
+    size_t n = 0;
+    assert_int_equal(plimsoll_display_bytes(js, "application/json", &got, &n, &err), 0);
+    assert_string_equal((char *)got, "{\"a\":1}");
+    free(got);
+    json_decref(r);
+    /* Past the bound, the rest are counted, not kept. */
+    if (plimsoll_session_cell(s, "python",
+                              "for i in range(11): display({'text/plain': str(i)}, raw=True)", NULL,
+                              0, &r, &err) < 0)
+        fail_msg("cell: %s", err.message);
+    assert_int_equal(plimsoll_outputs_count(r), HARNESS_DISPLAY_OUTPUTS);
+    assert_int_equal(plimsoll_outputs_dropped(r), 11 - HARNESS_DISPLAY_OUTPUTS);
+    assert_int_equal(plimsoll_display_bytes(plimsoll_output_at(r, 7), "text/plain", &got, &n, &err),
+                     0);
+    assert_string_equal((char *)got, "7");
+    free(got);
+    json_decref(r);
+    /* Streamed: each display in its place among the output. */
+    struct shown shown = {0};
+    if (plimsoll_session_cell_stream(s, "python", display_cell, NULL, 0, on_shown, &shown, &r,
+                                     &err) < 0)
+        fail_msg("stream: %s: %s", plimsoll_errkind_name(err.kind), err.message);
+    check_display_cell(r);
+    assert_string_equal((char *)shown.events.p, "out:before\n|display image/png|display "
+                                                "text/html|out:after\n|result text/html|");
+    free(shown.events.p);
+    json_decref(r);
+    assert_int_equal(plimsoll_chain_len(plimsoll_session_chain(s)), 4);
+    /* A project's steps each have their usage, and the run its own. */
+    json_t *run = json_pack("{s:{s:[{s:[s]}, {s:[s, s, s]}]}}", "project", "steps", "argv", "true",
+                            "argv", "sh", "-c", "echo hi");
+    if (plimsoll_session_run(s, run, &r, &err) < 0)
+        fail_msg("project: %s", err.message);
+    check_cgroup_usage(r);
+    json_t *steps = json_object_get(r, "steps");
+    assert_int_equal(json_array_size(steps), 2);
+    for (size_t i = 0; i < 2; i++)
+        check_cgroup_usage(json_array_get(steps, i));
+    json_decref(r);
+    json_decref(run);
+    assert_int_equal(plimsoll_session_close(s, &err), 0);
+    plimsoll_session_free(s);
+    /* A one-shot snippet too. */
+    if (plimsoll_run_snippet(c, "python", "print(1)", NULL, &r, &err) < 0)
+        fail_msg("snippet: %s", err.message);
+    check_cgroup_usage(r);
+    json_decref(r);
+    plimsoll_client_free(c);
+}
+
+/* The wasm daemon's usage: present with its source, or absent with why. */
+static void test_usage_wasm(void **state) {
+    (void)state;
+    plimsoll_client *c = client("PLIMSOLL_TEST_URL");
+    json_t *r = NULL;
+    struct plimsoll_error err;
+    if (plimsoll_run_snippet(c, "javascript", "console.log(1)", NULL, &r, &err) < 0)
+        fail_msg("%s", err.message);
+    struct plimsoll_usage u;
+    if (plimsoll_usage_of(r, &u)) {
+        assert_string_equal(u.source, "worker");
+        assert_null(plimsoll_usage_absent(r));
+    } else {
+        assert_non_null(plimsoll_usage_absent(r));
+    }
+    json_decref(r);
+    plimsoll_client_free(c);
+}
+
+/* The CLI at <build>/plimsoll, from the example's path. */
+static void cli_path(char *cli, size_t n) {
+    snprintf(cli, n, "%s", PL_EXAMPLE); /* <build>/tests/client_example */
+    for (int k = 0; k < 2; k++) {
+        char *slash = strrchr(cli, '/');
+        assert_non_null(slash);
+        *slash = '\0';
+    }
+    size_t len = strlen(cli);
+    snprintf(cli + len, n - len, "/plimsoll");
+}
+
+/* Run the CLI with argv against the session daemon; its exit status, its
+ * stderr into err (NUL-terminated). */
+static int run_cli(const char *const *args, char *errout, size_t cap) {
+    char cli[4096];
+    cli_path(cli, sizeof cli);
+    const char *argv[16] = {cli};
+    size_t n = 1;
+    for (; args[n - 1] && n < 15; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        close(fds[0]);
+        setenv("PLIMSOLL_URL", getenv("PLIMSOLL_TEST_SESSION_URL"), 1);
+        setenv("PLIMSOLL_KEY", getenv("PLIMSOLL_TEST_KEY"), 1);
+        execv(cli, (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < cap && (r = read(fds[0], errout + got, cap - 1 - got)) > 0)
+        got += (size_t)r;
+    errout[got] = '\0';
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A file's bytes (at most cap), or -1 when it cannot be read. */
+static long file_bytes(const char *path, unsigned char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return (long)n;
+}
+
+static unsigned session_calls(plimsoll_client *c, const char *id) {
+    json_t *info = NULL;
+    struct plimsoll_error err;
+    if (plimsoll_get_session(c, id, &info, &err) < 0)
+        fail_msg("get: %s", err.message);
+    unsigned n = (unsigned)json_integer_value(json_object_get(info, "calls"));
+    json_decref(info);
+    return n;
+}
+
+/* plimsoll cell --outputs DIR: each display output's data in
+ * DIR/NNN-KIND.EXT, exact; a symlink DIR refused before anything is sent;
+ * an existing file never overwritten. */
+static void test_cli_cell_outputs(void **state) {
+    (void)state;
+    if (!have_sessions())
+        return;
+    plimsoll_client *c = client("PLIMSOLL_TEST_SESSION_URL");
+    struct plimsoll_error err;
+    char id[65];
+    const char *langs[] = {"python", NULL};
+    if (plimsoll_open_session(c, langs, id, &err) < 0)
+        fail_msg("open: %s", err.message);
+    char top[] = "/tmp/plimsoll-c-outputs-XXXXXX";
+    assert_non_null(mkdtemp(top));
+    char code[600], dir[600], link[600], path[700], errout[4096];
+    snprintf(code, sizeof code, "%s/cell.py", top);
+    FILE *f = fopen(code, "w");
+    assert_non_null(f);
+    fputs(display_cell, f);
+    fclose(f);
+    snprintf(dir, sizeof dir, "%s/out", top); /* made by the CLI */
+    const char *args[] = {"cell",      id,  "-l", "python", "--usage",
+                          "--outputs", dir, "-f", code,     NULL};
+    int st = run_cli(args, errout, sizeof errout);
+    if (st != 0)
+        fail_msg("exit %d: %s", st, errout);
+    assert_non_null(strstr(errout, "3 display outputs: 6 files in "));
+    assert_non_null(strstr(errout, "plimsoll: usage: "));
+    assert_non_null(strstr(errout, "(cgroup)"));
+    unsigned char buf[512];
+    static const struct {
+        const char *name, *bytes;
+    } want[] = {
+        {"001-display.txt", "a png"},     {"002-display.html", "<b>42</b>"},
+        {"002-display.txt", "Total(42)"}, {"003-result.html", "<b>42</b>"},
+        {"003-result.txt", "Total(42)"},
+    };
+    snprintf(path, sizeof path, "%s/001-display.png", dir);
+    assert_int_equal(file_bytes(path, buf, sizeof buf), 256);
+    assert_memory_equal(buf, png_bytes(), 256);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, want[i].name);
+        long n = file_bytes(path, buf, sizeof buf);
+        assert_int_equal(n, (long)strlen(want[i].bytes));
+        assert_memory_equal(buf, want[i].bytes, (size_t)n);
+    }
+    /* Again into the same directory: the first name there stops it, not
+     * overwritten. */
+    snprintf(path, sizeof path, "%s/001-display.png", dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("keep", f);
+    fclose(f);
+    st = run_cli(args, errout, sizeof errout);
+    assert_int_equal(st, 2);
+    assert_non_null(strstr(errout, "001-display.png exists; not overwritten"));
+    assert_int_equal(file_bytes(path, buf, sizeof buf), 4);
+    assert_memory_equal(buf, "keep", 4);
+    /* A symlink as DIR: refused, and nothing is sent. */
+    snprintf(link, sizeof link, "%s/link", top);
+    assert_int_equal(symlink(dir, link), 0);
+    unsigned calls = session_calls(c, id);
+    const char *via_link[] = {"cell", id, "-l", "python", "--outputs", link, "-f", code, NULL};
+    st = run_cli(via_link, errout, sizeof errout);
+    assert_int_equal(st, 2);
+    assert_non_null(strstr(errout, "is a symlink; refused"));
+    assert_int_equal(session_calls(c, id), calls);
+    /* A symlink in DIR where a file would go is not followed either. */
+    char fresh[600], target[700];
+    snprintf(fresh, sizeof fresh, "%s/fresh", top);
+    assert_int_equal(mkdir(fresh, 0700), 0);
+    snprintf(target, sizeof target, "%s/elsewhere", top);
+    snprintf(path, sizeof path, "%s/001-display.png", fresh);
+    assert_int_equal(symlink(target, path), 0);
+    const char *into_fresh[] = {"cell", id, "-l", "python", "--outputs", fresh, "-f", code, NULL};
+    st = run_cli(into_fresh, errout, sizeof errout);
+    assert_int_equal(st, 2);
+    assert_int_equal(access(target, F_OK), -1);
+    /* Outputs are written in JSON mode too; the JSON is the answer's. */
+    char json_dir[600];
+    snprintf(json_dir, sizeof json_dir, "%s/json", top);
+    const char *as_json[] = {
+        "cell",   id,          "-l",     "python",
+        "--json", "--outputs", json_dir, "display({'image/jpeg': b'\\xff\\xd8'}, raw=True)",
+        NULL};
+    st = run_cli(as_json, errout, sizeof errout);
+    if (st != 0)
+        fail_msg("exit %d: %s", st, errout);
+    snprintf(path, sizeof path, "%s/001-display.jpg", json_dir);
+    assert_int_equal(file_bytes(path, buf, sizeof buf), 2);
+    assert_memory_equal(buf, "\xff\xd8", 2);
+    assert_int_equal(plimsoll_close_session(c, id, &err), 0);
+    plimsoll_client_free(c);
+    snprintf(path, sizeof path, "rm -rf '%s'", top);
+    assert_int_equal(system(path), 0);
+}
+
 static void test_usage_errors(void **state) {
     (void)state;
     struct plimsoll_error err;
@@ -2088,6 +2713,12 @@ int main(void) {
         cmocka_unit_test(test_stream_cell),
         cmocka_unit_test(test_stream_real_daemon),
         cmocka_unit_test(test_stream_session_cell),
+        cmocka_unit_test(test_outputs_accessors),
+        cmocka_unit_test(test_outputs_and_usage_checked),
+        cmocka_unit_test(test_stream_displays),
+        cmocka_unit_test(test_display_live),
+        cmocka_unit_test(test_usage_wasm),
+        cmocka_unit_test(test_cli_cell_outputs),
     };
     return cmocka_run_group_tests_name("libplimsoll", tests, NULL, NULL);
 }

@@ -24,9 +24,11 @@ from .errors import (AtCapacityError, CallerNotAllowedError, ConfigurationError,
                      SessionEndedError, ShuttingDownError, UnauthenticatedError,
                      UnsupportedError)
 from .record import Chain, ChainError, canonical, check_record, sha256_hex, verify_chain
-from .results import (FILE_TYPES, Artifact, ArtifactSupport, Description, FileEntry, Limits, ListFilesResult,
-                      OperationSupport, Operations, ReadFileResult, RunRecord, RunResult,
-                      SessionInfo, SessionInterpreter, StepResult, WriteFilesResult)
+from .results import (DISPLAY_KINDS, FILE_TYPES, USAGE_SOURCES, Artifact, ArtifactSupport,
+                      Description, DisplayOutput, DisplaySupport, FileEntry, Limits,
+                      ListFilesResult, OperationSupport, Operations, ReadFileResult, RunRecord,
+                      RunResult, SessionInfo, SessionInterpreter, StepResult, Usage,
+                      WriteFilesResult, mime_is_text)
 
 __version__ = "0.1.0"
 
@@ -34,7 +36,8 @@ __all__ = [
     "Client", "Session", "AsyncClient", "AsyncSession", "RetryPolicy", "DEFAULT_URL",
     "DEFAULT_MAX_ANSWER_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "MAX_ANSWER_DEPTH", "MAX_ANSWER_INTEGER", "TIERS", "tier_rank",
     "check_tier", "snippet_request", "project_request", "module_request", "OutputChunk",
-    "RunResult", "StepResult", "Artifact", "ArtifactSupport", "RunRecord", "Description", "Operations",
+    "RunResult", "StepResult", "Artifact", "ArtifactSupport", "DisplayOutput", "DISPLAY_KINDS",
+    "DisplaySupport", "Usage", "USAGE_SOURCES", "mime_is_text", "RunRecord", "Description", "Operations",
     "OperationSupport", "Limits", "SessionInfo", "SessionInterpreter", "WriteFilesResult",
     "ReadFileResult", "ListFilesResult", "FileEntry", "FILE_TYPES",
     "Chain", "ChainError", "canonical", "check_record", "sha256_hex", "verify_chain",

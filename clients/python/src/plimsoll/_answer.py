@@ -14,7 +14,7 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .results import FILE_TYPES, SESSION_STATES, parse_time
+from .results import DISPLAY_KINDS, FILE_TYPES, SESSION_STATES, mime_is_text, parse_time
 
 #: The default cap on one answer's body, the same in every official client.
 DEFAULT_MAX_ANSWER_BYTES = 256 << 20
@@ -121,12 +121,19 @@ def parse(data: bytes, deadline: Optional[float] = None) -> Any:
 # ---- the messages' shapes (proto/plimsoll/v1/sandbox.proto) ---------------
 
 STRING, BOOL, INT32, UINT32 = "string", "bool", "int32", "uint32"
+#: A proto map<string, string>: an object whose every member is a string.
+STRING_MAP = "map<string, string>"
 
+USAGE: Dict[str, Any] = {
+    "cpu_user_ms": UINT32, "cpu_system_ms": UINT32, "memory_peak_kib": UINT32,
+    "wall_ms": UINT32, "source": STRING,
+}
 STEP_RESULT: Dict[str, Any] = {
     "name": STRING, "exit_code": INT32, "stdout": STRING, "stderr": STRING,
     "stdout_truncated": BOOL, "stderr_truncated": BOOL, "duration_ms": UINT32,
-    "timed_out": BOOL, "stdout_base64": STRING, "stderr_base64": STRING,
+    "timed_out": BOOL, "stdout_base64": STRING, "stderr_base64": STRING, "usage": USAGE,
 }
+DISPLAY_OUTPUT: Dict[str, Any] = {"kind": STRING, "data": STRING_MAP}
 RUN_RECORD: Dict[str, Any] = {
     "version": INT32, "request_sha256": STRING, "response_sha256": STRING,
     "provider": STRING, "isolation": STRING, "runtime": STRING, "started_at": STRING,
@@ -144,6 +151,8 @@ RUN_RESPONSE: Dict[str, Any] = {
     "detail": STRING, "steps": [STEP_RESULT], "record": RUN_RECORD,
     "stdout_base64": STRING, "stderr_base64": STRING, "interpreter_started": BOOL,
     "artifacts": [ARTIFACT], "artifacts_truncated": BOOL,
+    "outputs": [DISPLAY_OUTPUT], "outputs_dropped": UINT32, "usage": USAGE,
+    "usage_absent": STRING,
 }
 OPERATION_SUPPORT: Dict[str, Any] = {
     "supported": BOOL, "engine": STRING, "max_timeout_ms": UINT32, "languages": [STRING],
@@ -155,14 +164,17 @@ LIMITS: Dict[str, Any] = dict(
                          "rate_burst", "default_timeout_ms", "output_bytes",
                          "max_snippet_bytes", "max_request_bytes", "min_memory_mb",
                          "file_read_bytes", "file_list_entries", "session_max_lifetime_s",
-                         "collect_files", "collect_bytes")},
+                         "collect_files", "collect_bytes", "display_outputs",
+                         "display_output_bytes", "display_bytes")},
     memory_budget_applies=BOOL)
 DESCRIBE_RESPONSE: Dict[str, Any] = {
     "version": STRING, "provider": STRING, "isolation": STRING, "runtime": STRING,
     "ready": BOOL, "ready_detail": STRING, "supports_sessions": BOOL, "languages": [STRING],
     "operations": dict({k: OPERATION_SUPPORT
                         for k in ("snippet", "project", "module", "session", "files")},
-                       artifacts={"project": BOOL, "snippet": BOOL}),
+                       artifacts={"project": BOOL, "snippet": BOOL},
+                       display={k: BOOL for k in ("python", "javascript", "matplotlib",
+                                                  "pandas")}),
     "limits": LIMITS,
 }
 OPEN_SESSION_RESPONSE: Dict[str, Any] = {"session_id": STRING}
@@ -196,7 +208,8 @@ RESPONSES: Dict[str, Dict[str, Any]] = {
     "ReadFile": READ_FILE_RESPONSE, "ListFiles": LIST_FILES_RESPONSE,
 }
 #: A message of RunStream and RunCellStream (bytes are base64 strings).
-OUTPUT_CHUNK: Dict[str, Any] = {"stdout": STRING, "stderr": STRING, "step": UINT32}
+OUTPUT_CHUNK: Dict[str, Any] = {"stdout": STRING, "stderr": STRING, "step": UINT32,
+                                "display": DISPLAY_OUTPUT}
 RUN_STREAM_RESPONSE: Dict[str, Any] = {"output": OUTPUT_CHUNK, "result": RUN_RESPONSE}
 #: What of a Connect error is checked: its details are the extensions'
 #: business and are read leniently.
@@ -211,6 +224,13 @@ _RANGES = {INT32: (-2 ** 31, 2 ** 31 - 1), UINT32: (0, 2 ** 32 - 1)}
 
 def _check(value: Any, kind: Any, where: str) -> None:
     if kind == "any":
+        return
+    if kind == STRING_MAP:
+        if not isinstance(value, dict):
+            raise Malformed("%s is not an object" % where)
+        for k, v in value.items():
+            if not isinstance(v, str):
+                raise Malformed("%s[%r] is not a string" % (where, k[:40]))
         return
     if isinstance(kind, dict):
         if not isinstance(value, dict):
@@ -337,8 +357,23 @@ def _list_files(value: Dict[str, Any], where: str) -> None:
                             % (at, e["modified_at"][:40])) from None
 
 
+def check_display(d: Dict[str, Any], where: str) -> None:
+    """A display output: a kind of :data:`DISPLAY_KINDS`, and the data of
+    each type that is not text (:func:`mime_is_text`) base64."""
+    kind = d.get("kind") or ""
+    if kind not in DISPLAY_KINDS:
+        raise Malformed("%s.kind is %r, not one of %s"
+                        % (where, kind[:40], ", ".join(DISPLAY_KINDS)))
+    for mime, data in (d.get("data") or {}).items():
+        if not mime_is_text(mime):
+            base64_bytes(data, "%s.data[%r]" % (where, mime[:40]))
+
+
 def check_run(value: Dict[str, Any], where: str) -> None:
-    """A run's artifacts: their base64 is base64, each has a path."""
+    """A run's artifacts (their base64 is base64, each has a path) and
+    display outputs (:func:`check_display`)."""
+    for i, d in enumerate(value.get("outputs") or []):
+        check_display(d, "%s.outputs[%d]" % (where, i))
     for i, a in enumerate(value.get("artifacts") or []):
         at = "%s.artifacts[%d]" % (where, i)
         b64 = a.get("path_base64") or ""

@@ -19,6 +19,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import _answer, _transport
 from .errors import PlimsollError
+from .record import canonical
+from .results import DisplayOutput
 
 #: The largest envelope (one message) a client reads, unless told
 #: otherwise: a longer one is refused from its header, before its bytes are
@@ -43,11 +45,18 @@ class OutputChunk:
     a module or a cell). Joined in order, a step's chunks are its result's
     output byte for byte (the client checks this). A multi-byte character
     may be split between chunks: decode incrementally
-    (``codecs.getincrementaldecoder("utf-8")``)."""
+    (``codecs.getincrementaldecoder("utf-8")``).
+
+    A cell's display output comes as a chunk of its own, in the order the
+    cell produced it among its output: ``display`` is the
+    :class:`~plimsoll.DisplayOutput` (then ``stdout`` and ``stderr`` are
+    empty), None in every other chunk. In order, they are the result's
+    ``outputs`` (the client checks this too)."""
 
     stdout: bytes = b""
     stderr: bytes = b""
     step: int = 0
+    display: Optional[DisplayOutput] = None
 
 
 def _b64(value: str, what: str) -> bytes:
@@ -57,6 +66,12 @@ def _b64(value: str, what: str) -> bytes:
         return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
     except (binascii.Error, ValueError):
         raise _answer.Malformed("%s is not base64" % what) from None
+
+
+def _display_line(d: Any) -> bytes:
+    """One display output as :class:`_Joined` takes it: its canonical form
+    and a newline (which the canonical form never holds)."""
+    return canonical(d).encode("utf-8") + b"\n"
 
 
 class _Joined:
@@ -101,6 +116,9 @@ class Decoder:
         self._error: Optional[PlimsollError] = None
         self._ended = False
         self._joined: Dict[Tuple[int, str], _Joined] = {}
+        #: The display outputs given, joined as :func:`_display_line`s.
+        self._displays = _Joined()
+        self._display_count = 0
 
     def _protocol(self, why: str) -> PlimsollError:
         return _transport.protocol_error(self.method, 200, "the stream " + why)
@@ -159,6 +177,8 @@ class Decoder:
             return None
         if output is None:
             return None  # a kind of message this client does not know: skipped
+        if output.get("display") is not None:
+            return self._display(output)
         try:
             chunk = OutputChunk(_b64(output.get("stdout") or "", "output.stdout"),
                                 _b64(output.get("stderr") or "", "output.stderr"),
@@ -172,6 +192,25 @@ class Decoder:
                 raise self._protocol("has more output than a result could hold")
         self.chunks += 1
         return chunk
+
+    def _display(self, output: Dict[str, Any]) -> OutputChunk:
+        """A chunk that is a cell's display output: nothing else in it, a
+        display the result could hold."""
+        display = output["display"]
+        if output.get("stdout") or output.get("stderr"):
+            raise self._protocol("has an output chunk with both a display output and output "
+                                 "bytes")
+        try:
+            _answer.check_display(display, "output.display")
+        except _answer.Malformed as e:
+            raise self._protocol("has an output chunk that is not one: %s" % e) from None
+        self._displays.add(_display_line(display))
+        self._display_count += 1
+        if self._displays.n > self.max_message_bytes:
+            raise self._protocol("has more display outputs than a result could hold")
+        self.chunks += 1
+        return OutputChunk(step=output.get("step") or 0,
+                           display=DisplayOutput.from_dict(display))
 
     def _end(self, payload: bytes) -> None:
         self._ended = True
@@ -200,9 +239,17 @@ class Decoder:
 
     def _check_output(self, result: Dict[str, Any]) -> None:
         """The streamed output, joined, is the result's, byte for byte: a
-        step's chunks its step's output, the others the run's. A stream
+        step's chunks its step's output, the others the run's; the display
+        outputs given, in order, are the result's ``outputs``. A stream
         that sent no chunks (a kind that does not stream) has nothing to
         check."""
+        if not self.chunks:
+            return
+        outputs = result.get("outputs") or []
+        if not (self._display_count == len(outputs) and self._displays.equals(
+                b"".join(_display_line(d) for d in outputs))):
+            raise self._protocol("display outputs are not the result's: %d streamed, %d kept"
+                                 % (self._display_count, len(outputs)))
         if not self._joined:
             return
         steps = result.get("steps") or []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
+import json
 import os
 import re
 import stat
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Type, TypeVar
 
 __all__ = ["RunRecord", "StepResult", "RunResult", "Artifact", "ArtifactSupport",
-           "OperationSupport", "Operations",
+           "DisplayOutput", "DISPLAY_KINDS", "Usage", "USAGE_SOURCES", "mime_is_text",
+           "DisplaySupport", "OperationSupport", "Operations",
            "Limits", "Description", "SessionInterpreter", "SessionInfo", "SESSION_STATES",
            "parse_time", "WriteFilesResult", "ReadFileResult", "FileEntry", "ListFilesResult",
            "FILE_TYPES"]
@@ -82,6 +84,170 @@ class _Output:
         return _bytes_of(self.stderr, self.stderr_base64)
 
 
+#: What a :class:`Usage`'s figures cover: the sandbox's cgroup (every
+#: process in it), the same with gVisor's own Sentry and Gofer, the wasm
+#: worker process, the hosted service's own metrics.
+USAGE_SOURCES = ("cgroup", "gvisor", "worker", "service")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a run (or a project's step) cost, as the provider measured it
+    (docs/api.md, "Usage"). Each figure saturates at 4294967295;
+    ``memory_peak_kib`` is 0 when the provider did not measure a peak."""
+
+    cpu_user_ms: int = 0
+    cpu_system_ms: int = 0
+    #: The most memory in use at once.
+    memory_peak_kib: int = 0
+    wall_ms: int = 0
+    #: What the figures cover: one of :data:`USAGE_SOURCES`.
+    source: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Usage":
+        return _build(cls, data)
+
+
+def _usage(data: Any) -> Optional[Usage]:
+    u = data.get("usage") if isinstance(data, Mapping) else None
+    return Usage.from_dict(u) if isinstance(u, Mapping) else None
+
+
+#: What a :class:`DisplayOutput` is: ``display`` (from ``display()`` or a
+#: figure left open) or ``result`` (the cell's last expression).
+DISPLAY_KINDS = ("display", "result")
+
+
+def mime_is_text(mime: str) -> bool:
+    """Whether a display output carries ``mime`` as text (``text/*``,
+    ``application/json``, ``application/javascript``, ``image/svg+xml``,
+    ``*+json``, ``*+xml``); every other type comes as base64."""
+    return (mime.startswith("text/") or mime in ("application/json", "application/javascript",
+                                                 "image/svg+xml")
+            or mime.endswith("+json") or mime.endswith("+xml"))
+
+
+def _mime_is_json(mime: str) -> bool:
+    return mime == "application/json" or mime.endswith("+json")
+
+
+@dataclass(frozen=True)
+class DisplayOutput:
+    """One display output of a cell (docs/sessions.md, "Display outputs"):
+    a MIME bundle as Jupyter's ``display_data``. ``data`` maps each MIME
+    type to its data as the daemon sent it: text for the text types
+    (:func:`mime_is_text`), base64 for every other; :meth:`bytes_of` gives
+    any type's bytes.
+
+    In a notebook (IPython, Jupyter), an output shows itself:
+    :meth:`_repr_mimebundle_` gives the bundle as IPython's display
+    publisher takes it (text as text, a JSON type as its parsed value,
+    binary types as base64 text), and the ``_repr_*_`` methods the types
+    one by one (``_repr_png_`` and ``_repr_jpeg_`` raw bytes, as IPython's
+    formatters take them). ``IPython.display.display(*r.outputs)`` shows a
+    cell's outputs."""
+
+    kind: str = ""
+    data: Dict[str, str] = field(default_factory=dict)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DisplayOutput":
+        if not isinstance(data, Mapping):
+            data = {}
+        bundle = data.get("data")
+        return cls(kind=data.get("kind") or "",
+                   data=dict(bundle) if isinstance(bundle, Mapping) else {}, raw=dict(data))
+
+    def __repr__(self) -> str:
+        return "DisplayOutput(kind=%r, types=%r)" % (self.kind, list(self.data))
+
+    @property
+    def types(self) -> List[str]:
+        """The bundle's MIME types, in the order the daemon sent them."""
+        return list(self.data)
+
+    def bytes_of(self, mime: str) -> bytes:
+        """The exact bytes of ``mime``'s data: base64 decoded for a binary
+        type, UTF-8 for a text type. ``KeyError`` when the bundle has no
+        such type."""
+        value = self.data[mime]
+        if mime_is_text(mime):
+            return value.encode("utf-8")
+        return base64.b64decode(value + "=" * (-len(value) % 4))
+
+    def text_of(self, mime: str) -> str:
+        """The text of a text type's data (:func:`mime_is_text`);
+        ``KeyError`` when the bundle has no such type, ``ValueError`` for a
+        binary type (:meth:`bytes_of` gives those)."""
+        value = self.data[mime]
+        if not mime_is_text(mime):
+            raise ValueError("plimsoll: %s is not a text type; bytes_of(%r) gives its bytes"
+                             % (mime, mime))
+        return value
+
+    def _text(self, mime: str) -> Optional[str]:
+        return self.data.get(mime)
+
+    def _binary(self, mime: str) -> Optional[bytes]:
+        return self.bytes_of(mime) if mime in self.data else None
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Dict[str, Any]:
+        """The bundle for IPython's display publisher: text types as text,
+        ``application/json`` and ``*+json`` parsed (Jupyter takes a JSON
+        value there, and IPython refuses JSON as a string; one that does not
+        parse is left out), every other type as its base64 text, as
+        ``IPython.display.Image`` gives it."""
+        out: Dict[str, Any] = {}
+        for mime, value in self.data.items():
+            if (include and mime not in include) or (exclude and mime in exclude):
+                continue
+            if _mime_is_json(mime):
+                try:
+                    out[mime] = json.loads(value)
+                except ValueError:
+                    continue
+            elif mime_is_text(mime):
+                out[mime] = value
+            else:
+                out[mime] = base64.b64encode(self.bytes_of(mime)).decode("ascii")
+        return out
+
+    def _repr_html_(self) -> Optional[str]:
+        return self._text("text/html")
+
+    def _repr_markdown_(self) -> Optional[str]:
+        return self._text("text/markdown")
+
+    def _repr_latex_(self) -> Optional[str]:
+        return self._text("text/latex")
+
+    def _repr_svg_(self) -> Optional[str]:
+        return self._text("image/svg+xml")
+
+    def _repr_javascript_(self) -> Optional[str]:
+        return self._text("application/javascript")
+
+    def _repr_png_(self) -> Optional[bytes]:
+        return self._binary("image/png")
+
+    def _repr_jpeg_(self) -> Optional[bytes]:
+        return self._binary("image/jpeg")
+
+    def _repr_pdf_(self) -> Optional[bytes]:
+        return self._binary("application/pdf")
+
+    def _repr_json_(self) -> Any:
+        if "application/json" not in self.data:
+            return None
+        try:
+            return json.loads(self.data["application/json"])
+        except ValueError:
+            return None
+
+
 @dataclass(frozen=True)
 class StepResult(_Output):
     """One step of a project run."""
@@ -96,11 +262,13 @@ class StepResult(_Output):
     timed_out: bool = False
     stdout_base64: str = ""
     stderr_base64: str = ""
+    #: What the step cost, where the provider measures it; else None.
+    usage: Optional[Usage] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "StepResult":
-        return _build(cls, data)
+        return _build(cls, data, usage=_usage(data))
 
 
 def _artifact_path(path: bytes) -> List[bytes]:
@@ -222,6 +390,17 @@ class RunResult(_Output):
     #: More files matched than came (``SANDBOX_COLLECT_FILES``, or the
     #: reader's bounds).
     artifacts_truncated: bool = False
+    #: A cell's display outputs, in the order it produced them (empty when
+    #: it showed nothing, and for every call but a cell).
+    outputs: List[DisplayOutput] = field(default_factory=list)
+    #: Outputs the daemon left out: past ``SANDBOX_DISPLAY_OUTPUTS``, larger
+    #: than ``SANDBOX_DISPLAY_OUTPUT_BYTES``, past ``SANDBOX_DISPLAY_BYTES``,
+    #: or not a well-formed bundle.
+    outputs_dropped: int = 0
+    #: What the run cost, as the provider measured it; None when it
+    #: measures nothing, and then :attr:`usage_absent` says why.
+    usage: Optional[Usage] = None
+    usage_absent: str = ""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -229,11 +408,14 @@ class RunResult(_Output):
         steps = data.get("steps") if isinstance(data, Mapping) else None
         rec = data.get("record") if isinstance(data, Mapping) else None
         arts = data.get("artifacts") if isinstance(data, Mapping) else None
+        outs = data.get("outputs") if isinstance(data, Mapping) else None
         return _build(cls, data,
                       steps=[StepResult.from_dict(s) for s in steps or []],
                       record=RunRecord.from_dict(rec) if isinstance(rec, Mapping) else None,
                       artifacts=([Artifact.from_dict(a) for a in arts]
-                                 if isinstance(arts, list) else None))
+                                 if isinstance(arts, list) else None),
+                      outputs=[DisplayOutput.from_dict(o) for o in outs or []],
+                      usage=_usage(data))
 
     def save_artifacts(self, directory: Any) -> List[str]:
         """Save every artifact below ``directory`` (:meth:`Artifact.save`)
@@ -281,6 +463,25 @@ class ArtifactSupport:
 
 
 @dataclass(frozen=True)
+class DisplaySupport:
+    """What a cell can show besides its text (docs/sessions.md, "Display
+    outputs"), as the daemon's startup test found it."""
+
+    #: ``display()`` and rich values in Python cells.
+    python: bool = False
+    #: ``display()`` in JavaScript cells.
+    javascript: bool = False
+    #: An open matplotlib figure comes back as ``image/png``.
+    matplotlib: bool = False
+    #: A pandas DataFrame comes back as ``text/html`` and ``text/plain``.
+    pandas: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DisplaySupport":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
 class Operations:
     snippet: OperationSupport = field(default_factory=OperationSupport)
     project: OperationSupport = field(default_factory=OperationSupport)
@@ -290,14 +491,17 @@ class Operations:
     files: OperationSupport = field(default_factory=OperationSupport)
     #: Where a run may name ``collect`` globs.
     artifacts: ArtifactSupport = field(default_factory=ArtifactSupport)
+    #: What a cell can show besides its text.
+    display: DisplaySupport = field(default_factory=DisplaySupport)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Operations":
         if not isinstance(data, Mapping):
             data = {}
         kinds = {f.name: OperationSupport.from_dict(data.get(f.name) or {})
-                 for f in dataclasses.fields(cls) if f.name != "artifacts"}
-        return cls(artifacts=ArtifactSupport.from_dict(data.get("artifacts") or {}), **kinds)
+                 for f in dataclasses.fields(cls) if f.name not in ("artifacts", "display")}
+        return cls(artifacts=ArtifactSupport.from_dict(data.get("artifacts") or {}),
+                   display=DisplaySupport.from_dict(data.get("display") or {}), **kinds)
 
 
 @dataclass(frozen=True)
@@ -326,6 +530,12 @@ class Limits:
     collect_files: int = 0
     #: ``SANDBOX_COLLECT_BYTES``: their bytes in all.
     collect_bytes: int = 0
+    #: ``SANDBOX_DISPLAY_OUTPUTS``: the most display outputs one cell keeps.
+    display_outputs: int = 0
+    #: ``SANDBOX_DISPLAY_OUTPUT_BYTES``: the largest one output may be.
+    display_output_bytes: int = 0
+    #: ``SANDBOX_DISPLAY_BYTES``: one cell's outputs in all.
+    display_bytes: int = 0
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Limits":
