@@ -195,6 +195,14 @@ def main(d, out):
             r["runtime"], p["snippet"], p["snippet_collect"], p["snippet_collect"] / p["snippet"],
             p["project"], p["project_collect"], p["project_collect"] / p["project"]))
     art_table = "\n".join(art_lines) if art else "(not measured: no docker engine)"
+    disp = load(d, "display") or []
+    disp_lines = ["| runtime | a cell displaying a 100 KB image/png | p95 | a plain later cell | p95 |"
+                  " ratio (p50) |", "|---|---|---|---|---|---|"]
+    for r in disp:
+        p, q = r["p50_ms"], r["p95_ms"]
+        disp_lines.append("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.2f× |" % (
+            r["runtime"], p["image"], q["image"], p["plain"], q["plain"], p["image"] / p["plain"]))
+    disp_table = "\n".join(disp_lines) if disp else "(not measured: no docker engine)"
     e2b = load(d, "e2b") or []
     e2b_lines = ["| payload | wall p50 | the fake's share p50 | plimsoll's own p50 | p95 |"
                  " calls per run |", "|---|---|---|---|---|---|"]
@@ -397,6 +405,18 @@ round. With `collect` the run costs one `docker exec` more, the reader's
 ([api.md](api.md#artifacts)), after the guest ended and before the
 container's end.
 
+## A cell's display outputs (docker)
+
+{disp_table}
+
+Measured by `bench/display.py` through the daemon, in one session: a
+Python cell that displays 100 KB of `image/png` (`display(..., raw=True)`:
+made in the interpreter, sent on the uplink as one display message, parsed
+and checked by the daemon, base64 in the JSON answer) and a plain cell
+`x + 1`, in turn, each once the cleanup after the call before it finished
+(1.5 s apart under runc, 3 s under runsc); p50 and p95 of 20 each, after
+one untimed round ([sessions.md](sessions.md#display-outputs)).
+
 ## e2b provider: plumbing only
 
 {e2b_table}
@@ -464,7 +484,7 @@ path: [providers/docker.md](providers/docker.md), "The run's end", and
 Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
 `PL_BENCH_DOCKER_N` for the docker series).
 """.format(when=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), machine=machine(),
-           table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table, files_table=files_table, art_table=art_table,
+           table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table, files_table=files_table, art_table=art_table, disp_table=disp_table,
            e2b_table=e2b_table, proto_table=proto_table)
     with open(out, "w") as f:
         f.write(doc)

@@ -6,7 +6,9 @@
  * socketpair, which it then closes.
  * Whatever the bytes, the call ends (ran, ended, never timed out on a
  * closed peer), keeps no more than its caps and counts at least what it
- * kept; a status comes only with "ran".
+ * kept; a status comes only with "ran".  Display frames ("D") go to a
+ * pl_displays whose bounds the first byte's next bits pick: it never keeps
+ * more outputs or bytes than they allow, and what it keeps parses again.
  *
  *   CC=clang-14 CXX=clang++-14 scripts/build/configure build-fuzz -Dfuzz=true \
  *       -Db_sanitize=address,undefined -Db_lundef=false
@@ -52,6 +54,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > 65536)
         return 0;
     size_t cap = CAPS[data[0] & 3];
+    struct pl_display_bounds bounds = {.outputs = 1u + ((data[0] >> 2) & 3u),
+                                       .output_bytes = 64u << ((data[0] >> 4) & 3u),
+                                       .bytes = 128u << ((data[0] >> 6) & 3u)};
+    struct pl_displays disp;
+    pl_displays_init(&disp, bounds, NULL);
     data++;
     size--;
     int sv[2];
@@ -76,7 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pthread_t t;
     if (pthread_create(&t, NULL, peer_main, &p) != 0)
         abort();
-    enum uplink_end e = dk_uplink_cell(&d, LANG_PY, "1", 1, pl_deadline_in_ms(5000), &dx, &status);
+    enum uplink_end e =
+        dk_uplink_cell(&d, LANG_PY, "1", 1, pl_deadline_in_ms(5000), &dx, &disp, &status);
     shutdown(sv[0], SHUT_RDWR); /* the peer may still be writing */
     pthread_join(t, NULL);
     if (e == UPLINK_TIMED_OUT)
@@ -86,6 +94,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (dx.out.kept.len > cap || dx.err.kept.len > cap || dx.out.total < dx.out.kept.len ||
         dx.err.total < dx.err.kept.len)
         abort();
+    json_t *outs = NULL;
+    unsigned dropped = 0;
+    size_t used = disp.used;
+    if (disp.admitted)
+        abort(); /* every admitted bundle is taken or cancelled */
+    pl_displays_finish(&disp, &outs, &dropped);
+    if (json_array_size(outs) > bounds.outputs || used > bounds.bytes)
+        abort();
+    if (!pl_display_list_reparses(outs))
+        abort();
+    json_decref(outs);
     pl_demux_free(&dx);
     dk_uplink_drop(&d, LANG_PY);
     close(sv[1]);

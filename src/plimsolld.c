@@ -88,6 +88,7 @@ static int daemon_start(struct daemon *d, struct pl_error *err) {
     d->metrics = pl_metrics_new();
     if (pl_admission_new(&limits, NULL, NULL, &d->admission) < 0 || !d->metrics)
         return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    pl_metrics_set_provider(d->metrics, pl_provider_name(d->provider));
 
     struct pl_api *api = &d->api;
     api->config = config;

@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +37,9 @@ struct pl_output {
 struct pl_output_sink {
     void (*write)(void *ud, unsigned step, int fd, const char *data, size_t len);
     void *ud;
+    /* A cell's display output as it was kept (display.h), a well-formed
+     * DisplayOutput object the sink may reference; NULL: not taken. */
+    void (*display)(void *ud, json_t *output);
 };
 
 /* A stream being read. */

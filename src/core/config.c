@@ -36,6 +36,9 @@
     X(SANDBOX_FILE_LIST_ENTRIES, file_list_entries, 1000, 1, 100000)                               \
     X(SANDBOX_COLLECT_FILES, collect_files, 64, 1, 1000)                                           \
     X(SANDBOX_COLLECT_BYTES, collect_bytes, 1048576, 1024, 67108864)                               \
+    X(SANDBOX_DISPLAY_OUTPUTS, display_outputs, 32, 1, 1000)                                       \
+    X(SANDBOX_DISPLAY_OUTPUT_BYTES, display_output_bytes, 4194304, 1024, 67108864)                 \
+    X(SANDBOX_DISPLAY_BYTES, display_bytes, 8388608, 1024, 268435456)                              \
     X(PLIMSOLL_HEALTH_WATCH_STREAMS, health_watch_streams, 64, 1, 65536)                           \
     X(PLIMSOLL_HEALTH_WATCH_STREAMS_PER_CONNECTION, health_watch_streams_per_connection, 4, 1,     \
       100)                                                                                         \

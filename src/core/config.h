@@ -95,11 +95,14 @@ struct pl_config {
     /* SANDBOX_SESSION_MAX_LIFETIME, seconds from open: the most ExtendSession
      * may give (default 86400, or SANDBOX_SESSION_LIFETIME when higher) */
     unsigned session_max_lifetime_s;
-    unsigned file_read_bytes;   /* SANDBOX_FILE_READ_BYTES: one ReadFile's most */
-    unsigned file_list_entries; /* SANDBOX_FILE_LIST_ENTRIES: one ListFiles' most */
-    unsigned collect_files;     /* SANDBOX_COLLECT_FILES: one run's most artifacts */
-    unsigned collect_bytes;     /* SANDBOX_COLLECT_BYTES: their bytes in all */
-    unsigned session_pool;      /* SANDBOX_SESSION_POOL: waiting session sandboxes */
+    unsigned file_read_bytes;      /* SANDBOX_FILE_READ_BYTES: one ReadFile's most */
+    unsigned file_list_entries;    /* SANDBOX_FILE_LIST_ENTRIES: one ListFiles' most */
+    unsigned collect_files;        /* SANDBOX_COLLECT_FILES: one run's most artifacts */
+    unsigned collect_bytes;        /* SANDBOX_COLLECT_BYTES: their bytes in all */
+    unsigned display_outputs;      /* SANDBOX_DISPLAY_OUTPUTS: one cell's most outputs */
+    unsigned display_output_bytes; /* SANDBOX_DISPLAY_OUTPUT_BYTES: one output's most */
+    unsigned display_bytes;        /* SANDBOX_DISPLAY_BYTES: one cell's outputs in all */
+    unsigned session_pool;         /* SANDBOX_SESSION_POOL: waiting session sandboxes */
 
     /* The lookup the settings came from, for a provider's own settings. */
     const char *(*lookup)(const char *name, void *userdata);

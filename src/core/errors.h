@@ -21,6 +21,8 @@
  *   errors.[ch]    this header: the Connect codes, the reasons, struct
  *                  pl_error
  *   config.[ch]    every daemon setting: read once, validated, frozen
+ *   display.[ch]   a cell's display outputs: their bounds, the bundle parser,
+ *                  a hosted cell's framed stderr
  *   origin.[ch]    PLIMSOLL_CORS_ORIGINS normalised, a request's Origin
  *                  looked up in it, a header's list of names checked
  *   keys.[ch]      the keys file and bearer-key authentication
@@ -33,6 +35,8 @@
  *   record.[ch]    run records: build and verify; RFC 3339 times
  *   tier.[ch]      the isolation tiers, weakest first, and their names
  *   metrics.[ch]   the counters behind GET /metrics
+ *   acct.[ch]      the kernel's CPU and memory accounting files (a
+ *                  cgroup's, a process's), read and parsed
  *   log.[ch]       structured log lines, one JSON object each on stderr
  *   buf.[ch]       a growable byte buffer (and protobuf's varints)
  *   cleanup.h      scope-bound cleanup attributes and the TAKE macros

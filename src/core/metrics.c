@@ -10,6 +10,27 @@ static const double bucket_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
                                        0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
 #define NBUCKETS (sizeof(bucket_bounds) / sizeof(bucket_bounds[0]))
 
+/* What runs cost: CPU seconds and peak bytes, by payload kind (a fixed
+ * list: the label's values are these and nothing else). */
+static const double cpu_bounds[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                    1,     2.5,   5,    10,    30,   60,  300};
+#define NCPU (sizeof(cpu_bounds) / sizeof(cpu_bounds[0]))
+static const double mem_bounds[] = {
+    1048576,   4194304,    16777216,     33554432,     67108864,     134217728,    268435456,
+    536870912, 1073741824, 2147483648.0, 4294967296.0, 8589934592.0, 17179869184.0};
+#define NMEM (sizeof(mem_bounds) / sizeof(mem_bounds[0]))
+static const char *const usage_kinds[] = {"snippet", "module", "project", "cell"};
+#define NKINDS (sizeof(usage_kinds) / sizeof(usage_kinds[0]))
+
+_Static_assert(NCPU <= 16 && NMEM <= 16, "struct histogram holds 16 buckets");
+
+/* One histogram's counts: cumulative per bucket, as rendered. */
+struct histogram {
+    uint64_t buckets[16];
+    uint64_t count;
+    double sum;
+};
+
 /* The method label: the service's methods, gRPC's health and reflection
  * (as the log line names them), and "other" for anything else, so a
  * caller's path never becomes a label. */
@@ -36,6 +57,8 @@ struct pl_metrics {
     uint64_t buckets[NBUCKETS];
     uint64_t count;
     double sum;
+    const char *provider; /* the usage histograms' label */
+    struct histogram cpu[NKINDS], mem[NKINDS];
 };
 
 struct pl_metrics *pl_metrics_new(void) {
@@ -63,6 +86,57 @@ void pl_metrics_run(struct pl_metrics *m, enum pl_run_outcome o, enum pl_tier t,
     m->count++;
     m->sum += s;
     pthread_mutex_unlock(&m->lock);
+}
+
+void pl_metrics_set_provider(struct pl_metrics *m, const char *provider) {
+    pthread_mutex_lock(&m->lock);
+    m->provider = provider;
+    pthread_mutex_unlock(&m->lock);
+}
+
+static void observe(struct histogram *h, const double *bounds, size_t n, double v) {
+    for (size_t i = 0; i < n; i++)
+        if (v <= bounds[i])
+            h->buckets[i]++;
+    h->count++;
+    h->sum += v;
+}
+
+void pl_metrics_usage(struct pl_metrics *m, enum pl_payload_kind kind, uint64_t cpu_us,
+                      uint64_t memory_peak_bytes) {
+    const char *name = pl_payload_name(kind);
+    size_t k = NKINDS;
+    for (size_t i = 0; name && i < NKINDS; i++)
+        if (strcmp(name, usage_kinds[i]) == 0)
+            k = i;
+    if (k == NKINDS)
+        return;
+    pthread_mutex_lock(&m->lock);
+    observe(&m->cpu[k], cpu_bounds, NCPU, (double)cpu_us / 1e6);
+    if (memory_peak_bytes)
+        observe(&m->mem[k], mem_bounds, NMEM, (double)memory_peak_bytes);
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* One usage histogram family, every kind. */
+static int render_usage(struct pl_buf *o, const char *name, const char *help,
+                        const struct histogram *h, const double *bounds, size_t n,
+                        const char *provider) {
+    int r = pl_buf_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (size_t k = 0; k < NKINDS; k++) {
+        for (size_t i = 0; i < n; i++)
+            r |= pl_buf_printf(o, "%s_bucket{provider=\"%s\",kind=\"%s\",le=\"%.15g\"} %llu\n",
+                               name, provider, usage_kinds[k], bounds[i],
+                               (unsigned long long)h[k].buckets[i]);
+        r |= pl_buf_printf(o,
+                           "%s_bucket{provider=\"%s\",kind=\"%s\",le=\"+Inf\"} %llu\n"
+                           "%s_sum{provider=\"%s\",kind=\"%s\"} %.9g\n"
+                           "%s_count{provider=\"%s\",kind=\"%s\"} %llu\n",
+                           name, provider, usage_kinds[k], (unsigned long long)h[k].count, name,
+                           provider, usage_kinds[k], h[k].sum, name, provider, usage_kinds[k],
+                           (unsigned long long)h[k].count);
+    }
+    return r;
 }
 
 void pl_metrics_broker(struct pl_metrics *m, unsigned forwarded, unsigned refused) {
@@ -158,5 +232,14 @@ int pl_metrics_render(struct pl_metrics *m, unsigned in_flight, int ready, struc
                        "plimsoll_run_duration_seconds_sum %.9f\n"
                        "plimsoll_run_duration_seconds_count %llu\n",
                        (unsigned long long)s.count, s.sum, (unsigned long long)s.count);
+    const char *prov = s.provider ? s.provider : "none";
+    r |= render_usage(o, "plimsoll_run_cpu_seconds",
+                      "CPU time (user and system) an answered run cost, as its provider "
+                      "measured it.",
+                      s.cpu, cpu_bounds, NCPU, prov);
+    r |= render_usage(o, "plimsoll_run_memory_peak_bytes",
+                      "The most memory an answered run held at once, as its provider measured "
+                      "it.",
+                      s.mem, mem_bounds, NMEM, prov);
     return r ? -1 : 0;
 }

@@ -10,6 +10,10 @@
  *   plimsoll_in_flight                        runs in progress
  *   plimsoll_ready                            1 when readiness holds
  *   plimsoll_run_duration_seconds             histogram of run latency
+ *   plimsoll_run_cpu_seconds{provider,kind}   histogram of what runs cost:
+ *   plimsoll_run_memory_peak_bytes{provider,kind}  CPU (user + system) and
+ *                                             peak memory (docs/api.md,
+ *                                             "Usage")
  */
 #pragma once
 
@@ -18,6 +22,7 @@
 
 #include "buf.h"
 #include "errors.h"
+#include "request.h"
 #include "tier.h"
 
 #define PL_RUN_OUTCOMES(X)                                                                         \
@@ -43,6 +48,13 @@ void pl_metrics_run(struct pl_metrics *m, enum pl_run_outcome outcome, enum pl_t
 void pl_metrics_refusal(struct pl_metrics *m, enum pl_reason reason);
 /* One run's broker counters, added when the run ends. */
 void pl_metrics_broker(struct pl_metrics *m, unsigned forwarded, unsigned refused);
+/* The provider's name, the usage histograms' provider label (static). */
+void pl_metrics_set_provider(struct pl_metrics *m, const char *provider);
+/* What one answered run cost (its usage): CPU, user and system together,
+ * and its memory peak (0: not measured, not counted).  kind: snippet,
+ * module, project or cell; another is not counted. */
+void pl_metrics_usage(struct pl_metrics *m, enum pl_payload_kind kind, uint64_t cpu_us,
+                      uint64_t memory_peak_bytes);
 /* A cell that ran: over the kept interpreter's uplink, or through an exec. */
 void pl_metrics_cell(struct pl_metrics *m, bool uplink);
 /* method: a short name ("Run", "Describe", "metrics", "other"). */

@@ -39,10 +39,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../core/capture.h"
 #include "../core/config.h"
+#include "../core/display.h"
 #include "../core/errors.h"
 #include "../core/pool.h"
 #include "../core/request.h"
@@ -76,6 +78,14 @@ struct pl_provider_info {
         bool project;
         bool snippet;
     } artifacts;
+    /* What a cell can show besides its text (display.h), as the startup
+     * test found it in the sandbox the cells run in. */
+    struct {
+        bool python;     /* display() and rich values in Python cells */
+        bool javascript; /* display() in JavaScript cells */
+        bool matplotlib; /* an open figure comes back as image/png */
+        bool pandas;     /* a DataFrame as text/html and text/plain */
+    } display;
     /* An idle session's pause gives back its admission slot (the next
      * call takes one again, or is refused AT_CAPACITY): the provider's
      * paused sandbox runs nothing (openshell's idle stop). */
@@ -116,6 +126,17 @@ struct pl_artifact {
     bool truncated; /* len < size: the run's byte budget ran out */
 };
 
+/* What a run or a step cost, as the provider measured it (docs/api.md,
+ * "Usage"): present false when it measured nothing. */
+struct pl_usage {
+    bool present;
+    uint64_t cpu_user_us;
+    uint64_t cpu_system_us;
+    uint64_t memory_peak_bytes;
+    uint64_t wall_us;
+    const char *source; /* static: "cgroup", "gvisor", "worker", "service" */
+};
+
 /* Per-run settings the core resolved before dispatch. */
 struct pl_run_ctx {
     const char *principal;
@@ -133,6 +154,8 @@ struct pl_run_ctx {
     struct pl_files_ctx files;
     /* The bounds of what a request's collect globs bring back. */
     struct pl_collect_ctx collect;
+    /* A cell's display outputs' bounds (SANDBOX_DISPLAY_*, display.h). */
+    struct pl_display_bounds display;
 };
 
 struct pl_step_result {
@@ -146,6 +169,7 @@ struct pl_step_result {
     bool err_truncated;
     uint32_t duration_ms;
     bool timed_out;
+    struct pl_usage usage;
 };
 
 /* Project outcomes: a stable classification, not a string to parse. */
@@ -187,6 +211,15 @@ struct pl_run_result {
     size_t nartifacts;
     bool collected;
     bool artifacts_truncated;
+    /* A cell's display outputs (display.h): a JSON array of well-formed
+     * DisplayOutput objects (owned; NULL: none came), and how many were
+     * left out. */
+    json_t *outputs;
+    unsigned outputs_dropped;
+    /* What the run cost; when not present, usage_absent says why (empty:
+     * the provider gives no reason). */
+    struct pl_usage usage;
+    char usage_absent[128];
 };
 
 /* Free an artifact list of n entries; NULL-safe.  Inline: the report
@@ -263,7 +296,19 @@ struct pl_provider_ops {
 
     /* Optional: its warm pools now, at most max into ret; how many. */
     size_t (*pools)(void *state, struct pl_pool_report *ret, size_t max);
+
+    /* Why its runs carry no usage (docs/api.md, "Usage"), given in each
+     * answer whose run left usage and usage_absent empty; NULL: none. */
+    const char *no_usage;
 };
+
+/* A run the provider answered without a word on its usage gets the
+ * provider's reason, if it has one. */
+static inline void pl_provider_usage_reason(const struct pl_provider_ops *ops,
+                                            struct pl_run_result *ret) {
+    if (!ret->usage.present && !ret->usage_absent[0] && ops->no_usage)
+        snprintf(ret->usage_absent, sizeof(ret->usage_absent), "%s", ops->no_usage);
+}
 
 /* A started provider: its ops, state and what it proved. */
 struct pl_provider {
@@ -325,7 +370,10 @@ static inline int pl_provider_run(struct pl_provider *p, const struct pl_run_ctx
                                   struct pl_error *err) {
     if (!p->ops->run)
         return pl_error_set(err, PL_REASON_DISABLED, "provider \"%s\" runs nothing", p->ops->name);
-    return p->ops->run(p->state, ctx, req, ret, err);
+    int rc = p->ops->run(p->state, ctx, req, ret, err);
+    if (rc == 0)
+        pl_provider_usage_reason(p->ops, ret);
+    return rc;
 }
 
 /* Open a session's sandbox: 0 with *ret_session, the provider's handle,
@@ -347,7 +395,10 @@ static inline int pl_provider_session_run(struct pl_provider *p, void *session,
                                           const struct pl_run_ctx *ctx,
                                           const struct pl_run_request *req,
                                           struct pl_run_result *ret, struct pl_error *err) {
-    return p->ops->session_run(p->state, session, ctx, req, ret, err);
+    int rc = p->ops->session_run(p->state, session, ctx, req, ret, err);
+    if (rc == 0)
+        pl_provider_usage_reason(p->ops, ret);
+    return rc;
 }
 
 /* Whether it can pause an idle session's sandbox. */

@@ -57,6 +57,7 @@ void pl_run_result_clear(struct pl_run_result *r) {
     }
     free(r->steps);
     json_decref(r->entries);
+    json_decref(r->outputs);
     pl_artifacts_free(r->artifacts, r->nartifacts);
     memset(r, 0, sizeof(*r));
 }

@@ -79,12 +79,20 @@ json_t *pl_api_describe(struct pl_api *api) {
         json_object_set_new(ops, "artifacts",
                             json_pack("{s:b, s:b}", "project", in->artifacts.project, "snippet",
                                       in->artifacts.snippet));
+    if (ops)
+        json_object_set_new(ops, "display",
+                            json_pack("{s:b, s:b, s:b, s:b}", "python", in->display.python,
+                                      "javascript", in->display.javascript, "matplotlib",
+                                      in->display.matplotlib, "pandas", in->display.pandas));
     if (lim) {
         json_object_set_new(lim, "file_read_bytes", json_integer(c->file_read_bytes));
         json_object_set_new(lim, "file_list_entries", json_integer(c->file_list_entries));
         json_object_set_new(lim, "session_max_lifetime_s", json_integer(c->session_max_lifetime_s));
         json_object_set_new(lim, "collect_files", json_integer(c->collect_files));
         json_object_set_new(lim, "collect_bytes", json_integer(c->collect_bytes));
+        json_object_set_new(lim, "display_outputs", json_integer(c->display_outputs));
+        json_object_set_new(lim, "display_output_bytes", json_integer(c->display_output_bytes));
+        json_object_set_new(lim, "display_bytes", json_integer(c->display_bytes));
     }
     json_t *checks = json_array();
     for (size_t i = 0; checks && i < 8 && in->checks[i]; i++)

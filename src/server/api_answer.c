@@ -160,6 +160,24 @@ static int artifacts_json(json_t *o, const struct pl_run_result *r) {
     return 0;
 }
 
+/* Saturating at UINT32_MAX, as every Usage figure. */
+static json_int_t u32_of(uint64_t v) {
+    return (json_int_t)(v > UINT32_MAX ? UINT32_MAX : v);
+}
+
+/* A Usage object (docs/api.md, "Usage"): microseconds and bytes shown as
+ * milliseconds and KiB; a peak of 0 is one not measured, left out (as
+ * proto3 leaves out a zero). */
+static json_t *usage_json(const struct pl_usage *u) {
+    json_t *o = json_pack("{s:I, s:I, s:I, s:s}", "cpu_user_ms", u32_of(u->cpu_user_us / 1000),
+                          "cpu_system_ms", u32_of(u->cpu_system_us / 1000), "wall_ms",
+                          u32_of(u->wall_us / 1000), "source", u->source ? u->source : "");
+    if (o && u->memory_peak_bytes)
+        json_object_set_new(o, "memory_peak_kib",
+                            json_integer(u32_of(u->memory_peak_bytes / 1024)));
+    return o;
+}
+
 json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32_t dur_ms) {
     json_t *o = json_pack("{s:i, s:b, s:b, s:i, s:s, s:s, s:b, s:b, s:s, s:s}", "exit_code",
                           (json_int_t)r->exit_code, "stdout_truncated", r->out_truncated,
@@ -181,10 +199,20 @@ json_t *api_result_json(const struct pl_run_result *r, enum pl_tier tier, uint32
         if (so) {
             put_output(so, "stdout", s->out, s->out_len);
             put_output(so, "stderr", s->err, s->err_len);
+            if (s->usage.present)
+                json_object_set_new(so, "usage", usage_json(&s->usage));
             json_array_append_new(steps, so);
         }
     }
     json_object_set_new(o, "steps", steps);
+    if (r->outputs && json_array_size(r->outputs) > 0)
+        json_object_set(o, "outputs", r->outputs);
+    if (r->outputs_dropped)
+        json_object_set_new(o, "outputs_dropped", json_integer(r->outputs_dropped));
+    if (r->usage.present)
+        json_object_set_new(o, "usage", usage_json(&r->usage));
+    else if (r->usage_absent[0])
+        json_object_set_new(o, "usage_absent", json_string(r->usage_absent));
     if (r->collected && artifacts_json(o, r) < 0) {
         json_decref(o);
         return NULL;

@@ -354,7 +354,10 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
                              .memory_mb = c->req.memory_mb ? c->req.memory_mb : cfg->memory_mb,
                              .output_bytes = cfg->output_bytes,
                              .files = {.list_entries = cfg->file_list_entries},
-                             .collect = {.files = cfg->collect_files, .bytes = cfg->collect_bytes}};
+                             .collect = {.files = cfg->collect_files, .bytes = cfg->collect_bytes},
+                             .display = {.outputs = cfg->display_outputs,
+                                         .output_bytes = cfg->display_output_bytes,
+                                         .bytes = cfg->display_bytes}};
     if (pl_random_hex(ctx.run_id, sizeof(ctx.run_id), 16) < 0) {
         release_place(c);
         pl_error_set(&c->err, PL_REASON_INTERNAL, "no randomness available");
@@ -414,6 +417,9 @@ static int dispatch(struct run_call *c, struct pl_api_response *rs, struct call_
         json_object_set_new(out, "interpreter_started", json_boolean(res.interpreter_started));
     if (c->cell)
         pl_metrics_cell(api->metrics, res.cell_uplink);
+    if (!files && res.usage.present)
+        pl_metrics_usage(api->metrics, c->req.kind, res.usage.cpu_user_us + res.usage.cpu_system_us,
+                         res.usage.memory_peak_bytes);
     enum pl_run_outcome oc = classify(&res);
     json_t *record = record_of(c, out, started, elapsed, calls, refused);
     if (c->ss)

@@ -36,6 +36,7 @@
 #include "../core/log.h"
 #include "api_int.h"
 #include "codec.h"
+#include "sandbox.pb-c.h"
 
 /* The most output one OutputChunk carries (both streams together). */
 #define PL_STREAM_CHUNK_BYTES 65536u
@@ -44,6 +45,7 @@ struct pending {
     struct pending *next;
     unsigned step;
     struct pl_buf out, err;
+    json_t *display; /* a cell's display output: then out and err are empty */
 };
 
 struct pl_api_stream {
@@ -74,6 +76,7 @@ static void pending_free(struct pending *p) {
         struct pending *next = p->next;
         pl_buf_free(&p->out);
         pl_buf_free(&p->err);
+        json_decref(p->display);
         free(p);
         p = next;
     }
@@ -109,7 +112,9 @@ static bool keep(struct pl_api_stream *s, unsigned step, int fd, const char *dat
     bool was_empty = s->head == NULL;
     while (len > 0) {
         struct pending *t = s->tail;
-        size_t room = t && t->step == step ? PL_STREAM_CHUNK_BYTES - t->out.len - t->err.len : 0;
+        size_t room = t && t->step == step && !t->display
+                          ? PL_STREAM_CHUNK_BYTES - t->out.len - t->err.len
+                          : 0;
         if (room == 0) {
             t = calloc(1, sizeof(*t));
             if (!t) {
@@ -148,6 +153,29 @@ static void sink_write(void *ud, unsigned step, int fd, const char *data, size_t
         s->out.notify(s->out.ud);
 }
 
+/* A cell's display output: a chunk of its own, after the output before
+ * it.  What waits is bounded as the result's outputs are (display.h). */
+static void sink_display(void *ud, json_t *output) {
+    struct pl_api_stream *s = ud;
+    pthread_mutex_lock(&s->lock);
+    bool tell = false;
+    struct pending *t = s->gone ? NULL : calloc(1, sizeof(*t));
+    if (t) {
+        t->display = json_incref(output);
+        tell = s->head == NULL && s->begun;
+        if (s->tail)
+            s->tail->next = t;
+        else
+            s->head = t;
+        s->tail = t;
+    } else if (!s->gone) {
+        s->lost = true;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (tell)
+        s->out.notify(s->out.ud);
+}
+
 /* ---- messages ---------------------------------------------------------------- */
 
 int api_envelope(struct pl_buf *b, unsigned char flags, const void *msg, size_t len) {
@@ -176,7 +204,24 @@ int api_grpcweb_trailers(struct pl_buf *b, unsigned code, const char *message,
 static int encode_chunk(enum api_protocol p, const struct pending *c, struct pl_buf *b) {
     struct pl_buf m = {0};
     int r = 0;
-    if (json_coded(p)) {
+    if (c->display && json_coded(p)) {
+        char *j = json_dumps(c->display, JSON_COMPACT);
+        static const char head[] = "{\"output\":{\"display\":";
+        r = j && pl_buf_append(&m, head, sizeof(head) - 1) == 0 &&
+                    pl_buf_append(&m, j, strlen(j)) == 0 && pl_buf_append(&m, "}}", 2) == 0
+                ? 0
+                : -1;
+        free(j);
+    } else if (c->display) {
+        struct pl_error err = {0};
+        struct pl_buf in = {0};
+        json_t *chunk = json_pack("{s:O}", "display", c->display);
+        r = chunk && pl_codec_encode(&plimsoll__v1__output_chunk__descriptor, chunk, &in, &err) == 0
+                ? pl_buf_put_pb_bytes(&m, 1, in.data ? in.data : "", in.len)
+                : -1;
+        json_decref(chunk);
+        pl_buf_free(&in);
+    } else if (json_coded(p)) {
         /* {"output":{"stdout":"<base64>","stderr":"<base64>","step":N}},
          * proto3 JSON: empty fields and a step of 0 left out. */
         static const char *const names[] = {"stdout", "stderr"};
@@ -249,7 +294,7 @@ struct pl_api_stream *api_stream_new(struct pl_api *api, enum api_protocol p, co
     if (out)
         s->out = *out;
     s->cors_origin = cors_origin;
-    s->sink = (struct pl_output_sink){.write = sink_write, .ud = s};
+    s->sink = (struct pl_output_sink){.write = sink_write, .ud = s, .display = sink_display};
     return s;
 }
 

@@ -47,6 +47,12 @@ class DisabledDaemon(ClassDaemon, unittest.TestCase):
         for name in ("plimsoll_runs_total", "plimsoll_refusals_total", "plimsoll_in_flight",
                      "plimsoll_run_duration_seconds_bucket", "plimsoll_ready 1"):
             self.assertIn(name, text)
+        # What runs cost, by the daemon's provider and a fixed list of
+        # kinds, there before any run (api/test_usage counts them up).
+        for kind in ("snippet", "module", "project", "cell"):
+            for name in ("plimsoll_run_cpu_seconds", "plimsoll_run_memory_peak_bytes"):
+                self.assertIn('%s_count{provider="disabled",kind="%s"} 0' % (name, kind), text)
+        self.assertIn("# TYPE plimsoll_run_cpu_seconds histogram", text)
 
     def test_metrics_count_refusals(self):
         def disabled_count():

@@ -206,6 +206,7 @@ class Sessions(GrantDaemon):
             self.assertEqual(rec["previous_digest"], prev)
             body = dict(b)
             del body["record"]
+            self.assertIn("usage", body)  # the digest covers it
             self.assertEqual(rec["response_sha256"], sha(body))
             self.assertEqual(rec["request_sha256"], sha(run))
             r2 = dict(rec)

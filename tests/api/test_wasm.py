@@ -86,6 +86,8 @@ class WasmRuns(ClassDaemon, unittest.TestCase):
         self.assertTrue(body["sandbox_name"].startswith("wasm-"))
         rec = body.pop("record")
         self.assertEqual(rec["request_sha256"], sha(req))
+        # The answer's digest covers what the run cost too.
+        self.assertEqual(body["usage"]["source"], "worker", body)
         self.assertEqual(rec["response_sha256"], sha(body))
         self.assertEqual(rec["digest"], sha({k: v for k, v in rec.items() if k != "digest"}))
         self.assertEqual((rec["provider"], rec["isolation"], rec["runtime"]),

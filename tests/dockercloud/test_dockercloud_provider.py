@@ -102,6 +102,9 @@ class Runs(HostedStreams, HostedArtifacts, DockerCloudDaemon):
         b = self.run_ok({"snippet": {"language": "javascript",
                                      "code": "console.error('e'); process.exit(3)"}})
         self.assertEqual((b["exit_code"], b["stderr"]), (3, "e\n"), b)
+        # Nothing measures what a run cost here, and the answer says so.
+        self.assertNotIn("usage", b)
+        self.assertTrue(b["usage_absent"].startswith("dockercloud reports no per-run usage"), b)
         self.assert_no_sandbox_left()
 
     def test_project_steps_files_and_a_failing_step(self):

@@ -14,6 +14,8 @@ The markers:
         docker           SANDBOX_PROVIDER=docker under runc
         docker-sessions  docker under runc with SANDBOX_MAX_SESSIONS=4 (what
                          scripts/quickstart docker starts)
+        docker-data      docker-sessions with the data image (plimsoll/data,
+                         numpy, pandas, matplotlib) as SANDBOX_DOCKER_PROJECT_IMAGE
       with no KIND (`<!-- doc: run -->`) it runs with no daemon; with KIND
       quickstart it runs in a fresh copy of the repository's layout with
       PLIMSOLL_SKIP_DEPS=1, PLIMSOLL_BUILD_DIR (the build under test, used as
@@ -128,6 +130,10 @@ DAEMON_ENV = {
     "docker-sessions": {"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": "runc",
                         "SANDBOX_MAX_SESSIONS": "4",
                         "SANDBOX_DOCKER_INSTANCE": "docs-sessions" + pdocker.RUN_TAG},
+    "docker-data": {"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": "runc",
+                    "SANDBOX_MAX_SESSIONS": "4",
+                    "SANDBOX_DOCKER_PROJECT_IMAGE": "plimsoll/data:latest",
+                    "SANDBOX_DOCKER_INSTANCE": "docs-data" + pdocker.RUN_TAG},
 }
 
 
@@ -605,6 +611,7 @@ DisabledBlocks = make_case("disabled", "DisabledBlocks")
 WasmBlocks = make_case("wasm", "WasmBlocks")
 DockerBlocks = make_case("docker", "DockerBlocks")
 DockerSessionBlocks = make_case("docker-sessions", "DockerSessionBlocks")
+DockerDataBlocks = make_case("docker-data", "DockerDataBlocks")
 QuickstartBlocks = make_case("quickstart", "QuickstartBlocks")
 DockerGuestBlocks = make_case("docker", "DockerGuestBlocks", GuestCase)
 WasmGuestBlocks = make_case("wasm", "WasmGuestBlocks", GuestCase)

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from plimsoll_test.e2b import FakeE2B  # noqa: E402
 from plimsoll_test.harness import Daemon, error_info  # noqa: E402
 from plimsoll_test.hosted_guests import HostedArtifacts, HostedStreams  # noqa: E402
+from plimsoll_test.payloads import sha  # noqa: E402
 
 TEMPLATE = "plimsoll-project"
 IMAGE = "plimsoll/project:latest"
@@ -158,6 +159,40 @@ class Runs(HostedStreams, HostedArtifacts, E2BDaemon):
         self.assertTrue(r["sandbox_name"])
         self.assert_no_sandbox_left()
         self.assertEqual(len(creates(self.fake.state())), 1)
+
+    def test_usage_from_e2b_metrics(self):
+        # Three seconds of one busy core: the fake samples the VM every
+        # second, as E2B does every few, and the run's answer carries what
+        # the samples between its start and its end say.
+        code = "import time\nt = time.time()\nwhile time.time() - t < 3: pass\nprint('done')"
+        r = self.run_ok({"snippet": {"language": "python", "code": code}, "timeout_ms": 20000})
+        self.assertEqual(r["stdout"], "done\n")
+        u = r.get("usage")
+        self.assertIsNotNone(u, r)
+        self.assertEqual(u["source"], "service")
+        # One core of the VM's two, busy for at least the two seconds
+        # between whole-second samples; the service gives no split.
+        self.assertGreaterEqual(u["cpu_user_ms"], 500, u)
+        self.assertEqual(u["cpu_system_ms"], 0, u)
+        self.assertGreater(u["memory_peak_kib"], 0, u)
+        self.assertGreaterEqual(u["wall_ms"], 3000, u)
+        rest = {k: v for k, v in r.items() if k != "record"}
+        self.assertEqual(r["record"]["response_sha256"], sha(rest))
+        asked = [q for q in self.fake.state()["requests"]
+                 if q["method"] == "GET" and q["path"].startswith("/sandboxes/")
+                 and "/metrics?" in q["path"]]
+        self.assertEqual(len(asked), 1, asked)
+        self.assertIn("start=", asked[0]["path"])
+        self.assertEqual(self.fake.state().get("violations", []), [])
+
+    def test_a_short_run_says_why_it_has_no_usage(self):
+        r = self.run_ok({"snippet": {"language": "python", "code": "print(1)"}})
+        # Shorter than two samples of the VM: no figures, and why.
+        if "usage" in r:
+            self.assertEqual(r["usage"]["source"], "service")
+            self.assertNotIn("usage_absent", r)
+        else:
+            self.assertIn("e2b's metrics held", r["usage_absent"])
 
     def test_python_snippet_stdin_stderr_exit(self):
         code = "import sys\nd = sys.stdin.read()\nprint(d.upper())\nsys.stderr.write('e')\nsys.exit(3)"

@@ -24,6 +24,7 @@ from plimsoll_test.hosted_sessions import HostedSessions, project  # noqa: E402
 
 class Sessions(HostedSessions, E2BDaemon):
     TIER = "vm"
+    USAGE_SOURCE = "service"
     EXTRA = {"SANDBOX_MAX_SESSIONS": "4", "SANDBOX_SESSION_IDLE": "2",
              "SANDBOX_SESSION_LIFETIME": "600", "SANDBOX_OUTPUT_BYTES": "4096",
              "SANDBOX_FILE_READ_BYTES": "65536", "SANDBOX_FILE_LIST_ENTRIES": "40"}

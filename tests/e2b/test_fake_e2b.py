@@ -502,6 +502,39 @@ class FakeE2BTest(unittest.TestCase):
                 self.assertEqual((metrics["cpu_count"], metrics["mem_total_mib"]), (cpus, mib), metrics)
                 self.assertEqual(metrics["mem_total"], mib << 20)
 
+    def test_sandbox_metrics_sample_its_cgroup(self):
+        # A sandbox busy on one core for 3 s: its samples (one a second)
+        # show the CPU and the memory its container used, and the window
+        # chooses them; an unknown sandbox is 404, a bad bound 400.
+        sbx = self.new_sandbox(timeout=600)
+        t0 = int(time.time())
+        run = FAKE.run(sbx["sandboxID"], "python3",
+                       ["-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass\n"
+                              "print(time.process_time())"])
+        used = float(run.stdout)
+        time.sleep(1.5)
+        status, samples, _ = FAKE.api("GET", "/sandboxes/%s/metrics?start=%d" % (sbx["sandboxID"], t0))
+        self.assertEqual(status, 200, samples)
+        self.assertGreaterEqual(len(samples), 3, samples)
+        for m in samples:
+            self.assertGreaterEqual(m["timestampUnix"], t0)
+            self.assertEqual((m["cpuCount"], m["memTotal"]), (2, 512 << 20), m)
+            self.assertGreater(m["memUsed"], 0, m)
+        # What the samples add up to is the CPU the loop got (all of one
+        # core of two on an idle machine, less on a busy one), within a
+        # second's sample at each end.
+        shown = sum(m["cpuUsedPct"] / 100 * m["cpuCount"] for m in samples[1:])
+        self.assertGreaterEqual(shown, used * 0.5, (used, samples))
+        self.assertLessEqual(shown, used + 1.5, (used, samples))
+        last = samples[-1]["timestampUnix"]
+        status, none, _ = FAKE.api("GET", "/sandboxes/%s/metrics?start=%d" % (sbx["sandboxID"], last + 60))
+        self.assertEqual((status, none), (200, []))
+        status, body, _ = FAKE.api("GET", "/sandboxes/nosuchsandbox/metrics")
+        self.assertError(status, body, 404)
+        with FAKE.deliberate():
+            status, body, _ = FAKE.api("GET", "/sandboxes/%s/metrics?start=x" % sbx["sandboxID"])
+        self.assertError(status, body, 400)
+
     # -- misbehaviours
 
     def test_fail_misbehaviour(self):

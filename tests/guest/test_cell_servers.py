@@ -4,7 +4,8 @@ them in the sandbox: the Node cell server (cell_server.js, `node -e`) and
 the Python one (`python3 -c <agent> interp python`), each with the uplink on
 fd 3 and the ready pipe on fd 4, assembled by scripts/build/embed exactly as
 plimsolld embeds them.  The uplink's framing both ways: "C" code in; "O",
-"E" output and "X" the status out (docs/sessions.md)."""
+"E" output, "D" display outputs and "X" the status out
+(docs/sessions.md)."""
 import os
 import shutil
 import socket
@@ -13,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import base64
+import json
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GUEST = os.path.join(ROOT, "src", "providers", "docker", "guest")
@@ -61,10 +64,12 @@ class Server:
             raise AssertionError("the server did not say it was ready")
 
     def cell(self, code):
-        """Send one cell; return (stdout, stderr, status)."""
+        """Send one cell; return (stdout, stderr, status).  Its display
+        outputs, parsed, are in self.displays."""
         data = code.encode()
         self.sock.sendall(b"C" + struct.pack(">I", len(data)) + data)
         out, err = b"", b""
+        self.displays = []
         while True:
             head = recv_exact(self.sock, 5)
             if head is None:
@@ -75,6 +80,8 @@ class Server:
                 out += body
             elif head[:1] == b"E":
                 err += body
+            elif head[:1] == b"D":
+                self.displays.append(json.loads(body))
             elif head[:1] == b"X":
                 return out.decode(), err.decode(), body.decode()
             else:
@@ -176,6 +183,29 @@ class NodeCellServer(CellServer, unittest.TestCase):
         out, err, st = self.server.cell("6 * 7")
         self.assertEqual((out, st), ("42\n", "0"), err)
 
+    def test_display_text_json_and_bytes(self):
+        out, err, st = self.server.cell(
+            "console.log('a'); display('<b>x</b>', 'text/html'); display({n: [1, 2]});"
+            "display(Buffer.from([0x89, 0x50, 0x4e, 0x47]), 'image/png');"
+            "display(new Uint8Array([1, 2, 3]).buffer, 'application/octet-stream');"
+            "display('plain'); console.log('b')")
+        self.assertEqual((out, st), ("a\nb\n", "0"), err)
+        d = self.server.displays
+        self.assertEqual([x["kind"] for x in d], ["display"] * 5)
+        self.assertEqual(d[0]["data"], {"text/html": "<b>x</b>"})
+        self.assertEqual(json.loads(d[1]["data"]["application/json"]), {"n": [1, 2]})
+        self.assertEqual(base64.b64decode(d[2]["data"]["image/png"]), b"\x89PNG")
+        self.assertEqual(base64.b64decode(d[3]["data"]["application/octet-stream"]), b"\1\2\3")
+        self.assertEqual(d[4]["data"], {"text/plain": "plain"})
+
+    def test_display_refuses_what_it_cannot_say(self):
+        for code in ("display(new Uint8Array([1]))", "display('x', 'Image/PNG')",
+                     "display('not base64!', 'image/png')", "display(undefined, 'application/json')"):
+            out, err, st = self.server.cell(code)
+            self.assertEqual(st, "1", code)
+            self.assertIn("TypeError", err)
+            self.assertEqual(self.server.displays, [])
+
 
 class PythonCellServer(CellServer, unittest.TestCase):
     PRINT_SUM = "print(1 + 2)"
@@ -199,6 +229,32 @@ class PythonCellServer(CellServer, unittest.TestCase):
     def test_output_of_a_child_process_reaches_the_cell(self):
         out, err, st = self.server.cell("import os; _ = os.system('echo from-a-child')")
         self.assertEqual((out, st), ("from-a-child\n", "0"), err)
+
+    def test_display_and_rich_values(self):
+        out, err, st = self.server.cell(
+            "class T:\n"
+            "    def _repr_html_(self): return '<table><td>1</td></table>'\n"
+            "    def _repr_png_(self): return b'\\x89PNG'\n"
+            "    def __repr__(self): return 'T()'\n"
+            "class Bad:\n"
+            "    def _repr_html_(self): raise ValueError('no')\n"
+            "print('a'); display(T(), 42); display(Bad())\n"
+            "display({'text/csv': 'a,b'}, raw=True)\n"
+            "T()")
+        self.assertEqual((out, st), ("a\n", "0"), err)
+        self.assertIn("_repr_html_ raised", err)
+        d = self.server.displays
+        self.assertEqual([x["kind"] for x in d], ["display"] * 4 + ["result"])
+        self.assertEqual(d[0]["data"]["text/html"], "<table><td>1</td></table>")
+        self.assertEqual(base64.b64decode(d[0]["data"]["image/png"]), b"\x89PNG")
+        self.assertEqual(d[0]["data"]["text/plain"], "T()")
+        self.assertEqual(d[1]["data"], {"text/plain": "42"})
+        self.assertEqual(set(d[2]["data"]), {"text/plain"})
+        self.assertEqual(d[3]["data"], {"text/csv": "a,b"})
+        self.assertEqual(d[4]["data"], d[0]["data"])
+        # a plain last value is still printed, not displayed
+        out, err, st = self.server.cell("[1, 2]")
+        self.assertEqual((out, st, self.server.displays), ("[1, 2]\n", "0", []), err)
 
     def test_system_exit(self):
         self.assertEqual(self.server.cell("raise SystemExit(0)")[2], "0")

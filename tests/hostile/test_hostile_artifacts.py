@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A project's artifacts (collect globs) through the real daemon and the real
-docker engine, under runc and under runsc: what comes back and in which
+"""What a run brings back besides its output, through the real daemon and the
+real docker engine, under runc and under runsc.  A cell's display outputs
+(docs/sessions.md, "Display outputs"): Python's display() and rich values,
+JavaScript's display(), their bounds, frames a guest forges on its own
+uplink, RunCellStream and gRPC.  A project's artifacts (collect globs): what comes back and in which
 order, the bounds and their flags, the refusals before anything runs, the
 records, and what guest code can set up against the reader: symlinks out
 and in loops, a directory symlink under "**", FIFOs and sockets, hard links,
@@ -36,7 +39,8 @@ class Artifacts(DockerDaemon):
     INSTANCE = "artif-"
     SETTINGS = {"SANDBOX_MAX_SESSIONS": "2", "SANDBOX_SESSION_IDLE": "600",
                 "SANDBOX_DOCKER_WARM": "0", "SANDBOX_COLLECT_FILES": "6",
-                "SANDBOX_COLLECT_BYTES": "8192"}
+                "SANDBOX_COLLECT_BYTES": "8192", "SANDBOX_DISPLAY_OUTPUTS": "4",
+                "SANDBOX_DISPLAY_OUTPUT_BYTES": "65536", "SANDBOX_DISPLAY_BYTES": "131072"}
     START_TIMEOUT = 240
 
     @classmethod
@@ -319,6 +323,149 @@ class Artifacts(DockerDaemon):
         got = [(a["path"], a.get("content"), a.get("content_base64")) for a in r["artifacts"]]
         self.assertEqual(got, [("b.bin", "\ufffd\x00", base64.b64encode(b"\xff\x00").decode()),
                                ("t.txt", "t", None)])
+
+
+    # ---- a cell's display outputs -------------------------------------------
+    def session(self):
+        status, o = self.d.rpc("OpenSession", {})
+        self.assertEqual(status, 200, o)
+        self.addCleanup(self.d.rpc, "CloseSession", {"session_id": o["session_id"]})
+        return o["session_id"]
+
+    def cell(self, sid, lang, code, **extra):
+        status, b = self.d.rpc("RunCell", dict(extra, session_id=sid,
+                                               cell={"language": lang, "code": code}))
+        self.assertEqual(status, 200, b)
+        return b
+
+    def test_display_outputs_of_python_and_javascript_cells(self):
+        sid = self.session()
+        b = self.cell(sid, "python",
+                      "class T:\n"
+                      "    def _repr_html_(self): return '<i>t</i>'\n"
+                      "    def __repr__(self): return 'T'\n"
+                      "print('before')\ndisplay(T())\nprint('after')\nT()")
+        bundle = {"text/html": "<i>t</i>", "text/plain": "T"}
+        self.assertEqual((b["exit_code"], b["stdout"]), (0, "before\nafter\n"), b)
+        self.assertEqual(b["outputs"], [{"kind": "display", "data": bundle},
+                                        {"kind": "result", "data": bundle}])
+        self.assertNotIn("outputs_dropped", b)
+        self.assertEqual(b["record"]["response_sha256"],
+                         sha({k: v for k, v in b.items() if k != "record"}))
+        js = self.cell(sid, "javascript",
+                       "display({a: 1}); display(Buffer.from([0, 255]), 'application/octet-stream');"
+                       "display('<b>b</b>', 'text/html'); 6 * 7")
+        self.assertEqual((js["exit_code"], js["stdout"]), (0, "42\n"), js)
+        self.assertEqual([o["data"] for o in js["outputs"]],
+                         [{"application/json": '{"a":1}'},
+                          {"application/octet-stream": base64.b64encode(b"\0\xff").decode()},
+                          {"text/html": "<b>b</b>"}])
+        # A cell that shows nothing says nothing of outputs.
+        plain = self.cell(sid, "python", "[1, 2]")
+        self.assertEqual(plain["stdout"], "[1, 2]\n", plain)
+        self.assertNotIn("outputs", plain)
+
+    def test_display_bounds_drop_whole_outputs(self):
+        sid = self.session()
+        # SANDBOX_DISPLAY_OUTPUTS=4: the fifth and sixth are left out.
+        b = self.cell(sid, "python",
+                      "for i in range(6):\n    display({'text/plain': str(i)}, raw=True)")
+        self.assertEqual([o["data"]["text/plain"] for o in b["outputs"]], ["0", "1", "2", "3"])
+        self.assertEqual(b["outputs_dropped"], 2, b)
+        # SANDBOX_DISPLAY_OUTPUT_BYTES=65536: a 70000-byte image (93 KB of
+        # base64) is left out whole, the small one after it comes.
+        b = self.cell(sid, "python",
+                      "display({'image/png': bytes(range(256)) * 274}, raw=True)\n"
+                      "display({'text/plain': 'small'}, raw=True)")
+        self.assertEqual([o["data"] for o in b["outputs"]], [{"text/plain": "small"}], b)
+        self.assertEqual(b["outputs_dropped"], 1, b)
+        # SANDBOX_DISPLAY_BYTES=131072: two 60 KB outputs fit, the third not.
+        blob = bytes(range(256)) * 175
+        b = self.cell(sid, "python",
+                      "for i in range(3):\n"
+                      "    display({'application/octet-stream': bytes(range(256)) * 175}, raw=True)")
+        self.assertEqual(len(b["outputs"]), 2, b["outputs_dropped"])
+        self.assertEqual(b["outputs_dropped"], 1)
+        for o in b["outputs"]:
+            self.assertEqual(base64.b64decode(o["data"]["application/octet-stream"]), blob)
+
+    def test_frames_a_guest_forges_on_its_uplink(self):
+        """The cell's code holds the interpreter's uplink (fd 3): what it
+        writes there is checked like the agent's own frames."""
+        sid = self.session()
+        b = self.cell(sid, "python",
+                      "import os, struct\n"
+                      "def f(b): os.write(3, b'D' + struct.pack('>I', len(b)) + b)\n"
+                      "f(b'{\"kind\":\"display\",\"data\":{\"image/png\":\"!!\"}}')\n"
+                      "f(b'not json at all')\n"
+                      "f(b'{\"kind\":\"display\",\"data\":{\"text/plain\":\"a\\\\u0000\"}}')\n"
+                      "f(b'{\"kind\":\"display\",\"data\":{\"text/plain\":\"forged, well formed\"}}')\n"
+                      "print('on')")
+        self.assertEqual((b["exit_code"], b["stdout"]), (0, "on\n"), b)
+        self.assertEqual(b["outputs"], [{"kind": "display",
+                                         "data": {"text/plain": "forged, well formed"}}])
+        self.assertEqual(b["outputs_dropped"], 3)
+        # A frame that says 2 GiB and never comes: the cell's own deadline
+        # ends it (and its interpreter); nothing was kept for it.
+        t = self.cell(sid, "python",
+                      "import os, struct\nos.write(3, b'D' + struct.pack('>I', 1 << 31))\n"
+                      "import time\ntime.sleep(30)", timeout_ms=3000)
+        self.assertEqual((t["exit_code"], t["timed_out"]), (124, True), t)
+        self.assertNotIn("outputs", t)
+        n = self.cell(sid, "python", "print(1)")
+        self.assertEqual((n["stdout"], n["interpreter_started"]), ("1\n", True), n)
+
+    def test_run_cell_stream_sends_them_as_they_come(self):
+        from plimsoll_test import streaming
+        sid = self.session()
+        st = streaming.call(self.d, "RunCellStream", {"session_id": sid, "cell": {
+            "language": "python",
+            "code": "import time\nprint('a', flush=True)\n"
+                    "display({'text/plain': 'd1'}, raw=True)\ntime.sleep(0.2)\nprint('b')"}})
+        self.assertEqual((st.status, st.end, st.leftover), (200, {}, b""), st.frames[-1:])
+        kinds = [("display" if "display" in c else "out") for c in st.chunks]
+        self.assertIn("display", kinds)
+        at = kinds.index("display")
+        self.assertEqual(st.chunks[at]["display"], {"kind": "display",
+                                                    "data": {"text/plain": "d1"}})
+        before = b"".join(base64.b64decode(c.get("stdout", "")) for c in st.chunks[:at])
+        self.assertEqual(before, b"a\n")
+        self.assertEqual(st.joined("stdout"), b"a\nb\n")
+        self.assertEqual(st.result["outputs"], [st.chunks[at]["display"]])
+
+    def test_display_over_grpc_from_a_generated_client(self):
+        """Debian's python3-grpcio with messages generated from proto/: the
+        outputs' map and the stream's display chunk in protobuf."""
+        conformance = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                   "conformance")
+        sys.path.insert(0, conformance)
+        from test_grpcio import DEBIAN_PYTHON, generate
+        gen = tempfile.mkdtemp(prefix="plimsoll-grpcio-")
+        self.addCleanup(shutil.rmtree, gen, True)
+        generate(gen)
+        sid = self.session()
+        cell = {"session_id": sid, "cell": {"language": "python", "code":
+                "display({'image/png': b'\\x89PNG', 'text/plain': 'p'}, raw=True)"}}
+        key = self.d.keys["alice"]
+        cfg = {"target": "127.0.0.1:%d" % self.d.port, "gen": gen, "tls": None,
+               "calls": [{"method": "RunCell", "request": cell, "key": key},
+                         {"method": "RunCellStream", "request": cell, "key": key}]}
+        p = subprocess.run([DEBIAN_PYTHON, os.path.join(conformance, "grpcio_driver.py")],
+                           input=json.dumps(cfg), capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = [json.loads(x) for x in p.stdout.splitlines()]
+        want = {"kind": "display", "data": {"image/png": base64.b64encode(b"\x89PNG").decode(),
+                                            "text/plain": "p"}}
+        self.assertEqual(lines[0]["ok"]["outputs"], [want], lines[0])
+        stream = lines[1]["stream"]
+        self.assertEqual([m["output"]["display"] for m in stream if "display" in
+                          m.get("output", {})], [want], stream)
+        self.assertEqual(stream[-1]["result"]["outputs"], [want])
+
+    def test_describe_states_the_display_bounds(self):
+        lim = self.d.rpc("Describe", {})[1]["limits"]
+        self.assertEqual((lim["display_outputs"], lim["display_output_bytes"],
+                          lim["display_bytes"]), (4, 65536, 131072), lim)
 
 
 ArtifactsRunc, ArtifactsRunsc = per_runtime(Artifacts)

@@ -122,6 +122,9 @@ class Runs(HostedStreams, HostedArtifacts, OpenShellDaemon):
         b = self.run_ok({"snippet": {"language": "javascript",
                                      "code": "console.error('e'); process.exit(3)"}})
         self.assertEqual((b["exit_code"], b["stderr"]), (3, "e\n"), b)
+        # Nothing measures what a run cost here, and the answer says so.
+        self.assertNotIn("usage", b)
+        self.assertTrue(b["usage_absent"].startswith("openshell reports no per-run usage"), b)
         self.assert_no_sandbox_left()
 
     def test_the_sandbox_is_labelled_and_limited_as_asked(self):

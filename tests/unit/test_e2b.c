@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_e2b.c: the e2b provider's parts that need no VM: its settings (every
- * rule at its edge), the envelopes of a Connect stream (hosted/envelope.c)
- * and envd's process events (e2b/events.c), fed as a hostile or broken
- * server would send them. */
+ * rule at its edge), the envelopes of a Connect stream (hosted/envelope.c),
+ * envd's process events (e2b/events.c) and the VM's metrics read as a
+ * run's usage (e2b/usage.c), fed as a hostile or broken server would send
+ * them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -311,13 +312,97 @@ static void test_events_hostile(void **state) {
     pl_buf_free(&b);
 }
 
+/* ---- usage from E2B's metrics -------------------------------------------- */
+
+static json_t *sample(long long t, int cores, double pct, long long mem) {
+    return json_pack("{s:s, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}", "timestamp",
+                     "2026-01-01T00:00:00Z", "timestampUnix", (json_int_t)t, "cpuCount", cores,
+                     "cpuUsedPct", pct, "memUsed", (json_int_t)mem, "memTotal",
+                     (json_int_t)(512 << 20), "memCache", (json_int_t)0, "diskUsed", (json_int_t)0,
+                     "diskTotal", (json_int_t)0);
+}
+
+static void test_usage_from_samples(void **state) {
+    (void)state;
+    struct pl_usage u;
+    char why[128] = "";
+    /* Out of order, one outside the window, two of one second (the later
+     * stands): 2 cores at 50% for 2 s, then at 25% for 1 s. */
+    json_t *a = json_array();
+    json_array_append_new(a, sample(1003, 2, 25.0, 30 << 20));
+    json_array_append_new(a, sample(1000, 2, 90.0, 10 << 20));
+    json_array_append_new(a, sample(1002, 2, 10.0, 99 << 20));
+    json_array_append_new(a, sample(1002, 2, 50.0, 20 << 20));
+    json_array_append_new(a, sample(900, 2, 100.0, 500 << 20));
+    assert_int_equal(eb_usage_of(a, 1000, 1010, &u, why, sizeof(why)), 0);
+    assert_true(u.present);
+    assert_string_equal(u.source, "service");
+    assert_int_equal(u.cpu_user_us, 2000000 + 500000);
+    assert_int_equal(u.cpu_system_us, 0);
+    assert_int_equal(u.memory_peak_bytes, 30u << 20);
+    json_decref(a);
+
+    /* One sample in the window: no figures, and why. */
+    a = json_array();
+    json_array_append_new(a, sample(1000, 2, 50.0, 1));
+    json_array_append_new(a, sample(1000, 2, 50.0, 1));
+    assert_int_equal(eb_usage_of(a, 1000, 1010, &u, why, sizeof(why)), -1);
+    assert_false(u.present);
+    assert_non_null(strstr(why, "held one sample"));
+    json_decref(a);
+    a = json_array();
+    assert_int_equal(eb_usage_of(a, 1000, 1010, &u, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "held no samples"));
+    json_decref(a);
+}
+
+static void test_usage_refuses_what_is_no_sample(void **state) {
+    (void)state;
+    struct pl_usage u;
+    char why[128];
+    const char *bad[] = {
+        "{}",
+        "[1]",
+        "[{\"timestampUnix\": 1000, \"cpuCount\": 2, \"cpuUsedPct\": 50, \"memUsed\": -1}]",
+        "[{\"timestampUnix\": 1000, \"cpuCount\": 0, \"cpuUsedPct\": 50, \"memUsed\": 1}]",
+        "[{\"timestampUnix\": 1000, \"cpuCount\": 2, \"cpuUsedPct\": 500, \"memUsed\": 1}]",
+        "[{\"timestampUnix\": 1000, \"cpuCount\": 2, \"cpuUsedPct\": -1, \"memUsed\": 1}]",
+        "[{\"timestampUnix\": \"1000\", \"cpuCount\": 2, \"cpuUsedPct\": 5, \"memUsed\": 1}]",
+        "[{\"timestampUnix\": 1000, \"cpuCount\": 2, \"memUsed\": 1}]",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *a = json_loads(bad[i], 0, NULL);
+        assert_non_null(a);
+        why[0] = '\0';
+        assert_int_equal(eb_usage_of(a, 0, 2000, &u, why, sizeof(why)), -1);
+        assert_false(u.present);
+        assert_true(why[0] != '\0');
+        json_decref(a);
+    }
+    /* A long-lived VM's many samples: the first EB_USAGE_MAX_SAMPLES count. */
+    json_t *a = json_array();
+    for (long long t = 0; t < EB_USAGE_MAX_SAMPLES + 10; t++)
+        json_array_append_new(a, sample(t, 1, 100.0, t));
+    assert_int_equal(eb_usage_of(a, 0, 1 << 30, &u, why, sizeof(why)), 0);
+    assert_int_equal(u.cpu_user_us, (uint64_t)(EB_USAGE_MAX_SAMPLES - 1) * 1000000u);
+    assert_int_equal(u.memory_peak_bytes, EB_USAGE_MAX_SAMPLES - 1);
+    json_decref(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_settings_defaults), cmocka_unit_test(test_settings_required),
-        cmocka_unit_test(test_settings_api_url),  cmocka_unit_test(test_settings_bounds),
-        cmocka_unit_test(test_settings_guard),    cmocka_unit_test(test_envelopes_any_split),
-        cmocka_unit_test(test_envelopes_bounds),  cmocka_unit_test(test_events_a_run),
-        cmocka_unit_test(test_events_endings),    cmocka_unit_test(test_events_hostile),
+        cmocka_unit_test(test_settings_defaults),
+        cmocka_unit_test(test_settings_required),
+        cmocka_unit_test(test_settings_api_url),
+        cmocka_unit_test(test_settings_bounds),
+        cmocka_unit_test(test_settings_guard),
+        cmocka_unit_test(test_envelopes_any_split),
+        cmocka_unit_test(test_envelopes_bounds),
+        cmocka_unit_test(test_events_a_run),
+        cmocka_unit_test(test_events_endings),
+        cmocka_unit_test(test_events_hostile),
+        cmocka_unit_test(test_usage_from_samples),
+        cmocka_unit_test(test_usage_refuses_what_is_no_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

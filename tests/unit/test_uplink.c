@@ -72,8 +72,12 @@ struct call {
     enum uplink_end end;
     int status;
     struct pl_demux dx;
+    struct pl_displays disp;
     struct dsession d;
 };
+
+/* The display bounds of the next run_cell. */
+static struct pl_display_bounds bounds_now = {.outputs = 32, .output_bytes = 4096, .bytes = 8192};
 
 /* One cell with the peer playing script; out/err caps cap. */
 static void run_cell(struct peer *p, const char *code, size_t cap, unsigned timeout_ms,
@@ -87,12 +91,13 @@ static void run_cell(struct peer *p, const char *code, size_t cap, unsigned time
     c->d.lfd = -1;
     pl_capture_init(&c->dx.out, cap);
     pl_capture_init(&c->dx.err, cap);
+    pl_displays_init(&c->disp, bounds_now, NULL);
     p->fd = sv[1];
     pthread_t t;
     pthread_create(&t, NULL, peer_main, p);
     c->status = -1;
     c->end = dk_uplink_cell(&c->d, LANG_PY, code, strlen(code), pl_deadline_in_ms(timeout_ms),
-                            &c->dx, &c->status);
+                            &c->dx, &c->disp, &c->status);
     if (p->hang)
         shutdown(sv[1], SHUT_RDWR); /* let the peer go */
     pthread_join(t, NULL);
@@ -103,6 +108,7 @@ static void run_cell(struct peer *p, const char *code, size_t cap, unsigned time
 
 static void call_free(struct call *c) {
     pl_demux_free(&c->dx);
+    pl_displays_free(&c->disp);
 }
 
 static void test_a_cell_and_its_output(void **state) {
@@ -227,8 +233,9 @@ static void test_a_closed_uplink_is_unusable_before_anything_is_sent(void **stat
     d.lfd = -1;
     struct pl_demux dx = {0};
     int status = -1;
-    assert_int_equal(dk_uplink_cell(&d, LANG_PY, "x", 1, pl_deadline_in_ms(1000), &dx, &status),
-                     UPLINK_UNUSABLE);      /* the caller then runs the cell another way */
+    assert_int_equal(
+        dk_uplink_cell(&d, LANG_PY, "x", 1, pl_deadline_in_ms(1000), &dx, NULL, &status),
+        UPLINK_UNUSABLE);                   /* the caller then runs the cell another way */
     assert_int_equal(d.in[LANG_PY].fd, -1); /* and the uplink is dropped */
     pl_demux_free(&dx);
 }
@@ -257,8 +264,9 @@ static void test_output_between_cells_is_not_the_next_cells(void **state) {
     pl_capture_init(&dx.out, 1024);
     pl_capture_init(&dx.err, 1024);
     int status = -1;
-    assert_int_equal(dk_uplink_cell(&d, LANG_PY, "x", 1, pl_deadline_in_ms(5000), &dx, &status),
-                     UPLINK_RAN);
+    assert_int_equal(
+        dk_uplink_cell(&d, LANG_PY, "x", 1, pl_deadline_in_ms(5000), &dx, NULL, &status),
+        UPLINK_RAN);
     pthread_join(t, NULL);
     assert_int_equal(dx.out.kept.len, 5);
     assert_memory_equal(dx.out.kept.data, "mine\n", 5);
@@ -266,6 +274,119 @@ static void test_output_between_cells_is_not_the_next_cells(void **state) {
     pl_demux_free(&dx);
     dk_uplink_drop(&d, LANG_PY);
     close(sv[1]);
+}
+
+static void dframe(struct pl_buf *b, const char *json) {
+    frame(b, 'D', json, (uint32_t)strlen(json));
+}
+
+/* Display frames: the well-formed ones kept in order, every other one
+ * dropped and counted, the channel kept. */
+static void test_display_frames_are_checked_and_bounded(void **state) {
+    (void)state;
+    struct peer p = {0};
+    frame(&p.script, 'O', "a", 1);
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"text/plain\":\"x\","
+                      "\"image/png\":\"iVBORw0KGgo=\"}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":"); /* cut */
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"image/png\":\"abc\"}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"image/png\":\"iVBO RK==\"}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"Text/Plain\":\"x\"}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"text\":\"x\"}}");
+    dframe(&p.script, "{\"kind\":\"shown\",\"data\":{\"text/plain\":\"x\"}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"text/plain\":1}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"text/plain\":\"a\\u0000b\"}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"text/plain\":\"x\"},\"more\":1}");
+    dframe(&p.script, "{\"kind\":\"display\",\"kind\":\"result\",\"data\":{\"text/plain\":\"x\"}}");
+    dframe(&p.script, "{\"kind\":\"display\",\"data\":{\"text/plain\":\"x\"}} [");
+    char big[5000];
+    memset(big, ' ', sizeof(big));
+    frame(&p.script, 'D', big, sizeof(big)); /* over output_bytes: read, dropped */
+    dframe(&p.script, "{\"kind\":\"result\",\"data\":{\"text/html\":\"<b>\\u00e9</b>\","
+                      "\"application/vnd.x+json\":\"{}\",\"application/octet-stream\":\"\"}}");
+    frame(&p.script, 'O', "b", 1);
+    frame(&p.script, 'X', "0", 1);
+    struct call c;
+    run_cell(&p, "x", 1024, 5000, &c);
+    assert_int_equal(c.end, UPLINK_RAN);
+    assert_int_equal(c.status, 0);
+    assert_int_equal(c.dx.out.kept.len, 2);
+    json_t *outs = NULL;
+    unsigned dropped = 0;
+    pl_displays_finish(&c.disp, &outs, &dropped);
+    assert_int_equal(json_array_size(outs), 2);
+    assert_int_equal(dropped, 13);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(outs, 0), "kind")),
+                        "display");
+    json_t *d1 = json_object_get(json_array_get(outs, 1), "data");
+    assert_string_equal(json_string_value(json_object_get(d1, "text/html")), "<b>\xc3\xa9</b>");
+    json_decref(outs);
+    call_free(&c);
+}
+
+/* The count and the byte budget: past either, a well-formed output is
+ * dropped too; a bundle the budget gave back (malformed) frees its bytes. */
+static void test_display_budgets(void **state) {
+    (void)state;
+    const char *ok = "{\"kind\":\"display\",\"data\":{\"text/plain\":\"0123456789\"}}";
+    size_t n = strlen(ok);
+    struct peer p = {0};
+    for (int i = 0; i < 3; i++)
+        dframe(&p.script, ok);
+    frame(&p.script, 'X', "0", 1);
+    bounds_now = (struct pl_display_bounds){.outputs = 2, .output_bytes = 4096, .bytes = 8192};
+    struct call c;
+    run_cell(&p, "x", 1024, 5000, &c);
+    assert_int_equal(c.end, UPLINK_RAN);
+    assert_int_equal(json_array_size(c.disp.list), 2);
+    assert_int_equal(c.disp.dropped, 1);
+    call_free(&c);
+
+    struct peer q = {0};
+    dframe(&q.script, ok);
+    dframe(&q.script, "{\"kind\":\"display\",\"data\":{\"text/plain\":\"01234567\"");
+    dframe(&q.script, ok);
+    dframe(&q.script, ok);
+    frame(&q.script, 'X', "0", 1);
+    bounds_now = (struct pl_display_bounds){
+        .outputs = 32, .output_bytes = 4096, .bytes = (unsigned)(2 * n + n / 2)};
+    run_cell(&q, "x", 1024, 5000, &c);
+    assert_int_equal(c.end, UPLINK_RAN);
+    assert_int_equal(json_array_size(c.disp.list), 2);
+    assert_int_equal(c.disp.dropped, 2);
+    assert_int_equal(c.disp.used, 2 * n);
+    call_free(&c);
+    bounds_now = (struct pl_display_bounds){.outputs = 32, .output_bytes = 4096, .bytes = 8192};
+}
+
+/* A display frame the interpreter does not finish loses the channel, as
+ * any cut frame, and keeps nothing of it. */
+static void test_a_cut_display_frame(void **state) {
+    (void)state;
+    struct peer p = {.close_after = true};
+    unsigned char h[5] = {'D', 0, 0, 1, 0};
+    pl_buf_append(&p.script, h, 5);
+    pl_buf_append(&p.script, "{\"kind\"", 7);
+    struct call c;
+    run_cell(&p, "x", 1024, 5000, &c);
+    assert_int_equal(c.end, UPLINK_ENDED);
+    assert_null(c.disp.list);
+    assert_int_equal(c.disp.dropped, 1);
+    assert_int_equal(c.disp.used, 0);
+    call_free(&c);
+}
+
+static void test_mime_text_or_base64(void **state) {
+    (void)state;
+    assert_true(pl_display_mime_is_text("text/plain"));
+    assert_true(pl_display_mime_is_text("text/html"));
+    assert_true(pl_display_mime_is_text("application/json"));
+    assert_true(pl_display_mime_is_text("application/vnd.plotly.v1+json"));
+    assert_true(pl_display_mime_is_text("image/svg+xml"));
+    assert_false(pl_display_mime_is_text("image/png"));
+    assert_false(pl_display_mime_is_text("application/pdf"));
+    assert_false(pl_display_mime_is_text("application/jsonx"));
 }
 
 int main(void) {
@@ -277,6 +398,10 @@ int main(void) {
         cmocka_unit_test(test_a_silent_interpreter_times_out),
         cmocka_unit_test(test_a_closed_uplink_is_unusable_before_anything_is_sent),
         cmocka_unit_test(test_output_between_cells_is_not_the_next_cells),
+        cmocka_unit_test(test_display_frames_are_checked_and_bounded),
+        cmocka_unit_test(test_display_budgets),
+        cmocka_unit_test(test_a_cut_display_frame),
+        cmocka_unit_test(test_mime_text_or_base64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

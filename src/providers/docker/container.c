@@ -302,6 +302,7 @@ int dk_pump(struct docker_state *s, const struct cont_input *in, struct cont_pum
             res->timed_out = true;
             if (p->exec)
                 return 0;
+            dk_usage_end(s, p->id, in->usage); /* what it cost until now */
             if (dk_end_container(s, p->id) < 0)
                 return pl_error_set(err, PL_REASON_INTERNAL,
                                     "docker: cannot kill container at its deadline");

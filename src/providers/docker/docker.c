@@ -167,14 +167,17 @@ static void write_checks(struct docker_state *s, const json_t *info) {
 }
 
 /* Each image's probe beside the canary: python3 and node run in them;
- * the tier and the descriptions Describe gives. */
-static int prove_images(struct docker_state *s, const json_t *info, struct pl_error *err) {
+ * with sessions asked for, what the session image (the project image)
+ * imports for the cells' display kinds; the tier and the descriptions
+ * Describe gives. */
+static int prove_images(struct docker_state *s, const json_t *info, bool sessions,
+                        struct pl_error *err) {
     PL_AUTO_JSON json_t *langs = json_object();
     PL_CLEANUP(dk_canary_stop) struct canary can = {0};
     if (dk_canary_start(s, &can, err) < 0)
         return -1;
-    if (dk_probe_image(s, s->set.snippet_image, s->snippet_id, &can, langs, err) < 0 ||
-        dk_probe_image(s, s->set.project_image, s->project_id, &can, langs, err) < 0)
+    if (dk_probe_image(s, s->set.snippet_image, s->snippet_id, false, &can, langs, err) < 0 ||
+        dk_probe_image(s, s->set.project_image, s->project_id, sessions, &can, langs, err) < 0)
         return -1;
     if (!json_object_get(langs, "python") || !json_object_get(langs, "javascript"))
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -192,6 +195,13 @@ static int prove_images(struct docker_state *s, const json_t *info, struct pl_er
              s->set.runtime, s->set.project_image, s->project_id,
              json_string_value(json_object_get(langs, "javascript")));
     write_checks(s, info);
+    if (sessions)
+        snprintf(s->checks[4], sizeof(s->checks[4]),
+                 "in the session image (%.64s) python3, as the sandbox user, %s matplotlib with "
+                 "the Agg backend and matplotlib.pyplot and %s pandas",
+                 s->set.project_image,
+                 s->image_display.matplotlib ? "imported" : "could not import",
+                 s->image_display.pandas ? "imported" : "could not import");
     return 0;
 }
 
@@ -208,7 +218,7 @@ static int start_sessions(struct docker_state *s, unsigned memory_mb, struct pl_
     }
     if (pr < 0)
         return -1;
-    snprintf(s->checks[4], sizeof(s->checks[4]),
+    snprintf(s->checks[5], sizeof(s->checks[5]),
              "one real session: a call's processes were ended before the next call and its file "
              "outlived a pause and a resume; cells kept a value in %s%s%s and began in a fresh "
              "interpreter",
@@ -232,7 +242,7 @@ static int docker_create(const struct pl_config *config, void **ret_state, struc
     s->pool_n = config->session_pool;
     PL_AUTO_JSON json_t *info = NULL;
     if (start_engine(config, s, &info, err) < 0 || prove_host(s, err) < 0 ||
-        prove_images(s, info, err) < 0)
+        prove_images(s, info, config->max_sessions > 0, err) < 0)
         return -1;
     if (config->max_sessions > 0 && start_sessions(s, config->memory_mb, err) < 0)
         return -1;
@@ -278,6 +288,17 @@ static void docker_info(void *state, struct pl_provider_info *ret) {
                   .max_timeout_ms = s->max_timeout_ms},
         .artifacts = {.project = true, .snippet = true},
     };
+    /* Display kinds follow the cells the proof ran and what the session
+     * image imported; with sessions off there are none. */
+    bool py = false, js = false;
+    for (size_t i = 0; s->sessions_on && s->session_langs[i]; i++) {
+        py = py || strcmp(s->session_langs[i], "python") == 0;
+        js = js || strcmp(s->session_langs[i], "javascript") == 0;
+    }
+    ret->display.python = py;
+    ret->display.javascript = js;
+    ret->display.matplotlib = py && s->image_display.matplotlib;
+    ret->display.pandas = py && s->image_display.pandas;
     size_t n = 0;
     for (size_t i = 0; i < sizeof(s->checks) / sizeof(s->checks[0]); i++)
         if (s->checks[i][0])

@@ -32,6 +32,8 @@
  *   hostview.[ch]     what the host sees of a container: its cgroup and the
  *                     runtime's state, and the kill
  *   reports.[ch]      the readers of the in-sandbox helpers' reports
+ *   usage.c           what a run, a step or a session call cost, from the
+ *                     container's cgroup
  *   seccomp_bpf.[ch]  the seccomp profile compiled to BPF for execs under
  *                     runsc
  *
@@ -181,7 +183,7 @@ struct docker_state {
     char host_version[512];
     /* What the startup proof showed, one sentence each, for Describe's
      * startup_checks (docs/providers/docker.md, "The startup proof"). */
-    char checks[5][400];
+    char checks[6][400];
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -212,6 +214,12 @@ struct docker_state {
      * mix callers use. */
     atomic_uint demand[4];
     const char *session_langs[3]; /* the cell languages the proof showed */
+    /* What the session image's probe imported as the sandbox user (proof.c):
+     * the libraries behind Describe's display kinds. */
+    struct {
+        bool matplotlib; /* matplotlib with Agg, and matplotlib.pyplot */
+        bool pandas;
+    } image_display;
 };
 
 /*
@@ -229,6 +237,26 @@ struct peer_gate {
     struct docker_state *s;
     pthread_mutex_t lock;
     char cgroup[200]; /* "" until the container is created */
+};
+
+/*
+ * What a run, a step or a session call cost (usage.c): a reading of the
+ * container's cgroup when it began, the reading at its end.  The caller
+ * zeroes nothing: dk_usage_begin or dk_usage_step_begin sets it up, and
+ * dk_usage_clear (or the end) closes what it holds.
+ */
+struct dk_usage {
+    bool started;     /* the beginning was read (or the container is fresh) */
+    bool taken;       /* final is the reading at the end (or absent says why) */
+    uint64_t t0_ns;   /* when it began */
+    uint64_t user_us; /* the cgroup's CPU counters then */
+    uint64_t system_us;
+    bool peak_from_start; /* the cgroup's memory peak counts from the beginning */
+    uint64_t peak_seen;   /* the largest peak read before a reset since then */
+    int peak_fd;          /* v2: the descriptor memory.peak was reset through */
+    bool peak_open;
+    struct pl_usage final;
+    char absent[100]; /* why final is not present */
 };
 
 /*
@@ -279,6 +307,10 @@ struct cont_input {
     const struct pl_run_ctx *collect_ctx;
     const struct pl_run_request *collect_req;
     struct pl_run_result *collect_ret;
+    /* What the run costs (usage.c), or NULL: read at the guest's end (a
+     * run's own container: before the deadline's kill too), and around
+     * each step of a project (into its step's usage). */
+    struct dk_usage *usage;
 };
 
 /* The pump's: the caller zeroes it and sets only dx's caps, sinks and end
@@ -575,8 +607,10 @@ int dk_canary_start(struct docker_state *s, struct canary *c, struct pl_error *e
 void dk_canary_stop(struct canary *c);
 /* Run one canary container of image (its id image_id) with the run
  * configuration and judge its report; the interpreters it proved are added
- * to ret_langs (name -> version) unless there already. */
-int dk_probe_image(struct docker_state *s, const char *image, const char *image_id,
+ * to ret_langs (name -> version) unless there already.  With display (the
+ * session image's probe), what the cells' python3 imports there is kept in
+ * s->image_display. */
+int dk_probe_image(struct docker_state *s, const char *image, const char *image_id, bool display,
                    struct canary *can, json_t *ret_langs, struct pl_error *err);
 /* The image ref names: its sha256 id into ret_id.  INVALID_REQUEST naming
  * setting_name when the image is absent or declares a VOLUME. */
@@ -692,6 +726,30 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
                    const struct pl_run_request *req, struct pl_run_result *ret,
                    struct pl_error *err);
 
+/* usage.c */
+/* Begin measuring in container id: fresh, a container not started yet
+ * (its cgroup counts from zero at its start); else a reading now, and the
+ * memory peak reset when the kernel allows. */
+void dk_usage_begin(struct docker_state *s, const char *id, bool fresh, struct dk_usage *u);
+/* The reading at the end into u->final, once (a later call does nothing;
+ * NULL or not begun: nothing); u->absent says why when the cgroup could
+ * not be read. */
+void dk_usage_end(struct docker_state *s, const char *id, struct dk_usage *u);
+/* A step of run (may be NULL) begins: a reading now, the peak reset (the
+ * run's peak so far kept in run first). */
+void dk_usage_step_begin(struct docker_state *s, const char *id, struct dk_usage *run,
+                         struct dk_usage *step);
+/* The step ended after duration_ms: its usage into ret (its memory peak
+ * only when the reset at its start held; nothing when the cgroup could not
+ * be read); step is cleared. */
+void dk_usage_step_end(struct docker_state *s, const char *id, struct dk_usage *run,
+                       struct dk_usage *step, uint32_t duration_ms, struct pl_usage *ret);
+/* Close what u holds; a u dk_usage_end took is closed already. */
+void dk_usage_clear(struct dk_usage *u);
+/* u's end reading into ret->usage, or why there is none into
+ * ret->usage_absent. */
+void dk_usage_result(const struct dk_usage *u, struct pl_run_result *ret);
+
 /* settings.c */
 /* The SANDBOX_DOCKER_* settings into s; INVALID_REQUEST naming the one at
  * fault.  s->seccomp and s->exec_filter_env are malloc'd, the caller's to
@@ -743,11 +801,13 @@ void dk_uplink_drop(struct dsession *d, int lang);
 /* Drop both uplinks, close and unlink the listening socket. */
 void dk_uplink_close(struct dsession *d);
 /* One cell over lang's uplink: UPLINK_RAN with *status (0 ran, 1 raised)
- * and the output in dx; UPLINK_UNUSABLE when nothing was sent (the uplink
+ * and the output in dx, its display outputs in disp (NULL: dropped
+ * uncounted); UPLINK_UNUSABLE when nothing was sent (the uplink
  * is dropped); UPLINK_ENDED or UPLINK_TIMED_OUT when the channel was lost
  * mid-cell.  Every byte read is the guest's. */
 enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
-                               uint64_t deadline, struct pl_demux *dx, int *status);
+                               uint64_t deadline, struct pl_demux *dx, struct pl_displays *disp,
+                               int *status);
 /* Start a language's interpreter; its pid and start time come from the
  * launcher, which runs no guest code (docs/sessions.md), and its uplink
  * is the connection the launcher greeted with.  d->in[lang] is up after. */

@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "../../core/acct.h"
 #include "../../core/buf.h"
 #include "../../core/clock.h"
 
@@ -99,20 +100,24 @@ int pl_hostview_init(struct pl_hostview *hv, const char *instance, bool runsc,
             continue;
         const char *fstype = f[dash + 1], *super = f[dash + 3];
         if (strcmp(fstype, "cgroup") == 0 && strcmp(f[3], "/") == 0) {
-            bool pids = false, memory = false;
+            bool pids = false, memory = false, cpuacct = false;
             char opts[512];
             snprintf(opts, sizeof(opts), "%s", super);
             char *os = NULL;
             for (char *o = strtok_r(opts, ",", &os); o; o = strtok_r(NULL, ",", &os)) {
                 pids = pids || strcmp(o, "pids") == 0;
                 memory = memory || strcmp(o, "memory") == 0;
+                cpuacct = cpuacct || strcmp(o, "cpuacct") == 0;
             }
-            if ((pids && !hv->cg_root[0]) || (memory && !hv->mem_root[0]))
+            if ((pids && !hv->cg_root[0]) || (memory && !hv->mem_root[0]) ||
+                (cpuacct && !hv->cpu_root[0]))
                 unescape(f[4]);
             if (pids && !hv->cg_root[0])
                 snprintf(hv->cg_root, sizeof(hv->cg_root), "%s", f[4]);
             if (memory && !hv->mem_root[0])
                 snprintf(hv->mem_root, sizeof(hv->mem_root), "%s", f[4]);
+            if (cpuacct && !hv->cpu_root[0])
+                snprintf(hv->cpu_root, sizeof(hv->cpu_root), "%s", f[4]);
         } else if (strcmp(fstype, "cgroup2") == 0 && !v2_root[0] && strcmp(f[3], "/") == 0) {
             unescape(f[4]);
             snprintf(v2_root, sizeof(v2_root), "%s", f[4]);
@@ -123,6 +128,7 @@ int pl_hostview_init(struct pl_hostview *hv, const char *instance, bool runsc,
         hv->v2 = true;
         snprintf(hv->cg_root, sizeof(hv->cg_root), "%s", v2_root);
         snprintf(hv->mem_root, sizeof(hv->mem_root), "%s", v2_root);
+        snprintf(hv->cpu_root, sizeof(hv->cpu_root), "%s", v2_root);
     }
     if (!hv->cg_root[0])
         return pl_error_set(err, PL_REASON_INTERNAL,
@@ -409,6 +415,97 @@ long long pl_hostview_oom_kills(const struct pl_hostview *hv, const char *rel) {
         }
     fclose(f);
     return n;
+}
+
+/* cgroup rel's CPU time: v1 cpuacct's nanosecond counters, else its
+ * ticks; v2 cpu.stat. */
+static int cgroup_cpu(const struct pl_hostview *hv, const char *rel, uint64_t *user_us,
+                      uint64_t *system_us) {
+    if (!hv->cpu_root[0])
+        return -ENOENT;
+    char path[PATH_MAX], text[PL_ACCT_TEXT_MAX];
+    int r;
+    if (hv->v2) {
+        snprintf(path, sizeof(path), "%s%s/cpu.stat", hv->cpu_root, rel);
+        r = pl_acct_read(path, text, sizeof(text));
+        return r < 0 ? r : pl_acct_cpu_stat(text, user_us, system_us);
+    }
+    uint64_t u_ns, s_ns;
+    snprintf(path, sizeof(path), "%s%s/cpuacct.usage_user", hv->cpu_root, rel);
+    r = pl_acct_read(path, text, sizeof(text));
+    if (r == 0 && pl_acct_number(text, &u_ns) == 0) {
+        snprintf(path, sizeof(path), "%s%s/cpuacct.usage_sys", hv->cpu_root, rel);
+        r = pl_acct_read(path, text, sizeof(text));
+        if (r == 0 && pl_acct_number(text, &s_ns) == 0) {
+            *user_us = u_ns / 1000u;
+            *system_us = s_ns / 1000u;
+            return 0;
+        }
+    }
+    if (r == -ENOENT) {
+        /* Gone, or a kernel without the split counters: cpuacct.stat. */
+        snprintf(path, sizeof(path), "%s%s", hv->cpu_root, rel);
+        struct stat st;
+        if (stat(path, &st) < 0)
+            return -ENOENT;
+    }
+    snprintf(path, sizeof(path), "%s%s/cpuacct.stat", hv->cpu_root, rel);
+    r = pl_acct_read(path, text, sizeof(text));
+    return r < 0 ? r : pl_acct_cpuacct_stat(text, sysconf(_SC_CLK_TCK), user_us, system_us);
+}
+
+int pl_hostview_usage(const struct pl_hostview *hv, const char *rel, int peak_fd,
+                      struct pl_hostview_usage *ret) {
+    memset(ret, 0, sizeof(*ret));
+    int r = cgroup_cpu(hv, rel, &ret->user_us, &ret->system_us);
+    if (r < 0)
+        return r;
+    char text[PL_ACCT_TEXT_MAX];
+    uint64_t peak = 0;
+    if (peak_fd >= 0) {
+        ssize_t n = pread(peak_fd, text, sizeof(text) - 1, 0);
+        if (n > 0) {
+            text[n] = '\0';
+            if (pl_acct_number(text, &peak) == 0)
+                ret->peak_bytes = peak;
+        }
+        return 0;
+    }
+    if (!hv->mem_root[0])
+        return 0;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s%s/%s", hv->mem_root, rel,
+             hv->v2 ? "memory.peak" : "memory.max_usage_in_bytes");
+    if (pl_acct_read(path, text, sizeof(text)) == 0 && pl_acct_number(text, &peak) == 0)
+        ret->peak_bytes = peak;
+    return 0;
+}
+
+int pl_hostview_peak_reset(const struct pl_hostview *hv, const char *rel, int *ret_fd) {
+    *ret_fd = -1;
+    if (!hv->mem_root[0])
+        return -ENOENT;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s%s/%s", hv->mem_root, rel,
+             hv->v2 ? "memory.peak" : "memory.max_usage_in_bytes");
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    /* v1 takes "0"; v2 any non-empty text (this fd's own peak). */
+    ssize_t n;
+    do
+        n = write(fd, "0\n", 2);
+    while (n < 0 && errno == EINTR);
+    if (n != 2) {
+        int e = n < 0 ? -errno : -EIO;
+        close(fd);
+        return e;
+    }
+    if (hv->v2)
+        *ret_fd = fd;
+    else
+        close(fd);
+    return 0;
 }
 
 int pl_hostview_wait_empty(const struct pl_hostview *hv, const char *rel, unsigned timeout_ms) {

@@ -11,14 +11,17 @@
  * and the runtime keeps a state entry per container until its task is gone.
  * This module reads those two and kills what it finds; the provider uses it
  * after every run, at every session end, between session calls and at
- * startup (docs/providers/docker.md, "What the host proves").
+ * startup (docs/providers/docker.md, "What the host proves").  It also
+ * reads what a container used, from the same cgroup's CPU and memory
+ * accounting (usage.c; docs/api.md, "Usage").
  *
  * Every container is created under a cgroup parent of this daemon instance
  * (cgroupfs driver: "/plimsoll-<instance>"), so the instance's containers,
  * including any the engine forgot, are the children of one directory.
  *
  * Only the cgroupfs driver is supported; cgroup v1 (the pids controller's
- * hierarchy) and v2 (the unified hierarchy) are both read.
+ * hierarchy, and the cpuacct and memory ones for usage) and v2 (the unified
+ * hierarchy) are both read.
  */
 #pragma once
 
@@ -32,6 +35,7 @@
 struct pl_hostview {
     char cg_root[256];      /* v1: the pids hierarchy's mount; v2: the unified mount */
     char mem_root[256];     /* v1: the memory hierarchy's mount; v2: the unified mount */
+    char cpu_root[256];     /* v1: the cpuacct hierarchy's mount; v2: the unified mount */
     bool v2;                /* cgroup v2 */
     char parent[128];       /* the instance's cgroup parent, "/plimsoll-<instance>" */
     char runtime_root[256]; /* where the runtime keeps its per-container state */
@@ -90,6 +94,32 @@ int pl_hostview_kill_all(const struct pl_hostview *hv, const char *rel, unsigned
  * host; < 0 (-errno) when it cannot be read.
  */
 long long pl_hostview_oom_kills(const struct pl_hostview *hv, const char *rel);
+
+/* What a cgroup used, as the host's kernel counts it. */
+struct pl_hostview_usage {
+    uint64_t user_us, system_us; /* CPU since the cgroup was made */
+    uint64_t peak_bytes;         /* memory's peak since it was made or reset; 0: unknown */
+};
+
+/*
+ * Read cgroup rel's CPU time (v1: cpuacct.usage_user and usage_sys, else
+ * cpuacct.stat; v2: cpu.stat) and memory peak (v1:
+ * memory.max_usage_in_bytes; v2: memory.peak, through peak_fd when a reset
+ * opened one, else opened now).  0, or -errno (-ENOENT: the cgroup is
+ * gone); a peak that cannot be read leaves peak_bytes 0.
+ */
+int pl_hostview_usage(const struct pl_hostview *hv, const char *rel, int peak_fd,
+                      struct pl_hostview_usage *ret);
+
+/*
+ * Reset cgroup rel's memory peak to what it holds now.  v1: 0 written to
+ * memory.max_usage_in_bytes (the cgroup's own peak: one reader at a time);
+ * v2 (Linux 6.12 and later): a write to memory.peak, which holds only for
+ * reads through the same descriptor, *ret_fd (the caller closes it; -1 on
+ * v1).  0, or -errno when the kernel does not allow it (the peak then
+ * counts from the cgroup's start).
+ */
+int pl_hostview_peak_reset(const struct pl_hostview *hv, const char *rel, int *ret_fd);
 
 /*
  * Wait up to timeout_ms for cgroup rel to be empty or gone (the runtime

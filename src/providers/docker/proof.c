@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../../core/cleanup.h"
+#include "../../core/log.h"
 #include "docker_int.h"
 #include "proof_keep.h"
 #include "proof_look.h"
@@ -70,6 +71,26 @@ static bool has_opt(const char *opts, const char *want) {
         p = comma ? comma + 1 : NULL;
     }
     return false;
+}
+
+/* The display check's answer (the session image's probe only): a library
+ * counts when the report says true; why one did not import is logged once,
+ * its first 200 bytes. */
+static void judge_display(struct docker_state *s, const char *image, const json_t *rep) {
+    static const char *const names[] = {"matplotlib", "pandas"};
+    bool *found[] = {&s->image_display.matplotlib, &s->image_display.pandas};
+    for (size_t i = 0; i < 2; i++) {
+        *found[i] = json_is_true(json_object_get(json_object_get(rep, "display"), names[i]));
+        if (*found[i])
+            continue;
+        const char *why =
+            json_string_value(json_object_get(json_object_get(rep, "display_errors"), names[i]));
+        char cut[201];
+        snprintf(cut, sizeof(cut), "%s", why ? why : "not reported");
+        pl_log("info", "docker: a display kind is off: the session image lacks its library",
+               json_pack("{s:s, s:s, s:s%}", "image", image, "library", names[i], "why", cut,
+                         strlen(cut)));
+    }
 }
 
 /* Judge one probe report against the run configuration. */
@@ -188,12 +209,12 @@ static int judge_probe(struct docker_state *s, const char *image, const json_t *
 #undef REFUSE
 }
 
-int dk_probe_image(struct docker_state *s, const char *image, const char *image_id,
+int dk_probe_image(struct docker_state *s, const char *image, const char *image_id, bool display,
                    struct canary *can, json_t *ret_langs, struct pl_error *err) {
-    json_t *h = json_pack("{s:s, s:[s, s], s:[s,s,s,s,s,s,s,s,s,s,s,s], s:s}", "kind", "probe",
+    json_t *h = json_pack("{s:s, s:[s, s], s:[s,s,s,s,s,s,s,s,s,s,s,s], s:s, s:b}", "kind", "probe",
                           "tmpfs", "/tmp", "/work", "write_targets", "/", "/etc", "/usr", "/var",
                           "/var/tmp", "/root", "/home", "/opt", "/srv", "/run", "/tmp", "/work",
-                          "socket", "/run/plimsoll/broker.sock");
+                          "socket", "/run/plimsoll/broker.sock", "display", display);
     PL_AUTO_FREE char *line = json_dumps(h, JSON_COMPACT);
     json_decref(h);
     PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
@@ -226,7 +247,11 @@ int dk_probe_image(struct docker_state *s, const char *image, const char *image_
     if (!rep && p.dx.err.kept.len)
         fprintf(stderr, "plimsolld: docker probe stderr: %.*s\n", (int)p.dx.err.kept.len,
                 p.dx.err.kept.data);
-    return judge_probe(s, image, rep, ret_langs, err);
+    if (judge_probe(s, image, rep, ret_langs, err) < 0)
+        return -1;
+    if (display)
+        judge_display(s, image, rep);
+    return 0;
 }
 
 int dk_inspect_image(struct docker_state *s, const char *setting_name, const char *ref,

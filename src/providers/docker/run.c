@@ -157,6 +157,9 @@ static int project_step(struct steps_run *t, size_t i, struct pl_error *err) {
                               req->project.steps[i].argc);
     struct pl_error xerr = {0};
     json_t *env = t->in->step_env ? json_pack("[s]", t->in->step_env) : NULL;
+    PL_CLEANUP(dk_usage_clear) struct dk_usage su = {0};
+    if (t->in->usage)
+        dk_usage_step_begin(t->s, t->id, t->in->usage, &su);
     int rc = dk_exec_in(t->s, t->id, t->user, cmd, env, &ein, &e, &eres, &xerr);
     int code = eres.exit_code;
     uint32_t ms = (uint32_t)((pl_now_ns() - now) / 1000000ull);
@@ -173,6 +176,8 @@ static int project_step(struct steps_run *t, size_t i, struct pl_error *err) {
     }
     if (keep_step(t, i, code, ms, &e, err) < 0)
         return -1;
+    if (t->in->usage)
+        dk_usage_step_end(t->s, t->id, t->in->usage, &su, ms, &res->steps[res->nsteps - 1].usage);
     if (code < 0) {
         snprintf(res->step_error, sizeof(res->step_error),
                  "the engine gave no exit code for step %zu (%s)", i + 1,
@@ -387,8 +392,15 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
     char mark[PL_DEMUX_MARK_MAX];
     if (step_command(a, i, &cmd, mark, sizeof(mark), err) < 0)
         return -1;
-    struct cont_input sin = {
-        .parts = {cmd.data}, .part_len = {cmd.len}, .nparts = 1, .keep_stdin = true};
+    struct cont_input sin = {.parts = {cmd.data},
+                             .part_len = {cmd.len},
+                             .nparts = 1,
+                             .keep_stdin = true,
+                             .usage = a->in->usage};
+    /* The step's cost: from before its command goes (dk_usage_step_*). */
+    PL_CLEANUP(dk_usage_clear) struct dk_usage su = {0};
+    if (a->in->usage)
+        dk_usage_step_begin(a->s, a->p->id, a->in->usage, &su);
     if (i == 0 && a->preamble) {
         sin.parts[0] = a->preamble->data;
         sin.part_len[0] = a->preamble->len;
@@ -437,6 +449,9 @@ static int attached_step(struct attached *a, size_t i, struct steps_run *t, stru
     }
     if (keep_step(t, i, code, ms, &e, err) < 0)
         return -1;
+    if (a->in->usage)
+        dk_usage_step_end(a->s, a->p->id, a->in->usage, &su, ms,
+                          &res->steps[res->nsteps - 1].usage);
     /* Under runc the host checks the bootstrap's word: the container's
      * cgroup holds PID 1 alone (a session's: PID 1, the runner and the
      * kept interpreters).  Anything else outlived the sandbox's own
@@ -490,6 +505,9 @@ static int attached_project(struct docker_state *s, const struct cont_input *in,
     if (!json_object_get(rep, "setup") || json_object_get(rep, "setup_failed"))
         return 0;
     int rc = attached_steps(s, in, p, res, fd, deadline, err);
+    /* What the steps cost, before the collection's own reader runs. */
+    if (rc == 0)
+        dk_usage_end(s, p->id, in->usage);
     /* Its collect globs: nothing of the guest lives now (the last step's
      * end ended everything else), so nothing races the reader. */
     if (rc == 0 && in->collect_ret && !res->timed_out)
@@ -683,6 +701,10 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
         return -1;
     uint64_t t0 = pl_now_ns();
     uint64_t deadline = t0 + (uint64_t)in->timeout_ms * 1000000ull;
+    /* Its cost: a warm container's from now (its cgroup holds what it did
+     * while it waited), a fresh one's from its start. */
+    if (in->usage)
+        dk_usage_begin(s, p->id, !in->warm_id[0], in->usage);
     if (!in->warm_id[0]) {
         snprintf(path, sizeof(path), "/containers/%s/start", p->id);
         if (dk_api_expect(s, "POST", path, NULL, 204, NULL, err) < 0)
@@ -702,6 +724,9 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
         if (attached_project(s, in, p, res, fd, deadline, err) < 0)
             return -1;
     } else {
+        /* The guest ended (or the deadline's reading was taken): its cost,
+         * before the collection's reader or the end. */
+        dk_usage_end(s, p->id, in->usage);
         close(PL_TAKE_FD(fd));
         /* A snippet's collect globs: its bootstrap wrote the end marker once
          * nothing of the guest lived, and stays (the header's "hold"). */
@@ -711,6 +736,7 @@ int dk_run_container(struct docker_state *s, const struct cont_input *in, struct
             dk_collect(s, p->id, in->collect_ctx, in->collect_req, deadline, in->collect_ret) < 0)
             return pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     }
+    dk_usage_end(s, p->id, in->usage); /* a project whose steps did not run */
     if (!res->timed_out) {
         /* The cgroup's OOM count, read now: the runtime removes the cgroup
          * with the container, and the engine's own flag can miss a kill
@@ -769,6 +795,8 @@ int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
     PL_CLEANUP(dk_cont_result_clear) struct cont_result res = {0};
     PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
     PL_CLEANUP(pl_buf_free) struct pl_buf files = {0};
+    PL_CLEANUP(dk_usage_clear) struct dk_usage usage = {0};
+    in.usage = &usage;
     if (dk_cont_prepare(s, ctx, req, &in, &p, &hdr, &files, err) < 0)
         return -1;
     if (req->ncollect) {
@@ -802,5 +830,6 @@ int dk_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
         return -1;
     }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "plimsoll-%.24s", ctx->run_id);
+    dk_usage_result(&usage, ret);
     return dk_cont_finish(ctx, req, &p, &res, ret, err);
 }

@@ -594,6 +594,8 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
     }
     PL_CLEANUP(pl_demux_free) struct pl_demux dx = {0};
+    PL_CLEANUP(pl_displays_free) struct pl_displays disp = {0};
+    pl_displays_init(&disp, ctx->display, ctx->sink);
     int status = 1;
     enum uplink_end e = UPLINK_UNUSABLE;
     for (int attempt = 0; attempt < 2 && e == UPLINK_UNUSABLE; attempt++) {
@@ -609,7 +611,8 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
         dx.out.cap = dx.err.cap = ctx->output_bytes;
         pl_capture_stream(&dx.out, ctx->sink, 1, 0);
         pl_capture_stream(&dx.err, ctx->sink, 2, 0);
-        e = dk_uplink_cell(d, lang, req->cell.code, req->cell.code_len, deadline, &dx, &status);
+        e = dk_uplink_cell(d, lang, req->cell.code, req->cell.code_len, deadline, &dx, &disp,
+                           &status);
         if (e == UPLINK_UNUSABLE)
             d->in[lang].up = false; /* it ended between calls: a fresh one */
     }
@@ -640,6 +643,7 @@ static int session_cell(struct docker_state *s, struct dsession *d, const struct
     }
     ret->out = dk_take(&dx.out, &ret->out_len, &ret->out_truncated);
     ret->err = dk_take(&dx.err, &ret->err_len, &ret->err_truncated);
+    pl_displays_finish(&disp, &ret->outputs, &ret->outputs_dropped);
     return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
 }
 
@@ -762,6 +766,9 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
             cleaner_start(d);
         return rc;
     }
+    /* What the call costs: the sandbox's cgroup over the call (usage.c). */
+    PL_CLEANUP(dk_usage_clear) struct dk_usage usage = {0};
+    dk_usage_begin(s, d->id, false, &usage);
     char call_dir[PATH_MAX];
     if (ctx->broker) {
         /* The grant of the call in progress, for anything in the sandbox. */
@@ -776,7 +783,7 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
     if (req->kind == PL_PAYLOAD_CELL) {
         rc = session_cell(s, d, ctx, req, ret, err);
     } else {
-        struct cont_input in = {.timeout_ms = ctx->timeout_ms};
+        struct cont_input in = {.timeout_ms = ctx->timeout_ms, .usage = &usage};
         PL_CLEANUP(dk_cont_pump_clear) struct cont_pump p = {0};
         PL_CLEANUP(dk_cont_result_clear) struct cont_result res = {0};
         PL_CLEANUP(pl_buf_free) struct pl_buf hdr = {0};
@@ -795,6 +802,7 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
                             env, &in, &p, &res, err);
             res.exit_code = res.exit_code < 0 ? 137 : res.exit_code;
         }
+        dk_usage_end(s, d->id, &usage); /* before the collection's reader */
         if (rc == 0)
             rc = dk_cont_finish(ctx, req, &p, &res, ret, err);
         /* Its collect globs, before the cleanup: the kept interpreters
@@ -804,6 +812,8 @@ int dk_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
             (!ret->outcome || strcmp(ret->outcome, PL_OUTCOME_SETUP_FAILED) != 0))
             rc = dk_collect(s, d->id, ctx, req, deadline, ret);
     }
+    dk_usage_end(s, d->id, &usage);
+    dk_usage_result(&usage, ret);
     pl_broker_unlisten(ctx->broker);
     /* Whatever the call left running ends now, after the answer. */
     cleaner_start(d);

@@ -2,7 +2,8 @@
 /*
  * uplink_cell.c: one cell over a kept interpreter's uplink, the daemon's
  * side of the framing (docs/sessions.md, "The uplink"): the cell goes out
- * as one "C" frame; "O" and "E" frames come back into the call's capture
+ * as one "C" frame; "O" and "E" frames come back into the call's capture,
+ * "D" frames (a display output's MIME bundle, display.h) into its outputs,
  * and one "X" frame ends the cell with its status.  Every byte read here is
  * the guest's: the interpreter runs its code.  Anything but that framing
  * loses the channel; nothing read is trusted beyond the call's output.
@@ -10,6 +11,7 @@
  * (tests/unit/test_uplink.c) link it without the rest of the provider.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,8 +26,35 @@ void dk_uplink_drop(struct dsession *d, int lang) {
 /* One cell over the uplink.  UPLINK_UNUSABLE: nothing was sent (the
  * uplink is dropped; the caller starts a fresh interpreter).  UPLINK_RAN:
  * *status (0 ran, 1 raised).  What output came back is in dx. */
+/* A "D" frame's n bytes: into disp when its bounds admit them, read and
+ * dropped otherwise (counted there).  0 or fdio's negative errno. */
+static int display_frame(int fd, uint32_t n, uint64_t deadline, struct pl_displays *disp,
+                         unsigned char *junk, size_t jsize) {
+    char *b = NULL;
+    if (disp && pl_displays_admit(disp, n) && !(b = malloc(n ? n : 1)))
+        pl_displays_cancel(disp);
+    if (b) {
+        int r = pl_fd_read_full(fd, b, n, deadline, -1);
+        if (r == 0)
+            pl_displays_take(disp, b, n);
+        else
+            pl_displays_cancel(disp);
+        free(b);
+        return r;
+    }
+    while (n > 0) {
+        size_t chunk = n < jsize ? n : jsize;
+        int r = pl_fd_read_full(fd, junk, chunk, deadline, -1);
+        if (r < 0)
+            return r;
+        n -= (uint32_t)chunk;
+    }
+    return 0;
+}
+
 enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, size_t len,
-                               uint64_t deadline, struct pl_demux *dx, int *status) {
+                               uint64_t deadline, struct pl_demux *dx, struct pl_displays *disp,
+                               int *status) {
     int fd = d->in[lang].fd;
     unsigned char junk[4096];
     ssize_t k;
@@ -58,6 +87,12 @@ enum uplink_end dk_uplink_cell(struct dsession *d, int lang, const char *code, s
         if (r < 0)
             return r == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
         uint32_t n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
+        if (h[0] == 'D') { /* bounded by disp, not by the frame limit */
+            r = display_frame(fd, n, deadline, disp, junk, sizeof(junk));
+            if (r < 0)
+                return r == -ETIMEDOUT ? UPLINK_TIMED_OUT : UPLINK_ENDED;
+            continue;
+        }
         if ((h[0] != 'O' && h[0] != 'E' && h[0] != 'X') || n > UPLINK_MAX_FRAME ||
             (h[0] == 'X' && n > 8))
             return UPLINK_ENDED; /* not the agent's framing: the channel is lost */

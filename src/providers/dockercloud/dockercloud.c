@@ -111,4 +111,6 @@ const struct pl_provider_ops pl_dockercloud_ops = {
     .info = dc_info,
     .ready = dc_ready,
     .run = dc_run,
+    .no_usage = "dockercloud reports no per-run usage: the Docker Sandboxes API has no CPU or "
+                "memory figures for a sandbox",
 };

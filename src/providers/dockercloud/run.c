@@ -137,6 +137,7 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
     struct step_ud *u = ud;
     struct dc_proc p;
     dc_proc_init(&p, o->out.cap);
+    p.err.cap = o->err.cap;
     /* A streaming call's step: its output to the sink as it comes. */
     pl_capture_stream(&p.out, o->out.sink, 1, o->out.step);
     pl_capture_stream(&p.err, o->err.sink, 2, o->err.step);

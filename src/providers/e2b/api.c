@@ -16,10 +16,12 @@
 #define EB_MAX_ANSWER (1u << 20)
 #define EB_MAX_PAGES 100
 
-/* One call; 5xx and transport failures are outages and errors. */
-static int call(struct e2b_state *s, const char *method, const char *path, const json_t *body,
-                const char *want_header, long *ret_status, json_t **ret_json, char *ret_header,
-                size_t header_len, struct pl_error *err) {
+/* One call within timeout_ms; 5xx and transport failures are outages and
+ * errors. */
+static int call_within(struct e2b_state *s, const char *method, const char *path,
+                       const json_t *body, const char *want_header, unsigned timeout_ms,
+                       long *ret_status, json_t **ret_json, char *ret_header, size_t header_len,
+                       struct pl_error *err) {
     char url[1024], key[300];
     snprintf(url, sizeof(url), "%s%s", s->set.api_url, path);
     snprintf(key, sizeof(key), "X-API-Key: %s", s->set.api_key);
@@ -28,7 +30,7 @@ static int call(struct e2b_state *s, const char *method, const char *path, const
                             .url = url,
                             .headers = headers,
                             .json = body,
-                            .timeout_ms = s->set.call_timeout_ms,
+                            .timeout_ms = timeout_ms,
                             .max_response = EB_MAX_ANSWER,
                             .want_header = want_header};
     struct ph_response rs;
@@ -55,6 +57,14 @@ static int call(struct e2b_state *s, const char *method, const char *path, const
     }
     ph_outage(&s->books, NULL);
     return 0;
+}
+
+/* One call within SANDBOX_E2B_CALL_TIMEOUT_MS. */
+static int call(struct e2b_state *s, const char *method, const char *path, const json_t *body,
+                const char *want_header, long *ret_status, json_t **ret_json, char *ret_header,
+                size_t header_len, struct pl_error *err) {
+    return call_within(s, method, path, body, want_header, s->set.call_timeout_ms, ret_status,
+                       ret_json, ret_header, header_len, err);
 }
 
 /* E2B's error message ({"code", "message"}), or "". */
@@ -270,6 +280,25 @@ static int on_sandbox(struct e2b_state *s, const char *method, const char *id, c
                           "E2B: %s sandbox %s answered %ld: %.200s", what, id, st, message_of(a));
     json_decref(a);
     return rc;
+}
+
+int eb_sandbox_metrics(struct e2b_state *s, const char *id, long long start_s, long long end_s,
+                       unsigned timeout_ms, json_t **ret, struct pl_error *err) {
+    char path[192];
+    snprintf(path, sizeof(path), "/sandboxes/%s/metrics?start=%lld&end=%lld", id, start_s, end_s);
+    long st = 0;
+    *ret = NULL;
+    json_t *a = NULL;
+    if (call_within(s, "GET", path, NULL, NULL, timeout_ms, &st, &a, NULL, 0, err) < 0)
+        return pl_error_wrap(err, "reading sandbox %s's metrics: ", id);
+    if (st != 200 || !json_is_array(a)) {
+        pl_error_set(err, PL_REASON_INTERNAL, "E2B: sandbox %s's metrics answered %ld: %.200s", id,
+                     st, message_of(a));
+        json_decref(a);
+        return -1;
+    }
+    *ret = a;
+    return 0;
 }
 
 int eb_delete(struct e2b_state *s, const char *id, struct pl_error *err) {

@@ -87,6 +87,10 @@ static void e2b_info(void *state, struct pl_provider_info *ret) {
                                      .max_timeout_ms = s->max_timeout_ms};
     for (size_t i = 0; i < 3 && s->cell_langs[i]; i++)
         ret->session.languages[i] = s->cell_langs[i];
+    ret->display.python = s->cell_display.python;
+    ret->display.javascript = s->cell_display.javascript;
+    ret->display.matplotlib = s->cell_display.matplotlib;
+    ret->display.pandas = s->cell_display.pandas;
     snprintf(s->checks[0], sizeof(s->checks[0]),
              "a throwaway VM of template %s was created with secure: true, public traffic off "
              "and the internet denied, its answer carried both access tokens, and its own "

@@ -23,6 +23,8 @@
  *                   paused when idle and resumed, cells
  *   proof.c         the startup test in a throwaway VM
  *   reaper.c        VMs with this instance's label that no run holds
+ *   usage.c         what a run or a call cost, from E2B's metrics of its VM
+ *                   (the reader alone, for its fuzz harness and unit test)
  */
 #pragma once
 
@@ -89,7 +91,8 @@ struct e2b_state {
      * was not. */
     const char *cell_langs[3];
     char cell_note[256];
-    char proof_verdict[256]; /* the startup session's last cleanup, when it failed */
+    struct ph_display_found cell_display; /* what the startup session's cells could show */
+    char proof_verdict[256];              /* the startup session's last cleanup, when it failed */
 };
 
 /* A sandbox as the control plane answered its create (or connect); its
@@ -146,6 +149,11 @@ int eb_check_network(struct e2b_state *s, const char *id, const char *allow_out,
 int eb_pause(struct e2b_state *s, const char *id, struct pl_error *err);
 int eb_connect(struct e2b_state *s, struct eb_sandbox *sb, unsigned timeout_s,
                struct pl_error *err);
+/* GET /sandboxes/{id}/metrics for [start_s, end_s] (Unix seconds),
+ * within timeout_ms: *ret the answer's array of samples, a reference the
+ * caller drops. */
+int eb_sandbox_metrics(struct e2b_state *s, const char *id, long long start_s, long long end_s,
+                       unsigned timeout_ms, json_t **ret, struct pl_error *err);
 /* Sandboxes carrying this instance's label, running or paused, every page
  * (EB_MAX_PAGES at most): *ret_list a new JSON array the caller drops
  * (unset on failure). */
@@ -204,6 +212,23 @@ void eb_stream_free(struct eb_stream *st);
  * *ret_pid (may be NULL).  < 0 when it does not read. */
 int eb_process_event(struct eb_proc *p, const unsigned char *msg, size_t len, unsigned *ret_pid);
 
+/* usage.c (docs/api.md, "Usage"; docs/providers/e2b.md, "What a run cost") */
+/* The most samples one reading considers; one answer's are bounded by its
+ * size too. */
+#define EB_USAGE_MAX_SAMPLES 4096
+/* The longest the metrics are waited for after a run (and never past its
+ * deadline). */
+#define EB_USAGE_TIMEOUT_MS 2000
+/* E2B's samples (SandboxMetric objects, every byte the service's) of
+ * [start_s, end_s] as a usage: the VM's CPU time, estimated from each
+ * sample's cpuUsedPct and cpuCount over the time since the sample before
+ * (cpu_user_us; the service gives no split, cpu_system_us is 0), and the
+ * largest memUsed.  0 with ret present; -1 with why filled when there are
+ * fewer than two samples in the window, or a sample is malformed.  wall_us
+ * is left to the caller. */
+int eb_usage_of(const json_t *samples, long long start_s, long long end_s, struct pl_usage *ret,
+                char *why, size_t why_len);
+
 /* proof.c */
 /* The startup test: one throwaway VM, its resources read back, the test
  * project, egress tried, deleted and read back gone; s->proof and
@@ -211,6 +236,12 @@ int eb_process_event(struct eb_proc *p, const unsigned char *msg, size_t len, un
 int eb_prove(struct e2b_state *s, struct pl_error *err);
 
 /* run.c */
+/* After a run or a call that began at start_s (Unix seconds) and
+ * start_ns (monotonic): E2B's metrics of VM id (usage.c) into ret->usage,
+ * or why not into ret->usage_absent; bounded by EB_USAGE_TIMEOUT_MS and
+ * deadline. */
+void eb_usage(struct e2b_state *s, const char *id, long long start_s, uint64_t start_ns,
+              uint64_t deadline, struct pl_run_result *ret);
 /* The provider's run op (provider.h): snippets and projects (UNSUPPORTED
  * else), one VM each; a grant without E2B_GUARD_URL is INTERNAL. */
 int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,

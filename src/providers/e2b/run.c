@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../core/clock.h"
 #include "e2b_int.h"
@@ -90,6 +91,7 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
     struct step_ud *u = ud;
     struct eb_proc p;
     eb_proc_init(&p, o->out.cap);
+    p.err.cap = o->err.cap; /* a cell's framed stderr has a bound of its own */
     /* A streaming call's step: its output to the sink as it comes. */
     pl_capture_stream(&p.out, o->out.sink, 1, o->out.step);
     pl_capture_stream(&p.err, o->err.sink, 2, o->err.step);
@@ -134,6 +136,33 @@ int eb_snippet(struct e2b_state *s, const struct eb_sandbox *sb, const struct pl
     return ph_snippet(&eb_ops, &u, "VM", ctx, req, deadline, ret, err);
 }
 
+/* What a run or a call cost, from E2B's metrics of its VM (usage.c). */
+void eb_usage(struct e2b_state *s, const char *id, long long start_s, uint64_t start_ns,
+              uint64_t deadline, struct pl_run_result *ret) {
+    uint64_t now = pl_now_ns();
+    uint64_t wall_us = (now - start_ns) / 1000u;
+    if (now + PL_MS(100) >= deadline) {
+        snprintf(ret->usage_absent, sizeof(ret->usage_absent),
+                 "the run's deadline left no time to ask e2b for the VM's metrics");
+        return;
+    }
+    uint64_t left_ms = (deadline - now) / 1000000u;
+    unsigned timeout_ms = left_ms < EB_USAGE_TIMEOUT_MS ? (unsigned)left_ms : EB_USAGE_TIMEOUT_MS;
+    json_t *a = NULL;
+    struct pl_error err = {0};
+    long long end_s = (long long)time(NULL) + 1;
+    if (eb_sandbox_metrics(s, id, start_s, end_s, timeout_ms, &a, &err) < 0) {
+        snprintf(ret->usage_absent, sizeof(ret->usage_absent), "%.120s", err.message);
+        return;
+    }
+    struct pl_usage u;
+    if (eb_usage_of(a, start_s, end_s, &u, ret->usage_absent, sizeof(ret->usage_absent)) == 0) {
+        u.wall_us = wall_us;
+        ret->usage = u;
+    }
+    json_decref(a);
+}
+
 int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_request *req,
            struct pl_run_result *ret, struct pl_error *err) {
     struct e2b_state *s = state;
@@ -153,8 +182,13 @@ int eb_run(void *state, const struct pl_run_ctx *ctx, const struct pl_run_reques
         return -1;
     }
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", sb.id);
+    long long start_s = (long long)time(NULL);
+    uint64_t start_ns = pl_now_ns();
     int rc = req->kind == PL_PAYLOAD_SNIPPET ? eb_snippet(s, &sb, ctx, req, deadline, ret, err)
                                              : eb_project(s, &sb, ctx, req, deadline, ret, err);
+    /* What it cost, as E2B measured the VM, before the VM goes. */
+    if (rc == 0)
+        eb_usage(s, sb.id, start_s, start_ns, deadline, ret);
     if (sb.guard_token[0])
         ph_guard_revoke(s->guard, sb.guard_token); /* after its last request was answered */
     explicit_bzero(sb.guard_token, sizeof(sb.guard_token));

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../core/clock.h"
 #include "../../core/ids.h"
@@ -140,6 +141,8 @@ int eb_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "%s", ss->sb.id);
     ph_cells_keep(&ss->cells, ss->sb.keep, sizeof(ss->sb.keep));
     struct eb_step u = {s, &ss->sb};
+    long long start_s = (long long)time(NULL);
+    uint64_t start_ns = pl_now_ns();
     int rc;
     if (pl_payload_is_files(req->kind))
         rc = ph_files_call(&eb_ops, &u, s->set.workdir, ctx, req, deadline, ret, err);
@@ -153,6 +156,8 @@ int eb_session_run(void *state, void *session, const struct pl_run_ctx *ctx,
         return -1; /* a path that broke a rule: the VM is as it was */
     if (rc < 0)
         return judge_failure(s, ss, err);
+    if (!pl_payload_is_files(req->kind))
+        eb_usage(s, ss->sb.id, start_s, start_ns, deadline, ret);
     /* The cleanup between calls, after the answer has gone back: nothing
      * of this call reaches the next but the kept interpreters. */
     cleaner_start(ss, deadline);
@@ -237,7 +242,8 @@ int eb_prove_session(struct e2b_state *s, struct pl_error *err) {
     struct ph_session_ops ops = session_ops;
     ops.close = proof_close;
     s->proof_verdict[0] = '\0';
-    if (ph_prove_session(&ops, s, "VM", s->cell_langs, s->cell_note, sizeof(s->cell_note), err) < 0)
+    if (ph_prove_session(&ops, s, "VM", s->cell_langs, s->cell_note, sizeof(s->cell_note),
+                         &s->cell_display, err) < 0)
         return -1;
     if (s->proof_verdict[0])
         return pl_error_set(err, PL_REASON_INTERNAL, "the startup session's last call: %s",

@@ -19,8 +19,10 @@
 
 #include "../../core/ids.h"
 #include "hosted.h"
-#include "session_agent.h"   /* docker's guest agent (docker_agent_dep): its interpreters */
-#include "session_look_py.h" /* generated: ph_guest_session_look[] */
+#include "session_agent.h"    /* docker's guest agent (docker_agent_dep): its interpreters */
+#include "display_probe_js.h" /* generated: ph_guest_display_probe_js[] */
+#include "display_probe_py.h" /* generated: ph_guest_display_probe[] */
+#include "session_look_py.h"  /* generated: ph_guest_session_look[] */
 
 /* vmcell's exit codes besides the cell's 0 and 1 (session_agent.py). */
 #define CELL_NO_INTERPRETER 3
@@ -85,18 +87,27 @@ void ph_cells_drop(struct ph_cells *c) {
     seen(c);
 }
 
-/* One process as the guest's user: its output into o (cap bytes each),
- * and to sink as it comes (NULL: nowhere). */
-static int process(const struct ph_project_ops *ops, void *ud, const char *const *argv, size_t argc,
-                   uint64_t deadline, size_t cap, const struct pl_output_sink *sink,
-                   struct ph_proc_out *o, struct pl_error *err) {
+/* One process as the guest's user: its output into o (cap bytes of
+ * stdout, err_cap of stderr), and to sink and err_sink as it comes (NULL:
+ * nowhere). */
+static int process_split(const struct ph_project_ops *ops, void *ud, const char *const *argv,
+                         size_t argc, uint64_t deadline, size_t cap,
+                         const struct pl_output_sink *sink, size_t err_cap,
+                         const struct pl_output_sink *err_sink, struct ph_proc_out *o,
+                         struct pl_error *err) {
     pl_capture_init(&o->out, cap);
-    pl_capture_init(&o->err, cap);
+    pl_capture_init(&o->err, err_cap);
     pl_capture_stream(&o->out, sink, 1, 0);
-    pl_capture_stream(&o->err, sink, 2, 0);
+    pl_capture_stream(&o->err, err_sink, 2, 0);
     o->exit_code = -1;
     o->timed_out = false;
     return ops->step(ud, argv, argc, deadline, o, err);
+}
+
+static int process(const struct ph_project_ops *ops, void *ud, const char *const *argv, size_t argc,
+                   uint64_t deadline, size_t cap, const struct pl_output_sink *sink,
+                   struct ph_proc_out *o, struct pl_error *err) {
+    return process_split(ops, ud, argv, argc, deadline, cap, sink, cap, sink, o, err);
 }
 
 static void process_free(struct ph_proc_out *o) {
@@ -179,6 +190,29 @@ static int upload_cell(const struct ph_project_ops *ops, void *ud, const char *w
     return rc;
 }
 
+/* vmcell's stderr: the interpreter's stderr and display outputs as frames
+ * (pl_frames_in), decoded as they come. */
+struct cell_frames {
+    struct pl_frames_in in;
+    struct pl_capture err; /* the cell's stderr, to the call's sink */
+    struct pl_displays disp;
+    bool failed; /* out of memory */
+};
+
+static void frames_write(void *ud, unsigned step, int fd, const char *data, size_t len) {
+    struct cell_frames *f = ud;
+    (void)step;
+    (void)fd;
+    if (pl_frames_in_feed(&f->in, data, len) < 0)
+        f->failed = true;
+}
+
+/* The framed stderr's bound: the cell's stderr and its display outputs,
+ * with room for the frames' headers. */
+static size_t framed_cap(const struct pl_run_ctx *ctx) {
+    return 2 * (size_t)ctx->output_bytes + (size_t)ctx->display.bytes + (1u << 20);
+}
+
 int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, const char *workdir,
             const struct pl_run_ctx *ctx, const struct pl_run_request *req, uint64_t deadline,
             struct pl_run_result *ret, struct pl_error *err) {
@@ -187,6 +221,8 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
         return ph_files_refused(ops, "cell", ret, err);
     struct ph_interp *in = &c->in[lang];
     struct ph_proc_out p = {0};
+    struct cell_frames fr = {0};
+    const struct pl_output_sink frames_sink = {.write = frames_write, .ud = &fr};
     bool timed_out = false, sent = false;
     for (int attempt = 0; attempt < 2 && !sent && !timed_out; attempt++) {
         if (!in->up && launch(ops, ud, c, workdir, lang, deadline, &timed_out, err) < 0)
@@ -199,11 +235,26 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
         const char *argv[] = {"python3", "-I",     "-c",        pl_docker_session_agent,
                               "vmcell",  in->name, PH_CELL_FILE};
         process_free(&p);
-        if (process(ops, ud, argv, sizeof(argv) / sizeof(argv[0]), deadline, ctx->output_bytes,
-                    ctx->sink, &p, err) < 0) {
+        pl_capture_free(&fr.err);
+        pl_displays_free(&fr.disp);
+        pl_frames_in_end(&fr.in);
+        fr = (struct cell_frames){0};
+        pl_capture_init(&fr.err, ctx->output_bytes);
+        pl_capture_stream(&fr.err, ctx->sink, 2, 0);
+        pl_displays_init(&fr.disp, ctx->display, ctx->sink);
+        fr.in = (struct pl_frames_in){.err = &fr.err, .disp = &fr.disp};
+        if (process_split(ops, ud, argv, sizeof(argv) / sizeof(argv[0]), deadline,
+                          ctx->output_bytes, ctx->sink, framed_cap(ctx), &frames_sink, &p,
+                          err) < 0) {
             process_free(&p);
+            pl_capture_free(&fr.err);
+            pl_displays_free(&fr.disp);
+            pl_frames_in_end(&fr.in);
             return -1;
         }
+        pl_frames_in_end(&fr.in);
+        if (pl_capture_truncated(&p.err)) /* the framed stream was cut */
+            fr.err.total++;
         timed_out = p.timed_out;
         sent = timed_out || p.exit_code != CELL_NO_INTERPRETER;
         if (!sent)
@@ -211,6 +262,8 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
     }
     if (!sent && !timed_out) {
         process_free(&p);
+        pl_capture_free(&fr.err);
+        pl_displays_free(&fr.disp);
         return pl_error_set(err, PL_REASON_INTERNAL, "the %s interpreter took no cell twice",
                             cell_lang[lang]);
     }
@@ -234,9 +287,13 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
         ret->outcome = PL_OUTCOME_COMPLETED;
     }
     ret->out = ph_take_output(&p.out, &ret->out_len, &ret->out_truncated);
-    ret->err = ph_take_output(&p.err, &ret->err_len, &ret->err_truncated);
+    ret->err = ph_take_output(&fr.err, &ret->err_len, &ret->err_truncated);
+    pl_displays_finish(&fr.disp, &ret->outputs, &ret->outputs_dropped);
     process_free(&p);
-    return ret->out && ret->err ? 0 : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
+    pl_capture_free(&fr.err);
+    return ret->out && ret->err && !fr.failed
+               ? 0
+               : pl_error_set(err, PL_REASON_INTERNAL, "out of memory");
 }
 
 /* ------------------------------------------------------------ the proof */
@@ -274,8 +331,36 @@ static const struct {
     {"javascript", "var x = 41", "x + 1", "42\n", "typeof x", "'undefined'\n"},
 };
 
+/* A display output from a cell of lang: what came as its text/plain, or
+ * NULL (out: a buffer of size bytes). */
+static const char *proof_display(const struct ph_session_ops *so, void *state, void *h,
+                                 const char *lang, const char *code, char *out, size_t size) {
+    struct pl_run_request req = {.kind = PL_PAYLOAD_CELL};
+    req.cell.language = lang;
+    req.cell.code = code;
+    req.cell.code_len = strlen(code);
+    struct pl_run_ctx ctx = {.timeout_ms = 30000,
+                             .output_bytes = 4096,
+                             .display = {.outputs = 1, .output_bytes = 4096, .bytes = 4096}};
+    struct pl_run_result r = {0};
+    struct pl_error err = {0};
+    const char *got = NULL;
+    if (so->run(state, h, &ctx, &req, &r, &err) == 0 && r.exit_code == 0) {
+        json_t *data = json_object_get(json_array_get(r.outputs, 0), "data");
+        const char *t = json_string_value(json_object_get(data, "text/plain"));
+        if (t && json_array_size(r.outputs) == 1) {
+            snprintf(out, size, "%s", t);
+            got = out;
+        }
+    }
+    pl_run_result_clear(&r);
+    return got;
+}
+
 int ph_prove_session(const struct ph_session_ops *so, void *state, const char *what,
-                     const char *langs[3], char *note, size_t note_size, struct pl_error *err) {
+                     const char *langs[3], char *note, size_t note_size,
+                     struct ph_display_found *display, struct pl_error *err) {
+    *display = (struct ph_display_found){0};
     void *h = NULL;
     struct pl_session_open o = {.principal = "startup", .tag = "proof"};
     if (so->open(state, &o, &h, err) < 0)
@@ -302,9 +387,20 @@ int ph_prove_session(const struct ph_session_ops *so, void *state, const char *w
         if (proof_cell(so, state, h, proof_cells[i].lang, proof_cells[i].define, "", true, &cerr) ==
                 0 &&
             proof_cell(so, state, h, proof_cells[i].lang, proof_cells[i].read,
-                       proof_cells[i].read_out, false, &cerr) == 0)
+                       proof_cells[i].read_out, false, &cerr) == 0) {
             proved[i] = true;
-        else if (i == 0)
+            char kinds[8];
+            const char *k = proof_display(
+                so, state, h, proof_cells[i].lang,
+                i == 0 ? ph_guest_display_probe : ph_guest_display_probe_js, kinds, sizeof(kinds));
+            if (i == 0 && k && strlen(k) == 2) {
+                display->python = true;
+                display->matplotlib = k[0] == '1';
+                display->pandas = k[1] == '1';
+            } else if (i == 1 && k && strcmp(k, "js") == 0) {
+                display->javascript = true;
+            }
+        } else if (i == 0)
             rc = pl_error_set(err, cerr.reason, "%s", cerr.message);
         else
             snprintf(note, note_size, "%.250s", cerr.message);

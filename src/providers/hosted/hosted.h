@@ -49,6 +49,9 @@
  *   guest/files.py          a session's file calls: the reader, the lister
  *                           and the writer, walking the work directory
  *                           without following a symlink
+ *   guest/display_probe.py  the startup session's Python display output:
+ *                           which of matplotlib and pandas it finds
+ *   guest/display_probe.js  its JavaScript display output
  */
 #pragma once
 
@@ -366,9 +369,15 @@ int ph_cell(const struct ph_project_ops *ops, void *ud, struct ph_cells *c, cons
  * the file kept and the process gone, and each language's next cell a fresh
  * interpreter.  Python cells must work; JavaScript is offered only when its
  * cells worked (langs: the proved ones, NULL-terminated; note: why not).
- * what names the sandbox in messages ("VM", "sandbox").  The session is
- * closed whatever happens; -1 with err saying which step failed.
+ * what names the sandbox in messages ("VM", "sandbox").  Each proved
+ * language's cells also send one display output, which must come back;
+ * display says which came and which of matplotlib and pandas the
+ * sandbox's Python finds.  The session is closed whatever happens; -1 with
+ * err saying which step failed.
  */
+struct ph_display_found {
+    bool python, javascript, matplotlib, pandas;
+};
 struct ph_session_ops {
     int (*open)(void *state, const struct pl_session_open *o, void **ret_session,
                 struct pl_error *err);
@@ -380,7 +389,8 @@ struct ph_session_ops {
     const char *paused; /* "paused", "stopped" */
 };
 int ph_prove_session(const struct ph_session_ops *so, void *state, const char *what,
-                     const char *langs[3], char *note, size_t note_size, struct pl_error *err);
+                     const char *langs[3], char *note, size_t note_size,
+                     struct ph_display_found *display, struct pl_error *err);
 /* Describe's sentence for it: "one real session: ... ended <across>; cells
  * kept a value in python and javascript ...". */
 void ph_session_check(char *out, size_t size, const char *across, const char *const langs[3],

@@ -99,6 +99,10 @@ static void osh_info(void *state, struct pl_provider_info *ret) {
                                      .max_timeout_ms = s->max_timeout_ms};
     for (size_t i = 0; i < 3 && s->cell_langs[i]; i++)
         ret->session.languages[i] = s->cell_langs[i];
+    ret->display.python = s->cell_display.python;
+    ret->display.javascript = s->cell_display.javascript;
+    ret->display.matplotlib = s->cell_display.matplotlib;
+    ret->display.pandas = s->cell_display.pandas;
     ret->idle_frees_slot = true;
     snprintf(s->checks[0], sizeof(s->checks[0]),
              "the gateway (version %s) reports one compute driver, docker %s: the evidence "
@@ -163,4 +167,6 @@ const struct pl_provider_ops pl_openshell_ops = {
     .session_resume = osh_session_resume,
     .session_close = osh_session_close,
     .session_status = osh_session_status,
+    .no_usage = "openshell reports no per-run usage: its gateway's API has no CPU or memory "
+                "figures for a sandbox or a command",
 };

@@ -105,8 +105,9 @@ struct osh_state {
     char checks[7][768];
     /* sessions: on when SANDBOX_MAX_SESSIONS > 0 */
     unsigned session_lifetime_s;
-    const char *cell_langs[3]; /* the cell languages the startup session proved */
-    char cell_note[256];       /* why javascript is not among them */
+    const char *cell_langs[3];            /* the cell languages the startup session proved */
+    char cell_note[256];                  /* why javascript is not among them */
+    struct ph_display_found cell_display; /* what the startup session's cells could show */
     /* readiness: asked at most every 5 s */
     pthread_mutex_t ready_lock;
     uint64_t ready_at_ns;

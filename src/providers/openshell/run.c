@@ -121,6 +121,7 @@ static int step(void *ud, const char *const *argv, size_t argc, uint64_t deadlin
     struct step_ud *u = ud;
     struct osh_exec x;
     osh_exec_init(&x, o->out.cap);
+    x.err.cap = o->err.cap; /* a cell's framed stderr has a bound of its own */
     /* A streaming call's step: its output to the sink as it comes. */
     pl_capture_stream(&x.out, o->out.sink, 1, o->out.step);
     pl_capture_stream(&x.err, o->err.sink, 2, o->err.step);

@@ -196,5 +196,5 @@ static const struct ph_session_ops session_ops = {.open = osh_session_open,
 
 int osh_prove_session(struct osh_state *s, struct pl_error *err) {
     return ph_prove_session(&session_ops, s, "sandbox", s->cell_langs, s->cell_note,
-                            sizeof(s->cell_note), err);
+                            sizeof(s->cell_note), &s->cell_display, err);
 }

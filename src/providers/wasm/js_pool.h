@@ -60,6 +60,17 @@ struct pl_js_result {
     /* JavaScript pools: the run started from the worker's engine image
      * (false: its cap was below the image, it made its own engine). */
     bool from_image;
+    /* What the run cost the worker process, as the daemon read the
+     * kernel's accounting of it (/proc/<pid>/stat and status) just before
+     * the run was sent and once its answer came: CPU time, in clock ticks'
+     * steps, and the worker's peak resident set.  The peak is the run's
+     * when the daemon could reset it before the run (maxrss_reset: it may
+     * when it runs as root), else the worker's since it started.
+     * usage_read is false when either reading failed. */
+    bool usage_read;
+    uint64_t cpu_user_us, cpu_system_us;
+    uint64_t maxrss_bytes;
+    bool maxrss_reset;
 };
 
 /**

@@ -29,12 +29,19 @@
  * Nothing else about a worker is read as a signal: its exit status is
  * never looked at, and a worker that ends without its frame is an
  * infrastructure error.
+ *
+ * What a run cost (js_pool.h, "usage") is the kernel's accounting of the
+ * worker, read here around the run (mark_begin, mark_end), never asked of
+ * the worker.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../../core/acct.h"
 #include "../../core/clock.h"
 #include "../../core/fdio.h"
 #include "js_pool.h"
@@ -197,11 +204,62 @@ static int backstop_result(const struct pl_js_limits *l, struct live *lv, struct
     return 0;
 }
 
+/* A worker's CPU counters when its run was sent (js_pool.h, "usage"). */
+struct worker_mark {
+    bool ok;
+    bool reset; /* its peak resident set was reset then */
+    uint64_t user_us, system_us;
+};
+
+/* Read worker w's CPU counters, then reset its peak resident set to what
+ * it holds now ("5" to clear_refs, Linux 4.0 and later; the worker is not
+ * dumpable, so only root may). */
+static void mark_begin(const struct pl_js_worker *w, struct worker_mark *m) {
+    char path[64], text[PL_ACCT_TEXT_MAX];
+    memset(m, 0, sizeof(*m));
+    if (w->pid <= 0)
+        return;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)w->pid);
+    if (pl_acct_read(path, text, sizeof(text)) < 0 ||
+        pl_acct_proc_stat(text, sysconf(_SC_CLK_TCK), &m->user_us, &m->system_us) < 0)
+        return;
+    m->ok = true;
+    snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)w->pid);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        m->reset = write(fd, "5", 1) == 1;
+        close(fd);
+    }
+}
+
+/* The run's cost against m into r, read while the worker still lives. */
+static void mark_end(const struct pl_js_worker *w, const struct worker_mark *m,
+                     struct pl_js_result *r) {
+    char path[64], text[PL_ACCT_TEXT_MAX];
+    uint64_t u, s, hwm;
+    if (!m->ok || w->pid <= 0)
+        return;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)w->pid);
+    if (pl_acct_read(path, text, sizeof(text)) < 0 ||
+        pl_acct_proc_stat(text, sysconf(_SC_CLK_TCK), &u, &s) < 0)
+        return;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)w->pid);
+    if (pl_acct_read(path, text, sizeof(text)) < 0 || pl_acct_proc_hwm(text, &hwm) < 0)
+        return;
+    r->usage_read = true;
+    r->cpu_user_us = u > m->user_us ? u - m->user_us : 0;
+    r->cpu_system_us = s > m->system_us ? s - m->system_us : 0;
+    r->maxrss_bytes = hwm;
+    r->maxrss_reset = m->reset;
+}
+
 /* Send the request, transparently replacing a worker that was found dead
- * before it received the run (the guest cannot have started). */
+ * before it received the run (the guest cannot have started).  *m is the
+ * worker's reading just before the run went. */
 static int send_run(struct pl_js_pool *pool, struct pl_js_worker *w, const char *code,
                     size_t code_len, const char *stdin_data, size_t stdin_len,
-                    const struct pl_js_limits *l, const struct pl_js_broker *b, bool stream) {
+                    const struct pl_js_limits *l, const struct pl_js_broker *b, bool stream,
+                    struct worker_mark *m) {
     struct pl_js_run_req req = {
         .memory_bytes = l->memory_bytes,
         .stdout_cap = l->stdout_cap,
@@ -226,6 +284,7 @@ static int send_run(struct pl_js_pool *pool, struct pl_js_worker *w, const char 
             if (r < 0)
                 return r;
         }
+        mark_begin(w, m);
         r = pl_js_write_frame(w->fd, PL_JS_MSG_RUN, parts, 3);
         if (r == 0)
             return 0;
@@ -415,6 +474,8 @@ int pl_js_pool_run_stream(struct pl_js_pool *pool, const char *code, size_t code
                           const struct pl_output_sink *sink, struct pl_js_result *ret_result) {
     struct pl_js_worker *w;
     struct live lv;
+    struct worker_mark mark;
+    struct pl_js_result cost = {0}; /* the worker's reading at the run's end */
     uint64_t t0;
     uint32_t flags = 0;
     unsigned calls = 0;
@@ -432,10 +493,12 @@ int pl_js_pool_run_stream(struct pl_js_pool *pool, const char *code, size_t code
 
     w = pl_js_pool_acquire(pool);
     t0 = pl_now_ns();
-    r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits, broker, lv.on);
+    r = send_run(pool, w, code, code_len, stdin_data, stdin_len, limits, broker, lv.on, &mark);
     if (r == 0) {
         r = exchange(pool, w, limits, broker, &lv, ret_result, &flags);
         calls = ret_result->broker_calls; /* kept when the result is replaced */
+        if (r == 0 || r == -ETIMEDOUT)
+            mark_end(w, &mark, &cost); /* before a restart ends the worker */
         if (r == -ETIMEDOUT) {
             /* Backstop: the worker missed its own deadline. */
             pl_js_result_free(ret_result);
@@ -455,6 +518,11 @@ int pl_js_pool_run_stream(struct pl_js_pool *pool, const char *code, size_t code
     if (r == 0) {
         ret_result->duration_ns = pl_now_ns() - t0;
         ret_result->broker_calls = calls;
+        ret_result->usage_read = cost.usage_read;
+        ret_result->cpu_user_us = cost.cpu_user_us;
+        ret_result->cpu_system_us = cost.cpu_system_us;
+        ret_result->maxrss_bytes = cost.maxrss_bytes;
+        ret_result->maxrss_reset = cost.maxrss_reset;
     }
     pl_js_pool_release(pool, w);
     live_free(&lv);

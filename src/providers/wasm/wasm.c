@@ -201,6 +201,18 @@ static int wasm_run(void *state, const struct pl_run_ctx *ctx, const struct pl_r
     r.out.data = r.err.data = NULL;
     ret->timed_out = r.timed_out;
     ret->out_of_memory = r.out_of_memory;
+    /* What the worker process spent on the run (js_pool.h), its peak
+     * resident set the run's when the pool could reset it. */
+    if (r.usage_read)
+        ret->usage = (struct pl_usage){.present = true,
+                                       .cpu_user_us = r.cpu_user_us,
+                                       .cpu_system_us = r.cpu_system_us,
+                                       .memory_peak_bytes = r.maxrss_bytes,
+                                       .wall_us = r.duration_ns / 1000u,
+                                       .source = "worker"};
+    else
+        snprintf(ret->usage_absent, sizeof(ret->usage_absent),
+                 "the worker process's accounting could not be read around the run");
     snprintf(ret->sandbox_name, sizeof(ret->sandbox_name), "wasm-%.12s", ctx->run_id);
     if (r.timed_out) {
         ret->outcome = PL_OUTCOME_TIMED_OUT;

@@ -16,7 +16,9 @@ docker container of its template's image (label plimsoll-fake-e2b=<instance>)
 whose PID 1 does nothing; files and processes really live in it.
 
 Control plane (header X-API-Key): POST /sandboxes, GET /sandboxes,
-GET /v2/sandboxes, GET and DELETE /sandboxes/{id}, POST
+GET /v2/sandboxes, GET and DELETE /sandboxes/{id}, GET
+/sandboxes/{id}/metrics (each running sandbox sampled every
+--metrics-interval seconds from its container's cgroup on the host), POST
 /sandboxes/{id}/timeout, /pause and /connect.  envd: GET /health, GET
 /metrics, GET and POST /files, POST /process.Process/Start (Connect server
 streaming) and /process.Process/SendSignal (Connect unary).  Test control
@@ -341,6 +343,11 @@ class Sandbox:
         self.report_network = spec.network
         self.processes = {}          # in-container pid -> Proc
         self.lock = threading.Lock()  # serializes pause, resume and removal
+        # Its container's cgroup files on the host (Fake.find_cgroup), and
+        # the SandboxMetric samples taken of it (Fake.sample).
+        self.cgroup = None
+        self.samples = []
+        self.last_cpu = None          # (monotonic s, CPU ns) of the last sample
 
     def sandbox_json(self, domain, omit=()):
         """The Sandbox schema: the create, connect and resume answer."""
@@ -504,6 +511,7 @@ class Fake:
         self.contract = contract.Contract(args.upstream)
         self.violations = []                 # of the contracts, as recorded
         self.expected = None                 # a list while a test sends them on purpose
+        self.metrics_interval = args.metrics_interval
 
     # -- the contract check
 
@@ -646,9 +654,71 @@ class Fake:
         except HttpError:
             docker(["rm", "-f", sbx.container])
             raise
+        sbx.cgroup = self.find_cgroup(sbx)
         with self.lock:
             self.sandboxes[sbx.id] = sbx
         return sbx
+
+    @staticmethod
+    def find_cgroup(sbx):
+        """{"cpu": file, "mem": file, "v2": bool} of the sandbox's container's
+        cgroup on the host (its PID 1's /proc/<pid>/cgroup), or None."""
+        p = docker(["inspect", "-f", "{{.State.Pid}}", sbx.container])
+        pid = p.stdout.decode().strip()
+        if p.returncode != 0 or not pid.isdigit():
+            return None
+        try:
+            with open("/proc/%s/cgroup" % pid) as f:
+                lines = [ln.rstrip("\n").split(":", 2) for ln in f]
+        except OSError:
+            return None
+        paths = {}
+        for _, ctrls, path in (ln for ln in lines if len(ln) == 3):
+            for c in ctrls.split(",") if ctrls else [""]:
+                paths[c] = path
+        if "cpuacct" in paths and "memory" in paths:
+            return {"v2": False,
+                    "cpu": "/sys/fs/cgroup/cpuacct%s/cpuacct.usage" % paths["cpuacct"],
+                    "mem": "/sys/fs/cgroup/memory%s/memory.usage_in_bytes" % paths["memory"]}
+        if "" in paths:
+            return {"v2": True, "cpu": "/sys/fs/cgroup%s/cpu.stat" % paths[""],
+                    "mem": "/sys/fs/cgroup%s/memory.current" % paths[""]}
+        return None
+
+    def sample(self):
+        """Every --metrics-interval seconds, one SandboxMetric per running
+        sandbox: the CPU its container used since the last sample, in
+        percent of its cores, and its memory in use (E2B samples its VMs
+        the same way, every few seconds)."""
+        while not self.stopping.wait(self.metrics_interval):
+            for sbx in self.all():
+                if sbx.state != "running" or not sbx.cgroup:
+                    continue
+                try:
+                    with open(sbx.cgroup["cpu"]) as f:
+                        text = f.read()
+                    with open(sbx.cgroup["mem"]) as f:
+                        mem = int(f.read().strip())
+                except (OSError, ValueError):
+                    continue
+                if sbx.cgroup["v2"]:
+                    stat = dict(ln.split(" ", 1) for ln in text.splitlines() if " " in ln)
+                    cpu_ns = int(stat.get("usage_usec", "0")) * 1000
+                else:
+                    cpu_ns = int(text.strip() or 0)
+                t = time.monotonic()
+                last, sbx.last_cpu = sbx.last_cpu, (t, cpu_ns)
+                if last is None or t <= last[0]:
+                    continue
+                pct = 100.0 * (cpu_ns - last[1]) / ((t - last[0]) * 1e9 * sbx.cpu)
+                us = now_us()
+                with self.lock:
+                    sbx.samples.append({
+                        "timestamp": rfc3339(us), "timestampUnix": us // 1_000_000,
+                        "cpuCount": sbx.cpu, "cpuUsedPct": round(min(max(pct, 0.0), 100.0), 2),
+                        "memUsed": mem, "memTotal": sbx.memory_mb << 20, "memCache": 0,
+                        "diskUsed": 0, "diskTotal": 0})
+                    del sbx.samples[:-1000]
 
     def stamp_report(self, sbx):
         """detail_internet, detail_network: what a new (or resumed) sandbox's
@@ -731,6 +801,7 @@ class Fake:
                 return 200, sbx
             docker_ok(["start", sbx.container])
             self.firewall(sbx, getattr(sbx, "allowed_out", []))  # a new netns
+            sbx.cgroup, sbx.last_cpu = self.find_cgroup(sbx), None  # its counters start again
             sbx.state, sbx.end_at = "running", deadline
             self.stamp_report(sbx)   # a resume is a new VM from the snapshot
             if self.behaviour("resume_new_id", False):
@@ -1176,7 +1247,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- control plane
 
-    SANDBOX_PATH = re.compile(r"^/sandboxes/([^/]+)(/timeout|/pause|/connect)?$")
+    SANDBOX_PATH = re.compile(r"^/sandboxes/([^/]+)(/timeout|/pause|/connect|/metrics)?$")
 
     def serve_api(self):
         route, method = self.route, self.command
@@ -1193,7 +1264,7 @@ class Handler(BaseHTTPRequestHandler):
             action = (method, m.group(2))
             handlers = {("GET", None): self.api_detail, ("DELETE", None): self.api_kill,
                         ("POST", "/timeout"): self.api_timeout, ("POST", "/pause"): self.api_pause,
-                        ("POST", "/connect"): self.api_connect}
+                        ("POST", "/connect"): self.api_connect, ("GET", "/metrics"): self.api_metrics}
             if action in handlers:
                 return handlers[action](urllib.parse.unquote(m.group(1)))
         self.drain_body()
@@ -1248,6 +1319,23 @@ class Handler(BaseHTTPRequestHandler):
 
     def api_detail(self, sandbox_id):
         self.send_json(200, self.fake.must_get(sandbox_id).detail_json(self.fake.domain))
+
+    def api_metrics(self, sandbox_id):
+        """GET /sandboxes/{id}/metrics: its samples from start to end (Unix
+        seconds, both optional), oldest first."""
+        sbx = self.fake.must_get(sandbox_id)
+        bounds = []
+        for name in ("start", "end"):
+            v = self.query_one(name)
+            if v is not None and not v.isdigit():
+                raise api_error(400, "%s must be a non-negative integer" % name)
+            bounds.append(int(v) if v is not None else None)
+        start, end = bounds
+        with self.fake.lock:
+            samples = [dict(m) for m in sbx.samples
+                       if (start is None or m["timestampUnix"] >= start)
+                       and (end is None or m["timestampUnix"] <= end)]
+        self.send_json(200, samples)
 
     def api_kill(self, sandbox_id):
         if not self.fake.remove(self.fake.must_get(sandbox_id)):
@@ -1587,6 +1675,8 @@ def parse_args(argv):
     p.add_argument("--cpu", type=int, default=2, help="CPUs of every template")
     p.add_argument("--memory-mb", type=int, default=512, help="memory of every template (MiB)")
     p.add_argument("--domain", default="localhost", help="the sandboxes' domain")
+    p.add_argument("--metrics-interval", type=float, default=1.0,
+                   help="seconds between a sandbox's metrics samples")
     p.add_argument("--upstream", default=UPSTREAM,
                    help="E2B's contracts: openapi.yml, envd.yaml, process.proto")
     args = p.parse_args(argv)
@@ -1620,6 +1710,7 @@ def main(argv):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     threading.Thread(target=fake.reap, daemon=True).start()
+    threading.Thread(target=fake.sample, daemon=True).start()
     bound_host, bound_port = server.server_address[:2]
     print(json.dumps({"listening": "%s:%d" % (bound_host, bound_port), "instance": fake.instance}),
           flush=True)

@@ -9,7 +9,7 @@ import json
 import os
 import re
 
-KINDS = ("wasm", "disabled", "docker", "docker-sessions")
+KINDS = ("wasm", "disabled", "docker", "docker-sessions", "docker-data")
 RUN_KINDS = KINDS + ("", "quickstart")
 CLIENTS = ("c", "python", "typescript", "go")
 RUN_LANGUAGES = ("", "sh", "bash", "python", "c", "go", "ts")  # a run block's fence

@@ -6,7 +6,9 @@ mixin for a provider's daemon class started with sessions on (idle after
 sandbox_exists(name), with SANDBOX_FILE_READ_BYTES 65536 and
 SANDBOX_FILE_LIST_ENTRIES 40.  The calls: files stay and processes do not;
 cells keep state, report their exit codes and meet their deadline; an idle
-pause or stop ends the interpreters; hostile cells; the file calls
+pause or stop ends the interpreters; hostile cells; display outputs
+(through vmcell's framed stderr: the bounds, a guest writing into that
+stream, RunCellStream, Describe); the file calls
 (WriteFiles, ReadFile, ListFiles) and what guest code sets up against them;
 close deletes the sandbox.
 Each provider's own cases stay in its folder.
@@ -32,6 +34,18 @@ def project(steps, files=()):
 
 class HostedSessions:
     TIER = None
+    # What each call's answer says of its cost (docs/api.md, "Usage"): the
+    # source of its usage when the provider measures ("service"), or None
+    # when every answer says why it has none.
+    USAGE_SOURCE = None
+
+    def assert_usage_or_why(self, b):
+        """A call's answer has its usage or why not, never both."""
+        self.assertNotEqual("usage" in b, "usage_absent" in b, b)
+        if "usage" in b:
+            self.assertEqual(b["usage"]["source"], self.USAGE_SOURCE, b)
+        else:
+            self.assertTrue(b["usage_absent"], b)
 
     def open(self):
         status, body = self.d.rpc("OpenSession", {})
@@ -49,6 +63,7 @@ class HostedSessions:
         status, body = self.d.rpc("RunInSession", {"session_id": sid, "run": run})
         self.assertEqual(status, 200, body)
         self.assertEqual(body["isolation"], self.TIER, body)
+        self.assert_usage_or_why(body)
         return body
 
     def cell(self, sid, lang, code, timeout_ms=None, files=()):
@@ -60,6 +75,7 @@ class HostedSessions:
         status, b = self.d.rpc("RunCell", body)
         self.assertEqual(status, 200, b)
         self.assertEqual(b["isolation"], self.TIER, b)
+        self.assert_usage_or_why(b)
         return b
 
     def look(self, sid):
@@ -156,6 +172,84 @@ class HostedSessions:
         self.assertEqual(len(b["stdout"]), 4096)
         b = self.cell(sid, "javascript", "require('fs').readFileSync('data/in.txt', 'utf8')")
         self.assertEqual(b["stdout"], "'hello'\n", b)
+
+    # ---- display outputs ---------------------------------------------------
+    def test_display_outputs_come_back_in_order(self):
+        from . import streaming
+        sid = self.open()
+        b = self.cell(sid, "python",
+                      "import sys\n"
+                      "class T:\n"
+                      "    def _repr_html_(self): return '<i>t</i>'\n"
+                      "    def __repr__(self): return 'T'\n"
+                      "print('out')\nsys.stderr.write('err\\n')\ndisplay(T())\n"
+                      "display({'image/png': b'\\x89PNG\\0'}, raw=True)\nT()")
+        bundle = {"text/html": "<i>t</i>", "text/plain": "T"}
+        self.assertEqual((b["exit_code"], b["stdout"], b["stderr"]), (0, "out\n", "err\n"), b)
+        self.assertEqual(b["outputs"], [
+            {"kind": "display", "data": bundle},
+            {"kind": "display", "data": {"image/png": base64.b64encode(b"\x89PNG\0").decode()}},
+            {"kind": "result", "data": bundle}])
+        self.assertEqual(b["record"]["response_sha256"],
+                         sha({k: v for k, v in b.items() if k != "record"}))
+        js = self.cell(sid, "javascript", "display({a: 1}); console.error('e'); 7")
+        self.assertEqual((js["stdout"], js["stderr"]), ("7\n", "e\n"), js)
+        self.assertEqual(js["outputs"], [{"kind": "display", "data": {"application/json": '{"a":1}'}}])
+        st = streaming.call(self.d, "RunCellStream", {"session_id": sid, "cell": {
+            "language": "python", "code": "print('a', flush=True)\ndisplay('d1')\nprint('b')"}})
+        self.assertEqual((st.status, st.end), (200, {}), st.frames[-1:])
+        shown = [c["display"] for c in st.chunks if "display" in c]
+        self.assertEqual(shown, [{"kind": "display", "data": {"text/plain": "'d1'"}}])
+        self.assertEqual(st.result["outputs"], shown)
+        self.assertEqual(st.joined("stdout"), b"a\nb\n")
+        d = self.d.rpc("Describe", {})[1]["operations"]["display"]
+        self.assertEqual((d["python"], d["javascript"]), (True, True), d)
+        # matplotlib and pandas as the sandbox's Python finds them.
+        found = self.cell(sid, "python", "import importlib.util as u\n"
+                          "print([u.find_spec(m) is not None for m in ('matplotlib', 'pandas')])")
+        self.assertEqual(found["stdout"], "%r\n" % [d["matplotlib"], d["pandas"]], d)
+
+    def test_display_bounds_and_a_guest_writing_into_the_stream(self):
+        sid = self.open()
+        lim = self.d.rpc("Describe", {})[1]["limits"]["display_outputs"]
+        b = self.cell(sid, "python", "for i in range(%d):\n    display(i)" % (lim + 2))
+        self.assertEqual(len(b["outputs"]), lim, b.get("outputs_dropped"))
+        self.assertEqual(b["outputs_dropped"], 2)
+        # The cell's code holds the interpreter's uplink: messages of its
+        # own there are checked like the agent's, relayed or not.
+        b = self.cell(sid, "python",
+                      "import os, struct\n"
+                      "def f(b): os.write(3, b'D' + struct.pack('>I', len(b)) + b)\n"
+                      "f(b'{\"kind\":\"display\",\"data\":{\"image/png\":\"!!\"}}')\n"
+                      "f(b'{\"kind\":\"display\",\"data\":{\"text/plain\":\"ok\"}}')\n"
+                      "print('on')")
+        self.assertEqual((b["exit_code"], b["stdout"]), (0, "on\n"), b)
+        self.assertEqual(b["outputs"], [{"kind": "display", "data": {"text/plain": "ok"}}])
+        self.assertEqual(b["outputs_dropped"], 1)
+        # The interpreter's stderr is framed on the way (vmcell's fd 2).
+        # vmcell is not dumpable, so the guest, of the same uid, cannot
+        # open that descriptor through /proc to write into the framing.
+        b = self.cell(sid, "python",
+                      "import os\n"
+                      "for p in os.listdir('/proc'):\n"
+                      "    try:\n"
+                      "        cmd = open('/proc/%s/cmdline' % p, 'rb').read().split(b'\\0')\n"
+                      "    except OSError:\n"
+                      "        continue\n"
+                      "    if b'vmcell' in cmd:\n"
+                      "        try:\n"
+                      "            os.write(os.open('/proc/%s/fd/2' % p, os.O_WRONLY), b'Xraw')\n"
+                      "            print('reached', p)\n"
+                      "        except OSError as e:\n"
+                      "            print('not reachable', type(e).__name__)\n"
+                      "display('after')\n"
+                      "import sys; _ = sys.stderr.write('tail\\n')")
+        self.assertEqual((b["exit_code"], b["stdout"], b["stderr"]),
+                         (0, "not reachable PermissionError\n", "tail\n"), b)
+        self.assertEqual(b["outputs"], [{"kind": "display", "data": {"text/plain": "'after'"}}])
+        # The session goes on, framing and all.
+        b = self.cell(sid, "python", "display('again')")
+        self.assertEqual(b["outputs"], [{"kind": "display", "data": {"text/plain": "'again'"}}])
 
     def test_an_idle_pause_or_stop_ends_the_interpreters(self):
         sid = self.open()

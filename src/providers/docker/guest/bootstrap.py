@@ -432,8 +432,81 @@ def files(h):
     os._exit(0)
 
 
+# The display kinds the session image can give a Python cell (the header's
+# "display": the session image's probe only): matplotlib drawing with Agg
+# through pyplot, and pandas, each imported by the cells' python3 as the
+# sandbox user.  One JSON line: each name and null, or why it failed.
+DISPLAY_CHECK = """
+import json
+
+
+def mpl():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+
+found = {}
+for name, how in (("matplotlib", mpl), ("pandas", lambda: __import__("pandas"))):
+    try:
+        how()
+        found[name] = None
+    except Exception as e:
+        found[name] = ("%s: %s" % (type(e).__name__, e))[:200]
+print(json.dumps(found))
+"""
+
+
+def display_start(h):
+    """The display check started beside the rest of the probe; None when
+    the header does not ask for it, or what it found when neither library
+    is there to import (no interpreter started for nothing)."""
+    if not h.get("display"):
+        return None
+    import importlib.util
+    names = ("matplotlib", "pandas")
+    missing = {n: "ModuleNotFoundError: No module named '%s'" % n for n in names
+               if importlib.util.find_spec(n) is None}
+    if len(missing) == len(names):
+        return missing
+    import subprocess
+    import tempfile
+    try:
+        env = dict(os.environ, MPLBACKEND="Agg", MPLCONFIGDIR=tempfile.mkdtemp(dir="/tmp"))
+        return subprocess.Popen(["python3", "-c", DISPLAY_CHECK], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+    except OSError as e:
+        return {n: str(e)[:200] for n in names}
+
+
+def display_end(started, report):
+    """The display check's answer into report["display"] (name: true or
+    false) and report["display_errors"] (name: why)."""
+    import subprocess
+    if started is None:
+        return
+    names = ("matplotlib", "pandas")
+    if isinstance(started, dict):
+        found = started
+    else:
+        try:
+            out, err = started.communicate(timeout=30)
+            found = json.loads(out.decode().strip().splitlines()[-1])
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+            found = {n: "timed out" for n in names}
+        except (ValueError, IndexError):
+            why = "exit %d: %s" % (started.returncode, err.decode(errors="replace")[-200:])
+            found = {n: why for n in names}
+    report["display"] = {n: n in found and found[n] is None for n in names}
+    report["display_errors"] = {n: found.get(n) or "not reported" for n in names
+                                if not report["display"][n]}
+
+
 def probe(h):
     import subprocess
+    display = display_start(h)
     report = {"mountinfo": open("/proc/self/mountinfo").read(),
               "status": open("/proc/self/status").read(),
               "version": open("/proc/version").read(), "uid": os.getuid(), "sizes": {},
@@ -500,6 +573,7 @@ def probe(h):
                                 b"refused: " + head[:64]).decode(errors="replace")
         except OSError as e:
             report["socket"] = "error: " + (e.strerror or str(e))
+    display_end(display, report)
     emit(report)
 
 

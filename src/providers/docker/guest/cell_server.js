@@ -4,7 +4,8 @@
 // session_agent.py as NODE_SERVER; a launch runs it as `node -e` with the
 // uplink on fd 3 and the ready pipe on fd 4.  Frames both ways: a type byte,
 // a 4-byte big-endian length, the data ("C" code in; "O" stdout, "E"
-// stderr, "X" the cell's status out).  tests/guest/test_cell_server.py runs
+// stderr, "D" a display output's JSON MIME bundle, "X" the cell's status
+// out).  tests/guest/test_cell_server.py runs
 // it on the host.
 'use strict';
 const net = require('net'), vm = require('vm'), util = require('util');
@@ -27,8 +28,39 @@ const out = sink(0x4f), err = sink(0x45);
 for (const [k, s] of [['stdout', out], ['stderr', err]])
   Object.defineProperty(process, k, { configurable: true, enumerable: true, get() { return s; } });
 const con = new console.Console({ stdout: out, stderr: err, colorMode: false });
+// display(value, mimeType): one display output (docs/sessions.md, "Display
+// outputs").  Text types take a string (an object: JSON for JSON types,
+// util.inspect otherwise); every other type takes bytes (a Buffer, a typed
+// array, an ArrayBuffer) or their base64.  Without a type: a string is
+// text/plain, bytes need one, anything else is application/json.
+const MIME = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/;
+const isText = m => m.startsWith('text/') || m === 'application/json' || m === 'application/javascript' ||
+  m === 'image/svg+xml' || m.endsWith('+json') || m.endsWith('+xml');
+function display(value, mimeType) {
+  const bytes = util.types.isArrayBufferView(value) || util.types.isAnyArrayBuffer(value);
+  const m = mimeType !== undefined ? mimeType
+    : typeof value === 'string' ? 'text/plain' : bytes ? undefined : 'application/json';
+  if (typeof m !== 'string' || m.length > 127 || !MIME.test(m))
+    throw new TypeError('display: a MIME type such as "image/png" is needed, lowercase');
+  const raw = () => util.types.isAnyArrayBuffer(value) ? Buffer.from(value)
+    : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  let data;
+  if (isText(m)) {
+    data = typeof value === 'string' ? value : bytes ? raw().toString('utf8')
+      : m === 'text/plain' ? util.inspect(value) : JSON.stringify(value);
+    if (data === undefined) throw new TypeError('display: the value has no JSON form');
+    data = data.replace(/\0/g, '\ufffd');
+  } else if (bytes) {
+    data = raw().toString('base64');
+  } else if (typeof value === 'string' && Buffer.from(value, 'base64').toString('base64') === value) {
+    data = value;
+  } else {
+    throw new TypeError('display: ' + m + ' takes bytes or their base64');
+  }
+  send(cur, 0x44, Buffer.from(JSON.stringify({ kind: 'display', data: { [m]: data } })));
+}
 const g = {
-  console: con, require: Module.createRequire(WORK + '/'), process, Buffer,
+  console: con, display, require: Module.createRequire(WORK + '/'), process, Buffer,
   setTimeout, clearTimeout, setInterval, clearInterval, setImmediate, clearImmediate,
   queueMicrotask, URL, URLSearchParams, TextEncoder, TextDecoder, structuredClone,
   AbortController, AbortSignal, Event, EventTarget, atob, btoa, performance,

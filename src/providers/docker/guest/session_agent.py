@@ -50,11 +50,17 @@
 # the data.  plimsolld to interpreter: "C" a cell's code (UTF-8); to the
 # launcher, first, "H" the challenge (read by the launcher, never by the
 # interpreter).
-# Interpreter to plimsolld: "O" stdout bytes, "E" stderr bytes, "X" the end
-# of a cell, its data the status in ASCII ("0" ran, "1" raised).
+# Interpreter to plimsolld: "O" stdout bytes, "E" stderr bytes, "D" a
+# display output (a JSON MIME bundle: {"kind": "display" | "result",
+# "data": {TYPE: text or base64}}), "X" the end of a cell, its data the
+# status in ASCII ("0" ran, "1" raised).
 #
 # Cell semantics.  Python: the last statement, when an expression whose
-# value is not None, is printed with repr(); top-level await works
+# value is not None, is shown as a "result" display output when it has a
+# rich representation (a _repr_*_ method, a matplotlib figure), otherwise
+# printed with repr(); display(*objs) sends display outputs; matplotlib
+# figures left open at the cell's end come back as image/png and are
+# closed (the Agg backend); top-level await works
 # (PyCF_ALLOW_TOP_LEVEL_AWAIT, run with asyncio.run); SystemExit(None or 0)
 # ends the cell with status 0, any other code is status 1 with
 # "SystemExit: N" (or the message) on stderr; the interpreter keeps running.
@@ -79,7 +85,7 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 
 
 seccomp_filter()  # common.py
-if MODE in ("launch", "cleanup", "interp"):
+if MODE in ("launch", "cleanup", "interp", "vmcell"):
     NONDUMPABLE = nondumpable()
 
 import json  # noqa: E402
@@ -91,6 +97,7 @@ import time  # noqa: E402
 LANGS = ("python", "javascript")
 UPLINK = "/run/plimsoll/cells.sock"
 T_CODE, T_OUT, T_ERR, T_END, T_HELLO = b"C", b"O", b"E", b"X", b"H"
+T_DISPLAY = b"D"
 MAX_CODE = 64 << 20
 UPLINK_FD, READY_FD = 3, 4
 
@@ -444,7 +451,10 @@ def mode_vmlaunch(args):
 def mode_vmcell(args):
     """One cell: exit 0 or 1 as the interpreter's "X" says; VM_NO_INTERPRETER
     when nothing listens (no code was sent); VM_CHANNEL_ENDED when the
-    channel ends before "X"."""
+    channel ends before "X".  The interpreter's stdout goes to fd 1 as it
+    is; its stderr ("E") and display outputs ("D") go to fd 2 as frames
+    (a type byte, a 4-byte big-endian length, the bytes), relayed as they
+    come (the daemon's pl_frames_in reads them)."""
     name, path = args
     with open(path, "rb") as f:
         code = f.read()
@@ -462,6 +472,8 @@ def mode_vmcell(args):
                 break
             n = struct.unpack(">I", head[1:])[0]
             kind = head[:1]
+            if kind in (T_ERR, T_DISPLAY):
+                write_all(2, head)
             while n > 0:
                 chunk = s.recv(min(n, 65536))
                 if not chunk:
@@ -469,7 +481,7 @@ def mode_vmcell(args):
                 n -= len(chunk)
                 if kind == T_OUT:
                     write_all(1, chunk)
-                elif kind == T_ERR:
+                elif kind in (T_ERR, T_DISPLAY):
                     write_all(2, chunk)
                 elif kind == T_END:
                     status += chunk[:8]
@@ -484,6 +496,7 @@ def mode_vmcell(args):
 
 def mode_interp(args):
     import ast
+    import base64
     import builtins
     import io
     import linecache
@@ -596,6 +609,129 @@ def mode_interp(args):
             tb = tb.tb_next
         sys.stderr.write("".join(traceback.format_exception(type(e), e, tb)))
 
+    # Display outputs (docs/sessions.md, "Display outputs"): a bundle per
+    # object, as Jupyter's display_data.  matplotlib draws with Agg, its
+    # cache in /tmp (the image's home is not writable).
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ.setdefault("MPLCONFIGDIR", "/tmp/.plimsoll-matplotlib")
+    reprs = (("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"),
+             ("text/latex", "_repr_latex_"), ("image/svg+xml", "_repr_svg_"),
+             ("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
+             ("application/json", "_repr_json_"))
+    shown = set()  # the figures this cell displayed already
+
+    def is_text(mime):
+        return (mime.startswith("text/") or mime in ("application/json", "application/javascript",
+                                                     "image/svg+xml")
+                or mime.endswith("+json") or mime.endswith("+xml"))
+
+    def figure_png(fig):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=fig.dpi)
+        return buf.getvalue()
+
+    def is_figure(obj):
+        fm = sys.modules.get("matplotlib.figure")
+        return fm is not None and isinstance(obj, fm.Figure)
+
+    def encoded(mime, v):
+        if isinstance(v, tuple) and v:
+            v = v[0]  # (data, metadata)
+        if is_text(mime):
+            if isinstance(v, (bytes, bytearray)):
+                v = bytes(v).decode("utf-8", "replace")
+            elif not isinstance(v, str):
+                v = json.dumps(v)
+            return v.replace("\0", "\ufffd")
+        if isinstance(v, str):
+            v = base64.b64decode(v.encode("ascii", "replace"))  # checked, then re-encoded
+        return base64.b64encode(bytes(v)).decode("ascii")
+
+    def bundle(obj, rich_only=False):
+        """The MIME bundle of obj, or None when rich_only and it has no
+        representation beyond text/plain."""
+        data = {}
+        if is_figure(obj):
+            shown.add(id(obj))
+            data["image/png"] = figure_png(obj)
+        elif not isinstance(obj, type):
+            mb = getattr(obj, "_repr_mimebundle_", None)
+            try:
+                got = mb() if callable(mb) else None
+            except Exception as e:  # noqa: BLE001 - the object's error, said
+                sys.stderr.write("display: %s._repr_mimebundle_ raised %r\n"
+                                 % (type(obj).__name__, e))
+                got = None
+            if isinstance(got, tuple) and got:
+                got = got[0]
+            if isinstance(got, dict):
+                data.update((k, v) for k, v in got.items() if isinstance(k, str) and v is not None)
+            for mime, meth in reprs:
+                f = getattr(obj, meth, None)
+                if mime in data or not callable(f):
+                    continue
+                try:
+                    v = f()
+                except Exception as e:  # noqa: BLE001
+                    sys.stderr.write("display: %s.%s raised %r\n" % (type(obj).__name__, meth, e))
+                    continue
+                if v is not None:
+                    data[mime] = v
+        if rich_only and not [k for k in data if k != "text/plain"]:
+            return None
+        if "text/plain" not in data:
+            data["text/plain"] = repr(obj)
+        out = {}
+        for mime, v in data.items():
+            try:
+                out[mime] = encoded(mime, v)
+            except Exception as e:  # noqa: BLE001 - e.g. not base64, not bytes
+                sys.stderr.write("display: %s's %s left out: %r\n" % (type(obj).__name__, mime, e))
+        return out
+
+    def send_display(data, kind="display"):
+        msg = json.dumps({"kind": kind, "data": data}, separators=(",", ":")).encode()
+        with lock:
+            for r, k in reads.items():
+                while forward(r, k):
+                    pass
+            conn = state["conn"]
+            if conn is not None:
+                try:
+                    conn.sendall(frame(T_DISPLAY, msg))
+                except OSError:
+                    state["conn"] = None
+
+    def display(*objs, raw=False):
+        """Show each object as a display output (Jupyter's display():
+        its _repr_*_ methods, a matplotlib figure as image/png).  With
+        raw=True each object is a MIME bundle already: {type: data}."""
+        for obj in objs:
+            if raw:
+                if not isinstance(obj, dict):
+                    raise TypeError("display(raw=True) takes {mime type: data} dicts")
+                send_display({k: encoded(k, v) for k, v in obj.items()})
+            else:
+                send_display(bundle(obj))
+
+    builtins.display = display
+
+    def open_figures():
+        """Each figure pyplot holds, shown unless this cell displayed it
+        already; then all closed."""
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        try:
+            for num in plt.get_fignums():
+                fig = plt.figure(num)
+                if id(fig) not in shown:
+                    send_display({"image/png": encoded("image/png", figure_png(fig)),
+                                  "text/plain": encoded("text/plain", repr(fig))})
+            plt.close("all")
+        except Exception as e:  # noqa: BLE001 - the figure's error, said
+            sys.stderr.write("display: an open figure could not be drawn: %r\n" % (e,))
+
     def run(code):
         counter[0] += 1
         name = "<cell %d>" % counter[0]
@@ -620,7 +756,11 @@ def mode_interp(args):
                     import asyncio
                     value = asyncio.run(value)
             if last is not None and value is not None:
-                sys.stdout.write(repr(value) + "\n")
+                rich = bundle(value, rich_only=True)
+                if rich is not None:
+                    send_display(rich, "result")
+                else:
+                    sys.stdout.write(repr(value) + "\n")
             return 0
         except SystemExit as e:
             if e.code is None or e.code == 0:
@@ -635,12 +775,17 @@ def mode_interp(args):
     def serve(conn, code):
         state["conn"] = conn
         sys.stdout, sys.stderr = out, err
+        shown.clear()
         try:
             status = run(code.decode("utf-8", "replace"))
         except BaseException:  # noqa: BLE001 - e.g. an error printing the error
             status = 1
         if os.getpid() != me:  # the cell forked and this is the child
             os._exit(0)
+        try:
+            open_figures()
+        except BaseException:  # noqa: BLE001
+            pass
         for f in (sys.stdout, sys.stderr):
             try:
                 f.flush()
