@@ -90,7 +90,8 @@ class Quickstart(unittest.TestCase):
         # docs/sessions.md's example, as written, with the environment the
         # script printed
         blocks = [b for b in test_docs.BLOCKS
-                  if b.path == os.path.join("docs", "sessions.md") and b.kind == "run"]
+                  if b.path == os.path.join("docs", "sessions.md") and b.kind == "run"
+                  and b.daemon_kind == "docker-sessions"]
         self.assertTrue(blocks, "docs/sessions.md has a session example")
         env = test_docs.block_env(self.url)
         for b in blocks:
