@@ -35,8 +35,17 @@ static int on_output(void *ud, const struct plimsoll_output *ch) {
     if ((ch->stdout_len && !ch->stdout_data) || (ch->stderr_len && !ch->stderr_data) ||
         (ch->stdout_len && ch->stdout_data[ch->stdout_len] != '\0') ||
         (ch->stderr_len && ch->stderr_data[ch->stderr_len] != '\0') ||
-        (!ch->stdout_len && !ch->stderr_len) || ch->step > 3)
-        abort(); /* only chunks with bytes, NUL-terminated, of a step that exists */
+        (!ch->stdout_len && !ch->stderr_len && !ch->display) ||
+        (ch->display && (ch->stdout_len || ch->stderr_len)) || ch->step > 3)
+        abort(); /* only chunks with bytes, NUL-terminated, of a step that exists, or a
+                    display output alone */
+    if (ch->display) {
+        char *d = json_dumps(ch->display, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!d)
+            abort();
+        mix(&t->hash, d, strlen(d));
+        free(d);
+    }
     mix(&t->hash, &ch->step, sizeof(ch->step));
     mix(&t->hash, ch->stdout_data ? ch->stdout_data : "", ch->stdout_len);
     mix(&t->hash, "|", 1);
