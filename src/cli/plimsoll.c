@@ -377,22 +377,19 @@ static int cmd_run(int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
-    const char *lang = o.lang, *file = o.file, *code = o.code;
-    long timeout = o.timeout;
-    bool as_json = o.as_json, show_usage = o.show_usage;
     enum pl_tier floor_tier = PL_TIER_NONE;
     if (floor && pl_tier_parse(floor, &floor_tier) < 0) {
         fprintf(stderr, "plimsoll: --floor takes none, process, container, kernel or vm\n");
         return EXIT_USAGE;
     }
-    if (!!code + !!file != 1 || (show_usage && as_json)) {
+    if (!!o.code + !!o.file != 1 || (o.show_usage && o.as_json)) {
         usage();
         return EXIT_USAGE;
     }
     struct pl_buf src = {0};
-    if (read_code(file, code, &src) < 0)
+    if (read_code(o.file, o.code, &src) < 0)
         return EXIT_USAGE;
-    json_t *req = json_pack("{s:{s:s, s:s%}}", "snippet", "language", lang, "code",
+    json_t *req = json_pack("{s:{s:s, s:s%}}", "snippet", "language", o.lang, "code",
                             src.data ? src.data : "", src.len);
     pl_buf_free(&src);
     if (!req) {
@@ -401,8 +398,8 @@ static int cmd_run(int argc, char **argv) {
     }
     if (floor)
         json_object_set_new(req, "minimum_isolation", json_string(floor));
-    if (timeout)
-        json_object_set_new(req, "timeout_ms", json_integer(timeout));
+    if (o.timeout)
+        json_object_set_new(req, "timeout_ms", json_integer(o.timeout));
     plimsoll_client *c = client_from_env();
     json_t *j = NULL;
     struct plimsoll_error err;
@@ -414,7 +411,7 @@ static int cmd_run(int argc, char **argv) {
         json_t *er = json_pack("{s:O}", "run", req);
         if (!er || plimsoll_explain(c, er, &j, &err) < 0)
             ex = er ? report_error(&err) : EXIT_INFRA;
-        else if (as_json) {
+        else if (o.as_json) {
             char *s = json_dumps(j, JSON_INDENT(2));
             if (s)
                 puts(s);
@@ -424,18 +421,19 @@ static int cmd_run(int argc, char **argv) {
             ex = print_ticket(j);
         }
         json_decref(er);
-    } else if ((as_json ? plimsoll_run(c, req, &j, &err) : run_live(c, req, &live, &j, &err)) < 0) {
+    } else if ((o.as_json ? plimsoll_run(c, req, &j, &err) : run_live(c, req, &live, &j, &err)) <
+               0) {
         ex = report_error(&err);
     } else {
         int exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
-        if (as_json) {
+        if (o.as_json) {
             char *s = json_dumps(j, JSON_INDENT(2));
             if (s)
                 puts(s);
             free(s);
         } else {
             write_result_output(j, &live);
-            if (show_usage)
+            if (o.show_usage)
                 print_usage(j);
             print_exit(j);
         }
@@ -746,18 +744,15 @@ static int cmd_cell(int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
-    const char *lang = o.lang, *file = o.file, *code = o.code;
-    long timeout = o.timeout;
-    bool as_json = o.as_json, show_usage = o.show_usage;
-    if (!id || !!code + !!file != 1 || (show_usage && as_json) || (dir && !*dir)) {
+    if (!id || !!o.code + !!o.file != 1 || (o.show_usage && o.as_json) || (dir && !*dir)) {
         usage();
         return EXIT_USAGE;
     }
     struct pl_buf src = {0};
-    if (read_code(file, code, &src) < 0)
+    if (read_code(o.file, o.code, &src) < 0)
         return EXIT_USAGE;
     json_t *cell =
-        json_pack("{s:s, s:s%}", "language", lang, "code", src.data ? src.data : "", src.len);
+        json_pack("{s:s, s:s%}", "language", o.lang, "code", src.data ? src.data : "", src.len);
     pl_buf_free(&src);
     if (!cell) {
         fprintf(stderr, "plimsoll: the code is not valid UTF-8\n");
@@ -771,20 +766,20 @@ static int cmd_cell(int argc, char **argv) {
     int ex;
     if (!c) {
         ex = EXIT_USAGE;
-    } else if ((as_json ? plimsoll_run_cell(c, id, cell, (unsigned)timeout, &j, &err)
-                        : cell_live(c, id, cell, (unsigned)timeout, &live, &j, &err)) < 0) {
+    } else if ((o.as_json ? plimsoll_run_cell(c, id, cell, (unsigned)o.timeout, &j, &err)
+                          : cell_live(c, id, cell, (unsigned)o.timeout, &live, &j, &err)) < 0) {
         ex = report_error(&err);
     } else {
         int exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
         ex = exit_code == 0 ? EXIT_RAN_OK : EXIT_RAN_NONZERO;
         int files = dir ? save_outputs(j, dirfd, dir) : 0;
-        if (as_json) {
+        if (o.as_json) {
             if (print_json(j) != EXIT_RAN_OK)
                 ex = EXIT_INFRA;
         } else {
             write_result_output(j, &live);
             print_outputs(j, dir, files);
-            if (show_usage)
+            if (o.show_usage)
                 print_usage(j);
             print_exit(j);
         }
