@@ -211,6 +211,29 @@ def main(d, out):
             r["name"], r["wall_p50_ms"], r["fake_p50_ms"], r["overhead_p50_ms"],
             r["overhead_p95_ms"], r["calls_per_run"]))
     e2b_table = "\n".join(e2b_lines) if e2b else "(not measured: no docker engine)"
+    mcp = load(d, "mcp")
+    mcp_table = "(not measured)"
+    if mcp:
+        p, q = mcp["p50_ms"], mcp["p95_ms"]
+        mcp_table = "\n".join(
+            ["| the same `console.log(1)` snippet | p50 | p95 | p50 over Connect JSON's |",
+             "|---|---|---|---|"] +
+            ["| %s | %.2f ms | %.2f ms | %.2f× |" % (label, p[k], q[k], p[k] / p["connect"])
+             for k, label in (("connect", "Connect JSON `Run`"),
+                              ("mcp_http", "MCP `tools/call run_code`, Streamable HTTP"),
+                              ("mcp_stdio", "MCP `tools/call run_code`, stdio (`plimsoll mcp`)"))])
+    fleet = load(d, "fleet")
+    fleet_table = "(not measured: no docker engine)"
+    if fleet:
+        de, sn, ce = fleet["describe"], fleet["snippets_per_s"], fleet["cell"]
+        names = (("direct", "one daemon, direct"), ("haproxy", "HAProxy (`deploy/haproxy.cfg`), three daemons"),
+                 ("nginx", "nginx, three daemons"))
+        fleet_table = "\n".join(
+            ["| path | `Describe` p50 | p95 | snippets/s (%d callers) | over direct | a later cell p50 | p95 |"
+             % fleet["callers"], "|---|---|---|---|---|---|---|"] +
+            ["| %s | %.2f ms | %.2f ms | %.1f | %.2f× | %.1f ms | %.1f ms |" % (
+                label, de[k]["p50_ms"], de[k]["p95_ms"], sn[k], sn[k] / sn["direct"],
+                ce[k]["p50_ms"], ce[k]["p95_ms"]) for k, label in names])
     proto = load(d, "protocols") or {}
     labels = {
         "connect_json_h1": "Connect, JSON, HTTP/1.1",
@@ -430,6 +453,37 @@ the HTTP front, admission, the control-plane and envd clients, the stream
 reader, the record. On the real service a run also pays E2B's create
 (hundreds of milliseconds) and the network's round trips.
 
+## MCP (wasm)
+
+{mcp_table}
+
+Measured by `bench/mcp.py` against one wasm daemon, in turn, each timed
+from the request written to the answer read: a Connect JSON `Run` on a
+kept-alive connection, a `tools/call run_code` on `/mcp` in an
+initialized MCP session on a kept-alive connection, and the same message
+through one `plimsoll mcp` process (stdio, relaying to `/mcp`); p50 and
+p95 of 500 each after an untimed round ([mcp.md](mcp.md)). The MCP faces
+pay JSON-RPC, the tool's schema check and its result's shaping on top of
+the same call of the service; stdio adds the relay's hop.
+
+## Fleet
+
+{fleet_table}
+
+Measured by `bench/fleet.py`: three docker daemons (runc, one engine, this
+machine's two cores) and HAProxy running `deploy/haproxy.cfg`, against
+the first daemon called directly and against Debian's nginx in front of
+the same three (least connections, and a route header to its daemon by one
+upstream per daemon with the others as backups). `Describe`: one call at a
+time on a kept-alive connection, what the proxy's hop costs a call that
+does nothing. Snippets: `print(1)` in Python from six callers at once, each
+on its own kept-alive connection. A later cell: `print(1)` in a session
+opened on the first daemon, through each proxy by its route. On one
+machine the three daemons share the two cores and the one engine, so three
+behind a proxy run no more snippets a second than one does: the ratio
+shows what the proxy costs, not what more machines add
+([deploy.md](deploy.md)).
+
 ## Protocols
 
 {proto_table}
@@ -485,7 +539,8 @@ Reproduce: `bench/run` (set `PL_BENCH_N` for more calls per series,
 `PL_BENCH_DOCKER_N` for the docker series).
 """.format(when=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), machine=machine(),
            table=table, docker_table=docker_table, ratios=ratio_table, sess_table=sess_table, files_table=files_table, art_table=art_table, disp_table=disp_table,
-           e2b_table=e2b_table, proto_table=proto_table)
+           e2b_table=e2b_table, proto_table=proto_table, mcp_table=mcp_table,
+           fleet_table=fleet_table)
     with open(out, "w") as f:
         f.write(doc)
     print("\nwrote", out)

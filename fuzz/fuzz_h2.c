@@ -15,14 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../src/core/admission.h"
-#include "../src/core/canon.h"
-#include "../src/core/keys.h"
-#include "../src/core/metrics.h"
-#include "../src/providers/provider.h"
 #include "../src/server/h2.h"
-
-extern const struct pl_provider_ops pl_disabled_ops;
+#include "fixture.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -45,31 +39,10 @@ static const char *setting(const char *name, void *userdata) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    struct pl_error err = {0};
-    if (pl_config_load(&config, setting, NULL, &err) < 0) {
-        fprintf(stderr, "fuzz_h2: %s\n", err.message);
-        abort();
-    }
+    fuzz_api_init("fuzz_h2", setting, &config, &provider, &api);
     /* Deadlines short enough that a stream left open ends within a run. */
     config.request_read_timeout_ms = 100;
     config.answer_send_timeout_ms = 100;
-    char hex[65], line[128];
-    pl_sha256_hex("fuzz-key", 8, hex);
-    snprintf(line, sizeof(line), "fuzzer %s\n", hex);
-    struct pl_keys *keys;
-    struct pl_admission *adm;
-    struct pl_admission_limits l = {4, 4, 1000000, 1000000};
-    if (pl_keys_parse(line, strlen(line), &keys, &err) < 0 ||
-        pl_admission_new(&l, NULL, NULL, &adm) < 0)
-        abort();
-    provider.ops = &pl_disabled_ops;
-    pl_disabled_ops.info(NULL, &provider.info);
-    api = (struct pl_api){.config = &config,
-                          .keys = keys,
-                          .provider = &provider,
-                          .admission = adm,
-                          .metrics = pl_metrics_new(),
-                          .effective_concurrency = 4};
     h2 = pl_h2_new(&api, &in_progress, NULL);
     return h2 ? 0 : -1;
 }

@@ -94,6 +94,11 @@ enum plimsoll_errkind {
      * PLIMSOLL_MAX_ANSWER_INTEGER, a known member of the wrong type, an
      * error answer that is not a Connect error (docs/clients.md) */
     PLIMSOLL_E_PROTOCOL,
+    /* a typed refusal too (nothing ran), added after the others so that
+     * their values stay: the call named another daemon's route (a
+     * session's, sent as Plimsoll-Route), so the session's daemon was not
+     * reached; behind a proxy, that daemon is gone or draining */
+    PLIMSOLL_E_WRONG_ROUTE,
 };
 
 struct plimsoll_error {
@@ -139,7 +144,8 @@ typedef struct plimsoll_client plimsoll_client;
 typedef struct plimsoll_session plimsoll_session;
 typedef struct plimsoll_chain plimsoll_chain;
 
-/* "INVALID_REQUEST", …, "ISOLATION_EVIDENCE_MISMATCH", "CHAIN", "USAGE", "PROTOCOL". */
+/* "INVALID_REQUEST", …, "ISOLATION_EVIDENCE_MISMATCH", "CHAIN", "USAGE", "PROTOCOL",
+ * "WRONG_ROUTE". */
 PLIMSOLL_API const char *plimsoll_errkind_name(enum plimsoll_errkind kind);
 /* Whether the library's retry policy may retry this kind. */
 PLIMSOLL_API bool plimsoll_errkind_retryable(enum plimsoll_errkind kind);
@@ -345,6 +351,58 @@ PLIMSOLL_API bool plimsoll_usage_of(const json_t *result_or_step, struct plimsol
  * nothing of it (it has a usage, or comes from an older daemon). */
 PLIMSOLL_API const char *plimsoll_usage_absent(const json_t *result);
 
+/* ---- one raw exchange with the daemon (PLIMSOLL_0.7) --------------------- */
+
+/*
+ * One HTTP request to a path of the daemon outside the Connect API (its
+ * MCP endpoint /mcp, say), over the client's transport: its URL or Unix
+ * socket, its key (sent as "Authorization: Bearer"), its timeout and its
+ * max_answer_bytes.  Nothing of the answer is interpreted: every status is
+ * a success here, for the caller to read.  One attempt, never retried;
+ * no redirect is followed.  Like every call, not to be made on one client
+ * from two threads at once.
+ */
+struct plimsoll_http_request {
+    const char *method; /* "POST" or "DELETE"; NULL: POST */
+    const char *path;   /* from the daemon's root: '/' then visible ASCII ("/mcp") */
+    /* more request lines, "Name: value" each (a token, a colon, no line
+     * break), NULL-terminated; may be NULL.  Content-Type is the caller's
+     * to give. */
+    const char *const *headers;
+    const void *body; /* POST's body, body_len bytes, sent as they are; a DELETE has none */
+    size_t body_len;
+    /* the name of one answer header to give back (without its colon, any
+     * case; "Mcp-Session-Id"), or NULL */
+    const char *answer_header;
+    long timeout_ms; /* the whole exchange; 0: the client's timeout_ms */
+};
+
+/* The answer, as it came; plimsoll_http_answer_free releases it. */
+struct plimsoll_http_answer {
+    long status;
+    char *content_type; /* the Content-Type, as sent; NULL when there was none */
+    /* answer_header's value (the first of the final answer), trimmed; NULL
+     * when it was not asked for or not sent */
+    char *header;
+    char *body; /* the body's bytes (at most max_answer_bytes), NUL-terminated past body_len */
+    size_t body_len;
+};
+
+/* Send req (borrowed) and fill *ret (when the call returns 0; zeroed
+ * otherwise).  -1 with *err: PLIMSOLL_E_USAGE for a request it cannot
+ * send (a method other than POST or DELETE, a bad path or header line, a
+ * DELETE with a body); PLIMSOLL_E_INFRASTRUCTURE with code "unavailable"
+ * when the daemon could not be reached (a refused connection, TLS) or
+ * "deadline_exceeded" at the timeout (dispatched: it may have been
+ * served); PLIMSOLL_E_PROTOCOL when the body is longer than
+ * max_answer_bytes or the asked header longer than 8192 bytes
+ * (http_status the answer's). */
+PLIMSOLL_API int plimsoll_http_request(plimsoll_client *c, const struct plimsoll_http_request *req,
+                                       struct plimsoll_http_answer *ret,
+                                       struct plimsoll_error *err);
+/* Free what *a holds and zero it; NULL and a zeroed answer are fine. */
+PLIMSOLL_API void plimsoll_http_answer_free(struct plimsoll_http_answer *a);
+
 /* ---- sessions ------------------------------------------------------------- */
 
 /* languages: NULL-terminated hint, may be NULL.  floor (may be NULL): sent
@@ -383,6 +441,28 @@ PLIMSOLL_API void plimsoll_session_free(plimsoll_session *s);
 PLIMSOLL_API plimsoll_session *plimsoll_session_connect(plimsoll_client *c, const char *session_id,
                                                         const char *floor,
                                                         struct plimsoll_error *err);
+/*
+ * Sessions behind a proxy (fleets): a session lives in the daemon that
+ * opened it, and each daemon's PLIMSOLL_INSTANCE is the route of its
+ * sessions.  A handle remembers the
+ * route (OpenSession's answer, or what plimsoll_session_connect_route was
+ * given or GetSession answered) and sends it as the Plimsoll-Route header
+ * with every later call (runs, cells, streams, files, GetSession,
+ * ExtendSession, CloseSession), so the proxy sends them to that daemon.
+ * When the session's daemon is gone or draining, the proxy's other daemon
+ * refuses with PLIMSOLL_E_WRONG_ROUTE (dispatched false: nothing ran).
+ */
+/* The handle's route: "" when the daemon named none (older than routes:
+ * then no header is sent) or s is NULL.  Valid while s lives. */
+PLIMSOLL_API const char *plimsoll_session_route(const plimsoll_session *s);
+/* plimsoll_session_connect for a session of the daemon named route (1 to
+ * 63 of [A-Za-z0-9._-], else PLIMSOLL_E_USAGE with nothing sent): its
+ * GetSession and every call of the handle carry route.  NULL or "": no
+ * route given, and the handle takes the one GetSession answers. */
+PLIMSOLL_API plimsoll_session *plimsoll_session_connect_route(plimsoll_client *c,
+                                                              const char *session_id,
+                                                              const char *floor, const char *route,
+                                                              struct plimsoll_error *err);
 /* The session's SessionInfo now (GetSession) and ExtendSession. */
 PLIMSOLL_API int plimsoll_session_info(plimsoll_session *s, json_t **ret,
                                        struct plimsoll_error *err);

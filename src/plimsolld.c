@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker/grants.h"
 #include "core/admission.h"
 #include "core/cleanup.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/keys.h"
 #include "core/log.h"
@@ -25,6 +27,7 @@
 #include "providers/provider.h"
 #include "server/api.h"
 #include "server/http.h"
+#include "server/mcp_sessions.h"
 
 static const char *env_lookup(const char *name, void *ud) {
     (void)ud;
@@ -46,12 +49,14 @@ struct daemon {
     struct pl_admission *admission;
     struct pl_metrics *metrics;
     struct pl_sessions *sessions;
+    struct pl_mcp_sessions *mcp_sessions;
     struct pl_http *http;
     struct pl_api api;
 };
 
 static void daemon_clear(struct daemon *d) {
     pl_sessions_free(d->sessions);
+    pl_mcp_sessions_free(d->mcp_sessions);
     pl_provider_stop(d->provider);
     pl_admission_free(d->admission);
     pl_metrics_free(d->metrics);
@@ -100,6 +105,7 @@ static int daemon_start(struct daemon *d, struct pl_error *err) {
     api->metrics = d->metrics;
     api->effective_concurrency = capacity;
     atomic_init(&api->draining, false);
+    atomic_init(&api->leaving, false);
     if (config->session_pool > 0 && config->max_sessions == 0)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
                             "SANDBOX_SESSION_POOL: needs SANDBOX_MAX_SESSIONS (sessions are off)");
@@ -117,6 +123,10 @@ static int daemon_start(struct daemon *d, struct pl_error *err) {
             return -1;
         api->sessions = d->sessions;
     }
+    d->mcp_sessions = pl_mcp_sessions_new(config);
+    if (!d->mcp_sessions)
+        return pl_error_set(err, PL_REASON_INTERNAL, "out of memory for the MCP sessions");
+    api->mcp_sessions = d->mcp_sessions;
     return pl_http_start(api, &d->http, err);
 }
 
@@ -140,8 +150,26 @@ static int daemon_serve(struct daemon *d, const sigset_t *set) {
             pl_log("info", "reloaded",
                    json_pack("{s:s}", "what", "TLS certificate, key and client certificates"));
     }
+    const char *signame = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (d->config.drain_notice_ms) {
+        /* Not ready first, still serving: a fleet's proxy sees /readyz
+         * fail and sends new work elsewhere.  A second signal cuts it. */
+        atomic_store(&d->api.leaving, true);
+        pl_log("info", "leaving",
+               json_pack("{s:s, s:i, s:i}", "signal", signame, "notice_ms",
+                         (json_int_t)d->config.drain_notice_ms, "in_flight",
+                         (json_int_t)pl_admission_in_flight(d->admission)));
+        uint64_t until = pl_now_ns() + (uint64_t)d->config.drain_notice_ms * 1000000ull;
+        for (uint64_t now = pl_now_ns(); now < until; now = pl_now_ns()) {
+            struct timespec ts = {.tv_sec = (time_t)((until - now) / 1000000000ull),
+                                  .tv_nsec = (long)((until - now) % 1000000000ull)};
+            int got = sigtimedwait(set, NULL, &ts);
+            if (got == SIGTERM || got == SIGINT)
+                break;
+        }
+    }
     pl_log("info", "draining",
-           json_pack("{s:s, s:i}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "in_flight",
+           json_pack("{s:s, s:i}", "signal", signame, "in_flight",
                      (json_int_t)pl_admission_in_flight(d->admission)));
     atomic_store(&d->api.draining, true);
     pl_admission_close(d->admission);

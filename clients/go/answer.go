@@ -326,12 +326,13 @@ var (
 		"ended_at": fString, "calls": fUint32, "calls_waiting": fUint32, "previous_digest": fString,
 		"languages": fStrings, "interpreters": {kind: kMessage, sub: sessionInterpreterShape, repeated: true},
 		"disk_used_kib": fUint32, "disk_budget_kib": fUint32, "max_lifetime_s": fUint32,
+		"route": fString,
 	}
 	// responseShapes is the 200 answer of each method.
 	responseShapes = map[string]shape{
 		"Describe": describeResponseShape, "Run": runResponseShape,
 		"RunInSession": runResponseShape, "RunCell": runResponseShape,
-		"OpenSession": {"session_id": fString}, "CloseSession": {},
+		"OpenSession": {"session_id": fString, "route": fString}, "CloseSession": {},
 		"ListSessions":  {"sessions": {kind: kMessage, sub: sessionInfoShape, repeated: true}},
 		"GetSession":    sessionInfoShape,
 		"ExtendSession": sessionInfoShape,
@@ -552,7 +553,8 @@ func checkSessionInfo(m map[string]any, where string) error {
 // sessionInfoOf is a SessionInfo of an object that passed its shape check,
 // or why it cannot be one: a session_id that is not 64 hex digits (or is
 // missing), a state other than ready, paused and ended, an instant that is
-// not RFC 3339, a previous_digest that is neither "" nor 64 hex digits.
+// not RFC 3339, a previous_digest that is neither "" nor 64 hex digits, a
+// route that is neither "" nor one a daemon may have.
 func sessionInfoOf(m map[string]any, where string) (SessionInfo, error) {
 	str := func(name string) string { s, _ := m[name].(string); return s }
 	info := SessionInfo{
@@ -560,6 +562,7 @@ func sessionInfoOf(m map[string]any, where string) (SessionInfo, error) {
 		Calls: uint32Of(m, "calls"), CallsWaiting: uint32Of(m, "calls_waiting"),
 		PreviousDigest: str("previous_digest"), DiskUsedKiB: uint32Of(m, "disk_used_kib"),
 		DiskBudgetKiB: uint32Of(m, "disk_budget_kib"), MaxLifetimeS: uint32Of(m, "max_lifetime_s"),
+		Route: str("route"),
 	}
 	if info.SessionID == "" {
 		return info, bad("%s names no session (no session_id)", where)
@@ -578,6 +581,9 @@ func sessionInfoOf(m map[string]any, where string) (SessionInfo, error) {
 	}
 	if info.PreviousDigest != "" && !isDigest(info.PreviousDigest) {
 		return info, bad("%s.previous_digest is neither \"\" nor 64 hex digits", where)
+	}
+	if info.Route != "" && !validRoute(info.Route) {
+		return info, bad("%s.route is not 1 to %d of [A-Za-z0-9._-]", where, MaxRouteLength)
 	}
 	for _, at := range []struct {
 		name string

@@ -181,6 +181,9 @@ func (c *Client) exchange(ctx context.Context, method string, body []byte) (int,
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Connect-Protocol-Version", "1")
 	hr.Header.Set("Authorization", "Bearer "+c.key.key)
+	if r := routeOf(ctx); r != "" {
+		hr.Header.Set(RouteHeader, r)
+	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -411,7 +414,7 @@ func (c *Client) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 }
 
 // OpenSession opens a session (docs/sessions.md) and returns the object
-// that keeps its chain.
+// that keeps its chain and its route (Session.Route).
 func (c *Client) OpenSession(ctx context.Context, req *OpenSessionRequest) (*Session, error) {
 	if req == nil {
 		req = &OpenSessionRequest{}
@@ -431,7 +434,12 @@ func (c *Client) OpenSession(ctx context.Context, req *OpenSessionRequest) (*Ses
 	if id == "" {
 		return nil, protocolError("OpenSession", http.StatusOK, errors.New("the answer names no session"))
 	}
-	return &Session{ID: id, c: c, chain: record.NewChain(""), floor: req.MinimumIsolation}, nil
+	route, _ := m["route"].(string)
+	if route != "" && !validRoute(route) {
+		return nil, protocolError("OpenSession", http.StatusOK,
+			fmt.Errorf("its route %q is not 1 to %d of [A-Za-z0-9._-]", clip(route, 80), MaxRouteLength))
+	}
+	return &Session{ID: id, c: c, chain: record.NewChain(""), floor: req.MinimumIsolation, route: route}, nil
 }
 
 // sessionRun encodes a RunInSession call; sent is its "run".
@@ -459,8 +467,13 @@ func sessionCell(req *RunCellRequest) ([]byte, any, error) {
 
 // RunInSession runs a snippet or a project in a session. This low-level
 // call checks the record alone (previous_digest is not checked: no chain
-// is kept); a Session keeps the chain.
-func (c *Client) RunInSession(ctx context.Context, req *RunInSessionRequest) (*Result, error) {
+// is kept); a Session keeps the chain. OnRoute names the session's daemon
+// behind a proxy.
+func (c *Client) RunInSession(ctx context.Context, req *RunInSessionRequest, opts ...CallOption) (*Result, error) {
+	ctx, err := routed(ctx, "RunInSession", opts)
+	if err != nil {
+		return nil, err
+	}
 	body, sent, floor, err := sessionRun(req)
 	if err != nil {
 		return nil, err
@@ -476,8 +489,12 @@ func (c *Client) RunInSession(ctx context.Context, req *RunInSessionRequest) (*R
 }
 
 // RunCell runs a cell in a session's kept interpreter. Like RunInSession,
-// it checks the record alone.
-func (c *Client) RunCell(ctx context.Context, req *RunCellRequest) (*Result, error) {
+// it checks the record alone, and takes OnRoute.
+func (c *Client) RunCell(ctx context.Context, req *RunCellRequest, opts ...CallOption) (*Result, error) {
+	ctx, err := routed(ctx, "RunCell", opts)
+	if err != nil {
+		return nil, err
+	}
 	body, sent, err := sessionCell(req)
 	if err != nil {
 		return nil, err
@@ -492,8 +509,12 @@ func (c *Client) RunCell(ctx context.Context, req *RunCellRequest) (*Result, err
 	return res, nil
 }
 
-// CloseSession ends a session.
-func (c *Client) CloseSession(ctx context.Context, sessionID string) error {
+// CloseSession ends a session. OnRoute names its daemon behind a proxy.
+func (c *Client) CloseSession(ctx context.Context, sessionID string, opts ...CallOption) error {
+	ctx, err := routed(ctx, "CloseSession", opts)
+	if err != nil {
+		return err
+	}
 	body, _, err := encode(struct {
 		SessionID string `json:"session_id"`
 	}{sessionID})

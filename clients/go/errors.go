@@ -24,6 +24,10 @@ var (
 	ErrAtCapacity            = errors.New("plimsoll: at capacity")
 	ErrSessionEnded          = errors.New("plimsoll: session ended")
 	ErrNotFound              = errors.New("plimsoll: not found")
+	// ErrWrongRoute: the call named another daemon's route (a Session's,
+	// or OnRoute's), so the session's own daemon was not reached: behind a
+	// proxy, that daemon is gone or draining. Nothing ran.
+	ErrWrongRoute = errors.New("plimsoll: wrong route")
 	// ErrInfrastructure: the daemon answered INTERNAL, the exchange failed
 	// or ran past its deadline (the code may have run: Dispatched is true;
 	// code "deadline_exceeded" for the deadline), or the answer breaks the
@@ -79,6 +83,7 @@ var sentinels = map[string]error{
 	"AT_CAPACITY":                   ErrAtCapacity,
 	"SESSION_ENDED":                 ErrSessionEnded,
 	"NOT_FOUND":                     ErrNotFound,
+	"WRONG_ROUTE":                   ErrWrongRoute,
 	ReasonInternal:                  ErrInfrastructure,
 	ReasonTransport:                 ErrInfrastructure,
 	ReasonProtocol:                  ErrProtocol,

@@ -218,7 +218,7 @@ func (c *Client) filesAlone(ctx context.Context, fc *fileCall) (map[string]any, 
 // files is a file call of the Session: its answer joins the chain. The
 // caller holds s.mu.
 func (s *Session) files(ctx context.Context, fc *fileCall) (map[string]any, []byte, error) {
-	m, data, err := s.c.sendFiles(ctx, fc, s.floor)
+	m, data, err := s.c.sendFiles(s.routed(ctx), fc, s.floor)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -267,8 +267,13 @@ func listFilesResultOf(m map[string]any, data []byte) *ListFilesResult {
 // segment). A file there is replaced, the directories on the way are made;
 // a symlink on the way, or a write past the session's disk budget, is
 // ErrInvalidRequest. This low-level call checks its record alone, as
-// RunInSession does; Session.WriteFiles keeps the chain.
-func (c *Client) WriteFiles(ctx context.Context, sessionID string, files []File) (*WriteFilesResult, error) {
+// RunInSession does; Session.WriteFiles keeps the chain. OnRoute names the
+// session's daemon behind a proxy, as for each call by session id.
+func (c *Client) WriteFiles(ctx context.Context, sessionID string, files []File, opts ...CallOption) (*WriteFilesResult, error) {
+	ctx, err := routed(ctx, "WriteFiles", opts)
+	if err != nil {
+		return nil, err
+	}
 	fc, err := writeFilesCall(sessionID, files)
 	if err != nil {
 		return nil, err
@@ -285,7 +290,11 @@ func (c *Client) WriteFiles(ctx context.Context, sessionID string, files []File)
 // most). A missing file is ErrNotFound; a symlink anywhere on the path, a
 // directory, a FIFO or socket, or a file the guest's user cannot read is
 // ErrInvalidRequest. It checks its record alone; see Session.ReadFile.
-func (c *Client) ReadFile(ctx context.Context, sessionID, path string, offset, limit uint32) (*ReadFileResult, error) {
+func (c *Client) ReadFile(ctx context.Context, sessionID, path string, offset, limit uint32, opts ...CallOption) (*ReadFileResult, error) {
+	ctx, err := routed(ctx, "ReadFile", opts)
+	if err != nil {
+		return nil, err
+	}
 	fc, err := readFileCall(sessionID, path, offset, limit)
 	if err != nil {
 		return nil, err
@@ -300,7 +309,11 @@ func (c *Client) ReadFile(ctx context.Context, sessionID, path string, offset, l
 // ListFiles lists a directory of a session's work directory (path "": the
 // work directory itself) depth levels down (0 or 1: its entries; at most
 // 16). It checks its record alone; see Session.ListFiles.
-func (c *Client) ListFiles(ctx context.Context, sessionID, path string, depth uint32) (*ListFilesResult, error) {
+func (c *Client) ListFiles(ctx context.Context, sessionID, path string, depth uint32, opts ...CallOption) (*ListFilesResult, error) {
+	ctx, err := routed(ctx, "ListFiles", opts)
+	if err != nil {
+		return nil, err
+	}
 	fc, err := listFilesCall(sessionID, path, depth)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,20 @@ type Session struct {
 	mu    sync.Mutex
 	chain *record.Chain
 	floor string
+	route string
+}
+
+// Route is the route of the daemon that holds the session (its
+// PLIMSOLL_INSTANCE): OpenSession's answer, or what ConnectSession was
+// given or found. Every later call of the Session sends it as the
+// Plimsoll-Route header, so a proxy in front of many daemons (a fleet)
+// sends the call to that daemon. "" (a daemon older than routes): no
+// header is sent.
+func (s *Session) Route() string { return s.route }
+
+// routed is ctx carrying the Session's route to the exchange.
+func (s *Session) routed(ctx context.Context) context.Context {
+	return withRoute(ctx, s.route)
 }
 
 // Chain is the session's chain of accepted records. A harness signs its
@@ -46,7 +60,7 @@ func (s *Session) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, resp, err := s.c.run(ctx, "RunInSession", body, floor)
+	res, resp, err := s.c.run(s.routed(ctx), "RunInSession", body, floor)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +79,7 @@ func (s *Session) Cell(ctx context.Context, cell *Cell, timeoutMs uint32) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	res, resp, err := s.c.run(ctx, "RunCell", body, s.floor)
+	res, resp, err := s.c.run(s.routed(ctx), "RunCell", body, s.floor)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +93,7 @@ func (s *Session) Cell(ctx context.Context, cell *Cell, timeoutMs uint32) (*Resu
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.c.CloseSession(ctx, s.ID)
+	return s.c.CloseSession(s.routed(ctx), s.ID)
 }
 
 // argumentError is a call the client refuses before sending anything: the
@@ -90,12 +104,105 @@ func argumentError(method, format string, args ...any) *Error {
 		Metadata: map[string]string{}}
 }
 
+// RouteHeader is the request header that names a session's daemon
+// (Session.Route), and the answer header in which every daemon names
+// itself.
+const RouteHeader = "Plimsoll-Route"
+
+// MaxRouteLength is the longest route: a daemon's PLIMSOLL_INSTANCE is 1 to
+// 63 of A-Z, a-z, 0-9, '.', '_' and '-'.
+const MaxRouteLength = 63
+
+// validRoute: 1 to MaxRouteLength of [A-Za-z0-9._-].
+func validRoute(r string) bool {
+	if r == "" || len(r) > MaxRouteLength {
+		return false
+	}
+	for i := 0; i < len(r); i++ {
+		c := r[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+type routeKey struct{}
+
+// withRoute is ctx carrying route ("" carries none) to exchange and
+// streamAttempt, which send it as RouteHeader.
+func withRoute(ctx context.Context, route string) context.Context {
+	if route == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, routeKey{}, route)
+}
+
+// routeOf is the route ctx carries, "" for none.
+func routeOf(ctx context.Context) string {
+	r, _ := ctx.Value(routeKey{}).(string)
+	return r
+}
+
+// CallOption adjusts one of the Client's calls about a session by id
+// (GetSession, RunCell, WriteFiles, ConnectSession, …).
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	route string
+}
+
+// OnRoute sends the call to the daemon of route (SessionInfo.Route,
+// Session.Route) through a proxy in front of a fleet: the call carries it
+// as the Plimsoll-Route header. "" is no route (no header). A route that is
+// not 1 to 63 of [A-Za-z0-9._-] is refused before anything is sent
+// (ErrInvalidRequest). A daemon reached that is not route's refuses with
+// ErrWrongRoute: the session is out of reach, and nothing ran.
+func OnRoute(route string) CallOption {
+	return func(o *callOptions) { o.route = route }
+}
+
+func callOptionsOf(opts []CallOption) callOptions {
+	var o callOptions
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+// routed applies opts to ctx: the route they name, checked.
+func routed(ctx context.Context, method string, opts []CallOption) (context.Context, error) {
+	o := callOptionsOf(opts)
+	if o.route == "" {
+		return ctx, nil
+	}
+	if !validRoute(o.route) {
+		return nil, argumentError(method, "route: %q is not 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-'",
+			clip(o.route, 80), MaxRouteLength)
+	}
+	return withRoute(ctx, o.route), nil
+}
+
+// clip is s cut to at most n bytes, for a message.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
 // sessionCall sends a call about one session (session_id, and ends_in_s
 // when it is not 0) and returns the SessionInfo it answers, which must be
 // that session's.
-func (c *Client) sessionCall(ctx context.Context, method, sessionID string, endsInS uint32) (*SessionInfo, error) {
+func (c *Client) sessionCall(ctx context.Context, method, sessionID string, endsInS uint32, opts []CallOption) (*SessionInfo, error) {
 	if sessionID == "" {
 		return nil, argumentError(method, "session_id: required")
+	}
+	ctx, err := routed(ctx, method, opts)
+	if err != nil {
+		return nil, err
 	}
 	body, _, err := encode(struct {
 		SessionID string `json:"session_id"`
@@ -152,9 +259,9 @@ func (c *Client) ListSessions(ctx context.Context) ([]SessionInfo, error) {
 // GetSession is one of the caller's sessions as it is now, ended ones
 // included (State SessionEnded); it waits for no call in progress. An id
 // that is unknown, long gone or another caller's is ErrNotFound, the same
-// refusal for each.
-func (c *Client) GetSession(ctx context.Context, sessionID string) (*SessionInfo, error) {
-	return c.sessionCall(ctx, "GetSession", sessionID, 0)
+// refusal for each. OnRoute names the session's daemon behind a proxy.
+func (c *Client) GetSession(ctx context.Context, sessionID string, opts ...CallOption) (*SessionInfo, error) {
+	return c.sessionCall(ctx, "GetSession", sessionID, 0, opts)
 }
 
 // ExtendSession makes the session end endsInS seconds from this call
@@ -164,12 +271,13 @@ func (c *Client) GetSession(ctx context.Context, sessionID string) (*SessionInfo
 // refuses with ErrInvalidRequest (its message names
 // SANDBOX_SESSION_MAX_LIFETIME and ends "at most K", the most it may ask
 // now). An ended session is a *SessionEndedError. endsInS 0 is refused
-// before anything is sent (ErrInvalidRequest).
-func (c *Client) ExtendSession(ctx context.Context, sessionID string, endsInS uint32) (*SessionInfo, error) {
+// before anything is sent (ErrInvalidRequest). OnRoute names the
+// session's daemon behind a proxy.
+func (c *Client) ExtendSession(ctx context.Context, sessionID string, endsInS uint32, opts ...CallOption) (*SessionInfo, error) {
 	if endsInS == 0 {
 		return nil, argumentError("ExtendSession", "ends_in_s: required, a whole number of seconds from 1")
 	}
-	return c.sessionCall(ctx, "ExtendSession", sessionID, endsInS)
+	return c.sessionCall(ctx, "ExtendSession", sessionID, endsInS, opts)
 }
 
 // ConnectSession returns a Session for a session opened earlier (by this
@@ -187,13 +295,23 @@ func (c *Client) ExtendSession(ctx context.Context, sessionID string, endsInS ui
 // It takes the daemon's word for the last record: a harness that kept the
 // first handle's chain compares its Head with GetSession's PreviousDigest
 // first (equal: no call was made in between).
-func (c *Client) ConnectSession(ctx context.Context, sessionID, minimumIsolation string) (*Session, error) {
+//
+// Behind a proxy in front of many daemons, OnRoute(route) names the
+// session's daemon (Session.Route of the handle that opened it, or
+// SessionInfo.Route): GetSession and every call of the Session send it,
+// and a session whose daemon is out of reach is ErrWrongRoute. Without
+// OnRoute, the Session takes the route GetSession's answer gives.
+func (c *Client) ConnectSession(ctx context.Context, sessionID, minimumIsolation string, opts ...CallOption) (*Session, error) {
 	if minimumIsolation != "" && TierRank(minimumIsolation) < 0 {
 		return nil, fmt.Errorf("plimsoll: unknown floor %q", minimumIsolation)
 	}
-	info, err := c.GetSession(ctx, sessionID)
+	info, err := c.GetSession(ctx, sessionID, opts...)
 	if err != nil {
 		return nil, err
+	}
+	route := info.Route
+	if o := callOptionsOf(opts); o.route != "" {
+		route = o.route
 	}
 	if info.Ended() {
 		why := info.EndedReason
@@ -206,17 +324,18 @@ func (c *Client) ConnectSession(ctx context.Context, sessionID, minimumIsolation
 			Metadata: map[string]string{"ended_reason": why, "dispatched": "false"},
 		}}
 	}
-	return &Session{ID: info.SessionID, c: c, chain: record.NewChain(info.PreviousDigest), floor: minimumIsolation}, nil
+	return &Session{ID: info.SessionID, c: c, chain: record.NewChain(info.PreviousDigest), floor: minimumIsolation,
+		route: route}, nil
 }
 
 // Info is the session as the daemon holds it now (GetSession). It waits
 // neither for the daemon's call in progress nor for this Session's.
 func (s *Session) Info(ctx context.Context) (*SessionInfo, error) {
-	return s.c.GetSession(ctx, s.ID)
+	return s.c.GetSession(s.routed(ctx), s.ID)
 }
 
 // Extend makes the session end endsInS seconds from now (ExtendSession).
 // Like Info, it waits for no call in progress.
 func (s *Session) Extend(ctx context.Context, endsInS uint32) (*SessionInfo, error) {
-	return s.c.ExtendSession(ctx, s.ID, endsInS)
+	return s.c.ExtendSession(s.routed(ctx), s.ID, endsInS)
 }

@@ -481,6 +481,9 @@ func (c *Client) streamAttempt(ctx context.Context, method string, body []byte, 
 	hr.Header.Set("Content-Type", streamMediaType)
 	hr.Header.Set("Connect-Protocol-Version", "1")
 	hr.Header.Set("Authorization", "Bearer "+c.key.key)
+	if r := routeOf(ctx); r != "" {
+		hr.Header.Set(RouteHeader, r)
+	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -584,8 +587,12 @@ func (c *Client) RunStream(ctx context.Context, req *RunRequest, onOutput OnOutp
 }
 
 // RunCellStream is RunCell with its output as it comes, as RunStream
-// gives it; like RunCell, it checks the record alone.
-func (c *Client) RunCellStream(ctx context.Context, req *RunCellRequest, onOutput OnOutput) (*Result, error) {
+// gives it; like RunCell, it checks the record alone, and takes OnRoute.
+func (c *Client) RunCellStream(ctx context.Context, req *RunCellRequest, onOutput OnOutput, opts ...CallOption) (*Result, error) {
+	ctx, err := routed(ctx, "RunCellStream", opts)
+	if err != nil {
+		return nil, err
+	}
 	body, sent, err := sessionCell(req)
 	if err != nil {
 		return nil, err
@@ -609,7 +616,7 @@ func (s *Session) CellStream(ctx context.Context, cell *Cell, timeoutMs uint32, 
 	if err != nil {
 		return nil, err
 	}
-	res, resp, err := s.c.stream(ctx, "RunCellStream", body, s.floor, onOutput)
+	res, resp, err := s.c.stream(s.routed(ctx), "RunCellStream", body, s.floor, onOutput)
 	if err != nil {
 		return nil, err
 	}

@@ -478,6 +478,10 @@ type SessionInfo struct {
 	// MaxLifetimeS is the most ExtendSession may give, in seconds from the
 	// session's open (the operator's SANDBOX_SESSION_MAX_LIFETIME).
 	MaxLifetimeS uint32
+	// Route names the daemon that holds the session (its
+	// PLIMSOLL_INSTANCE); "" from a daemon older than routes. Behind a
+	// proxy, OnRoute(Route) sends a call to it.
+	Route string
 
 	// Raw is the session's JSON object as received.
 	Raw json.RawMessage `json:"-"`

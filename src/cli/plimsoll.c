@@ -25,6 +25,13 @@
  *                    a directory LOCAL as PATH/<its name>/..., as cp -r
  *                    does, in as many WriteFiles calls (256 files, 4 MiB
  *                    each) as it needs; a symlink in it is refused
+ *   plimsoll mcp [--minimum-isolation TIER] [--max-message-bytes N]
+ *                    an MCP server on stdin and stdout (newline-delimited
+ *                    JSON-RPC, MCP's stdio transport) relayed to the
+ *                    daemon's /mcp (mcp.c); TIER is the MCP session's
+ *                    floor; a line past N bytes (default 4194304) is
+ *                    answered with an error and skipped; exit 0 at the end
+ *                    of stdin or at SIGTERM/SIGINT, 2 for a bad option
  *
  * The daemon is PLIMSOLL_URL (http://host:port or unix:/path; default
  * http://127.0.0.1:7475); the key is PLIMSOLL_KEY, or the first line of the
@@ -87,16 +94,7 @@
 #include "../core/canon.h"
 #include "../core/ids.h"
 #include "../core/tier.h"
-
-enum {
-    EXIT_RAN_OK = 0,
-    EXIT_RAN_NONZERO = 1,
-    EXIT_USAGE = 2,
-    EXIT_REFUSED = 3,
-    EXIT_INFRA = 4,
-    EXIT_MISMATCH = 5,
-    EXIT_RECORD = 6,
-};
+#include "cli.h"
 
 #define MAX_INPUT_FILE (64u << 20)
 
@@ -116,6 +114,8 @@ static void usage(void) {
           "                 put ID LOCAL PATH  (a file as PATH; a directory, recursively,\n"
           "                 as PATH/<its name>/..., PATH . the work directory, in calls\n"
           "                 of at most 256 files and 4 MiB; a symlink in it is refused)\n"
+          "  plimsoll mcp [--minimum-isolation TIER] [--max-message-bytes N]  (an MCP\n"
+          "               server on stdin/stdout, relayed to the daemon's /mcp)\n"
           "environment: PLIMSOLL_URL, PLIMSOLL_KEY or PLIMSOLL_KEY_FILE,\n"
           "             PLIMSOLL_MAX_ANSWER_BYTES (default 268435456)\n"
           "exit: 0 ran ok, 1 ran non-zero, 2 usage, 3 refused, 4 infrastructure,\n"
@@ -133,7 +133,7 @@ static int read_all(FILE *f, struct pl_buf *out) {
     return ferror(f) ? -1 : 0;
 }
 
-static plimsoll_client *client_from_env(void) {
+plimsoll_client *cli_client_from_env(void) {
     size_t max_answer = 0;
     const char *m = getenv("PLIMSOLL_MAX_ANSWER_BYTES");
     if (m && *m) {
@@ -185,7 +185,7 @@ static int cmd_describe(int argc, char **argv) {
         usage();
         return EXIT_USAGE;
     }
-    plimsoll_client *c = client_from_env();
+    plimsoll_client *c = cli_client_from_env();
     if (!c)
         return EXIT_USAGE;
     json_t *j = NULL;
@@ -400,7 +400,7 @@ static int cmd_run(int argc, char **argv) {
         json_object_set_new(req, "minimum_isolation", json_string(floor));
     if (o.timeout)
         json_object_set_new(req, "timeout_ms", json_integer(o.timeout));
-    plimsoll_client *c = client_from_env();
+    plimsoll_client *c = cli_client_from_env();
     json_t *j = NULL;
     struct plimsoll_error err;
     struct live live = {0};
@@ -536,7 +536,7 @@ static int cmd_session(int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
-    plimsoll_client *c = client_from_env();
+    plimsoll_client *c = cli_client_from_env();
     if (!c)
         return EXIT_USAGE;
     struct plimsoll_error err;
@@ -759,7 +759,7 @@ static int cmd_cell(int argc, char **argv) {
         return EXIT_USAGE;
     }
     int dirfd = dir ? outputs_dir_open(dir) : -1;
-    plimsoll_client *c = dir && dirfd < 0 ? NULL : client_from_env();
+    plimsoll_client *c = dir && dirfd < 0 ? NULL : cli_client_from_env();
     json_t *j = NULL;
     struct plimsoll_error err;
     struct live live = {0};
@@ -1157,7 +1157,7 @@ static int cmd_files(int argc, char **argv) {
         usage();
         return EXIT_USAGE;
     }
-    plimsoll_client *c = client_from_env();
+    plimsoll_client *c = cli_client_from_env();
     if (!c)
         return EXIT_USAGE;
     struct plimsoll_error err;
@@ -1250,6 +1250,8 @@ int main(int argc, char **argv) {
         r = cmd_files(argc - 1, argv + 1);
     else if (strcmp(argv[1], "cell") == 0)
         r = cmd_cell(argc - 1, argv + 1);
+    else if (strcmp(argv[1], "mcp") == 0)
+        r = cmd_mcp(argc - 1, argv + 1);
     else if (strcmp(argv[1], "--version") == 0) {
         puts("plimsoll 0.1.0");
         r = 0;

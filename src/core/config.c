@@ -9,12 +9,14 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* X(NAME, field, default, min, max); default 0 with min > 0 means "derived". */
 #define INT_SETTINGS(X)                                                                            \
@@ -46,13 +48,20 @@
     X(PLIMSOLL_REFLECTION_STREAMS, reflection_streams, 16, 1, 4096)                                \
     X(PLIMSOLL_REFLECTION_MESSAGE_BYTES, reflection_message_bytes, 4096, 64, 1048576)              \
     X(PLIMSOLL_REFLECTION_MESSAGES, reflection_messages, 128, 1, 65536)                            \
-    X(PLIMSOLL_REFLECTION_TIMEOUT_MS, reflection_timeout_ms, 60000, 100, 3600000)
+    X(PLIMSOLL_REFLECTION_TIMEOUT_MS, reflection_timeout_ms, 60000, 100, 3600000)                  \
+    X(PLIMSOLL_MCP_SESSIONS, mcp_sessions, 1024, 1, 65536)                                         \
+    X(PLIMSOLL_MCP_SESSIONS_PER_KEY, mcp_sessions_per_key, 64, 1, 65536)                           \
+    X(PLIMSOLL_MCP_SESSION_IDLE_MS, mcp_session_idle_ms, 3600000, 1000, 604800000)                 \
+    X(PLIMSOLL_MCP_SESSION_LIFETIME_MS, mcp_session_lifetime_ms, 86400000, 1000, 2592000000u)      \
+    X(PLIMSOLL_MCP_CALLS_PER_SESSION, mcp_calls_per_session, 4, 1, 256)                            \
+    X(PLIMSOLL_MCP_OUTPUT_BYTES, mcp_output_bytes, 65536, 1024, 67108864)
 
 /* Derived or paired integer settings, bounds only. */
 #define MEMORY_MB_MIN 16u
 #define MEMORY_MB_MAX 1048576u
 #define MEMORY_MB_DEFAULT 256u
 #define DRAIN_MAX_MS 3600000u
+#define DRAIN_NOTICE_MAX_MS 300000u
 #define SESSION_MAX_LIFETIME_DEFAULT 86400u
 #define SESSION_MAX_LIFETIME_MAX 604800u
 #define IN_FLIGHT_DEFAULT (64u << 20)
@@ -84,6 +93,48 @@ static int parse_uint(const char *name, const char *s, unsigned long min, unsign
 static const char *get(pl_env_lookup_fn lookup, void *ud, const char *name) {
     const char *v = lookup(name, ud);
     return (v && *v) ? v : NULL;
+}
+
+/* A route key: [A-Za-z0-9._-], 1..63 bytes (pl_route_valid). */
+bool pl_route_valid(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+            return false;
+    return true;
+}
+
+/* PLIMSOLL_INSTANCE, or the host's name: the route key of this daemon's
+ * sessions.  A host name that is no route key is refused, naming the
+ * setting that fixes it. */
+static int parse_instance(pl_env_lookup_fn lookup, void *ud, struct pl_config *c,
+                          struct pl_error *err) {
+    const char *v = get(lookup, ud, "PLIMSOLL_INSTANCE");
+    char host[256] = "";
+    if (!v) {
+        if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+            snprintf(host, sizeof(host), "plimsolld");
+        v = host;
+    }
+    if (!pl_route_valid(v))
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST,
+                            "PLIMSOLL_INSTANCE: \"%.64s\"%s must be 1 to 63 of [A-Za-z0-9._-]", v,
+                            v == host ? " (the host's name)" : "");
+    snprintf(c->instance, sizeof(c->instance), "%s", v);
+    return 0;
+}
+
+/* A setting that is on (the default) or off. */
+static int parse_on_off(pl_env_lookup_fn lookup, void *ud, const char *name, bool *ret,
+                        struct pl_error *err) {
+    const char *v = get(lookup, ud, name);
+    *ret = !v || strcmp(v, "on") == 0;
+    if (v && strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+        return pl_error_set(err, PL_REASON_INVALID_REQUEST, "%s: \"%.32s\" is neither on nor off",
+                            name, v);
+    return 0;
 }
 
 int pl_listen_parse(const char *s, struct pl_listen *ret_listen) {
@@ -276,13 +327,23 @@ int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *
         parse_uint("PLIMSOLL_DRAIN_TIMEOUT_MS", v, 0, DRAIN_MAX_MS, &c.drain_timeout_ms, err) < 0)
         return -1;
 
-    c.console = true;
-    v = get(lookup, ud, "PLIMSOLL_CONSOLE");
-    if (v && strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+    v = get(lookup, ud, "PLIMSOLL_DRAIN_NOTICE_MS");
+    if (v && parse_uint("PLIMSOLL_DRAIN_NOTICE_MS", v, 0, DRAIN_NOTICE_MAX_MS, &c.drain_notice_ms,
+                        err) < 0)
+        return -1;
+    if (parse_instance(lookup, ud, &c, err) < 0)
+        return -1;
+
+    if (parse_on_off(lookup, ud, "PLIMSOLL_CONSOLE", &c.console, err) < 0 ||
+        parse_on_off(lookup, ud, "PLIMSOLL_MCP", &c.mcp, err) < 0)
+        return -1;
+    c.mcp_min_isolation = PL_TIER_NONE;
+    v = get(lookup, ud, "PLIMSOLL_MCP_MINIMUM_ISOLATION");
+    if (v && pl_tier_parse(v, &c.mcp_min_isolation) < 0)
         return pl_error_set(err, PL_REASON_INVALID_REQUEST,
-                            "PLIMSOLL_CONSOLE: \"%.32s\" is neither on nor off", v);
-    if (v)
-        c.console = strcmp(v, "on") == 0;
+                            "PLIMSOLL_MCP_MINIMUM_ISOLATION: \"%.64s\" is not a tier "
+                            "(none, process, container, kernel, vm)",
+                            v);
 
     v = get(lookup, ud, "PLIMSOLL_CORS_ORIGINS");
     if (v && pl_origins_parse(v, &c.cors_origins, err) < 0)

@@ -76,17 +76,30 @@ struct pl_config {
     unsigned max_connections;        /* PLIMSOLL_MAX_CONNECTIONS */
     unsigned max_connections_per_address; /* PLIMSOLL_MAX_CONNECTIONS_PER_ADDRESS */
     unsigned drain_timeout_ms;            /* PLIMSOLL_DRAIN_TIMEOUT_MS */
-    bool console;                         /* PLIMSOLL_CONSOLE: the page at / (on) */
-    struct pl_origins cors_origins;       /* PLIMSOLL_CORS_ORIGINS; none: no CORS */
-    enum pl_open_auth health;             /* PLIMSOLL_HEALTH: grpc.health.v1.Health (open) */
-    enum pl_open_auth reflection;         /* PLIMSOLL_REFLECTION: server reflection (key) */
-    unsigned health_watch_streams;        /* PLIMSOLL_HEALTH_WATCH_STREAMS: all at once */
+    unsigned drain_notice_ms; /* PLIMSOLL_DRAIN_NOTICE_MS: not ready, still serving, first */
+    /* PLIMSOLL_INSTANCE: this daemon's name in a fleet, its sessions' route
+     * ([A-Za-z0-9._-], 1..63; the host's name by default). */
+    char instance[64];
+    bool console;                   /* PLIMSOLL_CONSOLE: the page at / (on) */
+    struct pl_origins cors_origins; /* PLIMSOLL_CORS_ORIGINS; none: no CORS */
+    enum pl_open_auth health;       /* PLIMSOLL_HEALTH: grpc.health.v1.Health (open) */
+    enum pl_open_auth reflection;   /* PLIMSOLL_REFLECTION: server reflection (key) */
+    unsigned health_watch_streams;  /* PLIMSOLL_HEALTH_WATCH_STREAMS: all at once */
     unsigned health_watch_streams_per_connection; /* ..._PER_CONNECTION */
     unsigned health_watch_timeout_ms;  /* PLIMSOLL_HEALTH_WATCH_TIMEOUT_MS: a Watch's, absolute */
     unsigned reflection_streams;       /* PLIMSOLL_REFLECTION_STREAMS: all at once */
     unsigned reflection_message_bytes; /* PLIMSOLL_REFLECTION_MESSAGE_BYTES: one request */
     unsigned reflection_messages;      /* PLIMSOLL_REFLECTION_MESSAGES: one stream's requests */
     unsigned reflection_timeout_ms;    /* PLIMSOLL_REFLECTION_TIMEOUT_MS: a stream's, absolute */
+    /* The MCP server at /mcp (docs/mcp.md). */
+    bool mcp;                       /* PLIMSOLL_MCP (on) */
+    enum pl_tier mcp_min_isolation; /* PLIMSOLL_MCP_MINIMUM_ISOLATION: every MCP session's floor */
+    unsigned mcp_sessions;          /* PLIMSOLL_MCP_SESSIONS: held at once */
+    unsigned mcp_sessions_per_key;  /* PLIMSOLL_MCP_SESSIONS_PER_KEY: one caller's */
+    unsigned mcp_session_idle_ms;   /* PLIMSOLL_MCP_SESSION_IDLE_MS: ended past it unused */
+    unsigned mcp_session_lifetime_ms; /* PLIMSOLL_MCP_SESSION_LIFETIME_MS: from open, absolute */
+    unsigned mcp_calls_per_session;   /* PLIMSOLL_MCP_CALLS_PER_SESSION: tools/call at once */
+    unsigned mcp_output_bytes;        /* PLIMSOLL_MCP_OUTPUT_BYTES: each text a tool gives back */
 
     unsigned max_sessions;       /* SANDBOX_MAX_SESSIONS; 0 = sessions off */
     unsigned session_disk_mb;    /* SANDBOX_SESSION_DISK_MB: the work directory's size */
@@ -117,6 +130,10 @@ typedef const char *(*pl_env_lookup_fn)(const char *name, void *userdata);
  * message starts with the name of the setting at fault.  Provider-specific
  * checks (the tier against SANDBOX_MIN_ISOLATION) happen in the registry.
  */
+/* A route key (PLIMSOLL_INSTANCE, a Plimsoll-Route header): 1 to 63 of
+ * [A-Za-z0-9._-]. */
+bool pl_route_valid(const char *s);
+
 int pl_config_load(struct pl_config *ret_config, pl_env_lookup_fn lookup, void *userdata,
                    struct pl_error *err);
 

@@ -104,7 +104,9 @@ enum pl_code {
     X(AT_CAPACITY, RESOURCE_EXHAUSTED, false, "every run slot (global or the caller's) is busy")   \
     X(SESSION_ENDED, FAILED_PRECONDITION, false, "the session has ended")                          \
     X(NOT_FOUND, NOT_FOUND, false, "no such method or resource")                                   \
-    X(INTERNAL, INTERNAL, true, "infrastructure around the run failed")
+    X(INTERNAL, INTERNAL, true, "infrastructure around the run failed")                            \
+    X(WRONG_ROUTE, UNAVAILABLE, false,                                                             \
+      "the call names another daemon's route: its session's daemon was not reached")
 
 enum pl_reason {
     PL_REASON_NONE = 0,

@@ -38,7 +38,7 @@ static const char *const method_names[] = {
     "Describe",      "Run",          "RunStream",    "OpenSession", "RunInSession",  "RunCell",
     "RunCellStream", "CloseSession", "ListSessions", "GetSession",  "ExtendSession", "WriteFiles",
     "ReadFile",      "ListFiles",    "Explain",      "metrics",     "preflight",     "health.Check",
-    "health.Watch",  "reflection",   "other"};
+    "health.Watch",  "reflection",   "mcp",          "other"};
 #define NMETHODS (sizeof(method_names) / sizeof(method_names[0]))
 
 static const char *const outcome_names[PL_RUN__COUNT] = {

@@ -23,29 +23,33 @@
 
 /* ---- kinds ---------------------------------------------------------------- */
 
+/* Each kind's name; reason: the kind is the typed refusal of the daemon's
+ * reason of that name (the enum's order is the ABI's, not this). */
 static const struct {
     enum plimsoll_errkind kind;
     const char *name;
+    bool reason;
 } kinds[] = {
-    {PLIMSOLL_OK, "OK"},
-    {PLIMSOLL_E_INVALID_REQUEST, "INVALID_REQUEST"},
-    {PLIMSOLL_E_UNAUTHENTICATED, "UNAUTHENTICATED"},
-    {PLIMSOLL_E_DISABLED, "DISABLED"},
-    {PLIMSOLL_E_INSUFFICIENT_ISOLATION, "INSUFFICIENT_ISOLATION"},
-    {PLIMSOLL_E_UNSUPPORTED, "UNSUPPORTED"},
-    {PLIMSOLL_E_CALLER_NOT_ALLOWED, "CALLER_NOT_ALLOWED"},
-    {PLIMSOLL_E_NOT_READY, "NOT_READY"},
-    {PLIMSOLL_E_SHUTTING_DOWN, "SHUTTING_DOWN"},
-    {PLIMSOLL_E_RATE_LIMITED, "RATE_LIMITED"},
-    {PLIMSOLL_E_AT_CAPACITY, "AT_CAPACITY"},
-    {PLIMSOLL_E_SESSION_ENDED, "SESSION_ENDED"},
-    {PLIMSOLL_E_NOT_FOUND, "NOT_FOUND"},
-    {PLIMSOLL_E_REFUSED, "REFUSED"},
-    {PLIMSOLL_E_INFRASTRUCTURE, "INFRASTRUCTURE"},
-    {PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH, "ISOLATION_EVIDENCE_MISMATCH"},
-    {PLIMSOLL_E_CHAIN, "CHAIN"},
-    {PLIMSOLL_E_USAGE, "USAGE"},
-    {PLIMSOLL_E_PROTOCOL, "PROTOCOL"},
+    {PLIMSOLL_OK, "OK", false},
+    {PLIMSOLL_E_INVALID_REQUEST, "INVALID_REQUEST", true},
+    {PLIMSOLL_E_UNAUTHENTICATED, "UNAUTHENTICATED", true},
+    {PLIMSOLL_E_DISABLED, "DISABLED", true},
+    {PLIMSOLL_E_INSUFFICIENT_ISOLATION, "INSUFFICIENT_ISOLATION", true},
+    {PLIMSOLL_E_UNSUPPORTED, "UNSUPPORTED", true},
+    {PLIMSOLL_E_CALLER_NOT_ALLOWED, "CALLER_NOT_ALLOWED", true},
+    {PLIMSOLL_E_NOT_READY, "NOT_READY", true},
+    {PLIMSOLL_E_SHUTTING_DOWN, "SHUTTING_DOWN", true},
+    {PLIMSOLL_E_RATE_LIMITED, "RATE_LIMITED", true},
+    {PLIMSOLL_E_AT_CAPACITY, "AT_CAPACITY", true},
+    {PLIMSOLL_E_SESSION_ENDED, "SESSION_ENDED", true},
+    {PLIMSOLL_E_NOT_FOUND, "NOT_FOUND", true},
+    {PLIMSOLL_E_REFUSED, "REFUSED", false},
+    {PLIMSOLL_E_INFRASTRUCTURE, "INFRASTRUCTURE", false},
+    {PLIMSOLL_E_ISOLATION_EVIDENCE_MISMATCH, "ISOLATION_EVIDENCE_MISMATCH", false},
+    {PLIMSOLL_E_CHAIN, "CHAIN", false},
+    {PLIMSOLL_E_USAGE, "USAGE", false},
+    {PLIMSOLL_E_PROTOCOL, "PROTOCOL", false},
+    {PLIMSOLL_E_WRONG_ROUTE, "WRONG_ROUTE", true},
 };
 
 const char *plimsoll_errkind_name(enum plimsoll_errkind kind) {
@@ -63,7 +67,7 @@ static enum plimsoll_errkind kind_of_reason(const char *reason) {
     if (!reason)
         return PLIMSOLL_E_REFUSED;
     for (size_t i = 1; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-        if (kinds[i].kind <= PLIMSOLL_E_NOT_FOUND && strcmp(kinds[i].name, reason) == 0)
+        if (kinds[i].reason && strcmp(kinds[i].name, reason) == 0)
             return kinds[i].kind;
     return PLIMSOLL_E_REFUSED;
 }
@@ -237,6 +241,7 @@ static const struct field describe_shape[] = {
 };
 static const struct field open_session_shape[] = {
     {"session_id", K_STRING, false, NULL},
+    {"route", K_STRING, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field session_interpreter_shape[] = {
@@ -261,6 +266,7 @@ static const struct field session_info_shape[] = {
     {"disk_used_kib", K_UINT32, false, NULL},
     {"disk_budget_kib", K_UINT32, false, NULL},
     {"max_lifetime_s", K_UINT32, false, NULL},
+    {"route", K_STRING, false, NULL},
     {NULL, K_ANY, false, NULL},
 };
 static const struct field list_sessions_shape[] = {

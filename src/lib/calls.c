@@ -28,6 +28,9 @@ struct plimsoll_session {
     char id[65];
     char *floor;
     plimsoll_chain *chain;
+    /* the daemon that holds the session, sent as Plimsoll-Route with each
+     * of its calls; "" for none */
+    char route[PLC_ROUTE_MAX + 1];
 };
 
 /* ---- the checks of a run's answer ----------------------------------------- */
@@ -79,20 +82,20 @@ struct live {
     unsigned nsteps;
 };
 
-/* method (unary), or its streaming twin when live is set. */
-static int run_call(plimsoll_client *c, const char *method, const json_t *msg, const json_t *sent,
-                    const char *floor, plimsoll_chain *chain, const struct live *live, json_t **ret,
-                    struct plimsoll_error *err) {
+/* method (unary), or its streaming twin when live is set, on route. */
+static int run_call(plimsoll_client *c, const char *method, const json_t *msg, const char *route,
+                    const json_t *sent, const char *floor, plimsoll_chain *chain,
+                    const struct live *live, json_t **ret, struct plimsoll_error *err) {
     json_t *answer = NULL;
     if (!ret)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no place for the answer");
     if (live) {
         char name[32];
         snprintf(name, sizeof(name), "%sStream", method);
-        if (plc_call_stream(c, name, msg, live->nsteps, live->on_output, live->userdata, &answer,
-                            err) < 0)
+        if (plc_call_stream(c, name, msg, route, live->nsteps, live->on_output, live->userdata,
+                            &answer, err) < 0)
             return -1;
-    } else if (plc_call(c, method, msg, &answer, err) < 0) {
+    } else if (plc_call(c, method, msg, route, &answer, err) < 0) {
         return -1;
     }
     if (check_answer(c, sent, answer, floor, chain ? plimsoll_chain_head(chain) : NULL, err) < 0 ||
@@ -108,7 +111,8 @@ static int run_call(plimsoll_client *c, const char *method, const json_t *msg, c
 
 int plimsoll_describe(plimsoll_client *c, json_t **ret, struct plimsoll_error *err) {
     json_t *msg = json_object();
-    int r = msg ? plc_call(c, "Describe", msg, ret, err) : plc_fail(err, PLIMSOLL_E_USAGE, "oom");
+    int r =
+        msg ? plc_call(c, "Describe", msg, NULL, ret, err) : plc_fail(err, PLIMSOLL_E_USAGE, "oom");
     json_decref(msg);
     return r;
 }
@@ -119,7 +123,7 @@ int plimsoll_explain(plimsoll_client *c, const json_t *request, json_t **ret,
         return plc_fail(err, PLIMSOLL_E_USAGE, "an ExplainRequest is a JSON object");
     if (!ret)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no place for the answer");
-    return plc_call(c, "Explain", request, ret, err);
+    return plc_call(c, "Explain", request, NULL, ret, err);
 }
 
 int plimsoll_run(plimsoll_client *c, const json_t *request, json_t **ret,
@@ -127,7 +131,7 @@ int plimsoll_run(plimsoll_client *c, const json_t *request, json_t **ret,
     if (!json_is_object(request))
         return plc_fail(err, PLIMSOLL_E_USAGE, "a RunRequest is a JSON object");
     const char *floor = json_string_value(json_object_get(request, "minimum_isolation"));
-    return run_call(c, "Run", request, request, floor, NULL, NULL, ret, err);
+    return run_call(c, "Run", request, NULL, request, floor, NULL, NULL, ret, err);
 }
 
 int plimsoll_run_stream(plimsoll_client *c, const json_t *request, plimsoll_output_fn on_output,
@@ -140,7 +144,7 @@ int plimsoll_run_stream(plimsoll_client *c, const json_t *request, plimsoll_outp
     if (nsteps > 0xffffu)
         return plc_fail(err, PLIMSOLL_E_USAGE, "a project has at most 65535 steps here");
     struct live live = {on_output, userdata, (unsigned)nsteps};
-    return run_call(c, "Run", request, request, floor, NULL, &live, ret, err);
+    return run_call(c, "Run", request, NULL, request, floor, NULL, &live, ret, err);
 }
 
 /* Add the run options to req (a new reference, stolen); NULL on OOM. */
@@ -450,8 +454,10 @@ static bool id_ok(const char *id) {
     return id && strlen(id) == 64 && strspn(id, "0123456789abcdef") == 64;
 }
 
-int plimsoll_open_session(plimsoll_client *c, const char *const *languages, char ret_id[65],
-                          struct plimsoll_error *err) {
+/* OpenSession: the session's id, and its route when ret_route is set
+ * ("" when the daemon named none). */
+static int open_session(plimsoll_client *c, const char *const *languages, char ret_id[65],
+                        char ret_route[PLC_ROUTE_MAX + 1], struct plimsoll_error *err) {
     json_t *msg = json_object();
     if (msg && languages) {
         json_t *a = json_array();
@@ -462,22 +468,37 @@ int plimsoll_open_session(plimsoll_client *c, const char *const *languages, char
     if (!msg)
         return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     json_t *answer = NULL;
-    int r = plc_call(c, "OpenSession", msg, &answer, err);
+    int r = plc_call(c, "OpenSession", msg, NULL, &answer, err);
     json_decref(msg);
     if (r < 0)
         return -1;
     const char *id = exact_string(json_object_get(answer, "session_id"));
+    const char *route = json_string_value(json_object_get(answer, "route"));
     if (!id_ok(id)) {
         json_decref(answer);
         return plc_protocol_fail(err, "OpenSession", 200, "the answer names no session");
     }
+    if (route && *route &&
+        !(exact_string(json_object_get(answer, "route")) && plc_route_ok(route))) {
+        json_decref(answer);
+        return plc_protocol_fail(err, "OpenSession", 200,
+                                 "its route is not 1 to %d of [A-Za-z0-9._-]", PLC_ROUTE_MAX);
+    }
     memcpy(ret_id, id, 65);
+    if (ret_route)
+        snprintf(ret_route, PLC_ROUTE_MAX + 1, "%s", route ? route : "");
     json_decref(answer);
     return 0;
 }
 
-static int in_session(plimsoll_client *c, const char *id, const json_t *run, const char *floor,
-                      plimsoll_chain *chain, json_t **ret, struct plimsoll_error *err) {
+int plimsoll_open_session(plimsoll_client *c, const char *const *languages, char ret_id[65],
+                          struct plimsoll_error *err) {
+    return open_session(c, languages, ret_id, NULL, err);
+}
+
+static int in_session(plimsoll_client *c, const char *id, const json_t *run, const char *route,
+                      const char *floor, plimsoll_chain *chain, json_t **ret,
+                      struct plimsoll_error *err) {
     if (!id_ok(id) || !json_is_object(run))
         return plc_fail(err, PLIMSOLL_E_USAGE, "a session id and a RunRequest object");
     /* A session's floor goes with every run that sets none, so the daemon
@@ -494,15 +515,16 @@ static int in_session(plimsoll_client *c, const char *id, const json_t *run, con
         json_decref(sent);
         return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     }
-    int r = run_call(c, "RunInSession", msg, sent, f && *f ? f : floor, chain, NULL, ret, err);
+    int r =
+        run_call(c, "RunInSession", msg, route, sent, f && *f ? f : floor, chain, NULL, ret, err);
     json_decref(msg);
     json_decref(sent);
     return r;
 }
 
 static int cell_call(plimsoll_client *c, const char *id, const json_t *cell, unsigned timeout_ms,
-                     const char *floor, plimsoll_chain *chain, const struct live *live,
-                     json_t **ret, struct plimsoll_error *err) {
+                     const char *route, const char *floor, plimsoll_chain *chain,
+                     const struct live *live, json_t **ret, struct plimsoll_error *err) {
     if (!id_ok(id) || !json_is_object(cell))
         return plc_fail(err, PLIMSOLL_E_USAGE, "a session id and a Cell object");
     json_t *sent = json_pack("{s:O}", "cell", (json_t *)cell);
@@ -514,7 +536,7 @@ static int cell_call(plimsoll_client *c, const char *id, const json_t *cell, uns
         json_decref(msg);
         return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     }
-    int r = run_call(c, "RunCell", msg, sent, floor, chain, live, ret, err);
+    int r = run_call(c, "RunCell", msg, route, sent, floor, chain, live, ret, err);
     json_decref(msg);
     json_decref(sent);
     return r;
@@ -522,74 +544,93 @@ static int cell_call(plimsoll_client *c, const char *id, const json_t *cell, uns
 
 int plimsoll_run_in_session(plimsoll_client *c, const char *session_id, const json_t *run,
                             json_t **ret, struct plimsoll_error *err) {
-    return in_session(c, session_id, run, NULL, NULL, ret, err);
+    return in_session(c, session_id, run, NULL, NULL, NULL, ret, err);
 }
 
 int plimsoll_run_cell(plimsoll_client *c, const char *session_id, const json_t *cell,
                       unsigned timeout_ms, json_t **ret, struct plimsoll_error *err) {
-    return cell_call(c, session_id, cell, timeout_ms, NULL, NULL, NULL, ret, err);
+    return cell_call(c, session_id, cell, timeout_ms, NULL, NULL, NULL, NULL, ret, err);
 }
 
 int plimsoll_run_cell_stream(plimsoll_client *c, const char *session_id, const json_t *cell,
                              unsigned timeout_ms, plimsoll_output_fn on_output, void *userdata,
                              json_t **ret, struct plimsoll_error *err) {
     struct live live = {on_output, userdata, 0};
-    return cell_call(c, session_id, cell, timeout_ms, NULL, NULL, &live, ret, err);
+    return cell_call(c, session_id, cell, timeout_ms, NULL, NULL, NULL, &live, ret, err);
 }
 
-int plimsoll_close_session(plimsoll_client *c, const char *session_id, struct plimsoll_error *err) {
+static int close_session(plimsoll_client *c, const char *session_id, const char *route,
+                         struct plimsoll_error *err) {
     if (!id_ok(session_id))
         return plc_fail(err, PLIMSOLL_E_USAGE, "a session id is 64 lowercase hex digits");
     json_t *msg = json_pack("{s:s}", "session_id", session_id);
     json_t *answer = NULL;
-    int r = msg ? plc_call(c, "CloseSession", msg, &answer, err)
+    int r = msg ? plc_call(c, "CloseSession", msg, route, &answer, err)
                 : plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     json_decref(msg);
     json_decref(answer);
     return r;
 }
 
+int plimsoll_close_session(plimsoll_client *c, const char *session_id, struct plimsoll_error *err) {
+    return close_session(c, session_id, NULL, err);
+}
+
 int plimsoll_list_sessions(plimsoll_client *c, json_t **ret, struct plimsoll_error *err) {
     json_t *msg = json_object();
-    int r = msg ? plc_call(c, "ListSessions", msg, ret, err)
+    int r = msg ? plc_call(c, "ListSessions", msg, NULL, ret, err)
                 : plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     json_decref(msg);
     return r;
 }
 
-/* GetSession and ExtendSession: a SessionInfo naming the session asked for. */
+/* GetSession and ExtendSession on route: a SessionInfo naming the session
+ * asked for, and a route that is none or one a daemon may have. */
 static int session_info_call(plimsoll_client *c, const char *method, const char *session_id,
-                             unsigned ends_in_s, json_t **ret, struct plimsoll_error *err) {
+                             unsigned ends_in_s, const char *route, json_t **ret,
+                             struct plimsoll_error *err) {
     *ret = NULL;
     if (!id_ok(session_id))
         return plc_fail(err, PLIMSOLL_E_USAGE, "a session id is 64 lowercase hex digits");
     json_t *msg = json_pack("{s:s}", "session_id", session_id);
     if (msg && ends_in_s)
         json_object_set_new(msg, "ends_in_s", json_integer(ends_in_s));
-    int r =
-        msg ? plc_call(c, method, msg, ret, err) : plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    int r = msg ? plc_call(c, method, msg, route, ret, err)
+                : plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     json_decref(msg);
     const char *got = r == 0 ? exact_string(json_object_get(*ret, "session_id")) : NULL;
-    if (r == 0 && (!got || strcmp(got, session_id) != 0)) {
+    const json_t *their = r == 0 ? json_object_get(*ret, "route") : NULL;
+    const char *why = NULL;
+    if (r == 0 && (!got || strcmp(got, session_id) != 0))
+        why = "the answer is about another session";
+    else if (their && json_string_length(their) > 0 &&
+             !(exact_string(their) && plc_route_ok(json_string_value(their))))
+        why = "its route is not 1 to 63 of [A-Za-z0-9._-]";
+    if (why) {
         json_decref(*ret);
         *ret = NULL;
-        return plc_protocol_fail(err, method, 200, "the answer is about another session");
+        return plc_protocol_fail(err, method, 200, "%s", why);
     }
     return r;
 }
 
 int plimsoll_get_session(plimsoll_client *c, const char *session_id, json_t **ret,
                          struct plimsoll_error *err) {
-    return session_info_call(c, "GetSession", session_id, 0, ret, err);
+    return session_info_call(c, "GetSession", session_id, 0, NULL, ret, err);
 }
 
-int plimsoll_extend_session(plimsoll_client *c, const char *session_id, unsigned ends_in_s,
-                            json_t **ret, struct plimsoll_error *err) {
+static int extend_session(plimsoll_client *c, const char *session_id, unsigned ends_in_s,
+                          const char *route, json_t **ret, struct plimsoll_error *err) {
     if (ends_in_s == 0) {
         *ret = NULL;
         return plc_fail(err, PLIMSOLL_E_USAGE, "ends_in_s: a whole number of seconds from 1");
     }
-    return session_info_call(c, "ExtendSession", session_id, ends_in_s, ret, err);
+    return session_info_call(c, "ExtendSession", session_id, ends_in_s, route, ret, err);
+}
+
+int plimsoll_extend_session(plimsoll_client *c, const char *session_id, unsigned ends_in_s,
+                            json_t **ret, struct plimsoll_error *err) {
+    return extend_session(c, session_id, ends_in_s, NULL, ret, err);
 }
 
 /* A handle for session_id with its chain starting at previous. */
@@ -610,10 +651,18 @@ static plimsoll_session *session_new(plimsoll_client *c, const char *previous, c
     return s;
 }
 
-plimsoll_session *plimsoll_session_connect(plimsoll_client *c, const char *session_id,
-                                           const char *floor, struct plimsoll_error *err) {
+plimsoll_session *plimsoll_session_connect_route(plimsoll_client *c, const char *session_id,
+                                                 const char *floor, const char *route,
+                                                 struct plimsoll_error *err) {
+    if (route && *route && !plc_route_ok(route)) {
+        plc_fail(err, PLIMSOLL_E_USAGE,
+                 "route: 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-' (a daemon's "
+                 "PLIMSOLL_INSTANCE), not \"%.80s\"",
+                 PLC_ROUTE_MAX, route);
+        return NULL;
+    }
     json_t *info = NULL;
-    if (plimsoll_get_session(c, session_id, &info, err) < 0)
+    if (session_info_call(c, "GetSession", session_id, 0, route, &info, err) < 0)
         return NULL;
     const char *state = exact_string(json_object_get(info, "state"));
     const char *prev = exact_string(json_object_get(info, "previous_digest"));
@@ -630,22 +679,34 @@ plimsoll_session *plimsoll_session_connect(plimsoll_client *c, const char *sessi
         plc_protocol_fail(err, "GetSession", 200, "previous_digest is not a SHA-256 digest");
     } else if ((s = session_new(c, prev, floor, err)) != NULL) {
         memcpy(s->id, session_id, 65);
+        /* The route given, else the one GetSession answered (checked). */
+        const char *theirs = json_string_value(json_object_get(info, "route"));
+        snprintf(s->route, sizeof(s->route), "%s", route && *route ? route : theirs ? theirs : "");
     }
     json_decref(info);
     return s;
 }
 
+plimsoll_session *plimsoll_session_connect(plimsoll_client *c, const char *session_id,
+                                           const char *floor, struct plimsoll_error *err) {
+    return plimsoll_session_connect_route(c, session_id, floor, NULL, err);
+}
+
+const char *plimsoll_session_route(const plimsoll_session *s) {
+    return s ? s->route : "";
+}
+
 int plimsoll_session_info(plimsoll_session *s, json_t **ret, struct plimsoll_error *err) {
     if (!s)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
-    return plimsoll_get_session(s->c, s->id, ret, err);
+    return session_info_call(s->c, "GetSession", s->id, 0, s->route, ret, err);
 }
 
 int plimsoll_session_extend(plimsoll_session *s, unsigned ends_in_s, json_t **ret,
                             struct plimsoll_error *err) {
     if (!s)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
-    return plimsoll_extend_session(s->c, s->id, ends_in_s, ret, err);
+    return extend_session(s->c, s->id, ends_in_s, s->route, ret, err);
 }
 
 /* ---- a session's files ----------------------------------------------------- */
@@ -653,7 +714,7 @@ int plimsoll_session_extend(plimsoll_session *s, unsigned ends_in_s, json_t **re
 /* A file call: sent is the message without session_id (what the record's
  * request digest covers), the session's chain and floor when s is set. */
 static int file_call(plimsoll_client *c, const char *id, const char *method, json_t *sent,
-                     const char *floor, plimsoll_chain *chain, json_t **ret,
+                     const char *route, const char *floor, plimsoll_chain *chain, json_t **ret,
                      struct plimsoll_error *err) {
     if (!id_ok(id)) {
         json_decref(sent);
@@ -665,7 +726,7 @@ static int file_call(plimsoll_client *c, const char *id, const char *method, jso
         json_decref(msg);
         return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
     }
-    int r = run_call(c, method, msg, sent, floor, chain, NULL, ret, err);
+    int r = run_call(c, method, msg, route, sent, floor, chain, NULL, ret, err);
     json_decref(msg);
     json_decref(sent);
     return r;
@@ -695,46 +756,48 @@ static json_t *list_msg(const char *path, unsigned depth) {
 
 int plimsoll_write_files(plimsoll_client *c, const char *session_id, const json_t *files,
                          json_t **ret, struct plimsoll_error *err) {
-    return file_call(c, session_id, "WriteFiles", write_msg(files), NULL, NULL, ret, err);
+    return file_call(c, session_id, "WriteFiles", write_msg(files), NULL, NULL, NULL, ret, err);
 }
 
 int plimsoll_read_file(plimsoll_client *c, const char *session_id, const char *path,
                        unsigned offset, unsigned limit, json_t **ret, struct plimsoll_error *err) {
-    return file_call(c, session_id, "ReadFile", read_msg(path, offset, limit), NULL, NULL, ret,
-                     err);
+    return file_call(c, session_id, "ReadFile", read_msg(path, offset, limit), NULL, NULL, NULL,
+                     ret, err);
 }
 
 int plimsoll_list_files(plimsoll_client *c, const char *session_id, const char *path,
                         unsigned depth, json_t **ret, struct plimsoll_error *err) {
-    return file_call(c, session_id, "ListFiles", list_msg(path, depth), NULL, NULL, ret, err);
+    return file_call(c, session_id, "ListFiles", list_msg(path, depth), NULL, NULL, NULL, ret, err);
 }
 
 int plimsoll_session_write_files(plimsoll_session *s, const json_t *files, json_t **ret,
                                  struct plimsoll_error *err) {
     if (!s)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
-    return file_call(s->c, s->id, "WriteFiles", write_msg(files), s->floor, s->chain, ret, err);
+    return file_call(s->c, s->id, "WriteFiles", write_msg(files), s->route, s->floor, s->chain, ret,
+                     err);
 }
 
 int plimsoll_session_read_file(plimsoll_session *s, const char *path, unsigned offset,
                                unsigned limit, json_t **ret, struct plimsoll_error *err) {
     if (!s)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
-    return file_call(s->c, s->id, "ReadFile", read_msg(path, offset, limit), s->floor, s->chain,
-                     ret, err);
+    return file_call(s->c, s->id, "ReadFile", read_msg(path, offset, limit), s->route, s->floor,
+                     s->chain, ret, err);
 }
 
 int plimsoll_session_list_files(plimsoll_session *s, const char *path, unsigned depth, json_t **ret,
                                 struct plimsoll_error *err) {
     if (!s)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
-    return file_call(s->c, s->id, "ListFiles", list_msg(path, depth), s->floor, s->chain, ret, err);
+    return file_call(s->c, s->id, "ListFiles", list_msg(path, depth), s->route, s->floor, s->chain,
+                     ret, err);
 }
 
 plimsoll_session *plimsoll_session_open(plimsoll_client *c, const char *const *languages,
                                         const char *floor, struct plimsoll_error *err) {
     plimsoll_session *s = session_new(c, "", floor, err);
-    if (s && plimsoll_open_session(c, languages, s->id, err) < 0) {
+    if (s && open_session(c, languages, s->id, s->route, err) < 0) {
         plimsoll_session_free(s);
         return NULL;
     }
@@ -749,7 +812,7 @@ int plimsoll_session_run(plimsoll_session *s, const json_t *run, json_t **ret,
                          struct plimsoll_error *err) {
     if (!s)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
-    return in_session(s->c, s->id, run, s->floor, s->chain, ret, err);
+    return in_session(s->c, s->id, run, s->route, s->floor, s->chain, ret, err);
 }
 
 /* A session's cell, streaming when live is set. */
@@ -765,7 +828,7 @@ static int session_cell(plimsoll_session *s, const char *language, const char *c
     }
     if (!cell)
         return plc_fail(err, PLIMSOLL_E_USAGE, "the cell cannot be built (valid UTF-8 text)");
-    int r = cell_call(s->c, s->id, cell, timeout_ms, s->floor, s->chain, live, ret, err);
+    int r = cell_call(s->c, s->id, cell, timeout_ms, s->route, s->floor, s->chain, live, ret, err);
     json_decref(cell);
     return r;
 }
@@ -787,7 +850,7 @@ int plimsoll_session_cell_stream(plimsoll_session *s, const char *language, cons
 int plimsoll_session_close(plimsoll_session *s, struct plimsoll_error *err) {
     if (!s)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no session");
-    return plimsoll_close_session(s->c, s->id, err);
+    return close_session(s->c, s->id, s->route, err);
 }
 
 const plimsoll_chain *plimsoll_session_chain(const plimsoll_session *s) {

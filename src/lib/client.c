@@ -11,6 +11,9 @@
  * is the same POST with one envelope for a body; a 200 stream's bytes go
  * to stream.c as libcurl hands them over, any other answer is read whole,
  * and it is tried again only while no chunk was given to the caller.
+ * plimsoll_http_request is one exchange outside the Connect API (the
+ * daemon's /mcp): the same transport, key, timeout and cap, the answer
+ * handed back as it came, never tried again.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "../core/buf.h"
@@ -259,13 +263,20 @@ static int transport_fail(plimsoll_client *c, const char *method, CURLcode rc,
     return -1;
 }
 
+bool plc_route_ok(const char *route) {
+    size_t n = route ? strlen(route) : 0;
+    return n >= 1 && n <= PLC_ROUTE_MAX &&
+           strspn(route, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
 /* One POST of body (len bytes) with the body of the answer to write(ud):
  * the status and Content-Type (*ret_ctype, malloc'd or NULL), and what
  * curl_easy_perform gave; *unsent when it could not even be sent (out of
- * memory).  A stream's call says so in its Content-Type and Accept. */
-static CURLcode exchange(plimsoll_client *c, const char *method, bool stream, const char *body,
-                         size_t len, curl_write_callback write, void *ud, long *status,
-                         char **ret_ctype, bool *unsent) {
+ * memory).  A stream's call says so in its Content-Type and Accept; a
+ * session's call names its route (NULL or "": none). */
+static CURLcode exchange(plimsoll_client *c, const char *method, bool stream, const char *route,
+                         const char *body, size_t len, curl_write_callback write, void *ud,
+                         long *status, char **ret_ctype, bool *unsent) {
     struct pl_buf url = {0};
     *status = 0;
     *ret_ctype = NULL;
@@ -275,9 +286,13 @@ static CURLcode exchange(plimsoll_client *c, const char *method, bool stream, co
     CURL *h = c->curl;
     curl_easy_reset(h);
     struct curl_slist *hd = NULL, *t;
+    /* The callers checked the route (plc_route_ok): no line break gets in. */
+    char route_line[sizeof("Plimsoll-Route: ") + PLC_ROUTE_MAX];
+    snprintf(route_line, sizeof(route_line), "Plimsoll-Route: %s", route ? route : "");
     const char *lines[] = {
         stream ? "Content-Type: " PLC_STREAM_MEDIA_TYPE : "Content-Type: application/json",
-        stream ? "Accept: " PLC_STREAM_MEDIA_TYPE : NULL, "Connect-Protocol-Version: 1", c->auth};
+        stream ? "Accept: " PLC_STREAM_MEDIA_TYPE : NULL, "Connect-Protocol-Version: 1", c->auth,
+        route && *route ? route_line : NULL};
     CURLcode rc = CURLE_OK;
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]) && rc == CURLE_OK; i++) {
         if (!lines[i])
@@ -318,12 +333,12 @@ static CURLcode exchange(plimsoll_client *c, const char *method, bool stream, co
 /* One POST: the status, Content-Type (*ret_ctype, malloc'd or NULL) and at
  * most c->max_answer bytes of body; -1 with *err on a transport failure,
  * the timeout, or a body past the cap. */
-static int post(plimsoll_client *c, const char *method, const char *body, long *status,
-                char **ret_ctype, struct pl_buf *answer, struct plimsoll_error *err) {
+static int post(plimsoll_client *c, const char *method, const char *route, const char *body,
+                long *status, char **ret_ctype, struct pl_buf *answer, struct plimsoll_error *err) {
     struct sink sink = {.b = answer, .max = c->max_answer};
     bool unsent;
-    CURLcode rc =
-        exchange(c, method, false, body, strlen(body), on_data, &sink, status, ret_ctype, &unsent);
+    CURLcode rc = exchange(c, method, false, route, body, strlen(body), on_data, &sink, status,
+                           ret_ctype, &unsent);
     if (rc == CURLE_OK)
         return 0;
     free(*ret_ctype);
@@ -355,13 +370,13 @@ static void backoff(const struct plimsoll_retry *r, int n) {
 
 /* One exchange and its decoding under one deadline: *ret is the 200
  * answer, an object whose known members have their types. */
-static int attempt(plimsoll_client *c, const char *method, const char *body, json_t **ret,
-                   struct plimsoll_error *err) {
+static int attempt(plimsoll_client *c, const char *method, const char *route, const char *body,
+                   json_t **ret, struct plimsoll_error *err) {
     uint64_t deadline = pl_deadline_in_ms((uint64_t)c->timeout_ms);
     struct pl_buf answer = {0};
     long status = 0;
     char *ctype = NULL;
-    int r = post(c, method, body, &status, &ctype, &answer, err);
+    int r = post(c, method, route, body, &status, &ctype, &answer, err);
     if (r == 0 && status != 200) {
         plc_refusal(c, method, status, &answer, err);
         if (pl_now_ns() > deadline)
@@ -389,8 +404,8 @@ static int attempt(plimsoll_client *c, const char *method, const char *body, jso
 }
 
 /* POST msg, retrying what the policy allows; *ret is the parsed 200 answer. */
-int plc_call(plimsoll_client *c, const char *method, const json_t *msg, json_t **ret,
-             struct plimsoll_error *err) {
+int plc_call(plimsoll_client *c, const char *method, const json_t *msg, const char *route,
+             json_t **ret, struct plimsoll_error *err) {
     if (!c)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no client");
     char *body = json_dumps(msg, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -404,7 +419,7 @@ int plc_call(plimsoll_client *c, const char *method, const json_t *msg, json_t *
     for (int n = 0; n < attempts; n++) {
         if (n > 0)
             backoff(&c->retry, n - 1);
-        r = attempt(c, method, body, ret, err);
+        r = attempt(c, method, route, body, ret, err);
         if (r == 0 || !plimsoll_errkind_retryable(err->kind))
             break;
     }
@@ -439,8 +454,9 @@ static size_t on_stream_data(char *ptr, size_t size, size_t nmemb, void *ud) {
 }
 
 /* One streaming exchange under one deadline: *ret the checked result. */
-static int stream_attempt(plimsoll_client *c, const char *method, const struct pl_buf *body,
-                          struct plc_stream *st, json_t **ret, struct plimsoll_error *err) {
+static int stream_attempt(plimsoll_client *c, const char *method, const char *route,
+                          const struct pl_buf *body, struct plc_stream *st, json_t **ret,
+                          struct plimsoll_error *err) {
     uint64_t deadline = pl_deadline_in_ms((uint64_t)c->timeout_ms);
     struct pl_buf answer = {0};
     struct stream_sink sink = {
@@ -448,8 +464,8 @@ static int stream_attempt(plimsoll_client *c, const char *method, const struct p
     long status = 0;
     char *ctype = NULL;
     bool unsent;
-    CURLcode rc = exchange(c, method, true, body->data, body->len, on_stream_data, &sink, &status,
-                           &ctype, &unsent);
+    CURLcode rc = exchange(c, method, true, route, body->data, body->len, on_stream_data, &sink,
+                           &status, &ctype, &unsent);
     bool streaming = sink.streaming || (!sink.decided && status == 200 &&
                                         plc_media_type_is(ctype, PLC_STREAM_MEDIA_TYPE));
     int r;
@@ -483,8 +499,8 @@ static int stream_attempt(plimsoll_client *c, const char *method, const struct p
     return r;
 }
 
-int plc_call_stream(plimsoll_client *c, const char *method, const json_t *msg, unsigned nsteps,
-                    plimsoll_output_fn on_output, void *userdata, json_t **ret,
+int plc_call_stream(plimsoll_client *c, const char *method, const json_t *msg, const char *route,
+                    unsigned nsteps, plimsoll_output_fn on_output, void *userdata, json_t **ret,
                     struct plimsoll_error *err) {
     if (!c)
         return plc_fail(err, PLIMSOLL_E_USAGE, "no client");
@@ -516,7 +532,7 @@ int plc_call_stream(plimsoll_client *c, const char *method, const json_t *msg, u
             r = plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
             break;
         }
-        r = stream_attempt(c, method, &body, &st, ret, err);
+        r = stream_attempt(c, method, route, &body, &st, ret, err);
         /* Never again once the caller saw output: it would see it twice. */
         bool gave = st.chunks > 0;
         plc_stream_free(&st);
@@ -525,4 +541,191 @@ int plc_call_stream(plimsoll_client *c, const char *method, const json_t *msg, u
     }
     pl_buf_free(&body);
     return r;
+}
+
+/* ---- one raw exchange (plimsoll_http_request) ----------------------------- */
+
+/* The longest value of the answer header a caller asks for; a session id
+ * or a token is a few dozen bytes. */
+#define ANSWER_HEADER_MAX 8192
+
+/* Where plimsoll_http_request's answer headers go: the one asked for. */
+struct header_sink {
+    const char *name; /* NULL: none asked for */
+    size_t name_len;
+    char *value; /* malloc'd, the first one of the final answer */
+    bool over, oom;
+};
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud) {
+    struct header_sink *s = ud;
+    size_t n = size * nmemb;
+    if (!s->name)
+        return n;
+    /* A status line starts an answer's headers: an interim answer's
+     * (100 Continue) count for nothing. */
+    if (n >= 5 && memcmp(ptr, "HTTP/", 5) == 0) {
+        free(s->value);
+        s->value = NULL;
+        s->over = false;
+        return n;
+    }
+    if (s->value || n <= s->name_len || ptr[s->name_len] != ':' ||
+        strncasecmp(ptr, s->name, s->name_len) != 0)
+        return n;
+    const char *v = ptr + s->name_len + 1;
+    size_t len = n - s->name_len - 1;
+    while (len && (*v == ' ' || *v == '\t'))
+        v++, len--;
+    while (len && is_space(v[len - 1]))
+        len--;
+    if (len > ANSWER_HEADER_MAX) {
+        s->over = true;
+        return n;
+    }
+    if (!(s->value = strndup(v, len)))
+        s->oom = true;
+    return n;
+}
+
+/* A request line the caller gives: "Name: value", a token for a name and
+ * no control character but a tab. */
+static bool header_line_ok(const char *h) {
+    const char *colon = strchr(h, ':');
+    if (!colon || colon == h)
+        return false;
+    for (const char *p = h; p < colon; p++)
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f ||
+            strchr("()<>@,;\\\"/[]?={}", *p))
+            return false;
+    for (const char *p = colon + 1; *p; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\t') || (unsigned char)*p == 0x7f)
+            return false;
+    return true;
+}
+
+/* A path from the daemon's root: '/' then visible ASCII. */
+static bool path_ok(const char *p) {
+    if (!p || p[0] != '/')
+        return false;
+    for (; *p; p++)
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+            return false;
+    return true;
+}
+
+void plimsoll_http_answer_free(struct plimsoll_http_answer *a) {
+    if (!a)
+        return;
+    free(a->content_type);
+    free(a->header);
+    free(a->body);
+    *a = (struct plimsoll_http_answer){0};
+}
+
+int plimsoll_http_request(plimsoll_client *c, const struct plimsoll_http_request *req,
+                          struct plimsoll_http_answer *ret, struct plimsoll_error *err) {
+    if (ret)
+        *ret = (struct plimsoll_http_answer){0};
+    if (!c || !req || !ret)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "no client, request or answer");
+    const char *method = req->method ? req->method : "POST";
+    bool post = strcmp(method, "POST") == 0;
+    if (!post && strcmp(method, "DELETE") != 0)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "the method must be POST or DELETE");
+    if (!path_ok(req->path))
+        return plc_fail(err, PLIMSOLL_E_USAGE,
+                        "the path must begin with '/' and hold only visible ASCII");
+    if (req->timeout_ms < 0)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "the timeout may not be negative");
+    if (!post && req->body_len)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a DELETE has no body");
+    if (req->body_len && !req->body)
+        return plc_fail(err, PLIMSOLL_E_USAGE, "a body of %zu bytes at NULL", req->body_len);
+    if (req->answer_header && (!*req->answer_header || strchr(req->answer_header, ':')))
+        return plc_fail(err, PLIMSOLL_E_USAGE, "the answer header is named without its colon");
+    for (const char *const *h = req->headers; h && *h; h++)
+        if (!header_line_ok(*h))
+            return plc_fail(err, PLIMSOLL_E_USAGE,
+                            "a request header must be \"Name: value\" on one line");
+    long timeout_ms = req->timeout_ms ? req->timeout_ms : c->timeout_ms;
+    PL_CLEANUP(pl_buf_free) struct pl_buf url = {0};
+    struct pl_buf answer = {0};
+    struct curl_slist *hd = NULL, *t;
+    bool oom = pl_buf_printf(&url, "%s%s", c->base, req->path) < 0;
+    /* No Expect: 100-continue: a body waits for no interim answer. */
+    const char *fixed[] = {"Expect:", c->auth};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) && !oom; i++)
+        if (fixed[i] && !(t = curl_slist_append(hd, fixed[i])))
+            oom = true;
+        else if (fixed[i])
+            hd = t;
+    for (const char *const *h = req->headers; h && *h && !oom; h++)
+        if (!(t = curl_slist_append(hd, *h)))
+            oom = true;
+        else
+            hd = t;
+    if (oom) {
+        curl_slist_free_all(hd);
+        return plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    }
+    struct sink sink = {.b = &answer, .max = c->max_answer};
+    struct header_sink hs = {.name = req->answer_header,
+                             .name_len = req->answer_header ? strlen(req->answer_header) : 0};
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    if (c->unix_path)
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->unix_path);
+    curl_easy_setopt(h, CURLOPT_URL, url.data);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    if (post) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body_len ? (const char *)req->body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    } else {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &hs);
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_answer);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 10000 ? timeout_ms : 10000);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    char *ct = NULL;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
+    curl_slist_free_all(hd);
+    int r = 0;
+    if (rc == CURLE_FILESIZE_EXCEEDED || (rc == CURLE_WRITE_ERROR && sink.over))
+        r = plc_protocol_fail(err, req->path, status,
+                              "it is longer than the client's max_answer_bytes (%zu)",
+                              c->max_answer);
+    else if (rc == CURLE_OPERATION_TIMEDOUT)
+        r = deadline_fail(err, req->path, timeout_ms, curl_easy_strerror(rc));
+    else if (rc != CURLE_OK)
+        r = transport_fail(c, req->path, rc, err);
+    else if (hs.over)
+        r = plc_protocol_fail(err, req->path, status, "its %s header is longer than %d bytes",
+                              req->answer_header, ANSWER_HEADER_MAX);
+    else if (hs.oom || pl_buf_append(&answer, "", 0) < 0 ||
+             (ct && !(ret->content_type = strdup(ct))))
+        r = plc_fail(err, PLIMSOLL_E_USAGE, "out of memory");
+    if (r < 0) {
+        free(hs.value);
+        free(ret->content_type);
+        pl_buf_free(&answer);
+        *ret = (struct plimsoll_http_answer){0};
+        if (err)
+            err->http_status = (int)status;
+        return -1;
+    }
+    ret->status = status;
+    ret->header = hs.value;
+    ret->body = answer.data;
+    ret->body_len = answer.len;
+    return 0;
 }

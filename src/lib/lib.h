@@ -6,7 +6,8 @@
  * caller's process:
  *   lib.h            this header
  *   client.c         the client, one POST an attempt over libcurl, the
- *                    deadline and the retries
+ *                    deadline and the retries; one raw exchange
+ *                    (plimsoll_http_request, the daemon's /mcp)
  *   answer.c         the kinds, what an answer may be, refusals from
  *                    Connect errors and their google.rpc.ErrorInfo
  *   calls.c          Describe, the runs and the sessions, each answer
@@ -44,17 +45,27 @@ int plc_fail(struct plimsoll_error *err, enum plimsoll_errkind kind, const char 
 
 /* ---- client.c ------------------------------------------------------------- */
 
+/* The longest route: a daemon's PLIMSOLL_INSTANCE is 1 to 63 of
+ * [A-Za-z0-9._-]. */
+#define PLC_ROUTE_MAX 63
+
+/* Whether route is one a daemon may have (1 to PLC_ROUTE_MAX of
+ * [A-Za-z0-9._-]). */
+bool plc_route_ok(const char *route);
+
 /* POST msg to method, retrying what the policy allows; *ret is the 200
- * answer (a new reference), checked against the method's shape. */
-int plc_call(plimsoll_client *c, const char *method, const json_t *msg, json_t **ret,
-             struct plimsoll_error *err);
+ * answer (a new reference), checked against the method's shape.  route
+ * (NULL or "": none; plc_route_ok already) goes as the Plimsoll-Route
+ * header: a session's daemon behind a proxy. */
+int plc_call(plimsoll_client *c, const char *method, const json_t *msg, const char *route,
+             json_t **ret, struct plimsoll_error *err);
 
 /* POST msg to method as a Connect server stream (stream.c reads the
  * answer; nsteps as plc_stream_init takes it), retrying what the policy
  * allows while no chunk was given; *ret is the result (a new reference),
  * its streamed output checked against it. */
-int plc_call_stream(plimsoll_client *c, const char *method, const json_t *msg, unsigned nsteps,
-                    plimsoll_output_fn on_output, void *userdata, json_t **ret,
+int plc_call_stream(plimsoll_client *c, const char *method, const json_t *msg, const char *route,
+                    unsigned nsteps, plimsoll_output_fn on_output, void *userdata, json_t **ret,
                     struct plimsoll_error *err);
 
 /* ---- answer.c ------------------------------------------------------------- */

@@ -28,7 +28,6 @@
 #include "../core/request.h"
 
 #define SERVICE_PREFIX "/plimsoll.v1.SandboxService/"
-#define PL_VERSION "0.1.0"
 
 /* ---- Describe ------------------------------------------------------------- */
 
@@ -131,7 +130,7 @@ json_t *pl_api_describe(struct pl_api *api) {
 
 /* A bearer key, when one is sent, decides; without one, the TLS client
  * certificate's principal (PLIMSOLL_TLS_CLIENT_CERTS_FILE), if any. */
-static const char *authenticate(struct pl_api *api, const struct pl_api_request *rq) {
+const char *api_authenticate(struct pl_api *api, const struct pl_api_request *rq) {
     if (!rq->authorization)
         return rq->tls_principal;
     const char *key;
@@ -268,7 +267,7 @@ static bool serve_readyz(struct head_call *h) {
         return false;
     h->lg->method = "readyz";
     struct pl_error err = {0};
-    if (atomic_load(&h->api->draining)) {
+    if (atomic_load(&h->api->draining) || atomic_load(&h->api->leaving)) {
         api_set_text(h->rs, 503, "not ready: shutting down\n");
     } else if (pl_provider_ready(h->api->provider, &err) < 0) {
         struct pl_buf b = {0};
@@ -286,7 +285,7 @@ static bool serve_metrics(struct head_call *h) {
         return false;
     struct pl_api *api = h->api;
     h->lg->method = "metrics";
-    h->lg->principal = authenticate(api, h->rq);
+    h->lg->principal = api_authenticate(api, h->rq);
     if (!h->lg->principal) {
         api_set_text(h->rs, 401, "unauthenticated: send Authorization: Bearer <key>\n");
         h->lg->outcome = "refused";
@@ -296,7 +295,8 @@ static bool serve_metrics(struct head_call *h) {
     }
     struct pl_error err = {0};
     struct pl_buf b = {0};
-    int ready = pl_provider_ready(api->provider, &err) == 0 && !atomic_load(&api->draining);
+    int ready = pl_provider_ready(api->provider, &err) == 0 && !atomic_load(&api->draining) &&
+                !atomic_load(&api->leaving);
     if (pl_metrics_render(api->metrics, pl_admission_in_flight(api->admission), ready, &b) < 0) {
         pl_buf_free(&b);
         api_set_text(h->rs, 500, "out of memory\n");
@@ -342,6 +342,13 @@ static bool serve_grpc_services(struct head_call *h) {
  * content type and key. */
 static bool svc_call(const struct head_call *h) {
     return h->call->svc != API_SVC_NONE;
+}
+
+/* The MCP server (api_mcp.c), where PLIMSOLL_MCP is on. */
+static bool serve_mcp(struct head_call *h) {
+    if (!h->api->config->mcp || strcmp(h->rq->path, "/mcp") != 0)
+        return false;
+    return api_mcp_head(h->api, h->rq, h->call, h->rs);
 }
 
 /* NOT_FOUND: a path outside the service. */
@@ -454,11 +461,28 @@ static bool check_grpc_transport(struct head_call *h) {
 static bool check_key(struct head_call *h) {
     if (svc_call(h))
         return false;
-    h->lg->principal = authenticate(h->api, h->rq);
+    h->lg->principal = api_authenticate(h->api, h->rq);
     if (h->lg->principal)
         return false;
     return refuse_head(h, PL_REASON_UNAUTHENTICATED,
                        "send Authorization: Bearer <key> with a key listed in the keys file");
+}
+
+/* WRONG_ROUTE: a Plimsoll-Route that names another daemon (a fleet's
+ * proxy sent a session's call here because its own daemon is down,
+ * draining or gone).  Decided before the body is read; it names no id. */
+static bool check_route(struct head_call *h) {
+    const char *route = h->rq->route, *self = h->api->config->instance;
+    if (svc_call(h) || !route || strcmp(route, self) == 0)
+        return false;
+    if (!pl_route_valid(route))
+        return refuse_head(h, PL_REASON_INVALID_REQUEST,
+                           "Plimsoll-Route: not a route key (1 to 63 of [A-Za-z0-9._-])");
+    return refuse_head(h, PL_REASON_WRONG_ROUTE,
+                       "the call is for daemon \"%s\" and this is \"%s\": that daemon was not "
+                       "reached (it is down, draining or gone, and a session it held is gone "
+                       "with it); nothing ran",
+                       route, self);
 }
 
 /* INVALID_REQUEST: a deadline header that does not read (Connect's, or
@@ -532,6 +556,7 @@ static const struct head_rung {
     {"/readyz (GET)", serve_readyz},
     {"/metrics (GET, a key)", serve_metrics},
     {"gRPC's health and reflection (PLIMSOLL_HEALTH, PLIMSOLL_REFLECTION)", serve_grpc_services},
+    {"/mcp (PLIMSOLL_MCP): its own head (403, 405, 415, 406, 401, 400)", serve_mcp},
     {"a path under the service (NOT_FOUND)", check_service_path},
     {"a method of the service (NOT_FOUND)", check_service_method},
     {"one Origin (INVALID_REQUEST, PLIMSOLL_CORS_ORIGINS)", check_one_origin},
@@ -541,6 +566,7 @@ static const struct head_rung {
     {"the method's content types (415)", check_protocol_fits_method},
     {"gRPC over HTTP/2 (415)", check_grpc_transport},
     {"a key (UNAUTHENTICATED)", check_key},
+    {"the route (WRONG_ROUTE, Plimsoll-Route)", check_route},
     {"deadline headers (INVALID_REQUEST)", check_deadline_headers},
     {"PLIMSOLL_MAX_REQUEST_BYTES (INVALID_REQUEST)", check_body_size},
     {"the bytes in flight (AT_CAPACITY); holds the body's", hold_body},
@@ -610,6 +636,13 @@ static void route_json(struct pl_api *api, const struct pl_api_request *rq,
  */
 static void route_body(struct pl_api *api, const struct pl_api_request *rq,
                        struct pl_api_response *rs, struct pl_api_call *call) {
+    if (call->svc == API_SVC_MCP) {
+        if (rq->body_too_large)
+            refuse_too_large(api, rs, &call->lg);
+        else
+            api_mcp_body(api, call, rq, rs);
+        return;
+    }
     if (call->svc != API_SVC_NONE) {
         api_svc_check(api, call, rq, rs);
         return;
@@ -679,8 +712,8 @@ static void route_body(struct pl_api *api, const struct pl_api_request *rq,
 }
 
 /* Count the call, and log it unless it was a probe that succeeded. */
-static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
-                       struct pl_api_response *rs, const struct call_log *lg, uint64_t t0) {
+void api_log_call(struct pl_api *api, const struct pl_api_request *rq, struct pl_api_response *rs,
+                  const struct call_log *lg, uint64_t t0) {
     if (!rs->body)
         api_set_text(rs, 500, "internal error\n");
     bool probe = strcmp(lg->method, "healthz") == 0 || strcmp(lg->method, "readyz") == 0 ||
@@ -689,7 +722,8 @@ static void finish_log(struct pl_api *api, const struct pl_api_request *rq,
     if (!probe) {
         enum pl_code code = lg->reason ? pl_reason_code(lg->reason) : PL_CODE_UNKNOWN;
         pl_metrics_request(api->metrics, lg->method, code,
-                           rs->status == 200 || rs->status == 204); /* 204: a preflight's grant */
+                           rs->status == 200 || rs->status == 204 || /* 204: a preflight's grant */
+                               rs->status == 202); /* 202: an MCP notification taken */
     }
     if (quiet && rs->status == 200)
         return; /* probes answer often; log them only when they fail */
@@ -730,13 +764,15 @@ bool pl_api_begin(struct pl_api *api, const struct pl_api_request *rq,
     call->lg = (struct call_log){.principal = NULL, .method = "other", .outcome = "ok"};
     call->t0 = t0;
     if (route_head(api, rq, rs, call)) {
-        finish_log(api, rq, rs, &call->lg, t0);
+        api_log_call(api, rq, rs, &call->lg, t0);
         struct pl_api_stream *s = NULL;
         if ((api_method_streams(call->lg.method) && (call->protocol == API_CONNECT_STREAM_JSON ||
                                                      call->protocol == API_CONNECT_STREAM_PROTO)) ||
             api_svc_connect_end(call, rs))
             s = api_stream_new(api, call->protocol, rq->content_type, NULL, NULL);
-        if (s)
+        if (call->svc == API_SVC_MCP)
+            api_mcp_wrap(rs);
+        else if (s)
             api_stream_end(s, rs); /* Connect's end message alone */
         else if (grpc_answer(call, rq))
             api_grpc_wrap(call->protocol, rq->content_type, rs);
@@ -764,15 +800,17 @@ void pl_api_finish(struct pl_api *api, struct pl_api_call *call, const struct pl
         s = api_stream_new(api, call->protocol, rq->content_type, rq->stream, call->cors_origin);
         if (!s) {
             api_set_text(rs, 500, "out of memory\n");
-            finish_log(api, rq, rs, &call->lg, t0);
+            api_log_call(api, rq, rs, &call->lg, t0);
             return;
         }
         call->lg.stream = s;
     }
     route_body(api, rq, rs, call);
-    finish_log(api, rq, rs, &call->lg, t0);
+    api_log_call(api, rq, rs, &call->lg, t0);
     call->lg.stream = NULL;
-    if (s)
+    if (call->svc == API_SVC_MCP)
+        api_mcp_wrap(rs);
+    else if (s)
         api_stream_end(s, rs);
     else if (grpc_answer(call, rq))
         api_grpc_wrap(call->protocol, rq->content_type, rs);

@@ -36,8 +36,9 @@
 #include "../providers/provider.h"
 #include "sessions.h"
 
-struct pl_key_bytes;  /* api.c */
-struct pl_api_stream; /* api_stream.c */
+struct pl_key_bytes;    /* api.c */
+struct pl_api_stream;   /* api_stream.c */
+struct pl_mcp_sessions; /* mcp_sessions.h */
 struct pl_api_response;
 
 /*
@@ -66,9 +67,14 @@ struct pl_api {
     struct pl_provider *provider;
     struct pl_admission *admission;
     struct pl_metrics *metrics;
-    struct pl_sessions *sessions; /* NULL when sessions are off */
+    struct pl_sessions *sessions;         /* NULL when sessions are off */
+    struct pl_mcp_sessions *mcp_sessions; /* /mcp's (api_mcp.c) */
     unsigned effective_concurrency;
     atomic_bool draining;
+    /* PLIMSOLL_DRAIN_NOTICE_MS after SIGTERM: /readyz and gRPC health say
+     * not ready while calls are still served, so that a fleet's proxy
+     * stops sending new work before the drain refuses it. */
+    atomic_bool leaving;
     atomic_size_t body_bytes;       /* request bodies held now, every caller's */
     struct pl_key_bytes *key_bytes; /* each caller's share of them; NULL when none */
     atomic_uint watch_streams;      /* grpc.health.v1.Health/Watch streams open */
@@ -80,21 +86,27 @@ struct pl_api {
 };
 
 struct pl_api_request {
-    const char *http_method;     /* "GET", "POST", ... */
-    const char *path;            /* URL path, no query */
-    const char *content_type;    /* may be NULL */
-    const char *authorization;   /* may be NULL */
-    const char *connect_timeout; /* Connect-Timeout-Ms, may be NULL */
-    const char *grpc_timeout;    /* grpc-timeout, may be NULL */
-    const char *origin;          /* Origin, may be NULL (api_cors.c) */
-    const char *cors_method;     /* Access-Control-Request-Method, may be NULL */
-    const char *cors_headers;    /* Access-Control-Request-Headers, may be NULL */
-    bool origin_repeated;        /* Origin came more than once (api_cors.c refuses it) */
-    const char *connect_version; /* Connect-Protocol-Version, may be NULL */
-    bool http2;                  /* over HTTP/2 (gRPC needs it) */
-    const char *tls_principal;   /* the TLS client certificate's, or NULL */
-    bool length_known;           /* the head announced the body's length (Content-Length) */
-    uint64_t content_length;     /* that length; a chunked body's is unknown until read */
+    const char *http_method;          /* "GET", "POST", ... */
+    const char *path;                 /* URL path, no query */
+    const char *content_type;         /* may be NULL */
+    const char *authorization;        /* may be NULL */
+    const char *connect_timeout;      /* Connect-Timeout-Ms, may be NULL */
+    const char *grpc_timeout;         /* grpc-timeout, may be NULL */
+    const char *origin;               /* Origin, may be NULL (api_cors.c) */
+    const char *cors_method;          /* Access-Control-Request-Method, may be NULL */
+    const char *cors_headers;         /* Access-Control-Request-Headers, may be NULL */
+    bool origin_repeated;             /* Origin came more than once (api_cors.c refuses it) */
+    const char *connect_version;      /* Connect-Protocol-Version, may be NULL */
+    const char *host;                 /* Host (HTTP/2: :authority), may be NULL */
+    const char *accept;               /* Accept, may be NULL */
+    const char *mcp_session_id;       /* Mcp-Session-Id, may be NULL (api_mcp.c) */
+    const char *mcp_protocol_version; /* MCP-Protocol-Version, may be NULL */
+    const char *mcp_floor;            /* Plimsoll-Minimum-Isolation, may be NULL */
+    const char *route;                /* Plimsoll-Route, may be NULL (a fleet's, docs/deploy.md) */
+    bool http2;                       /* over HTTP/2 (gRPC needs it) */
+    const char *tls_principal;        /* the TLS client certificate's, or NULL */
+    bool length_known;                /* the head announced the body's length (Content-Length) */
+    uint64_t content_length;          /* that length; a chunked body's is unknown until read */
     size_t head_bytes; /* what the transport keeps of the head while the body is read (HTTP/2's
                           stream: its headers' values), held with the body's bytes */
     const char *body;  /* the body phase only */

@@ -42,19 +42,20 @@ static const char *const allowed_headers[] = {
     "grpc-accept-encoding",
     "x-grpc-web",
     "x-user-agent",
+    "plimsoll-route",
     NULL,
 };
 #define ALLOWED_HEADERS                                                                            \
     "authorization, content-type, connect-protocol-version, connect-timeout-ms, "                  \
     "connect-content-encoding, connect-accept-encoding, grpc-timeout, grpc-accept-encoding, "      \
-    "x-grpc-web, x-user-agent"
+    "x-grpc-web, x-user-agent, plimsoll-route"
 
 /* What a client reads of an answer beyond the safelisted headers: gRPC's
  * status (gRPC-Web's trailers-only answers carry it as headers) and the
  * encodings of Connect and gRPC. */
 #define EXPOSED_HEADERS                                                                            \
     "grpc-status, grpc-message, grpc-status-details-bin, grpc-encoding, grpc-accept-encoding, "    \
-    "connect-content-encoding, connect-accept-encoding, content-encoding"
+    "connect-content-encoding, connect-accept-encoding, content-encoding, plimsoll-route"
 
 static void put(struct pl_api_response *rs, const char *name, const char *value) {
     if (rs->ncors < PL_API_MAX_CORS_HEADERS)

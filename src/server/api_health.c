@@ -80,7 +80,7 @@ static const char *const services_no_health[] = {
 
 /* What /readyz would answer now. */
 static enum pl_health_status status_now(struct pl_api *api) {
-    if (atomic_load(&api->draining))
+    if (atomic_load(&api->draining) || atomic_load(&api->leaving))
         return PL_HEALTH_NOT_SERVING;
     struct pl_error err = {0};
     return pl_provider_ready(api->provider, &err) == 0 ? PL_HEALTH_SERVING : PL_HEALTH_NOT_SERVING;
@@ -91,7 +91,7 @@ static pthread_mutex_t poll_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The Watch streams' answer: asked again when PL_HEALTH_POLL_MS has
  * passed, by one of them; the others meanwhile read the last one. */
 static enum pl_health_status status_polled(struct pl_api *api, uint64_t now) {
-    if (atomic_load(&api->draining))
+    if (atomic_load(&api->draining) || atomic_load(&api->leaving))
         return PL_HEALTH_NOT_SERVING;
     if (pthread_mutex_trylock(&poll_lock) != 0) {
         __atomic_thread_fence(__ATOMIC_SEQ_CST);

@@ -31,6 +31,10 @@
  *   api_stream.c    RunStream and RunCellStream: output as it comes
  *   api_cors.c      browsers on another origin (PLIMSOLL_CORS_ORIGINS):
  *                   the preflight, the answers' CORS headers
+ *   api_mcp.c       the MCP server at /mcp: JSON-RPC, the tools over the
+ *                   service's calls, the three channels (docs/mcp.md)
+ *   mcp_sessions.[ch] the MCP sessions: ids, owners, floors, bounds
+ *   mcp/tools.json  the MCP tools' schemas, compiled in
  *   api_health.c    grpc.health.v1.Health (Check, Watch) and server
  *                   reflection (v1, v1alpha): the head's rung, Check on
  *                   every protocol, the live streams' messages and budgets
@@ -52,6 +56,9 @@
 #pragma once
 
 #include "api.h"
+
+/* The daemon's version, as Describe and MCP's serverInfo give it. */
+#define PL_VERSION "0.1.0"
 
 /* What the per-request log line says about a call: the call's thread's,
  * its strings borrowed (static, or the request's) until the line is
@@ -266,6 +273,7 @@ enum api_svc {
     API_SVC_HEALTH_CHECK,
     API_SVC_HEALTH_WATCH,
     API_SVC_REFLECTION, /* v1 and v1alpha */
+    API_SVC_MCP,        /* /mcp (api_mcp.c) */
 };
 
 /* What the head decided, carried to the body phase. */
@@ -301,3 +309,30 @@ void api_svc_check(struct pl_api *api, struct pl_api_call *call, const struct pl
 bool api_svc_connect_end(const struct pl_api_call *call, const struct pl_api_response *rs);
 /* Give back a live call's slot (pl_api_call_free). */
 void api_svc_release(struct pl_api *api, struct pl_api_call *call);
+
+/* ---- api.c ---- */
+
+/* The principal a request's key or client certificate names, or NULL. */
+const char *api_authenticate(struct pl_api *api, const struct pl_api_request *rq);
+
+/* Count the call, and log its line (a probe that succeeded is not logged);
+ * t0 when it began. */
+void api_log_call(struct pl_api *api, const struct pl_api_request *rq, struct pl_api_response *rs,
+                  const struct call_log *lg, uint64_t t0);
+
+/* ---- api_mcp.c ---- */
+
+/* The head's rung for /mcp (PLIMSOLL_MCP on): Origin and Host (403), the
+ * method (405; DELETE ends the MCP session here), content type (415),
+ * Accept (406), the key (401), MCP-Protocol-Version (400).  True when rs
+ * holds the answer; false with call->svc API_SVC_MCP for a POST whose
+ * body the ladder's last rungs (its size, the bytes in flight) admit. */
+bool api_mcp_head(struct pl_api *api, const struct pl_api_request *rq, struct pl_api_call *call,
+                  struct pl_api_response *rs);
+/* A POST's body: one JSON-RPC message, answered into rs. */
+void api_mcp_body(struct pl_api *api, struct pl_api_call *call, const struct pl_api_request *rq,
+                  struct pl_api_response *rs);
+/* A refusal of the generic rungs (a Connect error, a text answer) as a
+ * JSON-RPC error of the same HTTP status, in place; any other answer is
+ * left as it is. */
+void api_mcp_wrap(struct pl_api_response *rs);

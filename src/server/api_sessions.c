@@ -113,7 +113,8 @@ static int open_session(struct pl_api *api, const char *principal, const struct 
     if (pl_sessions_open(api->sessions, principal, hint, id, err) < 0)
         return -1;
     lg->outcome = "ok";
-    api_set_json(rs, 200, json_pack("{s:s}", "session_id", id));
+    api_set_json(rs, 200,
+                 json_pack("{s:s, s:s}", "session_id", id, "route", api->config->instance));
     return 0;
 }
 
@@ -141,7 +142,7 @@ static json_t *instant(uint64_t ns) {
 }
 
 /* A SessionInfo message. */
-static json_t *session_info_json(const struct pl_session_info *in) {
+static json_t *session_info_json(const struct pl_session_info *in, const char *route) {
     json_t *langs = json_array(), *interp = json_array();
     for (size_t i = 0; in->languages[i]; i++)
         json_array_append_new(langs, json_string(in->languages[i]));
@@ -150,7 +151,7 @@ static json_t *session_info_json(const struct pl_session_info *in) {
                                                 in->status.interpreters[i].language, "alive",
                                                 in->status.interpreters[i].alive));
     return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:s, s:o, s:o, s:I, s:I, "
-                     "s:I}",
+                     "s:I, s:s}",
                      "session_id", in->id, "state", in->state, "ended_reason", in->ended_reason,
                      "created_at", instant(in->created), "last_call_at", instant(in->last_call),
                      "idle_deadline", instant(in->idle_deadline), "lifetime_deadline",
@@ -159,7 +160,7 @@ static json_t *session_info_json(const struct pl_session_info *in) {
                      "previous_digest", in->previous, "languages", langs, "interpreters", interp,
                      "disk_used_kib", (json_int_t)((in->status.disk_used_bytes + 1023) >> 10),
                      "disk_budget_kib", (json_int_t)(in->status.disk_budget_bytes >> 10),
-                     "max_lifetime_s", (json_int_t)in->max_lifetime_s);
+                     "max_lifetime_s", (json_int_t)in->max_lifetime_s, "route", route);
 }
 
 static int list_sessions(struct pl_api *api, const char *principal, const struct pl_api_request *rq,
@@ -173,7 +174,7 @@ static int list_sessions(struct pl_api *api, const char *principal, const struct
         return -1;
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, session_info_json(&list[i]));
+        json_array_append_new(arr, session_info_json(&list[i], api->config->instance));
     free(list);
     lg->outcome = "ok";
     api_set_json(rs, 200, json_pack("{s:o}", "sessions", arr));
@@ -190,7 +191,7 @@ static int get_session(struct pl_api *api, const char *principal, const struct p
         pl_sessions_get(api->sessions, principal, id, &info, err) < 0)
         return -1;
     lg->outcome = "ok";
-    api_set_json(rs, 200, session_info_json(&info));
+    api_set_json(rs, 200, session_info_json(&info, api->config->instance));
     return 0;
 }
 
@@ -217,7 +218,7 @@ static int extend_session(struct pl_api *api, const char *principal,
                            err) < 0)
         return -1;
     lg->outcome = "ok";
-    api_set_json(rs, 200, session_info_json(&info));
+    api_set_json(rs, 200, session_info_json(&info, api->config->instance));
     return 0;
 }
 

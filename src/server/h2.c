@@ -55,9 +55,12 @@ struct stream {
     size_t header_bytes; /* the header block's, as HPACK's size counts it */
     size_t kept_bytes;   /* the values kept of it (the wanted headers) */
     char *method, *path, *ctype, *auth, *connect_timeout, *grpc_timeout, *length;
-    char *origin, *cors_method, *cors_headers; /* CORS's (api_cors.c) */
-    bool origin_repeated;                      /* Origin came again (the API refuses it) */
-    char *connect_version;                     /* Connect-Protocol-Version */
+    char *origin, *cors_method, *cors_headers;      /* CORS's (api_cors.c) */
+    bool origin_repeated;                           /* Origin came again (the API refuses it) */
+    char *connect_version;                          /* Connect-Protocol-Version */
+    char *authority, *host, *accept;                /* :authority, host, accept */
+    char *mcp_session_id, *mcp_version, *mcp_floor; /* /mcp's (api_mcp.c) */
+    char *route;                                    /* Plimsoll-Route */
     struct pl_api_call *call;
     struct pl_buf body;
     bool too_large;
@@ -197,6 +200,13 @@ static void stream_free(struct stream *st) {
     free(st->cors_method);
     free(st->cors_headers);
     free(st->connect_version);
+    free(st->authority);
+    free(st->host);
+    free(st->accept);
+    free(st->mcp_session_id);
+    free(st->mcp_version);
+    free(st->mcp_floor);
+    free(st->route);
     free(st);
 }
 
@@ -294,7 +304,8 @@ static void submit_head(struct stream *st, const struct pl_api_response *rs,
                         nghttp2_data_provider *prd) {
     char status[8];
     snprintf(status, sizeof(status), "%d", rs->status ? rs->status : 500);
-    nghttp2_nv nva[8 + PL_API_MAX_HEADERS + PL_API_MAX_CORS_HEADERS] = {
+    const char *route = st->c->h2->api->config->instance;
+    nghttp2_nv nva[9 + PL_API_MAX_HEADERS + PL_API_MAX_CORS_HEADERS] = {
         NV(":status", status),
         NV("content-type", rs->content_type ? rs->content_type : "text/plain"),
         NV("x-content-type-options", "nosniff"),
@@ -304,8 +315,9 @@ static void submit_head(struct stream *st, const struct pl_api_response *rs,
         NV("x-frame-options", "DENY"),
         NV("referrer-policy", "no-referrer"),
         NV("cache-control", "no-store"),
+        NV("plimsoll-route", route), /* which daemon of a fleet answered */
     };
-    size_t n = 7;
+    size_t n = 8;
     if (rs->allow)
         nva[n++] = (nghttp2_nv)NV("allow", rs->allow);
     for (unsigned i = 0; i < rs->nheaders; i++)
@@ -391,6 +403,12 @@ static void request_of(const struct stream *st, struct pl_api_request *rq) {
         .cors_headers = st->cors_headers,
         .origin_repeated = st->origin_repeated,
         .connect_version = st->connect_version,
+        .host = st->authority ? st->authority : st->host,
+        .accept = st->accept,
+        .mcp_session_id = st->mcp_session_id,
+        .mcp_protocol_version = st->mcp_version,
+        .mcp_floor = st->mcp_floor,
+        .route = st->route,
         .http2 = true,
         .head_bytes = st->kept_bytes,
         .conn_watches = st->c->watches,
@@ -633,6 +651,13 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         {"access-control-request-method", offsetof(struct stream, cors_method)},
         {"access-control-request-headers", offsetof(struct stream, cors_headers)},
         {"connect-protocol-version", offsetof(struct stream, connect_version)},
+        {":authority", offsetof(struct stream, authority)},
+        {"host", offsetof(struct stream, host)},
+        {"accept", offsetof(struct stream, accept)},
+        {"mcp-session-id", offsetof(struct stream, mcp_session_id)},
+        {"mcp-protocol-version", offsetof(struct stream, mcp_version)},
+        {"plimsoll-minimum-isolation", offsetof(struct stream, mcp_floor)},
+        {"plimsoll-route", offsetof(struct stream, route)},
     };
     for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
         if (strlen(wanted[i].name) != namelen || memcmp(wanted[i].name, name, namelen) != 0)

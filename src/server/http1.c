@@ -321,8 +321,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* Every answer's head: its content type, the security headers, Allow and
  * the API's own headers. */
-static void add_headers(struct MHD_Response *r, const struct pl_api_response *rs) {
+static void add_headers(const struct pl_http *h, struct MHD_Response *r,
+                        const struct pl_api_response *rs) {
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rs->content_type);
+    /* Which daemon of a fleet answered (PLIMSOLL_INSTANCE, not a secret). */
+    MHD_add_response_header(r, "Plimsoll-Route", h->api->config->instance);
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     /* Every answer: no script, style or connection but the daemon's own,
      * never framed (the console's page, and any JSON opened as a page). */
@@ -341,8 +344,8 @@ static void add_headers(struct MHD_Response *r, const struct pl_api_response *rs
         MHD_add_response_header(r, rs->cors[i].name, rs->cors[i].value);
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_response *rs,
-                                     bool close_after) {
+static enum MHD_Result send_response(const struct pl_http *h, struct MHD_Connection *c,
+                                     struct pl_api_response *rs, bool close_after) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(rs->body_len, rs->body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -350,7 +353,7 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct pl_api_res
         return MHD_NO;
     }
     rs->body = NULL; /* owned by MHD now */
-    add_headers(r, rs);
+    add_headers(h, r, rs);
     if (close_after)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)rs->status, r);
@@ -555,7 +558,7 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
         pl_api_call_free(h->api, hs->call);
         pl_buf_free(&hs->body);
         send_clock(h, c, pl_http_send_ns(h));
-        enum MHD_Result ret = send_response(c, &rs, false);
+        enum MHD_Result ret = send_response(h, c, &rs, false);
         hs->refs = 1;
         h1s_release(hs);
         return ret;
@@ -575,7 +578,7 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
         /* Its content type may be the request's own string (gRPC-Web
          * echoes it), which hs holds: sent before hs is let go. */
         send_clock(h, c, pl_http_send_ns(h));
-        enum MHD_Result ret = send_response(c, &whole, false);
+        enum MHD_Result ret = send_response(h, c, &whole, false);
         h1s_release(hs);
         return ret;
     }
@@ -585,7 +588,7 @@ static enum MHD_Result stream_call(struct pl_http *h, struct MHD_Connection *c,
         h1s_done(hs);
         return MHD_NO;
     }
-    add_headers(resp, &head_rs);
+    add_headers(h, resp, &head_rs);
     /* A streaming answer is sent while its run goes on: the run may take
      * until the daemon's drain bound (its longest), then the send bound. */
     send_clock(h, c, (uint64_t)h->api->config->drain_timeout_ms * 1000000ull + pl_http_send_ns(h));
@@ -628,6 +631,13 @@ static void fill_head(struct pl_http *h, struct MHD_Connection *c, const char *u
     rq->origin_repeated = origins > 1;
     rq->connect_version =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Protocol-Version");
+    rq->host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    rq->accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+    rq->mcp_session_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
+    rq->mcp_protocol_version =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "MCP-Protocol-Version");
+    rq->mcp_floor = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Plimsoll-Minimum-Isolation");
+    rq->route = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Plimsoll-Route");
     struct conn *k = conn_of(c);
     rq->tls_principal = k ? pl_tls_principal(h->tls, k->fingerprint) : NULL;
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
@@ -676,7 +686,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
              * after the answer. */
             clock_stop(h, c);
             send_clock(h, c, pl_http_send_ns(h));
-            return send_response(c, &rs, !rq.length_known || rq.content_length > 0);
+            return send_response(h, c, &rs, !rq.length_known || rq.content_length > 0);
         }
         /* What the head held against the bytes in flight, in one
          * allocation (pages are touched only as bytes arrive): the
@@ -699,7 +709,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         ctx->draining = false;
         send_clock(h, c, pl_http_send_ns(h));
-        return send_response(c, &ctx->early, false);
+        return send_response(h, c, &ctx->early, false);
     }
     if (*upload_data_size) {
         if (!ctx->too_large) {
@@ -730,7 +740,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     pl_api_call_hold_answer(h->api, ctx->call, rs.body_len);
     pl_buf_free(&ctx->body);
     send_clock(h, c, pl_http_send_ns(h));
-    return send_response(c, &rs, false);
+    return send_response(h, c, &rs, false);
 }
 
 void pl_http1_add(struct pl_http *h, int fd, const struct sockaddr_storage *addr, socklen_t addrlen,

@@ -19,7 +19,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import docker_env, engine_up, ours  # noqa: E402
-from plimsoll_test.harness import SERVICE, ClassDaemon, Daemon, error_info  # noqa: E402
+from plimsoll_test.harness import SERVICE, ClassDaemon, Daemon, error_info, run_startup  # noqa: E402
 from plimsoll_test.rawhttp import AT_ONCE_S, closed_by_peer, head, raw_connect, read_answer  # noqa: E402
 
 
@@ -470,7 +470,15 @@ class MinMemoryDocker(unittest.TestCase):
         self.edge("runc", 6)
 
     def test_runsc(self):
-        self.edge("runsc", 16)
+        self.edge("runsc", 32)
+        # An allowance too small for the startup proof's exec beside the
+        # sandbox's first process refuses startup, naming the setting.
+        code, err = run_startup(docker_env("runsc", "front-mem-low", SANDBOX_MEMORY_MB="63",
+                                           SANDBOX_TOTAL_MEMORY_MB="1024"), timeout=180)
+        self.assertEqual(code, 2, err)
+        self.assertIn("plimsolld: SANDBOX_MEMORY_MB: 63 is below 64, the least allowance under "
+                      "runsc", err)
+        self.assertEqual(ours("front-mem-low"), [])
 
 
 if __name__ == "__main__":

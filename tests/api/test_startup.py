@@ -41,10 +41,22 @@ class StartupRefusals(unittest.TestCase):
         self.refuse({"SANDBOX_MEMORY_MB": "512", "SANDBOX_TOTAL_MEMORY_MB": "256"},
                     "SANDBOX_MEMORY_MB")
 
+    def test_runsc_allowance_before_the_engine(self):
+        # Refused from the settings alone: no engine answers this socket.
+        self.refuse({"SANDBOX_PROVIDER": "docker", "SANDBOX_DOCKER_RUNTIME": "runsc",
+                     "SANDBOX_MEMORY_MB": "63", "SANDBOX_TOTAL_MEMORY_MB": "1024",
+                     "DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+                    "SANDBOX_MEMORY_MB: 63 is below 64")
+
     def test_bad_numbers(self):
         self.refuse({"SANDBOX_MAX_CONCURRENT": "0"}, "SANDBOX_MAX_CONCURRENT")
         self.refuse({"SANDBOX_RATE_PER_MIN": "lots"}, "SANDBOX_RATE_PER_MIN")
         self.refuse({"SANDBOX_PER_KEY_CONCURRENT": "9"}, "SANDBOX_PER_KEY_CONCURRENT")
+
+    def test_bad_instance(self):
+        self.refuse({"PLIMSOLL_INSTANCE": "d1/../d2"}, "PLIMSOLL_INSTANCE")
+        self.refuse({"PLIMSOLL_INSTANCE": "x" * 64}, "PLIMSOLL_INSTANCE")
+        self.refuse({"PLIMSOLL_DRAIN_NOTICE_MS": "soon"}, "PLIMSOLL_DRAIN_NOTICE_MS")
 
     def test_bad_listen(self):
         self.refuse({"PLIMSOLL_LISTEN": "everywhere"}, "PLIMSOLL_LISTEN")

@@ -137,6 +137,36 @@ class TLS(unittest.TestCase):
         log = [x for x in self.d.log_lines() if x.get("msg") == "request"]
         self.assertEqual(log[-1]["principal"], "bob")
 
+    def test_mcp_takes_a_client_certificate_as_the_api_does(self):
+        """/mcp (docs/mcp.md) authenticates as every call: alice's
+        certificate opens an MCP session that is hers alone; a certificate
+        the file does not list is nobody."""
+        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                           "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                      "clientInfo": {"name": "t", "version": "1"}}})
+        url = "https://127.0.0.1:%d/mcp" % self.d.port
+        for flag in ("--http1.1", "--http2"):
+            rc, out, err = self.curl(flag, "-i", "--cert", self.pki["alice"] + ".pem", "--key",
+                                     self.pki["alice"] + ".key", "-H",
+                                     "Content-Type: application/json", "-d", init, url)
+            self.assertEqual(rc, 0, err)
+            head, _, body = out.partition("\n\n")  # curl's CRLF, read as text
+            self.assertIn(" 200", head.split("\n")[0], out)
+            sid = [x.split(":", 1)[1].strip() for x in head.split("\n")
+                   if x.lower().startswith("mcp-session-id:")][0]
+            self.assertEqual(json.loads(body)["result"]["serverInfo"]["name"], "plimsolld")
+            ping = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            rc, out, err = self.curl(flag, "-o", "/dev/null", "-w", "%{http_code}", "-H",
+                                     "Authorization: Bearer " + self.d.keys["bob"], "-H",
+                                     "Content-Type: application/json", "-H",
+                                     "Mcp-Session-Id: " + sid, "-d", ping, url)
+            self.assertEqual(out, "404", err)  # bob's key: not his session
+            rc, out, err = self.curl(flag, "-o", "/dev/null", "-w", "%{http_code}", "--cert",
+                                     self.pki["mallory"] + ".pem", "--key",
+                                     self.pki["mallory"] + ".key", "-H",
+                                     "Content-Type: application/json", "-d", init, url)
+            self.assertEqual(out, "401", err)
+
     def test_plain_http_is_for_loopback_alone(self):
         # From loopback: plain HTTP still answers (development, probes).
         self.assertEqual(self.d.rpc("Describe", {})[0], 200)

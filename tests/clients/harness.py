@@ -9,7 +9,11 @@ with the same two callers' keys; the command gets their addresses in the
 environment (docs/clients.md lists them) and its exit status is the
 harness's.  The docker daemon for the session tests starts only when the
 engine answers and --no-sessions is not given; without it
-PLIMSOLL_TEST_SESSION_URL is unset and the suites say they skip.
+PLIMSOLL_TEST_SESSION_URL is unset and the suites say they skip.  It runs
+with PLIMSOLL_INSTANCE=clients-docker, so its sessions' route (the
+OpenSession answer's "route" and every answer's Plimsoll-Route header) is
+that name, exported as PLIMSOLL_TEST_SESSION_ROUTE with the URL; a call
+naming another route there is refused WRONG_ROUTE.
 
 The lowering proxy forwards every request to the wasm daemon unchanged and
 rewrites the top-level "isolation" of a 200 answer to "none" on its way
@@ -45,6 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from plimsoll_test.harness import BUILD, Daemon, key_line, make_key  # noqa: E402
 
 RUNNING_MESSAGES = ("Run", "RunInSession", "RunCell")
+SESSION_ROUTE = "clients-docker"  # the session daemon's PLIMSOLL_INSTANCE
 HOSTILE_VECTORS = os.path.join(ROOT, "tests", "vectors", "hostile_answers.json")
 REASON_VECTORS = os.path.join(ROOT, "tests", "vectors", "reasons.json")
 
@@ -344,6 +349,7 @@ def main(argv):
             "PLIMSOLL_TEST_WASM_MODULE": os.path.join(BUILD, "tests", "hello.wasm"),
         })
         env.pop("PLIMSOLL_TEST_SESSION_URL", None)
+        env.pop("PLIMSOLL_TEST_SESSION_ROUTE", None)
         if sessions:
             from plimsoll_test.docker import docker_env, engine_up
             if engine_up():
@@ -358,9 +364,12 @@ def main(argv):
                                       SANDBOX_COLLECT_BYTES="65536",
                                       # small, so a cell meets the display
                                       # bound with a few small outputs
-                                      SANDBOX_DISPLAY_OUTPUTS="8"), keys, timeout=240)
+                                      SANDBOX_DISPLAY_OUTPUTS="8",
+                                      # its sessions' route (fleets)
+                                      PLIMSOLL_INSTANCE=SESSION_ROUTE), keys, timeout=240)
                 daemons.append(sd)
                 env["PLIMSOLL_TEST_SESSION_URL"] = url(sd)
+                env["PLIMSOLL_TEST_SESSION_ROUTE"] = SESSION_ROUTE
                 sys.stderr.write("harness: session daemon up in %.1f s\n"
                                  % (time.monotonic() - t0))
             else:

@@ -5,9 +5,11 @@ google.rpc's status and error details) at test time.  Run by Debian's
 /usr/bin/python3 (test_grpcio.py starts it).
 
 Reads {target, gen, tls, calls: [{method, request, key, timeout_s}]} as
-JSON on stdin (gen: the folder protoc wrote into; tls, for a TLS channel:
+JSON on stdin (gen: the folder protoc wrote into; metadata: extra
+[name, value] pairs a call sends; tls, for a TLS channel:
 {ca, cert, key} paths, cert and key for a client certificate); prints one JSON line per call:
-{ok: <response, proto3 JSON with proto field names>} or {error: {code,
+{ok: <response, proto3 JSON with proto field names>, route: the answer's
+plimsoll-route} or {error: {code,
 message, details: [<google.rpc.ErrorInfo>]}}, as grpcio gave them; a
 server-streaming call's line has {stream: [<each message, in order>]} and,
 when it ended in an error, that error.
@@ -41,6 +43,7 @@ def main():
                     request_serializer=req_cls.SerializeToString,
                     response_deserializer=resp_cls.FromString)
         md = [("authorization", "Bearer " + call["key"])] if call.get("key") else []
+        md += [tuple(kv) for kv in call.get("metadata", ())]
         line = {}
         try:
             req = json_format.ParseDict(call.get("request") or {}, req_cls())
@@ -50,8 +53,11 @@ def main():
                     line["stream"].append(json_format.MessageToDict(
                         resp, preserving_proto_field_name=True))
             else:
-                resp = stub(req, metadata=md, timeout=call.get("timeout_s"))
+                resp, c = stub.with_call(req, metadata=md, timeout=call.get("timeout_s"))
                 line = {"ok": json_format.MessageToDict(resp, preserving_proto_field_name=True)}
+                for k, v in c.initial_metadata() or ():
+                    if k == "plimsoll-route":
+                        line["route"] = v
         except grpc.RpcError as e:
             details = []
             for k, v in e.trailing_metadata() or ():

@@ -16,6 +16,10 @@ The markers:
                          scripts/quickstart docker starts)
         docker-data      docker-sessions with the data image (plimsoll/data,
                          numpy, pandas, matplotlib) as SANDBOX_DOCKER_PROJECT_IMAGE
+        fleet            three docker daemons (runc, sessions on,
+                         PLIMSOLL_INSTANCE d1, d2, d3) behind HAProxy running
+                         deploy/haproxy.cfg (plimsoll_test.fleet): the
+                         block's address is the proxy's
       with no KIND (`<!-- doc: run -->`) it runs with no daemon; with KIND
       quickstart it runs in a fresh copy of the repository's layout with
       PLIMSOLL_SKIP_DEPS=1, PLIMSOLL_BUILD_DIR (the build under test, used as
@@ -31,6 +35,16 @@ The markers:
       Connect JSON call of METHOD (with REQUEST, a JSON object, default {})
       answers on a daemon of KIND, or the member FIELD of that answer,
       checked by shape; an error body is an answer too.
+  <!-- doc: mcp-config KIND -->   the block is an MCP client's
+      configuration (JSON, an "mcpServers" object, as most MCP clients read
+      it); each server it names is started or reached as written by the
+      MCP TypeScript SDK's client (tests/docs/mcp_config.mjs, with
+      tests/mcp/setup's SDK), against a daemon of KIND: `plimsoll` as a
+      command is the build's CLI, a relative path in env is the workdir's,
+      `${VAR}` in a header is expanded from the block's environment (where
+      PLIMSOLL_KEY is the key).  Each must initialize, list run_code among
+      its tools, and run `console.log(6 * 7)` through it: stdout "42", the
+      daemon's tier, and instructions naming the floor the block fixes.
   <!-- doc: grants -->      the block is a grants file (PLIMSOLL_GRANTS_FILE)
       that the `guest` blocks of the same file run under.  What in it is
       the operator's becomes the test's, and nothing else: each profile's
@@ -115,6 +129,7 @@ from plimsoll_test.harness import BUILD, ROOT, Daemon  # noqa: E402
 from plimsoll_test import docker as pdocker  # noqa: E402
 from plimsoll_test.docblocks import (ELLIPSIS, GUEST_LANGUAGES, KINDS, doc_files,  # noqa: E402
                                      output_matches, read_blocks)
+from plimsoll_test.fleet import Fleet, ProxyView  # noqa: E402
 from plimsoll_test.upstream import Check, Upstream  # noqa: E402
 
 TIMEOUT = float(os.environ.get("PL_DOC_TIMEOUT", "240"))
@@ -387,7 +402,9 @@ class BlockCase:
     @classmethod
     def setUpClass(cls):
         cls.work = None
-        if cls.KIND in KINDS and cls.blocks():
+        if cls.KIND == "fleet" and cls.blocks():
+            cls.d = ProxyView(Fleet(n=3, instance="docs-fleet").start())
+        elif cls.KIND in KINDS and cls.blocks():
             if cls.KIND.startswith("docker"):
                 pdocker.require_engine()
             cls.d = Daemon(env=DAEMON_ENV[cls.KIND], principals=("alice",)).start(timeout=180)
@@ -405,7 +422,39 @@ class BlockCase:
     def address(self):
         return "%s:%d" % (self.d.host, self.d.port) if self.d else None
 
+    def check_mcp_config(self, block):
+        subprocess.run([os.path.join(ROOT, "tests", "mcp", "setup")], check=True,
+                       capture_output=True, timeout=TIMEOUT)
+        text = block.text
+        for a in DOC_ADDRESSES:
+            text = text.replace(a, self.address())
+        env = dict(block_env("http://" + self.address()), PLIMSOLL_KEY=self.d.keys["alice"])
+        plan = {"config": json.loads(text), "cli": os.path.join(os.path.abspath(BUILD), "plimsoll"),
+                "env": env}
+        p = subprocess.run(["node", os.path.join(HERE, "mcp_config.mjs")], cwd=self.work,
+                           input=json.dumps(plan), capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 0, "%s: %s%s" % (block, p.stderr[-4000:], self.daemon_log()))
+        servers = plan["config"]["mcpServers"]
+        lines = [json.loads(x) for x in p.stdout.splitlines()]
+        self.assertEqual(sorted(x["server"] for x in lines), sorted(servers), p.stdout)
+        tier = self.d.rpc("Describe", {})[1]["isolation"]
+        for x in lines:
+            self.assertNotIn("error", x, "%s: %s" % (block, x))
+            self.assertIn("run_code", x["tools"])
+            self.assertEqual(x["run"]["stdout"], "42\n", x)
+            self.assertEqual(x["run"]["isolation"], tier, x)
+            conf = servers[x["server"]]
+            floor = conf.get("headers", {}).get("Plimsoll-Minimum-Isolation")
+            args = conf.get("args", [])
+            if "--minimum-isolation" in args:
+                floor = args[args.index("--minimum-isolation") + 1]
+            self.assertIn("floor is %s" % (floor or "none"), x["instructions"], x)
+        counted(block, "mcp-config " + self.KIND)
+
     def check_block(self, block):
+        if block.kind == "mcp-config":
+            self.check_mcp_config(block)
+            return
         if block.kind == "answer":
             method, _, rest = block.arg.partition(" ")
             _, _, request = rest.partition(" ")
@@ -612,6 +661,7 @@ WasmBlocks = make_case("wasm", "WasmBlocks")
 DockerBlocks = make_case("docker", "DockerBlocks")
 DockerSessionBlocks = make_case("docker-sessions", "DockerSessionBlocks")
 DockerDataBlocks = make_case("docker-data", "DockerDataBlocks")
+FleetBlocks = make_case("fleet", "FleetBlocks")
 QuickstartBlocks = make_case("quickstart", "QuickstartBlocks")
 DockerGuestBlocks = make_case("docker", "DockerGuestBlocks", GuestCase)
 WasmGuestBlocks = make_case("wasm", "WasmGuestBlocks", GuestCase)

@@ -7,6 +7,7 @@ a readiness poll that never creates a VM.
 
 Run: cd tests/e2b && PLIMSOLL_BUILD_DIR=... python3 -m unittest test_e2b_provider
 """
+import json
 import os
 import socket
 import sys
@@ -293,6 +294,33 @@ class MidRunFailures(E2BDaemon):
                                   "times": 1})
         body = self.refused_internal({"snippet": {"language": "python", "code": "print(1)"}})
         self.assertIn("502", body["message"])
+        self.assert_no_sandbox_left()
+
+    def test_mcp_gives_an_infrastructure_failure_as_a_protocol_error(self):
+        """MCP's third channel (docs/mcp.md): INTERNAL is a JSON-RPC error,
+        never a tool result, with the reason and whether it was dispatched."""
+        h = {"Content-Type": "application/json", "Authorization": "Bearer " + self.d.keys["alice"]}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "1"}}}
+        status, hdrs, _ = self.d.request("POST", "/mcp", json.dumps(init), h)
+        self.assertEqual(status, 200)
+        h["Mcp-Session-Id"] = hdrs["mcp-session-id"]
+        self.d.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0",
+                                                   "method": "notifications/initialized"}), h)
+        self.fake.misbehave(fail={"match": "^POST /process.Process/Start", "status": 502,
+                                  "times": 1})
+        status, _, body = self.d.request("POST", "/mcp", json.dumps(
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "run_code", "arguments": {"language": "python",
+                                                          "code": "print(1)"}}}), h)
+        body = json.loads(body)
+        self.assertEqual(status, 200, body)
+        self.assertNotIn("result", body)
+        self.assertEqual(body["id"], 2)
+        self.assertEqual(body["error"]["code"], -32603, body)
+        self.assertEqual(body["error"]["data"], {"reason": "INTERNAL", "dispatched": True})
+        self.assertIn("502", body["error"]["message"])
         self.assert_no_sandbox_left()
 
     def test_upload_refused_is_internal_and_the_vm_is_deleted(self):

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../src/core/config.h"
 #include "../../src/providers/provider.h"
@@ -279,6 +280,39 @@ static void test_console(void **state) {
     assert_refused_naming(LOAD("PLIMSOLL_CONSOLE", "OFF"), &err, "PLIMSOLL_CONSOLE");
 }
 
+/* PLIMSOLL_INSTANCE: the route key; the host's name when unset. */
+static void test_instance(void **state) {
+    (void)state;
+    struct pl_config c;
+    struct pl_error err;
+    char host[256] = "";
+    assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+    assert_int_equal(load(&c, &err, NULL), 0);
+    assert_string_equal(c.instance, host);
+    assert_int_equal(LOAD("PLIMSOLL_INSTANCE", "d-1.east_2"), 0);
+    assert_string_equal(c.instance, "d-1.east_2");
+    char longest[64];
+    memset(longest, 'a', 63);
+    longest[63] = '\0';
+    assert_int_equal(LOAD("PLIMSOLL_INSTANCE", longest), 0);
+    assert_string_equal(c.instance, longest);
+    char too_long[65];
+    memset(too_long, 'a', 64);
+    too_long[64] = '\0';
+    const char *bad[] = {too_long, "a b", "d1/x", "d1:7475", "\xc3\xa9", "d1\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_refused_naming(LOAD("PLIMSOLL_INSTANCE", bad[i]), &err, "PLIMSOLL_INSTANCE");
+    assert_true(pl_route_valid("d1"));
+    assert_false(pl_route_valid(""));
+    assert_false(pl_route_valid(too_long));
+    /* SIGTERM's notice: none unless set, at most 5 minutes. */
+    assert_int_equal(c.drain_notice_ms, 0);
+    assert_int_equal(LOAD("PLIMSOLL_DRAIN_NOTICE_MS", "300000"), 0);
+    assert_int_equal(c.drain_notice_ms, 300000);
+    assert_refused_naming(LOAD("PLIMSOLL_DRAIN_NOTICE_MS", "300001"), &err,
+                          "PLIMSOLL_DRAIN_NOTICE_MS");
+}
+
 static void test_keys_file_required(void **state) {
     (void)state;
     struct env e = {0};
@@ -330,6 +364,7 @@ int main(void) {
         cmocka_unit_test(test_front_door),
         cmocka_unit_test(test_listen),
         cmocka_unit_test(test_console),
+        cmocka_unit_test(test_instance),
         cmocka_unit_test(test_keys_file_required),
         cmocka_unit_test(test_reserved_settings_refused),
         cmocka_unit_test(test_provider_start),

@@ -302,6 +302,7 @@ const SESSION_INFO: Shape = {
   disk_used_kib: "uint32",
   disk_budget_kib: "uint32",
   max_lifetime_s: "uint32",
+  route: "string",
 };
 
 const WRITE_FILES_RESPONSE: Shape = { files: "uint32", bytes: "uint32", record: RUN_RECORD };
@@ -331,7 +332,7 @@ export const RESPONSES: Readonly<Record<string, Shape>> = {
   Run: RUN_RESPONSE,
   RunInSession: RUN_RESPONSE,
   RunCell: RUN_RESPONSE,
-  OpenSession: { session_id: "string" },
+  OpenSession: { session_id: "string", route: "string" },
   CloseSession: {},
   ListSessions: { sessions: [SESSION_INFO] },
   GetSession: SESSION_INFO,
@@ -344,11 +345,22 @@ export const RESPONSES: Readonly<Record<string, Shape>> = {
 /** The states a SessionInfo may be in. */
 export const SESSION_STATES = ["ready", "paused", "ended"] as const;
 const DIGEST = /^[0-9a-f]{64}$/;
+/** A daemon's route (its PLIMSOLL_INSTANCE): 1 to 63 of [A-Za-z0-9._-]. */
+export const ROUTE = /^[A-Za-z0-9._-]{1,63}$/;
+
+/** A `route` member that is none (`""`, absent) or one a daemon may have. */
+function checkRoute(v: Record<string, unknown>, where: string): void {
+  const route = v["route"];
+  if (typeof route === "string" && route !== "" && !ROUTE.test(route)) {
+    throw new Malformed(`${where}.route is ${JSON.stringify(route.slice(0, 80))}, not 1 to 63 of [A-Za-z0-9._-]`);
+  }
+}
 
 /**
  * What a SessionInfo must hold beyond its members' types: a session_id,
- * a state the client knows, and a previous_digest that is none (`""`) or a
- * SHA-256 in lowercase hex (a reconnected session's chain starts there).
+ * a state the client knows, a previous_digest that is none (`""`) or a
+ * SHA-256 in lowercase hex (a reconnected session's chain starts there),
+ * and a route that is none or one a daemon may have.
  */
 function checkSessionInfo(v: Record<string, unknown>, where: string): void {
   const id = v["session_id"];
@@ -361,6 +373,7 @@ function checkSessionInfo(v: Record<string, unknown>, where: string): void {
   if (typeof previous === "string" && previous !== "" && !DIGEST.test(previous)) {
     throw new Malformed(`${where}.previous_digest is not a SHA-256 in lowercase hex`);
   }
+  checkRoute(v, where);
 }
 
 /** The types a FileEntry may have. */
@@ -488,6 +501,7 @@ const REQUIRED: Readonly<Record<string, (answer: Record<string, unknown>, where:
   },
   GetSession: checkSessionInfo,
   ExtendSession: checkSessionInfo,
+  OpenSession: checkRoute,
   ReadFile: checkReadFile,
   ListFiles: checkListFiles,
 };

@@ -11,6 +11,7 @@ import {
   Malformed,
   mediaTypeIsJson,
   parse,
+  ROUTE,
 } from "./answer.js";
 import {
   ChainError,
@@ -130,8 +131,23 @@ export interface OpenSessionOptions {
   minimumIsolation?: string | undefined;
 }
 
+/**
+ * The route of a call by session id (`getSession`, `runCell`, `writeFiles`,
+ * …): behind a proxy in front of many daemons, the session's daemon.
+ */
+export interface RouteOptions {
+  /**
+   * The daemon's route (its PLIMSOLL_INSTANCE, as `Session.route` or
+   * `SessionInfo.route` has it), sent as the `Plimsoll-Route` header: 1 to
+   * 63 of `[A-Za-z0-9._-]`, else a `RangeError` before anything is sent.
+   * Unset or `""`: none.  A daemon reached that is not the route's
+   * refuses with `WrongRouteError`; nothing ran.
+   */
+  route?: string | undefined;
+}
+
 /** How `connectSession` takes up an existing session. */
-export interface ConnectSessionOptions {
+export interface ConnectSessionOptions extends RouteOptions {
   /**
    * The weakest tier the handle's calls accept, as `openSession`'s: sent
    * with each `runSnippet`/`runProject` and re-checked on every answer.
@@ -169,6 +185,32 @@ function checkSessionId(value: unknown): void {
     throw new TypeError(`sessionId must be a string, not ${value === null ? "null" : typeof value}`);
   }
   if (value === "") throw new RangeError("sessionId must not be empty");
+}
+
+/** The request header that names a session's daemon behind a proxy. */
+const ROUTE_HEADER = "Plimsoll-Route";
+
+/**
+ * A route argument: unset or `""` (none: `undefined`), else a string of 1
+ * to 63 of `[A-Za-z0-9._-]`, checked before anything is sent.
+ */
+function checkRoute(value: unknown): string | undefined {
+  if (value === undefined || value === "") return undefined;
+  if (typeof value !== "string") {
+    throw new TypeError(`route must be a string, not ${value === null ? "null" : typeof value}`);
+  }
+  if (!ROUTE.test(value)) {
+    throw new RangeError(
+      `route must be 1 to 63 of A-Z, a-z, 0-9, '.', '_' and '-' (a daemon's PLIMSOLL_INSTANCE), not ${JSON.stringify(value.slice(0, 80))}`,
+    );
+  }
+  return value;
+}
+
+/** The route of an options argument, checked (`undefined`: none). */
+function routeOf(options: unknown): string | undefined {
+  checkOptions("options", options);
+  return checkRoute((options as RouteOptions | undefined)?.route);
 }
 
 /** ExtendSession's `ends_in_s`: required, an integer from 1 to 2^32-1. */
@@ -521,6 +563,8 @@ interface Accept {
   previous?: string | undefined;
   /** A session's chain keeper: the record must extend it. */
   chain?: Chain | undefined;
+  /** The session's route, sent as `Plimsoll-Route` (checked already). */
+  route?: string | undefined;
 }
 
 /** What the caller's `onOutput` threw, on its way out of the exchange. */
@@ -649,7 +693,10 @@ export class Client {
     });
   }
 
-  /** Open a session (docs/sessions.md); the returned object keeps its chain. */
+  /**
+   * Open a session (docs/sessions.md); the returned object keeps its chain
+   * and the answer's `route`, which each of its calls sends.
+   */
   async openSession(options: OpenSessionOptions = {}): Promise<Session> {
     const floor = options.minimumIsolation;
     if (floor !== undefined && tierRank(floor) < 0) {
@@ -667,24 +714,34 @@ export class Client {
         httpStatus: 200,
       });
     }
-    return new Session(this, id, floor);
+    const route = answer["route"];
+    return new Session(this, id, floor, new Chain(""), typeof route === "string" ? route : "");
   }
 
   /**
    * RunInSession without a Session object: the record is checked alone
    * (its `previous_digest` is not: this call does not know the chain).
+   * `options.route` (every call by session id takes it) names the
+   * session's daemon behind a proxy.
    */
-  async runInSession(sessionId: string, run: WireRunRequest): Promise<RunResult> {
-    return this._runInSession(sessionId, run, { floor: run.minimum_isolation, verify: this.verifyRecords });
+  async runInSession(sessionId: string, run: WireRunRequest, options?: RouteOptions): Promise<RunResult> {
+    const route = routeOf(options);
+    return this._runInSession(sessionId, run, { floor: run.minimum_isolation, verify: this.verifyRecords, route });
   }
 
   /**
    * RunCell without a Session object: the record is checked alone.
    * `timeoutMs` (or the cell's) is sent only when set.
    */
-  async runCell(sessionId: string, cell: CellInput | WireCell, timeoutMs?: number): Promise<RunResult> {
+  async runCell(
+    sessionId: string,
+    cell: CellInput | WireCell,
+    timeoutMs?: number,
+    options?: RouteOptions,
+  ): Promise<RunResult> {
+    const route = routeOf(options);
     const t = timeoutMs ?? (cell as CellInput).timeoutMs;
-    return this._runCell(sessionId, cell, t, { verify: this.verifyRecords });
+    return this._runCell(sessionId, cell, t, { verify: this.verifyRecords, route });
   }
 
   /**
@@ -696,14 +753,17 @@ export class Client {
     cell: CellInput | WireCell,
     onOutput?: OnOutput,
     timeoutMs?: number,
+    options?: RouteOptions,
   ): Promise<RunResult> {
+    const route = routeOf(options);
     const t = timeoutMs ?? (cell as CellInput).timeoutMs;
-    return this._runCell(sessionId, cell, t, { verify: this.verifyRecords }, onOutput ?? null);
+    return this._runCell(sessionId, cell, t, { verify: this.verifyRecords, route }, onOutput ?? null);
   }
 
   /** Close a session: its sandbox is deleted; later calls get SESSION_ENDED. */
-  async closeSession(sessionId: string): Promise<void> {
-    await this.call("CloseSession", { session_id: sessionId });
+  async closeSession(sessionId: string, options?: RouteOptions): Promise<void> {
+    const route = routeOf(options);
+    await this.call("CloseSession", { session_id: sessionId }, route);
   }
 
   /**
@@ -723,9 +783,10 @@ export class Client {
    * (`callsWaiting`).  An unknown id and another caller's are both
    * `NotFoundError`.
    */
-  async getSession(sessionId: string): Promise<SessionInfo> {
+  async getSession(sessionId: string, options?: RouteOptions): Promise<SessionInfo> {
     checkSessionId(sessionId);
-    const answer = await this.call("GetSession", { session_id: sessionId });
+    const route = routeOf(options);
+    const answer = await this.call("GetSession", { session_id: sessionId }, route);
     return this.#sessionInfo("GetSession", sessionId, answer);
   }
 
@@ -737,10 +798,11 @@ export class Client {
    * ends "at most K", the most it may ask now; an ended session is a
    * `SessionEndedError`.  Resolves to the session as it now is.
    */
-  async extendSession(sessionId: string, endsInS: number): Promise<SessionInfo> {
+  async extendSession(sessionId: string, endsInS: number, options?: RouteOptions): Promise<SessionInfo> {
     checkSessionId(sessionId);
     checkEndsIn(endsInS);
-    const answer = await this.call("ExtendSession", { session_id: sessionId, ends_in_s: endsInS });
+    const route = routeOf(options);
+    const answer = await this.call("ExtendSession", { session_id: sessionId, ends_in_s: endsInS }, route);
     return this.#sessionInfo("ExtendSession", sessionId, answer);
   }
 
@@ -754,13 +816,20 @@ export class Client {
    * makes calls in it: a call that lands between GetSession and this
    * handle's first call breaks the chain (`ChainError`), as any call made
    * around a `Session` does.
+   *
+   * Behind a proxy, `options.route` names the session's daemon (the
+   * `route` of the handle that opened it, or of its `SessionInfo`):
+   * GetSession and every call of the handle send it, and a session whose
+   * daemon is out of reach is a `WrongRouteError`.  Without it, the handle
+   * takes the route GetSession answers.
    */
   async connectSession(sessionId: string, options: ConnectSessionOptions = {}): Promise<Session> {
+    const route = routeOf(options);
     const floor = options.minimumIsolation;
     if (floor !== undefined && tierRank(floor) < 0) {
       throw new RangeError(`minimumIsolation must be one of ${TIERS.join(", ")}`);
     }
-    const info = await this.getSession(sessionId);
+    const info = await this.getSession(sessionId, { route });
     if (info.state === "ended") {
       throw new SessionEndedError({
         reason: "SESSION_ENDED",
@@ -771,7 +840,7 @@ export class Client {
         httpStatus: 200,
       });
     }
-    return new Session(this, sessionId, floor, new Chain(info.previousDigest));
+    return new Session(this, sessionId, floor, new Chain(info.previousDigest), route ?? info.route);
   }
 
   /** A SessionInfo answer, which must be about the session asked for. */
@@ -789,8 +858,13 @@ export class Client {
    * the session's work directory, each replacing a file there, the
    * directories on its path made.  The record is checked alone.
    */
-  async writeFiles(sessionId: string, files: (FileInput | WireFile)[]): Promise<WriteFilesResult> {
-    return this._writeFiles(sessionId, files, { verify: this.verifyRecords });
+  async writeFiles(
+    sessionId: string,
+    files: (FileInput | WireFile)[],
+    options?: RouteOptions,
+  ): Promise<WriteFilesResult> {
+    const route = routeOf(options);
+    return this._writeFiles(sessionId, files, { verify: this.verifyRecords, route });
   }
 
   /**
@@ -798,8 +872,13 @@ export class Client {
    * daemon's `limits.fileReadBytes`, also the most) of the session's file
    * `path` from `offset`.  The record is checked alone.
    */
-  async readFile(sessionId: string, path: string, options: ReadFileOptions = {}): Promise<ReadFileResult> {
-    return this._readFile(sessionId, path, options, { verify: this.verifyRecords });
+  async readFile(
+    sessionId: string,
+    path: string,
+    options: ReadFileOptions & RouteOptions = {},
+  ): Promise<ReadFileResult> {
+    const route = routeOf(options);
+    return this._readFile(sessionId, path, options, { verify: this.verifyRecords, route });
   }
 
   /**
@@ -807,14 +886,19 @@ export class Client {
    * directory `path` (unset: the work directory), `depth` levels down.
    * The record is checked alone.
    */
-  listFiles(sessionId: string, options?: ListFilesOptions): Promise<ListFilesResult>;
-  listFiles(sessionId: string, path: string | undefined, options?: ListFilesOptions): Promise<ListFilesResult>;
+  listFiles(sessionId: string, options?: ListFilesOptions & RouteOptions): Promise<ListFilesResult>;
+  listFiles(
+    sessionId: string,
+    path: string | undefined,
+    options?: ListFilesOptions & RouteOptions,
+  ): Promise<ListFilesResult>;
   async listFiles(
     sessionId: string,
-    path?: string | ListFilesOptions,
-    options?: ListFilesOptions,
+    path?: string | (ListFilesOptions & RouteOptions),
+    options?: ListFilesOptions & RouteOptions,
   ): Promise<ListFilesResult> {
-    return this._listFiles(sessionId, path, options, { verify: this.verifyRecords });
+    const route = routeOf(typeof path === "object" && path !== null && options === undefined ? path : options);
+    return this._listFiles(sessionId, path, options, { verify: this.verifyRecords, route });
   }
 
   /** @internal */
@@ -822,7 +906,7 @@ export class Client {
     checkSessionId(sessionId);
     checkFiles(files);
     const digestOf = { files: files.map(wireFile) };
-    const answer = await this.call("WriteFiles", { session_id: sessionId, ...digestOf });
+    const answer = await this.call("WriteFiles", { session_id: sessionId, ...digestOf }, accept.route);
     await this.#acceptRecord(digestOf, answer, accept);
     return writeFilesResult(answer);
   }
@@ -836,7 +920,7 @@ export class Client {
     checkUint32("offset", offset);
     checkUint32("limit", limit);
     const digestOf = compact({ path, offset, limit });
-    const answer = await this.call("ReadFile", { session_id: sessionId, ...digestOf });
+    const answer = await this.call("ReadFile", { session_id: sessionId, ...digestOf }, accept.route);
     // the record first: the daemon made it, and a session's chain must hold it
     await this.#acceptRecord(digestOf, answer, accept);
     const r = readFileResult(answer);
@@ -871,7 +955,7 @@ export class Client {
     const depth = options?.depth;
     checkUint32("depth", depth);
     const digestOf = compact({ path, depth });
-    const answer = await this.call("ListFiles", { session_id: sessionId, ...digestOf });
+    const answer = await this.call("ListFiles", { session_id: sessionId, ...digestOf }, accept.route);
     await this.#acceptRecord(digestOf, answer, accept);
     return listFilesResult(answer);
   }
@@ -879,7 +963,7 @@ export class Client {
   /** @internal */
   async _runInSession(sessionId: string, run: WireRunRequest, accept: Accept): Promise<RunResult> {
     checkRunFields(run);
-    const answer = await this.call("RunInSession", { session_id: sessionId, run });
+    const answer = await this.call("RunInSession", { session_id: sessionId, run }, accept.route);
     return this.#accept(run, answer, accept);
   }
 
@@ -896,8 +980,8 @@ export class Client {
     const body = { session_id: sessionId, ...digestOf };
     const answer =
       onOutput === undefined
-        ? await this.call("RunCell", body)
-        : await this.stream("RunCellStream", body, onOutput ?? undefined);
+        ? await this.call("RunCell", body, accept.route)
+        : await this.stream("RunCellStream", body, onOutput ?? undefined, accept.route);
     return this.#accept(digestOf, answer, accept);
   }
 
@@ -906,15 +990,16 @@ export class Client {
   /**
    * One Connect call with the retry policy: the parsed 200 answer, or the
    * error (a refusal, or infrastructure).  Only AT_CAPACITY and
-   * RATE_LIMITED are retried, and only when a policy is set.
+   * RATE_LIMITED are retried, and only when a policy is set.  `route`
+   * (checked by the caller) is sent as `Plimsoll-Route`.
    */
-  async call(method: string, body: Json): Promise<Json> {
+  async call(method: string, body: Json, route?: string): Promise<Json> {
     // The body is the canonical form: what is hashed is exactly what is sent.
     const text = canonical(body);
     const policy = this.retry;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#attempt(method, text);
+        return await this.#attempt(method, text, route);
       } catch (e) {
         if (!policy || !isRetryable(e) || attempt + 1 >= policy.maxAttempts) throw e;
         await sleep(backoffMs(policy, attempt));
@@ -929,13 +1014,13 @@ export class Client {
    * it, or the error (the end-of-stream error, a refusal, infrastructure,
    * a ProtocolError).  What `onOutput` throws is thrown as it is.
    */
-  async stream(method: string, body: Json, onOutput?: OnOutput): Promise<Json> {
+  async stream(method: string, body: Json, onOutput?: OnOutput, route?: string): Promise<Json> {
     const payload = envelope(new TextEncoder().encode(canonical(body)));
     const policy = this.retry;
     for (let attempt = 0; ; attempt++) {
       const given = { chunks: 0 };
       try {
-        return await this.#streamAttempt(method, payload, onOutput, given);
+        return await this.#streamAttempt(method, payload, onOutput, given, route);
       } catch (e) {
         if (given.chunks > 0 || !policy || !isRetryable(e) || attempt + 1 >= policy.maxAttempts) throw e;
         await sleep(backoffMs(policy, attempt));
@@ -948,8 +1033,9 @@ export class Client {
     payload: Uint8Array<ArrayBuffer>,
     onOutput: OnOutput | undefined,
     given: { chunks: number },
+    route: string | undefined,
   ): Promise<Json> {
-    const headers = await this.#headers(STREAM_MEDIA_TYPE);
+    const headers = await this.#headers(STREAM_MEDIA_TYPE, route);
     const deadline = performance.now() + this.timeoutMs;
     const ctl = new AbortController();
     let timedOut = false;
@@ -1040,8 +1126,8 @@ export class Client {
     }
   }
 
-  /** A call's headers: its media type, Connect's version and the key. */
-  async #headers(contentType: string): Promise<Record<string, string>> {
+  /** A call's headers: its media type, Connect's version, the key and the route. */
+  async #headers(contentType: string, route: string | undefined): Promise<Record<string, string>> {
     if (this.#keyFile !== undefined) {
       // read once, at the first call; a failure fails every call alike
       if (typeof this.#keyFile === "string") this.#keyFile = readKeyFile(this.#keyFile);
@@ -1053,11 +1139,12 @@ export class Client {
       "Connect-Protocol-Version": "1",
     };
     if (this.#apiKey !== undefined) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    if (route !== undefined && route !== "") headers[ROUTE_HEADER] = route;
     return headers;
   }
 
-  async #attempt(method: string, text: string): Promise<Json> {
-    const headers = await this.#headers("application/json");
+  async #attempt(method: string, text: string, route: string | undefined): Promise<Json> {
+    const headers = await this.#headers("application/json", route);
     // One deadline for the whole attempt: the abort ends a slow exchange,
     // and decoding is checked against it after.
     const deadline = performance.now() + this.timeoutMs;
@@ -1182,17 +1269,30 @@ export class Client {
 export class Session {
   readonly id: string;
   readonly chain: Chain;
+  /**
+   * The route of the daemon that holds the session (its
+   * PLIMSOLL_INSTANCE), sent as `Plimsoll-Route` with each of its calls so
+   * that a proxy in front of many daemons sends them there; `""` (a daemon
+   * older than routes): none is sent.
+   */
+  readonly route: string;
   /** The session's floor, re-checked on every answer. */
   readonly minimumIsolation: string | undefined;
   readonly #client: Client;
   #queue: Promise<unknown> = Promise.resolve();
   #broken: PlimsollError | undefined;
 
-  constructor(client: Client, id: string, minimumIsolation?: string, chain: Chain = new Chain("")) {
+  constructor(client: Client, id: string, minimumIsolation?: string, chain: Chain = new Chain(""), route?: string) {
     this.#client = client;
     this.id = id;
     this.minimumIsolation = minimumIsolation;
     this.chain = chain;
+    this.route = checkRoute(route) ?? "";
+  }
+
+  /** The route as a call sends it (`undefined`: none). */
+  get #route(): string | undefined {
+    return this.route === "" ? undefined : this.route;
   }
 
   /** The first chain error or tier mismatch this session met, if any. */
@@ -1222,6 +1322,7 @@ export class Session {
         floor: run.minimum_isolation,
         verify: true,
         chain: this.chain,
+        route: this.#route,
       }),
     );
   }
@@ -1243,6 +1344,7 @@ export class Session {
         floor: this.minimumIsolation,
         verify: true,
         chain: this.chain,
+        route: this.#route,
       }),
     );
   }
@@ -1261,6 +1363,7 @@ export class Session {
           floor: this.minimumIsolation,
           verify: true,
           chain: this.chain,
+          route: this.#route,
         },
         onOutput ?? null,
       ),
@@ -1269,9 +1372,9 @@ export class Session {
 
   // ---- the session's files ------------------------------------------------
 
-  /** How this session's calls are checked: its floor, and its chain. */
+  /** How this session's calls are sent and checked: its route, floor and chain. */
   #how(): Accept {
-    return { floor: this.minimumIsolation, verify: true, chain: this.chain };
+    return { floor: this.minimumIsolation, verify: true, chain: this.chain, route: this.#route };
   }
 
   /**
@@ -1418,7 +1521,7 @@ export class Session {
 
   /** Close the session (after the calls already made). */
   close(): Promise<void> {
-    return this.#enqueue(() => this.#client.closeSession(this.id));
+    return this.#enqueue(() => this.#client.closeSession(this.id, { route: this.route }));
   }
 
   /**
@@ -1429,7 +1532,7 @@ export class Session {
    * this handle.
    */
   info(): Promise<SessionInfo> {
-    return this.#client.getSession(this.id);
+    return this.#client.getSession(this.id, { route: this.route });
   }
 
   /**
@@ -1438,6 +1541,6 @@ export class Session {
    * the time it needs while it runs.
    */
   extend(endsInS: number): Promise<SessionInfo> {
-    return this.#client.extendSession(this.id, endsInS);
+    return this.#client.extendSession(this.id, endsInS, { route: this.route });
   }
 }

@@ -172,6 +172,20 @@ export class NotFoundError extends RefusalError {
 }
 
 /**
+ * `WRONG_ROUTE`: the call named another daemon's route (the session's,
+ * sent as `Plimsoll-Route`), so the session's daemon was not reached:
+ * behind a proxy, that daemon is gone or draining.  The session is out of
+ * reach; nothing ran.
+ */
+export class WrongRouteError extends RefusalError {
+  constructor(fields: ConnectErrorFields) {
+    super(fields);
+    Object.setPrototypeOf(this, new.target.prototype);
+    this.name = "WrongRouteError";
+  }
+}
+
+/**
  * `INTERNAL`, a transport failure (the daemon unreachable, the connection
  * cut), the call's timeout (code `deadline_exceeded`), or an answer that
  * breaks the protocol (a `ProtocolError`).  `dispatched` is true unless the
@@ -316,6 +330,7 @@ export const REFUSALS: Readonly<Record<string, RefusalClass>> = Object.freeze({
   AT_CAPACITY: AtCapacityError,
   SESSION_ENDED: SessionEndedError,
   NOT_FOUND: NotFoundError,
+  WRONG_ROUTE: WrongRouteError,
 });
 
 /**

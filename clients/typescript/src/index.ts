@@ -7,6 +7,7 @@ export {
   type ClientOptions,
   type OpenSessionOptions,
   type ConnectSessionOptions,
+  type RouteOptions,
   snippetRequest,
   projectRequest,
   moduleRequest,

@@ -637,6 +637,12 @@ export interface SessionInfo {
   diskBudgetKib: number;
   /** SANDBOX_SESSION_MAX_LIFETIME: the most `extendSession` may give, from the open. */
   maxLifetimeS: number;
+  /**
+   * The route of the daemon that holds it (its PLIMSOLL_INSTANCE); `""`
+   * from a daemon older than routes.  Behind a proxy, a call by id with
+   * `{ route }` goes there.
+   */
+  route: string;
   raw: Record<string, unknown>;
 }
 
@@ -665,6 +671,7 @@ export function sessionInfo(raw: Record<string, unknown>): SessionInfo {
     diskUsedKib: num(raw["disk_used_kib"]),
     diskBudgetKib: num(raw["disk_budget_kib"]),
     maxLifetimeS: num(raw["max_lifetime_s"]),
+    route: str(raw["route"]),
     raw,
   };
 }

@@ -93,6 +93,7 @@ test("manage: a SessionInfo in camelCase, times as the daemon's strings, raw as 
     diskUsedKib: 301,
     diskBudgetKib: 8192,
     maxLifetimeS: 86400,
+    route: "",
     raw,
   });
 });

@@ -906,14 +906,23 @@ static const char *jbool(const json_t *e, const char *key) {
     return json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : "(none)";
 }
 
-/* The library's table: each refusal kind (between PLIMSOLL_OK and
- * PLIMSOLL_E_REFUSED) is a refusal reason of the file, retried as it says. */
+/* Whether kind is a typed refusal: those between PLIMSOLL_OK and
+ * PLIMSOLL_E_REFUSED, and those added after PLIMSOLL_E_PROTOCOL (the
+ * enum's values are the ABI: a new kind goes at its end). */
+static bool refusal_kind(int kind) {
+    return (kind > PLIMSOLL_OK && kind < PLIMSOLL_E_REFUSED) || kind == PLIMSOLL_E_WRONG_ROUTE;
+}
+
+/* The library's table: each refusal kind is a refusal reason of the file,
+ * retried as it says. */
 static void test_reason_table_is_the_files(void **state) {
     (void)state;
     json_t *v = vectors("reasons.json");
     json_t *list = json_object_get(v, "reasons");
     char got[256], want[256];
-    for (int k = PLIMSOLL_OK + 1; k < PLIMSOLL_E_REFUSED; k++) {
+    for (int k = PLIMSOLL_OK + 1; k <= PLIMSOLL_E_WRONG_ROUTE; k++) {
+        if (!refusal_kind(k))
+            continue;
         const char *name = plimsoll_errkind_name((enum plimsoll_errkind)k);
         const json_t *e = reason_entry(list, name);
         snprintf(got, sizeof(got), "%s refusal retried=%s", name,
@@ -952,7 +961,7 @@ static void test_every_reason_of_the_file(void **state) {
                          -1);
         const char *kind = plimsoll_errkind_name(err.kind);
         char channel[64];
-        if (err.kind > PLIMSOLL_OK && err.kind < PLIMSOLL_E_REFUSED && !strcmp(kind, err.reason))
+        if (refusal_kind(err.kind) && !strcmp(kind, err.reason))
             snprintf(channel, sizeof(channel), "refusal");
         else if (err.kind == PLIMSOLL_E_INFRASTRUCTURE)
             snprintf(channel, sizeof(channel), "infrastructure");
@@ -990,7 +999,8 @@ static const char *outcome_of(int r, const struct plimsoll_error *err) {
         return strcmp(err->code, "deadline_exceeded") == 0 ? "timeout" : "transport";
     case PLIMSOLL_E_CHAIN: return "chain";
     case PLIMSOLL_E_USAGE: return "usage";
-    default: return err->kind <= PLIMSOLL_E_REFUSED ? "refusal" : "other";
+    default:
+        return err->kind <= PLIMSOLL_E_REFUSED || refusal_kind(err->kind) ? "refusal" : "other";
     }
 }
 
@@ -1250,8 +1260,9 @@ struct script {
     int status;        /* 0: 200 */
     const char *ctype; /* NULL: application/connect+json */
     struct bytes body;
-    size_t piece;   /* HTTP chunk size; 0: the whole body in one */
-    size_t hold_at; /* stop there until released (at most 5 s); 0: never */
+    size_t piece;        /* HTTP chunk size; 0: the whole body in one */
+    size_t hold_at;      /* stop there until released (at most 5 s); 0: never */
+    const char *headers; /* more answer header lines, each ending "\r\n"; NULL: none */
 };
 
 /* A server on 127.0.0.1 answering its scripts, one connection each. */
@@ -1263,7 +1274,8 @@ struct fake {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool released, held_in_vain, joined;
-    char path[256], ctype[128];
+    char method[16], path[256], ctype[128];
+    struct bytes head;    /* the last request's head */
     struct bytes request; /* the last request's body */
 };
 
@@ -1299,7 +1311,10 @@ static bool read_request(struct fake *f, int fd) {
         buf[n] = '\0';
     }
     size_t head = (size_t)(end + 4 - buf);
-    sscanf(buf, "POST %255s", f->path);
+    sscanf(buf, "%15s %255s", f->method, f->path);
+    free(f->head.p);
+    f->head = (struct bytes){0};
+    bytes_add(&f->head, buf, head);
     const char *cl = strcasestr(buf, "\r\nContent-Length:");
     const char *ct = strcasestr(buf, "\r\nContent-Type:");
     size_t want = cl ? strtoul(cl + 17, NULL, 10) : 0;
@@ -1334,9 +1349,10 @@ static void *fake_serve(void *arg) {
         char head[512];
         int hn =
             snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d X\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n"
+                     "HTTP/1.1 %d X\r\nContent-Type: %s\r\n%sTransfer-Encoding: chunked\r\n"
                      "Connection: close\r\n\r\n",
-                     s->status ? s->status : 200, s->ctype ? s->ctype : "application/connect+json");
+                     s->status ? s->status : 200, s->ctype ? s->ctype : "application/connect+json",
+                     s->headers ? s->headers : "");
         write_all(fd, head, (size_t)hn);
         size_t piece = s->piece ? s->piece : s->body.n;
         for (size_t off = 0; off < s->body.n;) {
@@ -1399,6 +1415,7 @@ static void fake_stop(struct fake *f) {
     if (!f->joined)
         pthread_join(f->thread, NULL);
     close(f->lfd);
+    free(f->head.p);
     free(f->request.p);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
@@ -2580,6 +2597,388 @@ static void test_cli_cell_outputs(void **state) {
     assert_int_equal(system(path), 0);
 }
 
+/* ---- one raw exchange (plimsoll_http_request) ----------------------------- */
+
+/* Each POST and DELETE to a path outside the Connect API against the
+ * scripted server: what was sent (the key, the caller's lines, the bytes),
+ * what came back as it came (any status, the Content-Type, the one header
+ * asked for, the body); what cannot be sent refused before anything is;
+ * the cap and an address out of reach as every call has them. */
+static void test_http_request(void **state) {
+    (void)state;
+    struct script sc[3] = {
+        {.status = 200,
+         .ctype = "application/json",
+         .headers = "mcp-session-id:  s-1 \r\nX-Other: 2\r\n"},
+        {.status = 404, .ctype = "application/json"},
+        {.status = 202, .ctype = "text/plain"},
+    };
+    bytes_add(&sc[0].body, "{\"ok\":\0true}", 12);
+    bytes_add(&sc[1].body, "{\"error\":1}", 11);
+    struct fake *f = fake_start(sc, 3);
+    plimsoll_client *c = fake_client(f, 3);
+    const char *lines[] = {"Content-Type: application/json", "X-Test: one", NULL};
+    struct plimsoll_http_answer a;
+    struct plimsoll_error err;
+    assert_int_equal(
+        plimsoll_http_request(c,
+                              &(struct plimsoll_http_request){.path = "/mcp",
+                                                              .headers = lines,
+                                                              .body = "{\"m\":1}",
+                                                              .body_len = 7,
+                                                              .answer_header = "Mcp-Session-Id"},
+                              &a, &err),
+        0);
+    assert_int_equal(a.status, 200);
+    assert_string_equal(a.content_type, "application/json");
+    assert_string_equal(a.header, "s-1");
+    assert_int_equal(a.body_len, 12);
+    assert_memory_equal(a.body, "{\"ok\":\0true}", 12);
+    assert_int_equal(a.body[12], '\0');
+    assert_string_equal(f->method, "POST");
+    assert_string_equal(f->path, "/mcp");
+    assert_string_equal(f->ctype, "application/json");
+    assert_int_equal(f->request.n, 7);
+    assert_memory_equal(f->request.p, "{\"m\":1}", 7);
+    assert_non_null(strstr((char *)f->head.p, "\r\nAuthorization: Bearer plk_fake\r\n"));
+    assert_non_null(strstr((char *)f->head.p, "\r\nX-Test: one\r\n"));
+    assert_null(strstr((char *)f->head.p, "Expect:"));
+    assert_null(strstr((char *)f->head.p, "Connect-Protocol-Version"));
+    plimsoll_http_answer_free(&a);
+    assert_null(a.body);
+    plimsoll_http_answer_free(&a); /* a zeroed answer, again */
+    /* Any status is an answer; a header not sent is NULL. */
+    assert_int_equal(
+        plimsoll_http_request(
+            c, &(struct plimsoll_http_request){.path = "/mcp", .answer_header = "Mcp-Session-Id"},
+            &a, &err),
+        0);
+    assert_int_equal(a.status, 404);
+    assert_null(a.header);
+    assert_string_equal(a.body, "{\"error\":1}");
+    assert_int_equal(f->request.n, 0);
+    plimsoll_http_answer_free(&a);
+    const char *sid[] = {"Mcp-Session-Id: s-1", NULL};
+    assert_int_equal(plimsoll_http_request(c,
+                                           &(struct plimsoll_http_request){.method = "DELETE",
+                                                                           .path = "/mcp",
+                                                                           .headers = sid,
+                                                                           .timeout_ms = 2000},
+                                           &a, &err),
+                     0);
+    assert_int_equal(a.status, 202);
+    assert_int_equal(a.body_len, 0);
+    assert_non_null(a.body);
+    assert_string_equal(f->method, "DELETE");
+    assert_non_null(strstr((char *)f->head.p, "\r\nMcp-Session-Id: s-1\r\n"));
+    plimsoll_http_answer_free(&a);
+    fake_stop(f);
+    /* What cannot be sent: refused, nothing sent (no server listens). */
+    const char *split[] = {"X-A: 1\r\nX-B: 2", NULL}, *nocolon[] = {"X-A", NULL},
+               *badname[] = {"X A: 1", NULL};
+    const struct plimsoll_http_request bad[] = {
+        {.method = "GET", .path = "/mcp"},
+        {.path = "mcp"},
+        {.path = "/m cp"},
+        {.path = NULL},
+        {.path = "/mcp", .headers = split},
+        {.path = "/mcp", .headers = nocolon},
+        {.path = "/mcp", .headers = badname},
+        {.method = "DELETE", .path = "/mcp", .body = "x", .body_len = 1},
+        {.path = "/mcp", .body_len = 3},
+        {.path = "/mcp", .answer_header = "Mcp-Session-Id:"},
+        {.path = "/mcp", .timeout_ms = -1},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        a.status = 99;
+        assert_int_equal(plimsoll_http_request(c, &bad[i], &a, &err), -1);
+        assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+        assert_int_equal(a.status, 0);
+        assert_null(a.body);
+    }
+    /* Out of reach: infrastructure, "unavailable" (f's port is closed). */
+    assert_int_equal(
+        plimsoll_http_request(c, &(struct plimsoll_http_request){.path = "/mcp"}, &a, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_INFRASTRUCTURE);
+    assert_string_equal(err.code, "unavailable");
+    plimsoll_client_free(c);
+    /* Past the client's cap: a protocol error, with the status. */
+    struct script big = {.status = 200, .ctype = "application/json"};
+    for (int i = 0; i < 100; i++)
+        bytes_add(&big.body, "0123456789", 10);
+    f = fake_start(&big, 1);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", f->port);
+    c = plimsoll_client_new(&(struct plimsoll_options){.url = url, .max_answer_bytes = 999}, &err);
+    assert_non_null(c);
+    assert_int_equal(
+        plimsoll_http_request(c, &(struct plimsoll_http_request){.path = "/x"}, &a, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_PROTOCOL);
+    assert_non_null(strstr(err.message, "max_answer_bytes"));
+    assert_null(a.body);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    for (size_t i = 0; i < 3; i++)
+        free(sc[i].body.p);
+    free(big.body.p);
+}
+
+/* ---- sessions behind a proxy (Plimsoll-Route) ----------------------------- */
+
+#define ROUTE_ID "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e"
+
+/* A script answering JSON text with status. */
+static struct script json_script(int status, const char *text) {
+    struct script sc = {.status = status, .ctype = "application/json"};
+    bytes_add(&sc.body, text, strlen(text));
+    return sc;
+}
+
+/* A Connect refusal of reason, as the daemon sends it. */
+static struct script refusal_script(int status, const char *code, const char *reason) {
+    char text[512];
+    snprintf(text, sizeof(text),
+             "{\"code\":\"%s\",\"message\":\"%s, as the test says\",\"details\":[{\"type\":"
+             "\"google.rpc.ErrorInfo\",\"debug\":{\"reason\":\"%s\",\"domain\":\"plimsoll\","
+             "\"metadata\":{\"dispatched\":\"false\"}}}]}",
+             code, reason, reason);
+    return json_script(status, text);
+}
+
+/* A SessionInfo of ROUTE_ID naming route (NULL: none). */
+static struct script info_script(const char *route) {
+    char text[512];
+    snprintf(text, sizeof(text),
+             "{\"session_id\":\"" ROUTE_ID "\",\"state\":\"ready\",\"previous_digest\":\"\","
+             "\"calls\":0%s%s%s}",
+             route ? ",\"route\":\"" : "", route ? route : "", route ? "\"" : "");
+    return json_script(200, text);
+}
+
+/* Whether the last request of f carried the route header (route NULL:
+ * none at all). */
+static void assert_route_sent(const struct fake *f, const char *route) {
+    const char *h = strcasestr((const char *)f->head.p, "\r\nPlimsoll-Route:");
+    if (!route) {
+        if (h)
+            fail_msg("%s sent a route: %s", f->path, (const char *)f->head.p);
+        return;
+    }
+    char want[128];
+    snprintf(want, sizeof(want), "\r\nPlimsoll-Route: %s\r\n", route);
+    if (!strstr((const char *)f->head.p, want))
+        fail_msg("%s did not send %s: %s", f->path, route, (const char *)f->head.p);
+    assert_ptr_equal(strstr((const char *)f->head.p, want), h); /* once */
+}
+
+/* A handle sends OpenSession's route with each later call, over every
+ * kind of call (unary, stream, files, GetSession, ExtendSession,
+ * CloseSession); OpenSession itself goes anywhere. */
+static void test_session_route_sent(void **state) {
+    (void)state;
+    static const char *const methods[] = {
+        "OpenSession", "RunInSession", "RunCell",    "RunCellStream", "WriteFiles",
+        "ReadFile",    "ListFiles",    "GetSession", "ExtendSession", "CloseSession"};
+    struct script sc[10];
+    sc[0] = json_script(200, "{\"session_id\":\"" ROUTE_ID "\",\"route\":\"daemon-1.eu_west\"}");
+    for (size_t i = 1; i < 10; i++)
+        sc[i] = refusal_script(404, "not_found", "NOT_FOUND");
+    free(sc[7].body.p);
+    free(sc[8].body.p);
+    sc[7] = info_script("daemon-1.eu_west");
+    sc[8] = info_script("daemon-1.eu_west");
+    struct fake *f = fake_start(sc, 10);
+    plimsoll_client *c = fake_client(f, 0);
+    struct plimsoll_error err;
+    plimsoll_session *s = plimsoll_session_open(c, NULL, NULL, &err);
+    if (!s)
+        fail_msg("open: %s", err.message);
+    assert_string_equal(plimsoll_session_route(s), "daemon-1.eu_west");
+    assert_route_sent(f, NULL);
+    json_t *r = NULL, *run = py_run("1"),
+           *files = json_pack("[{s:s, s:s}]", "path", "a", "content", "a");
+    for (size_t i = 1; i < 10; i++) {
+        int rc = 0;
+        switch (i) {
+        case 1: rc = plimsoll_session_run(s, run, &r, &err); break;
+        case 2: rc = plimsoll_session_cell(s, "python", "1", NULL, 0, &r, &err); break;
+        case 3:
+            rc = plimsoll_session_cell_stream(s, "python", "1", NULL, 0, NULL, NULL, &r, &err);
+            break;
+        case 4: rc = plimsoll_session_write_files(s, files, &r, &err); break;
+        case 5: rc = plimsoll_session_read_file(s, "a", 0, 0, &r, &err); break;
+        case 6: rc = plimsoll_session_list_files(s, NULL, 0, &r, &err); break;
+        case 7: rc = plimsoll_session_info(s, &r, &err); break;
+        case 8: rc = plimsoll_session_extend(s, 60, &r, &err); break;
+        case 9: rc = plimsoll_session_close(s, &err); break;
+        }
+        if (i == 7 || i == 8) {
+            if (rc != 0)
+                fail_msg("%s: %s", methods[i], err.message);
+            json_decref(r);
+            r = NULL;
+        } else {
+            assert_int_equal(rc, -1);
+            assert_int_equal(err.kind, PLIMSOLL_E_NOT_FOUND);
+        }
+        char path[128];
+        snprintf(path, sizeof(path), "/plimsoll.v1.SandboxService/%s", methods[i]);
+        assert_string_equal(f->path, path);
+        assert_route_sent(f, "daemon-1.eu_west");
+    }
+    json_decref(run);
+    json_decref(files);
+    plimsoll_session_free(s);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    for (size_t i = 0; i < 10; i++)
+        free(sc[i].body.p);
+
+    /* A daemon that names no route: nothing is sent, ever. */
+    struct script old[2] = {json_script(200, "{\"session_id\":\"" ROUTE_ID "\"}"),
+                            refusal_script(404, "not_found", "NOT_FOUND")};
+    f = fake_start(old, 2);
+    c = fake_client(f, 0);
+    s = plimsoll_session_open(c, NULL, NULL, &err);
+    assert_non_null(s);
+    assert_string_equal(plimsoll_session_route(s), "");
+    assert_int_equal(plimsoll_session_cell(s, "python", "1", NULL, 0, &r, &err), -1);
+    assert_route_sent(f, NULL);
+    assert_string_equal(plimsoll_session_route(NULL), "");
+    plimsoll_session_free(s);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    for (size_t i = 0; i < 2; i++)
+        free(old[i].body.p);
+}
+
+/* plimsoll_session_connect_route: the route given goes with GetSession
+ * and every later call; without one, the handle takes GetSession's; one no
+ * daemon may have is PLIMSOLL_E_USAGE with nothing sent; WRONG_ROUTE is
+ * its typed refusal, never retried; a route answered that no daemon may
+ * have is PLIMSOLL_E_PROTOCOL. */
+static void test_session_connect_route(void **state) {
+    (void)state;
+    struct script sc[6] = {info_script("answered"),
+                           refusal_script(404, "not_found", "NOT_FOUND"),
+                           info_script("answered"),
+                           refusal_script(404, "not_found", "NOT_FOUND"),
+                           refusal_script(503, "unavailable", "WRONG_ROUTE"),
+                           info_script("bad route")};
+    struct fake *f = fake_start(sc, 6);
+    plimsoll_client *c = fake_client(f, 4);
+    struct plimsoll_error err;
+    json_t *r = NULL;
+    static const char *const bad[] = {
+        "has space", "a/b", "x\r\nInjected: 1",
+        "\xc3\xa9",  "a:b", "rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_null(plimsoll_session_connect_route(c, ROUTE_ID, NULL, bad[i], &err));
+        assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+        assert_non_null(strstr(err.message, "route"));
+    }
+    assert_int_equal(f->served, 0);
+
+    plimsoll_session *s = plimsoll_session_connect_route(c, ROUTE_ID, NULL, "given", &err);
+    if (!s)
+        fail_msg("connect: %s", err.message);
+    assert_route_sent(f, "given");
+    assert_string_equal(plimsoll_session_route(s), "given");
+    assert_int_equal(plimsoll_session_cell(s, "python", "1", NULL, 0, &r, &err), -1);
+    assert_route_sent(f, "given");
+    plimsoll_session_free(s);
+
+    s = plimsoll_session_connect_route(c, ROUTE_ID, NULL, NULL, &err);
+    assert_non_null(s);
+    assert_route_sent(f, NULL);
+    assert_string_equal(plimsoll_session_route(s), "answered");
+    assert_int_equal(plimsoll_session_cell(s, "python", "1", NULL, 0, &r, &err), -1);
+    assert_route_sent(f, "answered");
+
+    /* WRONG_ROUTE: typed, not dispatched, not retried (the client retries
+     * up to 4 attempts what may be). */
+    size_t before = f->served;
+    assert_int_equal(plimsoll_session_cell(s, "python", "1", NULL, 0, &r, &err), -1);
+    assert_int_equal(err.kind, PLIMSOLL_E_WRONG_ROUTE);
+    assert_string_equal(err.reason, "WRONG_ROUTE");
+    assert_string_equal(err.code, "unavailable");
+    assert_int_equal(err.http_status, 503);
+    assert_false(err.dispatched);
+    assert_false(plimsoll_errkind_retryable(err.kind));
+    assert_string_equal(plimsoll_errkind_name(PLIMSOLL_E_WRONG_ROUTE), "WRONG_ROUTE");
+    assert_int_equal(plimsoll_chain_len(plimsoll_session_chain(s)), 0);
+    plimsoll_session_free(s);
+
+    assert_null(plimsoll_session_connect_route(c, ROUTE_ID, NULL, "", &err));
+    assert_int_equal(err.kind, PLIMSOLL_E_PROTOCOL);
+    assert_true(f->served >= before + 1);
+    plimsoll_client_free(c);
+    fake_stop(f);
+    for (size_t i = 0; i < 6; i++)
+        free(sc[i].body.p);
+}
+
+/* Against the harness's session daemon (PLIMSOLL_INSTANCE=clients-docker):
+ * a session's route is PLIMSOLL_TEST_SESSION_ROUTE and its calls work; a
+ * handle taken up elsewhere is WRONG_ROUTE and nothing ran; with the right
+ * route it works. */
+static void test_session_route_live(void **state) {
+    (void)state;
+    if (!have_sessions())
+        return;
+    const char *route = env("PLIMSOLL_TEST_SESSION_ROUTE");
+    plimsoll_client *c = client("PLIMSOLL_TEST_SESSION_URL");
+    struct plimsoll_error err;
+    const char *langs[] = {"python", NULL};
+    plimsoll_session *s = plimsoll_session_open(c, langs, NULL, &err);
+    if (!s)
+        fail_msg("open: %s", err.message);
+    assert_string_equal(plimsoll_session_route(s), route);
+    json_t *r = NULL;
+    if (plimsoll_session_cell(s, "python", "x = 41", NULL, 0, &r, &err) < 0)
+        fail_msg("cell: %s", err.message);
+    json_decref(r);
+    json_t *files = json_pack("[{s:s, s:s}]", "path", "r.txt", "content", "r");
+    assert_int_equal(plimsoll_session_write_files(s, files, &r, &err), 0);
+    json_decref(r);
+    json_decref(files);
+    json_t *info = NULL;
+    assert_int_equal(plimsoll_session_info(s, &info, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(info, "route")), route);
+    assert_int_equal(json_integer_value(json_object_get(info, "calls")), 2);
+    json_decref(info);
+
+    /* Elsewhere: refused before anything runs. */
+    assert_null(plimsoll_session_connect_route(c, plimsoll_session_id(s), NULL, "elsewhere", &err));
+    assert_int_equal(err.kind, PLIMSOLL_E_WRONG_ROUTE);
+    assert_string_equal(err.code, "unavailable");
+    assert_int_equal(err.http_status, 503);
+    assert_false(err.dispatched);
+    assert_null(
+        plimsoll_session_connect_route(c, plimsoll_session_id(s), NULL, "no such/route", &err));
+    assert_int_equal(err.kind, PLIMSOLL_E_USAGE);
+
+    /* The right route: a handle that works, its chain going on. */
+    plimsoll_session *again =
+        plimsoll_session_connect_route(c, plimsoll_session_id(s), NULL, route, &err);
+    if (!again)
+        fail_msg("connect: %s", err.message);
+    assert_string_equal(plimsoll_session_route(again), route);
+    assert_int_equal(plimsoll_session_cell(again, "python", "print(x + 1)", NULL, 0, &r, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "stdout")), "42\n");
+    json_decref(r);
+    assert_int_equal(plimsoll_session_read_file(again, "r.txt", 0, 0, &r, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "content")), "r");
+    json_decref(r);
+    assert_int_equal(plimsoll_session_info(again, &info, &err), 0);
+    assert_int_equal(json_integer_value(json_object_get(info, "calls")), 4);
+    json_decref(info);
+    assert_int_equal(plimsoll_session_close(again, &err), 0);
+    plimsoll_session_free(again);
+    plimsoll_session_free(s);
+    plimsoll_client_free(c);
+}
+
 static void test_usage_errors(void **state) {
     (void)state;
     struct plimsoll_error err;
@@ -2719,6 +3118,10 @@ int main(void) {
         cmocka_unit_test(test_display_live),
         cmocka_unit_test(test_usage_wasm),
         cmocka_unit_test(test_cli_cell_outputs),
+        cmocka_unit_test(test_http_request),
+        cmocka_unit_test(test_session_route_sent),
+        cmocka_unit_test(test_session_connect_route),
+        cmocka_unit_test(test_session_route_live),
     };
     return cmocka_run_group_tests_name("libplimsoll", tests, NULL, NULL);
 }

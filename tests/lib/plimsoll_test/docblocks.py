@@ -9,7 +9,7 @@ import json
 import os
 import re
 
-KINDS = ("wasm", "disabled", "docker", "docker-sessions", "docker-data")
+KINDS = ("wasm", "disabled", "docker", "docker-sessions", "docker-data", "fleet")
 RUN_KINDS = KINDS + ("", "quickstart")
 CLIENTS = ("c", "python", "typescript", "go")
 RUN_LANGUAGES = ("", "sh", "bash", "python", "c", "go", "ts")  # a run block's fence
@@ -29,7 +29,7 @@ class Block:
         self.lang = lang
         self.text = text
         self.marker = marker  # the marker's text, or None
-        self.kind = None  # run, output, answer, install, grants, guest, not run, shape; None: a bad marker
+        self.kind = None  # run, output, answer, install, grants, guest, mcp-config, not run, shape; None: a bad marker
         self.arg = ""  # run: the daemon kind; answer: "METHOD[.FIELD] KIND [REQUEST]"; install: the client; guest: "KIND PROFILE"
         self.problem = None
         self.prev = None  # the block before it in its file
@@ -69,6 +69,12 @@ class Block:
                 self.problem = "install wants a client (one of %s)" % ", ".join(CLIENTS)
             elif self.lang not in ("sh", "bash"):
                 self.problem = "install steps are a sh block"
+        elif word == "mcp-config":
+            self.kind, self.arg = "mcp-config", rest
+            if rest not in KINDS:
+                self.problem = "mcp-config wants a daemon kind (one of %s)" % ", ".join(KINDS)
+            elif self.lang != "json":
+                self.problem = "an MCP client's configuration is a json block"
         elif word == "output" and not rest:
             self.kind = "output"
         elif word == "grants" and not rest:
@@ -97,7 +103,7 @@ class Block:
     @property
     def daemon_kind(self):
         """The daemon the block's own test needs (None: none)."""
-        if self.kind == "run":
+        if self.kind in ("run", "mcp-config"):
             return self.arg
         if self.kind == "answer" and self.arg:
             return self.arg.split()[1]

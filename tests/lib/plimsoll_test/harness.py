@@ -157,10 +157,7 @@ class Daemon:
         own = conn is None
         c = conn or self.connection()
         try:
-            c.request(method, path, body=body, headers=headers or {})
-            r = c.getresponse()
-            data = r.read()
-            return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+            return exchange(c, method, path, body, headers)
         finally:
             if own:
                 c.close()
@@ -176,6 +173,14 @@ class Daemon:
         body = raw if raw is not None else json.dumps(message).encode()
         status, _, data = self.request("POST", SERVICE + method, body, h, conn=conn)
         return status, json.loads(data) if data else None
+
+
+def exchange(conn, method, path, body=None, headers=None):
+    """One request on conn: (status, its headers in lower case, its body)."""
+    conn.request(method, path, body=body, headers=headers or {})
+    r = conn.getresponse()
+    data = r.read()
+    return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
 
 
 class ClassDaemon:

@@ -22,7 +22,7 @@ from .errors import (AtCapacityError, CallerNotAllowedError, ConfigurationError,
                      InvalidRequestError, IsolationEvidenceMismatchError, NotFoundError,
                      NotReadyError, PlimsollError, ProtocolError, RateLimitedError, RefusalError,
                      SessionEndedError, ShuttingDownError, UnauthenticatedError,
-                     UnsupportedError)
+                     UnsupportedError, WrongRouteError)
 from .record import Chain, ChainError, canonical, check_record, sha256_hex, verify_chain
 from .results import (DISPLAY_KINDS, FILE_TYPES, USAGE_SOURCES, Artifact, ArtifactSupport,
                       Description, DisplayOutput, DisplaySupport, FileEntry, Limits,
@@ -44,7 +44,8 @@ __all__ = [
     "PlimsollError", "RefusalError", "InvalidRequestError", "UnauthenticatedError",
     "DisabledError", "InsufficientIsolationError", "UnsupportedError",
     "CallerNotAllowedError", "NotReadyError", "ShuttingDownError", "RateLimitedError",
-    "AtCapacityError", "SessionEndedError", "NotFoundError", "InfrastructureError",
+    "AtCapacityError", "SessionEndedError", "NotFoundError", "WrongRouteError",
+    "InfrastructureError",
     "ProtocolError", "IsolationEvidenceMismatchError", "ConfigurationError", "aio", "errors", "record",
     "FileChangedError", "__version__",
 ]

@@ -37,14 +37,15 @@ def _host_header(endpoint: _transport.Endpoint) -> str:
 
 
 def request_head(endpoint: _transport.Endpoint, api_key: Key, method: str,
-                 length: int, stream: bool = False) -> bytes:
+                 length: int, stream: bool = False, route: Optional[str] = None) -> bytes:
     """The request line and headers of a call whose body is ``length`` bytes."""
     for v in (api_key.reveal(), endpoint.prefix):
         if any(c in v for c in "\r\n\0"):
             raise ValueError("plimsoll: a control character in the key or the URL")
     lines = ["POST %s HTTP/1.1" % (endpoint.prefix + _transport.SERVICE + method),
              "Host: " + _host_header(endpoint)]
-    lines += ["%s: %s" % kv for kv in _transport.request_headers(api_key, stream).items()]
+    lines += ["%s: %s" % kv
+              for kv in _transport.request_headers(api_key, stream, route).items()]
     lines += ["Content-Length: %d" % length, "Connection: close", "", ""]
     return "\r\n".join(lines).encode("latin-1")
 
@@ -132,9 +133,9 @@ async def _chunked(reader: asyncio.StreamReader, method: str, status: int,
 
 
 async def _exchange(endpoint: _transport.Endpoint, api_key: Key, method: str, body: bytes,
-                    cap: int, on_stream: Optional[Sink]
+                    cap: int, on_stream: Optional[Sink], route: Optional[str]
                     ) -> Tuple[int, Optional[str], Optional[bytes]]:
-    head = request_head(endpoint, api_key, method, len(body), on_stream is not None)
+    head = request_head(endpoint, api_key, method, len(body), on_stream is not None, route)
     reader, writer = await _open(endpoint)
     try:
         writer.write(head + body)
@@ -188,7 +189,8 @@ async def _exchange(endpoint: _transport.Endpoint, api_key: Key, method: str, bo
 
 
 async def exchange(endpoint: _transport.Endpoint, api_key: Key, method: str, body: bytes,
-                   deadline: float, max_answer_bytes: int, on_stream: Optional[Sink] = None
+                   deadline: float, max_answer_bytes: int, on_stream: Optional[Sink] = None,
+                   route: Optional[str] = None
                    ) -> Tuple[int, Optional[str], Optional[bytes]]:
     """POST ``body`` to the method; ``(status, Content-Type, answer body)``.
 
@@ -196,7 +198,7 @@ async def exchange(endpoint: _transport.Endpoint, api_key: Key, method: str, bod
     ``application/connect+json`` answer's body is given to it piece by
     piece and the body returned is None (``_transport.exchange`` says
     more); what it raises wrapped in ``_transport.Passthrough`` is raised
-    as it is.
+    as it is. ``route`` is sent as ``Plimsoll-Route`` (a session's call).
 
     ``deadline`` (``time.monotonic()``) bounds the whole exchange, however
     slowly the answer comes. A body past ``max_answer_bytes`` is a
@@ -206,7 +208,8 @@ async def exchange(endpoint: _transport.Endpoint, api_key: Key, method: str, bod
     timeout = max(deadline - time.monotonic(), 0.0)
     try:
         return await asyncio.wait_for(
-            _exchange(endpoint, api_key, method, body, max_answer_bytes, on_stream), timeout)
+            _exchange(endpoint, api_key, method, body, max_answer_bytes, on_stream, route),
+            timeout)
     except asyncio.TimeoutError as e:
         raise _transport.deadline_error(method, endpoint.url, timeout,
                                         "cut at the deadline") from e

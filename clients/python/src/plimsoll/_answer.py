@@ -177,14 +177,14 @@ DESCRIBE_RESPONSE: Dict[str, Any] = {
                                                   "pandas")}),
     "limits": LIMITS,
 }
-OPEN_SESSION_RESPONSE: Dict[str, Any] = {"session_id": STRING}
+OPEN_SESSION_RESPONSE: Dict[str, Any] = {"session_id": STRING, "route": STRING}
 SESSION_INTERPRETER: Dict[str, Any] = {"language": STRING, "alive": BOOL}
 SESSION_INFO: Dict[str, Any] = {
     "session_id": STRING, "state": STRING, "ended_reason": STRING, "created_at": STRING,
     "last_call_at": STRING, "idle_deadline": STRING, "lifetime_deadline": STRING,
     "ended_at": STRING, "calls": UINT32, "calls_waiting": UINT32, "previous_digest": STRING,
     "languages": [STRING], "interpreters": [SESSION_INTERPRETER], "disk_used_kib": UINT32,
-    "disk_budget_kib": UINT32, "max_lifetime_s": UINT32,
+    "disk_budget_kib": UINT32, "max_lifetime_s": UINT32, "route": STRING,
 }
 LIST_SESSIONS_RESPONSE: Dict[str, Any] = {"sessions": [SESSION_INFO]}
 WRITE_FILES_RESPONSE: Dict[str, Any] = {"files": UINT32, "bytes": UINT32, "record": RUN_RECORD}
@@ -270,6 +270,8 @@ def check_shape(value: Any, shape: Mapping[str, Any], what: str) -> Dict[str, An
 # ---- what a shape cannot say -----------------------------------------------------
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+#: A daemon's route (its PLIMSOLL_INSTANCE): 1 to 63 of [A-Za-z0-9._-].
+ROUTE = re.compile(r"[A-Za-z0-9._-]{1,63}")
 #: SessionInfo's instants: RFC 3339 in UTC, or "" for none.
 SESSION_TIMES = ("created_at", "last_call_at", "idle_deadline", "lifetime_deadline",
                  "ended_at")
@@ -278,7 +280,8 @@ SESSION_TIMES = ("created_at", "last_call_at", "idle_deadline", "lifetime_deadli
 def _session_info(value: Dict[str, Any], where: str) -> None:
     """A SessionInfo of the right shape that is one: its id 64 lowercase hex
     (what OpenSession gives), a known state, times that are times, a
-    ``previous_digest`` that is a digest or ``""``."""
+    ``previous_digest`` that is a digest or ``""``, a ``route`` that a
+    daemon may have or ``""``."""
     sid = value.get("session_id") or ""
     if not _HEX64.fullmatch(sid):
         raise Malformed("%s.session_id is %s, not 64 lowercase hex characters"
@@ -297,6 +300,14 @@ def _session_info(value: Dict[str, Any], where: str) -> None:
     if previous and not _HEX64.fullmatch(previous):
         raise Malformed("%s.previous_digest is %r, not a digest (64 lowercase hex) or \"\""
                         % (where, previous[:80]))
+    _route(value, where)
+
+
+def _route(value: Dict[str, Any], where: str) -> None:
+    route = value.get("route") or ""
+    if route and not ROUTE.fullmatch(route):
+        raise Malformed("%s.route is %r, not 1 to 63 of [A-Za-z0-9._-] or \"\""
+                        % (where, route[:80]))
 
 
 def _list_sessions(value: Dict[str, Any], where: str) -> None:
@@ -388,6 +399,7 @@ VALUES: Dict[str, Callable[[Dict[str, Any], str], None]] = {
     "Run": check_run, "RunInSession": check_run, "RunCell": check_run,
     "ListSessions": _list_sessions, "GetSession": _session_info,
     "ExtendSession": _session_info, "ReadFile": _read_file, "ListFiles": _list_files,
+    "OpenSession": _route,
 }
 
 

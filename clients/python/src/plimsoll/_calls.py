@@ -19,7 +19,7 @@ from typing import (Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Opti
                     Sequence, Tuple, Union)
 
 from . import _config, _transport
-from ._answer import DEFAULT_MAX_ANSWER_BYTES
+from ._answer import DEFAULT_MAX_ANSWER_BYTES, ROUTE
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, Decoder, envelope
 from .errors import (AtCapacityError, FileChangedError, IsolationEvidenceMismatchError,
                      PlimsollError, ProtocolError, RateLimitedError, SessionEndedError)
@@ -129,6 +129,21 @@ def check_session_id(session_id: Any) -> None:
     if not _SESSION_ID.fullmatch(session_id):
         raise ValueError("plimsoll: session_id must be 64 lowercase hex characters, as "
                          "OpenSession gives it, not %r" % (session_id[:80],))
+
+
+def check_route(route: Any) -> Optional[str]:
+    """A route the caller gives (a daemon's ``PLIMSOLL_INSTANCE``, as
+    ``Session.route`` or ``SessionInfo.route`` has it): None or ``""`` is
+    none; else a ``str`` of 1 to 63 of ``[A-Za-z0-9._-]``, or ``TypeError``
+    or ``ValueError`` before anything is sent."""
+    if route is None or route == "":
+        return None
+    if not isinstance(route, str):
+        raise TypeError("plimsoll: route must be a str, not %s" % type(route).__name__)
+    if not ROUTE.fullmatch(route):
+        raise ValueError("plimsoll: route must be 1 to 63 of A-Z, a-z, 0-9, '.', '_' and "
+                         "'-' (a daemon's PLIMSOLL_INSTANCE), not %r" % (route[:80],))
+    return route
 
 
 def check_floor(minimum_isolation: Any) -> None:
@@ -304,12 +319,19 @@ def check_tier(floor: str, answer: Mapping[str, Any]) -> None:
 @dataclass
 class Call:
     """One API call as data: the method, the request sent (its canonical
-    form is the body), and ``finish``, which turns the 200 answer's object
-    into what the caller gets, or raises."""
+    form is the body), ``finish``, which turns the 200 answer's object
+    into what the caller gets, or raises, and the route it is sent on
+    (``Plimsoll-Route``; None: no header)."""
 
     method: str
     wire: Mapping[str, Any]
     finish: Callable[[Dict[str, Any]], Any]
+    route: Optional[str] = None
+
+    def on_route(self, route: Optional[str]) -> "Call":
+        """This call sent on ``route`` (checked: :func:`check_route`)."""
+        self.route = check_route(route)
+        return self
 
     def body(self) -> bytes:
         return canonical(self.wire).encode("utf-8")
@@ -344,12 +366,13 @@ def ran(hashed: Any, floor: Optional[str], verify: bool,
     return finish
 
 
-def _session_id(answer: Dict[str, Any]) -> str:
+def _session_id(answer: Dict[str, Any]) -> Tuple[str, str]:
+    """OpenSession's session id and route (``""``: none)."""
     sid = answer.get("session_id")
     if not isinstance(sid, str) or not sid:
         raise ProtocolError("OpenSession: the answer names no session", code="unknown",
                             dispatched=True, http_status=200)
-    return sid
+    return sid, answer.get("route") or ""
 
 
 def _session_infos(answer: Dict[str, Any]) -> List[SessionInfo]:

@@ -121,18 +121,27 @@ def transport_error(method: str, url: str, e: BaseException) -> InfrastructureEr
                                code="unavailable", dispatched=True)
 
 
-def request_headers(api_key: Key, stream: bool = False) -> Dict[str, str]:
+#: The request header that names a session's daemon behind a proxy.
+ROUTE_HEADER = "Plimsoll-Route"
+
+
+def request_headers(api_key: Key, stream: bool = False,
+                    route: Optional[str] = None) -> Dict[str, str]:
     """The headers of every call (docs/clients.md, "Calls"); ``stream``: of
     a server-streaming call (RunStream, RunCellStream), whose body is one
-    Connect envelope."""
+    Connect envelope; ``route`` (checked by the caller): the session's
+    daemon, sent as ``Plimsoll-Route``."""
     media = STREAM_MEDIA_TYPE if stream else "application/json"
-    return {
+    headers = {
         "Content-Type": media,
         "Connect-Protocol-Version": "1",
         "Authorization": "Bearer " + api_key.reveal(),
         "Accept": media,
         "User-Agent": USER_AGENT,
     }
+    if route:
+        headers[ROUTE_HEADER] = route
+    return headers
 
 
 #: The Content-Type of a Connect server stream with JSON messages.
@@ -162,7 +171,8 @@ def media_type_is_stream(value: Optional[str]) -> bool:
 
 def exchange(endpoint: Endpoint, api_key: Key, method: str, body: bytes, deadline: float,
              max_answer_bytes: int,
-             on_stream: Optional[Callable[[bytes], None]] = None
+             on_stream: Optional[Callable[[bytes], None]] = None,
+             route: Optional[str] = None
              ) -> Tuple[int, Optional[str], Optional[bytes]]:
     """POST ``body`` to the method; ``(status, Content-Type, answer body)``.
 
@@ -173,6 +183,7 @@ def exchange(endpoint: Endpoint, api_key: Key, method: str, body: bytes, deadlin
     for a unary call. ``max_answer_bytes`` bounds the whole body either
     way. Wrap what the caller's code raises in ``on_stream`` in
     :class:`Passthrough`: it is raised as it is, the connection closed.
+    ``route`` is sent as ``Plimsoll-Route`` (a session's call).
 
     ``deadline`` (``time.monotonic()``) bounds the whole exchange, however
     slowly the answer comes: a watchdog shuts the socket down when it
@@ -214,7 +225,7 @@ def exchange(endpoint: Endpoint, api_key: Key, method: str, body: bytes, deadlin
         if sock is None:
             raise OSError("no socket after connecting")
         conn.request("POST", endpoint.prefix + SERVICE + method, body=body,
-                     headers=request_headers(api_key, on_stream is not None))
+                     headers=request_headers(api_key, on_stream is not None, route))
         sock.settimeout(_remaining(deadline))
         resp = conn.getresponse()
         ctype = resp.getheader("Content-Type")

@@ -25,7 +25,8 @@ from . import _aio_transport, _calls, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
 from ._calls import (Call, ClientBase, Files, LocalPath, Pages, RetryPolicy, Steps, cell_object,
-                     check_floor, local_file, module_request, project_request, reconnectable,
+                     check_floor, check_route, local_file, module_request, project_request,
+                     reconnectable,
                      snippet_request, upload_batches, upload_plan, with_floor)
 from .errors import NotFoundError, PlimsollError, SessionEndedError
 from .record import Chain
@@ -94,7 +95,7 @@ class AsyncClient(ClientBase):
             deadline = self._deadline()
             status, ctype, answer = await _aio_transport.exchange(
                 self._endpoint, self._api_key, call.method, body, deadline,
-                self.max_answer_bytes)
+                self.max_answer_bytes, route=call.route)
             try:
                 obj = self._answer(call, status, ctype, answer, deadline)
             except PlimsollError as err:
@@ -131,7 +132,7 @@ class AsyncClient(ClientBase):
             try:
                 status, ctype, answer = await _aio_transport.exchange(
                     self._endpoint, self._api_key, call.method, body, deadline,
-                    self.max_answer_bytes, piece)
+                    self.max_answer_bytes, piece, call.route)
                 obj = self._stream_answer(call, status, ctype, answer, decoder, deadline)
             except _transport.Passthrough as p:
                 raise p.error from None
@@ -198,84 +199,100 @@ class AsyncClient(ClientBase):
     async def open_session(self, languages: Optional[Sequence[str]] = None,
                            minimum_isolation: Optional[str] = None) -> "AsyncSession":
         """Open a session and return the object that keeps its chain (as
-        :meth:`plimsoll.Client.open_session`)."""
-        sid = await self._do(self._open_session_call(languages, minimum_isolation))
-        return AsyncSession(self, sid, minimum_isolation)
+        :meth:`plimsoll.Client.open_session`, with the answer's ``route``)."""
+        sid, route = await self._do(self._open_session_call(languages, minimum_isolation))
+        return AsyncSession(self, sid, minimum_isolation, route=route)
 
     async def run_in_session(self, session_id: str, run: Mapping[str, Any],
-                             chain: Optional[Chain] = None) -> RunResult:
+                             chain: Optional[Chain] = None, *,
+                             route: Optional[str] = None) -> RunResult:
         """RunInSession with a RunRequest dict; with ``chain`` the answer is
-        appended to it, without, its record is checked alone."""
-        return await self._do(self._run_in_session_call(session_id, run, chain))
+        appended to it, without, its record is checked alone. ``route``
+        (every call by session id takes it): the session's daemon behind a
+        proxy, as :meth:`plimsoll.Client.run_in_session` says."""
+        return await self._do(self._run_in_session_call(session_id, run, chain)
+                              .on_route(route))
 
     async def run_cell(self, session_id: str, cell: Mapping[str, Any],
                        timeout_ms: Optional[int] = None, chain: Optional[Chain] = None,
-                       minimum_isolation: Optional[str] = None) -> RunResult:
+                       minimum_isolation: Optional[str] = None, *,
+                       route: Optional[str] = None) -> RunResult:
         """RunCell with a Cell dict ``{"language", "code"[, "files"]}``;
         ``minimum_isolation`` is checked, not sent."""
         return await self._do(self._run_cell_call(session_id, cell, timeout_ms, chain,
-                                                  minimum_isolation))
+                                                  minimum_isolation).on_route(route))
 
     async def run_cell_stream(self, session_id: str, cell: Mapping[str, Any],
                               on_output: Optional[AsyncOnOutput] = None,
                               timeout_ms: Optional[int] = None,
                               chain: Optional[Chain] = None,
-                              minimum_isolation: Optional[str] = None) -> RunResult:
+                              minimum_isolation: Optional[str] = None, *,
+                              route: Optional[str] = None) -> RunResult:
         """RunCellStream: :meth:`run_cell` with its output as it comes."""
         return await self._do_stream(
-            self._run_cell_stream_call(session_id, cell, timeout_ms, chain, minimum_isolation),
-            on_output)
+            self._run_cell_stream_call(session_id, cell, timeout_ms, chain, minimum_isolation)
+            .on_route(route), on_output)
 
-    async def close_session(self, session_id: str) -> None:
+    async def close_session(self, session_id: str, *, route: Optional[str] = None) -> None:
         """Close a session: its container and files are removed."""
-        await self._do(self._close_session_call(session_id))
+        await self._do(self._close_session_call(session_id).on_route(route))
 
     async def list_sessions(self) -> List[SessionInfo]:
         """ListSessions: this caller's sessions, open and recently ended,
         oldest first (as :meth:`plimsoll.Client.list_sessions`)."""
         return await self._do(self._list_sessions_call())
 
-    async def get_session(self, session_id: str) -> SessionInfo:
+    async def get_session(self, session_id: str, *,
+                          route: Optional[str] = None) -> SessionInfo:
         """GetSession: one of this caller's sessions as it is now (as
         :meth:`plimsoll.Client.get_session`)."""
-        return await self._do(self._get_session_call(session_id))
+        return await self._do(self._get_session_call(session_id).on_route(route))
 
-    async def extend_session(self, session_id: str, ends_in_s: int) -> SessionInfo:
+    async def extend_session(self, session_id: str, ends_in_s: int, *,
+                             route: Optional[str] = None) -> SessionInfo:
         """ExtendSession: the session now ends ``ends_in_s`` seconds from
         this call (as :meth:`plimsoll.Client.extend_session`)."""
-        return await self._do(self._extend_session_call(session_id, ends_in_s))
+        return await self._do(self._extend_session_call(session_id, ends_in_s)
+                              .on_route(route))
 
     async def write_files(self, session_id: str, files: Files, chain: Optional[Chain] = None,
-                          minimum_isolation: Optional[str] = None) -> WriteFilesResult:
+                          minimum_isolation: Optional[str] = None, *,
+                          route: Optional[str] = None) -> WriteFilesResult:
         """WriteFiles (as :meth:`plimsoll.Client.write_files`); with
         ``chain`` the answer is appended to it, without, its record is
         checked alone."""
         return await self._do(self._write_files_call(session_id, files, chain,
-                                                     minimum_isolation))
+                                                     minimum_isolation).on_route(route))
 
     async def read_file(self, session_id: str, path: str, offset: int = 0,
                         limit: Optional[int] = None, chain: Optional[Chain] = None,
-                        minimum_isolation: Optional[str] = None) -> ReadFileResult:
+                        minimum_isolation: Optional[str] = None, *,
+                        route: Optional[str] = None) -> ReadFileResult:
         """ReadFile: one call (as :meth:`plimsoll.Client.read_file`)."""
         return await self._do(self._read_file_call(session_id, path, offset, limit, chain,
-                                                   minimum_isolation))
+                                                   minimum_isolation).on_route(route))
 
     async def list_files(self, session_id: str, path: str = "", depth: int = 1,
                          chain: Optional[Chain] = None,
-                         minimum_isolation: Optional[str] = None) -> ListFilesResult:
+                         minimum_isolation: Optional[str] = None, *,
+                         route: Optional[str] = None) -> ListFilesResult:
         """ListFiles (as :meth:`plimsoll.Client.list_files`)."""
         return await self._do(self._list_files_call(session_id, path, depth, chain,
-                                                    minimum_isolation))
+                                                    minimum_isolation).on_route(route))
 
     async def connect_session(self, session_id: str,
-                              minimum_isolation: Optional[str] = None) -> "AsyncSession":
+                              minimum_isolation: Optional[str] = None, *,
+                              route: Optional[str] = None) -> "AsyncSession":
         """An :class:`AsyncSession` for a session opened before, its chain
         starting at GetSession's ``previous_digest``; an ended session is a
-        :class:`~plimsoll.errors.SessionEndedError` (as
-        :meth:`plimsoll.Client.connect_session`)."""
+        :class:`~plimsoll.errors.SessionEndedError`; ``route``, the
+        session's daemon behind a proxy, else the route GetSession answers
+        (as :meth:`plimsoll.Client.connect_session`)."""
         check_floor(minimum_isolation)
-        info = reconnectable(await self.get_session(session_id))
-        return AsyncSession(self, session_id, minimum_isolation, previous=info.previous_digest)
+        route = check_route(route)
+        info = reconnectable(await self.get_session(session_id, route=route))
+        return AsyncSession(self, session_id, minimum_isolation, previous=info.previous_digest,
+                            route=route or info.route)
 
 
 class AsyncSession:
@@ -284,21 +301,31 @@ class AsyncSession:
     the order they were made, so that the chain keeps the order the daemon
     saw. Use it as an async context manager to close it.
     :meth:`AsyncClient.connect_session` makes one for a session opened
-    before (its chain starts at ``previous``).
+    before (its chain starts at ``previous``). Every call of the object is
+    sent on its :attr:`route`.
     """
 
     def __init__(self, client: AsyncClient, session_id: str,
-                 minimum_isolation: Optional[str] = None, previous: str = "") -> None:
+                 minimum_isolation: Optional[str] = None, previous: str = "",
+                 route: Optional[str] = None) -> None:
         self.client = client
         self.session_id = session_id
         self.minimum_isolation = minimum_isolation
         self.chain = Chain(previous)
         self.closed = False
+        self._route = check_route(route) or ""
         self._lock = asyncio.Lock()
 
+    @property
+    def route(self) -> str:
+        """The route of the session's daemon, sent as ``Plimsoll-Route``
+        with every call of this object (as :attr:`plimsoll.Session.route`);
+        ``""``: none is sent."""
+        return self._route
+
     def __repr__(self) -> str:
-        return "AsyncSession(%r, entries=%d, closed=%r)" % (self.session_id, len(self.chain),
-                                                             self.closed)
+        return "AsyncSession(%r, route=%r, entries=%d, closed=%r)" % (
+            self.session_id, self._route, len(self.chain), self.closed)
 
     async def __aenter__(self) -> "AsyncSession":
         return self
@@ -318,7 +345,8 @@ class AsyncSession:
         when the request sets none."""
         run = with_floor(run, self.minimum_isolation)
         async with self._lock:
-            return await self.client.run_in_session(self.session_id, run, chain=self.chain)
+            return await self.client.run_in_session(self.session_id, run, chain=self.chain,
+                                                    route=self._route)
 
     async def run_snippet(self, code: str, language: str = "javascript",
                           stdin: Optional[str] = None, *, timeout_ms: Optional[int] = None,
@@ -348,7 +376,8 @@ class AsyncSession:
             return await self.client.run_cell(self.session_id,
                                               cell_object(code, language, files), timeout_ms,
                                               chain=self.chain,
-                                              minimum_isolation=self.minimum_isolation)
+                                              minimum_isolation=self.minimum_isolation,
+                                              route=self._route)
 
     async def cell_stream(self, code: str, language: str,
                           on_output: Optional[AsyncOnOutput] = None,
@@ -359,7 +388,8 @@ class AsyncSession:
             return await self.client.run_cell_stream(self.session_id,
                                                      cell_object(code, language, files),
                                                      on_output, timeout_ms, chain=self.chain,
-                                                     minimum_isolation=self.minimum_isolation)
+                                                     minimum_isolation=self.minimum_isolation,
+                                                     route=self._route)
 
     # -- its files ---------------------------------------------------------
 
@@ -368,7 +398,8 @@ class AsyncSession:
         :meth:`plimsoll.Session.write_files`); the record extends the chain."""
         async with self._lock:
             return await self.client.write_files(self.session_id, files, chain=self.chain,
-                                                 minimum_isolation=self.minimum_isolation)
+                                                 minimum_isolation=self.minimum_isolation,
+                                                 route=self._route)
 
     async def write_text(self, path: str, text: str) -> WriteFilesResult:
         """``write_files({path: text})``: one file of text (UTF-8)."""
@@ -389,7 +420,8 @@ class AsyncSession:
         async with self._lock:
             return await self.client.read_file(self.session_id, path, offset, limit,
                                                chain=self.chain,
-                                               minimum_isolation=self.minimum_isolation)
+                                               minimum_isolation=self.minimum_isolation,
+                                               route=self._route)
 
     async def list_files(self, path: str = "", depth: int = 1) -> ListFilesResult:
         """ListFiles (as :meth:`plimsoll.Session.list_files`); the record
@@ -397,7 +429,8 @@ class AsyncSession:
         async with self._lock:
             return await self.client.list_files(self.session_id, path, depth,
                                                 chain=self.chain,
-                                                minimum_isolation=self.minimum_isolation)
+                                                minimum_isolation=self.minimum_isolation,
+                                                route=self._route)
 
     async def read_bytes(self, path: str, *, limit: Optional[int] = None) -> bytes:
         """The whole file, a ReadFile page at a time (as
@@ -441,12 +474,13 @@ class AsyncSession:
     async def info(self) -> SessionInfo:
         """GetSession: the session as the daemon holds it now; it waits for
         none of this object's calls."""
-        return await self.client.get_session(self.session_id)
+        return await self.client.get_session(self.session_id, route=self._route)
 
     async def extend(self, ends_in_s: int) -> SessionInfo:
         """ExtendSession: the session now ends ``ends_in_s`` seconds from
         now (shorter is allowed)."""
-        return await self.client.extend_session(self.session_id, ends_in_s)
+        return await self.client.extend_session(self.session_id, ends_in_s,
+                                                route=self._route)
 
     async def close(self) -> None:
         """Close the session (once; a second close does nothing)."""
@@ -454,4 +488,4 @@ class AsyncSession:
             if self.closed:
                 return
             self.closed = True
-            await self.client.close_session(self.session_id)
+            await self.client.close_session(self.session_id, route=self._route)

@@ -13,9 +13,10 @@ from . import _calls, _transport
 from ._answer import DEFAULT_MAX_ANSWER_BYTES
 from ._stream import DEFAULT_MAX_MESSAGE_BYTES, OutputChunk
 from ._calls import (RETRYABLE, TIERS, Call, ClientBase, Files, LocalPath, Pages, RetryPolicy,
-                     Steps, cell_object, check_floor, check_session_id, check_tier, local_file,
-                     module_request, project_request, reconnectable, snippet_request, tier_rank,
-                     upload_batches, upload_plan, with_floor, without_nulls)
+                     Steps, cell_object, check_floor, check_route, check_session_id, check_tier,
+                     local_file, module_request, project_request, reconnectable,
+                     snippet_request, tier_rank, upload_batches, upload_plan, with_floor,
+                     without_nulls)
 from .errors import NotFoundError, PlimsollError, SessionEndedError
 from .record import Chain
 from .results import (Description, ListFilesResult, ReadFileResult, RunResult, SessionInfo,
@@ -92,7 +93,8 @@ class Client(ClientBase):
             deadline = self._deadline()
             status, ctype, answer = _transport.exchange(self._endpoint, self._api_key,
                                                         call.method, body, deadline,
-                                                        self.max_answer_bytes)
+                                                        self.max_answer_bytes,
+                                                        route=call.route)
             try:
                 obj = self._answer(call, status, ctype, answer, deadline)
             except PlimsollError as err:
@@ -125,7 +127,7 @@ class Client(ClientBase):
             try:
                 status, ctype, answer = _transport.exchange(
                     self._endpoint, self._api_key, call.method, body, deadline,
-                    self.max_answer_bytes, piece)
+                    self.max_answer_bytes, piece, call.route)
                 obj = self._stream_answer(call, status, ctype, answer, decoder, deadline)
             except _transport.Passthrough as p:
                 raise p.error from None
@@ -199,68 +201,85 @@ class Client(ClientBase):
         ``languages`` is a hint of the cell languages to start. OpenSession
         itself carries no floor: ``minimum_isolation`` is sent with every
         run in the session and checked by the client on every answer,
-        cells included.
+        cells included. The session's ``route`` is the answer's: every
+        later call of the object sends it (README.md, "Sessions behind a
+        proxy (fleets)").
         """
-        sid = self._do(self._open_session_call(languages, minimum_isolation))
-        return Session(self, sid, minimum_isolation)
+        sid, route = self._do(self._open_session_call(languages, minimum_isolation))
+        return Session(self, sid, minimum_isolation, route=route)
 
     def run_in_session(self, session_id: str, run: Mapping[str, Any],
-                       chain: Optional[Chain] = None) -> RunResult:
+                       chain: Optional[Chain] = None, *,
+                       route: Optional[str] = None) -> RunResult:
         """RunInSession with a RunRequest dict (a snippet or a project).
 
         With ``chain`` the answer is appended to it (all six checks);
         without, its record is checked alone (no ``previous_digest``) when
-        ``verify_records`` is on.
+        ``verify_records`` is on. ``route`` (every call by session id takes
+        it) is the session's daemon behind a proxy, sent as
+        ``Plimsoll-Route``: 1 to 63 of ``[A-Za-z0-9._-]`` (else
+        ``ValueError``, nothing sent); None or ``""``: none. A daemon
+        reached that is not the route's refuses with
+        :class:`~plimsoll.errors.WrongRouteError`.
         """
-        return self._do(self._run_in_session_call(session_id, run, chain))
+        return self._do(self._run_in_session_call(session_id, run, chain).on_route(route))
 
     def run_cell(self, session_id: str, cell: Mapping[str, Any],
                  timeout_ms: Optional[int] = None, chain: Optional[Chain] = None,
-                 minimum_isolation: Optional[str] = None) -> RunResult:
+                 minimum_isolation: Optional[str] = None, *,
+                 route: Optional[str] = None) -> RunResult:
         """RunCell with a Cell dict ``{"language", "code"[, "files"]}``.
 
         ``minimum_isolation`` is not sent (a cell has no floor): the client
-        checks the answer against it. ``chain`` as in :meth:`run_in_session`.
+        checks the answer against it. ``chain`` and ``route`` as in
+        :meth:`run_in_session`.
         """
         return self._do(self._run_cell_call(session_id, cell, timeout_ms, chain,
-                                            minimum_isolation))
+                                            minimum_isolation).on_route(route))
 
     def run_cell_stream(self, session_id: str, cell: Mapping[str, Any],
                         on_output: Optional[OnOutput] = None,
                         timeout_ms: Optional[int] = None, chain: Optional[Chain] = None,
-                        minimum_isolation: Optional[str] = None) -> RunResult:
+                        minimum_isolation: Optional[str] = None, *,
+                        route: Optional[str] = None) -> RunResult:
         """RunCellStream: :meth:`run_cell` with its output as it comes, as
         :meth:`run_stream` gives it."""
         return self._do_stream(self._run_cell_stream_call(session_id, cell, timeout_ms, chain,
-                                                          minimum_isolation), on_output)
+                                                          minimum_isolation).on_route(route),
+                               on_output)
 
-    def close_session(self, session_id: str) -> None:
-        """Close a session: its container and files are removed."""
-        self._do(self._close_session_call(session_id))
+    def close_session(self, session_id: str, *, route: Optional[str] = None) -> None:
+        """Close a session: its container and files are removed. ``route``
+        as in :meth:`run_in_session`."""
+        self._do(self._close_session_call(session_id).on_route(route))
 
     def list_sessions(self) -> List[SessionInfo]:
         """ListSessions: this caller's sessions, open and recently ended,
         oldest first; never another caller's."""
         return self._do(self._list_sessions_call())
 
-    def get_session(self, session_id: str) -> SessionInfo:
+    def get_session(self, session_id: str, *, route: Optional[str] = None) -> SessionInfo:
         """GetSession: one of this caller's sessions as it is now (it waits
         for no call). Another caller's id is a
-        :class:`~plimsoll.errors.NotFoundError`, as an unknown one is."""
-        return self._do(self._get_session_call(session_id))
+        :class:`~plimsoll.errors.NotFoundError`, as an unknown one is.
+        ``route`` as in :meth:`run_in_session`."""
+        return self._do(self._get_session_call(session_id).on_route(route))
 
-    def extend_session(self, session_id: str, ends_in_s: int) -> SessionInfo:
+    def extend_session(self, session_id: str, ends_in_s: int, *,
+                       route: Optional[str] = None) -> SessionInfo:
         """ExtendSession: the session now ends ``ends_in_s`` seconds (an int
         from 1) from this call, sooner or later than before; the answer
         has its new ``lifetime_deadline``. Past the daemon's
         ``SANDBOX_SESSION_MAX_LIFETIME`` from the session's open (its
         ``max_lifetime_s``) it is refused with
         :class:`~plimsoll.errors.InvalidRequestError`; an ended session
-        with :class:`~plimsoll.errors.SessionEndedError`."""
-        return self._do(self._extend_session_call(session_id, ends_in_s))
+        with :class:`~plimsoll.errors.SessionEndedError`. ``route`` as in
+        :meth:`run_in_session`."""
+        return self._do(self._extend_session_call(session_id, ends_in_s).on_route(route))
 
     def write_files(self, session_id: str, files: Files, chain: Optional[Chain] = None,
-                    minimum_isolation: Optional[str] = None) -> WriteFilesResult:
+                    minimum_isolation: Optional[str] = None, *,
+                    route: Optional[str] = None) -> WriteFilesResult:
         """WriteFiles: ``files`` (a ``{path: str or bytes}`` dict or File
         dicts, as :meth:`run_project` takes them; 1 to 256 files, 4 MiB in
         all) written into the session's work directory, a file there
@@ -268,34 +287,37 @@ class Client(ClientBase):
         ``minimum_isolation`` (checked against the record's tier, not sent)
         as in :meth:`run_cell`: without a chain the record is checked
         alone. :meth:`Session.write_files` is the call with the session's
-        chain."""
-        return self._do(self._write_files_call(session_id, files, chain, minimum_isolation))
+        chain. ``route`` as in :meth:`run_in_session`."""
+        return self._do(self._write_files_call(session_id, files, chain,
+                                               minimum_isolation).on_route(route))
 
     def read_file(self, session_id: str, path: str, offset: int = 0,
                   limit: Optional[int] = None, chain: Optional[Chain] = None,
-                  minimum_isolation: Optional[str] = None) -> ReadFileResult:
+                  minimum_isolation: Optional[str] = None, *,
+                  route: Optional[str] = None) -> ReadFileResult:
         """ReadFile: at most ``limit`` bytes (None or 0: the daemon's
         ``limits.file_read_bytes``, also the most) of the regular file
         ``path`` from ``offset``. A missing file is a
         :class:`~plimsoll.errors.NotFoundError`; a symlink on the way, a
         directory or a special file an
         :class:`~plimsoll.errors.InvalidRequestError`. ``chain`` and
-        ``minimum_isolation`` as in :meth:`write_files`."""
+        ``minimum_isolation`` (and ``route``) as in :meth:`write_files`."""
         return self._do(self._read_file_call(session_id, path, offset, limit, chain,
-                                             minimum_isolation))
+                                             minimum_isolation).on_route(route))
 
     def list_files(self, session_id: str, path: str = "", depth: int = 1,
                    chain: Optional[Chain] = None,
-                   minimum_isolation: Optional[str] = None) -> ListFilesResult:
+                   minimum_isolation: Optional[str] = None, *,
+                   route: Optional[str] = None) -> ListFilesResult:
         """ListFiles: the entries of the directory ``path`` (``""``: the work
         directory) and, to ``depth`` levels (1 to 16; 0 is 1), of the
         directories in it; symlinks listed, never followed. ``chain`` and
-        ``minimum_isolation`` as in :meth:`write_files`."""
+        ``minimum_isolation`` (and ``route``) as in :meth:`write_files`."""
         return self._do(self._list_files_call(session_id, path, depth, chain,
-                                              minimum_isolation))
+                                              minimum_isolation).on_route(route))
 
-    def connect_session(self, session_id: str,
-                        minimum_isolation: Optional[str] = None) -> "Session":
+    def connect_session(self, session_id: str, minimum_isolation: Optional[str] = None, *,
+                        route: Optional[str] = None) -> "Session":
         """A :class:`Session` for a session opened before (by this client,
         another, another process): GetSession, then the object whose chain
         starts at the answer's ``previous_digest``, so every later call is
@@ -310,10 +332,19 @@ class Client(ClientBase):
         call made elsewhere in the session after this one (another
         process's) fails this object's next answer with
         ``ChainError(broken="previous_digest")``, as it should.
+
+        Behind a proxy, ``route`` is the session's daemon (the ``route`` of
+        the object that opened it, or of its :class:`SessionInfo`):
+        GetSession and every call of the object send it, and a session
+        whose daemon is out of reach is a
+        :class:`~plimsoll.errors.WrongRouteError`. Without it, the object
+        takes the route GetSession answers.
         """
         check_floor(minimum_isolation)
-        info = reconnectable(self.get_session(session_id))
-        return Session(self, session_id, minimum_isolation, previous=info.previous_digest)
+        route = check_route(route)
+        info = reconnectable(self.get_session(session_id, route=route))
+        return Session(self, session_id, minimum_isolation, previous=info.previous_digest,
+                       route=route or info.route)
 
 
 class Session:
@@ -321,7 +352,8 @@ class Session:
     chain (``chain``), whose head advances only when every check holds.
     :meth:`Client.open_session` makes one, and :meth:`Client.connect_session`
     one for a session opened before (its chain starts at the daemon's
-    ``previous_digest``: ``previous``).
+    ``previous_digest``: ``previous``). Every call of the object is sent
+    on its :attr:`route`.
 
     After a :class:`~plimsoll.record.ChainError` or an
     :class:`~plimsoll.errors.IsolationEvidenceMismatchError` the session
@@ -331,17 +363,27 @@ class Session:
     """
 
     def __init__(self, client: Client, session_id: str,
-                 minimum_isolation: Optional[str] = None, previous: str = "") -> None:
+                 minimum_isolation: Optional[str] = None, previous: str = "",
+                 route: Optional[str] = None) -> None:
         self.client = client
         self.session_id = session_id
         self.minimum_isolation = minimum_isolation
         self.chain = Chain(previous)
         self.closed = False
+        self._route = check_route(route) or ""
         self._lock = threading.Lock()
 
+    @property
+    def route(self) -> str:
+        """The route of the daemon that holds the session (its
+        ``PLIMSOLL_INSTANCE``), sent as ``Plimsoll-Route`` with every call
+        of this object so that a proxy in front of many daemons sends it
+        there; ``""`` (a daemon older than routes): none is sent."""
+        return self._route
+
     def __repr__(self) -> str:
-        return "Session(%r, entries=%d, closed=%r)" % (self.session_id, len(self.chain),
-                                                        self.closed)
+        return "Session(%r, route=%r, entries=%d, closed=%r)" % (
+            self.session_id, self._route, len(self.chain), self.closed)
 
     def __enter__(self) -> "Session":
         return self
@@ -361,7 +403,8 @@ class Session:
         when the request sets none."""
         run = with_floor(run, self.minimum_isolation)
         with self._lock:
-            return self.client.run_in_session(self.session_id, run, chain=self.chain)
+            return self.client.run_in_session(self.session_id, run, chain=self.chain,
+                                              route=self._route)
 
     def run_snippet(self, code: str, language: str = "javascript", stdin: Optional[str] = None,
                     *, timeout_ms: Optional[int] = None, memory_mb: Optional[int] = None,
@@ -389,7 +432,8 @@ class Session:
         with self._lock:
             return self.client.run_cell(self.session_id, cell_object(code, language, files),
                                         timeout_ms, chain=self.chain,
-                                        minimum_isolation=self.minimum_isolation)
+                                        minimum_isolation=self.minimum_isolation,
+                                        route=self._route)
 
     def cell_stream(self, code: str, language: str, on_output: Optional[OnOutput] = None,
                     files: Optional[Files] = None,
@@ -400,7 +444,8 @@ class Session:
             return self.client.run_cell_stream(self.session_id,
                                                cell_object(code, language, files), on_output,
                                                timeout_ms, chain=self.chain,
-                                               minimum_isolation=self.minimum_isolation)
+                                               minimum_isolation=self.minimum_isolation,
+                                               route=self._route)
 
     # -- its files ---------------------------------------------------------
 
@@ -411,7 +456,8 @@ class Session:
         answer's record extends the chain, as a cell's does."""
         with self._lock:
             return self.client.write_files(self.session_id, files, chain=self.chain,
-                                           minimum_isolation=self.minimum_isolation)
+                                           minimum_isolation=self.minimum_isolation,
+                                           route=self._route)
 
     def write_text(self, path: str, text: str) -> WriteFilesResult:
         """``write_files({path: text})``: one file of text (UTF-8)."""
@@ -434,7 +480,8 @@ class Session:
         with self._lock:
             return self.client.read_file(self.session_id, path, offset, limit,
                                          chain=self.chain,
-                                         minimum_isolation=self.minimum_isolation)
+                                         minimum_isolation=self.minimum_isolation,
+                                         route=self._route)
 
     def list_files(self, path: str = "", depth: int = 1) -> ListFilesResult:
         """ListFiles: the entries (:class:`~plimsoll.FileEntry`) of the
@@ -443,7 +490,8 @@ class Session:
         ``file_list_entries`` left some out. The record extends the chain."""
         with self._lock:
             return self.client.list_files(self.session_id, path, depth, chain=self.chain,
-                                          minimum_isolation=self.minimum_isolation)
+                                          minimum_isolation=self.minimum_isolation,
+                                          route=self._route)
 
     def read_bytes(self, path: str, *, limit: Optional[int] = None) -> bytes:
         """The whole file ``path``: ReadFile from offset 0 until ``more``
@@ -495,12 +543,12 @@ class Session:
     def info(self) -> SessionInfo:
         """GetSession: the session as the daemon holds it now. It waits
         neither for the daemon's calls nor for this object's."""
-        return self.client.get_session(self.session_id)
+        return self.client.get_session(self.session_id, route=self._route)
 
     def extend(self, ends_in_s: int) -> SessionInfo:
         """ExtendSession: the session now ends ``ends_in_s`` seconds from
         now, as :meth:`Client.extend_session` says (shorter is allowed)."""
-        return self.client.extend_session(self.session_id, ends_in_s)
+        return self.client.extend_session(self.session_id, ends_in_s, route=self._route)
 
     def close(self) -> None:
         """Close the session (once; a second close does nothing)."""
@@ -508,4 +556,4 @@ class Session:
             if self.closed:
                 return
             self.closed = True
-            self.client.close_session(self.session_id)
+            self.client.close_session(self.session_id, route=self._route)

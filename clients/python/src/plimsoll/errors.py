@@ -38,6 +38,7 @@ __all__ = [
     "AtCapacityError",
     "SessionEndedError",
     "NotFoundError",
+    "WrongRouteError",
     "InfrastructureError",
     "ProtocolError",
     "IsolationEvidenceMismatchError",
@@ -146,6 +147,13 @@ class NotFoundError(RefusalError):
     """``NOT_FOUND``: no such path, method, or session for this caller."""
 
 
+class WrongRouteError(RefusalError):
+    """``WRONG_ROUTE``: the call named another daemon's route (the
+    session's, sent as ``Plimsoll-Route``), so the session's daemon was not
+    reached: behind a proxy, that daemon is gone or draining. The session is
+    out of reach; nothing ran."""
+
+
 class InfrastructureError(PlimsollError):
     """``INTERNAL``, a transport failure, the call's timeout (code
     ``deadline_exceeded``), or an answer that breaks the protocol (a
@@ -248,6 +256,7 @@ _BY_REASON: Dict[str, Type[RefusalError]] = {
     "AT_CAPACITY": AtCapacityError,
     "SESSION_ENDED": SessionEndedError,
     "NOT_FOUND": NotFoundError,
+    "WRONG_ROUTE": WrongRouteError,
 }
 
 

@@ -646,6 +646,10 @@ class SessionInfo:
     disk_budget_kib: int = 0
     #: ``SANDBOX_SESSION_MAX_LIFETIME``: the most a session lives from its open.
     max_lifetime_s: int = 0
+    #: The route of the daemon that holds it (its ``PLIMSOLL_INSTANCE``);
+    #: ``""`` from a daemon older than routes. Behind a proxy, ``route=``
+    #: of the client's calls by id sends a call there.
+    route: str = ""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
