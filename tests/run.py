@@ -78,6 +78,18 @@ def main():
     slowest = sorted(result.per_test.items(), key=lambda kv: -kv[1])[:8]
     print("slowest tests: " + ", ".join("%s %.1fs" % kv for kv in slowest), file=sys.stderr)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    # A daemon the module started and never stopped fails it, and is stopped.
+    from plimsoll_test.harness import Daemon
+    for d in Daemon.started:
+        if d.proc.poll() is None:
+            print("FAIL: a daemon left running at the module's end (%s): %s" % (
+                d.env.get("SANDBOX_DOCKER_INSTANCE") or d.env.get("SANDBOX_PROVIDER", "disabled"),
+                d.log_path), file=sys.stderr)
+            try:
+                d.stop()
+            except Exception as e:  # noqa: BLE001 - its sanitizer report, printed
+                print(e, file=sys.stderr)
+            failed += 1
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
     # A skipped test is not hidden in a green run: it counts as failed here.

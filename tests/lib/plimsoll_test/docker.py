@@ -84,7 +84,8 @@ class DockerDaemon:
     """Mixin for a test class with one docker-provider daemon under
     cls.RUNTIME: setUpClass starts cls.d for instance cls.instance
     (INSTANCE + RUNTIME) with docker_env and cls.settings(), waiting up to
-    START_TIMEOUT seconds.  tearDownClass is the class's own."""
+    START_TIMEOUT seconds; tearDownClass stops it and fails when a
+    container of the instance is left (a class may extend either)."""
     RUNTIME = None  # per_runtime sets it
     INSTANCE = None  # the instance's name before the runtime's
     SETTINGS = {}
@@ -101,6 +102,12 @@ class DockerDaemon:
         cls.instance = cls.INSTANCE + cls.RUNTIME
         cls.d = start_docker_daemon(cls.RUNTIME, cls.instance, timeout=cls.START_TIMEOUT,
                                     **cls.settings())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+        left = ours(cls.instance)
+        assert left == [], "containers left behind: %r" % left
 
 
 def per_runtime(suite, *mixins):

@@ -49,6 +49,11 @@ def key_line(principal, key):
 class Daemon:
     """One plimsolld process. Use as a context manager."""
 
+    # Every daemon started in this process: tests/run.py fails a module
+    # that leaves one running (it would run on, with its warm containers,
+    # through the rest of the suite).
+    started = []
+
     def __init__(self, env=None, principals=("alice", "bob"), listen="127.0.0.1:0"):
         self.dir = tempfile.mkdtemp(prefix="plimsoll-test-")
         self.keys = {p: make_key() for p in principals}
@@ -80,6 +85,7 @@ class Daemon:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([PLIMSOLLD], env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=self.log)
+        Daemon.started.append(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for line in self.log_lines():
