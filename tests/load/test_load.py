@@ -31,7 +31,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from plimsoll_test.docker import docker_env, engine_up, ours  # noqa: E402
-from plimsoll_test.harness import SERVICE, Daemon, error_info  # noqa: E402
+from plimsoll_test.harness import SERVICE, Daemon, error_info, metrics  # noqa: E402
 from plimsoll_test.payloads import js, py  # noqa: E402
 from plimsoll_test.procs import proc_counts  # noqa: E402
 
@@ -75,18 +75,6 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise AssertionError("no VmRSS for %d" % pid)
-
-
-def metrics(d):
-    status, _, data = d.request("GET", "/metrics",
-                                headers={"Authorization": "Bearer " + d.keys["alice"]})
-    assert status == 200, (status, data)
-    out = {}
-    for line in data.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def metric_sum(m, prefix):

@@ -36,7 +36,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from plimsoll_test.docker import DockerDaemon, engine, ours  # noqa: E402
-from plimsoll_test.harness import CLI, Daemon  # noqa: E402
+from plimsoll_test.harness import CLI, Daemon, metrics  # noqa: E402
 
 # The contract's tools.
 TOOLS = {"run_code", "open_session", "run_cell", "close_session", "write_files", "read_file",
@@ -60,20 +60,6 @@ def describe(d):
     if status != 200:
         raise AssertionError("Describe: %s %r" % (status, body))
     return body
-
-
-def metrics(d):
-    """/metrics as {series: value}."""
-    status, _, data = d.request("GET", "/metrics",
-                                headers={"Authorization": "Bearer " + d.keys["alice"]})
-    if status != 200:
-        raise AssertionError("/metrics: %d %r" % (status, data))
-    out = {}
-    for line in data.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def runs_started(d):

@@ -59,16 +59,21 @@ def every_call(s: plimsoll.Session) -> None:
         pass
 
 
-class Routed(unittest.TestCase):
-    def setUp(self) -> None:
-        self.fake = FakeDaemon().__enter__()
-        self.addCleanup(self.fake.__exit__)
-        self.client = plimsoll.Client(self.fake.url, "plk_test")
+class Received:
+    """The fake daemon's view, shared by the sync and async cases."""
+    fake: FakeDaemon
 
     def routes(self, start: int = 0) -> List[Tuple[str, Optional[str]]]:
         """(method, the header sent or None) of each call received from ``start``."""
         return [(r["path"].rsplit("/", 1)[-1], r["headers"].get(HEADER))
                 for r in self.fake.received[start:]]
+
+
+class Routed(Received, unittest.TestCase):
+    def setUp(self) -> None:
+        self.fake = FakeDaemon().__enter__()
+        self.addCleanup(self.fake.__exit__)
+        self.client = plimsoll.Client(self.fake.url, "plk_test")
 
     def test_a_session_sends_its_route_with_every_later_call(self) -> None:
         self.fake.respond = responder("daemon-1.eu_west")
@@ -174,15 +179,11 @@ class Routed(unittest.TestCase):
         self.assertEqual(len(s.chain), 0)
 
 
-class AsyncRouted(unittest.IsolatedAsyncioTestCase):
+class AsyncRouted(Received, unittest.IsolatedAsyncioTestCase):
     def setUp(self) -> None:
         self.fake = FakeDaemon().__enter__()
         self.addCleanup(self.fake.__exit__)
         self.client = plimsoll.AsyncClient(self.fake.url, "plk_test")
-
-    def routes(self, start: int = 0) -> List[Tuple[str, Optional[str]]]:
-        return [(r["path"].rsplit("/", 1)[-1], r["headers"].get(HEADER))
-                for r in self.fake.received[start:]]
 
     async def test_a_session_sends_its_route_with_every_later_call(self) -> None:
         self.fake.respond = responder("d-2")

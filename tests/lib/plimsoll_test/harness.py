@@ -215,6 +215,20 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+def metrics(d):
+    """Daemon d's /metrics (read with alice's key) as {series: value}."""
+    status, _, data = d.request("GET", "/metrics",
+                                headers={"Authorization": "Bearer " + d.keys["alice"]})
+    if status != 200:
+        raise AssertionError("/metrics: %d %r" % (status, data))
+    out = {}
+    for line in data.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
 def error_info(body):
     """Decode details[0] of a Connect error: the protobuf bytes and the debug copy."""
     d = body["details"][0]
